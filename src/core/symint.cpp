@@ -1,0 +1,522 @@
+#include "core/symint.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/error.h"
+
+namespace anvil {
+
+/// Expression node. kAdd / kMul are n-ary, flattened, with at most one constant operand (last).
+struct SymInt::Node {
+  enum class Op { kSym, kAdd, kMul, kFloorDiv, kMod, kMax, kMin, kPow };
+  Op op;
+  std::string name;           // kSym
+  std::vector<SymInt> args;   // others
+  std::string text;           // canonical text, used for equality and ordering
+};
+
+namespace {
+
+using Op = SymInt::Node::Op;
+
+int64_t py_floordiv(int64_t a, int64_t b, const char* where) {
+  ANVIL_CHECK(b != 0, where, "division by zero in a symbolic size", "a non-zero divisor", "0");
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+int64_t py_mod(int64_t a, int64_t b, const char* where) { return a - py_floordiv(a, b, where) * b; }
+
+int64_t ipow(int64_t b, int64_t e) {
+  int64_t r = 1;
+  while (e-- > 0) r *= b;
+  return r;
+}
+
+const char* op_fn_name(Op op) {
+  switch (op) {
+    case Op::kFloorDiv: return "FloorDiv";
+    case Op::kMod: return "Mod";
+    case Op::kMax: return "Max";
+    case Op::kMin: return "Min";
+    case Op::kPow: return "Pow";
+    default: return "?";
+  }
+}
+
+}  // namespace
+
+std::string SymRange::str() const {
+  return "[" + std::to_string(min) + ", " + (max == kSymMax ? std::string("inf") : std::to_string(max)) + "]";
+}
+
+SymInt::SymInt(int64_t value) : value_(value) {}
+
+SymInt SymInt::symbol(const std::string& name) {
+  ANVIL_CHECK(!name.empty(), "SymInt::symbol", "empty symbol name", "a name", "\"\"");
+  auto n = std::make_shared<Node>();
+  n->op = Op::kSym;
+  n->name = name;
+  n->text = name;
+  return SymInt(std::shared_ptr<const Node>(std::move(n)));
+}
+
+int64_t SymInt::constant() const {
+  if (node_) throw Error("size is symbolic, not a constant", "SymInt", "a constant", str());
+  return value_;
+}
+
+std::optional<int64_t> SymInt::maybe_constant() const {
+  if (node_) return std::nullopt;
+  return value_;
+}
+
+std::optional<std::string> SymInt::as_symbol() const {
+  if (node_ && node_->op == Op::kSym) return node_->name;
+  return std::nullopt;
+}
+
+namespace {
+
+// Builds an n-ary node with canonical text; `args` already flattened and sorted.
+SymInt make_nary(Op op, std::vector<SymInt> args);
+
+std::string term_text(const SymInt& s, bool in_product) {
+  std::string t = s.str();
+  if (s.node() && s.node()->op == Op::kAdd) return "(" + t + ")";
+  if (in_product && !s.node() && s.constant() < 0) return "(" + t + ")";
+  return t;
+}
+
+SymInt fold_nary(Op op, const SymInt& a, const SymInt& b) {
+  std::vector<SymInt> parts;
+  int64_t c = op == Op::kAdd ? 0 : 1;
+  for (const SymInt* x : {&a, &b}) {
+    if (x->is_constant()) {
+      c = op == Op::kAdd ? c + x->constant() : c * x->constant();
+    } else if (x->node()->op == op) {
+      for (const SymInt& y : x->node()->args) {
+        if (y.is_constant())
+          c = op == Op::kAdd ? c + y.constant() : c * y.constant();
+        else
+          parts.push_back(y);
+      }
+    } else {
+      parts.push_back(*x);
+    }
+  }
+  if (op == Op::kMul && c == 0) return SymInt(0);
+  std::sort(parts.begin(), parts.end(),
+            [](const SymInt& l, const SymInt& r) { return l.str() < r.str(); });
+  if (op == Op::kAdd) {
+    // Combine like terms: k*x + m*x -> (k+m)*x.
+    std::vector<std::pair<SymInt, int64_t>> terms;  // (base, coefficient)
+    for (const SymInt& p : parts) {
+      SymInt base = p;
+      int64_t k = 1;
+      if (p.node()->op == Op::kMul) {
+        const auto& as = p.node()->args;
+        if (as.back().is_constant()) {
+          k = as.back().constant();
+          std::vector<SymInt> rest(as.begin(), as.end() - 1);
+          base = rest.size() == 1 ? rest[0] : make_nary(Op::kMul, rest);
+        }
+      }
+      bool merged = false;
+      for (auto& [b2, k2] : terms)
+        if (b2 == base) {
+          k2 += k;
+          merged = true;
+          break;
+        }
+      if (!merged) terms.emplace_back(base, k);
+    }
+    parts.clear();
+    for (auto& [base, k] : terms) {
+      if (k == 0) continue;
+      parts.push_back(k == 1 ? base : base * SymInt(k));
+    }
+    std::sort(parts.begin(), parts.end(),
+              [](const SymInt& l, const SymInt& r) { return l.str() < r.str(); });
+  }
+  bool neutral = op == Op::kAdd ? c == 0 : c == 1;
+  if (parts.empty()) return SymInt(c);
+  if (parts.size() == 1 && neutral) return parts[0];
+  if (!neutral) parts.push_back(SymInt(c));
+  return make_nary(op, std::move(parts));
+}
+
+}  // namespace
+
+namespace {
+SymInt make_nary(Op op, std::vector<SymInt> args) {
+  auto n = std::make_shared<SymInt::Node>();
+  n->op = op;
+  std::string text;
+  if (op == Op::kAdd) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      std::string t = term_text(args[i], false);
+      if (i == 0) {
+        text = t;
+      } else if (args[i].is_constant() && args[i].constant() < 0) {
+        text += " - " + std::to_string(-args[i].constant());
+      } else {
+        text += " + " + t;
+      }
+    }
+  } else if (op == Op::kMul) {
+    // Constant coefficient first: 2*s0.
+    if (args.back().is_constant()) text = std::to_string(args.back().constant()) + "*";
+    bool first = true;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].is_constant()) continue;
+      text += (first ? "" : "*") + term_text(args[i], true);
+      first = false;
+    }
+  } else {
+    text = std::string(op_fn_name(op)) + "(" + args[0].str() + ", " + args[1].str() + ")";
+  }
+  n->args = std::move(args);
+  n->text = std::move(text);
+  return SymInt::from_node(std::shared_ptr<const SymInt::Node>(std::move(n)));
+}
+}  // namespace
+
+
+SymInt SymInt::operator+(const SymInt& o) const {
+  if (is_constant() && o.is_constant()) return SymInt(value_ + o.value_);
+  return fold_nary(Op::kAdd, *this, o);
+}
+SymInt SymInt::operator*(const SymInt& o) const {
+  if (is_constant() && o.is_constant()) return SymInt(value_ * o.value_);
+  return fold_nary(Op::kMul, *this, o);
+}
+SymInt SymInt::operator-() const { return *this * SymInt(-1); }
+SymInt SymInt::operator-(const SymInt& o) const { return *this + (-o); }
+
+namespace {
+SymInt binary_fn(Op op, const SymInt& a, const SymInt& b) {
+  return make_nary(op, {a, b});
+}
+}  // namespace
+
+SymInt SymInt::floordiv(const SymInt& o) const {
+  if (is_constant() && o.is_constant()) return SymInt(py_floordiv(value_, o.value_, "SymInt::floordiv"));
+  if (o.is_constant() && o.constant() == 1) return *this;
+  // (k*x) // k == x when k divides the coefficient.
+  if (o.is_constant() && o.constant() != 0 && node_ && node_->op == Op::kMul &&
+      node_->args.back().is_constant() && node_->args.back().constant() % o.constant() == 0) {
+    SymInt r(node_->args.back().constant() / o.constant());
+    for (size_t i = 0; i + 1 < node_->args.size(); ++i) r = r * node_->args[i];
+    return r;
+  }
+  return binary_fn(Op::kFloorDiv, *this, o);
+}
+
+SymInt SymInt::mod(const SymInt& o) const {
+  if (is_constant() && o.is_constant()) return SymInt(py_mod(value_, o.value_, "SymInt::mod"));
+  if (o.is_constant() && o.constant() == 1) return SymInt(0);
+  return binary_fn(Op::kMod, *this, o);
+}
+
+SymInt SymInt::max(const SymInt& a, const SymInt& b) {
+  if (a.is_constant() && b.is_constant()) return SymInt(std::max(a.value_, b.value_));
+  if (a == b) return a;
+  return a.str() < b.str() ? binary_fn(Op::kMax, a, b) : binary_fn(Op::kMax, b, a);
+}
+
+SymInt SymInt::min(const SymInt& a, const SymInt& b) {
+  if (a.is_constant() && b.is_constant()) return SymInt(std::min(a.value_, b.value_));
+  if (a == b) return a;
+  return a.str() < b.str() ? binary_fn(Op::kMin, a, b) : binary_fn(Op::kMin, b, a);
+}
+
+bool SymInt::operator==(const SymInt& o) const {
+  if (is_constant() != o.is_constant()) return false;
+  if (is_constant()) return value_ == o.value_;
+  return node_ == o.node_ || node_->text == o.node_->text;
+}
+
+std::string SymInt::str() const { return node_ ? node_->text : std::to_string(value_); }
+
+int64_t SymInt::evaluate(const SymEnv& env) const {
+  if (!node_) return value_;
+  const Node& n = *node_;
+  switch (n.op) {
+    case Op::kSym: {
+      auto it = env.find(n.name);
+      if (it == env.end())
+        throw Error("symbol has no value", "SymInt::evaluate", "a binding for " + n.name, "none");
+      return it->second;
+    }
+    case Op::kAdd: {
+      int64_t s = 0;
+      for (const auto& a : n.args) s += a.evaluate(env);
+      return s;
+    }
+    case Op::kMul: {
+      int64_t s = 1;
+      for (const auto& a : n.args) s *= a.evaluate(env);
+      return s;
+    }
+    case Op::kFloorDiv: return py_floordiv(n.args[0].evaluate(env), n.args[1].evaluate(env), "SymInt::evaluate");
+    case Op::kMod: return py_mod(n.args[0].evaluate(env), n.args[1].evaluate(env), "SymInt::evaluate");
+    case Op::kMax: return std::max(n.args[0].evaluate(env), n.args[1].evaluate(env));
+    case Op::kMin: return std::min(n.args[0].evaluate(env), n.args[1].evaluate(env));
+    case Op::kPow: return ipow(n.args[0].evaluate(env), n.args[1].evaluate(env));
+  }
+  return 0;
+}
+
+namespace {
+constexpr int64_t kInf = SymRange::kSymMax;
+int64_t sat_add(int64_t a, int64_t b) {
+  if (a == kInf || b == kInf) return kInf;
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return kInf;
+  return r;
+}
+int64_t sat_mul(int64_t a, int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  if (a == kInf || b == kInf) return (a < 0 || b < 0) ? -kInf : kInf;
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) return ((a < 0) != (b < 0)) ? -kInf : kInf;
+  return r;
+}
+}  // namespace
+
+SymRange SymInt::bounds(const SymRanges& ranges) const {
+  if (!node_) return {value_, value_};
+  const Node& n = *node_;
+  switch (n.op) {
+    case Op::kSym: {
+      auto it = ranges.find(n.name);
+      return it == ranges.end() ? SymRange{0, kInf} : it->second;
+    }
+    case Op::kAdd: {
+      SymRange r{0, 0};
+      for (const auto& a : n.args) {
+        SymRange b = a.bounds(ranges);
+        r = {sat_add(r.min, b.min), sat_add(r.max, b.max)};
+      }
+      return r;
+    }
+    case Op::kMul: {
+      SymRange r{1, 1};
+      for (const auto& a : n.args) {
+        SymRange b = a.bounds(ranges);
+        int64_t c[] = {sat_mul(r.min, b.min), sat_mul(r.min, b.max), sat_mul(r.max, b.min),
+                       sat_mul(r.max, b.max)};
+        r = {*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
+      }
+      return r;
+    }
+    case Op::kMax: {
+      SymRange a = n.args[0].bounds(ranges), b = n.args[1].bounds(ranges);
+      return {std::max(a.min, b.min), std::max(a.max, b.max)};
+    }
+    case Op::kMin: {
+      SymRange a = n.args[0].bounds(ranges), b = n.args[1].bounds(ranges);
+      return {std::min(a.min, b.min), std::min(a.max, b.max)};
+    }
+    case Op::kFloorDiv: {
+      SymRange a = n.args[0].bounds(ranges), b = n.args[1].bounds(ranges);
+      if (b.min > 0 && a.min >= 0)
+        return {a.min / b.max == kInf ? 0 : a.min / (b.max == kInf ? kInf : b.max),
+                a.max == kInf ? kInf : a.max / b.min};
+      return {-kInf, kInf};
+    }
+    case Op::kMod: {
+      SymRange b = n.args[1].bounds(ranges);
+      if (b.min > 0) return {0, b.max == kInf ? kInf : b.max - 1};
+      return {-kInf, kInf};
+    }
+    case Op::kPow: {
+      SymRange a = n.args[0].bounds(ranges);
+      auto e = n.args[1].maybe_constant();
+      if (e && a.min >= 0) {
+        int64_t lo = 1, hi = 1;
+        for (int64_t i = 0; i < *e; ++i) lo = sat_mul(lo, a.min), hi = sat_mul(hi, a.max);
+        return {lo, hi};
+      }
+      return {-kInf, kInf};
+    }
+  }
+  return {-kInf, kInf};
+}
+
+void SymInt::collect_symbols(std::set<std::string>& out) const {
+  if (!node_) return;
+  if (node_->op == Op::kSym) out.insert(node_->name);
+  for (const auto& a : node_->args) a.collect_symbols(out);
+}
+
+// ---- parsing -------------------------------------------------------------------------------
+namespace {
+
+class Parser {
+ public:
+  explicit Parser(const std::string& s) : s_(s) {}
+  SymInt parse_all() {
+    SymInt v = expr();
+    skip();
+    if (pos_ != s_.size()) error("unexpected text");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void error(const std::string& what) {
+    throw Error("cannot parse symbolic int: " + what, "SymInt::parse",
+                "an expression like 2*s0 + 1 or Mul(Integer(2), Symbol('s0'))",
+                s_ + " (at offset " + std::to_string(pos_) + ")");
+  }
+  void skip() {
+    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+  }
+  bool eat(const std::string& tok) {
+    skip();
+    if (s_.compare(pos_, tok.size(), tok) == 0) {
+      pos_ += tok.size();
+      return true;
+    }
+    return false;
+  }
+  void expect(const std::string& tok) {
+    if (!eat(tok)) error("expected '" + tok + "'");
+  }
+  SymInt expr() {
+    SymInt v = term();
+    while (true) {
+      if (eat("+")) v = v + term();
+      else if (peek_minus()) { ++pos_; v = v - term(); }
+      else return v;
+    }
+  }
+  bool peek_minus() {
+    skip();
+    return pos_ < s_.size() && s_[pos_] == '-';
+  }
+  SymInt term() {
+    SymInt v = unary();
+    while (true) {
+      if (eat("//")) v = v.floordiv(unary());
+      else if (eat("*")) {
+        if (s_.compare(pos_, 1, "*") == 0) { ++pos_; v = pow(v, unary()); }
+        else v = v * unary();
+      } else if (eat("%")) v = v.mod(unary());
+      else return v;
+    }
+  }
+  SymInt pow(const SymInt& b, const SymInt& e) {
+    auto k = e.maybe_constant();
+    if (!k || *k < 0) error("only constant non-negative exponents are supported");
+    if (b.is_constant()) return SymInt(ipow(b.constant(), *k));
+    SymInt r(1);
+    for (int64_t i = 0; i < *k; ++i) r = r * b;
+    return r;
+  }
+  SymInt unary() {
+    if (peek_minus()) { ++pos_; return -unary(); }
+    return atom();
+  }
+  std::string ident() {
+    skip();
+    size_t start = pos_;
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
+      ++pos_;
+    return s_.substr(start, pos_ - start);
+  }
+  std::vector<SymInt> call_args() {
+    std::vector<SymInt> args;
+    if (eat(")")) return args;
+    while (true) {
+      // keyword arguments (positive=True) are skipped
+      size_t save = pos_;
+      std::string id = ident();
+      if (!id.empty() && eat("=")) {
+        ident();
+      } else {
+        pos_ = save;
+        args.push_back(expr());
+      }
+      if (eat(")")) return args;
+      expect(",");
+    }
+  }
+  SymInt atom() {
+    skip();
+    if (pos_ >= s_.size()) error("unexpected end");
+    char c = s_[pos_];
+    if (c == '(') {
+      ++pos_;
+      SymInt v = expr();
+      expect(")");
+      return v;
+    }
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      size_t start = pos_;
+      while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+      try {
+        return SymInt(std::stoll(s_.substr(start, pos_ - start)));
+      } catch (const std::exception&) {
+        error("integer out of range");
+      }
+    }
+    std::string id = ident();
+    if (id.empty()) error("expected a name or number");
+    if (!eat("(")) return SymInt::symbol(id);
+    if (id == "Symbol") {
+      skip();
+      if (pos_ >= s_.size() || (s_[pos_] != '\'' && s_[pos_] != '"')) error("expected a quoted name");
+      char q = s_[pos_++];
+      size_t end = s_.find(q, pos_);
+      if (end == std::string::npos) error("unterminated name");
+      std::string name = s_.substr(pos_, end - pos_);
+      pos_ = end + 1;
+      while (!eat(")")) {
+        expect(",");
+        ident();
+        if (eat("=")) ident();
+      }
+      return SymInt::symbol(name);
+    }
+    std::vector<SymInt> a = call_args();
+    auto need = [&](size_t n) {
+      if (a.size() != n) error(id + " takes " + std::to_string(n) + " arguments");
+    };
+    if (id == "Integer") { need(1); return a[0]; }
+    if (id == "Add") { SymInt r(0); for (auto& x : a) r = r + x; return r; }
+    if (id == "Mul") { SymInt r(1); for (auto& x : a) r = r * x; return r; }
+    if (id == "Pow") { need(2); return pow(a[0], a[1]); }
+    if (id == "FloorDiv" || id == "floor_divide") { need(2); return a[0].floordiv(a[1]); }
+    if (id == "Mod" || id == "PythonMod") { need(2); return a[0].mod(a[1]); }
+    if (id == "Max") { SymInt r = a.at(0); for (size_t i = 1; i < a.size(); ++i) r = SymInt::max(r, a[i]); return r; }
+    if (id == "Min") { SymInt r = a.at(0); for (size_t i = 1; i < a.size(); ++i) r = SymInt::min(r, a[i]); return r; }
+    if (id == "CeilDiv") { need(2); return (a[0] + a[1] - SymInt(1)).floordiv(a[1]); }
+    error("unknown function " + id);
+  }
+
+  const std::string& s_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+SymInt SymInt::parse(const std::string& text) { return Parser(text).parse_all(); }
+
+std::vector<int64_t> evaluate_shape(const std::vector<SymInt>& shape, const SymEnv& env) {
+  std::vector<int64_t> out;
+  out.reserve(shape.size());
+  for (const auto& s : shape) out.push_back(s.evaluate(env));
+  return out;
+}
+
+std::string sym_shape_str(const std::vector<SymInt>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + shape[i].str();
+  return out + "]";
+}
+
+}  // namespace anvil

@@ -1,0 +1,99 @@
+// OpSchema: what anvil knows about one export target (name, category, arity, shape rule,
+// reference kernel), the registry that finds schemas by name, and KernelContext, the
+// resolved runtime arguments a reference kernel reads.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+
+namespace anvil::ir {
+
+enum class OpCategory {
+  kPointwise,
+  kReduction,
+  kView,
+  kExtern,
+  kCollective,
+  kControlFlow,
+  kCreation,  // makes a new tensor from sizes and values (arange, full, zeros)
+  kSym,       // computes on symbolic ints (sym_size, operator.mul)
+  kMeta,      // checks or no-ops (_assert_tensor_metadata)
+};
+const char* op_category_name(OpCategory c);
+
+/// A runtime argument or result: what a KernelContext holds per argument.
+using RValue = std::variant<std::monostate, Tensor, std::vector<Tensor>,
+                            std::vector<std::optional<Tensor>>, int64_t, double, bool, std::string,
+                            std::vector<int64_t>, std::vector<double>, std::vector<bool>, DType,
+                            Device>;
+
+/// The arguments of one node, resolved to runtime values (SymInts evaluated), for a kernel.
+/// Lookups are by the argument names the export uses; absent arguments take the defaults the
+/// kernel passes; a missing required argument or a wrong kind raises Error naming the node.
+class KernelContext {
+ public:
+  KernelContext(const Node& node, std::vector<RValue> args);
+
+  const Node& node() const { return node_; }
+  /// True when argument `name` is present and not None.
+  bool has(const std::string& name) const;
+  const Tensor& tensor(const std::string& name) const;
+  std::optional<Tensor> opt_tensor(const std::string& name) const;
+  std::vector<Tensor> tensors(const std::string& name) const;
+  std::vector<std::optional<Tensor>> opt_tensors(const std::string& name) const;
+  int64_t int_arg(const std::string& name) const;
+  int64_t int_arg(const std::string& name, int64_t dflt) const;
+  /// Accepts int, float or bool arguments.
+  double float_arg(const std::string& name) const;
+  double float_arg(const std::string& name, double dflt) const;
+  bool bool_arg(const std::string& name, bool dflt) const;
+  std::string string_arg(const std::string& name, const std::string& dflt) const;
+  /// Int lists; a single int argument becomes a one-element list.
+  std::vector<int64_t> ints(const std::string& name) const;
+  std::vector<int64_t> ints(const std::string& name, const std::vector<int64_t>& dflt) const;
+  std::optional<DType> dtype_arg(const std::string& name) const;
+  std::optional<Device> device_arg(const std::string& name) const;
+  /// True when the argument was a Python float (matters for type promotion of scalars).
+  bool is_float_scalar(const std::string& name) const;
+  /// The raw value (monostate when absent).
+  const RValue& raw(const std::string& name) const;
+  /// "node add_1 (aten.add.Tensor)".
+  std::string where() const;
+  /// Throws Error located at this node.
+  [[noreturn]] void fail(const std::string& what, const std::string& expected,
+                         const std::string& actual) const;
+
+ private:
+  const Node& node_;
+  std::vector<RValue> args_;
+};
+
+using KernelFn = std::vector<RValue> (*)(KernelContext&);
+/// Computes the output types of a node from its inputs' types and its attributes. Returns one
+/// TensorType per tensor output (empty for ops that yield only SymInts). Throws Error at the node.
+using ShapeFn = std::vector<TensorType> (*)(const Node&);
+
+/// One row of the op table.
+struct OpSchema {
+  const char* name;      // "aten.add.Tensor"
+  OpCategory category;
+  int min_args;          // number of leading arguments that must be present
+  int max_args;          // most arguments accepted
+  int mutates_arg;       // index of the argument an in-place op writes, else -1
+  ShapeFn shape;
+  KernelFn kernel;
+};
+
+/// Schema for an export target (with or without the "torch.ops." prefix), or null.
+const OpSchema* find_op(const std::string& target);
+/// Every registered schema, in table order.
+const std::vector<OpSchema>& all_ops();
+/// Strips "torch.ops." so "torch.ops.aten.add.Tensor" becomes "aten.add.Tensor".
+std::string canonical_target(const std::string& target);
+
+}  // namespace anvil::ir
