@@ -158,3 +158,114 @@ bool KernelContext::is_float_scalar(const std::string& name) const {
 }
 
 }  // namespace anvil::ir
+
+namespace anvil::ir::shape_args {
+
+namespace {
+std::string where(const Node& node) { return "node " + node.name + " (" + node.target + ")"; }
+const Arg& need(const Node& node, const std::string& name, const char* expected) {
+  const Arg* a = node.arg(name);
+  if (!a || a->kind == Arg::Kind::kNone)
+    fail(node, "argument '" + name + "' is missing", expected, "absent");
+  return *a;
+}
+SymInt ref_value(const Node& node, const IntRef& r) {
+  if (!r.value) return SymInt(r.constant);
+  if (r.value->kind != ValueKind::kSymInt)
+    fail(node, "int argument refers to a non-int value", "a SymInt value", r.value->name);
+  return r.value->sym;
+}
+}  // namespace
+
+void fail(const Node& node, const std::string& what, const std::string& expected,
+          const std::string& actual) {
+  throw Error(what, where(node), expected, actual);
+}
+
+bool has(const Node& node, const std::string& name) {
+  const Arg* a = node.arg(name);
+  return a && a->kind != Arg::Kind::kNone;
+}
+
+const TensorType& type(const Node& node, const std::string& name) {
+  const Arg& a = need(node, name, "Tensor");
+  if (a.kind != Arg::Kind::kTensor || !a.value)
+    fail(node, "argument '" + name + "' is not a tensor", "Tensor", "another kind");
+  return a.value->type;
+}
+
+int64_t int_(const Node& node, const std::string& name, std::optional<int64_t> dflt) {
+  if (!has(node, name) && dflt) return *dflt;
+  const Arg& a = need(node, name, "int");
+  switch (a.kind) {
+    case Arg::Kind::kInt: return a.i;
+    case Arg::Kind::kBool: return a.b;
+    case Arg::Kind::kSymInt: return ref_value(node, a.symints.at(0)).constant();
+    default: fail(node, "argument '" + name + "' is not an int", "int", "another kind");
+  }
+}
+
+double float_(const Node& node, const std::string& name, std::optional<double> dflt) {
+  if (!has(node, name) && dflt) return *dflt;
+  const Arg& a = need(node, name, "float");
+  switch (a.kind) {
+    case Arg::Kind::kFloat: return a.f;
+    case Arg::Kind::kInt: return static_cast<double>(a.i);
+    case Arg::Kind::kBool: return a.b;
+    default: fail(node, "argument '" + name + "' is not a number", "float", "another kind");
+  }
+}
+
+bool bool_(const Node& node, const std::string& name, bool dflt) {
+  if (!has(node, name)) return dflt;
+  const Arg& a = *node.arg(name);
+  if (a.kind == Arg::Kind::kBool) return a.b;
+  if (a.kind == Arg::Kind::kInt) return a.i != 0;
+  fail(node, "argument '" + name + "' is not a bool", "bool", "another kind");
+}
+
+std::vector<SymInt> symints(const Node& node, const std::string& name,
+                            std::optional<std::vector<SymInt>> dflt) {
+  if (!has(node, name) && dflt) return *dflt;
+  const Arg& a = need(node, name, "int[]");
+  std::vector<SymInt> out;
+  switch (a.kind) {
+    case Arg::Kind::kInts:
+      for (int64_t v : a.ints) out.emplace_back(v);
+      return out;
+    case Arg::Kind::kInt:
+      return {SymInt(a.i)};
+    case Arg::Kind::kSymInt:
+    case Arg::Kind::kSymInts:
+      for (const auto& r : a.symints) out.push_back(ref_value(node, r));
+      return out;
+    default:
+      fail(node, "argument '" + name + "' is not an int list", "int[]", "another kind");
+  }
+}
+
+SymInt symint(const Node& node, const std::string& name, std::optional<SymInt> dflt) {
+  if (!has(node, name) && dflt) return *dflt;
+  const Arg& a = need(node, name, "int");
+  if (a.kind == Arg::Kind::kInt) return SymInt(a.i);
+  if (a.kind == Arg::Kind::kSymInt) return ref_value(node, a.symints.at(0));
+  fail(node, "argument '" + name + "' is not an int", "int or SymInt", "another kind");
+}
+
+std::optional<DType> dtype(const Node& node, const std::string& name) {
+  if (!has(node, name)) return std::nullopt;
+  const Arg& a = *node.arg(name);
+  if (a.kind == Arg::Kind::kScalarType) return a.dtype;
+  fail(node, "argument '" + name + "' is not a dtype", "ScalarType", "another kind");
+}
+
+std::vector<std::optional<TensorType>> types(const Node& node, const std::string& name) {
+  const Arg& a = need(node, name, "Tensor[]");
+  if (a.kind != Arg::Kind::kTensors && a.kind != Arg::Kind::kOptTensors)
+    fail(node, "argument '" + name + "' is not a tensor list", "Tensor[]", "another kind");
+  std::vector<std::optional<TensorType>> out;
+  for (Value* v : a.values) out.push_back(v ? std::optional<TensorType>(v->type) : std::nullopt);
+  return out;
+}
+
+}  // namespace anvil::ir::shape_args

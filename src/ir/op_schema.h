@@ -73,6 +73,30 @@ class KernelContext {
   std::vector<RValue> args_;
 };
 
+/// Static-argument accessors for shape rules. Each throws Error naming the node when the
+/// argument is missing (and no default is given) or has the wrong kind.
+namespace shape_args {
+/// Type of tensor argument `name`.
+const TensorType& type(const Node& node, const std::string& name);
+/// True when the argument is present and not None.
+bool has(const Node& node, const std::string& name);
+int64_t int_(const Node& node, const std::string& name, std::optional<int64_t> dflt = std::nullopt);
+double float_(const Node& node, const std::string& name, std::optional<double> dflt = std::nullopt);
+bool bool_(const Node& node, const std::string& name, bool dflt);
+/// Int lists as SymInts (constants, or the symbolic value of a SymInt Value); a single int or
+/// SymInt argument becomes a one-element list.
+std::vector<SymInt> symints(const Node& node, const std::string& name,
+                            std::optional<std::vector<SymInt>> dflt = std::nullopt);
+/// One int that may be symbolic.
+SymInt symint(const Node& node, const std::string& name, std::optional<SymInt> dflt = std::nullopt);
+std::optional<DType> dtype(const Node& node, const std::string& name);
+/// Types of a tensor-list argument (None entries give nullopt).
+std::vector<std::optional<TensorType>> types(const Node& node, const std::string& name);
+/// Throws Error located at the node.
+[[noreturn]] void fail(const Node& node, const std::string& what, const std::string& expected,
+                       const std::string& actual);
+}  // namespace shape_args
+
 using KernelFn = std::vector<RValue> (*)(KernelContext&);
 /// Computes the output types of a node from its inputs' types and its attributes. Returns one
 /// TensorType per tensor output (empty for ops that yield only SymInts). Throws Error at the node.
