@@ -31,7 +31,7 @@ class Error : public std::runtime_error {
 template <typename... Args>
 std::string str(const Args&... args) {
   std::ostringstream os;
-  (os << ... << args);
+  ((os << args), ...);
   return os.str();
 }
 

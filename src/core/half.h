@@ -20,7 +20,7 @@ struct BFloat16 {
   static uint16_t from_float(float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN: c10::BFloat16's canonical NaN
     u += 0x7fffu + ((u >> 16) & 1u);
     return static_cast<uint16_t>(u >> 16);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <numeric>
 
 #include "core/error.h"
 
@@ -11,17 +12,38 @@ namespace anvil {
 struct SymInt::Node {
   enum class Op { kSym, kAdd, kMul, kFloorDiv, kMod, kMax, kMin, kPow };
   Op op;
-  std::string name;           // kSym
-  std::vector<SymInt> args;   // others
-  std::string text;           // canonical text, used for equality and ordering
+  std::string name;          // kSym
+  std::vector<SymInt> args;  // others
+  std::string text;          // canonical text, used for equality and ordering
 };
 
 namespace {
 
 using Op = SymInt::Node::Op;
 
+/// a + b; throws Error on int64 overflow.
+int64_t checked_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r))
+    throw Error("integer overflow in a symbolic size", "SymInt", "a result that fits in int64",
+                std::to_string(a) + " + " + std::to_string(b));
+  return r;
+}
+
+/// a * b; throws Error on int64 overflow.
+int64_t checked_mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    throw Error("integer overflow in a symbolic size", "SymInt", "a result that fits in int64",
+                std::to_string(a) + " * " + std::to_string(b));
+  return r;
+}
+
 int64_t py_floordiv(int64_t a, int64_t b, const char* where) {
   ANVIL_CHECK(b != 0, where, "division by zero in a symbolic size", "a non-zero divisor", "0");
+  ANVIL_CHECK(!(a == std::numeric_limits<int64_t>::min() && b == -1), where,
+              "integer overflow in a symbolic size", "a result that fits in int64",
+              std::to_string(a) + " // -1");
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -30,26 +52,39 @@ int64_t py_floordiv(int64_t a, int64_t b, const char* where) {
 int64_t py_mod(int64_t a, int64_t b, const char* where) { return a - py_floordiv(a, b, where) * b; }
 
 int64_t ipow(int64_t b, int64_t e) {
+  ANVIL_CHECK(e >= 0, "SymInt", "negative exponent in a symbolic size", "an exponent >= 0",
+              std::to_string(e));
   int64_t r = 1;
-  while (e-- > 0) r *= b;
+  while (e-- > 0) r = checked_mul(r, b);
   return r;
 }
 
 const char* op_fn_name(Op op) {
   switch (op) {
-    case Op::kFloorDiv: return "FloorDiv";
-    case Op::kMod: return "Mod";
-    case Op::kMax: return "Max";
-    case Op::kMin: return "Min";
-    case Op::kPow: return "Pow";
-    default: return "?";
+    case Op::kFloorDiv:
+      return "FloorDiv";
+    case Op::kMod:
+      return "Mod";
+    case Op::kMax:
+      return "Max";
+    case Op::kMin:
+      return "Min";
+    case Op::kPow:
+      return "Pow";
+    default:
+      return "?";
   }
 }
 
 }  // namespace
 
 std::string SymRange::str() const {
-  return "[" + std::to_string(min) + ", " + (max == kSymMax ? std::string("inf") : std::to_string(max)) + "]";
+  auto bound = [](int64_t v) {
+    return v >= kSymMax    ? std::string("inf")
+           : v <= -kSymMax ? std::string("-inf")
+                           : std::to_string(v);
+  };
+  return "[" + bound(min) + ", " + bound(max) + "]";
 }
 
 SymInt::SymInt(int64_t value) : value_(value) {}
@@ -95,11 +130,11 @@ SymInt fold_nary(Op op, const SymInt& a, const SymInt& b) {
   int64_t c = op == Op::kAdd ? 0 : 1;
   for (const SymInt* x : {&a, &b}) {
     if (x->is_constant()) {
-      c = op == Op::kAdd ? c + x->constant() : c * x->constant();
+      c = op == Op::kAdd ? checked_add(c, x->constant()) : checked_mul(c, x->constant());
     } else if (x->node()->op == op) {
       for (const SymInt& y : x->node()->args) {
         if (y.is_constant())
-          c = op == Op::kAdd ? c + y.constant() : c * y.constant();
+          c = op == Op::kAdd ? checked_add(c, y.constant()) : checked_mul(c, y.constant());
         else
           parts.push_back(y);
       }
@@ -127,7 +162,7 @@ SymInt fold_nary(Op op, const SymInt& a, const SymInt& b) {
       bool merged = false;
       for (auto& [b2, k2] : terms)
         if (b2 == base) {
-          k2 += k;
+          k2 = checked_add(k2, k);
           merged = true;
           break;
         }
@@ -138,6 +173,30 @@ SymInt fold_nary(Op op, const SymInt& a, const SymInt& b) {
       if (k == 0) continue;
       parts.push_back(k == 1 ? base : base * SymInt(k));
     }
+    std::sort(parts.begin(), parts.end(),
+              [](const SymInt& l, const SymInt& r) { return l.str() < r.str(); });
+  } else {
+    // Equal factors become powers, as in sympy: s0*s0 -> Pow(s0, 2).
+    std::vector<std::pair<SymInt, int64_t>> factors;  // (base, exponent)
+    for (const SymInt& p : parts) {
+      SymInt base = p;
+      int64_t e = 1;
+      if (p.node()->op == Op::kPow && p.node()->args[1].is_constant()) {
+        base = p.node()->args[0];
+        e = p.node()->args[1].constant();
+      }
+      bool merged = false;
+      for (auto& [b2, e2] : factors)
+        if (b2 == base) {
+          e2 = checked_add(e2, e);
+          merged = true;
+          break;
+        }
+      if (!merged) factors.emplace_back(base, e);
+    }
+    parts.clear();
+    for (auto& [base, e] : factors)
+      parts.push_back(e == 1 ? base : make_nary(Op::kPow, {base, SymInt(e)}));
     std::sort(parts.begin(), parts.end(),
               [](const SymInt& l, const SymInt& r) { return l.str() < r.str(); });
   }
@@ -184,41 +243,170 @@ SymInt make_nary(Op op, std::vector<SymInt> args) {
 }
 }  // namespace
 
-
 SymInt SymInt::operator+(const SymInt& o) const {
-  if (is_constant() && o.is_constant()) return SymInt(value_ + o.value_);
+  if (is_constant() && o.is_constant()) return SymInt(checked_add(value_, o.value_));
   return fold_nary(Op::kAdd, *this, o);
 }
 SymInt SymInt::operator*(const SymInt& o) const {
-  if (is_constant() && o.is_constant()) return SymInt(value_ * o.value_);
+  if (is_constant() && o.is_constant()) return SymInt(checked_mul(value_, o.value_));
+  // A number times a sum distributes, as sympy does: 2*(s0 + 1) -> 2*s0 + 2.
+  const SymInt& sym = is_constant() ? o : *this;
+  const SymInt& other = is_constant() ? *this : o;
+  if (other.is_constant() && sym.node()->op == Op::kAdd) {
+    SymInt r(0);
+    for (const SymInt& a : sym.node()->args) r = r + a * other;
+    return r;
+  }
   return fold_nary(Op::kMul, *this, o);
 }
 SymInt SymInt::operator-() const { return *this * SymInt(-1); }
 SymInt SymInt::operator-(const SymInt& o) const { return *this + (-o); }
 
 namespace {
-SymInt binary_fn(Op op, const SymInt& a, const SymInt& b) {
-  return make_nary(op, {a, b});
+SymInt binary_fn(Op op, const SymInt& a, const SymInt& b) { return make_nary(op, {a, b}); }
+
+/// The terms of a sum (the expression itself when it is not an Add).
+std::vector<SymInt> terms_of(const SymInt& s) {
+  if (s.node() && s.node()->op == Op::kAdd) return s.node()->args;
+  return {s};
+}
+
+/// Splits a term into its integer coefficient and the rest: 6*s0 -> (6, s0), s0 -> (1, s0),
+/// 5 -> (5, 1).
+std::pair<int64_t, SymInt> split_coefficient(const SymInt& t) {
+  if (t.is_constant()) return {t.constant(), SymInt(1)};
+  const auto& as = t.node()->args;
+  if (t.node()->op != Op::kMul || !as.back().is_constant()) return {1, t};
+  SymInt rest(1);
+  for (size_t i = 0; i + 1 < as.size(); ++i) rest = rest * as[i];
+  return {as.back().constant(), rest};
 }
 }  // namespace
 
-SymInt SymInt::floordiv(const SymInt& o) const {
-  if (is_constant() && o.is_constant()) return SymInt(py_floordiv(value_, o.value_, "SymInt::floordiv"));
-  if (o.is_constant() && o.constant() == 1) return *this;
-  // (k*x) // k == x when k divides the coefficient.
-  if (o.is_constant() && o.constant() != 0 && node_ && node_->op == Op::kMul &&
-      node_->args.back().is_constant() && node_->args.back().constant() % o.constant() == 0) {
-    SymInt r(node_->args.back().constant() / o.constant());
-    for (size_t i = 0; i + 1 < node_->args.size(); ++i) r = r * node_->args[i];
-    return r;
+namespace {
+
+/// A monomial: coefficient times a multiset of non-constant factors (symbols or opaque
+/// sub-expressions). Sums are not monomials.
+struct Monomial {
+  int64_t coeff = 1;
+  std::vector<SymInt> factors;
+};
+
+/// Appends factor `f` to `out`, a constant-exponent power as that many equal factors.
+void push_factor(const SymInt& f, std::vector<SymInt>& out) {
+  if (f.node()->op == Op::kPow && f.node()->args[1].is_constant() &&
+      f.node()->args[1].constant() >= 0 && f.node()->args[1].constant() <= 64) {
+    for (int64_t i = 0; i < f.node()->args[1].constant(); ++i) out.push_back(f.node()->args[0]);
+  } else {
+    out.push_back(f);
   }
-  return binary_fn(Op::kFloorDiv, *this, o);
+}
+
+std::optional<Monomial> as_monomial(const SymInt& x) {
+  if (x.is_constant()) return Monomial{x.constant(), {}};
+  if (x.node()->op == Op::kAdd) return std::nullopt;
+  Monomial m;
+  if (x.node()->op != Op::kMul) {
+    push_factor(x, m.factors);
+    return m;
+  }
+  for (const SymInt& f : x.node()->args) {
+    if (f.is_constant())
+      m.coeff *= f.constant();
+    else
+      push_factor(f, m.factors);
+  }
+  return m;
+}
+
+/// a / b when b divides a exactly for every value of the symbols (b a non-zero monomial whose
+/// factors all occur in each term of a, and whose coefficient divides each term's), else none.
+std::optional<SymInt> exact_quotient(const SymInt& a, const SymInt& b) {
+  auto mb = as_monomial(b);
+  if (!mb || mb->coeff == 0) return std::nullopt;
+  if (!a.is_constant() && a.node()->op == Op::kAdd) {
+    SymInt sum(0);
+    for (const SymInt& term : a.node()->args) {
+      auto q = exact_quotient(term, b);
+      if (!q) return std::nullopt;
+      sum = sum + *q;
+    }
+    return sum;
+  }
+  auto ma = as_monomial(a);
+  if (!ma || (mb->coeff == -1 && ma->coeff == std::numeric_limits<int64_t>::min()) ||
+      ma->coeff % mb->coeff != 0)
+    return std::nullopt;
+  std::vector<SymInt> rest = ma->factors;
+  for (const SymInt& f : mb->factors) {
+    auto it = std::find(rest.begin(), rest.end(), f);
+    if (it == rest.end()) return std::nullopt;
+    rest.erase(it);
+  }
+  SymInt q(ma->coeff / mb->coeff);
+  for (const SymInt& f : rest) q = q * f;
+  return q;
+}
+
+}  // namespace
+
+SymInt SymInt::floordiv(const SymInt& o) const {
+  if (is_constant() && o.is_constant())
+    return SymInt(py_floordiv(value_, o.value_, "SymInt::floordiv"));
+  if (!o.is_constant()) {
+    // Exact symbolic quotients fold: (s0*s1*64) // (s1*16) -> 4*s0.
+    if (auto q = exact_quotient(*this, o)) return *q;
+    return binary_fn(Op::kFloorDiv, *this, o);
+  }
+  int64_t c = o.constant();
+  ANVIL_CHECK(c != 0, "SymInt::floordiv", "division by zero in a symbolic size",
+              "a non-zero divisor", str() + " // 0");
+  if (c == 1) return *this;
+  std::vector<std::pair<int64_t, SymInt>> terms;
+  int64_t g = c < 0 ? -c : c;
+  for (const SymInt& t : terms_of(*this)) {
+    terms.push_back(split_coefficient(t));
+    g = std::gcd(g, terms.back().first);
+  }
+  // Common factors cancel: (4*s0 + 2) // 6 -> (2*s0 + 1) // 3.
+  if (g > 1) {
+    c /= g;
+    for (auto& t : terms) t.first /= g;
+  }
+  // Whole multiples of the divisor come out: (s0 + 2*c) // c -> s0 // c + 2.
+  SymInt whole(0), rest(0);
+  for (const auto& [k, base] : terms) {
+    if (k % c == 0)
+      whole = whole + base * SymInt(k / c);
+    else
+      rest = rest + base * SymInt(k);
+  }
+  if (rest == SymInt(0)) return whole;
+  if (c == 1) return whole + rest;
+  return binary_fn(Op::kFloorDiv, rest, SymInt(c)) + whole;
 }
 
 SymInt SymInt::mod(const SymInt& o) const {
   if (is_constant() && o.is_constant()) return SymInt(py_mod(value_, o.value_, "SymInt::mod"));
-  if (o.is_constant() && o.constant() == 1) return SymInt(0);
-  return binary_fn(Op::kMod, *this, o);
+  if (!o.is_constant()) {
+    if (exact_quotient(*this, o)) return SymInt(0);
+    return binary_fn(Op::kMod, *this, o);
+  }
+  const int64_t c = o.constant();
+  ANVIL_CHECK(c != 0, "SymInt::mod", "modulo by zero in a symbolic size", "a non-zero divisor",
+              str() + " % 0");
+  if (c == 1 || c == -1) return SymInt(0);
+  // Multiples of the divisor drop out: (s0 + 4*s1 + 5) % 4 -> (s0 + 1) % 4.
+  SymInt rest(0);
+  for (const SymInt& t : terms_of(*this)) {
+    auto [k, base] = split_coefficient(t);
+    if (t.is_constant())
+      rest = rest + SymInt(py_mod(k, c, "SymInt::mod"));
+    else if (k % c != 0)
+      rest = rest + t;
+  }
+  if (rest.is_constant()) return SymInt(py_mod(rest.constant(), c, "SymInt::mod"));
+  return binary_fn(Op::kMod, rest, o);
 }
 
 SymInt SymInt::max(const SymInt& a, const SymInt& b) {
@@ -253,30 +441,37 @@ int64_t SymInt::evaluate(const SymEnv& env) const {
     }
     case Op::kAdd: {
       int64_t s = 0;
-      for (const auto& a : n.args) s += a.evaluate(env);
+      for (const auto& a : n.args) s = checked_add(s, a.evaluate(env));
       return s;
     }
     case Op::kMul: {
       int64_t s = 1;
-      for (const auto& a : n.args) s *= a.evaluate(env);
+      for (const auto& a : n.args) s = checked_mul(s, a.evaluate(env));
       return s;
     }
-    case Op::kFloorDiv: return py_floordiv(n.args[0].evaluate(env), n.args[1].evaluate(env), "SymInt::evaluate");
-    case Op::kMod: return py_mod(n.args[0].evaluate(env), n.args[1].evaluate(env), "SymInt::evaluate");
-    case Op::kMax: return std::max(n.args[0].evaluate(env), n.args[1].evaluate(env));
-    case Op::kMin: return std::min(n.args[0].evaluate(env), n.args[1].evaluate(env));
-    case Op::kPow: return ipow(n.args[0].evaluate(env), n.args[1].evaluate(env));
+    case Op::kFloorDiv:
+      return py_floordiv(n.args[0].evaluate(env), n.args[1].evaluate(env), "SymInt::evaluate");
+    case Op::kMod:
+      return py_mod(n.args[0].evaluate(env), n.args[1].evaluate(env), "SymInt::evaluate");
+    case Op::kMax:
+      return std::max(n.args[0].evaluate(env), n.args[1].evaluate(env));
+    case Op::kMin:
+      return std::min(n.args[0].evaluate(env), n.args[1].evaluate(env));
+    case Op::kPow:
+      return ipow(n.args[0].evaluate(env), n.args[1].evaluate(env));
   }
   return 0;
 }
 
 namespace {
 constexpr int64_t kInf = SymRange::kSymMax;
+/// a + b saturating at +-kInf (kInf + anything is kInf, then -kInf + anything is -kInf).
 int64_t sat_add(int64_t a, int64_t b) {
   if (a == kInf || b == kInf) return kInf;
+  if (a <= -kInf || b <= -kInf) return -kInf;
   int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) return kInf;
-  return r;
+  if (__builtin_add_overflow(a, b, &r)) return a > 0 ? kInf : -kInf;
+  return std::clamp(r, -kInf, kInf);
 }
 int64_t sat_mul(int64_t a, int64_t b) {
   if (a == 0 || b == 0) return 0;
@@ -323,14 +518,19 @@ SymRange SymInt::bounds(const SymRanges& ranges) const {
     }
     case Op::kFloorDiv: {
       SymRange a = n.args[0].bounds(ranges), b = n.args[1].bounds(ranges);
-      if (b.min > 0 && a.min >= 0)
-        return {a.min / b.max == kInf ? 0 : a.min / (b.max == kInf ? kInf : b.max),
-                a.max == kInf ? kInf : a.max / b.min};
+      auto div = [](int64_t x, int64_t d) {
+        return x >= kInf ? kInf : x <= -kInf ? -kInf : py_floordiv(x, d, "SymInt::bounds");
+      };
+      if (b.min > 0 && b.min == b.max) return {div(a.min, b.min), div(a.max, b.min)};
+      if (b.min > 0 && a.min >= 0) return {b.max == kInf ? 0 : a.min / b.max, div(a.max, b.min)};
       return {-kInf, kInf};
     }
     case Op::kMod: {
-      SymRange b = n.args[1].bounds(ranges);
-      if (b.min > 0) return {0, b.max == kInf ? kInf : b.max - 1};
+      SymRange a = n.args[0].bounds(ranges), b = n.args[1].bounds(ranges);
+      if (b.min > 0) {
+        int64_t hi = b.max == kInf ? kInf : b.max - 1;
+        return {0, a.min >= 0 ? std::min(hi, a.max) : hi};
+      }
       return {-kInf, kInf};
     }
     case Op::kPow: {
@@ -370,7 +570,8 @@ class Parser {
   [[noreturn]] void error(const std::string& what) {
     throw Error("cannot parse symbolic int: " + what, "SymInt::parse",
                 "an expression like 2*s0 + 1 or Mul(Integer(2), Symbol('s0'))",
-                s_ + " (at offset " + std::to_string(pos_) + ")");
+                (s_.size() > 200 ? s_.substr(0, 200) + "..." : s_) + " (at offset " +
+                    std::to_string(pos_) + ")");
   }
   void skip() {
     while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
@@ -389,9 +590,13 @@ class Parser {
   SymInt expr() {
     SymInt v = term();
     while (true) {
-      if (eat("+")) v = v + term();
-      else if (peek_minus()) { ++pos_; v = v - term(); }
-      else return v;
+      if (eat("+"))
+        v = v + term();
+      else if (peek_minus()) {
+        ++pos_;
+        v = v - term();
+      } else
+        return v;
     }
   }
   bool peek_minus() {
@@ -401,30 +606,49 @@ class Parser {
   SymInt term() {
     SymInt v = unary();
     while (true) {
-      if (eat("//")) v = v.floordiv(unary());
-      else if (eat("*")) {
-        if (s_.compare(pos_, 1, "*") == 0) { ++pos_; v = pow(v, unary()); }
-        else v = v * unary();
-      } else if (eat("%")) v = v.mod(unary());
-      else return v;
+      if (eat("//")) {
+        v = v.floordiv(unary());
+      } else if (!peek_pow() && eat("*")) {
+        v = v * unary();
+      } else if (eat("%")) {
+        v = v.mod(unary());
+      } else {
+        return v;
+      }
     }
+  }
+  bool peek_pow() {
+    skip();
+    return s_.compare(pos_, 2, "**") == 0;
   }
   SymInt pow(const SymInt& b, const SymInt& e) {
     auto k = e.maybe_constant();
-    if (!k || *k < 0) error("only constant non-negative exponents are supported");
-    if (b.is_constant()) return SymInt(ipow(b.constant(), *k));
+    if (!k || *k < 0 || *k > kMaxExponent)
+      error("only constant exponents in [0, " + std::to_string(kMaxExponent) + "] are supported");
     SymInt r(1);
-    for (int64_t i = 0; i < *k; ++i) r = r * b;
+    for (int64_t i = 0; i < *k; ++i) r = r * b;  // equal factors merge into one power
     return r;
   }
+  /// unary := '-' unary | atom ['**' unary]   (so -s0**2 is -(s0**2), as in Python)
   SymInt unary() {
-    if (peek_minus()) { ++pos_; return -unary(); }
-    return atom();
+    // Every nesting (parentheses, calls, repeated signs) passes here: bound the recursion.
+    if (++depth_ > kMaxDepth) error("expression nested too deeply");
+    SymInt v(0);
+    if (peek_minus()) {
+      ++pos_;
+      v = -unary();
+    } else {
+      v = atom();
+      if (eat("**")) v = pow(v, unary());
+    }
+    --depth_;
+    return v;
   }
   std::string ident() {
     skip();
     size_t start = pos_;
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
+    while (pos_ < s_.size() &&
+           (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
       ++pos_;
     return s_.substr(start, pos_ - start);
   }
@@ -469,7 +693,8 @@ class Parser {
     if (!eat("(")) return SymInt::symbol(id);
     if (id == "Symbol") {
       skip();
-      if (pos_ >= s_.size() || (s_[pos_] != '\'' && s_[pos_] != '"')) error("expected a quoted name");
+      if (pos_ >= s_.size() || (s_[pos_] != '\'' && s_[pos_] != '"'))
+        error("expected a quoted name");
       char q = s_[pos_++];
       size_t end = s_.find(q, pos_);
       if (end == std::string::npos) error("unterminated name");
@@ -483,23 +708,58 @@ class Parser {
       return SymInt::symbol(name);
     }
     std::vector<SymInt> a = call_args();
+    if (a.empty()) error(id + " needs arguments");
     auto need = [&](size_t n) {
       if (a.size() != n) error(id + " takes " + std::to_string(n) + " arguments");
     };
-    if (id == "Integer") { need(1); return a[0]; }
-    if (id == "Add") { SymInt r(0); for (auto& x : a) r = r + x; return r; }
-    if (id == "Mul") { SymInt r(1); for (auto& x : a) r = r * x; return r; }
-    if (id == "Pow") { need(2); return pow(a[0], a[1]); }
-    if (id == "FloorDiv" || id == "floor_divide") { need(2); return a[0].floordiv(a[1]); }
-    if (id == "Mod" || id == "PythonMod") { need(2); return a[0].mod(a[1]); }
-    if (id == "Max") { SymInt r = a.at(0); for (size_t i = 1; i < a.size(); ++i) r = SymInt::max(r, a[i]); return r; }
-    if (id == "Min") { SymInt r = a.at(0); for (size_t i = 1; i < a.size(); ++i) r = SymInt::min(r, a[i]); return r; }
-    if (id == "CeilDiv") { need(2); return (a[0] + a[1] - SymInt(1)).floordiv(a[1]); }
+    if (id == "Integer") {
+      need(1);
+      return a[0];
+    }
+    if (id == "Add") {
+      SymInt r(0);
+      for (auto& x : a) r = r + x;
+      return r;
+    }
+    if (id == "Mul") {
+      SymInt r(1);
+      for (auto& x : a) r = r * x;
+      return r;
+    }
+    if (id == "Pow") {
+      need(2);
+      return pow(a[0], a[1]);
+    }
+    if (id == "FloorDiv" || id == "floor_divide") {
+      need(2);
+      return a[0].floordiv(a[1]);
+    }
+    if (id == "Mod" || id == "PythonMod") {
+      need(2);
+      return a[0].mod(a[1]);
+    }
+    if (id == "Max") {
+      SymInt r = a[0];
+      for (size_t i = 1; i < a.size(); ++i) r = SymInt::max(r, a[i]);
+      return r;
+    }
+    if (id == "Min") {
+      SymInt r = a[0];
+      for (size_t i = 1; i < a.size(); ++i) r = SymInt::min(r, a[i]);
+      return r;
+    }
+    if (id == "CeilDiv") {
+      need(2);
+      return (a[0] + a[1] - SymInt(1)).floordiv(a[1]);
+    }
     error("unknown function " + id);
   }
 
+  static constexpr int kMaxDepth = 200;
+  static constexpr int64_t kMaxExponent = 64;
   const std::string& s_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -17,8 +17,13 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape sizes, Shape
 }
 
 int64_t shape_numel(const Shape& s) {
+  for (int64_t d : s)
+    if (d == 0) return 0;
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw Error("shape has too many elements", "shape_numel", "fewer than 2^63 elements",
+                  shape_str(s));
   return n;
 }
 
@@ -55,7 +60,11 @@ Tensor Tensor::empty(const Shape& sizes, DType dtype) {
   for (int64_t s : sizes)
     ANVIL_CHECK(s >= 0, "Tensor::empty", "negative size", "sizes >= 0", shape_str(sizes));
   check_supported(dtype, "Tensor::empty");
-  auto st = Storage::allocate(static_cast<size_t>(shape_numel(sizes)) * dtype_size(dtype));
+  int64_t nbytes = 0;
+  if (__builtin_mul_overflow(shape_numel(sizes), static_cast<int64_t>(dtype_size(dtype)), &nbytes))
+    throw Error("tensor is too large", "Tensor::empty", "fewer than 2^63 bytes",
+                str(dtype_name(dtype), shape_str(sizes)));
+  auto st = Storage::allocate(static_cast<size_t>(nbytes));
   return Tensor(std::move(st), dtype, sizes, contiguous_strides(sizes), 0);
 }
 
@@ -78,16 +87,27 @@ int64_t Tensor::wrap_dim(int64_t d, bool for_insert) const {
   return d < 0 ? d + (n == 0 ? 1 : n) : d;
 }
 
+size_t Tensor::index_dim(int64_t d, const char* where) const {
+  if (sizes_.empty())
+    throw Error("a 0-d tensor has no dimensions", where, "a tensor with at least one dim",
+                str("dim ", d, " of ", type_str()));
+  try {
+    return static_cast<size_t>(wrap_dim(d));
+  } catch (const Error& e) {
+    throw Error(e.what_part(), where, e.expected(), e.actual());
+  }
+}
+
 void* Tensor::data_ptr() const {
   ANVIL_CHECK(defined(), "Tensor::data_ptr", "tensor is undefined", "a defined tensor", "none");
   return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(element_size());
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // as torch: no elements, any strides
   int64_t expected = 1;
   for (size_t i = sizes_.size(); i-- > 0;) {
     if (sizes_[i] == 1) continue;
-    if (sizes_[i] == 0) return true;
     if (strides_[i] != expected) return false;
     expected *= sizes_[i];
   }
@@ -143,6 +163,9 @@ void Tensor::fill(double value) {
 Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t storage_offset) const {
   ANVIL_CHECK(sizes.size() == strides.size(), "Tensor::as_strided", "sizes and strides differ in rank",
               std::to_string(sizes.size()), std::to_string(strides.size()));
+  ANVIL_CHECK(defined(), "Tensor::as_strided", "tensor is undefined", "a defined tensor", "none");
+  for (int64_t sz : sizes)
+    ANVIL_CHECK(sz >= 0, "Tensor::as_strided", "negative size", "sizes >= 0", shape_str(sizes));
   // Bounds: the largest reachable element must lie inside the storage.
   if (shape_numel(sizes) > 0) {
     int64_t hi = storage_offset, lo = storage_offset;
@@ -272,6 +295,8 @@ Tensor Tensor::expand(const Shape& req) const {
       continue;
     }
     int64_t have = sizes_[i - lead], want = req[i] == -1 ? have : req[i];
+    ANVIL_CHECK(want >= 0, "Tensor::expand", str("negative size for dim ", i), "a size >= 0 or -1",
+                shape_str(req));
     if (have == want) {
       sz[i] = have;
       st[i] = strides_[i - lead];

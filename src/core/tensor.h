@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -39,7 +40,15 @@ inline To cast_value(From v) {
                   std::is_same_v<To, std::complex<double>>)
       return To(v);
     else
-      return static_cast<To>(v.real());
+      return cast_value<To>(v.real());
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    // Out-of-range float -> int is undefined in C++. Do what torch does on x86: truncate
+    // through int32 for int32 and through int64 otherwise (so -1.0 -> u8 is 255), with NaN,
+    // inf and out-of-range values giving the integer minimum (x86's "integer indefinite").
+    using Wide = std::conditional_t<std::is_same_v<To, int32_t>, int32_t, int64_t>;
+    constexpr From kLo = static_cast<From>(std::numeric_limits<Wide>::min());  // -2^31 / -2^63
+    if (!(v >= kLo && v < -kLo)) return static_cast<To>(std::numeric_limits<Wide>::min());
+    return static_cast<To>(static_cast<Wide>(v));
   } else {
     return static_cast<To>(v);
   }
@@ -58,7 +67,8 @@ class Tensor {
   static Tensor full(const Shape& sizes, double value, DType dtype);
   /// A 0-dim tensor holding `value` converted to `dtype`.
   static Tensor scalar(double value, DType dtype);
-  /// A contiguous tensor with a copy of `values`; `sizes` defaults to {values.size()}.
+  /// A contiguous tensor with a copy of `values`; `sizes` defaults to {values.size()}, except
+  /// that one value with no sizes gives a 0-d tensor.
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, Shape sizes = {});
   /// Contiguous row-major strides for `sizes`.
@@ -71,8 +81,8 @@ class Tensor {
   const Shape& strides() const { return strides_; }
   int64_t dim() const { return static_cast<int64_t>(sizes_.size()); }
   /// Size of dim `d`; negative `d` counts from the end. Throws Error when out of range.
-  int64_t size(int64_t d) const { return sizes_[wrap_dim(d)]; }
-  int64_t stride(int64_t d) const { return strides_[wrap_dim(d)]; }
+  int64_t size(int64_t d) const { return sizes_[index_dim(d, "Tensor::size")]; }
+  int64_t stride(int64_t d) const { return strides_[index_dim(d, "Tensor::stride")]; }
   int64_t numel() const;
   int64_t storage_offset() const { return offset_; }
   size_t element_size() const { return dtype_size(dtype_); }
@@ -126,6 +136,9 @@ class Tensor {
   std::string type_str() const;
 
  private:
+  /// wrap_dim for indexing sizes_/strides_: also throws Error naming `where` for a 0-d tensor.
+  size_t index_dim(int64_t d, const char* where) const;
+
   std::shared_ptr<Storage> storage_;
   DType dtype_ = DType::kFloat32;
   Shape sizes_, strides_;

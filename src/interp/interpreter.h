@@ -13,7 +13,8 @@ namespace anvil::interp {
 
 /// Executes a graph. Parameters, buffers and constants come from Graph::constants; buffers that
 /// the graph mutates (in-place ops or buffer_mutation outputs) persist across run() calls in
-/// this Interpreter's own copy of the state. Not thread-safe: one run at a time.
+/// this Interpreter's own copy of the state. The graph must outlive the interpreter.
+/// Not thread-safe: one run at a time.
 class Interpreter {
  public:
   explicit Interpreter(const ir::Graph& graph);
@@ -21,7 +22,9 @@ class Interpreter {
   /// Runs with the user inputs in signature order; returns the user outputs in order.
   /// Symbolic sizes are bound from the inputs' actual sizes and checked against their ranges;
   /// wrong count, dtype, rank, static dim or out-of-range symbolic dim raise Error naming the
-  /// input, the dim, expected and actual.
+  /// input, the dim, expected and actual. A float32 tensor is accepted (and converted) for a
+  /// bfloat16 / float16 input. User outputs that alias the persistent state are copies; a
+  /// user_input_mutation output is copied into the caller's input tensor.
   std::vector<Tensor> run(const std::vector<Tensor>& user_inputs);
 
   /// Current value of each parameter / buffer / constant by target name.
@@ -30,9 +33,18 @@ class Interpreter {
   const SymEnv& last_symbols() const { return symbols_; }
 
  private:
+  /// Checks the user inputs against the signature, binds symbols_, and returns the tensors the
+  /// graph will read (float32 inputs converted for 16-bit float slots).
+  std::vector<Tensor> check_inputs(const std::vector<Tensor>& user_inputs);
+
   const ir::Graph& graph_;
   std::map<std::string, Tensor> state_;
   SymEnv symbols_;
+  std::vector<ir::Node*> nodes_;
+  /// Indices into graph_.input_specs() of the inputs the caller passes, in order.
+  std::vector<size_t> user_input_specs_;
+  /// Per node: the values whose last reader it is (freed right after it runs).
+  std::vector<std::vector<const ir::Value*>> free_after_;
 };
 
 }  // namespace anvil::interp

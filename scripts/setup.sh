@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages anvil needs and builds it into build/ (CLI at build/bin/anvil).
+#   scripts/setup.sh            # release-ish build (RelWithDebInfo)
+#   BUILD_DIR=build-asan CMAKE_ARGS=-DANVIL_SANITIZE=ON scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(build-essential cmake ninja-build pkg-config git
+          libzip-dev nlohmann-json3-dev libgtest-dev googletest
+          libopenblas-dev libdlpack-dev)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} ${CMAKE_ARGS:-} >/dev/null
+cmake --build "$BUILD_DIR" -j "$JOBS" ${BUILD_TARGETS:+--target $BUILD_TARGETS}
+echo "setup: built $BUILD_DIR (CLI: $BUILD_DIR/bin/anvil)"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs everything CI runs: installs and builds, runs every CTest suite except `gpu`, then builds
+# the archive reader and its fuzz test under AddressSanitizer + UBSan and runs those.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+
+echo "== build"
+scripts/setup.sh
+echo "== tests (all labels but gpu)"
+ctest --test-dir build -LE gpu --output-on-failure -j "$JOBS" --timeout 600
+
+echo "== ASan/UBSan: archive reader + fuzz"
+BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_ARGS=-DANVIL_SANITIZE=ON \
+  BUILD_TARGETS="test_fuzz test_frontend" scripts/setup.sh
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+build-asan/bin/test_frontend --gtest_brief=1
+build-asan/bin/test_fuzz --gtest_brief=1
+echo "== all tests passed"

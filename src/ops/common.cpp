@@ -1,0 +1,294 @@
+#include "ops/common.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace anvil::ops {
+
+// ---------------------------------------------------------------------------------------------
+// Scalars and operands
+
+std::string Scalar::str() const {
+  switch (kind) {
+    case Kind::kBool:
+      return i ? "True" : "False";
+    case Kind::kInt:
+      return std::to_string(i);
+    case Kind::kFloat: {
+      std::ostringstream os;
+      os << f;
+      return os.str();
+    }
+  }
+  return "?";
+}
+
+DType scalar_kind_dtype(Scalar::Kind kind) {
+  switch (kind) {
+    case Scalar::Kind::kBool:
+      return DType::kBool;
+    case Scalar::Kind::kInt:
+      return DType::kInt64;
+    case Scalar::Kind::kFloat:
+      return DType::kFloat32;
+  }
+  return DType::kFloat32;
+}
+
+std::optional<Scalar> opt_scalar_arg(const ir::KernelContext& ctx, const std::string& name) {
+  const ir::RValue& v = ctx.raw(name);
+  if (std::holds_alternative<std::monostate>(v)) return std::nullopt;
+  if (auto* i = std::get_if<int64_t>(&v)) return Scalar::from_int(*i);
+  if (auto* d = std::get_if<double>(&v)) return Scalar::from_float(*d);
+  if (auto* b = std::get_if<bool>(&v)) return Scalar::from_bool(*b);
+  ctx.fail("argument '" + name + "' is not a number", "int, float or bool", "another kind");
+}
+
+Scalar scalar_arg(const ir::KernelContext& ctx, const std::string& name) {
+  std::optional<Scalar> s = opt_scalar_arg(ctx, name);
+  if (!s) ctx.fail("argument '" + name + "' is missing", "a number", "None");
+  return *s;
+}
+
+Operand operand_arg(const ir::KernelContext& ctx, const std::string& name) {
+  Operand op;
+  if (std::holds_alternative<Tensor>(ctx.raw(name)))
+    op.tensor = ctx.tensor(name);
+  else
+    op.scalar = scalar_arg(ctx, name);
+  return op;
+}
+
+Scalar::Kind scalar_kind(const ir::Node& node, const std::string& name) {
+  const ir::Arg* a = node.arg(name);
+  if (!a || a->kind == ir::Arg::Kind::kNone)
+    ir::shape_args::fail(node, "argument '" + name + "' is missing", "a number", "None");
+  switch (a->kind) {
+    case ir::Arg::Kind::kBool:
+      return Scalar::Kind::kBool;
+    case ir::Arg::Kind::kInt:
+    case ir::Arg::Kind::kSymInt:
+      return Scalar::Kind::kInt;
+    case ir::Arg::Kind::kFloat:
+      return Scalar::Kind::kFloat;
+    default:
+      ir::shape_args::fail(node, "argument '" + name + "' is not a number", "int, float or bool",
+                           "another kind");
+  }
+}
+
+TypeOperand type_operand(const ir::Node& node, const std::string& name) {
+  TypeOperand op;
+  const ir::Arg* a = node.arg(name);
+  if (a && a->kind == ir::Arg::Kind::kTensor)
+    op.type = &ir::shape_args::type(node, name);
+  else
+    op.kind = scalar_kind(node, name);
+  return op;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Type promotion
+
+namespace {
+std::optional<DType> promote_opt(std::optional<DType> a, DType b) {
+  return a ? promote_types(*a, b) : b;
+}
+
+/// c10's combine_categories: `higher` wins unless `lower` is of a higher category.
+std::optional<DType> combine_categories(std::optional<DType> higher, std::optional<DType> lower) {
+  if (!higher) return lower;
+  if (!lower) return higher;
+  if (is_complex(*higher)) return higher;
+  if (is_complex(*lower)) {
+    if (is_floating(*higher))
+      return *higher == DType::kFloat64 ? DType::kComplex128 : DType::kComplex64;
+    return lower;
+  }
+  if (is_floating(*higher)) return higher;
+  if (*higher == DType::kBool || is_floating(*lower)) return promote_types(*higher, *lower);
+  return higher;
+}
+}  // namespace
+
+void ResultType::add_tensor(DType dtype, size_t dim) {
+  if (dim > 0)
+    dim_ = promote_opt(dim_, dtype);
+  else
+    zero_ = promote_opt(zero_, dtype);
+}
+
+void ResultType::add_scalar(Scalar::Kind kind) {
+  wrapped_ = promote_opt(wrapped_, scalar_kind_dtype(kind));
+}
+
+void ResultType::add(const Operand& op) {
+  if (op.is_tensor())
+    add_tensor(op.tensor->dtype(), static_cast<size_t>(op.tensor->dim()));
+  else
+    add_scalar(op.scalar.kind);
+}
+
+void ResultType::add(const TypeOperand& op) {
+  if (op.is_tensor())
+    add_tensor(op.type->dtype, op.type->sizes.size());
+  else
+    add_scalar(op.kind);
+}
+
+DType ResultType::get() const {
+  std::optional<DType> r = combine_categories(dim_, combine_categories(zero_, wrapped_));
+  ANVIL_INTERNAL_ASSERT(r.has_value(), "result_type of no operands");
+  return *r;
+}
+
+DType result_type(const std::vector<Operand>& ops) {
+  ResultType rt;
+  for (const Operand& op : ops) rt.add(op);
+  return rt.get();
+}
+
+DType result_type(const std::vector<TypeOperand>& ops) {
+  ResultType rt;
+  for (const TypeOperand& op : ops) rt.add(op);
+  return rt.get();
+}
+
+bool can_cast(DType from, DType to) {
+  if (is_complex(from) && !is_complex(to)) return false;
+  if (is_floating(from) && is_integral(to, /*include_bool=*/true)) return false;
+  if (from != DType::kBool && to == DType::kBool) return false;
+  return true;
+}
+
+DType float_result_dtype(DType dtype) {
+  return is_floating(dtype) || is_complex(dtype) ? dtype : DType::kFloat32;
+}
+
+DType compute_dtype(DType dtype, const std::string& where) {
+  check_supported(dtype, where);
+  switch (dtype) {
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kFloat32:
+      return DType::kFloat32;
+    case DType::kFloat64:
+      return DType::kFloat64;
+    default:
+      break;
+  }
+  if (is_integral(dtype, /*include_bool=*/true)) return DType::kInt64;
+  throw Error("dtype not supported by pointwise reference kernels", where,
+              "a real floating, integer or bool dtype", dtype_name(dtype));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shapes
+
+std::string node_where(const ir::Node& node) {
+  return "node " + node.name + " (" + node.target + ")";
+}
+
+std::vector<SymInt> broadcast_sym_shapes(const std::vector<SymInt>& a, const std::vector<SymInt>& b,
+                                         const std::string& where) {
+  const size_t n = std::max(a.size(), b.size());
+  std::vector<SymInt> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const SymInt da = i < n - a.size() ? SymInt(1) : a[i - (n - a.size())];
+    const SymInt db = i < n - b.size() ? SymInt(1) : b[i - (n - b.size())];
+    if (da == db || db == SymInt(1)) {
+      out[i] = da;
+    } else if (da == SymInt(1)) {
+      out[i] = db;
+    } else {
+      throw Error(str("shapes ", sym_shape_str(a), " and ", sym_shape_str(b),
+                      " cannot broadcast at dim ", i, " (", da.str(), " vs ", db.str(), ")"),
+                  where, sym_shape_str(a), sym_shape_str(b));
+    }
+  }
+  return out;
+}
+
+ir::TensorType pointwise_type(const ir::Node& node, const std::vector<TypeOperand>& ops,
+                              DType dtype) {
+  ir::TensorType out;
+  out.dtype = dtype;
+  bool first = true;
+  for (const TypeOperand& op : ops) {
+    if (!op.is_tensor()) continue;
+    if (first) {
+      out.sizes = op.type->sizes;
+      out.device = op.type->device;
+      first = false;
+    } else {
+      out.sizes = broadcast_sym_shapes(out.sizes, op.type->sizes, node_where(node));
+    }
+  }
+  return out;
+}
+
+ir::TensorType inplace_type(const ir::Node& node, const ir::TensorType& self,
+                            const std::vector<TypeOperand>& others, DType result) {
+  for (const TypeOperand& op : others) {
+    if (!op.is_tensor()) continue;
+    std::vector<SymInt> b = broadcast_sym_shapes(self.sizes, op.type->sizes, node_where(node));
+    if (b != self.sizes)
+      ir::shape_args::fail(node, "in-place output does not match the broadcast shape",
+                           sym_shape_str(self.sizes), sym_shape_str(b));
+  }
+  if (!can_cast(result, self.dtype))
+    ir::shape_args::fail(node, "in-place result type cannot be cast to self's dtype",
+                         str("a result castable to ", dtype_name(self.dtype)), dtype_name(result));
+  ir::TensorType out = self;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise loops
+
+Tensor scalar_tensor(const Scalar& s, DType dtype) {
+  Tensor t = Tensor::empty({}, dtype);
+  if (s.kind != Scalar::Kind::kFloat && is_integral(dtype, /*include_bool=*/true)) {
+    ANVIL_DISPATCH_REAL(dtype, "scalar_tensor", T, { *t.data<T>() = s.as<T>(); });
+  } else {
+    t.fill(s.to_double());
+  }
+  return t;
+}
+
+Tensor as_input(const Operand& op, DType result, bool exact_scalar) {
+  if (op.is_tensor()) return op.tensor->to(result);
+  const DType compute = compute_dtype(result, "as_input");
+  if (exact_scalar) return scalar_tensor(op.scalar, compute);
+  return scalar_tensor(op.scalar, result).to(compute);
+}
+
+Shape broadcast_operands(const std::vector<Operand>& ops, const std::string& where) {
+  Shape out;
+  for (const Operand& op : ops)
+    if (op.is_tensor()) out = broadcast_shapes(out, op.tensor->sizes(), where);
+  return out;
+}
+
+namespace detail {
+Tensor loop_input(const Tensor& t, DType dtype, const Shape& shape) {
+  Tensor c = t.to(dtype);
+  return c.sizes() == shape ? c : c.expand(shape);
+}
+}  // namespace detail
+
+void assign_inplace(const Tensor& self, const Tensor& value, const std::string& where,
+                    bool any_cast) {
+  const Shape b = broadcast_shapes(self.sizes(), value.sizes(), where);
+  if (b != self.sizes())
+    throw Error("in-place output does not match the broadcast shape", where,
+                shape_str(self.sizes()), shape_str(b));
+  if (!any_cast && !can_cast(value.dtype(), self.dtype()))
+    throw Error("in-place result type cannot be cast to self's dtype", where,
+                str("a result castable to ", dtype_name(self.dtype())), dtype_name(value.dtype()));
+  Tensor src = value.storage() == self.storage() ? value.clone() : value;
+  Tensor dst = self;  // a handle on the same storage
+  dst.copy_from(src.sizes() == self.sizes() ? src : src.expand(self.sizes()));
+}
+
+}  // namespace anvil::ops

@@ -1,0 +1,262 @@
+// Unary math and activations (neg, abs, sqrt, exp, ..., gelu, silu), logical / bitwise not.
+// Casts, copies and no-ops (to.*, _to_copy, clone, alias, dropout, _assert_tensor_metadata) live
+// in cast.cpp. Part of the "unary.cpp" rows of ops.def.
+#include <cmath>
+#include <type_traits>
+
+#include "ops/common.h"
+#include "ops/registry.h"
+
+namespace anvil::ops {
+namespace {
+
+using ir::KernelContext;
+using ir::Node;
+using ir::RValue;
+using ir::TensorType;
+
+/// The floating unary functions: integer and bool inputs compute in float32.
+enum class FloatFn { kRsqrt, kSqrt, kReciprocal, kExp, kLog, kCos, kSin, kTanh, kErf, kSigmoid };
+
+/// One element of a floating unary function, in compute type C (float or double).
+template <typename C>
+C float_fn(C x, FloatFn fn) {
+  switch (fn) {
+    case FloatFn::kRsqrt:
+      return C(1) / std::sqrt(x);
+    case FloatFn::kSqrt:
+      return std::sqrt(x);
+    case FloatFn::kReciprocal:
+      return C(1) / x;
+    case FloatFn::kExp:
+      return std::exp(x);
+    case FloatFn::kLog:
+      return std::log(x);
+    case FloatFn::kCos:
+      return std::cos(x);
+    case FloatFn::kSin:
+      return std::sin(x);
+    case FloatFn::kTanh:
+      return std::tanh(x);
+    case FloatFn::kErf:
+      return std::erf(x);
+    case FloatFn::kSigmoid:
+      return C(1) / (C(1) + std::exp(-x));
+  }
+  return x;
+}
+
+/// Activations that need a floating input (torch has no integer kernels for them).
+enum class Activation { kGeluNone, kGeluTanh, kSilu };
+
+template <typename C>
+C activation(C x, Activation fn) {
+  switch (fn) {
+    case Activation::kGeluNone:
+      return x * C(0.5) * (C(1) + std::erf(x * C(M_SQRT1_2)));
+    case Activation::kGeluTanh: {
+      const C k_beta = C(M_SQRT2 * M_2_SQRTPI * 0.5);  // sqrt(2 / pi)
+      const C inner = k_beta * (x + C(0.044715) * x * x * x);
+      return C(0.5) * x * (C(1) + std::tanh(inner));
+    }
+    case Activation::kSilu:
+      return x / (C(1) + std::exp(-x));
+  }
+  return x;
+}
+
+/// The sign-preserving integer-or-float unary ops.
+enum class SignedFn { kNeg, kAbs, kRelu };
+
+template <typename C>
+C signed_fn(C x, SignedFn fn) {
+  switch (fn) {
+    case SignedFn::kNeg:
+      if constexpr (std::is_integral_v<C>)
+        return static_cast<C>(0 - static_cast<uint64_t>(x));
+      else
+        return -x;
+    case SignedFn::kAbs:
+      if constexpr (std::is_integral_v<C>)
+        return x < 0 ? static_cast<C>(0 - static_cast<uint64_t>(x)) : x;
+      else
+        return std::abs(x);
+    case SignedFn::kRelu:
+      return x < C(0) ? C(0) : x;  // NaN stays NaN
+  }
+  return x;
+}
+
+const char* signed_fn_name(SignedFn fn) {
+  switch (fn) {
+    case SignedFn::kNeg:
+      return "neg";
+    case SignedFn::kAbs:
+      return "abs";
+    case SignedFn::kRelu:
+      return "relu";
+  }
+  return "?";
+}
+
+/// The input tensor's type of a unary node (argument `self`).
+const TensorType& self_type(const Node& node) { return ir::shape_args::type(node, "self"); }
+
+/// Output type: self's sizes and device with `dtype`.
+TensorType with_dtype(const TensorType& t, DType dtype) {
+  TensorType out;
+  out.dtype = dtype;
+  out.sizes = t.sizes;
+  out.device = t.device;
+  return out;
+}
+
+// ---- kernels and rules by family
+
+TensorType float_fn_type(const Node& node) {
+  const TensorType& t = self_type(node);
+  const DType rt = float_result_dtype(t.dtype);
+  compute_dtype(rt, node_where(node));
+  return with_dtype(t, rt);
+}
+
+std::vector<RValue> float_fn_kernel(KernelContext& ctx, FloatFn fn) {
+  const Tensor& x = ctx.tensor("self");
+  const DType rt = float_result_dtype(x.dtype());
+  Tensor out;
+  ANVIL_DISPATCH_COMPUTE(rt, ctx.where(), C, {
+    if constexpr (std::is_floating_point_v<C>)
+      out = map1<C, C>(x, [=](C v) { return float_fn(v, fn); });
+  });
+  return {out.to(rt)};
+}
+
+/// Throws unless `dtype` is floating (gelu, silu).
+void check_floating(DType dtype, const std::string& what, const std::string& where) {
+  if (!is_floating(dtype))
+    throw Error(what + " is only implemented for floating dtypes", where, "a floating dtype",
+                dtype_name(dtype));
+}
+
+TensorType activation_type(const Node& node, const std::string& what) {
+  const TensorType& t = self_type(node);
+  check_floating(t.dtype, what, node_where(node));
+  return with_dtype(t, t.dtype);
+}
+
+std::vector<RValue> activation_kernel(KernelContext& ctx, Activation fn, const std::string& what) {
+  const Tensor& x = ctx.tensor("self");
+  check_floating(x.dtype(), what, ctx.where());
+  Tensor out;
+  ANVIL_DISPATCH_COMPUTE(x.dtype(), ctx.where(), C, {
+    if constexpr (std::is_floating_point_v<C>)
+      out = map1<C, C>(x, [=](C v) { return activation(v, fn); });
+  });
+  return {out.to(x.dtype())};
+}
+
+/// gelu's `approximate`: "none" (erf) or "tanh".
+Activation gelu_mode(const std::string& approximate, const std::string& where) {
+  if (approximate == "none") return Activation::kGeluNone;
+  if (approximate == "tanh") return Activation::kGeluTanh;
+  throw Error("gelu: unknown approximate mode", where, "'none' or 'tanh'", "'" + approximate + "'");
+}
+
+/// Throws for bool inputs of neg / abs / relu (torch has no bool kernels for them).
+void check_not_bool(DType dtype, SignedFn fn, const std::string& where) {
+  if (dtype == DType::kBool)
+    throw Error(std::string(signed_fn_name(fn)) + " is not supported for bool tensors", where,
+                "a numeric dtype", "bool");
+}
+
+TensorType signed_fn_type(const Node& node, SignedFn fn) {
+  const TensorType& t = self_type(node);
+  check_not_bool(t.dtype, fn, node_where(node));
+  compute_dtype(t.dtype, node_where(node));
+  return with_dtype(t, t.dtype);
+}
+
+std::vector<RValue> signed_fn_kernel(KernelContext& ctx, SignedFn fn) {
+  const Tensor& x = ctx.tensor("self");
+  check_not_bool(x.dtype(), fn, ctx.where());
+  Tensor out;
+  ANVIL_DISPATCH_COMPUTE(x.dtype(), ctx.where(), C,
+                         { out = map1<C, C>(x, [=](C v) { return signed_fn(v, fn); }); });
+  return {out.to(x.dtype())};
+}
+
+}  // namespace
+
+// ---- floating unary functions
+
+#define ANVIL_FLOAT_FN_(ID, FN)                                                    \
+  std::vector<TensorType> shape_##ID(const Node& n) { return {float_fn_type(n)}; } \
+  std::vector<RValue> kernel_##ID(KernelContext& c) { return float_fn_kernel(c, FN); }
+ANVIL_FLOAT_FN_(rsqrt, FloatFn::kRsqrt)
+ANVIL_FLOAT_FN_(sqrt, FloatFn::kSqrt)
+ANVIL_FLOAT_FN_(reciprocal, FloatFn::kReciprocal)
+ANVIL_FLOAT_FN_(exp, FloatFn::kExp)
+ANVIL_FLOAT_FN_(log, FloatFn::kLog)
+ANVIL_FLOAT_FN_(cos, FloatFn::kCos)
+ANVIL_FLOAT_FN_(sin, FloatFn::kSin)
+ANVIL_FLOAT_FN_(tanh, FloatFn::kTanh)
+ANVIL_FLOAT_FN_(erf, FloatFn::kErf)
+ANVIL_FLOAT_FN_(sigmoid, FloatFn::kSigmoid)
+#undef ANVIL_FLOAT_FN_
+
+// ---- neg / abs / relu
+
+std::vector<TensorType> shape_neg(const Node& n) { return {signed_fn_type(n, SignedFn::kNeg)}; }
+std::vector<RValue> kernel_neg(KernelContext& c) { return signed_fn_kernel(c, SignedFn::kNeg); }
+std::vector<TensorType> shape_abs(const Node& n) { return {signed_fn_type(n, SignedFn::kAbs)}; }
+std::vector<RValue> kernel_abs(KernelContext& c) { return signed_fn_kernel(c, SignedFn::kAbs); }
+std::vector<TensorType> shape_relu(const Node& n) { return {signed_fn_type(n, SignedFn::kRelu)}; }
+std::vector<RValue> kernel_relu(KernelContext& c) { return signed_fn_kernel(c, SignedFn::kRelu); }
+
+// ---- gelu / silu
+
+std::vector<TensorType> shape_gelu(const Node& node) {
+  const std::string mode =
+      ir::shape_args::has(node, "approximate") ? node.arg("approximate")->s : "none";
+  gelu_mode(mode, node_where(node));
+  return {activation_type(node, "gelu")};
+}
+
+std::vector<RValue> kernel_gelu(KernelContext& ctx) {
+  return activation_kernel(ctx, gelu_mode(ctx.string_arg("approximate", "none"), ctx.where()),
+                           "gelu");
+}
+
+std::vector<TensorType> shape_silu(const Node& n) { return {activation_type(n, "silu")}; }
+std::vector<RValue> kernel_silu(KernelContext& c) {
+  return activation_kernel(c, Activation::kSilu, "silu");
+}
+
+// ---- logical_not / bitwise_not
+
+std::vector<TensorType> shape_logical_not(const Node& node) {
+  return {with_dtype(self_type(node), DType::kBool)};
+}
+
+std::vector<RValue> kernel_logical_not(KernelContext& ctx) {
+  return {map1<bool, bool>(ctx.tensor("self"), [](bool v) { return !v; })};
+}
+
+std::vector<TensorType> shape_bitwise_not(const Node& node) {
+  const TensorType& t = self_type(node);
+  if (!is_integral(t.dtype, /*include_bool=*/true))
+    ir::shape_args::fail(node, "bitwise_not needs a bool or integer tensor",
+                         "bool or integer dtype", dtype_name(t.dtype));
+  return {with_dtype(t, t.dtype)};
+}
+
+std::vector<RValue> kernel_bitwise_not(KernelContext& ctx) {
+  const Tensor& x = ctx.tensor("self");
+  if (x.dtype() == DType::kBool) return {map1<bool, bool>(x, [](bool v) { return !v; })};
+  if (!is_integral(x.dtype()))
+    ctx.fail("bitwise_not needs a bool or integer tensor", "bool or integer dtype",
+             dtype_name(x.dtype()));
+  return {map1<int64_t, int64_t>(x, [](int64_t v) { return ~v; }).to(x.dtype())};
+}
+
+}  // namespace anvil::ops
