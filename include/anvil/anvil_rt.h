@@ -1,0 +1,101 @@
+/* anvil_rt.h — the ABI between a generated model library (model.so) and the anvil runtime.
+ *
+ * A model.so exports exactly one symbol, `anvil_model_entry`, returning a table of entry points.
+ * It has no link-time dependency on anvil: everything it needs from the runtime (thread pool,
+ * GEMM, extern kernels, error reporting) arrives as the AnvilRtApi function table passed to
+ * create(). Generated code includes only this header (plus the C/C++ standard headers).
+ *
+ * Calling sequence (runtime side, per run):
+ *   1. bind symbol values from the user inputs (manifest input specs), check every input;
+ *   2. for each output i: entry->output_sizes(symbols, i, sizes) and allocate it contiguous;
+ *   3. allocate entry->arena_bytes(symbols) bytes (64-byte aligned) or reuse a runner's arena;
+ *   4. entry->run(model, &args) — returns 0, or non-zero with a message in args.error.
+ * Data pointers are to contiguous, 64-byte aligned (where the runtime allocated them) buffers in
+ * the dtype the manifest gives. Constants come in manifest order; mutable buffers among them are
+ * updated in place by run().
+ */
+#ifndef ANVIL_ANVIL_RT_H_
+#define ANVIL_ANVIL_RT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ANVIL_MODEL_ABI_VERSION 1u
+
+/* A strided tensor descriptor (dtype codes are torch.export ScalarType codes, as anvil::DType). */
+typedef struct AnvilRtTensor {
+  void* data;
+  int32_t dtype;
+  int32_t ndim;
+  int64_t sizes[8];
+  int64_t strides[8]; /* in elements */
+} AnvilRtTensor;
+
+/* A scalar attribute of an extern call. kind: 0 = int, 1 = float, 2 = string. */
+typedef struct AnvilRtScalar {
+  const char* name;
+  int32_t kind;
+  int64_t i;
+  double f;
+  const char* s;
+  const int64_t* ints; /* optional int list (kind 3) */
+  int32_t n_ints;
+} AnvilRtScalar;
+
+/* Services the runtime provides to generated code. */
+typedef struct AnvilRtApi {
+  uint32_t abi_version;
+  /* Runs fn(ctx, b, e) over [begin, end) split into chunks of at least `grain`, on the runtime's
+   * thread pool; returns when all chunks are done. Serial when the range is small. */
+  void (*parallel_for)(int64_t begin, int64_t end, int64_t grain,
+                       void (*fn)(void* ctx, int64_t b, int64_t e), void* ctx);
+  /* Row-major C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C. trans_*: 0 = as is, 1 = transposed. */
+  void (*sgemm)(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                int64_t ldc);
+  void (*dgemm)(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
+                double* c, int64_t ldc);
+  /* Calls the runtime's implementation of an extern op by its export target name
+   * ("aten.convolution.default"); inputs/outputs are descriptors, outputs preallocated.
+   * Returns 0 or non-zero with a message written through set_error. */
+  int (*extern_call)(void* run_ctx, const char* target, const AnvilRtTensor* inputs, int32_t n_inputs,
+                     const AnvilRtScalar* attrs, int32_t n_attrs, AnvilRtTensor* outputs,
+                     int32_t n_outputs);
+  /* Records an error message for the current run (first one wins). */
+  void (*set_error)(void* run_ctx, const char* message);
+} AnvilRtApi;
+
+/* Arguments of one run. */
+typedef struct AnvilRunArgs {
+  const int64_t* symbols;   /* values of the manifest's symbols, in manifest order */
+  void* const* inputs;      /* user inputs, manifest order, contiguous */
+  void* const* outputs;     /* user outputs, manifest order, preallocated contiguous */
+  void* const* constants;   /* constants, manifest order (mutable buffers are written in place) */
+  void* arena;              /* scratch of arena_bytes(symbols) bytes */
+  void* run_ctx;            /* opaque: pass back to AnvilRtApi calls */
+} AnvilRunArgs;
+
+/* The entry-point table a model.so exports. */
+typedef struct AnvilModelEntry {
+  uint32_t abi_version;                 /* ANVIL_MODEL_ABI_VERSION */
+  const char* (*metadata_json)(void);   /* compile-time facts (target, kernels, arena formula) */
+  void* (*create)(const AnvilRtApi* api);
+  void (*destroy)(void* model);
+  int64_t (*arena_bytes)(const int64_t* symbols);
+  void (*output_sizes)(const int64_t* symbols, int32_t output_index, int64_t* sizes);
+  int (*run)(void* model, const AnvilRunArgs* args);
+} AnvilModelEntry;
+
+typedef const AnvilModelEntry* (*AnvilModelEntryFn)(void);
+#define ANVIL_MODEL_ENTRY_SYMBOL "anvil_model_entry"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ANVIL_ANVIL_RT_H_ */

@@ -1,0 +1,276 @@
+// Runtime extern kernel for aten.scaled_dot_product_attention.default, with the semantics of the
+// reference kernel (src/ops/attention.cpp, torch >= 2.5's math path):
+//   * f16 / bf16 are computed in fp32 (f64 in f64) and rounded once;
+//   * scores = scale * q @ k^T (+ mask): a bool mask adds 0 / -inf, a float mask is added,
+//     is_causal masks j > i (top-left aligned) and excludes an explicit mask;
+//   * softmax is "safe": a fully masked row gives zeros, a NaN row gives NaN;
+//   * batch dims broadcast; enable_gqa maps query head h to key/value head h / (Hq / Hkv)
+//     without copying.
+// Work is split into (batch x head, block of query rows) units on the thread pool; each unit runs
+// two GEMMs on operands used in place when they are f32/f64 with unit-stride rows or columns.
+#include "runtime/kernels/kernel_util.h"
+
+namespace anvil::runtime {
+
+namespace {
+
+/// The resolved problem: operands, sizes, per-batch offsets and strides.
+struct Sdpa {
+  Tensor q, k, v, out;
+  std::optional<Tensor> mask;
+  int64_t l = 0, s = 0, e = 0, ev = 0;
+  double scale = 1.0;
+  bool causal = false;
+  // Element offset of each output batch position's matrix in q, k, v and the mask.
+  std::vector<int64_t> off_q, off_k, off_v, off_m;
+  int64_t m_rs = 0, m_cs = 0;  // mask row / column strides (0 where broadcast)
+};
+
+/// Offsets of the matrices of `t` (batch dims = all but the last `inner` dims, right-aligned
+/// against `batch`) for every row-major position of `batch`; broadcast dims contribute 0 and the
+/// last batch dim (the head dim) is divided by `head_rep` (grouped-query attention).
+std::vector<int64_t> batch_offsets(const Tensor& t, int64_t inner, const Shape& batch,
+                                   int64_t head_rep) {
+  const int64_t rb = static_cast<int64_t>(batch.size());
+  const int64_t rt = std::max<int64_t>(t.dim() - inner, 0);
+  const int64_t nb = shape_numel(batch);
+  std::vector<int64_t> offs(static_cast<size_t>(nb), 0);
+  for (int64_t b = 0; b < nb; ++b) {
+    int64_t rem = b, off = 0;
+    for (int64_t j = rb - 1; j >= 0; --j) {
+      const int64_t idx = rem % batch[j];
+      rem /= batch[j];
+      const int64_t tj = j - (rb - rt);
+      if (tj < 0 || t.size(tj) == 1) continue;
+      const int64_t i = (tj == rt - 1 && head_rep > 1) ? idx / head_rep : idx;
+      off += i * t.stride(tj);
+    }
+    offs[b] = off;
+  }
+  return offs;
+}
+
+/// In-place safe softmax of `n` values.
+template <typename F>
+void safe_softmax(F* row, int64_t n) {
+  F mx = -std::numeric_limits<F>::infinity();
+  bool nan = false;
+  for (int64_t j = 0; j < n; ++j) {
+    if (std::isnan(row[j])) nan = true;
+    mx = std::max(mx, row[j]);
+  }
+  if (nan) {
+    std::fill(row, row + n, std::numeric_limits<F>::quiet_NaN());
+    return;
+  }
+  if (mx == -std::numeric_limits<F>::infinity()) {
+    std::fill(row, row + n, F(0));
+    return;
+  }
+  F sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] = std::exp(row[j] - mx);
+    sum += row[j];
+  }
+  const F inv = F(1) / sum;
+  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+}
+
+/// Per-thread buffers of one worker.
+template <typename F>
+struct Scratch {
+  std::vector<F> q, k, v, scores, out;
+};
+
+/// Rows [i0, i1) of batch position `b`, computed in F with mask element type M (void: none).
+template <typename F, typename M>
+void sdpa_block(const Sdpa& a, int64_t b, int64_t i0, int64_t i1, Scratch<F>& sc) {
+  const int64_t m = i1 - i0, s = a.s;
+  const F neg_inf = -std::numeric_limits<F>::infinity();
+  const kern::MatArg<F> qa = kern::matrix_arg<F>(a.q, a.off_q[b] + i0 * a.q.stride(-2), m, a.e,
+                                                 a.q.stride(-2), a.q.stride(-1), sc.q);
+  const kern::MatArg<F> ka =
+      kern::matrix_arg<F>(a.k, a.off_k[b], s, a.e, a.k.stride(-2), a.k.stride(-1), sc.k);
+  const kern::MatArg<F> va =
+      kern::matrix_arg<F>(a.v, a.off_v[b], s, a.ev, a.v.stride(-2), a.v.stride(-1), sc.v);
+  sc.scores.resize(static_cast<size_t>(std::max<int64_t>(m * s, 1)));
+  F* scores = sc.scores.data();
+  const int64_t lds = std::max<int64_t>(s, 1);
+  kern::gemm(qa.trans, !ka.trans, m, s, a.e, static_cast<F>(a.scale), qa.data, qa.ld, ka.data,
+             ka.ld, F(0), scores, lds);
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t gi = i0 + i;
+    F* row = scores + i * s;
+    if (a.causal)
+      for (int64_t j = gi + 1; j < s; ++j) row[j] += neg_inf;
+    if constexpr (!std::is_void_v<M>) {
+      const M* mp = static_cast<const M*>(a.mask->data_ptr()) + a.off_m[b] + gi * a.m_rs;
+      for (int64_t j = 0; j < s; ++j) {
+        if constexpr (std::is_same_v<M, bool>) {
+          if (!mp[j * a.m_cs]) row[j] += neg_inf;
+        } else {
+          row[j] += cast_value<F, M>(mp[j * a.m_cs]);
+        }
+      }
+    }
+    safe_softmax(row, s);
+  }
+  const int64_t out_off = (b * a.l + i0) * a.ev;
+  if (a.out.dtype() == dtype_of<F>()) {
+    F* o = static_cast<F*>(a.out.data_ptr()) + out_off;
+    kern::gemm(false, va.trans, m, a.ev, s, F(1), scores, lds, va.data, va.ld, F(0), o,
+               std::max<int64_t>(a.ev, 1));
+    return;
+  }
+  sc.out.resize(static_cast<size_t>(std::max<int64_t>(m * a.ev, 1)));
+  kern::gemm(false, va.trans, m, a.ev, s, F(1), scores, lds, va.data, va.ld, F(0), sc.out.data(),
+             std::max<int64_t>(a.ev, 1));
+  ANVIL_DISPATCH_FLOAT(a.out.dtype(), "aten.scaled_dot_product_attention.default", T, {
+    T* o = static_cast<T*>(a.out.data_ptr()) + out_off;
+    for (int64_t i = 0; i < m * a.ev; ++i) o[i] = cast_value<T, F>(sc.out[i]);
+  });
+}
+
+/// Runs every (batch position, row block) unit on the thread pool.
+template <typename F, typename M>
+void sdpa_run(const Sdpa& a) {
+  const int64_t nb = static_cast<int64_t>(a.off_q.size());
+  const int threads = kern::available_threads();
+  int64_t rows = 64;
+  while (rows > 8 && nb * ((a.l + rows - 1) / rows) < 2 * threads) rows /= 2;
+  const int64_t blocks = (a.l + rows - 1) / rows;
+  parallel_for(0, nb * blocks, 1, [&](int64_t u0, int64_t u1) {
+    Scratch<F> sc;
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t b = u / blocks, i0 = (u % blocks) * rows;
+      sdpa_block<F, M>(a, b, i0, std::min(i0 + rows, a.l), sc);
+    }
+  });
+}
+
+/// Dispatches on the mask's element type.
+template <typename F>
+void sdpa_dispatch(const Sdpa& a) {
+  if (!a.mask) return sdpa_run<F, void>(a);
+  switch (a.mask->dtype()) {
+    case DType::kBool:
+      return sdpa_run<F, bool>(a);
+    case DType::kFloat32:
+      return sdpa_run<F, float>(a);
+    case DType::kFloat64:
+      return sdpa_run<F, double>(a);
+    case DType::kFloat16:
+      return sdpa_run<F, Half>(a);
+    case DType::kBFloat16:
+      return sdpa_run<F, BFloat16>(a);
+    default:
+      throw Error("attn_mask must be bool or floating", "aten.scaled_dot_product_attention.default",
+                  "bool or a float dtype", dtype_name(a.mask->dtype()));
+  }
+}
+
+/// Batch dims of a tensor (all but the last two).
+Shape batch_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
+
+int sdpa_extern(ExternCall& call) {
+  const std::string where = call.target();
+  Sdpa a;
+  a.q = call.input_tensor(0);
+  a.k = call.input_tensor(1);
+  a.v = call.input_tensor(2);
+  a.mask = kern::opt_input(call, 3);
+  for (const Tensor* t : {&a.q, &a.k, &a.v})
+    ANVIL_CHECK(t->dim() >= 2, where, "query, key and value must have at least 2 dims", "rank >= 2",
+                t->type_str());
+  const DType dt = a.q.dtype();
+  ANVIL_CHECK(a.k.dtype() == dt && a.v.dtype() == dt, where,
+              "query, key and value must share a dtype", dtype_name(dt),
+              str(dtype_name(a.k.dtype()), ", ", dtype_name(a.v.dtype())));
+  ANVIL_CHECK(is_floating(dt) && !is_float8(dt), where,
+              "attention needs f16, bf16, f32 or f64 inputs", "a float dtype", dtype_name(dt));
+  const double dropout = call.attr_float("dropout_p", 0.0);
+  ANVIL_CHECK(dropout == 0.0, where, "dropout is not supported at inference", "dropout_p=0",
+              str(dropout));
+  a.l = a.q.size(-2);
+  a.e = a.q.size(-1);
+  a.s = a.k.size(-2);
+  a.ev = a.v.size(-1);
+  ANVIL_CHECK(a.k.size(-1) == a.e, where, "query and key head sizes differ", a.q.type_str(),
+              a.k.type_str());
+  ANVIL_CHECK(a.v.size(-2) == a.s, where, "key and value sequence lengths differ", a.k.type_str(),
+              a.v.type_str());
+  Shape bq = batch_of(a.q), bk = batch_of(a.k), bv = batch_of(a.v);
+  int64_t rep_k = 1, rep_v = 1;
+  if (call.attr_bool("enable_gqa", false)) {
+    ANVIL_CHECK(a.q.dim() >= 3 && a.k.dim() >= 3 && a.v.dim() >= 3, where,
+                "enable_gqa needs query, key and value with a head dim (-3)", "rank >= 3",
+                a.q.type_str() + ", " + a.k.type_str() + ", " + a.v.type_str());
+    const int64_t hq = a.q.size(-3), hk = a.k.size(-3), hv = a.v.size(-3);
+    if (!(hq == hk && hk == hv)) {
+      ANVIL_CHECK(hk > 0 && hv > 0 && hq % hk == 0 && hq % hv == 0, where,
+                  "number of heads in key and value must divide the number of heads in query",
+                  str("key/value heads dividing ", hq), str(hk, " and ", hv));
+      rep_k = hq / hk;
+      rep_v = hq / hv;
+      bk.back() = hq;
+      bv.back() = hq;
+    }
+  }
+  Shape scores_batch, batch;
+  try {
+    scores_batch = broadcast_shapes(bq, bk, where);
+    batch = broadcast_shapes(scores_batch, bv, where);
+  } catch (const Error&) {
+    throw Error(
+        "batch / head dims of query, key and value do not broadcast (for grouped-query "
+        "attention pass enable_gqa=True)",
+        where, "broadcastable batch dims",
+        a.q.type_str() + ", " + a.k.type_str() + ", " + a.v.type_str());
+  }
+  a.scale =
+      call.has_attr("scale") ? call.attr_float("scale") : 1.0 / std::sqrt(static_cast<double>(a.e));
+  a.causal = call.attr_bool("is_causal", false);
+  if (a.mask) {
+    const Tensor& m = *a.mask;
+    ANVIL_CHECK(!a.causal, where, "an explicit attn_mask must not be set when is_causal=True",
+                "attn_mask=None", m.type_str());
+    ANVIL_CHECK(m.dtype() == DType::kBool || (is_floating(m.dtype()) && !is_float8(m.dtype())),
+                where, "attn_mask must be bool or floating", "bool or a float dtype",
+                dtype_name(m.dtype()));
+    Shape scores_shape = scores_batch;
+    scores_shape.push_back(a.l);
+    scores_shape.push_back(a.s);
+    bool ok = m.dim() <= static_cast<int64_t>(scores_shape.size());
+    for (int64_t d = 1; ok && d <= m.dim(); ++d) {
+      const int64_t ms = m.size(-d), want = scores_shape[scores_shape.size() - d];
+      ok = ms == want || ms == 1;
+    }
+    ANVIL_CHECK(ok, where, "attn_mask does not broadcast to the attention scores' shape",
+                shape_str(scores_shape), m.type_str());
+    a.m_cs = m.dim() >= 1 && m.size(-1) != 1 ? m.stride(-1) : 0;
+    a.m_rs = m.dim() >= 2 && m.size(-2) != 1 ? m.stride(-2) : 0;
+    a.off_m = batch_offsets(m, 2, batch, 1);
+  }
+  Shape out_sizes = batch;
+  out_sizes.push_back(a.l);
+  out_sizes.push_back(a.ev);
+  a.out = kern::checked_output(call, 0, out_sizes, dt);
+  if (a.out.numel() == 0) return 0;
+  a.off_q = batch_offsets(a.q, 2, batch, 1);
+  a.off_k = batch_offsets(a.k, 2, batch, rep_k);
+  a.off_v = batch_offsets(a.v, 2, batch, rep_v);
+  if (dt == DType::kFloat64)
+    sdpa_dispatch<double>(a);
+  else
+    sdpa_dispatch<float>(a);
+  return 0;
+}
+
+}  // namespace
+
+/// Registers the attention extern.
+void register_attention_externs() {
+  register_extern("aten.scaled_dot_product_attention.default", sdpa_extern);
+}
+
+}  // namespace anvil::runtime

@@ -1,0 +1,320 @@
+// Runtime extern kernels for aten.convolution.default and aten.conv2d.default: 2-D convolution
+// (and 1-D, as a height-1 2-D one) with stride, padding (ints or "same" / "valid"), dilation and
+// groups, batched or unbatched input, any input strides. Floating dtypes run im2col + GEMM in
+// fp32 (f64 for double; f16 / bf16 converted to fp32, rounded once at the end, like the
+// reference kernel); integer dtypes use im2col + a direct wrapping-int64 product loop.
+// Work is split over the batch (or groups, or inside the GEMM) on the runtime thread pool.
+#include <memory>
+
+#include "runtime/kernels/kernel_util.h"
+
+namespace anvil::runtime {
+
+namespace {
+
+using kern::available_threads;
+
+/// Geometry of one 2-D convolution (1-D convolutions have h = kh = 1).
+struct ConvGeom {
+  int64_t n = 1, c = 0, h = 1, w = 0;  // input batch, channels, height, width
+  int64_t o = 0, groups = 1;           // output channels, groups
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t oh = 1, ow = 0;
+  bool unbatched = false;
+  int spatial = 2;
+
+  int64_t cg() const { return c / groups; }       // input channels per group
+  int64_t og() const { return o / groups; }       // output channels per group
+  int64_t ckk() const { return cg() * kh * kw; }  // GEMM inner size per group
+  int64_t l() const { return oh * ow; }           // output pixels per plane
+  /// A 1x1, stride-1, unpadded convolution reads the input planes as they are (no im2col).
+  bool pointwise() const {
+    return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pad_top == 0 && pad_left == 0 &&
+           pad_bottom == 0 && pad_right == 0;
+  }
+};
+
+/// An int list attribute expanded to `n` values (a single value applies to every dim).
+std::vector<int64_t> spatial_list(const ExternCall& call, const char* name, int64_t dflt,
+                                  size_t n) {
+  std::vector<int64_t> v = call.attr_ints(name, {dflt});
+  if (v.size() == 1) return std::vector<int64_t>(n, v[0]);
+  ANVIL_CHECK(v.size() == n, call.target(), str("'", name, "' must have 1 or ", n, " values"),
+              str(n, " values"), std::to_string(v.size()));
+  return v;
+}
+
+/// Validates the operands and attributes and computes the geometry (output checked by caller).
+ConvGeom conv_geometry(const ExternCall& call, const Tensor& x, const Tensor& wt,
+                       const std::optional<Tensor>& bias) {
+  const std::string where = call.target();
+  ANVIL_CHECK(!call.attr_bool("transposed", false), where,
+              "transposed convolution is not supported", "transposed=False", "transposed=True");
+  ANVIL_CHECK(wt.dim() == 3 || wt.dim() == 4, where, "only 1-D and 2-D convolutions are supported",
+              "a 3-D or 4-D weight", wt.type_str());
+  ConvGeom g;
+  g.spatial = static_cast<int>(wt.dim() - 2);
+  const int64_t sp = g.spatial;
+  g.unbatched = x.dim() == sp + 1;
+  ANVIL_CHECK(
+      x.dim() == sp + 2 || g.unbatched, where,
+      str("a ", sp, "-D convolution needs a ", sp + 2, "-D (or unbatched ", sp + 1, "-D) input"),
+      str(sp + 2, "-D"), x.type_str());
+  ANVIL_CHECK(x.dtype() == wt.dtype(), where, "input and weight dtypes differ",
+              dtype_name(x.dtype()), dtype_name(wt.dtype()));
+  ANVIL_CHECK(!bias || bias->dtype() == x.dtype(), where, "input and bias dtypes differ",
+              dtype_name(x.dtype()), bias ? dtype_name(bias->dtype()) : "");
+  ANVIL_CHECK(x.dtype() != DType::kBool && !is_complex(x.dtype()) && is_supported(x.dtype()), where,
+              "convolution does not support this dtype", "an integer or floating dtype",
+              dtype_name(x.dtype()));
+  const int64_t b0 = g.unbatched ? 0 : 1;  // first non-batch dim of x
+  g.n = g.unbatched ? 1 : x.size(0);
+  g.c = x.size(b0);
+  g.w = x.size(-1);
+  g.h = sp == 2 ? x.size(-2) : 1;
+  g.o = wt.size(0);
+  g.kw = wt.size(-1);
+  g.kh = sp == 2 ? wt.size(-2) : 1;
+  g.groups = call.attr_int("groups", 1);
+  ANVIL_CHECK(g.groups > 0, where, "groups must be positive", "> 0", std::to_string(g.groups));
+  ANVIL_CHECK(wt.size(1) * g.groups == g.c && g.o % g.groups == 0, where,
+              str("weight does not fit the input with groups=", g.groups),
+              str("weight [O divisible by ", g.groups, ", ", g.c / g.groups, ", ...] for ", g.c,
+                  " input channels"),
+              wt.type_str());
+  ANVIL_CHECK(!bias || (bias->dim() == 1 && bias->size(0) == g.o), where,
+              "bias must be 1-D with one value per output channel", str("[", g.o, "]"),
+              bias ? bias->type_str() : "");
+  const auto stride = spatial_list(call, "stride", 1, sp);
+  const auto dilation = spatial_list(call, "dilation", 1, sp);
+  for (size_t i = 0; i < stride.size(); ++i) {
+    ANVIL_CHECK(stride[i] > 0, where, "stride must be positive", "> 0", str(stride[i]));
+    ANVIL_CHECK(dilation[i] > 0, where, "dilation must be positive", "> 0", str(dilation[i]));
+  }
+  g.sw = stride.back();
+  g.dw = dilation.back();
+  if (sp == 2) {
+    g.sh = stride[0];
+    g.dh = dilation[0];
+  }
+  const AnvilRtScalar* pad = call.find_attr("padding");
+  if (pad && pad->kind == 2) {
+    const std::string mode = pad->s ? pad->s : "";
+    if (mode == "same") {
+      ANVIL_CHECK(g.sh == 1 && g.sw == 1, where,
+                  "padding='same' is not supported for strided convolutions", "stride 1",
+                  str(g.sh, "x", g.sw));
+      const int64_t th = g.dh * (g.kh - 1), tw = g.dw * (g.kw - 1);
+      g.pad_top = th / 2;
+      g.pad_bottom = th - th / 2;
+      g.pad_left = tw / 2;
+      g.pad_right = tw - tw / 2;
+    } else {
+      ANVIL_CHECK(mode == "valid", where, "unknown padding string", "\"valid\" or \"same\"", mode);
+    }
+  } else {
+    const auto p = spatial_list(call, "padding", 0, sp);
+    for (int64_t v : p) ANVIL_CHECK(v >= 0, where, "negative padding", ">= 0", str(v));
+    g.pad_left = g.pad_right = p.back();
+    if (sp == 2) g.pad_top = g.pad_bottom = p[0];
+  }
+  const int64_t ph = g.h + g.pad_top + g.pad_bottom, pw = g.w + g.pad_left + g.pad_right;
+  const int64_t ekh = g.dh * (g.kh - 1) + 1, ekw = g.dw * (g.kw - 1) + 1;
+  ANVIL_CHECK(ph >= ekh && pw >= ekw, where,
+              "kernel size can't be greater than the (padded) input size",
+              str("padded input >= dilated kernel ", g.kh, "x", g.kw), x.type_str());
+  g.oh = (ph - ekh) / g.sh + 1;
+  g.ow = (pw - ekw) / g.sw + 1;
+  return g;
+}
+
+/// The output sizes of the convolution in the caller's layout.
+Shape conv_out_sizes(const ConvGeom& g) {
+  Shape s;
+  if (!g.unbatched) s.push_back(g.n);
+  s.push_back(g.o);
+  if (g.spatial == 2) s.push_back(g.oh);
+  s.push_back(g.ow);
+  return s;
+}
+
+/// A contiguous [n, c, h, w] copy (or the original memory) of a tensor in type A.
+template <typename A>
+const A* as_contiguous(const Tensor& t, const Shape& sizes4, std::unique_ptr<A[]>& holder) {
+  const Tensor v = t.dim() == static_cast<int64_t>(sizes4.size()) ? t : t.reshape(sizes4);
+  if (t.dtype() == dtype_of<A>() && v.is_contiguous()) return static_cast<const A*>(v.data_ptr());
+  holder =
+      std::make_unique_for_overwrite<A[]>(static_cast<size_t>(std::max<int64_t>(v.numel(), 1)));
+  kern::copy_cast(kern::wrap_buffer(holder.get(), dtype_of<A>(), v.sizes()), v);
+  return holder.get();
+}
+
+/// im2col for channels [c0, c1) of one image: x [c, h, w] -> cols [c * kh * kw, oh * ow].
+template <typename A>
+void im2col(const ConvGeom& g, const A* x, A* cols, int64_t c0, int64_t c1) {
+  const int64_t l = g.l();
+  for (int64_t ch = c0; ch < c1; ++ch) {
+    const A* plane = x + ch * g.h * g.w;
+    for (int64_t ki = 0; ki < g.kh; ++ki)
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        A* row = cols + ((ch * g.kh + ki) * g.kw + kj) * l;
+        for (int64_t y = 0; y < g.oh; ++y) {
+          const int64_t iy = y * g.sh - g.pad_top + ki * g.dh;
+          A* dst = row + y * g.ow;
+          if (iy < 0 || iy >= g.h) {
+            std::fill(dst, dst + g.ow, A(0));
+            continue;
+          }
+          const A* src = plane + iy * g.w;
+          const int64_t x0 = kj * g.dw - g.pad_left;
+          if (g.sw == 1) {
+            // Valid output columns: 0 <= xo + x0 < w.
+            const int64_t lo = std::clamp<int64_t>(-x0, 0, g.ow);
+            const int64_t hi = std::clamp<int64_t>(g.w - x0, lo, g.ow);
+            std::fill(dst, dst + lo, A(0));
+            std::copy(src + x0 + lo, src + x0 + hi, dst + lo);
+            std::fill(dst + hi, dst + g.ow, A(0));
+          } else {
+            for (int64_t xo = 0; xo < g.ow; ++xo) {
+              const int64_t ix = xo * g.sw + x0;
+              dst[xo] = (ix < 0 || ix >= g.w) ? A(0) : src[ix];
+            }
+          }
+        }
+      }
+  }
+}
+
+/// out[m, n] = a[m, k] * b[k, n] (+ nothing): floating types through GEMM, integers by loop
+/// (wrapping int64 arithmetic).
+template <typename A>
+void product(int64_t m, int64_t n, int64_t k, const A* a, const A* b, A* out) {
+  if constexpr (std::is_same_v<A, float> || std::is_same_v<A, double>) {
+    kern::gemm(false, false, m, n, k, A(1), a, k, b, n, A(0), out, n);
+  } else {
+    for (int64_t i = 0; i < m; ++i) {
+      uint64_t* acc = reinterpret_cast<uint64_t*>(out + i * n);
+      std::fill(acc, acc + n, uint64_t{0});
+      for (int64_t p = 0; p < k; ++p) {
+        const uint64_t av = static_cast<uint64_t>(a[i * k + p]);
+        const A* brow = b + p * n;
+        for (int64_t j = 0; j < n; ++j) acc[j] += av * static_cast<uint64_t>(brow[j]);
+      }
+    }
+  }
+}
+
+/// The convolution in accumulation type A (float, double or int64) for element type T.
+template <typename T, typename A>
+void conv_run(const ConvGeom& g, const Tensor& x, const Tensor& wt,
+              const std::optional<Tensor>& bias, const Tensor& out) {
+  std::unique_ptr<A[]> xh, wh, bh, oh;
+  const A* xp = as_contiguous<A>(x, {g.n, g.c, g.h, g.w}, xh);
+  const A* wp = as_contiguous<A>(wt, {g.o, g.cg(), g.kh, g.kw}, wh);
+  const A* bp = bias ? as_contiguous<A>(*bias, {g.o}, bh) : nullptr;
+  A* op;
+  if constexpr (std::is_same_v<T, A>) {
+    op = static_cast<A*>(out.data_ptr());
+  } else {
+    oh =
+        std::make_unique_for_overwrite<A[]>(static_cast<size_t>(std::max<int64_t>(out.numel(), 1)));
+    op = oh.get();
+  }
+  const int64_t l = g.l(), ckk = g.ckk(), og = g.og();
+  const bool direct = g.pointwise();
+  const int threads = available_threads();
+  // One image: im2col (parallel over channels at the top level), then one product per group.
+  auto image = [&](int64_t b, A* cols) {
+    const A* xb = xp + b * g.c * g.h * g.w;
+    if (!direct) {
+      const int64_t grain = kern::grain_for(g.kh * g.kw * l);
+      parallel_for(0, g.c, grain, [&](int64_t c0, int64_t c1) { im2col<A>(g, xb, cols, c0, c1); });
+    }
+    const A* src = direct ? xb : cols;
+    A* ob = op + b * g.o * l;
+    auto group = [&](int64_t gi) {
+      product<A>(og, l, ckk, wp + gi * og * ckk, src + gi * ckk * l, ob + gi * og * l);
+    };
+    if (g.groups >= threads && g.groups > 1) {
+      parallel_for(0, g.groups, kern::grain_for(og * l * ckk), [&](int64_t g0, int64_t g1) {
+        for (int64_t gi = g0; gi < g1; ++gi) group(gi);
+      });
+    } else {
+      for (int64_t gi = 0; gi < g.groups; ++gi) group(gi);
+    }
+    if (bp)
+      for (int64_t oc = 0; oc < g.o; ++oc) {
+        A* row = ob + oc * l;
+        if constexpr (std::is_integral_v<A>) {
+          for (int64_t i = 0; i < l; ++i)
+            row[i] = static_cast<A>(static_cast<uint64_t>(row[i]) + static_cast<uint64_t>(bp[oc]));
+        } else {
+          for (int64_t i = 0; i < l; ++i) row[i] += bp[oc];
+        }
+      }
+  };
+  const size_t cols_size =
+      direct ? 1 : static_cast<size_t>(std::max<int64_t>(g.c * g.kh * g.kw * l, 1));
+  if (g.n >= threads && threads > 1) {
+    parallel_for(0, g.n, 1, [&](int64_t b0, int64_t b1) {
+      auto cols = std::make_unique_for_overwrite<A[]>(cols_size);
+      for (int64_t b = b0; b < b1; ++b) image(b, cols.get());
+    });
+  } else {
+    auto cols = std::make_unique_for_overwrite<A[]>(cols_size);
+    for (int64_t b = 0; b < g.n; ++b) image(b, cols.get());
+  }
+  if constexpr (!std::is_same_v<T, A>)
+    kern::copy_cast(out, kern::wrap_buffer(op, dtype_of<A>(), out.sizes()));
+}
+
+/// Shared body of convolution / conv2d.
+int conv_extern(ExternCall& call) {
+  const Tensor x = call.input_tensor(0), wt = call.input_tensor(1);
+  const std::optional<Tensor> bias = kern::opt_input(call, 2);
+  const ConvGeom g = conv_geometry(call, x, wt, bias);
+  const Tensor out = kern::checked_output(call, 0, conv_out_sizes(g), x.dtype());
+  if (out.numel() == 0) return 0;
+  if (g.c == 0 || g.kh * g.kw == 0) {  // empty reduction: bias (or zeros)
+    if (bias)
+      kern::copy_cast(out,
+                      bias->reshape({1, g.o, 1}).expand({g.n, g.o, g.l()}).reshape(out.sizes()));
+    else
+      Tensor(out).fill(0);
+    return 0;
+  }
+  switch (x.dtype()) {
+    case DType::kFloat32:
+      conv_run<float, float>(g, x, wt, bias, out);
+      break;
+    case DType::kFloat64:
+      conv_run<double, double>(g, x, wt, bias, out);
+      break;
+    case DType::kFloat16:
+      conv_run<Half, float>(g, x, wt, bias, out);
+      break;
+    case DType::kBFloat16:
+      conv_run<BFloat16, float>(g, x, wt, bias, out);
+      break;
+    case DType::kInt64:
+      conv_run<int64_t, int64_t>(g, x, wt, bias, out);
+      break;
+    default:
+      ANVIL_DISPATCH_REAL(x.dtype(), call.target(), T, {
+        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+          conv_run<T, int64_t>(g, x, wt, bias, out);
+      });
+  }
+  return 0;
+}
+
+}  // namespace
+
+/// Registers the convolution externs.
+void register_conv_externs() {
+  register_extern("aten.convolution.default", conv_extern);
+  register_extern("aten.conv2d.default", conv_extern);
+}
+
+}  // namespace anvil::runtime

@@ -1,0 +1,262 @@
+// Runtime extern kernels for 2-D pooling: aten.max_pool2d.default, aten.avg_pool2d.default and
+// aten.adaptive_avg_pool2d.default over [N, C, H, W] or [C, H, W] inputs with any strides.
+// Semantics follow the reference kernels (src/ops/conv.cpp): max pooling propagates NaN, average
+// pooling accumulates in fp32 (f64 for double, int64 for integers) and honours ceil_mode,
+// count_include_pad and divisor_override. Planes are split over the runtime thread pool.
+#include "runtime/kernels/kernel_util.h"
+
+namespace anvil::runtime {
+
+namespace {
+
+/// A pooling window (index 0 = height, 1 = width).
+struct PoolWindow {
+  int64_t kernel[2] = {1, 1};
+  int64_t stride[2] = {1, 1};
+  int64_t pad[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};
+};
+
+/// Averaging accumulator: fp32 for 16/32-bit floats, f64 for f64, int64 for integers.
+template <typename T>
+using PoolAcc = std::conditional_t<std::is_same_v<T, double>, double,
+                                   std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
+
+/// An int list attribute expanded to 2 values; `fallback` when absent.
+std::vector<int64_t> pair_list(const ExternCall& call, const char* name,
+                               const std::vector<int64_t>& fallback) {
+  std::vector<int64_t> v = call.attr_ints(name, fallback);
+  if (v.size() == 1) return {v[0], v[0]};
+  ANVIL_CHECK(v.size() == 2, call.target(), str("'", name, "' must have 1 or 2 values"), "2 values",
+              std::to_string(v.size()));
+  return v;
+}
+
+/// Reads kernel_size / stride / padding (/ dilation) like torch (an empty stride = kernel).
+PoolWindow read_window(const ExternCall& call, bool with_dilation) {
+  const std::string where = call.target();
+  PoolWindow w;
+  const auto k = pair_list(call, "kernel_size", {});
+  const std::vector<int64_t> s_raw = call.attr_ints("stride", {});
+  const auto s = s_raw.empty() ? k : pair_list(call, "stride", {});
+  const auto p = pair_list(call, "padding", {0});
+  const auto d = with_dilation ? pair_list(call, "dilation", {1}) : std::vector<int64_t>{1, 1};
+  for (int i = 0; i < 2; ++i) {
+    ANVIL_CHECK(k[i] > 0, where, "kernel_size must be positive", "> 0", str(k[i]));
+    ANVIL_CHECK(s[i] > 0, where, "stride must be positive", "> 0", str(s[i]));
+    ANVIL_CHECK(d[i] > 0, where, "dilation must be positive", "> 0", str(d[i]));
+    ANVIL_CHECK(p[i] >= 0 && p[i] <= k[i] / 2, where, "pad should be at most half of kernel size",
+                str("0 <= pad <= ", k[i] / 2), str(p[i]));
+    w.kernel[i] = k[i];
+    w.stride[i] = s[i];
+    w.pad[i] = p[i];
+    w.dilation[i] = d[i];
+  }
+  return w;
+}
+
+/// torch's pooling_output_shape.
+int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode) {
+  const int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil_mode && (out - 1) * s >= in + pad) --out;
+  return out;
+}
+
+/// The input as planes: element offset of each [H, W] plane and the plane strides.
+struct Planes {
+  std::vector<int64_t> offsets;
+  int64_t h = 0, w = 0, sh = 0, sw = 0;
+};
+
+Planes planes_of(const ExternCall& call, const Tensor& x) {
+  ANVIL_CHECK(x.dim() == 3 || x.dim() == 4, call.target(), "pooling needs a 3-D or 4-D input",
+              "[N, C, H, W] or [C, H, W]", x.type_str());
+  Planes p;
+  p.h = x.size(-2);
+  p.w = x.size(-1);
+  p.sh = x.stride(-2);
+  p.sw = x.stride(-1);
+  const Shape lead(x.sizes().begin(), x.sizes().end() - 2);
+  const std::array<Shape, 1> st = {Shape(x.strides().begin(), x.strides().end() - 2)};
+  const int64_t n = shape_numel(lead);
+  p.offsets.reserve(static_cast<size_t>(n));
+  kern::for_each_offsets<1>(lead, st, 0, n,
+                            [&](const std::array<int64_t, 1>& o) { p.offsets.push_back(o[0]); });
+  return p;
+}
+
+/// Output sizes: the input's with the last two dims replaced.
+Shape pooled_sizes(const Tensor& x, int64_t oh, int64_t ow) {
+  Shape s = x.sizes();
+  s[s.size() - 2] = oh;
+  s[s.size() - 1] = ow;
+  return s;
+}
+
+/// Runs per_plane(src, dst) for every plane, split over the thread pool.
+template <typename T, typename F>
+void for_planes(const Planes& p, const Tensor& x, const Tensor& out, int64_t per_plane_work,
+                F&& per_plane) {
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  T* op = static_cast<T*>(out.data_ptr());
+  const int64_t plane_out = out.size(-2) * out.size(-1);
+  const int64_t n = static_cast<int64_t>(p.offsets.size());
+  parallel_for(0, n, kern::grain_for(per_plane_work), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) per_plane(xp + p.offsets[i], op + i * plane_out);
+  });
+}
+
+/// The taps k in [lo, hi) of a window starting at `start` (dilation `d`, `k` taps) that fall
+/// inside [0, n).
+void tap_range(int64_t start, int64_t d, int64_t k, int64_t n, int64_t& lo, int64_t& hi) {
+  lo = start < 0 ? (-start + d - 1) / d : 0;
+  hi = n - start <= 0 ? 0 : std::min(k, (n - start + d - 1) / d);
+  lo = std::min(lo, k);
+}
+
+/// Validates a pooling call's output size.
+void check_pool_size(const ExternCall& call, const Tensor& x, int64_t oh, int64_t ow) {
+  ANVIL_CHECK(oh >= 1 && ow >= 1, call.target(), "output size is too small",
+              "an output of at least 1x1", str(x.type_str(), " gives ", oh, "x", ow));
+}
+
+int max_pool2d_extern(ExternCall& call) {
+  const Tensor x = call.input_tensor(0);
+  const PoolWindow w = read_window(call, true);
+  const bool ceil_mode = call.attr_bool("ceil_mode", false);
+  const Planes p = planes_of(call, x);
+  const int64_t oh = pool_out(p.h, w.kernel[0], w.pad[0], w.stride[0], w.dilation[0], ceil_mode);
+  const int64_t ow = pool_out(p.w, w.kernel[1], w.pad[1], w.stride[1], w.dilation[1], ceil_mode);
+  check_pool_size(call, x, oh, ow);
+  ANVIL_CHECK(x.dtype() != DType::kBool, call.target(), "max_pool2d does not support bool",
+              "a number", "bool");
+  const Tensor out = kern::checked_output(call, 0, pooled_sizes(x, oh, ow), x.dtype());
+  if (out.numel() == 0) return 0;
+  // Valid kernel taps per output column: kj in [kj_lo[xo], kj_hi[xo]) reads inside the row.
+  std::vector<int64_t> kj_lo(static_cast<size_t>(ow)), kj_hi(static_cast<size_t>(ow));
+  for (int64_t xo = 0; xo < ow; ++xo)
+    tap_range(xo * w.stride[1] - w.pad[1], w.dilation[1], w.kernel[1], p.w, kj_lo[xo], kj_hi[xo]);
+  ANVIL_DISPATCH_REAL(x.dtype(), call.target(), T, {
+    using C = kern::CmpType<T>;
+    for_planes<T>(p, x, out, oh * ow * w.kernel[0] * w.kernel[1], [&](const T* src, T* dst) {
+      for (int64_t y = 0; y < oh; ++y) {
+        const int64_t y0 = y * w.stride[0] - w.pad[0];
+        int64_t ki_lo, ki_hi;
+        tap_range(y0, w.dilation[0], w.kernel[0], p.h, ki_lo, ki_hi);
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          const int64_t lo = kj_lo[xo], hi = kj_hi[xo];
+          if (ki_lo >= ki_hi || lo >= hi) {  // no tap inside the input
+            dst[y * ow + xo] = std::numeric_limits<T>::lowest();
+            continue;
+          }
+          const int64_t x0 = (xo * w.stride[1] - w.pad[1]) * p.sw;
+          const int64_t step = w.dilation[1] * p.sw;
+          // Start from the first tap; NaN, once seen, is kept (v > NaN is false).
+          C best = static_cast<C>(src[(y0 + ki_lo * w.dilation[0]) * p.sh + x0 + lo * step]);
+          for (int64_t ki = ki_lo; ki < ki_hi; ++ki) {
+            const T* row = src + (y0 + ki * w.dilation[0]) * p.sh;
+            for (int64_t kj = lo; kj < hi; ++kj) {
+              const C v = static_cast<C>(row[x0 + kj * step]);
+              if (v > best || kern::is_nan_value(v)) best = v;
+            }
+          }
+          dst[y * ow + xo] = static_cast<T>(best);
+        }
+      }
+    });
+  });
+  return 0;
+}
+
+int avg_pool2d_extern(ExternCall& call) {
+  const Tensor x = call.input_tensor(0);
+  const PoolWindow w = read_window(call, false);
+  const bool ceil_mode = call.attr_bool("ceil_mode", false);
+  const Planes p = planes_of(call, x);
+  const int64_t oh = pool_out(p.h, w.kernel[0], w.pad[0], w.stride[0], 1, ceil_mode);
+  const int64_t ow = pool_out(p.w, w.kernel[1], w.pad[1], w.stride[1], 1, ceil_mode);
+  check_pool_size(call, x, oh, ow);
+  ANVIL_CHECK(x.dtype() != DType::kBool, call.target(), "avg_pool2d does not support bool",
+              "a number", "bool");
+  const bool include_pad = call.attr_bool("count_include_pad", true);
+  const int64_t divisor = call.attr_int("divisor_override", 0);
+  ANVIL_CHECK(!call.has_attr("divisor_override") || divisor != 0, call.target(),
+              "divisor must be non-zero", "divisor_override != 0", "0");
+  const Tensor out = kern::checked_output(call, 0, pooled_sizes(x, oh, ow), x.dtype());
+  if (out.numel() == 0) return 0;
+  ANVIL_DISPATCH_REAL(x.dtype(), call.target(), T, {
+    using Acc = PoolAcc<T>;
+    for_planes<T>(p, x, out, oh * ow * w.kernel[0] * w.kernel[1], [&](const T* src, T* dst) {
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          int64_t y0 = y * w.stride[0] - w.pad[0], x0 = xo * w.stride[1] - w.pad[1];
+          int64_t y1 = std::min(y0 + w.kernel[0], p.h + w.pad[0]);
+          int64_t x1 = std::min(x0 + w.kernel[1], p.w + w.pad[1]);
+          const int64_t pool_size = (y1 - y0) * (x1 - x0);
+          y0 = std::max<int64_t>(y0, 0);
+          x0 = std::max<int64_t>(x0, 0);
+          y1 = std::min(y1, p.h);
+          x1 = std::min(x1, p.w);
+          if (y0 >= y1 || x0 >= x1) {
+            dst[y * ow + xo] = T(0);
+            continue;
+          }
+          Acc sum = 0;
+          for (int64_t iy = y0; iy < y1; ++iy) {
+            const T* row = src + iy * p.sh;
+            for (int64_t ix = x0; ix < x1; ++ix) sum += static_cast<Acc>(row[ix * p.sw]);
+          }
+          const int64_t div =
+              divisor != 0 ? divisor : (include_pad ? pool_size : (y1 - y0) * (x1 - x0));
+          dst[y * ow + xo] = static_cast<T>(sum / static_cast<Acc>(div));
+        }
+    });
+  });
+  return 0;
+}
+
+int adaptive_avg_pool2d_extern(ExternCall& call) {
+  const Tensor x = call.input_tensor(0);
+  const Planes p = planes_of(call, x);
+  ANVIL_CHECK(is_floating(x.dtype()) && !is_float8(x.dtype()), call.target(),
+              "adaptive_avg_pool2d needs a floating input", "a float dtype", dtype_name(x.dtype()));
+  const auto os = pair_list(call, "output_size", {});
+  const int64_t oh = os[0], ow = os[1];
+  ANVIL_CHECK(oh >= 0 && ow >= 0, call.target(), "output_size must be non-negative", ">= 0",
+              str(oh, "x", ow));
+  ANVIL_CHECK(!((p.h == 0 || p.w == 0) && oh * ow > 0), call.target(),
+              "adaptive pooling needs a non-empty input plane", "H, W > 0", x.type_str());
+  const Tensor out = kern::checked_output(call, 0, pooled_sizes(x, oh, ow), x.dtype());
+  if (out.numel() == 0) return 0;
+  ANVIL_DISPATCH_FLOAT(x.dtype(), call.target(), T, {
+    using Acc = PoolAcc<T>;
+    const int64_t per_plane = std::max<int64_t>(p.h * p.w, oh * ow);
+    for_planes<T>(p, x, out, per_plane, [&](const T* src, T* dst) {
+      for (int64_t y = 0; y < oh; ++y) {
+        const int64_t y0 = (y * p.h) / oh, y1 = ((y + 1) * p.h + oh - 1) / oh;
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          const int64_t x0 = (xo * p.w) / ow, x1 = ((xo + 1) * p.w + ow - 1) / ow;
+          Acc sum = 0;
+          for (int64_t iy = y0; iy < y1; ++iy) {
+            const T* row = src + iy * p.sh;
+            for (int64_t ix = x0; ix < x1; ++ix) sum += static_cast<Acc>(row[ix * p.sw]);
+          }
+          dst[y * ow + xo] = static_cast<T>(sum / static_cast<Acc>((y1 - y0) * (x1 - x0)));
+        }
+      }
+    });
+  });
+  return 0;
+}
+
+}  // namespace
+
+/// Registers the pooling externs.
+void register_pool_externs() {
+  register_extern("aten.max_pool2d.default", max_pool2d_extern);
+  register_extern("aten.avg_pool2d.default", avg_pool2d_extern);
+  register_extern("aten.adaptive_avg_pool2d.default", adaptive_avg_pool2d_extern);
+}
+
+}  // namespace anvil::runtime

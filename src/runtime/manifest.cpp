@@ -1,0 +1,232 @@
+// Manifest::parse: manifest.json -> Manifest, with every field checked.
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "runtime/package.h"
+
+namespace anvil::runtime {
+
+namespace {
+
+using Json = nlohmann::json;
+
+/// Field accessors that raise Error naming the package and the JSON path.
+struct Reader {
+  std::string where;
+
+  [[noreturn]] void fail(const std::string& path, const std::string& expected,
+                         const Json& got) const {
+    std::string text = got.dump();
+    if (text.size() > 80) text = text.substr(0, 77) + "...";
+    throw Error(str("bad manifest field '", path, "'"), where, expected, text);
+  }
+  const Json& field(const Json& obj, const char* key, const std::string& path) const {
+    auto it = obj.find(key);
+    if (it == obj.end())
+      throw Error(str("manifest is missing field '", path, "'"), where, "the field", "none");
+    return *it;
+  }
+  int64_t integer(const Json& j, const std::string& path) const {
+    if (j.is_number_integer()) return j.get<int64_t>();
+    if (j.is_number_unsigned() && j.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX))
+      return static_cast<int64_t>(j.get<uint64_t>());
+    fail(path, "an integer", j);
+  }
+  uint64_t unsigned_int(const Json& j, const std::string& path) const {
+    if (j.is_number_unsigned()) return j.get<uint64_t>();
+    if (j.is_number_integer() && j.get<int64_t>() >= 0)
+      return static_cast<uint64_t>(j.get<int64_t>());
+    fail(path, "a non-negative integer", j);
+  }
+  std::string string(const Json& j, const std::string& path) const {
+    if (!j.is_string()) fail(path, "a string", j);
+    return j.get<std::string>();
+  }
+  const Json& array(const Json& j, const std::string& path) const {
+    if (!j.is_array()) fail(path, "an array", j);
+    return j;
+  }
+  DType dtype(const Json& j, const std::string& path) const {
+    try {
+      if (j.is_string()) return dtype_from_name(j.get<std::string>());
+      if (j.is_number_integer()) return dtype_from_code(j.get<int64_t>());
+    } catch (const Error&) {
+    }
+    fail(path, "a dtype name such as \"f32\"", j);
+  }
+  /// A symbol bound: an integer, or null / "inf" / "int_oo" for unbounded.
+  int64_t bound(const Json& j, const std::string& path) const {
+    if (j.is_null()) return SymRange::kSymMax;
+    if (j.is_string()) {
+      const std::string s = j.get<std::string>();
+      if (s == "inf" || s == "int_oo" || s == "oo") return SymRange::kSymMax;
+    }
+    return integer(j, path);
+  }
+  Shape int_list(const Json& j, const std::string& path) const {
+    Shape out;
+    for (size_t i = 0; i < array(j, path).size(); ++i)
+      out.push_back(integer(j[i], str(path, "[", i, "]")));
+    return out;
+  }
+  std::vector<std::string> string_list(const Json& j, const std::string& path) const {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < array(j, path).size(); ++i)
+      out.push_back(string(j[i], str(path, "[", i, "]")));
+    return out;
+  }
+};
+
+TensorSpec parse_tensor_spec(const Reader& r, const Json& j, const std::string& path,
+                             const std::set<std::string>& symbols) {
+  if (!j.is_object()) r.fail(path, "an object", j);
+  TensorSpec spec;
+  spec.name = r.string(r.field(j, "name", path + ".name"), path + ".name");
+  spec.dtype = r.dtype(r.field(j, "dtype", path + ".dtype"), path + ".dtype");
+  const Json& sizes = r.array(r.field(j, "sizes", path + ".sizes"), path + ".sizes");
+  if (sizes.size() > 8) r.fail(path + ".sizes", "at most 8 dims", sizes);
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    const std::string p = str(path, ".sizes[", d, "]");
+    if (sizes[d].is_string()) {
+      SymInt s;
+      try {
+        s = SymInt::parse(sizes[d].get<std::string>());
+      } catch (const Error&) {
+        r.fail(p, "an int or a SymInt expression", sizes[d]);
+      }
+      std::set<std::string> used;
+      s.collect_symbols(used);
+      for (const std::string& name : used)
+        if (!symbols.count(name))
+          throw Error(str("size uses undeclared symbol '", name, "'"), r.where + ": " + p,
+                      "a symbol listed in 'symbols'", name);
+      spec.sizes.push_back(s);
+    } else {
+      const int64_t v = r.integer(sizes[d], p);
+      if (v < 0) r.fail(p, "a size >= 0", sizes[d]);
+      spec.sizes.push_back(SymInt(v));
+    }
+  }
+  return spec;
+}
+
+}  // namespace
+
+std::vector<std::string> TensorSpec::size_strings() const {
+  std::vector<std::string> out;
+  for (const SymInt& s : sizes) out.push_back(s.str());
+  return out;
+}
+
+int Manifest::symbol_index(const std::string& name) const {
+  for (size_t i = 0; i < symbols.size(); ++i)
+    if (symbols[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+Manifest Manifest::parse(const std::string& text, const std::string& where) {
+  const Reader r{where.empty() ? std::string("manifest.json") : where + ": manifest.json"};
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::exception& e) {
+    throw Error("manifest.json is not valid JSON", r.where, "a JSON object", e.what());
+  }
+  if (!j.is_object()) r.fail("<root>", "a JSON object", j);
+
+  Manifest m;
+  m.json = text;
+  m.format_version = r.integer(r.field(j, "format_version", "format_version"), "format_version");
+  if (m.format_version > kPackageFormatVersion)
+    throw Error(str("package format version ", m.format_version,
+                    " is newer than this runtime supports; update anvil or recompile the model"),
+                r.where, str("format_version <= ", kPackageFormatVersion),
+                std::to_string(m.format_version));
+  if (m.format_version < 1)
+    throw Error("bad package format version", r.where, "format_version >= 1",
+                std::to_string(m.format_version));
+  m.abi_version = r.integer(r.field(j, "abi_version", "abi_version"), "abi_version");
+  if (j.contains("anvil_version")) m.anvil_version = r.string(j["anvil_version"], "anvil_version");
+  m.target = r.string(r.field(j, "target", "target"), "target");
+  if (j.contains("cpu_features")) m.cpu_features = r.string_list(j["cpu_features"], "cpu_features");
+  if (j.contains("externs")) m.externs = r.string_list(j["externs"], "externs");
+  if (j.contains("planned_peak_bytes")) {
+    const Json& p = j["planned_peak_bytes"];
+    m.planned_peak_bytes = p.is_string() ? p.get<std::string>() : p.dump();
+  }
+
+  std::set<std::string> symbol_names;
+  if (j.contains("symbols")) {
+    const Json& syms = r.array(j["symbols"], "symbols");
+    for (size_t i = 0; i < syms.size(); ++i) {
+      const std::string p = str("symbols[", i, "]");
+      if (!syms[i].is_object()) r.fail(p, "an object", syms[i]);
+      SymbolSpec s;
+      s.name = r.string(r.field(syms[i], "name", p + ".name"), p + ".name");
+      s.range.min = syms[i].contains("min") ? r.bound(syms[i]["min"], p + ".min") : 0;
+      s.range.max =
+          syms[i].contains("max") ? r.bound(syms[i]["max"], p + ".max") : SymRange::kSymMax;
+      if (s.range.min > s.range.max || s.range.min < 0)
+        throw Error("bad symbol range", r.where + ": " + p, "0 <= min <= max", s.range.str());
+      if (!symbol_names.insert(s.name).second)
+        throw Error("duplicate symbol", r.where + ": " + p, "unique names", s.name);
+      m.symbols.push_back(s);
+    }
+  }
+  for (const char* key : {"inputs", "outputs"}) {
+    auto& list = std::string(key) == "inputs" ? m.inputs : m.outputs;
+    if (!j.contains(key)) continue;
+    const Json& arr = r.array(j[key], key);
+    for (size_t i = 0; i < arr.size(); ++i)
+      list.push_back(parse_tensor_spec(r, arr[i], str(key, "[", i, "]"), symbol_names));
+  }
+  if (j.contains("constants")) {
+    const Json& arr = r.array(j["constants"], "constants");
+    std::set<std::string> names;
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string p = str("constants[", i, "]");
+      const Json& c = arr[i];
+      if (!c.is_object()) r.fail(p, "an object", c);
+      ConstantSpec s;
+      s.name = r.string(r.field(c, "name", p + ".name"), p + ".name");
+      if (!names.insert(s.name).second)
+        throw Error("duplicate constant name", r.where + ": " + p, "unique names", s.name);
+      s.original_name = c.contains("original_name") && !c["original_name"].is_null()
+                            ? r.string(c["original_name"], p + ".original_name")
+                            : s.name;
+      s.kind = c.contains("kind") ? r.string(c["kind"], p + ".kind") : "constant";
+      s.dtype = r.dtype(r.field(c, "dtype", p + ".dtype"), p + ".dtype");
+      s.sizes = r.int_list(r.field(c, "sizes", p + ".sizes"), p + ".sizes");
+      s.strides = c.contains("strides") ? r.int_list(c["strides"], p + ".strides")
+                                        : Tensor::contiguous_strides(s.sizes);
+      if (s.strides.size() != s.sizes.size())
+        r.fail(p + ".strides", str(s.sizes.size(), " strides"), c["strides"]);
+      s.offset = r.unsigned_int(r.field(c, "offset", p + ".offset"), p + ".offset");
+      s.nbytes = r.unsigned_int(r.field(c, "nbytes", p + ".nbytes"), p + ".nbytes");
+      if (c.contains("mutable")) {
+        if (!c["mutable"].is_boolean()) r.fail(p + ".mutable", "true or false", c["mutable"]);
+        s.is_mutable = c["mutable"].get<bool>();
+      }
+      for (int64_t v : s.sizes)
+        if (v < 0) r.fail(p + ".sizes", "sizes >= 0", c["sizes"]);
+      // The bytes the sizes and strides reach must fit in nbytes.
+      uint64_t extent = 0;
+      bool empty = false;
+      for (size_t d = 0; d < s.sizes.size(); ++d) {
+        if (s.sizes[d] == 0) empty = true;
+        if (s.strides[d] < 0) r.fail(p + ".strides", "strides >= 0", c["strides"]);
+        extent += static_cast<uint64_t>(std::max<int64_t>(s.sizes[d] - 1, 0)) *
+                  static_cast<uint64_t>(s.strides[d]);
+      }
+      const uint64_t need = empty ? 0 : (extent + 1) * dtype_size(s.dtype);
+      if (s.nbytes < need)
+        throw Error("constant's nbytes is smaller than its sizes need", r.where + ": " + p,
+                    str(">= ", need), std::to_string(s.nbytes));
+      m.constants.push_back(s);
+    }
+  }
+  return m;
+}
+
+}  // namespace anvil::runtime

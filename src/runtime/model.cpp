@@ -1,0 +1,279 @@
+// Model loading, constants and accessors (runs and input checks: model_run.cpp).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+#include "runtime/cpu_features.h"
+#include "runtime/externs.h"
+#include "runtime/model_impl.h"
+#include "runtime/rt_api.h"
+
+namespace anvil::runtime {
+
+namespace {
+
+/// Writes all of `data` to `fd`; false on an I/O error.
+bool write_all(int fd, std::string_view data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+/// dlopens the bytes of a shared library from a private in-memory file (memfd), or from an
+/// unlinked temporary file where memfd is unavailable. Nothing else is run.
+void* open_library(std::string_view bytes, const std::string& where) {
+  std::string path;
+  bool temp_file = false;
+  int fd = ::memfd_create("anvil-model.so", MFD_CLOEXEC);
+  if (fd >= 0) {
+    path = "/proc/self/fd/" + std::to_string(fd);
+  } else {
+    const char* tmp = std::getenv("TMPDIR");
+    path = std::string(tmp && *tmp ? tmp : "/tmp") + "/anvil-model-XXXXXX.so";
+    fd = ::mkstemps(path.data(), 3);
+    if (fd < 0)
+      throw Error("cannot create a file for model.so", where, "a writable TMPDIR",
+                  std::strerror(errno));
+    temp_file = true;
+  }
+  if (!write_all(fd, bytes)) {
+    const std::string err = std::strerror(errno);
+    ::close(fd);
+    if (temp_file) ::unlink(path.c_str());
+    throw Error("cannot write model.so for loading", where, "a writable file", err);
+  }
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  const char* err = handle ? nullptr : ::dlerror();
+  const std::string message = err ? err : "unknown dlopen error";
+  ::close(fd);
+  if (temp_file) ::unlink(path.c_str());
+  if (!handle) throw Error("cannot load model.so", where, "a loadable shared library", message);
+  return handle;
+}
+
+/// A contiguous, 64-byte aligned copy of `t` in new memory.
+Tensor owned_copy(const Tensor& t) { return t.clone(); }
+
+}  // namespace
+
+Library::~Library() {
+  if (handle) ::dlclose(handle);
+}
+
+Model::Impl::~Impl() {
+  for (Runner& r : runners) {
+    if (r.instance && entry && entry->destroy) entry->destroy(r.instance);
+    std::free(r.arena);
+  }
+  runners.clear();
+}
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+Model Model::load(const std::string& path, const ModelOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->options = options;
+  const std::string where = "Model::load(" + path + ")";
+  ANVIL_CHECK(options.num_runners >= 1, where, "num_runners must be at least 1", ">= 1",
+              std::to_string(options.num_runners));
+  ANVIL_CHECK(options.num_threads >= 0, where, "num_threads must not be negative",
+              ">= 0 (0 = default)", std::to_string(options.num_threads));
+
+  impl->package = Package::open(path);
+  const Manifest& m = impl->package->manifest();
+  ANVIL_CHECK(m.abi_version == ANVIL_MODEL_ABI_VERSION, where,
+              "package was built for another runtime ABI version; recompile the model",
+              std::to_string(ANVIL_MODEL_ABI_VERSION), std::to_string(m.abi_version));
+  const bool cpu_target = m.target == "cpu" || m.target.rfind("cpu-", 0) == 0;
+  ANVIL_CHECK(options.device.is_cpu(), where,
+              str("cannot load on ", options.device.str(), ": this runtime runs CPU packages"),
+              "device cpu", options.device.str());
+  ANVIL_CHECK(cpu_target, where, "package was compiled for another device", "a cpu-* target",
+              m.target);
+  check_cpu_features(m.target, m.cpu_features, where);
+
+  register_builtin_externs();
+  for (const std::string& target : m.externs)
+    ANVIL_CHECK(find_extern(target) != nullptr, where,
+                "package calls an extern op this runtime does not implement",
+                "a registered runtime kernel", target);
+
+  impl->plan_input_checks();
+
+  // model.so: a private copy, dlopened; its entry table must match this runtime's ABI.
+  impl->library.handle = open_library(impl->package->model_so(), where);
+  auto entry_fn =
+      reinterpret_cast<AnvilModelEntryFn>(::dlsym(impl->library.handle, ANVIL_MODEL_ENTRY_SYMBOL));
+  ANVIL_CHECK(entry_fn != nullptr, where, "model.so does not export the entry point",
+              ANVIL_MODEL_ENTRY_SYMBOL, "no such symbol");
+  const AnvilModelEntry* entry = entry_fn();
+  ANVIL_CHECK(entry != nullptr, where, "model.so returned no entry table", "a table", "null");
+  ANVIL_CHECK(entry->abi_version == ANVIL_MODEL_ABI_VERSION, where,
+              "model.so was built for another runtime ABI version",
+              std::to_string(ANVIL_MODEL_ABI_VERSION), std::to_string(entry->abi_version));
+  ANVIL_CHECK(
+      entry->create && entry->destroy && entry->arena_bytes && entry->output_sizes && entry->run,
+      where, "model.so's entry table is incomplete", "every entry point set",
+      "a null function pointer");
+  impl->entry = entry;
+
+  // Constants: views into the mapping; mutable buffers copied out (they are written by runs).
+  auto set = std::make_shared<ConstantSet>();
+  impl->buffers.resize(m.constants.size());
+  for (size_t i = 0; i < m.constants.size(); ++i) {
+    Tensor t = impl->package->constant(i);
+    if (m.constants[i].is_mutable) {
+      t = owned_copy(t);
+      impl->buffers[i] = t;
+      impl->has_mutable = true;
+    }
+    set->tensors.push_back(t);
+    set->ptrs.push_back(t.data_ptr());
+  }
+  impl->active = std::move(set);
+
+  if (options.num_threads > 0) {
+    impl->own_pool = std::make_unique<ThreadPool>(options.num_threads);
+    impl->pool = impl->own_pool.get();
+  } else {
+    impl->pool = &ThreadPool::global();
+  }
+
+  impl->runners.resize(static_cast<size_t>(options.num_runners));
+  for (int r = 0; r < options.num_runners; ++r) {
+    impl->runners[r].instance = entry->create(rt_api());
+    ANVIL_CHECK(impl->runners[r].instance != nullptr, where,
+                "model.so failed to create an instance", "an instance", "null from create()");
+    impl->free_runners.push_back(r);
+  }
+  return Model(std::move(impl));
+}
+
+const std::vector<IOSpec>& Model::input_specs() const { return impl_->input_specs; }
+const std::vector<IOSpec>& Model::output_specs() const { return impl_->output_specs; }
+const Manifest& Model::manifest() const { return impl_->package->manifest(); }
+const Package& Model::package() const { return *impl_->package; }
+int Model::num_runners() const { return static_cast<int>(impl_->runners.size()); }
+ThreadPool& Model::thread_pool() const { return *impl_->pool; }
+
+std::string Model::metadata_json() const {
+  const char* text = impl_->entry->metadata_json ? impl_->entry->metadata_json() : nullptr;
+  return text ? text : "{}";
+}
+
+const std::vector<ConstantSpec>& Model::constant_specs() const { return manifest().constants; }
+
+std::vector<std::string> Model::constant_names() const {
+  std::vector<std::string> out;
+  for (const ConstantSpec& c : manifest().constants) out.push_back(c.name);
+  return out;
+}
+
+std::map<std::string, std::string> Model::constant_original_names() const {
+  std::map<std::string, std::string> out;
+  for (const ConstantSpec& c : manifest().constants) out[c.name] = c.original_name;
+  return out;
+}
+
+namespace {
+size_t constant_index(const Manifest& m, const std::string& name, const std::string& where) {
+  for (size_t i = 0; i < m.constants.size(); ++i)
+    if (m.constants[i].name == name) return i;
+  throw Error("unknown constant", where, "a name from constant_names()", name);
+}
+}  // namespace
+
+Tensor Model::constant(const std::string& name) const {
+  const size_t i = constant_index(manifest(), name, "Model::constant");
+  if (manifest().constants[i].is_mutable) {
+    std::lock_guard<std::mutex> lock(impl_->buffer_mutex);
+    return impl_->buffers[i].clone();
+  }
+  std::shared_ptr<const ConstantSet> set;
+  {
+    std::lock_guard<std::mutex> lock(impl_->constants_mutex);
+    set = impl_->active;
+  }
+  return set->tensors[i].clone();
+}
+
+void Model::update_constants(const std::map<std::string, Tensor>& values, bool inactive,
+                             bool require_full) {
+  const Manifest& m = manifest();
+  const std::string where = "Model::update_constants";
+  // Validate everything before changing anything.
+  std::vector<std::pair<size_t, Tensor>> updates;
+  for (const auto& [name, value] : values) {
+    const size_t i = constant_index(m, name, where);
+    const ConstantSpec& c = m.constants[i];
+    const std::string cw = where + ": constant '" + name + "'";
+    ANVIL_CHECK(value.defined(), cw, "new value is undefined", "a tensor", "undefined");
+    ANVIL_CHECK(value.device().is_cpu(), cw, "new value is on the wrong device", "cpu",
+                value.device().str());
+    ANVIL_CHECK(value.dtype() == c.dtype, cw, "new value has the wrong dtype", dtype_name(c.dtype),
+                dtype_name(value.dtype()));
+    ANVIL_CHECK(value.sizes() == c.sizes, cw, "new value has the wrong sizes", shape_str(c.sizes),
+                shape_str(value.sizes()));
+    updates.emplace_back(i, value);
+  }
+  if (require_full) {
+    for (const ConstantSpec& c : m.constants)
+      ANVIL_CHECK(c.is_mutable || values.count(c.name), where,
+                  "full update requested but a constant has no new value",
+                  "a value for every constant", "none for '" + c.name + "'");
+  }
+  // Copy the new values (callers may reuse their tensors) before taking any lock.
+  std::vector<std::pair<size_t, Tensor>> owned;
+  for (auto& [i, value] : updates) owned.emplace_back(i, owned_copy(value));
+
+  bool any_immutable = false;
+  for (auto& [i, value] : owned) {
+    if (m.constants[i].is_mutable) {
+      std::lock_guard<std::mutex> lock(impl_->buffer_mutex);
+      impl_->buffers[i].copy_from(value);
+    } else {
+      any_immutable = true;
+    }
+  }
+  if (!any_immutable) return;
+  std::lock_guard<std::mutex> lock(impl_->constants_mutex);
+  const std::shared_ptr<const ConstantSet>& base =
+      inactive && impl_->inactive ? impl_->inactive : impl_->active;
+  auto next = std::make_shared<ConstantSet>(*base);
+  for (auto& [i, value] : owned) {
+    if (m.constants[i].is_mutable) continue;
+    next->tensors[i] = value;
+    next->ptrs[i] = value.data_ptr();
+  }
+  if (inactive)
+    impl_->inactive = std::move(next);
+  else
+    impl_->active = std::move(next);
+}
+
+void Model::swap_constants() {
+  std::lock_guard<std::mutex> lock(impl_->constants_mutex);
+  ANVIL_CHECK(impl_->inactive != nullptr, "Model::swap_constants",
+              "no inactive constants to swap in",
+              "update_constants(values, /*inactive=*/true) first", "no inactive set");
+  impl_->active = std::move(impl_->inactive);
+  impl_->inactive = nullptr;
+}
+
+}  // namespace anvil::runtime

@@ -1,0 +1,111 @@
+// runtime::Model: a loaded .anvil package, ready to run.
+//
+// Load reads the package (mmapped; constants are used in place), checks format and ABI versions
+// and the CPU's features, dlopens model.so from a private in-memory file and creates
+// `num_runners` model instances, each with its own scratch arena. No compiler or other process
+// runs at load.
+//
+// run() is thread-safe: up to num_runners calls proceed at once and further callers block until
+// an instance is free. Every input is checked first (count, device, dtype, rank, static dims,
+// symbolic dims against their ranges, derived dims); a failing check throws Error naming the
+// input, the dim, the expected and the actual value, and leaves the Model usable. Non-contiguous
+// inputs are accepted and copied to contiguous memory first (documented implicit copy).
+// Outputs are fresh contiguous tensors owned by the caller; they never alias the Model's memory.
+//
+// Constants are shared by all runners. Mutable buffers (constants the model updates, e.g.
+// BatchNorm statistics or counters) are copied out of the mapping at load and persist across
+// runs; runs of a model with mutable buffers are serialised by a lock, since the buffers are
+// shared state. update_constants() replaces constant values (copied) either in the active set
+// (copy-on-write: runs in flight keep the values they started with) or in an inactive set that
+// swap_constants() later makes active atomically with respect to run(). New values for mutable
+// buffers are copied into the live buffers at once, whichever set is named.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/symint.h"
+#include "core/tensor.h"
+#include "runtime/package.h"
+
+namespace anvil {
+class ThreadPool;
+}
+
+namespace anvil::runtime {
+
+/// Options of Model::load.
+struct ModelOptions {
+  Device device = Device::cpu();
+  /// Model instances (each with its own arena) serving concurrent run() calls; at least 1.
+  int num_runners = 1;
+  /// Threads of the Model's pool (the calling thread included); 0: ANVIL_NUM_THREADS or the
+  /// hardware thread count (the process-wide pool).
+  int num_threads = 0;
+};
+
+/// A user input or output as the Model describes it.
+struct IOSpec {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<std::string> sizes;  // "s77", "256", "s77 + 1"
+  std::vector<SymRange> ranges;    // the values each dim may take ([256, 256] when static)
+};
+
+/// A loaded, runnable package.
+class Model {
+ public:
+  /// Loads the package at `path`. Throws Error when it is missing, corrupt, newer than this
+  /// runtime, built for another ABI, device or for ISA features this CPU lacks.
+  static Model load(const std::string& path, const ModelOptions& options = {});
+
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+
+  /// Runs the model on `inputs` (manifest order) and returns its outputs. Thread-safe.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+
+  const std::vector<IOSpec>& input_specs() const;
+  const std::vector<IOSpec>& output_specs() const;
+  /// Internal constant names in manifest order, and name -> original (module path) name.
+  std::vector<std::string> constant_names() const;
+  std::map<std::string, std::string> constant_original_names() const;
+  /// The manifest's constants table.
+  const std::vector<ConstantSpec>& constant_specs() const;
+  /// A copy of a constant's current value (mutable buffers: their state now). Throws Error for
+  /// an unknown name.
+  Tensor constant(const std::string& name) const;
+
+  /// Replaces constants by name (values are copied; dtype and sizes must match). With
+  /// `inactive`, the values go to the inactive set (started from the active one) and take
+  /// effect at swap_constants(); otherwise they become active at once (copy-on-write).
+  /// `require_full` demands a value for every immutable constant. Throws Error on unknown
+  /// names, wrong dtype, sizes or device, or a partial update when a full one is required; then
+  /// nothing is changed.
+  void update_constants(const std::map<std::string, Tensor>& values, bool inactive,
+                        bool require_full = false);
+  /// Makes the inactive constant set active, atomically with respect to run(). Throws Error
+  /// when no inactive set was filled since the last swap.
+  void swap_constants();
+
+  const Manifest& manifest() const;
+  const Package& package() const;
+  /// model.so's compile-time metadata (its metadata_json()).
+  std::string metadata_json() const;
+  int num_runners() const;
+  /// The pool runs use for parallel_for.
+  ThreadPool& thread_pool() const;
+
+  /// Implementation state (src/runtime/model_impl.h); public only so runtime internals name it.
+  struct Impl;
+
+ private:
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace anvil::runtime

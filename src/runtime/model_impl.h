@@ -1,0 +1,91 @@
+// Model::Impl: the state behind runtime::Model (private to src/runtime/model*.cpp).
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "anvil/anvil_rt.h"
+#include "core/thread_pool.h"
+#include "runtime/model.h"
+#include "runtime/package.h"
+
+namespace anvil::runtime {
+
+/// One set of constant values (manifest order) with the raw pointers handed to run().
+struct ConstantSet {
+  std::vector<Tensor> tensors;
+  std::vector<void*> ptrs;
+};
+
+/// How run() checks one input dim.
+struct DimRule {
+  enum class Kind {
+    kStatic,  // must equal `value`
+    kBind,    // the first plain occurrence of symbol `symbol`: binds it (range-checked)
+    kSame,    // a later plain occurrence: must equal the bound value
+    kExpr,    // an expression: evaluated once every symbol is bound
+  };
+  Kind kind = Kind::kStatic;
+  int64_t value = 0;
+  int symbol = -1;
+  SymInt expr;
+  std::vector<int> expr_symbols;  // kExpr: indices of the symbols the expression uses
+};
+
+/// One model instance and its scratch arena.
+struct Runner {
+  void* instance = nullptr;
+  void* arena = nullptr;
+  size_t arena_bytes = 0;
+};
+
+/// A dlopened model.so (closed on destruction).
+struct Library {
+  void* handle = nullptr;
+  Library() = default;
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+  ~Library();
+};
+
+struct Model::Impl {
+  std::string path;
+  ModelOptions options;
+  std::shared_ptr<Package> package;
+  Library library;
+  const AnvilModelEntry* entry = nullptr;
+  std::unique_ptr<ThreadPool> own_pool;
+  ThreadPool* pool = nullptr;
+
+  std::vector<IOSpec> input_specs, output_specs;
+  std::vector<std::vector<DimRule>> input_rules;
+  std::vector<std::pair<int, int>> bind_site;  // symbol -> (input, dim) that binds it, or -1s
+  bool has_expr_dims = false;
+
+  // Runners: a free list guarded by runners_mutex.
+  std::vector<Runner> runners;
+  std::vector<int> free_runners;
+  std::mutex runners_mutex;
+  std::condition_variable runners_cv;
+
+  // Constants: the active and inactive sets (copy-on-write), guarded by constants_mutex.
+  mutable std::mutex constants_mutex;
+  std::shared_ptr<const ConstantSet> active, inactive;
+  // Mutable buffers (by constant index; undefined for immutable constants) and their lock.
+  std::vector<Tensor> buffers;
+  bool has_mutable = false;
+  mutable std::mutex buffer_mutex;
+
+  ~Impl();
+  /// Builds the per-input dim rules and symbol bind sites (load time).
+  void plan_input_checks();
+  /// Checks `inputs` and fills the symbol values; throws Error naming input, dim, expected, actual.
+  void check_inputs(const std::vector<Tensor>& inputs, std::vector<int64_t>& symbols) const;
+  int acquire_runner();
+  void release_runner(int r);
+};
+
+}  // namespace anvil::runtime

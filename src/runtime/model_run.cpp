@@ -1,0 +1,326 @@
+// Model::run: input checks, output allocation, runner pool and the call into model.so.
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+#include "runtime/model_impl.h"
+#include "runtime/rt_api.h"
+
+namespace anvil::runtime {
+
+namespace {
+
+/// A contiguous tensor in fresh 64-byte aligned memory, not zero-filled (the model writes it).
+Tensor allocate_output(const Shape& sizes, DType dtype) {
+  const size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * dtype_size(dtype);
+  const size_t rounded = std::max<size_t>(
+      kStorageAlignment, (nbytes + kStorageAlignment - 1) / kStorageAlignment * kStorageAlignment);
+  void* p = std::aligned_alloc(kStorageAlignment, rounded);
+  if (!p)
+    throw Error("out of memory allocating an output", "Model::run", "", str(nbytes, " bytes"));
+  auto storage = Storage::wrap(p, nbytes, [](void* q) { std::free(q); });
+  return Tensor(std::move(storage), dtype, sizes, Tensor::contiguous_strides(sizes), 0);
+}
+
+std::string input_where(const IOSpec& spec, size_t i) {
+  return str("Model::run: input '", spec.name, "' (#", i, ")");
+}
+
+/// Checks a just-determined symbol value against its range.
+void check_range(const SymbolSpec& s, int64_t v, const std::string& where, int64_t dim) {
+  if (v < s.range.min)
+    throw Error(str("dim ", dim, " (symbol ", s.name, ") value is too small"), where,
+                str(">= ", s.range.min, " (range ", s.range.str(), ")"), std::to_string(v));
+  if (v > s.range.max)
+    throw Error(str("dim ", dim, " (symbol ", s.name, ") value is too large"), where,
+                str("<= ", s.range.max, " (range ", s.range.str(), ")"), std::to_string(v));
+}
+
+/// RAII: a runner taken from the pool and returned on scope exit.
+class RunnerLease {
+ public:
+  explicit RunnerLease(Model::Impl& impl) : impl_(impl), index_(impl.acquire_runner()) {}
+  ~RunnerLease() { impl_.release_runner(index_); }
+  Runner& runner() { return impl_.runners[static_cast<size_t>(index_)]; }
+
+ private:
+  Model::Impl& impl_;
+  int index_;
+};
+
+}  // namespace
+
+void Model::Impl::plan_input_checks() {
+  const Manifest& m = package->manifest();
+  SymRanges ranges;
+  for (const SymbolSpec& s : m.symbols) ranges[s.name] = s.range;
+  auto make_spec = [&](const TensorSpec& t) {
+    IOSpec spec;
+    spec.name = t.name;
+    spec.dtype = t.dtype;
+    spec.sizes = t.size_strings();
+    for (const SymInt& s : t.sizes) spec.ranges.push_back(s.bounds(ranges));
+    return spec;
+  };
+  for (const TensorSpec& t : m.inputs) input_specs.push_back(make_spec(t));
+  for (const TensorSpec& t : m.outputs) output_specs.push_back(make_spec(t));
+
+  bind_site.assign(m.symbols.size(), {-1, -1});
+  std::set<std::string> in_expressions;
+  for (size_t i = 0; i < m.inputs.size(); ++i) {
+    std::vector<DimRule> rules;
+    for (size_t d = 0; d < m.inputs[i].sizes.size(); ++d) {
+      const SymInt& s = m.inputs[i].sizes[d];
+      DimRule rule;
+      if (auto v = s.maybe_constant()) {
+        rule.kind = DimRule::Kind::kStatic;
+        rule.value = *v;
+      } else if (auto name = s.as_symbol()) {
+        rule.symbol = m.symbol_index(*name);
+        auto& site = bind_site[static_cast<size_t>(rule.symbol)];
+        if (site.first < 0) {
+          rule.kind = DimRule::Kind::kBind;
+          site = {static_cast<int>(i), static_cast<int>(d)};
+        } else {
+          rule.kind = DimRule::Kind::kSame;
+        }
+      } else {
+        rule.kind = DimRule::Kind::kExpr;
+        rule.expr = s;
+        std::set<std::string> used;
+        s.collect_symbols(used);
+        for (const std::string& name : used) rule.expr_symbols.push_back(m.symbol_index(name));
+        in_expressions.insert(used.begin(), used.end());
+        has_expr_dims = true;
+      }
+      rules.push_back(rule);
+    }
+    input_rules.push_back(std::move(rules));
+  }
+  for (size_t k = 0; k < m.symbols.size(); ++k)
+    ANVIL_CHECK(bind_site[k].first >= 0 || in_expressions.count(m.symbols[k].name),
+                "Model::load(" + path + ")",
+                "a symbol appears in no input's sizes (data-dependent sizes are not supported yet)",
+                "every symbol in some input dim", m.symbols[k].name);
+}
+
+void Model::Impl::check_inputs(const std::vector<Tensor>& inputs,
+                               std::vector<int64_t>& symbols) const {
+  const Manifest& m = package->manifest();
+  ANVIL_CHECK(inputs.size() == input_specs.size(), "Model::run", "wrong number of inputs",
+              std::to_string(input_specs.size()), std::to_string(inputs.size()));
+  symbols.assign(m.symbols.size(), 0);
+  std::vector<bool> bound(m.symbols.size(), false);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const IOSpec& spec = input_specs[i];
+    // Messages are built only when a check fails.
+    auto where = [&] { return input_where(spec, i); };
+    ANVIL_CHECK(t.defined(), where(), "input is undefined", "a tensor", "undefined");
+    ANVIL_CHECK(t.device() == options.device || (t.device().is_cpu() && options.device.is_cpu()),
+                where(), "input is on the wrong device", options.device.str(), t.device().str());
+    ANVIL_CHECK(t.dtype() == spec.dtype, where(), "unmatched dtype", dtype_name(spec.dtype),
+                dtype_name(t.dtype()));
+    ANVIL_CHECK(t.dim() == static_cast<int64_t>(spec.sizes.size()), where(), "wrong number of dims",
+                str(
+                    spec.sizes.size(), " dims [",
+                    [&] {
+                      std::string s;
+                      for (const std::string& d : spec.sizes) s += (s.empty() ? "" : ", ") + d;
+                      return s;
+                    }(),
+                    "]"),
+                str(t.dim(), " dims ", shape_str(t.sizes())));
+    const std::vector<DimRule>& rules = input_rules[i];
+    for (size_t d = 0; d < rules.size(); ++d) {
+      const DimRule& r = rules[d];
+      const int64_t v = t.sizes()[d];
+      switch (r.kind) {
+        case DimRule::Kind::kStatic:
+          if (v != r.value)
+            throw Error(str("unmatched dim value at dim ", d), where(), std::to_string(r.value),
+                        std::to_string(v));
+          break;
+        case DimRule::Kind::kBind:
+          if (!m.symbols[r.symbol].range.contains(v))
+            check_range(m.symbols[r.symbol], v, where(), static_cast<int64_t>(d));
+          symbols[r.symbol] = v;
+          bound[r.symbol] = true;
+          break;
+        case DimRule::Kind::kSame:
+          if (v != symbols[r.symbol]) {
+            const auto [bi, bd] = bind_site[r.symbol];
+            throw Error(
+                str("dim ", d, " (symbol ", m.symbols[r.symbol].name, ") differs from dim ", bd,
+                    " of input '", input_specs[bi].name, "', which must have the same size"),
+                where(), std::to_string(symbols[r.symbol]), std::to_string(v));
+          }
+          break;
+        case DimRule::Kind::kExpr:
+          break;
+      }
+    }
+  }
+  if (!has_expr_dims) return;
+
+  // Symbols that appear only inside expressions: solve dims that are linear in one unknown.
+  auto env_of = [&] {
+    SymEnv env;
+    for (size_t k = 0; k < m.symbols.size(); ++k)
+      if (bound[k]) env[m.symbols[k].name] = symbols[k];
+    return env;
+  };
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      for (size_t d = 0; d < input_rules[i].size(); ++d) {
+        const DimRule& r = input_rules[i][d];
+        if (r.kind != DimRule::Kind::kExpr) continue;
+        int k = -1, unknowns = 0;
+        for (int s : r.expr_symbols)
+          if (!bound[s]) {
+            k = s;
+            ++unknowns;
+          }
+        if (unknowns != 1) continue;
+        const std::string& name = m.symbols[k].name;
+        SymEnv env = env_of();
+        env[name] = 0;
+        const int64_t f0 = r.expr.evaluate(env);
+        env[name] = 1;
+        const int64_t slope = r.expr.evaluate(env) - f0;
+        const int64_t v = inputs[i].sizes()[d];
+        if (slope == 0 || (v - f0) % slope != 0)
+          throw Error(
+              str("dim ", d, " (", r.expr.str(), ") cannot be matched by any value of ", name),
+              input_where(input_specs[i], i), r.expr.str(), std::to_string(v));
+        const int64_t value = (v - f0) / slope;
+        check_range(m.symbols[k], value, input_where(input_specs[i], i), static_cast<int64_t>(d));
+        symbols[k] = value;
+        bound[k] = true;
+        progress = true;
+      }
+    }
+  }
+  const SymEnv env = env_of();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (size_t d = 0; d < input_rules[i].size(); ++d) {
+      const DimRule& r = input_rules[i][d];
+      if (r.kind != DimRule::Kind::kExpr) continue;
+      for (int s : r.expr_symbols)
+        ANVIL_CHECK(bound[s], input_where(input_specs[i], i),
+                    str("dim ", d, " (", r.expr.str(), ") uses a symbol no input determines"),
+                    "a bound symbol", m.symbols[s].name);
+      const int64_t want = r.expr.evaluate(env);
+      const int64_t v = inputs[i].sizes()[d];
+      if (v != want) {
+        std::string binding;
+        for (int s : r.expr_symbols)
+          binding += str(binding.empty() ? "" : ", ", m.symbols[s].name, "=", symbols[s]);
+        throw Error(
+            str("unmatched dim value at dim ", d, " (", r.expr.str(), " with ", binding, ")"),
+            input_where(input_specs[i], i), std::to_string(want), std::to_string(v));
+      }
+    }
+  }
+}
+
+int Model::Impl::acquire_runner() {
+  std::unique_lock<std::mutex> lock(runners_mutex);
+  runners_cv.wait(lock, [this] { return !free_runners.empty(); });
+  const int r = free_runners.back();
+  free_runners.pop_back();
+  return r;
+}
+
+void Model::Impl::release_runner(int r) {
+  {
+    std::lock_guard<std::mutex> lock(runners_mutex);
+    free_runners.push_back(r);
+  }
+  runners_cv.notify_one();
+}
+
+std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
+  ANVIL_CHECK(impl_ != nullptr, "Model::run", "model was moved from", "a loaded model", "none");
+  Impl& impl = *impl_;
+  std::vector<int64_t> symbols;
+  impl.check_inputs(inputs, symbols);
+
+  // Inputs the generated code can read: contiguous and element-aligned (else a copy).
+  std::vector<Tensor> keep;
+  std::vector<void*> in_ptrs(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const bool aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % t.element_size() == 0;
+    if (t.is_contiguous() && aligned) {
+      in_ptrs[i] = t.data_ptr();
+    } else {
+      keep.push_back(t.clone());
+      in_ptrs[i] = keep.back().data_ptr();
+    }
+  }
+
+  auto where = [&] { return "Model::run(" + impl.path + ")"; };
+  std::vector<Tensor> outputs;
+  std::vector<void*> out_ptrs;
+  for (size_t o = 0; o < impl.output_specs.size(); ++o) {
+    const size_t rank = impl.output_specs[o].sizes.size();
+    int64_t sizes[8] = {0};
+    impl.entry->output_sizes(symbols.data(), static_cast<int32_t>(o), sizes);
+    Shape shape(sizes, sizes + rank);
+    for (int64_t s : shape)
+      ANVIL_CHECK(s >= 0, where(), str("model.so gave output ", o, " a negative size"), ">= 0",
+                  shape_str(shape));
+    outputs.push_back(allocate_output(shape, impl.output_specs[o].dtype));
+    out_ptrs.push_back(outputs.back().data_ptr());
+  }
+
+  std::shared_ptr<const ConstantSet> constants;
+  {
+    std::lock_guard<std::mutex> lock(impl.constants_mutex);
+    constants = impl.active;
+  }
+
+  RunnerLease lease(impl);
+  Runner& runner = lease.runner();
+  const int64_t arena_bytes = impl.entry->arena_bytes(symbols.data());
+  ANVIL_CHECK(arena_bytes >= 0, where(), "model.so asked for a negative arena", ">= 0",
+              std::to_string(arena_bytes));
+  if (static_cast<size_t>(arena_bytes) > runner.arena_bytes || runner.arena == nullptr) {
+    const size_t rounded = std::max<size_t>(
+        kStorageAlignment, (static_cast<size_t>(arena_bytes) + kStorageAlignment - 1) /
+                               kStorageAlignment * kStorageAlignment);
+    void* p = std::aligned_alloc(kStorageAlignment, rounded);
+    if (!p)
+      throw Error("out of memory allocating the arena", where(), "", str(arena_bytes, " bytes"));
+    std::free(runner.arena);
+    runner.arena = p;
+    runner.arena_bytes = rounded;
+  }
+
+  RunContext ctx;
+  AnvilRunArgs args{};
+  args.symbols = symbols.data();
+  args.inputs = in_ptrs.data();
+  args.outputs = out_ptrs.data();
+  args.constants = constants->ptrs.data();
+  args.arena = runner.arena;
+  args.run_ctx = &ctx;
+  int rc = 0;
+  {
+    ScopedThreadPool scope(impl.pool);
+    std::unique_lock<std::mutex> buffers_lock(impl.buffer_mutex, std::defer_lock);
+    if (impl.has_mutable) buffers_lock.lock();
+    rc = impl.entry->run(runner.instance, &args);
+  }
+  if (rc != 0 || ctx.failed()) {
+    const std::string msg = ctx.failed() ? ctx.error() : str("model.so run() returned ", rc);
+    throw Error(msg, where());
+  }
+  return outputs;
+}
+
+}  // namespace anvil::runtime

@@ -1,0 +1,179 @@
+#include "runtime/rt_api.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "core/error.h"
+#include "runtime/externs.h"
+
+#ifdef ANVIL_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace anvil::runtime {
+
+void RunContext::set_error(const std::string& message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failed_) return;
+  failed_ = true;
+  error_ = message.empty() ? "model run failed" : message;
+}
+
+bool RunContext::failed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failed_;
+}
+
+std::string RunContext::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+namespace {
+
+/// Products smaller than this many multiply-adds run on the calling thread.
+constexpr int64_t kParallelGemmWork = int64_t{1} << 18;
+/// The smallest row / column block one thread takes.
+constexpr int64_t kMinGemmBlock = 16;
+
+/// A leading dimension that BLAS accepts: when the stored matrix has at most one row the value
+/// is never used for addressing, but cblas still checks it against the row length.
+int64_t fix_ld(int64_t rows, int64_t cols, int64_t ld) {
+  return rows <= 1 ? std::max<int64_t>({ld, cols, 1}) : ld;
+}
+
+template <typename T>
+void blas_serial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                 int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == T(0)) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    return;
+  }
+  lda = ta ? fix_ld(k, m, lda) : fix_ld(m, k, lda);
+  ldb = tb ? fix_ld(n, k, ldb) : fix_ld(k, n, ldb);
+  ldc = fix_ld(m, n, ldc);
+#ifdef ANVIL_HAVE_OPENBLAS
+  const CBLAS_TRANSPOSE cta = ta ? CblasTrans : CblasNoTrans, ctb = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, cta, ctb, static_cast<blasint>(m), static_cast<blasint>(n),
+                static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
+                static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, cta, ctb, static_cast<blasint>(m), static_cast<blasint>(n),
+                static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
+                static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+#else
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      T acc = 0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+      c[i * ldc + j] = alpha * acc + (beta == T(0) ? T(0) : beta * c[i * ldc + j]);
+    }
+  }
+#endif
+}
+
+void init_blas() {
+#ifdef ANVIL_HAVE_OPENBLAS
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+#endif
+}
+
+template <typename T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  init_blas();
+  ThreadPool& pool = current_thread_pool();
+  const int threads = ThreadPool::in_parallel_region() ? 1 : pool.num_threads();
+  if (threads <= 1 || m * n * std::max<int64_t>(k, 1) < kParallelGemmWork ||
+      std::max(m, n) < 2 * kMinGemmBlock) {
+    blas_serial(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  if (m >= n || n < 2 * kMinGemmBlock) {
+    // Row blocks: rows [r0, r1) of op(A) and C.
+    const int64_t grain = std::max<int64_t>(kMinGemmBlock, (m + threads - 1) / threads);
+    pool.parallel_for(0, m, grain, [&](int64_t r0, int64_t r1) {
+      const T* ab = ta ? a + r0 : a + r0 * lda;
+      blas_serial(ta, tb, r1 - r0, n, k, alpha, ab, lda, b, ldb, beta, c + r0 * ldc, ldc);
+    });
+  } else {
+    // Column blocks: columns [c0, c1) of op(B) and C.
+    int64_t grain = std::max<int64_t>(kMinGemmBlock, (n + threads - 1) / threads);
+    grain = (grain + kMinGemmBlock - 1) / kMinGemmBlock * kMinGemmBlock;
+    pool.parallel_for(0, n, grain, [&](int64_t c0, int64_t c1) {
+      const T* bb = tb ? b + c0 * ldb : b + c0;
+      blas_serial(ta, tb, m, c1 - c0, k, alpha, a, lda, bb, ldb, beta, c + c0, ldc);
+    });
+  }
+}
+
+void api_parallel_for(int64_t begin, int64_t end, int64_t grain,
+                      void (*fn)(void* ctx, int64_t b, int64_t e), void* ctx) {
+  current_thread_pool().parallel_for(begin, end, grain, fn, ctx);
+}
+
+void api_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+               int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm<float>(ta != 0, tb != 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void api_dgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+               int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  gemm<double>(ta != 0, tb != 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void api_set_error(void* run_ctx, const char* message) {
+  if (run_ctx) static_cast<RunContext*>(run_ctx)->set_error(message ? message : "");
+}
+
+int api_extern_call(void* run_ctx, const char* target, const AnvilRtTensor* inputs,
+                    int32_t n_inputs, const AnvilRtScalar* attrs, int32_t n_attrs,
+                    AnvilRtTensor* outputs, int32_t n_outputs) {
+  const std::string name = target ? target : "(null)";
+  try {
+    ExternFn fn = find_extern(name);
+    if (!fn) {
+      api_set_error(run_ctx,
+                    str("no runtime kernel is registered for extern op '", name, "'").c_str());
+      return 1;
+    }
+    ExternCall call(target, inputs, n_inputs, attrs, n_attrs, outputs, n_outputs);
+    const int rc = fn(call);
+    if (rc != 0)
+      api_set_error(run_ctx,
+                    str(name, ": ", call.error().empty() ? "failed" : call.error()).c_str());
+    return rc;
+  } catch (const std::exception& e) {
+    api_set_error(run_ctx, str(name, ": ", e.what()).c_str());
+  } catch (...) {
+    api_set_error(run_ctx, str(name, ": unknown exception").c_str());
+  }
+  return 1;
+}
+
+}  // namespace
+
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+           int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+const AnvilRtApi* rt_api() {
+  static const AnvilRtApi api = {
+      ANVIL_MODEL_ABI_VERSION, api_parallel_for, api_sgemm, api_dgemm,
+      api_extern_call,         api_set_error,
+  };
+  return &api;
+}
+
+}  // namespace anvil::runtime

@@ -1,0 +1,43 @@
+// The runtime side of include/anvil/anvil_rt.h: the AnvilRtApi table generated code calls
+// (thread pool, GEMM, extern kernels, errors) and the per-run context behind run_ctx.
+//
+// Threading: parallel_for runs on the thread pool current on the calling thread (Model::run
+// installs the Model's pool). GEMM: OpenBLAS is kept single-threaded (openblas_set_num_threads(1)
+// on first use) and large products are split into row or column blocks over anvil's pool, so the
+// process never has two sets of worker threads competing for the cores.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "anvil/anvil_rt.h"
+#include "core/thread_pool.h"
+
+namespace anvil::runtime {
+
+/// The state of one run, passed to generated code as AnvilRunArgs::run_ctx.
+class RunContext {
+ public:
+  /// Records `message` unless an error was recorded already (first one wins). Thread-safe.
+  void set_error(const std::string& message);
+  bool failed() const;
+  std::string error() const;
+
+ private:
+  mutable std::mutex mutex_;
+  bool failed_ = false;
+  std::string error_;
+};
+
+/// The process-wide AnvilRtApi table.
+const AnvilRtApi* rt_api();
+
+/// Row-major C = alpha * op(A) * op(B) + beta * C on the current thread pool (see above).
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+           int64_t ldc);
+
+}  // namespace anvil::runtime
