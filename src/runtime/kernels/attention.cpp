@@ -85,7 +85,9 @@ struct Scratch {
 /// Rows [i0, i1) of batch position `b`, computed in F with mask element type M (void: none).
 template <typename F, typename M>
 void sdpa_block(const Sdpa& a, int64_t b, int64_t i0, int64_t i1, Scratch<F>& sc) {
-  const int64_t m = i1 - i0, s = a.s;
+  // With is_causal, keys j >= i1 are masked for every row of the block: their softmax weights are
+  // exactly 0 (for finite scores), so the block reads only the first min(S, i1) keys and values.
+  const int64_t m = i1 - i0, s = a.causal ? std::min(a.s, i1) : a.s;
   const F neg_inf = -std::numeric_limits<F>::infinity();
   const kern::MatArg<F> qa = kern::matrix_arg<F>(a.q, a.off_q[b] + i0 * a.q.stride(-2), m, a.e,
                                                  a.q.stride(-2), a.q.stride(-1), sc.q);
@@ -172,6 +174,7 @@ void sdpa_dispatch(const Sdpa& a) {
 /// Batch dims of a tensor (all but the last two).
 Shape batch_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
 
+/// The runtime kernel of aten.scaled_dot_product_attention.default.
 int sdpa_extern(ExternCall& call) {
   const std::string where = call.target();
   Sdpa a;

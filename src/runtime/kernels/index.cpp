@@ -22,24 +22,38 @@ int64_t check_index(const std::string& where, int64_t v, int64_t dim, int64_t n,
 }
 
 /// out[i] = src[offsets[0] + adv[offsets[1]]] for every row-major position i of `sizes`, where
-/// offsets come from stride sets {src_strides, pos_strides}; elements of `es` bytes.
+/// offsets come from stride sets {src_strides, pos_strides}; elements of `es` bytes. Runs that
+/// are contiguous in both `src` and `out` are copied with memcpy.
 void gather_copy(char* out, const char* src, size_t es, const Shape& sizes,
                  const Shape& src_strides, const Shape& pos_strides,
                  const std::vector<int64_t>& adv) {
-  const int64_t n = shape_numel(sizes);
-  if (n == 0) return;
-  const std::array<Shape, 2> st = {src_strides, pos_strides};
-  parallel_for(0, n, int64_t{1} << 14, [&](int64_t b, int64_t e) {
-    int64_t i = b;
-    kern::for_each_offsets<2>(sizes, st, b, e, [&](const std::array<int64_t, 2>& o) {
-      kern::copy_element(out + i * es, src + (o[0] + adv[o[1]]) * es, es);
-      ++i;
+  if (shape_numel(sizes) == 0) return;
+  Shape s = sizes;
+  std::array<Shape, 3> st = {src_strides, pos_strides, Tensor::contiguous_strides(sizes)};
+  kern::coalesce<3>(s, st);
+  const size_t nd = s.size();
+  if (nd > 0 && st[0][nd - 1] == 1 && st[1][nd - 1] == 0 && st[2][nd - 1] == 1) {
+    const size_t run = static_cast<size_t>(s[nd - 1]) * es;
+    const Shape outer(s.begin(), s.end() - 1);
+    std::array<Shape, 3> ost;
+    for (size_t k = 0; k < 3; ++k) ost[k] = Shape(st[k].begin(), st[k].end() - 1);
+    parallel_for(0, shape_numel(outer), kern::grain_for(s[nd - 1]), [&](int64_t b, int64_t e) {
+      kern::for_each_offsets<3>(outer, ost, b, e, [&](const std::array<int64_t, 3>& o) {
+        std::memcpy(out + o[2] * es, src + (o[0] + adv[o[1]]) * es, run);
+      });
+    });
+    return;
+  }
+  parallel_for(0, shape_numel(s), int64_t{1} << 14, [&](int64_t b, int64_t e) {
+    kern::for_each_offsets<3>(s, st, b, e, [&](const std::array<int64_t, 3>& o) {
+      kern::copy_element(out + o[2] * es, src + (o[0] + adv[o[1]]) * es, es);
     });
   });
 }
 
 // ---- embedding --------------------------------------------------------------------------------
 
+/// The runtime kernel of aten.embedding.default.
 int embedding_extern(ExternCall& call) {
   const std::string where = call.target();
   const Tensor w = call.input_tensor(0), idx = call.input_tensor(1);
@@ -76,6 +90,7 @@ int embedding_extern(ExternCall& call) {
 
 // ---- index.Tensor -----------------------------------------------------------------------------
 
+/// True for the dtypes index.Tensor treats as boolean masks.
 bool is_mask_dtype(DType t) { return t == DType::kBool || t == DType::kUInt8; }
 
 /// Where index.Tensor puts the broadcast index dims: at the first indexed dim when the indexed
@@ -102,6 +117,7 @@ Shape advanced_layout(const std::vector<bool>& indexed, const Shape& self_vals,
   return out;
 }
 
+/// The runtime kernel of aten.index.Tensor.
 int index_tensor_extern(ExternCall& call) {
   const std::string where = call.target();
   const Tensor self = call.input_tensor(0);
@@ -212,6 +228,7 @@ int index_tensor_extern(ExternCall& call) {
 
 // ---- index_select -----------------------------------------------------------------------------
 
+/// The runtime kernel of aten.index_select.default.
 int index_select_extern(ExternCall& call) {
   const std::string where = call.target();
   const Tensor self = call.input_tensor(0), index = call.input_tensor(1);
@@ -242,6 +259,7 @@ int index_select_extern(ExternCall& call) {
 
 // ---- gather -----------------------------------------------------------------------------------
 
+/// The runtime kernel of aten.gather.default.
 int gather_extern(ExternCall& call) {
   const std::string where = call.target();
   const Tensor self0 = call.input_tensor(0), index = call.input_tensor(1);

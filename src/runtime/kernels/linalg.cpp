@@ -76,7 +76,7 @@ void products(const Tensor& a, const Tensor& b, const Tensor& out, int64_t b0, i
   }
 }
 
-/// Shared checks of mm / bmm; returns the (batched) operands.
+/// Shared checks of mm / bmm operands (`rank` 2 or 3).
 void check_operands(const ExternCall& call, const Tensor& a, const Tensor& b, int64_t rank) {
   const std::string where = call.target();
   ANVIL_CHECK(a.dim() == rank, where, str("'self' must be ", rank, "-D"), str(rank, "-D"),
@@ -94,6 +94,7 @@ void check_operands(const ExternCall& call, const Tensor& a, const Tensor& b, in
     ANVIL_CHECK(a.size(0) == b.size(0), where, "batch sizes differ", a.type_str(), b.type_str());
 }
 
+/// The runtime kernel of aten.mm.default.
 int mm_extern(ExternCall& call) {
   const Tensor a = call.input_tensor(0), b = call.input_tensor(1);
   check_operands(call, a, b, 2);
@@ -103,6 +104,7 @@ int mm_extern(ExternCall& call) {
   return 0;
 }
 
+/// The runtime kernel of aten.bmm.default.
 int bmm_extern(ExternCall& call) {
   const Tensor a = call.input_tensor(0), b = call.input_tensor(1);
   check_operands(call, a, b, 3);

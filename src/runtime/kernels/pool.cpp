@@ -69,6 +69,7 @@ struct Planes {
   int64_t h = 0, w = 0, sh = 0, sw = 0;
 };
 
+/// Checks a pooling input's rank and lists its planes.
 Planes planes_of(const ExternCall& call, const Tensor& x) {
   ANVIL_CHECK(x.dim() == 3 || x.dim() == 4, call.target(), "pooling needs a 3-D or 4-D input",
               "[N, C, H, W] or [C, H, W]", x.type_str());
@@ -121,6 +122,7 @@ void check_pool_size(const ExternCall& call, const Tensor& x, int64_t oh, int64_
               "an output of at least 1x1", str(x.type_str(), " gives ", oh, "x", ow));
 }
 
+/// The runtime kernel of aten.max_pool2d.default.
 int max_pool2d_extern(ExternCall& call) {
   const Tensor x = call.input_tensor(0);
   const PoolWindow w = read_window(call, true);
@@ -152,14 +154,19 @@ int max_pool2d_extern(ExternCall& call) {
           }
           const int64_t x0 = (xo * w.stride[1] - w.pad[1]) * p.sw;
           const int64_t step = w.dilation[1] * p.sw;
-          // Start from the first tap; NaN, once seen, is kept (v > NaN is false).
+          // Start from the first tap; track NaN apart so the max stays a short dependency chain.
           C best = static_cast<C>(src[(y0 + ki_lo * w.dilation[0]) * p.sh + x0 + lo * step]);
+          bool nan = false;
           for (int64_t ki = ki_lo; ki < ki_hi; ++ki) {
             const T* row = src + (y0 + ki * w.dilation[0]) * p.sh;
             for (int64_t kj = lo; kj < hi; ++kj) {
               const C v = static_cast<C>(row[x0 + kj * step]);
-              if (v > best || kern::is_nan_value(v)) best = v;
+              best = v > best ? v : best;
+              nan |= kern::is_nan_value(v);
             }
+          }
+          if constexpr (std::is_floating_point_v<C>) {
+            if (nan) best = std::numeric_limits<C>::quiet_NaN();
           }
           dst[y * ow + xo] = static_cast<T>(best);
         }
@@ -169,6 +176,7 @@ int max_pool2d_extern(ExternCall& call) {
   return 0;
 }
 
+/// The runtime kernel of aten.avg_pool2d.default.
 int avg_pool2d_extern(ExternCall& call) {
   const Tensor x = call.input_tensor(0);
   const PoolWindow w = read_window(call, false);
@@ -216,6 +224,7 @@ int avg_pool2d_extern(ExternCall& call) {
   return 0;
 }
 
+/// The runtime kernel of aten.adaptive_avg_pool2d.default.
 int adaptive_avg_pool2d_extern(ExternCall& call) {
   const Tensor x = call.input_tensor(0);
   const Planes p = planes_of(call, x);

@@ -34,6 +34,7 @@ Shape drop(const Shape& v, int64_t d) {
 
 // ---- cumsum -----------------------------------------------------------------------------------
 
+/// The runtime kernel of aten.cumsum.default.
 int cumsum_extern(ExternCall& call) {
   const std::string where = call.target();
   const Tensor self = call.input_tensor(0);
@@ -75,6 +76,7 @@ int cumsum_extern(ExternCall& call) {
 
 // ---- diff -------------------------------------------------------------------------------------
 
+/// The runtime kernel of aten.diff.default.
 int diff_extern(ExternCall& call) {
   const std::string where = call.target();
   const Tensor self = call.input_tensor(0);
@@ -147,6 +149,7 @@ int diff_extern(ExternCall& call) {
 
 // ---- argmax -----------------------------------------------------------------------------------
 
+/// The runtime kernel of aten.argmax.default.
 int argmax_extern(ExternCall& call) {
   const std::string where = call.target();
   const Tensor self = call.input_tensor(0);

@@ -25,6 +25,7 @@ std::vector<Tensor> list_inputs(const ExternCall& call) {
 /// True for the legacy empty 1-D tensor cat ignores.
 bool legacy_empty(const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
 
+/// The runtime kernel of aten.cat.default.
 int cat_extern(ExternCall& call) {
   const std::string where = call.target();
   const std::vector<Tensor> ts = list_inputs(call);
@@ -65,6 +66,7 @@ int cat_extern(ExternCall& call) {
   return 0;
 }
 
+/// The runtime kernel of aten.stack.default.
 int stack_extern(ExternCall& call) {
   const std::string where = call.target();
   const std::vector<Tensor> ts = list_inputs(call);
@@ -82,6 +84,7 @@ int stack_extern(ExternCall& call) {
   return 0;
 }
 
+/// The runtime kernel of aten.repeat.default.
 int repeat_extern(ExternCall& call) {
   const std::string where = call.target();
   const Tensor t = call.input_tensor(0);

@@ -1,0 +1,40 @@
+// Internal to the CPU emitter (src/codegen/cpu/*.cpp): C++ text for the pieces of a Program.
+#pragma once
+
+#include <string>
+
+#include "codegen/generate.h"
+#include "passes/loop_ir.h"
+
+namespace anvil::codegen::cpu {
+
+/// The text every generated translation unit starts with: includes, RunState, scalar helpers
+/// (Python floor division / modulo for index expressions, bf16 / f16 conversions, NaN-aware
+/// max / min).
+std::string preamble(const std::string& ns = "anvil_model");
+
+/// C storage type of a dtype ("float", "uint16_t" for bf16 / f16, "uint8_t" for bool).
+std::string storage_type(DType t);
+/// C++ type expressions of a dtype compute in ("float", "double", "int64_t").
+std::string compute_type(DType t);
+
+/// Declarations of the model's symbols used by `text` (`const int64_t s77 = s.sym[0];`).
+std::string symbol_decls(const passes::Program& p, const std::string& text,
+                         const std::string& sym_array, const std::string& indent);
+
+/// C++ pointer expression to element 0 of buffer `b` (as char* for arena buffers).
+std::string buffer_base(const passes::Program& p, int b);
+
+/// Emits `void NAME(const RunState& s)` (plus its parallel body) for a loop kernel.
+std::string emit_loop_kernel(const passes::Program& p, const passes::LoopKernel& k,
+                             const CpuCodegenOptions& o);
+/// Emits `int NAME(const RunState& s)` for a GEMM step.
+std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g);
+/// Emits `int NAME(const RunState& s)` for an extern call.
+std::string emit_extern(const passes::Program& p, const passes::ExternStep& e);
+
+/// The model translation unit: entry table, run(), arena / output sizes, metadata.
+std::string emit_model(const passes::Program& p, const std::string& target,
+                       const std::string& metadata_json, const CpuCodegenOptions& o);
+
+}  // namespace anvil::codegen::cpu

@@ -1,0 +1,175 @@
+// C++ for GEMM steps (api->sgemm / dgemm per batch; other dtypes through extern mm) and extern
+// calls (descriptors + attributes, docs/externs.md).
+#include <cstdio>
+#include <sstream>
+
+#include "codegen/cpu/emit_cpu.h"
+#include "core/error.h"
+
+namespace anvil::codegen::cpu {
+
+namespace {
+
+using passes::ExternStep;
+using passes::GemmOperand;
+using passes::GemmStep;
+using passes::Program;
+
+std::string join_nodes(const std::vector<std::string>& nodes) {
+  std::string s;
+  for (size_t i = 0; i < nodes.size(); ++i) s += (i ? ", " : "") + nodes[i];
+  return s;
+}
+
+/// "(T*)base + offset + sum(b_k * stride_k)" for a GEMM operand.
+std::string operand_ptr(const Program& p, const GemmOperand& o, const std::string& ct) {
+  std::string e =
+      "reinterpret_cast<" + ct + "*>(" + buffer_base(p, o.buffer) + ") + (" + o.offset.str() + ")";
+  for (size_t d = 0; d < o.batch_strides.size(); ++d)
+    if (!(o.batch_strides[d] == SymInt(0)))
+      e += " + b" + std::to_string(d) + " * (" + o.batch_strides[d].str() + ")";
+  return e;
+}
+
+/// Fills AnvilRtTensor `var` for a matrix operand (rows x cols, transposed or not).
+std::string matrix_desc(const std::string& var, const std::string& ptr, DType dt,
+                        const std::string& rows, const std::string& cols, bool trans,
+                        const std::string& ld) {
+  std::ostringstream os;
+  os << "      AnvilRtTensor " << var << "{};\n";
+  os << "      " << var << ".data = const_cast<void*>(static_cast<const void*>(" << ptr << "));\n";
+  os << "      " << var << ".dtype = " << static_cast<int>(dt) << ";\n";
+  os << "      " << var << ".ndim = 2;\n";
+  os << "      " << var << ".sizes[0] = " << rows << ";\n";
+  os << "      " << var << ".sizes[1] = " << cols << ";\n";
+  os << "      " << var << ".strides[0] = " << (trans ? "1" : ld) << ";\n";
+  os << "      " << var << ".strides[1] = " << (trans ? ld : "1") << ";\n";
+  return os.str();
+}
+
+}  // namespace
+
+std::string emit_gemm(const Program& p, const GemmStep& g) {
+  const bool blas = g.dtype == DType::kFloat32 || g.dtype == DType::kFloat64;
+  const std::string st = storage_type(g.dtype);
+  std::ostringstream body;
+  body << "  const int64_t m = " << g.m.str() << ", n = " << g.n.str() << ", k = " << g.k.str()
+       << ";\n";
+  body << "  if (m <= 0 || n <= 0) return 0;\n";
+  std::string ind = "  ";
+  for (size_t d = 0; d < g.batch.size(); ++d) {
+    body << ind << "for (int64_t b" << d << " = 0; b" << d << " < " << g.batch[d].str() << "; ++b"
+         << d << ") {\n";
+    ind += "  ";
+  }
+  body << ind << "{\n";
+  body << ind << "  " << st << "* a = " << operand_ptr(p, g.a, st) << ";\n";
+  body << ind << "  " << st << "* b = " << operand_ptr(p, g.b, st) << ";\n";
+  body << ind << "  " << st << "* c = " << operand_ptr(p, g.c, st) << ";\n";
+  body << ind << "  if (k <= 0) {\n";
+  body << ind << "    for (int64_t i = 0; i < m; ++i) std::memset(c + i * (" << g.c.ld.str()
+       << "), 0, sizeof(" << st << ") * n);\n";
+  body << ind << "  } else {\n";
+  if (blas) {
+    const char* fn = g.dtype == DType::kFloat32 ? "sgemm" : "dgemm";
+    char alpha[64];
+    std::snprintf(alpha, sizeof alpha, "%.17g", g.alpha);
+    body << ind << "    s.api->" << fn << "(" << (g.a.trans ? 1 : 0) << ", " << (g.b.trans ? 1 : 0)
+         << ", m, n, k, " << alpha << ", a, " << g.a.ld.str() << ", b, " << g.b.ld.str()
+         << ", 0, c, " << g.c.ld.str() << ");\n";
+  } else {
+    if (g.alpha != 1.0)
+      throw Error("GEMM with alpha != 1 is only supported for f32 / f64", "codegen/cpu " + g.name,
+                  "alpha 1", std::to_string(g.alpha));
+    std::ostringstream d;
+    d << matrix_desc("ta", "a", g.dtype, "m", "k", g.a.trans, g.a.ld.str());
+    d << matrix_desc("tb", "b", g.dtype, "k", "n", g.b.trans, g.b.ld.str());
+    d << matrix_desc("tc", "c", g.dtype, "m", "n", false, g.c.ld.str());
+    std::string text = d.str();
+    // indent to the block
+    body << text;
+    body << ind << "    AnvilRtTensor ins[2] = {ta, tb};\n";
+    body << ind
+         << "    const int rc = s.api->extern_call(s.run_ctx, \"aten.mm.default\", ins, 2, "
+            "nullptr, 0, &tc, 1);\n";
+    body << ind << "    if (rc != 0) return rc;\n";
+  }
+  body << ind << "  }\n";
+  body << ind << "}\n";
+  for (size_t d = 0; d < g.batch.size(); ++d) {
+    ind.resize(ind.size() - 2);
+    body << ind << "}\n";
+  }
+  body << "  return 0;\n";
+  std::ostringstream fn;
+  fn << "// " << g.name << ": " << join_nodes(g.nodes) << " (" << dtype_name(g.dtype) << " GEMM)\n";
+  fn << "ANVIL_HIDDEN int " << g.name << "(const RunState& s) {\n";
+  fn << symbol_decls(p, body.str(), "s.sym", "  ");
+  fn << body.str() << "}\n";
+  return fn.str();
+}
+
+std::string emit_extern(const Program& p, const ExternStep& e) {
+  std::ostringstream body;
+  auto desc = [&](const std::string& arr, size_t i, const passes::TensorView& v) {
+    const std::string t = arr + "[" + std::to_string(i) + "]";
+    if (v.buffer < 0) {
+      body << "  " << t << ".data = nullptr;\n  " << t << ".ndim = -1;\n";
+      return;
+    }
+    if (v.sizes.size() > 8)
+      throw Error("extern call operand has more than 8 dims", "codegen/cpu " + e.name, "<= 8 dims",
+                  std::to_string(v.sizes.size()));
+    body << "  " << t << ".data = static_cast<void*>(reinterpret_cast<" << storage_type(v.dtype)
+         << "*>(" << buffer_base(p, v.buffer) << ") + (" << v.offset.str() << "));\n";
+    body << "  " << t << ".dtype = " << static_cast<int>(v.dtype) << ";\n";
+    body << "  " << t << ".ndim = " << v.sizes.size() << ";\n";
+    for (size_t d = 0; d < v.sizes.size(); ++d) {
+      body << "  " << t << ".sizes[" << d << "] = " << v.sizes[d].str() << ";\n";
+      body << "  " << t << ".strides[" << d << "] = " << v.strides[d].str() << ";\n";
+    }
+  };
+  const size_t ni = e.inputs.size(), no = e.outputs.size(), na = e.attrs.size();
+  body << "  AnvilRtTensor in[" << std::max<size_t>(ni, 1) << "] = {};\n";
+  body << "  AnvilRtTensor out[" << std::max<size_t>(no, 1) << "] = {};\n";
+  for (size_t i = 0; i < ni; ++i) desc("in", i, e.inputs[i]);
+  for (size_t i = 0; i < no; ++i) desc("out", i, e.outputs[i]);
+  body << "  AnvilRtScalar at[" << std::max<size_t>(na, 1) << "] = {};\n";
+  for (size_t i = 0; i < na; ++i) {
+    const auto& a = e.attrs[i];
+    const std::string t = "at[" + std::to_string(i) + "]";
+    body << "  " << t << ".name = \"" << a.name << "\";\n";
+    body << "  " << t << ".kind = " << a.kind << ";\n";
+    if (a.kind == 0) body << "  " << t << ".i = " << a.i.str() << ";\n";
+    if (a.kind == 1) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.17g", a.f);
+      body << "  " << t << ".f = " << buf << ";\n";
+    }
+    if (a.kind == 2) {
+      std::string esc;
+      for (char c : a.s) {
+        if (c == '"' || c == '\\') esc += '\\';
+        esc += c;
+      }
+      body << "  " << t << ".s = \"" << esc << "\";\n";
+    }
+    if (a.kind == 3) {
+      body << "  const int64_t ints" << i << "[" << std::max<size_t>(a.ints.size(), 1) << "] = {";
+      for (size_t k = 0; k < a.ints.size(); ++k) body << (k ? ", " : "") << a.ints[k].str();
+      body << "};\n";
+      body << "  " << t << ".ints = ints" << i << ";\n";
+      body << "  " << t << ".n_ints = " << a.ints.size() << ";\n";
+    }
+  }
+  body << "  return s.api->extern_call(s.run_ctx, \"" << e.target << "\", in, " << ni << ", at, "
+       << na << ", out, " << no << ");\n";
+  std::ostringstream fn;
+  fn << "// " << e.name << ": " << join_nodes(e.nodes) << " -> extern " << e.target << "\n";
+  fn << "ANVIL_HIDDEN int " << e.name << "(const RunState& s) {\n";
+  fn << symbol_decls(p, body.str(), "s.sym", "  ");
+  fn << body.str() << "}\n";
+  return fn.str();
+}
+
+}  // namespace anvil::codegen::cpu

@@ -1,0 +1,137 @@
+// generate_cpu: passes -> Program -> C++ sources split into translation units, manifest.json,
+// constants.
+#include "codegen/generate.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "codegen/cpu/emit_cpu.h"
+#include "codegen/toolchain.h"
+#include "core/error.h"
+
+namespace anvil::codegen {
+
+namespace {
+
+using json = nlohmann::json;
+
+json sym_json(const SymInt& s) {
+  if (auto c = s.maybe_constant()) return *c;
+  return s.str();
+}
+
+json sizes_json(const std::vector<SymInt>& sizes) {
+  json a = json::array();
+  for (const auto& s : sizes) a.push_back(sym_json(s));
+  return a;
+}
+
+std::string manifest(const passes::Program& p, const std::string& target,
+                     const std::vector<std::string>& cpu_features, const CpuCodegenOptions& o) {
+  json m;
+  m["format_version"] = 1;
+  m["abi_version"] = 1;
+  m["anvil_version"] = o.anvil_version;
+  m["target"] = target;
+  m["cpu_features"] = cpu_features;
+  m["symbols"] = json::array();
+  for (const auto& s : p.symbols) {
+    const SymRange& r = p.symbol_ranges.at(s);
+    m["symbols"].push_back({{"name", s}, {"min", r.min}, {"max", r.max}});
+  }
+  m["inputs"] = json::array();
+  for (const auto& i : p.inputs)
+    m["inputs"].push_back(
+        {{"name", i.name}, {"dtype", dtype_name(i.dtype)}, {"sizes", sizes_json(i.sizes)}});
+  m["outputs"] = json::array();
+  for (const auto& i : p.outputs)
+    m["outputs"].push_back(
+        {{"name", i.name}, {"dtype", dtype_name(i.dtype)}, {"sizes", sizes_json(i.sizes)}});
+  m["constants"] = json::array();
+  for (const auto& c : p.constants) {
+    json sizes = json::array(), strides = json::array();
+    for (int64_t s : c.tensor.sizes()) sizes.push_back(s);
+    for (int64_t s : Tensor::contiguous_strides(c.tensor.sizes())) strides.push_back(s);
+    m["constants"].push_back({{"name", c.name},
+                              {"original_name", c.original_name},
+                              {"kind", c.kind},
+                              {"dtype", dtype_name(c.tensor.dtype())},
+                              {"sizes", sizes},
+                              {"strides", strides},
+                              {"offset", 0},
+                              {"nbytes", c.tensor.nbytes()},
+                              {"mutable", c.is_mutable}});
+  }
+  m["kernels"] = json::array();
+  for (const auto& s : p.steps) {
+    json k = {{"name", passes::step_name(s)},
+              {"nodes", passes::step_nodes(s)},
+              {"kind", passes::step_kind(s)}};
+    if (const auto* e = std::get_if<passes::ExternStep>(&s)) k["target"] = e->target;
+    m["kernels"].push_back(k);
+  }
+  m["planned_peak_bytes"] = p.arena_bytes.str();
+  m["collectives"] = json::array();
+  return m.dump(2);
+}
+
+std::string metadata(const passes::Program& p, const std::string& target) {
+  json m;
+  m["target"] = target;
+  m["arena_bytes"] = p.arena_bytes.str();
+  m["steps"] = p.steps.size();
+  m["inputs"] = p.inputs.size();
+  m["outputs"] = p.outputs.size();
+  m["constants"] = p.constants.size();
+  return m.dump();
+}
+
+}  // namespace
+
+CpuCodegenResult generate_cpu_program(const passes::Program& p, const CpuCodegenOptions& o) {
+  CpuCodegenResult r;
+  const TargetInfo info = resolve_target(o.target);
+  const std::string target = info.manifest_target;
+  r.target = target;
+  r.cpu_features = info.cpu_features;
+  r.compile_flags = {"-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math",
+                     "-fvisibility=hidden"};
+  // kernels, balanced over the translation units by text size
+  const int ntu = std::max(1, o.num_translation_units);
+  std::vector<std::string> tus(static_cast<size_t>(ntu));
+  for (const auto& step : p.steps) {
+    std::string text;
+    if (const auto* k = std::get_if<passes::LoopKernel>(&step))
+      text = cpu::emit_loop_kernel(p, *k, o);
+    else if (const auto* g = std::get_if<passes::GemmStep>(&step))
+      text = cpu::emit_gemm(p, *g);
+    else
+      text = cpu::emit_extern(p, std::get<passes::ExternStep>(step));
+    auto smallest = std::min_element(
+        tus.begin(), tus.end(),
+        [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+    *smallest += text + "\n";
+  }
+  r.sources.push_back({"model.cpp", cpu::emit_model(p, target, metadata(p, target), o)});
+  int k = 0;
+  for (const auto& t : tus) {
+    if (t.empty()) continue;
+    r.sources.push_back({"kernels_" + std::to_string(k++) + ".cpp",
+                         cpu::preamble(o.cpp_namespace) + "\nnamespace " + o.cpp_namespace +
+                             " {\n\n" + t + "}  // namespace " + o.cpp_namespace + "\n"});
+  }
+  r.manifest_json = manifest(p, target, info.cpu_features, o);
+  for (const auto& c : p.constants) r.constants.push_back({c.name, c.tensor});
+  r.stats = p.stats;
+  r.planned_peak_bytes = p.planned_peak_bytes;
+  r.arena_bytes = p.arena_bytes.str();
+  r.program_text = passes::print_program(p);
+  return r;
+}
+
+CpuCodegenResult generate_cpu(const ir::Graph& graph, const CpuCodegenOptions& options) {
+  const passes::Program p = passes::compile_to_program(graph, options.pipeline);
+  return generate_cpu_program(p, options);
+}
+
+}  // namespace anvil::codegen

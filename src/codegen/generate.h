@@ -1,0 +1,74 @@
+// generate_cpu: the CPU back end. Runs the compiler passes on a graph, then emits C++ that
+// implements include/anvil/anvil_rt.h (one function per loop kernel, GEMM and extern step, the
+// anvil_model_entry table), the package manifest (docs/package_format.md) and the constants the
+// package's weights.bin holds. The toolchain compiles the sources; the package writer assigns
+// the constants' offsets.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "passes/loop_ir.h"
+#include "passes/pipeline.h"
+
+namespace anvil::codegen {
+
+/// Options of the CPU back end.
+struct CpuCodegenOptions {
+  /// "native", "x86_64-avx512", "x86_64-avx2" or "x86_64" (generic): the toolchain's
+  /// resolve_target (codegen/toolchain.h) gives the manifest target and CPU features; build the
+  /// sources with the same target.
+  std::string target = "native";
+  /// Kernels are split over at most this many translation units (plus model.cpp) so that the
+  /// toolchain compiles them in parallel.
+  int num_translation_units = 4;
+  /// Elements a kernel must touch before its outer loop goes through api->parallel_for.
+  int64_t parallel_min_work = 32768;
+  /// Which compiler passes run.
+  passes::PipelineOptions pipeline;
+  std::string anvil_version = "0.1.0";
+  /// C++ namespace of the generated code and the exported entry function. Tests that put
+  /// several models in one library change them; packages keep the defaults (the ABI symbol).
+  std::string cpp_namespace = "anvil_model";
+  std::string entry_symbol = "anvil_model_entry";
+};
+
+/// One generated file.
+struct GeneratedSource {
+  std::string filename;  // "model.cpp", "kernels_0.cpp", ...
+  std::string text;
+};
+
+/// A constant of the package, in manifest order (= AnvilRunArgs::constants order).
+struct NamedConstant {
+  std::string name;
+  Tensor tensor;  // contiguous
+};
+
+/// Everything the package writer and the toolchain need.
+struct CpuCodegenResult {
+  std::vector<GeneratedSource> sources;
+  std::string manifest_json;  // constants' "offset" fields are 0
+  std::vector<NamedConstant> constants;
+  std::string target;                     // manifest target: "cpu-x86_64-avx512", ...
+  std::vector<std::string> cpu_features;  // manifest "cpu_features" (the runtime checks them)
+  /// Flags the sources need beyond the toolchain's (-O3 -fPIC -std=c++17 + ISA flags): pass
+  /// them as ToolchainOptions::extra_flags. `-fopenmp-simd` honours the `#pragma omp simd` of
+  /// the inner loops.
+  std::vector<std::string> compile_flags;
+  passes::ProgramStats stats;
+  int64_t planned_peak_bytes = 0;  // at the symbols' maxima; -1 when unbounded
+  std::string arena_bytes;         // the arena size formula (SymInt text)
+  std::string program_text;        // the loop-kernel IR (passes::print_program)
+};
+
+/// Compiles `graph` for the CPU. Throws Error naming the node for unsupported ops / features.
+CpuCodegenResult generate_cpu(const ir::Graph& graph, const CpuCodegenOptions& options = {});
+
+/// Emits the C++ and the manifest for an already lowered program.
+CpuCodegenResult generate_cpu_program(const passes::Program& program,
+                                      const CpuCodegenOptions& options = {});
+
+}  // namespace anvil::codegen

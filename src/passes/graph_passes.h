@@ -1,0 +1,70 @@
+// Graph-level passes over ir::Graph (ATen level, before lowering to loop kernels). Each is a
+// function that rewrites the graph in place; ir::verify can run after any of them.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace anvil::passes {
+
+/// A deep copy of `graph`: values (same names), nodes, signature, constants (shared tensors),
+/// symbol ranges, attributes and node metadata.
+std::unique_ptr<ir::Graph> clone_graph(const ir::Graph& graph);
+
+/// Replaces every read of `from` (node arguments, SymInt references, output specs) by `to`.
+void replace_all_uses(ir::Graph& graph, ir::Value* from, ir::Value* to);
+
+/// Number of reads of each value (node arguments and output specs).
+std::map<const ir::Value*, int> use_counts(const ir::Graph& graph);
+
+/// True when the node must stay even if nothing reads its outputs: in-place writes,
+/// collectives, runtime assertions.
+bool has_side_effects(const ir::Node& node);
+
+/// Dead-code elimination: removes nodes without side effects whose outputs nobody reads.
+/// Returns the number of nodes removed.
+int dce(ir::Graph& graph);
+
+/// Common-subexpression elimination: a node with the same target and the same arguments as an
+/// earlier one (and no side effects, and no argument that is ever written in place) is replaced
+/// by it. Returns the number of nodes replaced (they are removed).
+int cse(ir::Graph& graph);
+
+/// What constant folding did.
+struct FoldResult {
+  int nodes_folded = 0;                  // nodes removed (evaluated at compile time, or dead)
+  std::set<std::string> folded_targets;  // InputSpec::target of each new "folded" constant
+};
+
+/// Constant folding at compile time: nodes whose inputs are all constants (parameters, buffers
+/// and tensor constants that no node writes, static shapes) run through their reference
+/// kernels; each computed value that a non-constant node (or an output) reads becomes a new
+/// graph input of kind tensor_constant whose target is "folded.<value name>" (listed in the
+/// result; the manifest gives them kind "folded"). Views of constants stay views (no copy).
+/// Values made only from creation ops larger than `max_creation_bytes` are not materialised.
+FoldResult fold_constants(ir::Graph& graph, int64_t max_creation_bytes = 1 << 20);
+
+/// Folds inference batch_norm into a preceding conv2d / convolution (not transposed) or linear
+/// whose weight, bias and the norm's parameters are constants and whose output only the norm
+/// reads: weight' = weight * gamma / sqrt(var + eps) per output channel, bias' = (bias - mean) *
+/// gamma / sqrt(var + eps) + beta. The new weight and bias are folded constants (added to
+/// `folded`). Returns the number of norms folded.
+int fold_batch_norm(ir::Graph& graph, std::set<std::string>& folded);
+
+/// Symbolic shape propagation with the op table's shape rules: every node's output types are
+/// computed in graph order; a value whose recorded dtype or rank disagrees with its rule (or a
+/// value a pass created without a type) takes the rule's type. Recorded sizes of the same rank
+/// stay (the export simplified them with the symbols' ranges: Min(128, s27) is s27 when
+/// s27 <= 128); ir::verify checks both agree. Rules that fail leave the recorded types.
+/// Returns the number of values whose types changed.
+int propagate_shapes(ir::Graph& graph);
+
+/// Names of the graph inputs that some node writes in place or that a buffer / parameter
+/// mutation output targets (their constants are mutable).
+std::set<const ir::Value*> mutated_inputs(const ir::Graph& graph);
+
+}  // namespace anvil::passes

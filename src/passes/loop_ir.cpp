@@ -1,0 +1,373 @@
+// ExprPool (hash-consed expressions) and the text form of a Program.
+#include "passes/loop_ir.h"
+
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace anvil::passes {
+
+const char* buffer_kind_name(BufferKind k) {
+  switch (k) {
+    case BufferKind::kInput:
+      return "input";
+    case BufferKind::kOutput:
+      return "output";
+    case BufferKind::kConstant:
+      return "constant";
+    case BufferKind::kArena:
+      return "arena";
+  }
+  return "?";
+}
+
+const char* expr_op_name(ExprOp op) {
+  switch (op) {
+    case ExprOp::kConst:
+      return "const";
+    case ExprOp::kLoad:
+      return "load";
+    case ExprOp::kIndex:
+      return "index";
+    case ExprOp::kCast:
+      return "cast";
+    case ExprOp::kNeg:
+      return "neg";
+    case ExprOp::kAbs:
+      return "abs";
+    case ExprOp::kExp:
+      return "exp";
+    case ExprOp::kLog:
+      return "log";
+    case ExprOp::kSqrt:
+      return "sqrt";
+    case ExprOp::kRsqrt:
+      return "rsqrt";
+    case ExprOp::kRecip:
+      return "recip";
+    case ExprOp::kSin:
+      return "sin";
+    case ExprOp::kCos:
+      return "cos";
+    case ExprOp::kTanh:
+      return "tanh";
+    case ExprOp::kErf:
+      return "erf";
+    case ExprOp::kSigmoid:
+      return "sigmoid";
+    case ExprOp::kRelu:
+      return "relu";
+    case ExprOp::kLogicalNot:
+      return "not";
+    case ExprOp::kBitNot:
+      return "bitnot";
+    case ExprOp::kAdd:
+      return "add";
+    case ExprOp::kSub:
+      return "sub";
+    case ExprOp::kMul:
+      return "mul";
+    case ExprOp::kDiv:
+      return "div";
+    case ExprOp::kFloorDiv:
+      return "floordiv";
+    case ExprOp::kTruncDiv:
+      return "truncdiv";
+    case ExprOp::kPow:
+      return "pow";
+    case ExprOp::kMax:
+      return "max";
+    case ExprOp::kMin:
+      return "min";
+    case ExprOp::kEq:
+      return "eq";
+    case ExprOp::kNe:
+      return "ne";
+    case ExprOp::kLt:
+      return "lt";
+    case ExprOp::kLe:
+      return "le";
+    case ExprOp::kGt:
+      return "gt";
+    case ExprOp::kGe:
+      return "ge";
+    case ExprOp::kLogicalAnd:
+      return "and";
+    case ExprOp::kLogicalOr:
+      return "or";
+    case ExprOp::kBitAnd:
+      return "bitand";
+    case ExprOp::kBitOr:
+      return "bitor";
+    case ExprOp::kWhere:
+      return "where";
+  }
+  return "?";
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kProd:
+      return "prod";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kAny:
+      return "any";
+    case ReduceOp::kAll:
+      return "all";
+  }
+  return "?";
+}
+
+namespace {
+std::string fmt_double(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+}  // namespace
+
+int ExprPool::intern(Expr e) {
+  std::string key = std::to_string(static_cast<int>(e.op)) + "|" +
+                    std::to_string(static_cast<int>(e.dtype)) + "|" + std::to_string(e.args[0]) +
+                    "," + std::to_string(e.args[1]) + "," + std::to_string(e.args[2]) + "|" +
+                    fmt_double(e.f) + "|" + std::to_string(e.i) + "|" + std::to_string(e.buffer) +
+                    "|" + e.index.str();
+  auto it = index_.find(key);
+  if (it != index_.end()) return it->second;
+  exprs_.push_back(std::move(e));
+  const int id = static_cast<int>(exprs_.size()) - 1;
+  index_[key] = id;
+  return id;
+}
+
+int ExprPool::constant(double value, DType dtype) {
+  if (!is_floating(dtype)) return int_constant(static_cast<int64_t>(value), dtype);
+  Expr e;
+  e.op = ExprOp::kConst;
+  e.dtype = dtype;
+  e.f = value;
+  return intern(e);
+}
+
+int ExprPool::int_constant(int64_t value, DType dtype) {
+  if (is_floating(dtype)) return constant(static_cast<double>(value), dtype);
+  Expr e;
+  e.op = ExprOp::kConst;
+  e.dtype = dtype;
+  e.i = dtype == DType::kBool ? (value != 0) : value;
+  return intern(e);
+}
+
+int ExprPool::load(int buffer, const SymInt& index, DType dtype) {
+  Expr e;
+  e.op = ExprOp::kLoad;
+  e.dtype = dtype;
+  e.buffer = buffer;
+  e.index = index;
+  return intern(e);
+}
+
+int ExprPool::index_value(const SymInt& index, DType dtype) {
+  Expr e;
+  e.op = ExprOp::kIndex;
+  e.dtype = dtype;
+  e.index = index;
+  return intern(e);
+}
+
+int ExprPool::cast(int a, DType dtype) {
+  const Expr& x = at(a);
+  if (x.dtype == dtype) return a;
+  // Same compute type and no rounding / narrowing needed: f16/bf16 -> f32 is exact.
+  if (dtype == DType::kFloat32 && (x.dtype == DType::kFloat16 || x.dtype == DType::kBFloat16))
+    return unary(ExprOp::kCast, a, dtype);
+  if (x.op == ExprOp::kConst) {
+    if (is_floating(dtype) && is_floating(x.dtype) &&
+        (dtype == DType::kFloat64 || dtype == DType::kFloat32) && x.dtype != DType::kFloat64)
+      return constant(x.f, dtype);
+    if (is_floating(dtype) && !is_floating(x.dtype) && dtype == DType::kFloat64)
+      return constant(static_cast<double>(x.i), dtype);
+    if (!is_floating(dtype) && !is_floating(x.dtype) && dtype == DType::kInt64)
+      return int_constant(x.i, dtype);
+  }
+  return unary(ExprOp::kCast, a, dtype);
+}
+
+int ExprPool::unary(ExprOp op, int a, DType dtype) {
+  Expr e;
+  e.op = op;
+  e.dtype = dtype;
+  e.args[0] = a;
+  return intern(e);
+}
+
+int ExprPool::binary(ExprOp op, int a, int b, DType dtype) {
+  Expr e;
+  e.op = op;
+  e.dtype = dtype;
+  e.args[0] = a;
+  e.args[1] = b;
+  return intern(e);
+}
+
+int ExprPool::where(int cond, int a, int b, DType dtype) {
+  Expr e;
+  e.op = ExprOp::kWhere;
+  e.dtype = dtype;
+  e.args = {cond, a, b};
+  return intern(e);
+}
+
+int ExprPool::cost(int root) const {
+  std::set<int> seen;
+  std::vector<int> stack{root};
+  int n = 0;
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    if (id < 0 || !seen.insert(id).second) continue;
+    const Expr& e = at(id);
+    if (e.op != ExprOp::kLoad && e.op != ExprOp::kConst && e.op != ExprOp::kIndex) ++n;
+    for (int a : e.args) stack.push_back(a);
+  }
+  return n;
+}
+
+void ExprPool::loads(int root, std::vector<int>& out) const {
+  std::set<int> seen;
+  std::vector<int> stack{root};
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    if (id < 0 || !seen.insert(id).second) continue;
+    const Expr& e = at(id);
+    if (e.op == ExprOp::kLoad) out.push_back(id);
+    for (int a : e.args) stack.push_back(a);
+  }
+}
+
+std::string ExprPool::str(int id) const {
+  const Expr& e = at(id);
+  switch (e.op) {
+    case ExprOp::kConst:
+      return is_floating(e.dtype) ? fmt_double(e.f) : std::to_string(e.i);
+    case ExprOp::kLoad:
+      return "load(b" + std::to_string(e.buffer) + ", " + e.index.str() + ")";
+    case ExprOp::kIndex:
+      return "index(" + e.index.str() + ")";
+    case ExprOp::kCast:
+      return std::string(dtype_name(e.dtype)) + "(" + str(e.args[0]) + ")";
+    default:
+      break;
+  }
+  std::string s = std::string(expr_op_name(e.op)) + "(";
+  for (size_t k = 0; k < e.args.size() && e.args[k] >= 0; ++k)
+    s += (k ? ", " : "") + str(e.args[k]);
+  return s + ")";
+}
+
+std::string step_name(const Step& step) {
+  return std::visit([](const auto& s) { return s.name; }, step);
+}
+
+const char* step_kind(const Step& step) {
+  if (std::holds_alternative<LoopKernel>(step)) return "loop";
+  if (std::holds_alternative<GemmStep>(step)) return "gemm";
+  return "extern";
+}
+
+const std::vector<std::string>& step_nodes(const Step& step) {
+  return *std::visit([](const auto& s) { return &s.nodes; }, step);
+}
+
+namespace {
+
+std::string join_nodes(const std::vector<std::string>& nodes) {
+  std::string s;
+  for (size_t i = 0; i < nodes.size(); ++i) s += (i ? ", " : "") + nodes[i];
+  return s;
+}
+
+void print_stmts(std::ostringstream& os, const Program& p, const std::vector<Stmt>& stmts,
+                 const char* indent) {
+  for (const Stmt& s : stmts) {
+    os << indent;
+    if (s.kind == Stmt::Kind::kReduce)
+      os << "acc" << s.acc << " " << reduce_op_name(s.reduce) << "= " << p.exprs.str(s.expr)
+         << "  -> b" << s.buffer << "[" << s.index.str() << "]\n";
+    else
+      os << "b" << s.buffer << "[" << s.index.str() << "] = " << p.exprs.str(s.expr) << "\n";
+  }
+}
+
+std::string view_str(const TensorView& v) {
+  if (v.buffer < 0) return "None";
+  return "b" + std::to_string(v.buffer) + "{" + sym_shape_str(v.sizes) + " strides " +
+         sym_shape_str(v.strides) + " offset " + v.offset.str() + "}";
+}
+
+}  // namespace
+
+std::string print_program(const Program& p) {
+  std::ostringstream os;
+  os << "program {\n  symbols:";
+  for (const auto& s : p.symbols) os << " " << s;
+  os << "\n";
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const Buffer& b = p.buffers[i];
+    os << "  b" << i << ": " << b.name << " " << buffer_kind_name(b.kind) << " "
+       << dtype_name(b.dtype) << sym_shape_str(b.sizes);
+    if (b.alias_of >= 0)
+      os << " = b" << b.alias_of;
+    else if (b.kind == BufferKind::kArena)
+      os << (b.local ? " local" : " @" + b.offset.str());
+    os << "\n";
+  }
+  for (const Step& step : p.steps) {
+    os << "  " << step_kind(step) << " " << step_name(step) << "  # "
+       << join_nodes(step_nodes(step)) << "\n";
+    if (const auto* k = std::get_if<LoopKernel>(&step)) {
+      os << "    outer " << sym_shape_str(k->outer) << " inner " << sym_shape_str(k->inner) << "\n";
+      for (size_t i = 0; i < k->passes.size(); ++i) {
+        os << "    pass " << i << "\n";
+        print_stmts(os, p, k->passes[i].pre, "      pre  ");
+        print_stmts(os, p, k->passes[i].loop, "      loop ");
+        print_stmts(os, p, k->passes[i].post, "      post ");
+      }
+    } else if (const auto* g = std::get_if<GemmStep>(&step)) {
+      os << "    " << dtype_name(g->dtype) << " m=" << g->m.str() << " n=" << g->n.str()
+         << " k=" << g->k.str() << " batch=" << sym_shape_str(g->batch) << " alpha=" << g->alpha
+         << "\n";
+      auto op = [&](const char* nm, const GemmOperand& o) {
+        os << "    " << nm << "=b" << o.buffer << "+" << o.offset.str() << " ld=" << o.ld.str()
+           << (o.trans ? " T" : "") << " batch_strides=" << sym_shape_str(o.batch_strides) << "\n";
+      };
+      op("a", g->a);
+      op("b", g->b);
+      op("c", g->c);
+    } else if (const auto* e = std::get_if<ExternStep>(&step)) {
+      os << "    " << e->target << "\n";
+      for (const auto& v : e->inputs) os << "    in  " << view_str(v) << "\n";
+      for (const auto& v : e->outputs) os << "    out " << view_str(v) << "\n";
+      for (const auto& a : e->attrs) {
+        os << "    attr " << a.name << "=";
+        if (a.kind == 0) os << a.i.str();
+        if (a.kind == 1) os << a.f;
+        if (a.kind == 2) os << '"' << a.s << '"';
+        if (a.kind == 3) os << sym_shape_str(a.ints);
+        os << "\n";
+      }
+    }
+  }
+  os << "  arena " << p.arena_bytes.str() << " (peak " << p.planned_peak_bytes << ")\n}\n";
+  return os.str();
+}
+
+}  // namespace anvil::passes

@@ -1,0 +1,257 @@
+// The loop-kernel IR (KERNELS.md §2): what the graph lowers to. A Program is a list of steps,
+// each a generated loop kernel, a GEMM call or an extern call, over buffers (inputs, outputs,
+// constants, and intermediates planned into one arena). Expressions are a hash-consed DAG over
+// loads with symbolic index expressions (SymInt over loop variables o0.., r0.. and the model's
+// size symbols). Knows nothing about C++: codegen/cpu prints it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/symint.h"
+#include "core/tensor.h"
+
+namespace anvil::passes {
+
+/// Where a buffer's memory comes from at run time.
+enum class BufferKind { kInput, kOutput, kConstant, kArena };
+const char* buffer_kind_name(BufferKind k);
+
+/// One block of memory the program reads or writes, contiguous, `numel` elements of `dtype`.
+struct Buffer {
+  std::string name;
+  BufferKind kind = BufferKind::kArena;
+  int index = -1;  // position among the inputs / outputs / constants
+  DType dtype = DType::kFloat32;
+  std::vector<SymInt> sizes;  // logical sizes (for printing; numel is their product)
+  SymInt numel;
+  SymInt offset;                   // kArena: byte offset in the arena (set by the memory planner)
+  bool local = false;              // kArena: lives in registers inside one kernel (no memory)
+  int alias_of = -1;               // shares the memory of this buffer (a GEMM result computed in
+                                   // place in its epilogue's destination)
+  std::vector<std::string> nodes;  // graph nodes whose value it holds
+};
+
+/// Scalar operations of loop-kernel expressions.
+enum class ExprOp {
+  kConst,  // f (floating) or i (integral / bool)
+  kLoad,   // buffer[index]
+  kIndex,  // the integer value of `index` (arange)
+  kCast,   // args[0] converted to dtype (torch cast semantics; 16-bit floats round)
+  kNeg,
+  kAbs,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kRecip,
+  kSin,
+  kCos,
+  kTanh,
+  kErf,
+  kSigmoid,
+  kRelu,
+  kLogicalNot,
+  kBitNot,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kFloorDiv,
+  kTruncDiv,
+  kPow,
+  kMax,
+  kMin,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kLogicalAnd,
+  kLogicalOr,
+  kBitAnd,
+  kBitOr,
+  kWhere,  // args[0] ? args[1] : args[2]
+};
+const char* expr_op_name(ExprOp op);
+
+/// One expression node. Values of floating dtypes compute in float (f16, bf16, f32) or double
+/// (f64); integral and bool values compute in int64 (bool as 0 / 1).
+struct Expr {
+  ExprOp op = ExprOp::kConst;
+  DType dtype = DType::kFloat32;
+  std::array<int, 3> args{-1, -1, -1};
+  double f = 0;
+  int64_t i = 0;
+  int buffer = -1;  // kLoad
+  SymInt index;     // kLoad, kIndex
+};
+
+/// Hash-consed expression storage: building the same expression twice gives the same id.
+class ExprPool {
+ public:
+  int constant(double value, DType dtype);
+  int int_constant(int64_t value, DType dtype);
+  int load(int buffer, const SymInt& index, DType dtype);
+  int index_value(const SymInt& index, DType dtype);
+  int cast(int a, DType dtype);
+  int unary(ExprOp op, int a, DType dtype);
+  int binary(ExprOp op, int a, int b, DType dtype);
+  int where(int cond, int a, int b, DType dtype);
+  const Expr& at(int id) const { return exprs_[static_cast<size_t>(id)]; }
+  size_t size() const { return exprs_.size(); }
+  /// Number of distinct non-load, non-constant nodes reachable from `root`.
+  int cost(int root) const;
+  /// Buffers loaded anywhere under `root`.
+  void loads(int root, std::vector<int>& out) const;
+  /// Text form: "add(load(x, o0*4 + r0), 1.0)".
+  std::string str(int id) const;
+
+ private:
+  int intern(Expr e);
+  std::vector<Expr> exprs_;
+  std::unordered_map<std::string, int> index_;
+};
+
+/// How a reduction combines values.
+enum class ReduceOp { kSum, kProd, kMax, kMin, kAny, kAll };
+const char* reduce_op_name(ReduceOp op);
+
+/// One statement of a loop kernel.
+struct Stmt {
+  enum class Kind { kStore, kReduce };
+  Kind kind = Kind::kStore;
+  int buffer = -1;  // destination (kReduce: where the result goes, unless the buffer is local)
+  SymInt index;     // element index in `buffer` (kReduce: over outer variables only)
+  int expr = -1;    // the value stored / accumulated
+  ReduceOp reduce = ReduceOp::kSum;
+  DType dtype = DType::kFloat32;  // destination dtype
+  int acc = -1;                   // kReduce: accumulator id (acc<N> in the generated code)
+};
+
+/// One pass over the inner domain: statements before the loop (per outer point), in the loop,
+/// and after it (reductions are complete there).
+struct Pass {
+  std::vector<Stmt> pre, loop, post;
+};
+
+/// A generated loop kernel: for each point of `outer` (parallel), the passes run in order, each
+/// looping over `inner`. Loop variables are o0.. (outer) and r0.. (inner).
+struct LoopKernel {
+  std::string name;
+  std::vector<std::string> nodes;  // graph nodes fused into it
+  std::vector<SymInt> outer, inner;
+  std::vector<Pass> passes;
+};
+
+/// A strided operand of an extern call or GEMM: buffer (or none), sizes, strides, offset.
+struct TensorView {
+  int buffer = -1;  // -1: None
+  DType dtype = DType::kFloat32;
+  std::vector<SymInt> sizes, strides;
+  SymInt offset;
+};
+
+/// A non-tensor argument of an extern call (docs/externs.md): kind 0 int, 1 float, 2 string,
+/// 3 int list.
+struct ExternAttr {
+  std::string name;
+  int kind = 0;
+  SymInt i;
+  double f = 0;
+  std::string s;
+  std::vector<SymInt> ints;
+};
+
+/// A call to api->extern_call.
+struct ExternStep {
+  std::string name;
+  std::string target;
+  std::vector<std::string> nodes;
+  std::vector<TensorView> inputs, outputs;
+  std::vector<ExternAttr> attrs;
+};
+
+/// One matrix operand of a GEMM: element offset, leading dimension, transposed or not, and
+/// the offset step per batch dimension.
+struct GemmOperand {
+  int buffer = -1;
+  SymInt offset, ld;
+  bool trans = false;
+  std::vector<SymInt> batch_strides;
+};
+
+/// C[b] = alpha * op(A[b]) * op(B[b]) for every batch index b; row-major, m x k times k x n.
+/// f32 / f64 call api->sgemm / dgemm; other dtypes go through extern "aten.mm.default".
+struct GemmStep {
+  std::string name;
+  std::vector<std::string> nodes;
+  DType dtype = DType::kFloat32;
+  SymInt m, n, k;
+  std::vector<SymInt> batch;
+  GemmOperand a, b, c;
+  double alpha = 1.0;
+};
+
+/// One step of the program.
+using Step = std::variant<LoopKernel, GemmStep, ExternStep>;
+
+/// A model input or output as the manifest describes it.
+struct IoSpec {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<SymInt> sizes;
+  int buffer = -1;
+};
+
+/// A constant the generated code reads (manifest order = AnvilRunArgs::constants order).
+struct ConstantSpec {
+  std::string name;           // value name in the graph
+  std::string original_name;  // parameter / buffer FQN, or "folded.<name>"
+  std::string kind;           // parameter, buffer, constant, folded
+  bool is_mutable = false;
+  Tensor tensor;  // contiguous
+  int buffer = -1;
+};
+
+/// Counters the passes report (tests and `anvil inspect`).
+struct ProgramStats {
+  int nodes_in = 0;  // graph nodes before the passes
+  int dce_removed = 0;
+  int cse_replaced = 0;
+  int folded_nodes = 0;
+  int batch_norms_folded = 0;
+  int loop_kernels = 0;
+  int gemms = 0;
+  int externs = 0;
+};
+
+/// The lowered program.
+struct Program {
+  std::vector<Buffer> buffers;
+  ExprPool exprs;
+  std::vector<Step> steps;
+  std::vector<std::string> symbols;  // AnvilRunArgs::symbols order
+  SymRanges symbol_ranges;
+  std::vector<IoSpec> inputs, outputs;
+  std::vector<ConstantSpec> constants;
+  SymInt arena_bytes;              // planned arena size (formula over the symbols)
+  int64_t planned_peak_bytes = 0;  // arena size at the symbols' largest values (-1: unbounded)
+  ProgramStats stats;
+};
+
+/// Readable text of a whole program (tests diff it).
+std::string print_program(const Program& program);
+/// Name of a step ("k0", "gemm1", ...) and its kind ("loop", "gemm", "extern").
+std::string step_name(const Step& step);
+const char* step_kind(const Step& step);
+const std::vector<std::string>& step_nodes(const Step& step);
+
+}  // namespace anvil::passes

@@ -1,0 +1,571 @@
+// The Lowerer core: signature, TRef helpers, realisation, reductions, in-place ops, outputs.
+#include <algorithm>
+
+#include "core/error.h"
+#include "passes/graph_passes.h"
+#include "passes/lower_internal.h"
+
+namespace anvil::passes::detail {
+
+std::vector<SymInt> contiguous(const std::vector<SymInt>& sizes) {
+  std::vector<SymInt> st(sizes.size());
+  SymInt acc(1);
+  for (size_t i = sizes.size(); i-- > 0;) {
+    st[i] = acc;
+    acc = acc * sizes[i];
+  }
+  return st;
+}
+
+SymInt numel_of(const std::vector<SymInt>& sizes) {
+  SymInt n(1);
+  for (const auto& s : sizes) n = n * s;
+  return n;
+}
+
+bool is_const(const SymInt& v, int64_t c) {
+  auto k = v.maybe_constant();
+  return k && *k == c;
+}
+
+namespace {
+
+/// True when the view covers a whole buffer of `sizes` in row-major order.
+bool is_contiguous_view(const TRef& t) {
+  if (!t.is_buffer() || !is_const(t.offset, 0)) return false;
+  const auto want = contiguous(t.sizes);
+  for (size_t d = 0; d < t.sizes.size(); ++d)
+    if (!is_const(t.sizes[d], 1) && !(t.strides[d] == want[d])) return false;
+  return true;
+}
+
+/// Effective number of readers: a view's readers count for the viewed value.
+int effective_uses(const ir::Value* v,
+                   const std::map<const ir::Value*, std::vector<const ir::Node*>>& readers,
+                   const std::map<const ir::Value*, int>& out_uses, int depth = 0) {
+  int n = 0;
+  auto ou = out_uses.find(v);
+  if (ou != out_uses.end()) n += ou->second;
+  auto it = readers.find(v);
+  if (it == readers.end()) return n;
+  for (const ir::Node* r : it->second) {
+    if (depth < 8 && r->schema && r->schema->category == ir::OpCategory::kView &&
+        r->schema->mutates_arg < 0) {
+      for (const ir::Value* o : r->outputs)
+        if (o) n += effective_uses(o, readers, out_uses, depth + 1);
+    } else {
+      ++n;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+Lowerer::Lowerer(const ir::Graph& graph, Program& program, const std::set<std::string>& folded)
+    : graph_(graph), prog_(program), folded_(folded) {}
+
+void Lowerer::fail(const std::string& what, const std::string& expected,
+                   const std::string& actual) const {
+  const std::string where =
+      node_ ? "node " + node_->name + " (" + node_->target + ")" : std::string("lowering");
+  throw Error(what, where, expected, actual);
+}
+
+std::string Lowerer::out_name(size_t i) const {
+  if (node_ && i < node_->outputs.size() && node_->outputs[i]) return node_->outputs[i]->name;
+  return node_ ? node_->name : "tmp";
+}
+
+int Lowerer::new_buffer(const std::string& name, DType dtype, const std::vector<SymInt>& sizes) {
+  Buffer b;
+  b.name = name;
+  for (int k = 1;; ++k) {
+    bool clash = false;
+    for (const auto& o : prog_.buffers)
+      if (o.name == b.name) clash = true;
+    if (!clash) break;
+    b.name = name + "_" + std::to_string(k);
+  }
+  b.kind = BufferKind::kArena;
+  b.dtype = dtype;
+  b.sizes = sizes;
+  b.numel = numel_of(sizes);
+  if (node_) b.nodes.push_back(node_->name);
+  prog_.buffers.push_back(std::move(b));
+  return static_cast<int>(prog_.buffers.size()) - 1;
+}
+
+TRefPtr Lowerer::view_of(int buffer, DType dtype, const std::vector<SymInt>& sizes,
+                         const std::vector<SymInt>& strides, const SymInt& offset) {
+  auto t = std::make_shared<TRef>();
+  t->dtype = dtype;
+  t->sizes = sizes;
+  t->buffer = buffer;
+  t->strides = strides;
+  t->offset = offset;
+  t->reads = {buffer};
+  return t;
+}
+
+int Lowerer::load(const TRef& t, const Index& idx) {
+  if (!t.is_buffer()) return t.fn(idx);
+  SymInt off = t.offset;
+  for (size_t d = 0; d < t.sizes.size(); ++d)
+    if (!is_const(t.sizes[d], 1)) off = off + idx[d] * t.strides[d];
+  return ex().load(t.buffer, off, t.dtype);
+}
+
+Index Lowerer::broadcast_index(const TRef& t, const std::vector<SymInt>& sizes, const Index& idx) {
+  const size_t n = sizes.size(), r = t.sizes.size();
+  Index out(r);
+  for (size_t d = 0; d < r; ++d) {
+    const size_t od = n - r + d;
+    out[d] = (is_const(t.sizes[d], 1) && !is_const(sizes[od], 1)) ? SymInt(0) : idx[od];
+  }
+  return out;
+}
+
+TRefPtr Lowerer::computed(const std::vector<SymInt>& sizes, DType dtype, BodyFn fn,
+                          const std::vector<TRefPtr>& inputs) {
+  auto t = std::make_shared<TRef>();
+  t->dtype = dtype;
+  t->sizes = sizes;
+  t->fn = std::move(fn);
+  for (const auto& in : inputs) {
+    if (!in) continue;
+    t->reads.insert(in->reads.begin(), in->reads.end());
+    if (!in->is_buffer())
+      for (const auto& nm : in->nodes)
+        if (std::find(t->nodes.begin(), t->nodes.end(), nm) == t->nodes.end())
+          t->nodes.push_back(nm);
+  }
+  if (node_ && std::find(t->nodes.begin(), t->nodes.end(), node_->name) == t->nodes.end())
+    t->nodes.push_back(node_->name);
+  Index probe;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    probe.push_back(SymInt::symbol("x" + std::to_string(d)));
+  t->cost = ex().cost(t->fn(probe));
+  return t;
+}
+
+void Lowerer::add_snode(SNode s) {
+  if (s.kind == SNode::Kind::kPointwise || s.kind == SNode::Kind::kReduction) {
+    s.writes.insert(s.buffer);
+    Index probe;
+    for (size_t d = 0; d < s.sizes.size(); ++d)
+      probe.push_back(SymInt::symbol("x" + std::to_string(d)));
+    std::vector<int> loads;
+    ex().loads(s.body(probe), loads);
+    for (int l : loads) s.reads.insert(ex().at(l).buffer);
+  }
+  snodes_.push_back(std::move(s));
+}
+
+void Lowerer::realize(TRef& t, const std::string& name, bool need_contiguous) {
+  if (t.is_buffer() && (!need_contiguous || is_contiguous_view(t))) return;
+  if (!t.is_buffer() && t.reshape_src) {
+    auto src = std::make_shared<TRef>(*t.reshape_src);
+    realize(*src, name, /*need_contiguous=*/true);
+    t.buffer = src->buffer;
+    t.strides = contiguous(t.sizes);
+    t.offset = SymInt(0);
+    t.fn = nullptr;
+    t.cost = 0;
+    t.reads = {src->buffer};
+    t.reshape_src = nullptr;
+    return;
+  }
+  const int b = new_buffer(name, t.dtype, t.sizes);
+  TRef old = t;
+  SNode s;
+  s.kind = SNode::Kind::kPointwise;
+  s.nodes = old.nodes.empty() && node_ ? std::vector<std::string>{node_->name} : old.nodes;
+  s.sizes = old.sizes;
+  s.body = [this, old](const Index& idx) { return load(old, idx); };
+  s.buffer = b;
+  s.strides = contiguous(old.sizes);
+  s.offset = SymInt(0);
+  s.dtype = old.dtype;
+  prog_.buffers[static_cast<size_t>(b)].nodes = s.nodes;
+  add_snode(std::move(s));
+  t.buffer = b;
+  t.strides = contiguous(t.sizes);
+  t.offset = SymInt(0);
+  t.fn = nullptr;
+  t.cost = 0;
+  t.reads = {b};
+}
+
+void Lowerer::store_into(const TRef& dst, const TRef& src_in) {
+  ANVIL_INTERNAL_ASSERT(dst.is_buffer(), "store_into a computed tensor");
+  TRef src = src_in;
+  if (src.reads.count(dst.buffer)) {
+    // Reading the destination elsewhere than the element being written (x[1:] = x[:-1]) would
+    // see partly updated data: copy the source first.
+    Index probe;
+    for (size_t d = 0; d < dst.sizes.size(); ++d)
+      probe.push_back(SymInt::symbol("x" + std::to_string(d)));
+    SymInt at = dst.offset;
+    for (size_t d = 0; d < dst.sizes.size(); ++d)
+      if (!is_const(dst.sizes[d], 1)) at = at + probe[d] * dst.strides[d];
+    std::vector<int> loads;
+    ex().loads(load(src, broadcast_index(src, dst.sizes, probe)), loads);
+    bool hazard = false;
+    for (int l : loads)
+      if (ex().at(l).buffer == dst.buffer && !(ex().at(l).index == at)) hazard = true;
+    if (hazard) {
+      const int tb = new_buffer(out_name() + "_src", src.dtype, src.sizes);
+      auto tmp = view_of(tb, src.dtype, src.sizes, contiguous(src.sizes), SymInt(0));
+      store_into(*tmp, src);
+      src = *tmp;
+    }
+  }
+  SNode s;
+  s.kind = SNode::Kind::kPointwise;
+  s.nodes = src.nodes;
+  if (node_ && s.nodes.empty()) s.nodes.push_back(node_->name);
+  s.sizes = dst.sizes;
+  const DType dt = dst.dtype;
+  const auto sizes = dst.sizes;
+  s.body = [this, src, dt, sizes](const Index& idx) {
+    return ex().cast(load(src, broadcast_index(src, sizes, idx)), dt);
+  };
+  s.buffer = dst.buffer;
+  s.strides = dst.strides;
+  s.offset = dst.offset;
+  s.dtype = dt;
+  add_snode(std::move(s));
+}
+
+TRefPtr Lowerer::reduce(const TRefPtr& in, const std::vector<int64_t>& dims, bool keepdim,
+                        ReduceOp op, DType dtype) {
+  const size_t n = in->sizes.size();
+  std::vector<bool> red(n, false);
+  for (int64_t d : dims) red[static_cast<size_t>(d)] = true;
+  std::vector<SymInt> out_sizes;
+  for (size_t d = 0; d < n; ++d) {
+    if (!red[d])
+      out_sizes.push_back(in->sizes[d]);
+    else if (keepdim)
+      out_sizes.push_back(SymInt(1));
+  }
+  const int b = new_buffer(out_name(), dtype, out_sizes);
+  const auto ost = contiguous(out_sizes);
+  SNode s;
+  s.kind = SNode::Kind::kReduction;
+  s.nodes = in->nodes;
+  if (node_) s.nodes.push_back(node_->name);
+  s.sizes = in->sizes;
+  s.reduced = red;
+  s.reduce = op;
+  s.body = [this, in, dtype](const Index& idx) { return ex().cast(load(*in, idx), dtype); };
+  s.buffer = b;
+  s.offset = SymInt(0);
+  s.dtype = dtype;
+  size_t od = 0;
+  for (size_t d = 0; d < n; ++d) {
+    if (red[d]) {
+      s.strides.push_back(SymInt(0));
+      if (keepdim) ++od;
+    } else {
+      s.strides.push_back(ost[od++]);
+    }
+  }
+  prog_.buffers[static_cast<size_t>(b)].nodes = s.nodes;
+  add_snode(std::move(s));
+  return view_of(b, dtype, out_sizes, ost, SymInt(0));
+}
+
+int64_t Lowerer::wrap_dim(int64_t d, size_t rank) const {
+  const int64_t r = std::max<int64_t>(static_cast<int64_t>(rank), 1);
+  if (d < -r || d >= r) fail("dimension out of range", str("[", -r, ", ", r - 1, "]"), str(d));
+  return d < 0 ? d + r : d;
+}
+
+SymInt Lowerer::symint_arg(const std::string& name, std::optional<SymInt> dflt) {
+  return ir::shape_args::symint(*node_, name, dflt);
+}
+
+std::vector<SymInt> Lowerer::symints_arg(const std::string& name) {
+  return ir::shape_args::symints(*node_, name);
+}
+
+TRefPtr Lowerer::ref(const ir::Value* v) {
+  auto it = vals_.find(v);
+  if (it == vals_.end() || !it->second)
+    fail("reads a value that has no lowered tensor", "a tensor value", v ? v->name : "null");
+  return it->second;
+}
+
+TRefPtr Lowerer::arg(const std::string& name) {
+  const ir::Arg* a = node_->arg(name);
+  if (!a || a->kind != ir::Arg::Kind::kTensor || !a->value) return nullptr;
+  return ref(a->value);
+}
+
+const ir::TensorType& Lowerer::out_type(size_t i) const {
+  if (i >= node_->outputs.size() || !node_->outputs[i])
+    fail("node has no tensor output " + std::to_string(i));
+  return node_->outputs[i]->type;
+}
+
+void Lowerer::bind(size_t i, TRefPtr t) {
+  if (i < node_->outputs.size() && node_->outputs[i]) vals_[node_->outputs[i]] = std::move(t);
+}
+
+void Lowerer::setup_signature() {
+  const auto mutated = mutated_inputs(graph_);
+  // Symbols: in order of first appearance in the user inputs' sizes.
+  for (const auto& spec : graph_.input_specs()) {
+    if (spec.kind != ir::InputKind::kUserInput || !spec.value || spec.constant_int) continue;
+    if (spec.value->kind != ir::ValueKind::kTensor)
+      throw Error("non-tensor user inputs are not supported by the compiler",
+                  "input " + spec.value->name, "a tensor", "a " + spec.value->type.str());
+    for (const auto& s : spec.value->type.sizes) {
+      std::set<std::string> syms;
+      s.collect_symbols(syms);
+      for (const auto& nm : syms)
+        if (std::find(prog_.symbols.begin(), prog_.symbols.end(), nm) == prog_.symbols.end())
+          prog_.symbols.push_back(nm);
+    }
+  }
+  for (const auto& nm : prog_.symbols) {
+    auto it = graph_.symbol_ranges.find(nm);
+    prog_.symbol_ranges[nm] =
+        it != graph_.symbol_ranges.end() ? it->second : SymRange{0, SymRange::kSymMax};
+  }
+  int n_in = 0;
+  std::map<std::string, int> by_target;
+  for (const auto& spec : graph_.input_specs()) {
+    if (!spec.value) continue;
+    const ir::Value* v = spec.value;
+    if (spec.kind == ir::InputKind::kUserInput) {
+      if (spec.constant_int) continue;
+      Buffer b;
+      b.name = v->name;
+      b.kind = BufferKind::kInput;
+      b.index = n_in++;
+      b.dtype = v->type.dtype;
+      b.sizes = v->type.sizes;
+      b.numel = numel_of(b.sizes);
+      prog_.buffers.push_back(b);
+      const int id = static_cast<int>(prog_.buffers.size()) - 1;
+      prog_.inputs.push_back({v->name, v->type.dtype, v->type.sizes, id});
+      vals_[v] = view_of(id, v->type.dtype, v->type.sizes, contiguous(v->type.sizes), SymInt(0));
+      continue;
+    }
+    if (spec.kind != ir::InputKind::kParameter && spec.kind != ir::InputKind::kBuffer &&
+        spec.kind != ir::InputKind::kConstant)
+      continue;
+    const bool is_mut = mutated.count(v) > 0;
+    if (!is_mut && uses_[v] == 0) continue;  // unused weight: not in the package
+    auto ct = graph_.constants.find(spec.target);
+    if (ct == graph_.constants.end())
+      throw Error("no tensor for constant input", "input " + v->name,
+                  "a tensor named " + spec.target, "none");
+    int id = -1;
+    if (by_target.count(spec.target)) {
+      id = by_target[spec.target];
+    } else if (!is_mut) {  // two names for one tensor: one constant
+      for (const auto& c : prog_.constants) {
+        const Tensor& a = c.tensor;
+        const Tensor& b = ct->second;
+        if (!c.is_mutable && a.storage() == b.storage() &&
+            a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() &&
+            a.strides() == b.strides() && a.dtype() == b.dtype())
+          id = c.buffer;
+      }
+    }
+    if (id < 0) {
+      ConstantSpec c;
+      c.name = v->name;
+      c.original_name = spec.target;
+      c.kind = folded_.count(spec.target) || spec.target.rfind("folded.", 0) == 0 ? "folded"
+               : spec.kind == ir::InputKind::kParameter                           ? "parameter"
+               : spec.kind == ir::InputKind::kBuffer                              ? "buffer"
+                                                                                  : "constant";
+      c.is_mutable = is_mut;
+      c.tensor = ct->second.is_contiguous() ? ct->second : ct->second.contiguous();
+      Buffer b;
+      b.name = v->name;
+      b.kind = BufferKind::kConstant;
+      b.index = static_cast<int>(prog_.constants.size());
+      b.dtype = c.tensor.dtype();
+      for (int64_t s : c.tensor.sizes()) b.sizes.emplace_back(s);
+      b.numel = numel_of(b.sizes);
+      prog_.buffers.push_back(b);
+      id = static_cast<int>(prog_.buffers.size()) - 1;
+      c.buffer = id;
+      prog_.constants.push_back(std::move(c));
+    }
+    by_target[spec.target] = id;
+    if (is_mut) mutable_buffers_.insert(id);
+    const Buffer& b = prog_.buffers[static_cast<size_t>(id)];
+    vals_[v] = view_of(id, b.dtype, b.sizes, contiguous(b.sizes), SymInt(0));
+  }
+}
+
+void Lowerer::realize_readers_of(int buffer) {
+  for (auto& [v, t] : vals_) {
+    if (!t || t->is_buffer() || !t->reads.count(buffer)) continue;
+    auto lu = last_use_.find(v);
+    if (lu == last_use_.end() || lu->second <= node_pos_) continue;
+    realize(*t, v->name);
+  }
+}
+
+void Lowerer::lower_inplace(const ir::Node& n) {
+  const int m = n.schema->mutates_arg;
+  const ir::Arg& a = n.args[static_cast<size_t>(m)];
+  if (a.kind != ir::Arg::Kind::kTensor || !a.value) fail("in-place op without a tensor to write");
+  TRefPtr self = ref(a.value);
+  if (copy_aliases.count(a.value)) {  // the copy becomes real before it is written
+    const int nb = new_buffer(a.value->name, self->dtype, self->sizes);
+    auto fresh = view_of(nb, self->dtype, self->sizes, contiguous(self->sizes), SymInt(0));
+    store_into(*fresh, *self);
+    copy_aliases.erase(a.value);
+    vals_[a.value] = fresh;
+    self = fresh;
+  }
+  if (!self->is_buffer()) realize(*self, a.value->name);
+  const Buffer& b = prog_.buffers[static_cast<size_t>(self->buffer)];
+  if (b.kind == BufferKind::kInput)
+    fail("in-place writes to a user input are not supported", "a buffer or intermediate",
+         "input " + b.name);
+  TRefPtr value = inplace_value(*this, n);
+  realize_readers_of(self->buffer);
+  store_into(*self, *value);
+  if (b.kind == BufferKind::kConstant) {
+    mutable_buffers_.insert(self->buffer);
+    prog_.constants[static_cast<size_t>(b.index)].is_mutable = true;
+  }
+  bind(0, self);
+}
+
+void Lowerer::lower_node(const ir::Node& n) {
+  if (!n.schema) fail("op not in the op table");
+  switch (n.schema->category) {
+    case ir::OpCategory::kSym:
+    case ir::OpCategory::kMeta:
+      return;  // SymInt values carry their expressions; assertions hold for the ranges
+    case ir::OpCategory::kCollective:
+    case ir::OpCategory::kControlFlow:
+      fail("op not supported by the CPU compiler yet", "pointwise, reduction, view or extern ops",
+           n.target);
+    default:
+      break;
+  }
+  if (n.schema->mutates_arg >= 0) return lower_inplace(n);
+  if (lower_view(*this, n) || lower_pointwise(*this, n) || lower_reduction(*this, n) ||
+      lower_matmul(*this, n))
+    return;
+  lower_extern(*this, n);
+}
+
+void Lowerer::finish_outputs() {
+  node_ = nullptr;
+  std::set<int> taken;
+  int k = 0;
+  for (const auto& o : graph_.output_specs()) {
+    if (o.kind != ir::OutputKind::kUserOutput && o.kind != ir::OutputKind::kLossOutput) continue;
+    if (!o.value || o.value->kind != ir::ValueKind::kTensor)
+      throw Error("only tensor outputs are supported by the compiler", str("output ", k),
+                  "a tensor value", o.value ? o.value->name : "a constant");
+    const ir::Value* v = o.value;
+    TRefPtr t = ref(v);
+    IoSpec spec{v->name, v->type.dtype, v->type.sizes, -1};
+    if (t->is_buffer() && is_contiguous_view(*t) && !taken.count(t->buffer) &&
+        prog_.buffers[static_cast<size_t>(t->buffer)].kind == BufferKind::kArena &&
+        t->dtype == v->type.dtype) {
+      Buffer& b = prog_.buffers[static_cast<size_t>(t->buffer)];
+      b.kind = BufferKind::kOutput;
+      b.index = k;
+      spec.buffer = t->buffer;
+    } else {
+      const int b = new_buffer(v->name + "_out", v->type.dtype, v->type.sizes);
+      prog_.buffers[static_cast<size_t>(b)].kind = BufferKind::kOutput;
+      prog_.buffers[static_cast<size_t>(b)].index = k;
+      auto dst = view_of(b, v->type.dtype, v->type.sizes, contiguous(v->type.sizes), SymInt(0));
+      node_ = v->producer;  // names the copy kernel after the value's node
+      store_into(*dst, *t);
+      node_ = nullptr;
+      spec.buffer = b;
+    }
+    taken.insert(spec.buffer);
+    prog_.outputs.push_back(spec);
+    ++k;
+  }
+  std::map<std::string, int> by_target;
+  for (const auto& c : prog_.constants) by_target[c.original_name] = c.buffer;
+  for (const auto& o : graph_.output_specs()) {
+    if (o.kind == ir::OutputKind::kUserInputMutation)
+      throw Error("mutations of user inputs are not supported by the compiler",
+                  "output spec " + o.target, "buffer mutations only", "user_input_mutation");
+    if (o.kind != ir::OutputKind::kBufferMutation && o.kind != ir::OutputKind::kParameterMutation)
+      continue;
+    if (!o.value) continue;
+    auto it = by_target.find(o.target);
+    if (it == by_target.end())
+      throw Error("mutation of an unknown buffer", "output spec", "a buffer name", o.target);
+    const int cb = it->second;
+    TRefPtr t = ref(o.value);
+    const Buffer& b = prog_.buffers[static_cast<size_t>(cb)];
+    if (t->is_buffer() && t->buffer == cb && is_contiguous_view(*t)) continue;
+    store_into(*view_of(cb, b.dtype, b.sizes, contiguous(b.sizes), SymInt(0)), *t);
+    prog_.constants[static_cast<size_t>(b.index)].is_mutable = true;
+  }
+}
+
+void Lowerer::run() {
+  uses_ = use_counts(graph_);
+  const auto nodes = graph_.nodes();
+  std::map<const ir::Value*, std::vector<const ir::Node*>> readers;
+  std::map<const ir::Value*, int> out_uses;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const ir::Value* v : nodes[i]->input_values()) {
+      last_use_[v] = i;
+      auto& r = readers[v];
+      if (r.empty() || r.back() != nodes[i]) r.push_back(nodes[i]);
+    }
+  for (const auto& o : graph_.output_specs())
+    if (o.value) {
+      last_use_[o.value] = nodes.size();
+      ++out_uses[o.value];
+    }
+  setup_signature();
+  // Sizes must be computable from the inputs' sizes: data-dependent (unbacked) sizes are not.
+  for (const ir::Node* n : nodes)
+    for (const ir::Value* o : n->outputs) {
+      if (!o || o->kind != ir::ValueKind::kTensor) continue;
+      std::set<std::string> syms;
+      for (const auto& s : o->type.sizes) s.collect_symbols(syms);
+      for (const auto& s : syms)
+        if (std::find(prog_.symbols.begin(), prog_.symbols.end(), s) == prog_.symbols.end())
+          throw Error("data-dependent sizes are not supported by the compiler",
+                      "node " + n->name + " (" + n->target + ")",
+                      "sizes made of the inputs' symbols", "symbol " + s + " in " + o->type.str());
+    }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    node_ = nodes[i];
+    node_pos_ = i;
+    try {
+      lower_node(*node_);
+    } catch (const Error& e) {
+      const std::string where = "node " + node_->name + " (" + node_->target + ")";
+      if (e.where().find(where) != std::string::npos) throw;
+      throw e.with_context(where);
+    }
+    // Multi-use computations that are not cheap are materialised once.
+    for (const ir::Value* o : node_->outputs) {
+      if (!o || o->kind != ir::ValueKind::kTensor) continue;
+      auto it = vals_.find(o);
+      if (it == vals_.end() || !it->second || it->second->is_buffer()) continue;
+      if (it->second->cost > 1 && effective_uses(o, readers, out_uses) > 1)
+        realize(*it->second, o->name);
+    }
+  }
+  finish_outputs();
+}
+
+}  // namespace anvil::passes::detail

@@ -1,0 +1,168 @@
+// Internal to the lowering (src/passes/lower*.cpp): the Lowerer walks the graph, turning each
+// tensor value into a TRef (a strided view of a buffer, or a not-yet-materialised pointwise
+// computation) and emitting SNodes (schedulable units: pointwise stores, reductions, GEMMs,
+// extern calls) that schedule.cpp fuses into the Program's steps.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/op_schema.h"
+#include "passes/loop_ir.h"
+
+namespace anvil::passes::detail {
+
+/// A multi-index over a tensor's dims (SymInt expressions over loop variables).
+using Index = std::vector<SymInt>;
+/// Builds the value of a computed tensor at an index.
+using BodyFn = std::function<int(const Index&)>;
+
+/// A lowered tensor value.
+struct TRef {
+  DType dtype = DType::kFloat32;
+  std::vector<SymInt> sizes;
+  // Materialised: a strided view of `buffer`.
+  int buffer = -1;
+  std::vector<SymInt> strides;
+  SymInt offset;
+  // Computed: the value at an index (inlined into consumers).
+  BodyFn fn;
+  int cost = 0;                    // expression nodes one evaluation computes
+  std::set<int> reads;             // buffers it reads (transitively)
+  std::vector<std::string> nodes;  // graph nodes it computes
+  /// A reshape that strides cannot express: realising it copies this source (row-major order is
+  /// the same) instead of evaluating the index map with divisions per element.
+  std::shared_ptr<TRef> reshape_src;
+  bool is_buffer() const { return buffer >= 0; }
+};
+using TRefPtr = std::shared_ptr<TRef>;
+
+/// Contiguous strides of `sizes`.
+std::vector<SymInt> contiguous(const std::vector<SymInt>& sizes);
+/// Product of sizes.
+SymInt numel_of(const std::vector<SymInt>& sizes);
+/// True when `v` is the constant `c`.
+bool is_const(const SymInt& v, int64_t c);
+
+/// A schedulable unit.
+struct SNode {
+  enum class Kind { kPointwise, kReduction, kGemm, kExtern };
+  Kind kind = Kind::kPointwise;
+  std::vector<std::string> nodes;
+  // kPointwise / kReduction: iteration shape; reduced[d] marks reduced dims (kReduction).
+  std::vector<SymInt> sizes;
+  std::vector<bool> reduced;
+  ReduceOp reduce = ReduceOp::kSum;
+  BodyFn body;  // value at a full index of `sizes`
+  // Destination: element index = offset + sum(index[d] * strides[d]) (reduced dims: 0).
+  int buffer = -1;
+  std::vector<SymInt> strides;
+  SymInt offset;
+  DType dtype = DType::kFloat32;  // destination dtype
+  // kGemm / kExtern
+  std::optional<GemmStep> gemm;
+  std::optional<ExternStep> ext;
+  std::set<int> reads, writes;
+};
+
+/// Walks a graph and lowers it. One instance per compilation.
+class Lowerer {
+ public:
+  Lowerer(const ir::Graph& graph, Program& program, const std::set<std::string>& folded);
+  /// Lowers every node, the outputs and the mutations; fills program signature and constants.
+  void run();
+  std::vector<SNode>& snodes() { return snodes_; }
+
+  // ---- helpers the rule files use -------------------------------------------------------
+  ExprPool& ex() { return prog_.exprs; }
+  Program& prog() { return prog_; }
+  const ir::Node& node() const { return *node_; }
+  /// The TRef of a tensor value; throws Error for values without one.
+  TRefPtr ref(const ir::Value* v);
+  /// TRef of tensor argument `name` of the current node (null when absent / None).
+  TRefPtr arg(const std::string& name);
+  /// Output type of the current node's output `i`.
+  const ir::TensorType& out_type(size_t i = 0) const;
+  /// Binds output `i` of the current node.
+  void bind(size_t i, TRefPtr t);
+  /// Value of `t` at `idx` (a load for a buffer view, the computation otherwise).
+  int load(const TRef& t, const Index& idx);
+  /// `t` broadcast to `sizes`: the index into `t` for an index of `sizes`.
+  static Index broadcast_index(const TRef& t, const std::vector<SymInt>& sizes, const Index& idx);
+  /// A computed TRef of `sizes` / `dtype` whose value is fn(idx); `inputs` are its operands
+  /// (their reads and nodes propagate).
+  TRefPtr computed(const std::vector<SymInt>& sizes, DType dtype, BodyFn fn,
+                   const std::vector<TRefPtr>& inputs);
+  /// A TRef viewing `buffer` with strides / offset.
+  TRefPtr view_of(int buffer, DType dtype, const std::vector<SymInt>& sizes,
+                  const std::vector<SymInt>& strides, const SymInt& offset);
+  /// A new arena buffer for `sizes` / `dtype`.
+  int new_buffer(const std::string& name, DType dtype, const std::vector<SymInt>& sizes);
+  /// Makes `t` a buffer view (a pointwise SNode writes it into a new contiguous buffer) unless
+  /// it is one already and `need_contiguous` is false or it is contiguous.
+  void realize(TRef& t, const std::string& name, bool need_contiguous = false);
+  /// Writes the value of `src` (broadcast to `dst`'s sizes) into the buffer view `dst`.
+  void store_into(const TRef& dst, const TRef& src);
+  /// Emits a reduction of `in` over dims `dims` (normalised, sorted) into a new buffer;
+  /// returns the result (dtype `dtype`, keepdim or not).
+  TRefPtr reduce(const TRefPtr& in, const std::vector<int64_t>& dims, bool keepdim, ReduceOp op,
+                 DType dtype);
+  /// Adds an SNode (reads / writes computed from its fields).
+  void add_snode(SNode s);
+  /// Normalises a possibly negative dim against rank (rank 0 counts as 1).
+  int64_t wrap_dim(int64_t d, size_t rank) const;
+  /// Integer argument that may be symbolic.
+  SymInt symint_arg(const std::string& name, std::optional<SymInt> dflt = std::nullopt);
+  std::vector<SymInt> symints_arg(const std::string& name);
+  /// Throws Error at the current node.
+  [[noreturn]] void fail(const std::string& what, const std::string& expected = "",
+                         const std::string& actual = "") const;
+  /// Name for a new buffer holding output `i` of the current node.
+  std::string out_name(size_t i = 0) const;
+  /// Values bound to their input's TRef by a copy op (clone, contiguous, same-dtype casts): an
+  /// in-place write to one of them first makes a real copy.
+  std::set<const ir::Value*> copy_aliases;
+
+ private:
+  void lower_node(const ir::Node& n);
+  void lower_inplace(const ir::Node& n);
+  void realize_readers_of(int buffer);
+  void finish_outputs();
+  void setup_signature();
+
+  const ir::Graph& graph_;
+  Program& prog_;
+  const std::set<std::string>& folded_;
+  const ir::Node* node_ = nullptr;
+  size_t node_pos_ = 0;
+  std::unordered_map<const ir::Value*, TRefPtr> vals_;
+  std::unordered_map<const ir::Value*, size_t> last_use_;  // node position of the last reader
+  std::map<const ir::Value*, int> uses_;
+  std::set<int> mutable_buffers_;
+  std::vector<SNode> snodes_;
+};
+
+// ---- rule families (return false when the op is not theirs) ----------------------------------
+bool lower_pointwise(Lowerer& L, const ir::Node& n);
+bool lower_view(Lowerer& L, const ir::Node& n);
+bool lower_reduction(Lowerer& L, const ir::Node& n);
+bool lower_matmul(Lowerer& L, const ir::Node& n);
+/// Routes the node to api->extern_call (docs/externs.md).
+void lower_extern(Lowerer& L, const ir::Node& n);
+
+/// The functional value an in-place op computes (add_ -> add), given its operands.
+TRefPtr inplace_value(Lowerer& L, const ir::Node& n);
+
+/// Schedules SNodes into steps with fusion (schedule.cpp); marks kernel-local buffers.
+void schedule(Program& program, std::vector<SNode>& snodes, bool fuse);
+/// Plans arena offsets (memory_plan.cpp).
+void plan_memory(Program& program);
+
+}  // namespace anvil::passes::detail

@@ -1,0 +1,195 @@
+// Memory planning (KERNELS.md §4): every intermediate buffer that needs memory gets an offset
+// in one arena. Lifetimes are [first step touching it, last step touching it]; buffers whose
+// lifetimes overlap never overlap in memory. Greedy best-fit by size: the largest buffers are
+// placed first, each in the smallest free gap among the buffers it conflicts with.
+//
+// Symbolic sizes: when every symbol has a finite maximum and every size grows with the symbols
+// (checked at the range corners), the plan is made at the maximum sizes; its offsets are then
+// valid for every allowed size, and the arena size is one constant (the planned peak). Otherwise
+// the offsets are symbolic expressions: each buffer goes on top of the buffers it conflicts with
+// (Max of their ends), so the plan holds for any sizes.
+#include <algorithm>
+#include <set>
+
+#include "core/error.h"
+#include "passes/lower_internal.h"
+
+namespace anvil::passes::detail {
+
+namespace {
+
+constexpr int64_t kAlign = 64;
+
+/// Steps reading or writing each buffer.
+std::map<int, std::pair<size_t, size_t>> lifetimes(const Program& p) {
+  std::map<int, std::pair<size_t, size_t>> life;
+  auto touch = [&](int b, size_t s) {
+    if (b < 0) return;
+    auto it = life.find(b);
+    if (it == life.end())
+      life[b] = {s, s};
+    else
+      it->second = {std::min(it->second.first, s), std::max(it->second.second, s)};
+  };
+  for (size_t si = 0; si < p.steps.size(); ++si) {
+    const Step& st = p.steps[si];
+    if (const auto* k = std::get_if<LoopKernel>(&st)) {
+      for (const Pass& ps : k->passes)
+        for (const auto* list : {&ps.pre, &ps.loop, &ps.post})
+          for (const Stmt& s : *list) {
+            touch(s.buffer, si);
+            std::vector<int> loads;
+            p.exprs.loads(s.expr, loads);
+            for (int l : loads) touch(p.exprs.at(l).buffer, si);
+          }
+    } else if (const auto* g = std::get_if<GemmStep>(&st)) {
+      touch(g->a.buffer, si);
+      touch(g->b.buffer, si);
+      touch(g->c.buffer, si);
+    } else if (const auto* e = std::get_if<ExternStep>(&st)) {
+      for (const auto& v : e->inputs) touch(v.buffer, si);
+      for (const auto& v : e->outputs) touch(v.buffer, si);
+    }
+  }
+  return life;
+}
+
+SymInt align_up(const SymInt& x) {
+  return (x + SymInt(kAlign - 1)).floordiv(SymInt(kAlign)) * SymInt(kAlign);
+}
+
+/// The buffer whose memory `b` uses (following alias_of).
+int root_of(const Program& p, int b) {
+  int guard = 0;
+  while (p.buffers[static_cast<size_t>(b)].alias_of >= 0 && guard++ < 64)
+    b = p.buffers[static_cast<size_t>(b)].alias_of;
+  return b;
+}
+
+}  // namespace
+
+void plan_memory(Program& p) {
+  const auto life = lifetimes(p);
+  // Group buffers by their memory root; only arena roots are planned.
+  struct Item {
+    int root;
+    size_t first, last;
+    SymInt bytes;
+    int64_t max_bytes = 0;
+  };
+  std::map<int, Item> items;
+  for (const auto& [b, lt] : life) {
+    const Buffer& buf = p.buffers[static_cast<size_t>(b)];
+    if (buf.kind != BufferKind::kArena || buf.local) continue;
+    const int r = root_of(p, b);
+    if (p.buffers[static_cast<size_t>(r)].kind != BufferKind::kArena) continue;
+    auto it = items.find(r);
+    if (it == items.end()) {
+      const Buffer& rb = p.buffers[static_cast<size_t>(r)];
+      Item item{r, lt.first, lt.second,
+                align_up(rb.numel * SymInt(static_cast<int64_t>(dtype_size(rb.dtype)))), 0};
+      items.emplace(r, item);
+    } else {
+      it->second.first = std::min(it->second.first, lt.first);
+      it->second.last = std::max(it->second.last, lt.second);
+    }
+  }
+  // Can the plan be made at the symbols' maxima?
+  bool bounded = true;
+  SymEnv at_max;
+  for (const auto& s : p.symbols) {
+    const SymRange& r = p.symbol_ranges.at(s);
+    if (r.max == SymRange::kSymMax || r.max > (int64_t{1} << 40)) bounded = false;
+    at_max[s] = r.max;
+  }
+  std::vector<SymEnv> corners;
+  for (const auto& s : p.symbols) {
+    SymEnv e = at_max;
+    e[s] = std::max<int64_t>(p.symbol_ranges.at(s).min, 0);
+    corners.push_back(e);
+  }
+  if (bounded) {
+    SymEnv all_min;
+    for (const auto& s : p.symbols) all_min[s] = std::max<int64_t>(p.symbol_ranges.at(s).min, 0);
+    corners.push_back(all_min);
+  }
+  for (auto& [r, it] : items) {
+    if (!bounded) break;
+    try {
+      it.max_bytes = it.bytes.evaluate(at_max);
+      for (const auto& c : corners)
+        if (it.bytes.evaluate(c) > it.max_bytes) bounded = false;
+    } catch (const Error&) {
+      bounded = false;
+    }
+  }
+  std::vector<Item*> order;
+  for (auto& [r, it] : items) order.push_back(&it);
+  auto probe = [&](const Item* it) -> int64_t {
+    if (bounded) return it->max_bytes;
+    SymEnv e;
+    std::set<std::string> syms;
+    it->bytes.collect_symbols(syms);
+    for (const auto& s : syms) e[s] = 64;
+    try {
+      return it->bytes.evaluate(e);
+    } catch (const Error&) {
+      return 0;
+    }
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const Item* a, const Item* b) { return probe(a) > probe(b); });
+  struct Placed {
+    const Item* item;
+    int64_t off;
+    SymInt sym_off;
+  };
+  std::vector<Placed> placed;
+  int64_t peak = 0;
+  SymInt arena(0);
+  for (const Item* it : order) {
+    std::vector<const Placed*> conflicts;
+    for (const Placed& q : placed)
+      if (!(q.item->last < it->first || it->last < q.item->first)) conflicts.push_back(&q);
+    Placed me{it, 0, SymInt(0)};
+    if (bounded) {
+      std::sort(conflicts.begin(), conflicts.end(),
+                [](const Placed* a, const Placed* b) { return a->off < b->off; });
+      int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
+      for (const Placed* q : conflicts) {
+        const int64_t gap = q->off - cursor;
+        if (gap >= it->max_bytes && gap < best_gap) {
+          best = cursor;
+          best_gap = gap;
+        }
+        cursor = std::max(cursor, q->off + q->item->max_bytes);
+      }
+      me.off = best >= 0 ? best : cursor;
+      me.sym_off = SymInt(me.off);
+      peak = std::max(peak, me.off + it->max_bytes);
+    } else {
+      SymInt off(0);
+      for (const Placed* q : conflicts) off = SymInt::max(off, q->sym_off + q->item->bytes);
+      me.sym_off = off;
+      arena = SymInt::max(arena, off + it->bytes);
+    }
+    placed.push_back(me);
+  }
+  for (const Placed& q : placed) p.buffers[static_cast<size_t>(q.item->root)].offset = q.sym_off;
+  // aliases share their root's offset
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    Buffer& buf = p.buffers[b];
+    if (buf.kind != BufferKind::kArena || buf.local) continue;
+    const int r = root_of(p, static_cast<int>(b));
+    if (r != static_cast<int>(b)) buf.offset = p.buffers[static_cast<size_t>(r)].offset;
+  }
+  if (bounded) {
+    p.arena_bytes = SymInt(peak);
+    p.planned_peak_bytes = peak;
+  } else {
+    p.arena_bytes = arena;
+    p.planned_peak_bytes = -1;
+  }
+}
+
+}  // namespace anvil::passes::detail

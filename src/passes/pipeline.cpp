@@ -1,0 +1,51 @@
+// compile_to_program: clone, graph passes (with optional verification), lowering, scheduling,
+// memory planning.
+#include "passes/pipeline.h"
+
+#include "core/error.h"
+#include "ir/verifier.h"
+#include "passes/graph_passes.h"
+#include "passes/lower_internal.h"
+
+namespace anvil::passes {
+
+Program compile_to_program(const ir::Graph& graph, const PipelineOptions& options) {
+  Program program;
+  program.stats.nodes_in = static_cast<int>(graph.num_nodes());
+  auto g = clone_graph(graph);
+  auto check = [&](const char* pass) {
+    if (!options.verify) return;
+    try {
+      ir::verify(*g);
+    } catch (const Error& e) {
+      throw e.with_context(std::string("after pass ") + pass);
+    }
+  };
+  propagate_shapes(*g);
+  check("propagate_shapes");
+  std::set<std::string> folded;
+  program.stats.dce_removed += dce(*g);
+  check("dce");
+  if (options.fold_batch_norm) {
+    program.stats.batch_norms_folded = fold_batch_norm(*g, folded);
+    check("fold_batch_norm");
+  }
+  if (options.cse) {
+    program.stats.cse_replaced = cse(*g);
+    check("cse");
+  }
+  if (options.fold_constants) {
+    FoldResult fr = fold_constants(*g);
+    program.stats.folded_nodes = fr.nodes_folded;
+    folded.insert(fr.folded_targets.begin(), fr.folded_targets.end());
+    check("fold_constants");
+  }
+  program.stats.dce_removed += dce(*g);
+  detail::Lowerer lowerer(*g, program, folded);
+  lowerer.run();
+  detail::schedule(program, lowerer.snodes(), options.fuse);
+  detail::plan_memory(program);
+  return program;
+}
+
+}  // namespace anvil::passes

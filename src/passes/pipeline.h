@@ -1,0 +1,24 @@
+// The compiler middle end: graph passes, lowering to loop kernels with fusion, memory planning.
+#pragma once
+
+#include "ir/graph.h"
+#include "passes/loop_ir.h"
+
+namespace anvil::passes {
+
+/// Which passes run.
+struct PipelineOptions {
+  bool fold_constants = true;   // compile-time folding of weight-only subgraphs
+  bool fold_batch_norm = true;  // batch_norm into a preceding conv / linear
+  bool cse = true;
+  bool fuse = true;     // fuse pointwise / reduction SNodes into shared kernels
+  bool verify = false;  // ir::verify after every graph pass (with type checks)
+};
+
+/// Runs the passes on a copy of `graph` and lowers it: decompositions happen in the lowering
+/// rules (linear / addmm / matmul -> GEMM step + bias epilogue, layer_norm / softmax / gelu /
+/// batch_norm -> loop expressions and reductions). Throws Error naming the node for ops or
+/// features the compiler does not support.
+Program compile_to_program(const ir::Graph& graph, const PipelineOptions& options = {});
+
+}  // namespace anvil::passes

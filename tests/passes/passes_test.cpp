@@ -1,0 +1,407 @@
+// Unit tests of the compiler middle end: DCE, CSE, constant folding, batch_norm folding, shape
+// propagation, fusion into loop kernels, and memory planning (no C++ compiler involved).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "ir/parser.h"
+#include "ir/verifier.h"
+#include "passes/graph_passes.h"
+#include "passes/pipeline.h"
+
+namespace anvil {
+namespace {
+
+using passes::LoopKernel;
+using passes::Program;
+
+/// Parses `text` and gives every non-user input a tensor of ones (or `value`).
+std::unique_ptr<ir::Graph> graph(const std::string& text, double value = 1.0) {
+  auto g = ir::parse_graph(text);
+  for (const auto& spec : g->input_specs())
+    if (spec.kind != ir::InputKind::kUserInput) {
+      Shape sizes;
+      for (const auto& s : spec.value->type.sizes) sizes.push_back(s.constant());
+      g->constants[spec.target] = Tensor::full(sizes, value, spec.value->type.dtype);
+    }
+  ir::verify(*g);
+  return g;
+}
+
+int count_kernels(const Program& p) {
+  return static_cast<int>(std::count_if(p.steps.begin(), p.steps.end(), [](const passes::Step& s) {
+    return std::holds_alternative<LoopKernel>(s);
+  }));
+}
+
+const char* kRmsNorm = R"(graph {
+  inputs {
+    %w: f32[64] = parameter "w"
+    %x: f32[8, 64] = user_input
+    %r: f32[8, 64] = user_input
+  }
+  %h: f32[8, 64] = aten.add.Tensor(self=%x, other=%r)
+  %p: f32[8, 64] = aten.pow.Tensor_Scalar(self=%h, exponent=2)
+  %m: f32[8, 1] = aten.mean.dim(self=%p, dim=[-1], keepdim=True)
+  %e: f32[8, 1] = aten.add.Tensor(self=%m, other=1e-06)
+  %rs: f32[8, 1] = aten.rsqrt.default(self=%e)
+  %n: f32[8, 64] = aten.mul.Tensor(self=%h, other=%rs)
+  %o: f32[8, 64] = aten.mul.Tensor(self=%w, other=%n)
+  outputs {
+    user_output %o
+  }
+})";
+
+TEST(Fusion, RmsNormChainIsOneKernel) {
+  auto g = graph(kRmsNorm);
+  const Program p = passes::compile_to_program(*g);
+  EXPECT_LE(count_kernels(p), 2);
+  EXPECT_EQ(count_kernels(p), 1);
+  const auto& k = std::get<LoopKernel>(p.steps[0]);
+  // one pass reduces, the next writes: the mean never reaches memory
+  ASSERT_EQ(k.passes.size(), 2u);
+  EXPECT_EQ(k.passes[0].loop.size(), 1u);
+  EXPECT_EQ(k.passes[0].loop[0].kind, passes::Stmt::Kind::kReduce);
+  EXPECT_TRUE(p.buffers[static_cast<size_t>(k.passes[0].loop[0].buffer)].local);
+  EXPECT_EQ(p.planned_peak_bytes, 0);  // nothing but the output needs memory
+  EXPECT_EQ(k.outer.size(), 1u);
+  EXPECT_EQ(k.inner.size(), 1u);
+  for (const char* n : {"h", "p", "m", "e", "rs", "n", "o"})
+    EXPECT_NE(std::find(k.nodes.begin(), k.nodes.end(), n), k.nodes.end()) << n;
+}
+
+TEST(Fusion, WithoutFusionEveryRealisedValueIsAKernel) {
+  auto g = graph(kRmsNorm);
+  passes::PipelineOptions o;
+  o.fuse = false;
+  const Program p = passes::compile_to_program(*g, o);
+  EXPECT_EQ(count_kernels(p), 2);  // the reduction and its consumer
+}
+
+TEST(Fusion, SoftmaxAndLayerNormAreOneKernelEach) {
+  auto g = graph(R"(graph {
+  inputs {
+    %x: f32[4, 32] = user_input
+  }
+  %s: f32[4, 32] = aten.softmax.int(self=%x, dim=-1)
+  %l: f32[4, 32] = aten.layer_norm.default(input=%s, normalized_shape=[32])
+  outputs {
+    user_output %l
+  }
+})");
+  const Program p = passes::compile_to_program(*g);
+  EXPECT_EQ(count_kernels(p), 1);
+  const auto& k = std::get<LoopKernel>(p.steps[0]);
+  int reductions = 0;
+  for (const auto& ps : k.passes)
+    for (const auto& s : ps.loop) reductions += s.kind == passes::Stmt::Kind::kReduce;
+  EXPECT_EQ(reductions, 4);  // max, sum(exp), mean, variance
+}
+
+TEST(Fusion, LinearBiasAndActivationRunInPlaceAfterTheGemm) {
+  auto g = graph(R"(graph {
+  inputs {
+    %w: f32[16, 8] = parameter "w"
+    %b: f32[16] = parameter "b"
+    %x: f32[4, 8] = user_input
+  }
+  %l: f32[4, 16] = aten.linear.default(input=%x, weight=%w, bias=%b)
+  %g: f32[4, 16] = aten.gelu.default(self=%l)
+  outputs {
+    user_output %g
+  }
+})");
+  const Program p = passes::compile_to_program(*g);
+  ASSERT_EQ(p.steps.size(), 2u);
+  const auto& gemm = std::get<passes::GemmStep>(p.steps[0]);
+  EXPECT_TRUE(gemm.b.trans);  // weight [N, K] used as B^T, no copy
+  // the GEMM writes straight into the output, which the epilogue updates in place
+  EXPECT_EQ(p.buffers[static_cast<size_t>(gemm.c.buffer)].alias_of, p.outputs[0].buffer);
+  EXPECT_EQ(p.planned_peak_bytes, 0);
+}
+
+TEST(GraphPasses, DeadCodeIsRemoved) {
+  auto g = graph(R"(graph {
+  inputs {
+    %x: f32[4] = user_input
+  }
+  %a: f32[4] = aten.exp.default(self=%x)
+  %b: f32[4] = aten.sin.default(self=%a)
+  %c: f32[4] = aten.cos.default(self=%x)
+  outputs {
+    user_output %c
+  }
+})");
+  EXPECT_EQ(passes::dce(*g), 2);
+  EXPECT_EQ(g->num_nodes(), 1u);
+  ir::verify(*g);
+}
+
+TEST(GraphPasses, CommonSubexpressionsAreShared) {
+  auto g = graph(R"(graph {
+  inputs {
+    %x: f32[4] = user_input
+  }
+  %a: f32[4] = aten.mul.Tensor(self=%x, other=2.0)
+  %b: f32[4] = aten.mul.Tensor(self=%x, other=2.0)
+  %c: f32[4] = aten.mul.Tensor(self=%x, other=3.0)
+  %d: f32[4] = aten.add.Tensor(self=%a, other=%b)
+  %e: f32[4] = aten.add.Tensor(self=%a, other=%b)
+  %f: f32[4] = aten.add.Tensor(self=%d, other=%e)
+  %g: f32[4] = aten.add.Tensor(self=%f, other=%c)
+  outputs {
+    user_output %g
+  }
+})");
+  EXPECT_EQ(passes::cse(*g), 2);  // b -> a, then e -> d
+  EXPECT_EQ(g->num_nodes(), 5u);
+  ir::verify(*g);
+}
+
+TEST(GraphPasses, CseKeepsReadsAroundInPlaceWrites) {
+  auto g = graph(R"(graph {
+  inputs {
+    %b_s: f32[4] = buffer "s" persistent
+    %x: f32[4] = user_input
+  }
+  %a: f32[4] = aten.mul.Tensor(self=%b_s, other=2.0)
+  %u: f32[4] = aten.add_.Tensor(self=%b_s, other=%x)
+  %b: f32[4] = aten.mul.Tensor(self=%b_s, other=2.0)
+  %c: f32[4] = aten.add.Tensor(self=%a, other=%b)
+  outputs {
+    user_output %c
+  }
+})");
+  EXPECT_EQ(passes::cse(*g), 0);
+}
+
+TEST(GraphPasses, WeightOnlySubgraphsFoldAtCompileTime) {
+  auto g = graph(R"(graph {
+  inputs {
+    %w: f32[4, 3] = parameter "w"
+    %b: f32[3] = parameter "b"
+    %x: f32[2, 4] = user_input
+  }
+  %wt: f32[3, 4] = aten.t.default(self=%w)
+  %r: f32[3, 4] = aten.relu.default(self=%wt)
+  %s: f32[3, 4] = aten.mul.Tensor(self=%r, other=2.0)
+  %l: f32[2, 3] = aten.linear.default(input=%x, weight=%s, bias=%b)
+  %v: f32[4, 3] = aten.t.default(self=%s)
+  %y: f32[2, 3] = aten.mm.default(self=%x, mat2=%w)
+  outputs {
+    user_output %l
+    user_output %y
+    user_output %v
+  }
+})",
+                 1.5);
+  const auto res = passes::fold_constants(*g);
+  EXPECT_EQ(res.nodes_folded, 3);  // t, relu, mul
+  ASSERT_EQ(res.folded_targets.size(), 1u);
+  const std::string t = *res.folded_targets.begin();
+  EXPECT_EQ(t, "folded.s_folded");
+  const Tensor& f = g->constants.at(t);
+  EXPECT_EQ(f.sizes(), (Shape{3, 4}));
+  for (double v : f.to_doubles()) EXPECT_EQ(v, 3.0);
+  EXPECT_EQ(g->num_nodes(), 3u);  // linear, the view t(s) of the folded constant, mm
+  ir::verify(*g);
+  const Program p = passes::compile_to_program(*g);
+  int folded = 0;
+  for (const auto& c : p.constants) folded += c.kind == "folded";
+  EXPECT_EQ(folded, 1);
+}
+
+TEST(GraphPasses, BatchNormFoldsIntoConv) {
+  auto g = graph(R"(graph {
+  inputs {
+    %w: f32[4, 2, 3, 3] = parameter "w"
+    %cb: f32[4] = parameter "cb"
+    %g: f32[4] = parameter "g"
+    %bb: f32[4] = parameter "bb"
+    %rm: f32[4] = buffer "rm" persistent
+    %rv: f32[4] = buffer "rv" persistent
+    %x: f32[1, 2, 5, 5] = user_input
+  }
+  %c: f32[1, 4, 3, 3] = aten.conv2d.default(input=%x, weight=%w, bias=%cb)
+  %n: f32[1, 4, 3, 3] = aten.batch_norm.default(input=%c, weight=%g, bias=%bb, running_mean=%rm, running_var=%rv, training=False, momentum=0.1, eps=1e-05, cudnn_enabled=False)
+  outputs {
+    user_output %n
+  }
+})",
+                 2.0);
+  std::set<std::string> folded;
+  EXPECT_EQ(passes::fold_batch_norm(*g, folded), 1);
+  EXPECT_EQ(folded.size(), 2u);
+  EXPECT_EQ(g->num_nodes(), 1u);
+  ir::verify(*g);
+  // w' = w * g / sqrt(rv + eps) = 2 * 2 / sqrt(2 + 1e-5); b' = (cb - rm) * scale + bb = 2
+  for (const auto& t : folded) {
+    const auto v = g->constants.at(t).to_doubles();
+    const double want = t.find("bias") != std::string::npos ? 2.0 : 4.0 / std::sqrt(2.0 + 1e-5);
+    for (double x : v) EXPECT_NEAR(x, want, 1e-6) << t;
+  }
+}
+
+TEST(GraphPasses, ShapePropagationFillsMissingTypes) {
+  auto g = graph(R"(graph {
+  symbols {
+    s0 in [1, 8]
+  }
+  inputs {
+    %x: f32[s0, 4] = user_input
+  }
+  %a: f32[s0, 4] = aten.exp.default(self=%x)
+  %s: f32[s0] = aten.sum.dim_IntList(self=%a, dim=[1])
+  outputs {
+    user_output %s
+  }
+})");
+  auto nodes = g->nodes();
+  nodes[1]->outputs[0]->type = ir::TensorType{};  // a pass created it without a type
+  EXPECT_EQ(passes::propagate_shapes(*g), 1);
+  EXPECT_EQ(nodes[1]->outputs[0]->type.str(), "f32[s0]");
+  ir::verify(*g);
+}
+
+/// A chain whose intermediates must be materialised (each feeds a GEMM).
+const char* kChain = R"(graph {
+  inputs {
+    %w: f32[64, 64] = parameter "w"
+    %x: f32[SIZE, 64] = user_input
+  }
+  %a: f32[SIZE, 64] = aten.mm.default(self=%x, mat2=%w)
+  %b: f32[SIZE, 64] = aten.relu.default(self=%a)
+  %c: f32[SIZE, 64] = aten.mm.default(self=%b, mat2=%w)
+  %d: f32[SIZE, 64] = aten.relu.default(self=%c)
+  %e: f32[SIZE, 64] = aten.mm.default(self=%d, mat2=%w)
+  %f: f32[SIZE, 64] = aten.relu.default(self=%e)
+  %g: f32[SIZE, 64] = aten.mm.default(self=%f, mat2=%w)
+  outputs {
+    user_output %g
+  }
+})";
+
+std::string with_size(std::string text, const std::string& size, const std::string& symbols) {
+  for (size_t pos; (pos = text.find("SIZE")) != std::string::npos;) text.replace(pos, 4, size);
+  if (!symbols.empty())
+    text.replace(text.find("graph {") + 7, 0, "\n  symbols {\n    " + symbols + "\n  }");
+  return text;
+}
+
+TEST(MemoryPlan, BuffersAreReusedByLifetime) {
+  auto g = graph(with_size(kChain, "16", ""));
+  const Program p = passes::compile_to_program(*g);
+  // Three intermediates of 4 KiB each (relu runs in place on its GEMM result) are live one or
+  // two at a time: two slots.
+  int64_t total = 0;
+  std::vector<const passes::Buffer*> planned;
+  for (const auto& b : p.buffers)
+    if (b.kind == passes::BufferKind::kArena && !b.local && b.alias_of < 0) {
+      total += b.numel.constant() * 4;
+      planned.push_back(&b);
+    }
+  EXPECT_EQ(total, 3 * 16 * 64 * 4);
+  EXPECT_EQ(p.planned_peak_bytes, 2 * 16 * 64 * 4);
+  EXPECT_EQ(p.arena_bytes, SymInt(2 * 16 * 64 * 4));
+  // consecutive intermediates never share memory
+  for (size_t i = 0; i + 1 < planned.size(); ++i)
+    EXPECT_NE(planned[i]->offset, planned[i + 1]->offset);
+}
+
+TEST(MemoryPlan, BoundedSymbolsPlanAtTheirMaximum) {
+  auto g = graph(with_size(kChain, "s0", "s0 in [1, 32]"));
+  const Program p = passes::compile_to_program(*g);
+  EXPECT_EQ(p.planned_peak_bytes, 2 * 32 * 64 * 4);
+  EXPECT_TRUE(p.arena_bytes.is_constant());
+}
+
+TEST(MemoryPlan, UnboundedSymbolsGiveAFormula) {
+  auto g = graph(with_size(kChain, "s0", "s0 in [1, inf]"));
+  const Program p = passes::compile_to_program(*g);
+  EXPECT_EQ(p.planned_peak_bytes, -1);
+  ASSERT_FALSE(p.arena_bytes.is_constant());
+  for (int64_t s : {1, 7, 100}) EXPECT_GE(p.arena_bytes.evaluate({{"s0", s}}), 2 * s * 64 * 4);
+}
+
+TEST(LoopIr, ProgramPrintsReadably) {
+  auto g = graph(R"(graph {
+  inputs {
+    %x: f32[2, 3] = user_input
+  }
+  %a: f32[2, 3] = aten.mul.Tensor(self=%x, other=2.0)
+  %s: f32[2] = aten.sum.dim_IntList(self=%a, dim=[1])
+  outputs {
+    user_output %s
+  }
+})");
+  const std::string text = passes::print_program(passes::compile_to_program(*g));
+  EXPECT_NE(text.find("loop k0  # a, s"), std::string::npos) << text;
+  EXPECT_NE(text.find("acc0 sum= mul(load(b0, 3*o0 + r0), 2)"), std::string::npos) << text;
+}
+
+TEST(Lowering, UnsupportedOpsAreCompileErrorsNamingTheNode) {
+  auto g = graph(R"(graph {
+  inputs {
+    %x: f32[4] = user_input
+  }
+  %a: f32[4] = _c10d_functional.all_reduce.default(input=%x, reduce_op="sum", group_name="0")
+  outputs {
+    user_output %a
+  }
+})");
+  try {
+    passes::compile_to_program(*g);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node a"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace anvil
+
+namespace anvil {
+namespace {
+
+TEST(Lowering, ReshapeOfATransposeCopiesWithoutIndexDivisions) {
+  auto g = graph(R"(graph {
+  inputs {
+    %w: f32[6, 15] = parameter "w"
+    %x: f32[2, 3, 4, 5] = user_input
+  }
+  %t: f32[2, 4, 3, 5] = aten.transpose.int(self=%x, dim0=1, dim1=2)
+  %r: f32[2, 4, 15] = aten.reshape.default(self=%t, shape=[2, 4, 15])
+  %l: f32[2, 4, 6] = aten.linear.default(input=%r, weight=%w)
+  outputs {
+    user_output %l
+  }
+})");
+  const std::string text = passes::print_program(passes::compile_to_program(*g));
+  EXPECT_EQ(text.find("FloorDiv"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Mod("), std::string::npos) << text;
+  EXPECT_NE(text.find("outer [2, 4, 3] inner [5]"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace anvil
+
+#include "frontend/pt2_reader.h"
+
+namespace anvil {
+namespace {
+
+TEST(Pipeline, VerifierPassesAfterEveryPassOnTheFixtures) {
+  for (const char* m : {"mlp_small", "mlp_dynbatch", "small_cnn", "const_and_buffer", "llama_tiny",
+                        "gpt2_tiny", "bert_tiny", "block_tiny"}) {
+    auto g = frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/" + m + ".pt2");
+    passes::PipelineOptions o;
+    o.verify = true;
+    Program p;
+    ASSERT_NO_THROW(p = passes::compile_to_program(*g, o)) << m;
+    EXPECT_GT(p.steps.size(), 0u) << m;
+    EXPECT_GE(p.planned_peak_bytes, 0) << m;  // every fixture's symbols are bounded
+  }
+}
+
+}  // namespace
+}  // namespace anvil
