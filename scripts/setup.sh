@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake ninja-build pkg-config git
           libzip-dev nlohmann-json3-dev libgtest-dev googletest
-          libopenblas-dev libdlpack-dev)
+          libopenblas-dev libdlpack-dev
+          libgloo-dev libopenmpi-dev openmpi-bin)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

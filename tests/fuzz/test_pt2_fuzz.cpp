@@ -4,6 +4,7 @@
 // exception fails the test and a crash fails the binary.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -135,8 +136,8 @@ class Mutator {
           json& v = s.value();
           if (v.is_string())
             v = chance(0.5) ? v.get<std::string>() + "_" : std::string();
-          else if (v.is_number_integer())
-            v = chance(0.5) ? v.get<int64_t>() + 1 : -v.get<int64_t>();
+          else if (v.is_number_integer())  // +1 or negate, wrapping like the hardware does
+            v = static_cast<int64_t>(chance(0.5) ? v.get<uint64_t>() + 1 : 0 - v.get<uint64_t>());
           else if (v.is_boolean())
             v = !v.get<bool>();
           else
@@ -204,7 +205,10 @@ void fuzz_fixture(const FuzzPlan& plan, uint64_t seed) {
                                .string();
   Mutator m(seed);
   Tally tally;
-  for (int i = 0; i < plan.mutants; ++i) {
+  // ANVIL_FUZZ_SCALE=N runs N times as many mutants (for longer local fuzzing sessions).
+  const char* scale_env = std::getenv("ANVIL_FUZZ_SCALE");
+  const int mutants = plan.mutants * std::max(1, scale_env ? std::atoi(scale_env) : 1);
+  for (int i = 0; i < mutants; ++i) {
     const std::string what = std::string(plan.fixture) + " mutant " + std::to_string(i);
     const bool weights = !m.chance(0.1);
     const size_t kind = m.below(100);
@@ -251,9 +255,9 @@ void fuzz_fixture(const FuzzPlan& plan, uint64_t seed) {
   }
   std::filesystem::remove(file);
   // The mutations must exercise both outcomes; most are rejected.
-  EXPECT_GT(tally.rejected, plan.mutants / 4) << plan.fixture;
+  EXPECT_GT(tally.rejected, mutants / 4) << plan.fixture;
   std::printf("[ fuzz ] %-18s %4d mutants: %4d loaded, %4d rejected with anvil::Error\n",
-              plan.fixture, plan.mutants, tally.loaded, tally.rejected);
+              plan.fixture, mutants, tally.loaded, tally.rejected);
 }
 
 // Archives with large model.json files get fewer mutants so that the suite stays quick (and

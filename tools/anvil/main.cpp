@@ -10,11 +10,18 @@
 
 namespace anvil::cli {
 
+// `anvil launch` (cmd_launch.cpp): dispatched to launch_main, which takes the raw arguments
+// because everything after "--" belongs to the launched command.
+ArgParser launch_parser();
+int cmd_launch(const ParsedArgs& args);
+int launch_main(const std::vector<std::string>& args);
+
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       {"inspect", &inspect_parser, &cmd_inspect},
       {"run", &run_parser, &cmd_run},
       {"compare", &compare_parser, &cmd_compare},
+      {"launch", &launch_parser, &cmd_launch},
   };
   return kCommands;
 }
@@ -112,6 +119,7 @@ int dispatch(const std::vector<std::string>& argv) {
     if (!cmd.empty() && cmd[0] == '-') return usage_error("unknown option '" + cmd + "'", "");
     return usage_error("unknown command '" + cmd + "' (commands: " + command_names() + ")", "");
   }
+  if (cmd == "launch") return launch_main({argv.begin() + 1, argv.end()});
   const ArgParser parser = c->parser();
   ParsedArgs args;
   try {

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# anvil gloo and mpi vs torch.distributed gloo: all_reduce / all_gather / broadcast fp32, 8 B to
+# 64 MiB, N ranks on this host (default 2). Runs the three engines in alternation ROUNDS times
+# (default 3) and prints the median latency and bus bandwidth of each cell side by side.
+#   bench/dist_bench.sh [BUILD_DIR] [N] [ROUNDS]
+# BUILD_DIR (default build) must hold lib/libanvil_dist.a and lib/libanvil_core.a.
+# Environment: PYTHON (default /usr/bin/python3, needs torch), BENCH_BIN (a prebuilt dist_bench:
+# skips compiling), TASKSET (a prefix such as "taskset -c 0,1" to pin every rank's CPUs).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+n=${2:-2}
+rounds=${3:-3}
+python=${PYTHON:-/usr/bin/python3}
+pin=${TASKSET:-}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+bench=${BENCH_BIN:-}
+if [ -z "$bench" ]; then
+  # Build the bench against the build's libraries (kept out of the main CMake build).
+  build=$(cd "${1:-$root/build}" && pwd)
+  mpi_inc=$(mpicxx --showme:incdirs 2>/dev/null | tr ' ' '\n' | sed 's/^/-isystem /' | tr '\n' ' ' || true)
+  mpi_lib=$(mpicxx --showme:libdirs 2>/dev/null | tr ' ' '\n' | sed 's/^/-L/' | tr '\n' ' ' || true)
+  c++ -std=c++20 -O2 -DANVIL_HAVE_GLOO=1 -DANVIL_HAVE_MPI=1 -I"$root/src" $mpi_inc \
+    "$root/bench/dist_bench.cpp" "$build/lib/libanvil_dist.a" "$build/lib/libanvil_core.a" \
+    -lgloo $mpi_lib -lmpi -lzip -lpthread -o "$work/dist_bench"
+  bench="$work/dist_bench"
+fi
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+for r in $(seq "$rounds"); do
+  $pin "$bench" launch "$n" "$bench" gloo > "$work/gloo.$r"
+  $pin mpirun -n "$n" --oversubscribe --bind-to none "$bench" mpi > "$work/mpi.$r"
+  $pin "$bench" launch "$n" "$python" "$root/bench/dist_bench_torch.py" \
+    > "$work/torch.$r" 2> "$work/torch.err.$r" || { cat "$work/torch.err.$r"; exit 1; }
+done
+
+/usr/bin/env python3 - "$work" "$rounds" "$n" <<'EOF'
+import statistics, sys
+work, rounds, n = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def load(engine):
+    cells = {}
+    for r in range(1, rounds + 1):
+        for line in open(f"{work}/{engine}.{r}"):
+            op, size, lat, bw = line.split()
+            cells.setdefault((op, int(size)), []).append((float(lat), float(bw)))
+    return {k: (statistics.median(l for l, _ in v), statistics.median(b for _, b in v))
+            for k, v in cells.items()}
+res = {e: load(e) for e in ("torch", "gloo", "mpi")}
+def fmt(b):
+    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1024 else f"{b} B"
+print(f"{n} ranks, median of {rounds} alternating runs; latency in us, bus bandwidth in GB/s")
+print("| op | size | torch gloo us | anvil gloo us | anvil mpi us | torch GB/s | anvil gloo GB/s | anvil mpi GB/s | gloo/torch | mpi/torch |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for (op, size) in sorted(res["torch"], key=lambda k: (k[0], k[1])):
+    t, g, m = res["torch"][(op, size)], res["gloo"][(op, size)], res["mpi"][(op, size)]
+    print(f"| {op} | {fmt(size)} | {t[0]:.1f} | {g[0]:.1f} | {m[0]:.1f} | {t[1]:.3f} | {g[1]:.3f} "
+          f"| {m[1]:.3f} | {t[0] / g[0]:.2f}x | {t[0] / m[0]:.2f}x |")
+EOF

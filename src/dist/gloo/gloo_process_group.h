@@ -1,0 +1,60 @@
+// The gloo backend: CPU collectives over Gloo's TCP transport (Debian libgloo-dev).
+// Rendezvous goes through a dist::Store (adapted to gloo::rendezvous::Store); each group owns a
+// gloo context (a full mesh of TCP pairs) created from its own PrefixStore namespace.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "dist/store.h"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace anvil::dist {
+
+/// The network interface gloo binds to: GLOO_SOCKET_IFNAME (or ANVIL_GLOO_IFNAME) when set, else
+/// 127.0.0.1 when `master_addr` is a loopback name or empty, else this host's name.
+struct GlooDeviceSpec {
+  std::string hostname;
+  std::string iface;
+};
+GlooDeviceSpec gloo_device_from_env(const std::string& master_addr);
+
+/// A ProcessGroup over a gloo context.
+class GlooProcessGroup : public ProcessGroup {
+ public:
+  /// Connects the full mesh through `store` (keys live under the store's namespace, so give
+  /// each group its own PrefixStore); blocks until every rank arrived or the store's timeout.
+  GlooProcessGroup(std::shared_ptr<Store> store, int rank, int size, std::vector<int> global_ranks,
+                   GroupOptions options, GlooDeviceSpec device = {"127.0.0.1", ""});
+  ~GlooProcessGroup() override;
+  std::string backend_name() const override { return "gloo"; }
+  const std::shared_ptr<Store>& store() const { return store_; }
+
+ protected:
+  void run_all_reduce(Tensor& t, ReduceOp op, Millis timeout) override;
+  void run_all_gather(Tensor& out, const Tensor& in, Millis timeout) override;
+  void run_all_to_all(Tensor& out, const Tensor& in, const std::vector<int64_t>& out_counts,
+                      const std::vector<int64_t>& in_counts, Millis timeout) override;
+  void run_broadcast(Tensor& t, int src, Millis timeout) override;
+  void run_barrier(Millis timeout) override;
+  P2PWaiter post_send(const Tensor& t, int dst, int tag) override;
+  P2PWaiter post_recv(Tensor& t, int src, int tag) override;
+  std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& members,
+                                              const std::string& name) override;
+
+ private:
+  std::shared_ptr<Store> store_;
+  GlooDeviceSpec device_spec_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+};
+
+}  // namespace anvil::dist

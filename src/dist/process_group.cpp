@@ -1,0 +1,266 @@
+// ProcessGroup: queues, progress threads, shutdown, sub-groups and the consistency check.
+// The ops themselves (checks + bodies) are in process_group_ops.cpp.
+#include "dist/process_group.h"
+
+#include <numeric>
+
+#include "core/error.h"
+#include "dist/checks.h"
+
+namespace anvil::dist {
+
+namespace {
+
+/// A cross-rank disagreement found by the consistency check: reported, but it leaves the group
+/// usable (every rank saw the same fingerprints and failed the same op).
+class ConsistencyError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// The message of an exception_ptr.
+std::string message_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(int rank, int size, std::vector<int> global_ranks, GroupOptions options)
+    : rank_(rank),
+      size_(size),
+      global_ranks_([&] {
+        if (!global_ranks.empty()) return global_ranks;
+        std::vector<int> r(static_cast<size_t>(std::max(size, 0)));
+        std::iota(r.begin(), r.end(), 0);
+        return r;
+      }()),
+      options_(options) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw Error("invalid rank / group size", "ProcessGroup", "0 <= rank < size, size >= 1",
+                str("rank ", rank, ", size ", size));
+  if (static_cast<int>(global_ranks_.size()) != size)
+    throw Error("global rank list does not match the group size", "ProcessGroup",
+                std::to_string(size), std::to_string(global_ranks_.size()));
+  if (options_.timeout.count() <= 0)
+    throw Error("group timeout must be positive", "ProcessGroup", "> 0 ms",
+                str(options_.timeout.count(), " ms"));
+}
+
+ProcessGroup::~ProcessGroup() { stop_threads(); }
+
+std::string ProcessGroup::name() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return name_;
+}
+
+void ProcessGroup::set_name(const std::string& name) {
+  std::lock_guard<std::mutex> lk(mu_);
+  name_ = name;
+}
+
+uint64_t ProcessGroup::sequence_number() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return seq_;
+}
+
+std::string ProcessGroup::where(OpType op, uint64_t seq) const {
+  std::string n;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    n = name_;
+  }
+  return str(backend_name(), " ", op_type_name(op), seq ? str(" #", seq) : std::string(),
+             " on group '", n, "' (rank ", rank_, " of ", size_, ")");
+}
+
+Millis ProcessGroup::op_timeout(const OpOptions& opts) const {
+  if (opts.timeout.count() < 0)
+    throw Error("op timeout must not be negative", "ProcessGroup", ">= 0 ms (0 = group timeout)",
+                str(opts.timeout.count(), " ms"));
+  return opts.timeout.count() > 0 ? opts.timeout : options_.timeout;
+}
+
+std::shared_ptr<Work> ProcessGroup::post(OpType op, const OpOptions& opts,
+                                         std::vector<Tensor> outputs, Body body, bool p2p) {
+  const Millis timeout = op_timeout(opts);
+  const std::string backend = backend_name();
+  std::lock_guard<std::mutex> lk(mu_);
+  const uint64_t seq = ++seq_;
+  const std::string w = str(backend, " ", op_type_name(op), " #", seq, " on group '", name_,
+                            "' (rank ", rank_, " of ", size_, ")");
+  if (stop_) throw Error("the process group was shut down", w, "a live group", "shut down");
+  auto work = std::make_shared<Work>(op, seq, w);
+  work->set_result(std::move(outputs));
+  if (!p2p) {
+    // A caller that waits without a bound runs the op itself when it is next in line: this
+    // saves two thread hand-offs per op (it matters on machines with few cores).
+    std::weak_ptr<ProcessGroup> self = weak_from_this();
+    const Work* raw = work.get();
+    work->set_inline_runner([self, raw] {
+      auto pg = self.lock();
+      return pg && pg->run_inline(raw);
+    });
+  }
+  (p2p ? p2p_queue_ : queue_).push_back(Job{work, std::move(body), timeout});
+  std::thread& th = p2p ? p2p_thread_ : thread_;
+  if (!th.joinable()) th = std::thread([this, p2p] { progress_loop(p2p); });
+  cv_.notify_all();
+  return work;
+}
+
+void ProcessGroup::progress_loop(bool p2p) {
+  std::deque<Job>& q = p2p ? p2p_queue_ : queue_;
+  std::unique_lock<std::mutex> lk(mu_);
+  // A collective waits until no other collective runs (a waiter may be running one inline).
+  auto ready = [&] { return !q.empty() && (p2p || running_collectives_ == 0); };
+  while (true) {
+    cv_.wait(lk, [&] { return ready() || (stop_ && q.empty()); });
+    if (!ready()) return;  // stop_ and drained
+    Job job = std::move(q.front());
+    q.pop_front();
+    run_job(job, p2p, lk);
+  }
+}
+
+void ProcessGroup::run_job(Job& job, bool p2p, std::unique_lock<std::mutex>& lk) {
+  ++busy_;
+  if (!p2p) ++running_collectives_;
+  const std::exception_ptr broken = p2p ? nullptr : broken_;
+  lk.unlock();
+  std::exception_ptr err;
+  bool breaks = false;
+  if (broken) {
+    err = std::make_exception_ptr(Error("the group is unusable after an earlier failure",
+                                        job.work->where(), "a healthy group", message_of(broken)));
+  } else {
+    try {
+      job.body(*job.work, job.timeout);
+    } catch (const ConsistencyError&) {
+      err = std::current_exception();
+    } catch (const Error& e) {
+      err = std::current_exception();
+      breaks = true;
+    } catch (const std::exception& e) {
+      err = std::make_exception_ptr(Error(str("backend failure: ", e.what()), job.work->where()));
+      breaks = true;
+    } catch (...) {
+      err =
+          std::make_exception_ptr(Error("backend failure (unknown exception)", job.work->where()));
+      breaks = true;
+    }
+  }
+  lk.lock();
+  if (breaks && !p2p && !broken_) broken_ = err;
+  lk.unlock();
+  job.work->finish(err);
+  lk.lock();
+  --busy_;
+  if (!p2p) --running_collectives_;
+  cv_.notify_all();
+}
+
+bool ProcessGroup::run_inline(const Work* work) {
+  std::unique_lock<std::mutex> lk(mu_);
+  // Only the queue's head, and only when no other collective runs: FIFO order is kept.
+  if (queue_.empty() || queue_.front().work.get() != work || running_collectives_ > 0) return false;
+  Job job = std::move(queue_.front());
+  queue_.pop_front();
+  run_job(job, false, lk);
+  return true;
+}
+
+bool ProcessGroup::shutdown(Millis grace) {
+  std::unique_lock<std::mutex> lk(mu_);
+  stop_ = true;
+  cv_.notify_all();
+  bool drained = true;
+  if (grace.count() >= 0)
+    drained =
+        cv_.wait_for(lk, grace, [&] { return queue_.empty() && p2p_queue_.empty() && busy_ == 0; });
+  lk.unlock();
+  for (std::thread* th : {&thread_, &p2p_thread_}) {
+    if (!th->joinable() || th->get_id() == std::this_thread::get_id()) continue;
+    if (drained)
+      th->join();
+    else
+      th->detach();
+  }
+  return drained;
+}
+
+void ProcessGroup::run_in_order(const std::function<void()>& fn, OpType kind) {
+  auto work = post(kind, {}, {}, [fn](Work&, Millis) { fn(); });
+  work->wait();
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int>& ranks,
+                                                         const std::string& name) {
+  const std::string w = str("new_subgroup '", name, "' of group '", this->name(), "'");
+  if (ranks.empty())
+    throw Error("a group needs at least one rank", w, "a non-empty rank list", "[]");
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    detail::check_rank(ranks[i], size_, w, "member");
+    if (i > 0 && ranks[i] <= ranks[i - 1])
+      throw Error("group ranks must be strictly increasing (sorted, no duplicates)", w,
+                  "increasing ranks", str(ranks[i - 1], " then ", ranks[i]));
+  }
+  auto pg = make_subgroup(ranks, name);
+  if (pg) pg->set_name(name);
+  return pg;
+}
+
+void ProcessGroup::check_consistency(const Work& work, const std::string& desc, Millis timeout,
+                                     const std::vector<int64_t>* out_rows,
+                                     const std::vector<int64_t>* in_rows) {
+  if (!options_.check_consistency || size_ == 1) return;
+  const int64_t fb = detail::kFingerprintBytes;
+  Tensor mine = detail::encode_fingerprint(desc);
+  Tensor all = Tensor::empty({size_ * fb}, DType::kUInt8);
+  run_all_gather(all, mine, timeout);
+  const uint8_t* p = all.data<uint8_t>();
+  uint64_t my_hash = 0;
+  detail::decode_fingerprint(mine.data<uint8_t>(), my_hash);
+  for (int j = 0; j < size_; ++j) {
+    uint64_t h = 0;
+    const std::string other = detail::decode_fingerprint(p + j * fb, h);
+    if (h != my_hash)
+      throw ConsistencyError(str("collective mismatch across ranks: rank ", rank_, " called '",
+                                 desc, "' but rank ", j, " called '", other, "'"),
+                             work.where(), str("rank ", j, " to call '", desc, "'"),
+                             str("'", other, "'"));
+  }
+  if (!out_rows || !in_rows) return;
+  // all_to_all: every rank checks the whole matrix (so all ranks fail together): what rank i
+  // expects from rank j must be what rank j sends to rank i.
+  const int64_t W = size_;
+  std::vector<int64_t> mine_rows = *in_rows;
+  mine_rows.insert(mine_rows.end(), out_rows->begin(), out_rows->end());
+  Tensor every = Tensor::empty({W * 2 * W}, DType::kInt64);
+  run_all_gather(every, Tensor::from_vector(mine_rows), timeout);
+  const int64_t* e = every.data<int64_t>();
+  for (int64_t i = 0; i < W; ++i)
+    for (int64_t j = 0; j < W; ++j) {
+      const int64_t expects = e[i * 2 * W + W + j], sends = e[j * 2 * W + i];
+      if (expects != sends)
+        throw ConsistencyError(str("all_to_all_single split sizes disagree: rank ", i, " expects ",
+                                   expects, " rows from rank ", j, ", which sends ", sends),
+                               work.where(), str(expects, " rows from rank ", j, " to rank ", i),
+                               str(sends, " rows"));
+    }
+}
+
+void ProcessGroup::run_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, Millis timeout) {
+  // Generic form: all_reduce a copy, keep this rank's chunk.
+  Tensor tmp = in.clone();
+  run_all_reduce(tmp, op, timeout);
+  const int64_t n = out.numel();
+  out.reshape({n}).copy_from(tmp.reshape({tmp.numel()}).slice(0, rank_ * n, (rank_ + 1) * n));
+}
+
+}  // namespace anvil::dist

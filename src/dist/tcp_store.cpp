@@ -1,0 +1,490 @@
+// TCPStore client and server (protocol in tcp_store.h).
+#include "dist/tcp_store.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "core/error.h"
+
+namespace anvil::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint32_t kMaxFrame = 1u << 30;
+
+/// Milliseconds left until `deadline` (0 when passed), as poll() wants them.
+int ms_left(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
+}
+
+/// Appends a u32 in host order.
+void put_u32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
+
+/// Encodes one frame: u32 size, u8 code, u32 count, (u32 len, bytes)*.
+std::string encode(uint8_t code, const std::vector<std::string>& items) {
+  std::string body;
+  body.push_back(static_cast<char>(code));
+  put_u32(body, static_cast<uint32_t>(items.size()));
+  for (const auto& s : items) {
+    put_u32(body, static_cast<uint32_t>(s.size()));
+    body += s;
+  }
+  std::string frame;
+  put_u32(frame, static_cast<uint32_t>(body.size()));
+  return frame + body;
+}
+
+/// Decodes a frame body; false when malformed.
+bool decode(const char* p, size_t n, uint8_t& code, std::vector<std::string>& items) {
+  if (n < 5) return false;
+  code = static_cast<uint8_t>(p[0]);
+  uint32_t count;
+  std::memcpy(&count, p + 1, 4);
+  size_t off = 5;
+  items.clear();
+  for (uint32_t i = 0; i < count; ++i) {
+    if (off + 4 > n) return false;
+    uint32_t len;
+    std::memcpy(&len, p + off, 4);
+    off += 4;
+    if (off + len > n) return false;
+    items.emplace_back(p + off, len);
+    off += len;
+  }
+  return off == n;
+}
+
+/// Set by send_all / recv_exact when they gave up because the deadline passed (not an error).
+thread_local bool t_timed_out = false;
+
+/// Writes all of `data` before `deadline`; false on error or timeout.
+bool send_all(int fd, const std::string& data, Clock::time_point deadline) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t k = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (k > 0) {
+      done += static_cast<size_t>(k);
+      continue;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd, POLLOUT, 0};
+      const int r = ::poll(&p, 1, ms_left(deadline));
+      if (r == 0) t_timed_out = true;
+      if (r <= 0) return false;
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+/// Reads exactly `n` bytes before `deadline`; false on error, EOF or timeout.
+bool recv_exact(int fd, char* out, size_t n, Clock::time_point deadline) {
+  size_t done = 0;
+  while (done < n) {
+    pollfd p{fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, ms_left(deadline));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0 && Clock::now() < deadline) continue;  // poll rounds to whole milliseconds
+    if (r == 0) t_timed_out = true;
+    if (r <= 0) return false;
+    const ssize_t k = ::recv(fd, out + done, n - done, 0);
+    if (k > 0) {
+      done += static_cast<size_t>(k);
+    } else if (k < 0 && (errno == EINTR || errno == EAGAIN)) {
+      continue;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// Server
+
+/// The server's data and connections, touched only by the serving thread.
+struct TCPStoreServer::State {
+  struct Client {
+    std::string in;  // bytes received, not yet handled
+  };
+  struct Waiter {
+    int fd;
+    std::vector<std::string> keys;
+  };
+  std::map<std::string, std::string> data;
+  std::map<int, Client> clients;
+  std::vector<Waiter> waiters;
+
+  bool has_all(const std::vector<std::string>& keys) const {
+    for (const auto& k : keys)
+      if (!data.count(k)) return false;
+    return true;
+  }
+  void reply(int fd, uint8_t code, const std::vector<std::string>& items) {
+    send_all(fd, encode(code, items), Clock::now() + std::chrono::seconds(30));
+  }
+  /// Answers every parked wait whose keys now all exist.
+  void wake_waiters() {
+    for (size_t i = 0; i < waiters.size();) {
+      if (has_all(waiters[i].keys)) {
+        reply(waiters[i].fd, 0, {});
+        waiters.erase(waiters.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+  }
+  void drop(int fd) {
+    ::close(fd);
+    clients.erase(fd);
+    for (size_t i = 0; i < waiters.size();) {
+      if (waiters[i].fd == fd)
+        waiters.erase(waiters.begin() + static_cast<std::ptrdiff_t>(i));
+      else
+        ++i;
+    }
+  }
+  /// Handles one request from `fd`.
+  void handle(int fd, uint8_t code, std::vector<std::string>& a) {
+    auto need = [&](size_t n) {
+      if (a.size() == n) return true;
+      reply(fd, 2, {str("TCPStore: request ", int(code), " takes ", n, " arguments")});
+      return false;
+    };
+    switch (static_cast<TcpStoreCmd>(code)) {
+      case TcpStoreCmd::kSet:
+        if (!need(2)) return;
+        data[a[0]] = std::move(a[1]);
+        reply(fd, 0, {});
+        wake_waiters();
+        return;
+      case TcpStoreCmd::kGet: {
+        if (!need(1)) return;
+        auto it = data.find(a[0]);
+        if (it == data.end())
+          reply(fd, 1, {});
+        else
+          reply(fd, 0, {it->second});
+        return;
+      }
+      case TcpStoreCmd::kAdd: {
+        if (!need(2)) return;
+        int64_t v = 0;
+        try {
+          auto it = data.find(a[0]);
+          v = (it == data.end() ? 0 : parse_counter(a[0], it->second)) + std::stoll(a[1]);
+        } catch (const std::exception& e) {
+          reply(fd, 2, {e.what()});
+          return;
+        }
+        data[a[0]] = std::to_string(v);
+        reply(fd, 0, {std::to_string(v)});
+        wake_waiters();
+        return;
+      }
+      case TcpStoreCmd::kCheck:
+        reply(fd, 0, {has_all(a) ? "1" : "0"});
+        return;
+      case TcpStoreCmd::kWait:
+        if (has_all(a))
+          reply(fd, 0, {});
+        else
+          waiters.push_back({fd, std::move(a)});
+        return;
+      case TcpStoreCmd::kDelete:
+        if (!need(1)) return;
+        reply(fd, 0, {data.erase(a[0]) ? "1" : "0"});
+        return;
+      case TcpStoreCmd::kNumKeys:
+        reply(fd, 0, {std::to_string(data.size())});
+        return;
+      case TcpStoreCmd::kPing:
+        reply(fd, 0, {});
+        return;
+    }
+    reply(fd, 2, {str("TCPStore: unknown request code ", int(code))});
+  }
+};
+
+TCPStoreServer::TCPStoreServer(int port) : state_(std::make_unique<State>()) {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) throw Error("cannot create a socket", "TCPStoreServer", "", strerror(errno));
+  int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(listen_fd_, 1024) != 0) {
+    const std::string why = strerror(errno);
+    ::close(listen_fd_);
+    throw Error(str("cannot listen on port ", port), "TCPStoreServer", "a free TCP port", why);
+  }
+  socklen_t len = sizeof(addr);
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  if (::pipe2(wake_pipe_, O_CLOEXEC) != 0) {
+    ::close(listen_fd_);
+    throw Error("cannot create a pipe", "TCPStoreServer", "", strerror(errno));
+  }
+  thread_ = std::thread([this] { serve(); });
+}
+
+TCPStoreServer::~TCPStoreServer() { stop(); }
+
+void TCPStoreServer::stop() {
+  if (stopped_.exchange(true)) return;
+  const char c = 'x';
+  [[maybe_unused]] ssize_t k = ::write(wake_pipe_[1], &c, 1);
+  if (thread_.joinable()) thread_.join();
+  for (auto& [fd, client] : state_->clients) ::close(fd);
+  state_->clients.clear();
+  ::close(listen_fd_);
+  ::close(wake_pipe_[0]);
+  ::close(wake_pipe_[1]);
+}
+
+void TCPStoreServer::serve() {
+  State& st = *state_;
+  std::vector<pollfd> fds;
+  std::vector<char> buf(1 << 16);
+  while (true) {
+    fds.clear();
+    fds.push_back({wake_pipe_[0], POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    for (const auto& [fd, c] : st.clients) fds.push_back({fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[0].revents) return;
+    if (fds[1].revents & POLLIN) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        set_nodelay(fd);
+        st.clients[fd];
+      }
+    }
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      const int fd = fds[i].fd;
+      const ssize_t k = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+      if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (k <= 0) {
+        st.drop(fd);
+        continue;
+      }
+      std::string& in = st.clients[fd].in;
+      in.append(buf.data(), static_cast<size_t>(k));
+      // Handle every complete frame.
+      while (in.size() >= 4) {
+        uint32_t n;
+        std::memcpy(&n, in.data(), 4);
+        if (n > kMaxFrame) {
+          st.drop(fd);
+          break;
+        }
+        if (in.size() < 4 + size_t{n}) break;
+        uint8_t code;
+        std::vector<std::string> items;
+        const bool ok = decode(in.data() + 4, n, code, items);
+        in.erase(0, 4 + size_t{n});
+        if (!ok) {
+          st.drop(fd);
+          break;
+        }
+        st.handle(fd, code, items);
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Client
+
+TCPStore::TCPStore(std::string host, int port, bool is_server, Millis timeout)
+    : Store(timeout), host_(std::move(host)), port_(port) {
+  if (is_server) {
+    server_ = std::make_unique<TCPStoreServer>(port);
+    port_ = server_->port();
+  }
+  release(acquire(timeout));  // fail early, with a clear message, when nobody listens
+}
+
+TCPStore::~TCPStore() {
+  for (int fd : idle_) ::close(fd);
+  idle_.clear();
+  if (server_) server_->stop();
+}
+
+std::string TCPStore::describe() const { return str("TCPStore(", host_, ":", port_, ")"); }
+
+int TCPStore::acquire(Millis timeout) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!idle_.empty()) {
+      const int fd = idle_.back();
+      idle_.pop_back();
+      return fd;
+    }
+  }
+  const auto deadline = Clock::now() + timeout;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  std::string last_error = "no attempt";
+  auto sleep = Millis(5);
+  while (true) {
+    addrinfo* res = nullptr;
+    const int gai = ::getaddrinfo(host_.c_str(), std::to_string(port_).c_str(), &hints, &res);
+    if (gai != 0) {
+      last_error = str("cannot resolve '", host_, "': ", gai_strerror(gai));
+    } else {
+      for (addrinfo* a = res; a; a = a->ai_next) {
+        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+          ::freeaddrinfo(res);
+          set_nodelay(fd);
+          return fd;
+        }
+        last_error = strerror(errno);
+        ::close(fd);
+      }
+      ::freeaddrinfo(res);
+    }
+    if (Clock::now() + sleep >= deadline)
+      throw Error(str("could not connect within ", timeout.count(),
+                      " ms (is rank 0 / the store server running, and are MASTER_ADDR and "
+                      "MASTER_PORT right?)"),
+                  describe(), "a listening TCPStoreServer", last_error);
+    std::this_thread::sleep_for(sleep);
+    sleep = std::min(sleep * 2, Millis(200));
+  }
+}
+
+void TCPStore::release(int fd) {
+  std::lock_guard<std::mutex> lk(mu_);
+  idle_.push_back(fd);
+}
+
+bool TCPStore::request(TcpStoreCmd cmd, const std::vector<std::string>& args, Millis timeout,
+                       Reply& reply) {
+  const auto deadline = Clock::now() + timeout;
+  const int fd = acquire(timeout);
+  t_timed_out = false;
+  uint32_t n = 0;
+  std::vector<char> body;
+  bool ok = send_all(fd, encode(static_cast<uint8_t>(cmd), args), deadline) &&
+            recv_exact(fd, reinterpret_cast<char*>(&n), 4, deadline) && n <= kMaxFrame;
+  if (ok) {
+    body.resize(n);
+    ok = recv_exact(fd, body.data(), n, deadline) &&
+         decode(body.data(), n, reply.code, reply.values);
+  }
+  if (!ok) {
+    ::close(fd);  // the server drops this connection's parked request with it
+    return false;
+  }
+  release(fd);
+  return true;
+}
+
+TCPStore::Reply TCPStore::call(TcpStoreCmd cmd, const std::vector<std::string>& args,
+                               const std::string& what) {
+  Reply r;
+  if (!request(cmd, args, timeout(), r))
+    throw Error(str(what, " got no reply within ", timeout().count(), " ms"), describe(),
+                "a reply from the store server", "connection lost or timed out");
+  if (r.code == 2)
+    throw Error(r.values.empty() ? "store error" : r.values[0], describe() + " " + what);
+  return r;
+}
+
+void TCPStore::set(const std::string& key, const std::string& value) {
+  call(TcpStoreCmd::kSet, {key, value}, str("set('", key, "')"));
+}
+
+std::string TCPStore::get(const std::string& key) {
+  wait({key}, timeout());
+  return get_now(key);
+}
+
+std::string TCPStore::get_now(const std::string& key) {
+  Reply r = call(TcpStoreCmd::kGet, {key}, str("get('", key, "')"));
+  if (r.code == 1 || r.values.size() != 1)
+    throw Error("key not found", describe(), str("key '", key, "'"), "absent");
+  return r.values[0];
+}
+
+int64_t TCPStore::add(const std::string& key, int64_t delta) {
+  Reply r = call(TcpStoreCmd::kAdd, {key, std::to_string(delta)}, str("add('", key, "')"));
+  return parse_counter(key, r.values.empty() ? "" : r.values[0]);
+}
+
+bool TCPStore::check(const std::vector<std::string>& keys) {
+  Reply r = call(TcpStoreCmd::kCheck, keys, "check");
+  return !r.values.empty() && r.values[0] == "1";
+}
+
+void TCPStore::wait(const std::vector<std::string>& keys, Millis timeout) {
+  Reply r;
+  const auto deadline = Clock::now() + timeout;
+  if (request(TcpStoreCmd::kWait, keys, timeout, r)) {
+    if (r.code == 2) throw Error(r.values.empty() ? "store error" : r.values[0], describe());
+    return;
+  }
+  if (!t_timed_out && Clock::now() < deadline) {
+    std::string names;
+    for (const auto& k : keys) names += (names.empty() ? "'" : ", '") + k + "'";
+    throw Error(str("lost the connection to the store server while waiting for key(s) ", names,
+                    " (did rank 0, which hosts it, exit or crash?)"),
+                describe(), "a reply from the store server", "connection closed");
+  }
+  // Timed out: name exactly the keys still missing (best effort, on a fresh connection).
+  std::vector<std::string> missing;
+  for (const auto& k : keys) {
+    Reply c;
+    if (!request(TcpStoreCmd::kCheck, {k}, Millis(2000), c) || c.values.empty() ||
+        c.values[0] != "1")
+      missing.push_back(k);
+  }
+  throw_store_timeout(describe(), missing.empty() ? keys : missing, timeout);
+}
+
+bool TCPStore::delete_key(const std::string& key) {
+  Reply r = call(TcpStoreCmd::kDelete, {key}, str("delete_key('", key, "')"));
+  return !r.values.empty() && r.values[0] == "1";
+}
+
+int64_t TCPStore::num_keys() {
+  Reply r = call(TcpStoreCmd::kNumKeys, {}, "num_keys");
+  return parse_counter("num_keys", r.values.empty() ? "" : r.values[0]);
+}
+
+}  // namespace anvil::dist

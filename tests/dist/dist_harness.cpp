@@ -1,0 +1,264 @@
+// The dist test harness (dist_harness.h).
+#include "dist_harness.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "dist/launcher.h"
+#include "dist/world.h"
+
+extern char** environ;
+
+namespace anvil::dist::test {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct WorkerEntry {
+  WorkerFn fn;
+  bool init_world;
+};
+std::map<std::string, WorkerEntry>& workers() {
+  static std::map<std::string, WorkerEntry> w;
+  return w;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream os;
+  os << f.rdbuf();
+  return os.str();
+}
+
+/// A fresh temporary directory, removed by the destructor.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "anvil_dist_XXXXXX").string();
+    char* p = mkdtemp(tmpl.data());
+    path = p ? p : "/tmp";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+/// A started process (its own process group, dies with us).
+struct Proc {
+  pid_t pid = -1;
+  std::string log;
+  bool done = false;
+  ProcResult result;
+};
+
+Proc start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+           const std::string& log) {
+  std::vector<std::string> envs;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string s = *e;
+    if (!env.count(s.substr(0, s.find('=')))) envs.push_back(s);
+  }
+  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  std::vector<char*> a, e;
+  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  for (const auto& s : envs) e.push_back(const_cast<char*>(s.c_str()));
+  e.push_back(nullptr);
+  Proc p;
+  p.log = log;
+  const pid_t parent = getpid();
+  p.pid = fork();
+  if (p.pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    execvpe(a[0], a.data(), e.data());
+    _exit(127);
+  }
+  return p;
+}
+
+/// Waits for every process until `deadline`; kills the rest (whole process groups).
+bool wait_all(std::vector<Proc>& procs, std::chrono::milliseconds deadline) {
+  const auto end = Clock::now() + deadline;
+  bool timed_out = false;
+  while (true) {
+    bool all = true;
+    for (auto& p : procs) {
+      if (p.done) continue;
+      int st = 0;
+      const pid_t r = waitpid(p.pid, &st, WNOHANG);
+      if (r == p.pid) {
+        p.done = true;
+        if (WIFEXITED(st)) p.result.exit_code = WEXITSTATUS(st);
+        if (WIFSIGNALED(st)) p.result.signal = WTERMSIG(st);
+      } else {
+        all = false;
+      }
+    }
+    if (all) break;
+    if (Clock::now() >= end) {
+      timed_out = true;
+      for (auto& p : procs)
+        if (!p.done) kill(-p.pid, SIGKILL);
+      for (auto& p : procs)
+        if (!p.done) {
+          int st = 0;
+          waitpid(p.pid, &st, 0);
+          p.done = true;
+          p.result.signal = SIGKILL;
+        }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (auto& p : procs) {
+    kill(-p.pid, SIGKILL);  // stragglers of its group (e.g. mpirun's children)
+    p.result.output = read_all(p.log);
+  }
+  return timed_out;
+}
+
+}  // namespace
+
+bool register_worker(const char* name, WorkerFn fn, bool init_world) {
+  workers()[name] = {fn, init_world};
+  return true;
+}
+
+std::string JobResult::all_output() const {
+  std::ostringstream os;
+  if (timed_out) os << "*** the job hit its deadline and was killed ***\n";
+  for (size_t i = 0; i < procs.size(); ++i)
+    os << "----- process " << i << " (exit " << procs[i].exit_code << ", signal " << procs[i].signal
+       << ") -----\n"
+       << procs[i].output << "\n";
+  return os.str();
+}
+
+bool JobResult::ok() const {
+  if (timed_out || procs.empty()) return false;
+  for (const auto& p : procs)
+    if (p.exit_code != 0) return false;
+  return true;
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  return fs::read_symlink("/proc/self/exe", ec).string();
+}
+
+bool backend_available(const std::string& backend) {
+  for (const auto& b : available_backends())
+    if (b == backend) {
+      if (backend != "mpi") return true;
+      return std::system("command -v mpirun > /dev/null 2>&1") == 0;
+    }
+  return false;
+}
+
+ProcResult run_command(const std::vector<std::string>& argv,
+                       const std::map<std::string, std::string>& env,
+                       std::chrono::milliseconds deadline, bool* timed_out) {
+  TempDir dir;
+  std::vector<Proc> procs{start(argv, env, dir.path + "/out.log")};
+  const bool t = wait_all(procs, deadline);
+  if (timed_out) *timed_out = t;
+  return procs[0].result;
+}
+
+JobResult run_job(const std::string& backend, int world, const std::string& name,
+                  const JobOptions& opts) {
+  TempDir dir;
+  std::map<std::string, std::string> env = opts.env;
+  env["ANVIL_DIST_WORKER"] = name;
+  env["ANVIL_TEST_BACKEND"] = backend;
+  env["ANVIL_TEST_OUTDIR"] = dir.path;
+  env.emplace("ANVIL_DIST_TIMEOUT", "30");
+  const std::vector<std::string> worker_args = {self_exe(), "--gtest_filter=DistWorker.Run"};
+  std::vector<Proc> procs;
+  if (backend == "mpi") {
+    env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+    env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+    env.emplace("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+    std::vector<std::string> argv = {"mpirun",          "-n",        std::to_string(world),
+                                     "--oversubscribe", "--bind-to", "none"};
+    for (const auto& [k, v] : env) {
+      argv.push_back("-x");
+      argv.push_back(k);
+    }
+    argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+    procs.push_back(start(argv, env, dir.path + "/mpirun.log"));
+  } else {
+    const int port = pick_free_port();
+    const int n = opts.start_ranks >= 0 ? opts.start_ranks : world;
+    for (int r = 0; r < n; ++r) {
+      auto e = env;
+      e["RANK"] = std::to_string(r);
+      e["WORLD_SIZE"] = std::to_string(world);
+      e["LOCAL_RANK"] = std::to_string(r);
+      e["LOCAL_WORLD_SIZE"] = std::to_string(world);
+      e["MASTER_ADDR"] = "127.0.0.1";
+      e["MASTER_PORT"] = std::to_string(port);
+      procs.push_back(start(worker_args, e, dir.path + "/rank" + std::to_string(r) + ".log"));
+    }
+  }
+  JobResult res;
+  res.timed_out = wait_all(procs, opts.deadline);
+  for (auto& p : procs) res.procs.push_back(std::move(p.result));
+  return res;
+}
+
+std::string param_name(const testing::TestParamInfo<DistParam>& info) {
+  return info.param.backend + "_w" + std::to_string(info.param.world);
+}
+
+std::vector<DistParam> all_params() {
+  std::vector<DistParam> out;
+  for (const char* b : {"gloo", "mpi"})
+    for (int w : {2, 3, 4}) out.push_back({b, w});
+  return out;
+}
+
+}  // namespace anvil::dist::test
+
+// The entry point of every rank: runs the worker named by ANVIL_DIST_WORKER.
+TEST(DistWorker, Run) {
+  using namespace anvil::dist;
+  using namespace anvil::dist::test;
+  const char* name = std::getenv("ANVIL_DIST_WORKER");
+  if (!name) GTEST_SKIP() << "runs only as a rank of a multi-process dist test";
+  auto it = workers().find(name);
+  ASSERT_NE(it, workers().end()) << "unknown dist worker '" << name << "'";
+  WorkerCtx ctx;
+  ctx.backend = std::getenv("ANVIL_TEST_BACKEND") ? std::getenv("ANVIL_TEST_BACKEND") : "gloo";
+  ctx.outdir = std::getenv("ANVIL_TEST_OUTDIR") ? std::getenv("ANVIL_TEST_OUTDIR") : "/tmp";
+  if (it->second.init_world) {
+    ctx.pg = init_world_from_env(ctx.backend);
+    ctx.rank = ctx.pg->rank();
+    ctx.world = ctx.pg->size();
+  } else {
+    const WorldEnv e = read_world_env();
+    ctx.rank = e.rank;
+    ctx.world = e.world_size;
+  }
+  it->second.fn(ctx);
+}

@@ -1,0 +1,107 @@
+// Harness of the dist tests: real processes on 127.0.0.1.
+//
+// Parent side: run_job() re-executes this test binary as the ranks of a job. For gloo it forks
+// one process per rank with the torchrun environment (RANK, WORLD_SIZE, MASTER_ADDR, a free
+// MASTER_PORT); for mpi it runs `mpirun -n W --oversubscribe` (root-allowed). Each rank runs the
+// gtest DistWorker.Run, which looks up the worker named by ANVIL_DIST_WORKER and runs it. Every
+// job is bounded by a deadline after which all its processes are killed, so nothing hangs.
+//
+// Worker side: DIST_WORKER(name) { ... } defines a worker; it gets a WorkerCtx with the world
+// group already joined (unless declared with DIST_WORKER_NOINIT) and may use gtest assertions.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+
+namespace anvil::dist::test {
+
+/// What a worker gets.
+struct WorkerCtx {
+  int rank = 0;
+  int world = 1;
+  std::string backend;
+  std::shared_ptr<ProcessGroup> pg;  // the world group ("0"); null for NOINIT workers
+  std::string outdir;                // a directory shared by the job's ranks
+};
+
+using WorkerFn = void (*)(WorkerCtx&);
+/// Registers a worker (used by the DIST_WORKER macros).
+bool register_worker(const char* name, WorkerFn fn, bool init_world);
+
+/// One finished (or killed) process of a job.
+struct ProcResult {
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;
+  std::string output;  // its stdout + stderr
+};
+
+/// A finished job.
+struct JobResult {
+  std::vector<ProcResult> procs;  // gloo: one per started rank; mpi: one (mpirun)
+  bool timed_out = false;
+  /// Every process's output, each block headed by its name.
+  std::string all_output() const;
+  /// True when every process exited with 0 and nothing timed out.
+  bool ok() const;
+};
+
+/// Options of a job.
+struct JobOptions {
+  std::map<std::string, std::string> env;  // extra environment for every rank
+  std::chrono::milliseconds deadline{60000};
+  int start_ranks = -1;  // gloo: start only ranks [0, start_ranks)
+};
+
+/// Runs worker `name` on `world` ranks with `backend` ("gloo" or "mpi").
+JobResult run_job(const std::string& backend, int world, const std::string& name,
+                  const JobOptions& opts = {});
+/// Runs `argv` (a whole command line) with extra env, bounded by `deadline`.
+ProcResult run_command(const std::vector<std::string>& argv,
+                       const std::map<std::string, std::string>& env,
+                       std::chrono::milliseconds deadline, bool* timed_out = nullptr);
+/// Path of this test binary.
+std::string self_exe();
+/// True when `backend` is compiled in (and, for mpi, mpirun is on PATH).
+bool backend_available(const std::string& backend);
+
+/// gtest parameter: (backend, world size).
+struct DistParam {
+  std::string backend;
+  int world;
+};
+std::string param_name(const testing::TestParamInfo<DistParam>& info);
+/// Prints "gloo x 2" in gtest messages.
+inline void PrintTo(const DistParam& p, std::ostream* os) { *os << p.backend << " x " << p.world; }
+/// gloo and mpi with 2, 3 and 4 ranks.
+std::vector<DistParam> all_params();
+
+}  // namespace anvil::dist::test
+
+#define DIST_WORKER_IMPL_(name, init)                                         \
+  static void dist_worker_##name(::anvil::dist::test::WorkerCtx& ctx);        \
+  [[maybe_unused]] static const bool dist_worker_reg_##name =                 \
+      ::anvil::dist::test::register_worker(#name, &dist_worker_##name, init); \
+  static void dist_worker_##name([[maybe_unused]] ::anvil::dist::test::WorkerCtx& ctx)
+
+/// A worker that runs with the world group joined (ctx.pg).
+#define DIST_WORKER(name) DIST_WORKER_IMPL_(name, true)
+/// A worker that joins (or fails to join) the world itself.
+#define DIST_WORKER_NOINIT(name) DIST_WORKER_IMPL_(name, false)
+
+/// Runs worker `name` on the test's (backend, world) and expects success.
+#define EXPECT_DIST_JOB_OK(name, ...)                                                        \
+  do {                                                                                       \
+    const auto& p_ = GetParam();                                                             \
+    if (!::anvil::dist::test::backend_available(p_.backend))                                 \
+      GTEST_SKIP() << p_.backend << " backend not available";                                \
+    const auto r_ = ::anvil::dist::test::run_job(p_.backend, p_.world, name, ##__VA_ARGS__); \
+    EXPECT_TRUE(r_.ok()) << r_.all_output();                                                 \
+  } while (0)
