@@ -739,11 +739,13 @@ class Parser {
       return a[0].mod(a[1]);
     }
     if (id == "Max") {
+      if (a.empty()) error("Max() needs at least one argument");
       SymInt r = a[0];
       for (size_t i = 1; i < a.size(); ++i) r = SymInt::max(r, a[i]);
       return r;
     }
     if (id == "Min") {
+      if (a.empty()) error("Min() needs at least one argument");
       SymInt r = a[0];
       for (size_t i = 1; i < a.size(); ++i) r = SymInt::min(r, a[i]);
       return r;

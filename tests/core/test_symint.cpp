@@ -288,5 +288,15 @@ TEST(SymInt, ParseRejectsGarbageWithAnError) {
   }
 }
 
+TEST(SymIntParse, RejectsMalformedFunctionsWithAnError) {
+  // Found by fuzzing the .pt2 reader: these reached undefined behaviour before.
+  EXPECT_THROW(SymInt::parse("Max()"), Error);
+  EXPECT_THROW(SymInt::parse("Min()"), Error);
+  EXPECT_THROW(SymInt::parse("Pow(s0, 100000)"), Error);
+  EXPECT_THROW(SymInt::parse("Pow(s0, -1)"), Error);
+  EXPECT_THROW(SymInt::parse("9223372036854775807 + 1"), Error);
+  EXPECT_EQ(SymInt::parse("Max(s0)"), SymInt::symbol("s0"));
+}
+
 }  // namespace
 }  // namespace anvil
