@@ -2,19 +2,94 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 
 #include "core/error.h"
 
 namespace anvil {
 
-std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
+namespace {
+
+/// Keeps freed large blocks (>= kMinCachedBytes) for reuse, so that a model's outputs, allocated
+/// afresh on every run, do not page-fault their memory in again each time (for a 64 MiB output
+/// that costs more than computing it). Blocks are keyed by their size rounded up to 64 KiB; the
+/// cache holds at most ANVIL_ALLOC_CACHE_MB (default 512; 0 turns it off) and frees the largest
+/// blocks first when full. Thread-safe.
+class LargeBlockCache {
+ public:
+  static constexpr size_t kMinCachedBytes = size_t{1} << 20;
+  static constexpr size_t kGranule = size_t{64} << 10;
+
+  static LargeBlockCache& instance() {
+    static LargeBlockCache* cache = new LargeBlockCache();  // never destroyed: frees may come late
+    return *cache;
+  }
+  static size_t round(size_t nbytes) { return (nbytes + kGranule - 1) / kGranule * kGranule; }
+
+  /// A cached block of exactly `rounded` bytes, or nullptr.
+  void* take(size_t rounded) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks_.find(rounded);
+    if (it == blocks_.end()) return nullptr;
+    void* p = it->second;
+    blocks_.erase(it);
+    held_ -= rounded;
+    return p;
+  }
+  /// Keeps `p` (of `rounded` bytes) for reuse, or frees it when the cache is off or it is too big.
+  void give(void* p, size_t rounded) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (rounded > limit_) {
+      std::free(p);
+      return;
+    }
+    while (held_ + rounded > limit_ && !blocks_.empty()) {
+      auto last = std::prev(blocks_.end());
+      held_ -= last->first;
+      std::free(last->second);
+      blocks_.erase(last);
+    }
+    blocks_.emplace(rounded, p);
+    held_ += rounded;
+  }
+
+ private:
+  LargeBlockCache() {
+    const char* env = std::getenv("ANVIL_ALLOC_CACHE_MB");
+    limit_ = (env && *env ? std::strtoull(env, nullptr, 10) : 512) << 20;
+  }
+  std::mutex mu_;
+  std::multimap<size_t, void*> blocks_;
+  size_t held_ = 0;
+  size_t limit_ = 0;
+};
+
+std::shared_ptr<Storage> allocate_impl(size_t nbytes, bool zero) {
   size_t rounded = (nbytes + kStorageAlignment - 1) / kStorageAlignment * kStorageAlignment;
   if (rounded == 0) rounded = kStorageAlignment;
+  if (rounded >= LargeBlockCache::kMinCachedBytes) {
+    auto& cache = LargeBlockCache::instance();
+    const size_t r = LargeBlockCache::round(rounded);
+    void* p = cache.take(r);
+    if (!p) p = std::aligned_alloc(kStorageAlignment, r);
+    if (!p) throw Error("out of memory", "Storage::allocate", "", str(nbytes, " bytes requested"));
+    if (zero) std::memset(p, 0, r);
+    return Storage::wrap(p, nbytes, [r](void* q) { LargeBlockCache::instance().give(q, r); });
+  }
   void* p = std::aligned_alloc(kStorageAlignment, rounded);
   if (!p) throw Error("out of memory", "Storage::allocate", "", str(nbytes, " bytes requested"));
-  std::memset(p, 0, rounded);
-  return std::shared_ptr<Storage>(new Storage(p, nbytes, [](void* q) { std::free(q); }, Device::cpu()));
+  if (zero) std::memset(p, 0, rounded);
+  return Storage::wrap(p, nbytes, [](void* q) { std::free(q); });
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes) { return allocate_impl(nbytes, true); }
+
+std::shared_ptr<Storage> Storage::allocate_uninitialized(size_t nbytes) {
+  return allocate_impl(nbytes, false);
 }
 
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Deleter deleter, Device device) {

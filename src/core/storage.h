@@ -20,6 +20,9 @@ class Storage {
 
   /// Allocates `nbytes` of zeroed, 64-byte aligned host memory.
   static std::shared_ptr<Storage> allocate(size_t nbytes);
+  /// Like allocate() but the bytes are left as they are (for buffers the caller overwrites
+  /// completely, such as compiled models' outputs). Large blocks come from a reuse cache.
+  static std::shared_ptr<Storage> allocate_uninitialized(size_t nbytes);
   /// Wraps memory anvil does not own; `deleter` (may be empty) runs when the last view dies.
   static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Deleter deleter,
                                        Device device = Device::cpu());
