@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs everything CI runs: installs and builds, runs every CTest suite except `gpu`, then builds
-# the archive reader and its fuzz test under AddressSanitizer + UBSan and runs those.
+# the archive reader and its fuzz test under AddressSanitizer + UBSan and runs those, and runs a
+# load / run / unload loop of compiled packages under LeakSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
@@ -12,8 +13,10 @@ ctest --test-dir build -LE gpu --output-on-failure -j "$JOBS" --timeout 600
 
 echo "== ASan/UBSan: archive reader + fuzz"
 BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_ARGS=-DANVIL_SANITIZE=ON \
-  BUILD_TARGETS="test_fuzz test_frontend" scripts/setup.sh
+  BUILD_TARGETS="test_fuzz test_frontend test_aot" scripts/setup.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 build-asan/bin/test_frontend --gtest_brief=1
 build-asan/bin/test_fuzz --gtest_brief=1
+echo "== LeakSanitizer: compiled packages loaded, run and unloaded repeatedly"
+build-asan/bin/test_aot --gtest_brief=1 --gtest_filter='AotLeak.*'
 echo "== all tests passed"

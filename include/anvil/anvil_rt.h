@@ -7,7 +7,11 @@
  *
  * Calling sequence (runtime side, per run):
  *   1. bind symbol values from the user inputs (manifest input specs), check every input;
- *   2. for each output i: entry->output_sizes(symbols, i, sizes) and allocate it contiguous;
+ *   2. for each output i: entry->output_sizes(symbols, i, sizes) and (ABI >= 2)
+ *      entry->output_layout(symbols, i, &layout): an output with base_kind 0 gets fresh storage of
+ *      layout.storage_numel elements (its buffer, passed in args.outputs[i]); the others are
+ *      views of another output's storage or of an input and are not written by run(). Without
+ *      output_layout (ABI 1) every output is a fresh contiguous tensor;
  *   3. allocate entry->arena_bytes(symbols) bytes (64-byte aligned) or reuse a runner's arena;
  *   4. entry->run(model, &args) — returns 0, or non-zero with a message in args.error.
  * Data pointers are to contiguous, 64-byte aligned (where the runtime allocated them) buffers in
@@ -24,7 +28,9 @@
 extern "C" {
 #endif
 
-#define ANVIL_MODEL_ABI_VERSION 1u
+#define ANVIL_MODEL_ABI_VERSION 2u
+/* Minor version: additions at the end of AnvilRtApi (1: collectives). */
+#define ANVIL_MODEL_ABI_MINOR_VERSION 1u
 
 /* A strided tensor descriptor (dtype codes are torch.export ScalarType codes, as anvil::DType). */
 typedef struct AnvilRtTensor {
@@ -68,17 +74,46 @@ typedef struct AnvilRtApi {
                      int32_t n_outputs);
   /* Records an error message for the current run (first one wins). */
   void (*set_error)(void* run_ctx, const char* message);
+  /* ---- ABI minor 1: collectives. Read only when abi_minor_version >= 1. ---- */
+  uint32_t abi_minor_version; /* ANVIL_MODEL_ABI_MINOR_VERSION of the runtime */
+  /* Issues collective `op` ("all_reduce", "broadcast", "all_gather_into_tensor",
+   * "reduce_scatter_tensor", "all_to_all_single") on the group named `group` (resolved in the
+   * process-wide group registry; the world is "0"). all_reduce / broadcast run in place on
+   * `outputs` (inputs list the same views; several tensors = one coalesced all_reduce); the
+   * others read inputs[0] and write outputs[0]. attrs: "reduce_op" (string), "src",
+   * "group_size" (int), "output_split_sizes" / "input_split_sizes" (int lists). Returns a
+   * handle > 0, or 0 with a message written through set_error. The buffers must stay untouched
+   * until coll_wait on the handle returns. */
+  int64_t (*coll_issue)(void* run_ctx, const char* op, const char* group,
+                        const AnvilRtTensor* inputs, int32_t n_inputs, AnvilRtTensor* outputs,
+                        int32_t n_outputs, const AnvilRtScalar* attrs, int32_t n_attrs);
+  /* Waits for the collective behind `handle` (bounded by the group's timeout) and releases the
+   * handle. Returns 0, or non-zero with a message written through set_error. */
+  int (*coll_wait)(void* run_ctx, int64_t handle);
 } AnvilRtApi;
 
 /* Arguments of one run. */
 typedef struct AnvilRunArgs {
   const int64_t* symbols;   /* values of the manifest's symbols, in manifest order */
   void* const* inputs;      /* user inputs, manifest order, contiguous */
-  void* const* outputs;     /* user outputs, manifest order, preallocated contiguous */
+  void* const* outputs;     /* user outputs' storage, manifest order (see output_layout) */
   void* const* constants;   /* constants, manifest order (mutable buffers are written in place) */
   void* arena;              /* scratch of arena_bytes(symbols) bytes */
   void* run_ctx;            /* opaque: pass back to AnvilRtApi calls */
 } AnvilRunArgs;
+
+/* How a user output is returned (ABI >= 2): a strided view of some storage. base_kind 0: the
+ * output's own storage of storage_numel elements (allocated by the runtime, written by run());
+ * 1: the storage of output base_index (outputs that are the same tensor or views of one
+ * another share it); 2: the memory of user input base_index as passed to run() (contiguous).
+ * offset and strides are in elements, relative to the start of that storage. */
+typedef struct AnvilRtOutputLayout {
+  int32_t base_kind;
+  int32_t base_index;
+  int64_t storage_numel;
+  int64_t offset;
+  int64_t strides[8];
+} AnvilRtOutputLayout;
 
 /* The entry-point table a model.so exports. */
 typedef struct AnvilModelEntry {
@@ -89,6 +124,9 @@ typedef struct AnvilModelEntry {
   int64_t (*arena_bytes)(const int64_t* symbols);
   void (*output_sizes)(const int64_t* symbols, int32_t output_index, int64_t* sizes);
   int (*run)(void* model, const AnvilRunArgs* args);
+  /* ABI >= 2: how output `output_index` is returned (see AnvilRtOutputLayout). */
+  void (*output_layout)(const int64_t* symbols, int32_t output_index,
+                        AnvilRtOutputLayout* layout);
 } AnvilModelEntry;
 
 typedef const AnvilModelEntry* (*AnvilModelEntryFn)(void);

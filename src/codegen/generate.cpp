@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "anvil/anvil_rt.h"
 #include "codegen/cpu/emit_cpu.h"
 #include "codegen/toolchain.h"
 #include "core/error.h"
+#include "passes/collectives.h"
 
 namespace anvil::codegen {
 
@@ -30,7 +32,7 @@ std::string manifest(const passes::Program& p, const std::string& target,
                      const std::vector<std::string>& cpu_features, const CpuCodegenOptions& o) {
   json m;
   m["format_version"] = 1;
-  m["abi_version"] = 1;
+  m["abi_version"] = ANVIL_MODEL_ABI_VERSION;  // include/anvil/anvil_rt.h
   m["anvil_version"] = o.anvil_version;
   m["target"] = target;
   m["cpu_features"] = cpu_features;
@@ -72,6 +74,16 @@ std::string manifest(const passes::Program& p, const std::string& target,
   }
   m["planned_peak_bytes"] = p.arena_bytes.str();
   m["collectives"] = json::array();
+  for (const auto& s : p.steps) {
+    const auto* e = std::get_if<passes::ExternStep>(&s);
+    if (!e || !passes::is_collective_issue(*e)) continue;
+    m["collectives"].push_back(
+        {{"name", e->name},
+         {"op", e->target.substr(std::string(passes::kCollectivePrefix).size())},
+         {"group", passes::collective_attr(*e, "group")},
+         {"tensors", e->outputs.size()},
+         {"nodes", e->nodes}});
+  }
   return m.dump(2);
 }
 
@@ -101,6 +113,9 @@ CpuCodegenResult generate_cpu_program(const passes::Program& p, const CpuCodegen
   std::vector<std::string> tus(static_cast<size_t>(ntu));
   for (const auto& step : p.steps) {
     std::string text;
+    if (const auto* e = std::get_if<passes::ExternStep>(&step);
+        e && (passes::is_collective_issue(*e) || passes::is_collective_wait(*e)))
+      continue;  // emitted inline in run() (emit_collective.cpp)
     if (const auto* k = std::get_if<passes::LoopKernel>(&step))
       text = cpu::emit_loop_kernel(p, *k, o);
     else if (const auto* g = std::get_if<passes::GemmStep>(&step))

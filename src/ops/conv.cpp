@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "ops/registry.h"
+#include "runtime/kernels/conv_transpose.h"
 
 namespace anvil::ops {
 
@@ -17,6 +18,12 @@ namespace linalg_detail {  // defined in linalg.cpp
 Tensor matmul_fused(const Tensor& a, const Tensor& b, const Tensor& addend, double alpha,
                     double beta, const std::string& where);
 }  // namespace linalg_detail
+
+namespace conv_transpose_detail {  // defined in conv_transpose.cpp
+ir::TensorType shape(const ir::Node& node);
+runtime::kern::ConvTransposeArgs kernel_args(const ir::KernelContext& ctx);
+Tensor run(const ir::KernelContext& ctx, const runtime::kern::ConvTransposeArgs& a);
+}  // namespace conv_transpose_detail
 
 namespace {
 
@@ -384,7 +391,9 @@ std::vector<TensorType> shape_conv2d(const ir::Node& node) {
 }
 
 std::vector<TensorType> shape_convolution(const ir::Node& node) {
-  return {conv_shape(node, {1}, ir::shape_args::bool_(node, "transposed", false))};
+  if (ir::shape_args::bool_(node, "transposed", false))
+    return {conv_transpose_detail::shape(node)};
+  return {conv_shape(node, {1}, false)};
 }
 
 std::vector<TensorType> shape_max_pool2d(const ir::Node& node) {
@@ -420,7 +429,7 @@ std::vector<ir::RValue> kernel_conv2d(ir::KernelContext& ctx) {
 
 std::vector<ir::RValue> kernel_convolution(ir::KernelContext& ctx) {
   if (ctx.bool_arg("transposed", false))
-    ctx.fail("transposed convolution is not supported", "transposed=False", "transposed=True");
+    return {conv_transpose_detail::run(ctx, conv_transpose_detail::kernel_args(ctx))};
   const std::string* sp = padding_string(ctx.node());
   return {conv_forward(ctx, ctx.tensor("input"), ctx.tensor("weight"), ctx.opt_tensor("bias"),
                        ctx.ints("stride", {1}), sp,

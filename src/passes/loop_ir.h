@@ -203,12 +203,23 @@ struct GemmStep {
 /// One step of the program.
 using Step = std::variant<LoopKernel, GemmStep, ExternStep>;
 
+/// Whose memory a user output is returned in (AnvilRtOutputLayout::base_kind).
+enum class OutputBase { kOwn = 0, kOutput = 1, kInput = 2 };
+
 /// A model input or output as the manifest describes it.
 struct IoSpec {
   std::string name;
   DType dtype = DType::kFloat32;
   std::vector<SymInt> sizes;
-  int buffer = -1;
+  int buffer = -1;  // kOwn outputs: the kOutput buffer holding the output's storage
+  // Outputs only: the output is a view (`strides`, element `offset`) of the storage of `base`:
+  // its own buffer, the storage of output `base_index` (outputs that are the same tensor or
+  // views of one another) or user input `base_index` (outputs that are views of an input).
+  // Empty strides mean contiguous with offset 0.
+  OutputBase base = OutputBase::kOwn;
+  int base_index = -1;
+  std::vector<SymInt> strides = {};
+  SymInt offset = SymInt(0);
 };
 
 /// A constant the generated code reads (manifest order = AnvilRunArgs::constants order).
@@ -231,6 +242,9 @@ struct ProgramStats {
   int loop_kernels = 0;
   int gemms = 0;
   int externs = 0;
+  int collectives = 0;          // collective issue steps (after bucketing)
+  int collectives_bucketed = 0; // collectives merged into another's coalesced issue
+  int collective_moves = 0;     // step moves of the issue-early / wait-late reordering
 };
 
 /// The lowered program.

@@ -39,6 +39,22 @@ bool is_contiguous_view(const TRef& t) {
   return true;
 }
 
+/// The value `v` views through view ops only (v itself when no view op produced it).
+const ir::Value* view_root(const ir::Value* v) {
+  while (v->producer && v->producer->schema &&
+         v->producer->schema->category == ir::OpCategory::kView) {
+    const ir::Value* src = nullptr;
+    for (const ir::Value* in : v->producer->input_values())
+      if (in && in->kind == ir::ValueKind::kTensor) {
+        src = in;
+        break;
+      }
+    if (!src) break;
+    v = src;
+  }
+  return v;
+}
+
 /// Effective number of readers: a view's readers count for the viewed value.
 int effective_uses(const ir::Value* v,
                    const std::map<const ir::Value*, std::vector<const ir::Node*>>& readers,
@@ -447,15 +463,21 @@ void Lowerer::lower_node(const ir::Node& n) {
   if (!n.schema) fail("op not in the op table");
   switch (n.schema->category) {
     case ir::OpCategory::kSym:
+      if (n.target == "aten.item.default")  // its value exists only at run time
+        fail("data-dependent scalars (aten.item) are not supported by the compiler",
+             "sizes and scalars computable from the inputs' sizes", "aten.item.default");
+      return;  // SymInt values carry their expressions
     case ir::OpCategory::kMeta:
-      return;  // SymInt values carry their expressions; assertions hold for the ranges
+      return;  // assertions hold for the ranges
     case ir::OpCategory::kCollective:
+      return lower_collective(*this, n);
     case ir::OpCategory::kControlFlow:
       fail("op not supported by the CPU compiler yet", "pointwise, reduction, view or extern ops",
            n.target);
     default:
       break;
   }
+  wait_collectives_for(*this, n);
   if (n.schema->mutates_arg >= 0) return lower_inplace(n);
   if (lower_view(*this, n) || lower_pointwise(*this, n) || lower_reduction(*this, n) ||
       lower_matmul(*this, n))
@@ -466,6 +488,7 @@ void Lowerer::lower_node(const ir::Node& n) {
 void Lowerer::finish_outputs() {
   node_ = nullptr;
   std::set<int> taken;
+  std::map<const ir::Value*, std::pair<int, int>> owners;  // view root -> (output, buffer)
   int k = 0;
   for (const auto& o : graph_.output_specs()) {
     if (o.kind != ir::OutputKind::kUserOutput && o.kind != ir::OutputKind::kLossOutput) continue;
@@ -475,13 +498,32 @@ void Lowerer::finish_outputs() {
     const ir::Value* v = o.value;
     TRefPtr t = ref(v);
     IoSpec spec{v->name, v->type.dtype, v->type.sizes, -1};
-    if (t->is_buffer() && is_contiguous_view(*t) && !taken.count(t->buffer) &&
-        prog_.buffers[static_cast<size_t>(t->buffer)].kind == BufferKind::kArena &&
-        t->dtype == v->type.dtype) {
+    // Outputs that are views (through view ops only, not copies) of one value share its
+    // storage, as in PyTorch; views of a user input view the input; views of constants and
+    // mutable buffers are copied (callers must not reach the model's memory).
+    const ir::Value* root = view_root(v);
+    const Buffer* tb = t->is_buffer() ? &prog_.buffers[static_cast<size_t>(t->buffer)] : nullptr;
+    const bool same_dtype = tb && t->dtype == v->type.dtype && tb->dtype == t->dtype;
+    auto owner = owners.find(root);
+    if (same_dtype && tb->kind == BufferKind::kInput && !root->producer) {
+      spec.base = OutputBase::kInput;
+      spec.base_index = tb->index;
+      spec.strides = t->strides;
+      spec.offset = t->offset;
+    } else if (same_dtype && owner != owners.end() && owner->second.second == t->buffer) {
+      spec.base = OutputBase::kOutput;
+      spec.base_index = owner->second.first;
+      spec.strides = t->strides;
+      spec.offset = t->offset;
+    } else if (same_dtype && tb->kind == BufferKind::kArena && !tb->local && tb->alias_of < 0 &&
+               !taken.count(t->buffer) && !mutable_buffers_.count(t->buffer)) {
       Buffer& b = prog_.buffers[static_cast<size_t>(t->buffer)];
       b.kind = BufferKind::kOutput;
       b.index = k;
       spec.buffer = t->buffer;
+      spec.strides = t->strides;
+      spec.offset = t->offset;
+      owners[root] = {k, t->buffer};
     } else {
       const int b = new_buffer(v->name + "_out", v->type.dtype, v->type.sizes);
       prog_.buffers[static_cast<size_t>(b)].kind = BufferKind::kOutput;
@@ -492,7 +534,7 @@ void Lowerer::finish_outputs() {
       node_ = nullptr;
       spec.buffer = b;
     }
-    taken.insert(spec.buffer);
+    if (spec.buffer >= 0) taken.insert(spec.buffer);
     prog_.outputs.push_back(spec);
     ++k;
   }
@@ -534,6 +576,18 @@ void Lowerer::run() {
       ++out_uses[o.value];
     }
   setup_signature();
+  // Values that a user output views, or that several user outputs return.
+  std::set<const ir::Value*> output_roots;
+  {
+    std::map<const ir::Value*, int> returned;
+    for (const auto& o : graph_.output_specs()) {
+      if ((o.kind != ir::OutputKind::kUserOutput && o.kind != ir::OutputKind::kLossOutput) ||
+          !o.value || o.value->kind != ir::ValueKind::kTensor)
+        continue;
+      const ir::Value* r = view_root(o.value);
+      if (r != o.value || ++returned[r] > 1) output_roots.insert(r);
+    }
+  }
   // Sizes must be computable from the inputs' sizes: data-dependent (unbacked) sizes are not.
   for (const ir::Node* n : nodes)
     for (const ir::Value* o : n->outputs) {
@@ -556,16 +610,36 @@ void Lowerer::run() {
       if (e.where().find(where) != std::string::npos) throw;
       throw e.with_context(where);
     }
-    // Multi-use computations that are not cheap are materialised once.
+    // Multi-use computations that are not cheap are materialised once; so are values that
+    // outputs view or return more than once (they share its storage: finish_outputs).
     for (const ir::Value* o : node_->outputs) {
       if (!o || o->kind != ir::ValueKind::kTensor) continue;
       auto it = vals_.find(o);
       if (it == vals_.end() || !it->second || it->second->is_buffer()) continue;
-      if (it->second->cost > 1 && effective_uses(o, readers, out_uses) > 1)
+      if ((it->second->cost > 1 && effective_uses(o, readers, out_uses) > 1) ||
+          output_roots.count(o))
         realize(*it->second, o->name);
     }
   }
+  node_ = nullptr;
+  wait_all_collectives(*this);
   finish_outputs();
+}
+
+bool Lowerer::buffer_read_later(int buffer) const {
+  for (const auto& [v, t] : vals_) {
+    if (!t || !t->reads.count(buffer)) continue;
+    auto lu = last_use_.find(v);
+    if (lu != last_use_.end() && lu->second > node_pos_) return true;
+  }
+  return false;
+}
+
+bool Lowerer::owned_buffer(int b) const {
+  if (b < 0) return false;
+  const Buffer& buf = prog_.buffers[static_cast<size_t>(b)];
+  return buf.kind == BufferKind::kArena && !buf.local && buf.alias_of < 0 &&
+         !mutable_buffers_.count(b);
 }
 
 }  // namespace anvil::passes::detail

@@ -130,6 +130,23 @@ class Lowerer {
   /// in-place write to one of them first makes a real copy.
   std::set<const ir::Value*> copy_aliases;
 
+  // ---- collectives (collectives.cpp) ----------------------------------------------------
+  /// A collective issued during lowering whose wait has not been emitted yet.
+  struct PendingCollective {
+    int id = -1;
+    ExternStep issue;       // the issue step (its views are also the wait's)
+    std::set<int> buffers;  // every buffer it reads or writes
+    std::set<int> writes;   // the buffers it writes
+    const ir::Value* result = nullptr;
+  };
+  std::vector<PendingCollective> pending_collectives;
+  int next_collective = 0;
+  /// True when a value read by a node after the current one (or a graph output) reads `buffer`.
+  bool buffer_read_later(int buffer) const;
+  /// True when buffer `b` may be written by the compiled code in place (an arena buffer, not
+  /// kernel-local, not an alias, not a graph input / constant).
+  bool owned_buffer(int b) const;
+
  private:
   void lower_node(const ir::Node& n);
   void lower_inplace(const ir::Node& n);
@@ -154,6 +171,14 @@ bool lower_pointwise(Lowerer& L, const ir::Node& n);
 bool lower_view(Lowerer& L, const ir::Node& n);
 bool lower_reduction(Lowerer& L, const ir::Node& n);
 bool lower_matmul(Lowerer& L, const ir::Node& n);
+/// Lowers a `_c10d_functional` node (collectives.cpp): an issue step on an owned buffer (the
+/// input's when it may be stolen, else a copy) or a wait step.
+void lower_collective(Lowerer& L, const ir::Node& n);
+/// Emits the waits of pending collectives that node `n` reads or writes (through any value
+/// whose lowered tensor touches their buffers).
+void wait_collectives_for(Lowerer& L, const ir::Node& n);
+/// Emits the wait of every pending collective (end of the graph).
+void wait_all_collectives(Lowerer& L);
 /// Routes the node to api->extern_call (docs/externs.md).
 void lower_extern(Lowerer& L, const ir::Node& n);
 

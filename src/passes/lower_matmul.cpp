@@ -266,6 +266,15 @@ const std::vector<std::string>* extern_tensor_args(const std::string& target) {
       {"aten.repeat.default", {"self"}},
       {"aten.mm.default", {"self", "mat2"}},
       {"aten.bmm.default", {"self", "mat2"}},
+      {"aten.conv_transpose1d.default", {"input", "weight", "bias"}},
+      {"aten.conv_transpose2d.input", {"input", "weight", "bias"}},
+      {"aten.scatter.src", {"self", "index", "src"}},
+      {"aten.scatter.value", {"self", "index"}},
+      {"aten.scatter_reduce.two", {"self", "index", "src"}},
+      {"aten.scatter_add.default", {"self", "index", "src"}},
+      {"aten.index_put.default", {"self", "indices", "values"}},
+      {"aten.embedding_bag.padding_idx", {"weight", "indices", "offsets", "per_sample_weights"}},
+      {"aten.repeat_interleave.Tensor", {"repeats"}},
   };
   auto it = kArgs.find(target);
   return it == kArgs.end() ? nullptr : &it->second;

@@ -273,7 +273,7 @@ bool lower_view(Lowerer& L, const ir::Node& n) {
   if (!self || !self->value) L.fail("view without self");
   TRefPtr in = L.ref(self->value);
   const size_t rank = in->sizes.size();
-  if (t == "aten.alias.default" || t == "aten.detach.default") {
+  if (t == "aten.alias.default" || t == "aten.detach.default" || t == "aten.detach_.default") {
     L.bind(0, in);
     return true;
   }

@@ -44,7 +44,11 @@ Program compile_to_program(const ir::Graph& graph, const PipelineOptions& option
   detail::Lowerer lowerer(*g, program, folded);
   lowerer.run();
   detail::schedule(program, lowerer.snodes(), options.fuse);
-  detail::plan_memory(program);
+  const CollectiveScheduleStats cs =
+      schedule_collectives(program, collective_options_from_env(options.collectives));
+  program.stats.collectives = cs.collectives;
+  program.stats.collectives_bucketed = cs.bucketed;
+  program.stats.collective_moves = cs.moved;
   return program;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "passes/collectives.h"
 #include "passes/loop_ir.h"
 
 namespace anvil::passes {
@@ -13,6 +14,7 @@ struct PipelineOptions {
   bool cse = true;
   bool fuse = true;     // fuse pointwise / reduction SNodes into shared kernels
   bool verify = false;  // ir::verify after every graph pass (with type checks)
+  CollectiveScheduleOptions collectives;  // reordering / bucketing of collectives
 };
 
 /// Runs the passes on a copy of `graph` and lowers it: decompositions happen in the lowering

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "passes/collectives.h"
 #include "passes/lower_internal.h"
 
 namespace anvil::passes::detail {
@@ -106,7 +107,12 @@ class Scheduler {
           p_.steps.push_back(g);
         } else {
           ExternStep e = *s.ext;
-          e.name = "ext" + std::to_string(n_ext_++);
+          if (is_collective_issue(e))
+            e.name = "coll" + std::to_string(collective_id(e));
+          else if (is_collective_wait(e))
+            e.name = "wait" + std::to_string(collective_id(e));
+          else
+            e.name = "ext" + std::to_string(n_ext_++);
           p_.steps.push_back(e);
         }
         continue;
@@ -415,7 +421,9 @@ void schedule(Program& program, std::vector<SNode>& snodes, bool fuse) {
   for (const Step& s : program.steps) {
     if (std::holds_alternative<LoopKernel>(s)) ++program.stats.loop_kernels;
     if (std::holds_alternative<GemmStep>(s)) ++program.stats.gemms;
-    if (std::holds_alternative<ExternStep>(s)) ++program.stats.externs;
+    if (const auto* e = std::get_if<ExternStep>(&s); e && !is_collective_issue(*e) &&
+                                                      !is_collective_wait(*e))
+      ++program.stats.externs;
   }
 }
 

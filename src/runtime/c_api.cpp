@@ -273,6 +273,14 @@ int anvil_model_run(anvil_model_t* model, DLManagedTensor* const* inputs, size_t
       in.push_back(wrap_dl(inputs[i], str("anvil_model_run: input #", i), want));
     }
     std::vector<Tensor> out = model->model.run(in);
+    // An output that views an input (PyTorch's aliasing) would point into memory the caller
+    // only lends for this call: it gets its own copy.
+    for (Tensor& o : out)
+      for (const Tensor& i : in)
+        if (o.storage() == i.storage()) {
+          o = o.clone();
+          break;
+        }
     DLManagedTensor** arr = nullptr;
     if (!out.empty()) {
       arr = static_cast<DLManagedTensor**>(std::calloc(out.size(), sizeof(DLManagedTensor*)));

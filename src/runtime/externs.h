@@ -22,7 +22,9 @@
 
 /// Kernel families registered by register_builtin_externs(): one X(name) per family file, each
 /// defining anvil::runtime::register_<name>_externs(). Kernel authors append to this list.
-#define ANVIL_EXTERN_FAMILIES(X) X(conv) X(pool) X(attention) X(linalg) X(index) X(shape) X(reduce)
+#define ANVIL_EXTERN_FAMILIES(X)                                                                \
+  X(conv) X(pool) X(attention) X(linalg) X(index) X(shape) X(reduce) X(conv_transpose) X(scatter) \
+  X(embedding_bag)
 
 namespace anvil::runtime {
 

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "runtime/collectives.h"
 #include "runtime/cpu_features.h"
 #include "runtime/externs.h"
 #include "runtime/model_impl.h"
@@ -18,6 +19,22 @@
 namespace anvil::runtime {
 
 namespace {
+
+/// Oldest model ABI this runtime loads (1: no output_layout, every output fresh and contiguous).
+constexpr uint32_t kOldestModelAbi = 1;
+
+/// The service table for a model.so built for ABI `version`: the runtime's table (a superset
+/// of older ones, since fields are only added at the end) reporting that version, so that
+/// create()'s version check of older models passes.
+const AnvilRtApi* api_for(uint32_t version) {
+  if (version == ANVIL_MODEL_ABI_VERSION) return rt_api();
+  static const AnvilRtApi v1 = [] {
+    AnvilRtApi a = *rt_api();
+    a.abi_version = 1;
+    return a;
+  }();
+  return &v1;
+}
 
 /// Writes all of `data` to `fd`; false on an I/O error.
 bool write_all(int fd, std::string_view data) {
@@ -97,9 +114,9 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
 
   impl->package = Package::open(path);
   const Manifest& m = impl->package->manifest();
-  ANVIL_CHECK(m.abi_version == ANVIL_MODEL_ABI_VERSION, where,
-              "package was built for another runtime ABI version; recompile the model",
-              std::to_string(ANVIL_MODEL_ABI_VERSION), std::to_string(m.abi_version));
+  ANVIL_CHECK(m.abi_version >= kOldestModelAbi && m.abi_version <= ANVIL_MODEL_ABI_VERSION,
+              where, "package was built for another runtime ABI version; recompile the model",
+              str(kOldestModelAbi, "..", ANVIL_MODEL_ABI_VERSION), std::to_string(m.abi_version));
   const bool cpu_target = m.target == "cpu" || m.target.rfind("cpu-", 0) == 0;
   ANVIL_CHECK(options.device.is_cpu(), where,
               str("cannot load on ", options.device.str(), ": this runtime runs CPU packages"),
@@ -115,6 +132,7 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
                 "a registered runtime kernel", target);
 
   impl->plan_input_checks();
+  join_world_for_package(m.json, where);  // packages with collectives join the world group
 
   // model.so: a private copy, dlopened; its entry table must match this runtime's ABI.
   impl->library.handle = open_library(impl->package->model_so(), where);
@@ -124,9 +142,10 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
               ANVIL_MODEL_ENTRY_SYMBOL, "no such symbol");
   const AnvilModelEntry* entry = entry_fn();
   ANVIL_CHECK(entry != nullptr, where, "model.so returned no entry table", "a table", "null");
-  ANVIL_CHECK(entry->abi_version == ANVIL_MODEL_ABI_VERSION, where,
-              "model.so was built for another runtime ABI version",
-              std::to_string(ANVIL_MODEL_ABI_VERSION), std::to_string(entry->abi_version));
+  ANVIL_CHECK(entry->abi_version >= kOldestModelAbi && entry->abi_version <= ANVIL_MODEL_ABI_VERSION,
+              where, "model.so was built for another runtime ABI version",
+              str(kOldestModelAbi, "..", ANVIL_MODEL_ABI_VERSION),
+              std::to_string(entry->abi_version));
   ANVIL_CHECK(
       entry->create && entry->destroy && entry->arena_bytes && entry->output_sizes && entry->run,
       where, "model.so's entry table is incomplete", "every entry point set",
@@ -157,7 +176,7 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
 
   impl->runners.resize(static_cast<size_t>(options.num_runners));
   for (int r = 0; r < options.num_runners; ++r) {
-    impl->runners[r].instance = entry->create(rt_api());
+    impl->runners[r].instance = entry->create(api_for(entry->abi_version));
     ANVIL_CHECK(impl->runners[r].instance != nullptr, where,
                 "model.so failed to create an instance", "an instance", "null from create()");
     impl->free_runners.push_back(r);

@@ -10,7 +10,11 @@
 // symbolic dims against their ranges, derived dims); a failing check throws Error naming the
 // input, the dim, the expected and the actual value, and leaves the Model usable. Non-contiguous
 // inputs are accepted and copied to contiguous memory first (documented implicit copy).
-// Outputs are fresh contiguous tensors owned by the caller; they never alias the Model's memory.
+// Outputs are owned by the caller and never alias the Model's memory (outputs that are views of
+// constants or mutable buffers come back as copies). As in PyTorch, outputs that are the same
+// tensor or views of one another share one storage (with their own strides and offsets), and
+// outputs that are views of an input share the input's storage (of the copy, when the input
+// was copied); an output may be a non-contiguous view (docs/package_format.md, "Outputs").
 //
 // Constants are shared by all runners. Mutable buffers (constants the model updates, e.g.
 // BatchNorm statistics or counters) are copied out of the mapping at load and persist across

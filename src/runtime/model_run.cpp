@@ -14,13 +14,10 @@ namespace {
 /// A contiguous tensor in fresh 64-byte aligned memory, not zero-filled (the model writes it).
 Tensor allocate_output(const Shape& sizes, DType dtype) {
   const size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * dtype_size(dtype);
-  const size_t rounded = std::max<size_t>(
-      kStorageAlignment, (nbytes + kStorageAlignment - 1) / kStorageAlignment * kStorageAlignment);
-  void* p = std::aligned_alloc(kStorageAlignment, rounded);
-  if (!p)
-    throw Error("out of memory allocating an output", "Model::run", "", str(nbytes, " bytes"));
-  auto storage = Storage::wrap(p, nbytes, [](void* q) { std::free(q); });
-  return Tensor(std::move(storage), dtype, sizes, Tensor::contiguous_strides(sizes), 0);
+  // Large outputs reuse freed blocks (core/storage.cpp), so they are not page-faulted in anew
+  // on every run.
+  return Tensor(Storage::allocate_uninitialized(nbytes), dtype, sizes,
+                Tensor::contiguous_strides(sizes), 0);
 }
 
 std::string input_where(const IOSpec& spec, size_t i) {
@@ -250,32 +247,82 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   impl.check_inputs(inputs, symbols);
 
   // Inputs the generated code can read: contiguous and element-aligned (else a copy).
-  std::vector<Tensor> keep;
+  std::vector<Tensor> used(inputs.size());  // what run() reads: the input or a contiguous copy
   std::vector<void*> in_ptrs(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     const bool aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % t.element_size() == 0;
-    if (t.is_contiguous() && aligned) {
-      in_ptrs[i] = t.data_ptr();
-    } else {
-      keep.push_back(t.clone());
-      in_ptrs[i] = keep.back().data_ptr();
-    }
+    used[i] = t.is_contiguous() && aligned ? t : t.clone();
+    in_ptrs[i] = used[i].data_ptr();
   }
 
   auto where = [&] { return "Model::run(" + impl.path + ")"; };
   std::vector<Tensor> outputs;
   std::vector<void*> out_ptrs;
+  // Outputs that are the same tensor or views of one another share one storage; outputs that
+  // are views of an input view the memory run() reads (the caller's tensor, or its copy).
+  const bool layouts = impl.entry->abi_version >= 2 && impl.entry->output_layout != nullptr;
   for (size_t o = 0; o < impl.output_specs.size(); ++o) {
     const size_t rank = impl.output_specs[o].sizes.size();
+    const DType dtype = impl.output_specs[o].dtype;
     int64_t sizes[8] = {0};
     impl.entry->output_sizes(symbols.data(), static_cast<int32_t>(o), sizes);
     Shape shape(sizes, sizes + rank);
     for (int64_t s : shape)
       ANVIL_CHECK(s >= 0, where(), str("model.so gave output ", o, " a negative size"), ">= 0",
                   shape_str(shape));
-    outputs.push_back(allocate_output(shape, impl.output_specs[o].dtype));
-    out_ptrs.push_back(outputs.back().data_ptr());
+    if (!layouts) {
+      outputs.push_back(allocate_output(shape, dtype));
+      out_ptrs.push_back(outputs.back().data_ptr());
+      continue;
+    }
+    AnvilRtOutputLayout layout{};
+    impl.entry->output_layout(symbols.data(), static_cast<int32_t>(o), &layout);
+    const Shape strides(layout.strides, layout.strides + rank);
+    Tensor base;  // contiguous 1-d storage the output views
+    switch (layout.base_kind) {
+      case 0:
+        ANVIL_CHECK(layout.storage_numel >= 0, where(),
+                    str("model.so gave output ", o, " a negative storage size"), ">= 0",
+                    std::to_string(layout.storage_numel));
+        base = allocate_output({layout.storage_numel}, dtype);
+        break;
+      case 1:
+        ANVIL_CHECK(layout.base_index >= 0 && static_cast<size_t>(layout.base_index) < o, where(),
+                    str("output ", o, " aliases an output that is not before it"),
+                    str("an index < ", o), std::to_string(layout.base_index));
+        base = outputs[static_cast<size_t>(layout.base_index)];
+        base = Tensor(base.storage(), dtype, {static_cast<int64_t>(base.storage()->nbytes() /
+                                                                   dtype_size(dtype))},
+                      {1}, 0);
+        break;
+      case 2: {
+        ANVIL_CHECK(layout.base_index >= 0 && static_cast<size_t>(layout.base_index) < inputs.size(),
+                    where(), str("output ", o, " aliases an unknown input"),
+                    str("an index < ", inputs.size()), std::to_string(layout.base_index));
+        const Tensor& src = used[static_cast<size_t>(layout.base_index)];
+        ANVIL_CHECK(src.dtype() == dtype, where(), str("output ", o, " views an input of another dtype"),
+                    dtype_name(dtype), dtype_name(src.dtype()));
+        base = Tensor(src.storage(), dtype, {src.numel()}, {1}, src.storage_offset());
+        break;
+      }
+      default:
+        throw Error(str("model.so gave output ", o, " an unknown layout kind"), where(),
+                    "0, 1 or 2", std::to_string(layout.base_kind));
+    }
+    // The view must lie inside its storage.
+    int64_t lo = layout.offset, hi = layout.offset;
+    bool empty = false;
+    for (size_t d = 0; d < rank; ++d) {
+      if (shape[d] == 0) empty = true;
+      const int64_t span = (shape[d] > 0 ? shape[d] - 1 : 0) * strides[d];
+      (span < 0 ? lo : hi) += span;
+    }
+    ANVIL_CHECK(empty || (lo >= 0 && hi < base.numel()), where(),
+                str("model.so gave output ", o, " a view outside its storage"),
+                str("elements in [0, ", base.numel(), ")"), str("[", lo, ", ", hi, "]"));
+    out_ptrs.push_back(base.data_ptr());
+    outputs.push_back(base.as_strided(shape, strides, base.storage_offset() + layout.offset));
   }
 
   std::shared_ptr<const ConstantSet> constants;

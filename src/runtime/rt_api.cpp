@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "runtime/collectives.h"
 #include "runtime/externs.h"
 
 #ifdef ANVIL_HAVE_OPENBLAS
@@ -172,6 +173,7 @@ const AnvilRtApi* rt_api() {
   static const AnvilRtApi api = {
       ANVIL_MODEL_ABI_VERSION, api_parallel_for, api_sgemm, api_dgemm,
       api_extern_call,         api_set_error,
+      ANVIL_MODEL_ABI_MINOR_VERSION, coll_issue, coll_wait,
   };
   return &api;
 }

@@ -189,8 +189,10 @@ void test_set_error(void* run_ctx, const char* message) {
   if (ctx->error.empty()) ctx->error = message;
 }
 
+// Minor version 0: the harness offers no collective services.
 const AnvilRtApi kApi = {ANVIL_MODEL_ABI_VERSION, test_parallel_for, test_sgemm, test_dgemm,
-                         test_extern_call,        test_set_error};
+                         test_extern_call,        test_set_error,     0,          nullptr,
+                         nullptr};
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path);
@@ -248,18 +250,33 @@ std::vector<Tensor> LoadedModel::run(const std::vector<Tensor>& inputs) {
     sym.push_back(env[s]);
   }
   std::vector<Tensor> outs;
+  std::vector<void*> out_ptrs;
   const auto& os = m["outputs"];
   for (size_t i = 0; i < os.size(); ++i) {
     const size_t rank = os[i]["sizes"].size();
     Shape sizes(rank, 0);
     entry_->output_sizes(sym.data(), static_cast<int32_t>(i), sizes.data());
-    outs.push_back(Tensor::empty(sizes, dtype_from_name(os[i]["dtype"].get<std::string>())));
+    const DType dtype = dtype_from_name(os[i]["dtype"].get<std::string>());
+    if (entry_->abi_version < 2 || !entry_->output_layout) {
+      outs.push_back(Tensor::empty(sizes, dtype));
+      out_ptrs.push_back(outs.back().data_ptr());
+      continue;
+    }
+    // Outputs view their own storage, an earlier output's storage or an input (anvil_rt.h).
+    AnvilRtOutputLayout l{};
+    entry_->output_layout(sym.data(), static_cast<int32_t>(i), &l);
+    Tensor base = l.base_kind == 0   ? Tensor::empty({l.storage_numel}, dtype)
+                  : l.base_kind == 1 ? outs.at(static_cast<size_t>(l.base_index))
+                                     : contig.at(static_cast<size_t>(l.base_index));
+    out_ptrs.push_back(base.data_ptr());
+    const int64_t start = l.base_kind == 2 ? base.storage_offset() : 0;  // outputs: storage start
+    base = Tensor(base.storage(), dtype, {1}, {1}, 0);
+    outs.push_back(base.as_strided(sizes, Shape(l.strides, l.strides + rank), start + l.offset));
   }
   const int64_t arena_bytes = entry_->arena_bytes(sym.data());
   auto arena = Storage::allocate(static_cast<size_t>(std::max<int64_t>(arena_bytes, 64)));
-  std::vector<void*> in_ptrs, out_ptrs, cst_ptrs;
+  std::vector<void*> in_ptrs, cst_ptrs;
   for (auto& t : contig) in_ptrs.push_back(t.data_ptr());
-  for (auto& t : outs) out_ptrs.push_back(t.data_ptr());
   for (auto& t : constants_) cst_ptrs.push_back(t.data_ptr());
   RunCtx ctx;
   AnvilRunArgs args{sym.data(),      in_ptrs.data(), out_ptrs.data(),

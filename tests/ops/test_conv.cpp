@@ -322,22 +322,24 @@ TEST(Convolution, TwoDAndOneD) {
   EXPECT_TRUE(matches(y1b, kBF16, {2, 4, 4}, kConv1d));
 }
 
-TEST(Convolution, TransposedRejected) {
-  expect_error(
-      [] {
-        OpRunner("aten.convolution.default")
-            .tensor("input", gen({1, 2, 5, 5}))
-            .tensor("weight", gen({2, 3, 3, 3}))
-            .none("bias")
-            .ints("stride", {1, 1})
-            .ints("padding", {0, 0})
-            .ints("dilation", {1, 1})
-            .scalar("transposed", true)
-            .ints("output_padding", {0, 0})
-            .scalar("groups", 1)
-            .run1();
-      },
-      {"transposed"});
+TEST(Convolution, TransposedGoesToConvTranspose) {
+  // convolution(transposed=True) computes conv_transpose2d (values: tests/ops/test_aot_ops.cpp).
+  const Tensor x = gen({1, 2, 5, 5}), w = gen({2, 3, 3, 3});
+  Tensor y = OpRunner("aten.convolution.default")
+                 .tensor("input", x)
+                 .tensor("weight", w)
+                 .none("bias")
+                 .ints("stride", {1, 1})
+                 .ints("padding", {0, 0})
+                 .ints("dilation", {1, 1})
+                 .scalar("transposed", true)
+                 .ints("output_padding", {0, 0})
+                 .scalar("groups", 1)
+                 .run1();
+  Tensor want =
+      OpRunner("aten.conv_transpose2d.input").tensor("input", x).tensor("weight", w).run1();
+  EXPECT_TRUE(matches(y, want));
+  EXPECT_EQ(y.sizes(), (Shape{1, 3, 7, 7}));
 }
 
 // ---- pooling

@@ -344,12 +344,12 @@ TEST(Lowering, UnsupportedOpsAreCompileErrorsNamingTheNode) {
   inputs {
     %x: f32[4] = user_input
   }
-  %a: f32[4] = _c10d_functional.all_reduce.default(input=%x, reduce_op="sum", group_name="0")
+  %a: f32[4] = _c10d_functional.all_reduce_.default(input=%x, reduce_op="sum", group_name="0")
   outputs {
     user_output %a
   }
 })");
-  try {
+  try {  // in-place collectives on a user input are not supported
     passes::compile_to_program(*g);
     FAIL() << "expected an Error";
   } catch (const Error& e) {

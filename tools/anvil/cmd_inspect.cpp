@@ -1,5 +1,6 @@
 // `anvil inspect`: the signature of a .pt2 (inputs with symbolic shapes and ranges, weights,
-// outputs), an op histogram and the text IR; or the same facts as JSON.
+// outputs), an op histogram and the text IR; or the same facts as JSON. A .anvil package is
+// described by cmd_inspect_package.cpp.
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
@@ -153,22 +154,26 @@ void print_json(const std::string& path, const ir::Graph& g, bool with_ir) {
 }  // namespace
 
 ArgParser inspect_parser() {
-  ArgParser p("inspect", "inspect MODEL.pt2 [--no-ir] [--json]",
-              "Print a model's signature, op histogram and text IR.");
-  p.positional("MODEL.pt2", "archive written by torch.export.save")
+  ArgParser p("inspect", "inspect MODEL [--no-ir] [--json]",
+              "Print a .pt2's signature, op histogram and IR, or a .anvil package's manifest.");
+  p.positional("MODEL", "a .pt2 written by torch.export.save, or a .anvil package")
       .flag("--no-ir", "", "leave out the text IR")
       .flag("--json", "", "print the same facts as one JSON object")
       .notes(
           "The signature lists the user inputs with dtypes, symbolic shapes and symbol ranges;\n"
           "the parameters, buffers and constants with names, dtypes, shapes and bytes; and the\n"
           "outputs with their kinds (user_output, buffer_mutation, ...). The op histogram counts\n"
-          "nodes per export target, most frequent first.\n");
+          "nodes per export target, most frequent first.\n"
+          "For a .anvil package: the target, CPU features and compile flags, input/output\n"
+          "specs, symbols, constants (names, original names, dtypes, shapes, bytes), kernels,\n"
+          "planned scratch memory and the sources it holds (--no-ir has no effect).\n");
   return p;
 }
 
 int cmd_inspect(const ParsedArgs& args) {
   const std::string path = args.positionals().at(0);
   require_file(path, "model");
+  if (is_package(path)) return inspect_package(path, args.has("--json"));
   const auto graph = frontend::load_pt2(path);
   if (args.has("--json"))
     print_json(path, *graph, !args.has("--no-ir"));

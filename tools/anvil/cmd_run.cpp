@@ -1,9 +1,14 @@
-// `anvil run`: loads a .pt2, reads .npy inputs, runs the graph (for now always through the
-// reference interpreter) and writes OUTDIR/out0.npy ... with a summary of each output.
+// `anvil run`: runs a model on .npy inputs and writes OUTDIR/out0.npy ... with a summary of each
+// output. MODEL is a .anvil package (run by runtime::Model), or a .pt2 that is first compiled
+// into the package cache (driver::cached_package_for); --interpret runs a .pt2 through the
+// reference interpreter instead.
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "commands.h"
@@ -11,6 +16,7 @@
 #include "core/npy.h"
 #include "frontend/pt2_reader.h"
 #include "interp/interpreter.h"
+#include "runtime/model.h"
 
 namespace anvil::cli {
 
@@ -18,14 +24,6 @@ namespace {
 constexpr const char* kNpyNote =
     ".npy has no bfloat16: outputs of 16-bit float types are written as float32, and a\n"
     "float32 .npy is accepted (and converted) for a bfloat16 or float16 input.\n";
-
-/// The tensor as it goes into a .npy file: 16-bit and other non-.npy floats become float32.
-Tensor npy_ready(const Tensor& t) {
-  const DType d = t.dtype();
-  if (d == DType::kBFloat16 || d == DType::kFloat16 || is_float8(d)) return t.to(DType::kFloat32);
-  if (d == DType::kComplex32) return t.to(DType::kComplex64);
-  return t;
-}
 }  // namespace
 
 std::string tensor_summary(const Tensor& t, size_t first) {
@@ -48,53 +46,126 @@ std::string tensor_summary(const Tensor& t, size_t first) {
 }
 
 ArgParser run_parser() {
-  ArgParser p("run", "run MODEL.pt2 [--interpret] -i IN.npy [-i IN.npy ...] [-o OUTDIR]",
+  ArgParser p("run",
+              "run MODEL [-i IN.npy ...] [-o OUTDIR] [--interpret] [--threads T] [--repeat N]",
               "Run a model on .npy inputs and write its outputs as OUTDIR/out0.npy, out1.npy, ...");
-  p.positional("MODEL.pt2", "archive written by torch.export.save")
-      .flag("--interpret", "", "run with the reference interpreter")
+  p.positional("MODEL", "a .anvil package, or a .pt2 (compiled into the package cache first)")
+      .flag("--interpret", "", "run a .pt2 with the reference interpreter instead of compiling")
       .option("--input", "-i", "FILE", "a .npy input, in the model's input order", true)
       .option("--output", "-o", "OUTDIR", "directory for out0.npy ... (created if missing)")
       .option("--repeat", "", "N",
               "run N times in one session; buffers mutated by the model persist from run to "
               "run; the last run's outputs are written (default 1)")
-      .flag("--quiet", "-q", "do not print the output summary")
+      .option("--threads", "", "T",
+              "threads of the model's pool (default: ANVIL_NUM_THREADS or "
+              "the hardware threads)")
+      .option("--backend", "", "NAME",
+              "distributed backend for collectives, gloo or mpi (sets ANVIL_BACKEND)")
+      .option("--target", "", "T", "target when compiling a .pt2 (default native)")
+      .option("--cache-dir", "", "D", "package and object cache when compiling a .pt2")
+      .flag("--quiet", "-q", "do not print the output summary or compile notes")
       .notes(std::string(kNpyNote) +
-             "Without --interpret the model is interpreted as well (there is no AOT compiler "
-             "yet).\nInputs are checked against the signature: count, dtype, rank, static dims "
-             "and\nthe ranges of symbolic dims.\n");
+             "Inputs are checked against the signature: count, dtype, rank, static dims and\n"
+             "the ranges of symbolic dims. A .pt2 is compiled once per content, target and\n"
+             "anvil build (a note on stderr says when); later runs reuse the cached package.\n"
+             "Under `anvil launch` or mpirun (more than one rank) outputs go to "
+             "OUTDIR/rank<RANK>/.\n");
   return p;
 }
+
+namespace {
+
+/// The first of `names` set in the environment, parsed as an integer >= `min`; nullopt when
+/// none is set. Throws Error for a value that is not such an integer.
+std::optional<long> env_int(std::initializer_list<const char*> names, long min) {
+  for (const char* name : names) {
+    const char* v = std::getenv(name);
+    if (!v) continue;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || x < min)
+      throw Error(str("bad ", name, " in the environment"), "anvil run", str("an integer >= ", min),
+                  v);
+    return x;
+  }
+  return std::nullopt;
+}
+
+/// OUTDIR, or OUTDIR/rank<RANK> when the world has more than one rank (WORLD_SIZE / RANK as
+/// anvil launch and torchrun set them, else Open MPI's or PMI's variables).
+std::string output_dir(const std::string& dir) {
+  const auto world = env_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1);
+  if (!world || *world == 1) return dir;
+  const auto rank = env_int({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, 0);
+  if (!rank)
+    throw Error("the world has several ranks but RANK is not set", "anvil run",
+                str("RANK in [0, ", *world, ")"), "unset");
+  if (*rank >= *world)
+    throw Error("RANK is outside the world", "anvil run", str("RANK in [0, ", *world, ")"),
+                std::to_string(*rank));
+  return (std::filesystem::path(dir) / ("rank" + std::to_string(*rank))).string();
+}
+
+}  // namespace
 
 int cmd_run(const ParsedArgs& args) {
   const std::string model = args.positionals().at(0);
   const std::vector<std::string> in_paths = args.values("--input");
   const int64_t repeat = args.int_value("--repeat", 1, 1, 1000000);
+  const int64_t threads = args.int_value("--threads", 0, 1, 4096);
   const bool quiet = args.has("--quiet");
+  const bool interpret = args.has("--interpret");
+  if (auto b = args.value("--backend")) {
+    if (*b != "gloo" && *b != "mpi")
+      throw UsageError("--backend needs gloo or mpi, got '" + *b + "'");
+    set_env("ANVIL_BACKEND", *b);
+  }
+  if (interpret && (args.has("--target") || args.has("--cache-dir")))
+    throw UsageError("--target and --cache-dir compile a .pt2; they do not go with --interpret");
+  std::optional<std::string> out_dir = args.value("--output");
+  if (out_dir) out_dir = output_dir(*out_dir);
   require_file(model, "model");
   for (const auto& p : in_paths) require_file(p, "input");
-  if (!args.has("--interpret"))
-    std::cerr << "anvil: note: no AOT compiler yet: interpreting " << model << "\n";
+  const bool package = is_package(model);
+  if (interpret && package)
+    throw Error("--interpret runs a .pt2, not a compiled package", model, "a .pt2 archive",
+                "a .anvil package");
+  if (threads > 0 && interpret) set_env("ANVIL_NUM_THREADS", std::to_string(threads));
 
-  std::unique_ptr<ir::Graph> graph = frontend::load_pt2(model);
-  std::vector<Tensor> inputs;
-  for (const auto& p : in_paths) inputs.push_back(read_npy(p));
-
-  interp::Interpreter interp(*graph);
   std::vector<Tensor> outputs;
-  for (int64_t r = 0; r < repeat; ++r) {
-    outputs = interp.run(inputs);
+  std::vector<std::string> names;
+  auto report_run = [&](int64_t r) {
     if (repeat > 1 && !quiet) {
       std::cout << "run " << r + 1 << "/" << repeat << ":\n";
       for (size_t k = 0; k < outputs.size(); ++k)
         std::cout << "  out" << k << "  " << tensor_summary(outputs[k], 4) << "\n";
     }
+  };
+  if (interpret) {
+    std::unique_ptr<ir::Graph> graph = frontend::load_pt2(model);
+    std::vector<Tensor> inputs;
+    for (const auto& p : in_paths) inputs.push_back(read_npy(p));
+    interp::Interpreter interp(*graph);
+    for (int64_t r = 0; r < repeat; ++r) {
+      outputs = interp.run(inputs);
+      report_run(r);
+    }
+    for (const auto& o : graph->output_specs())
+      if (o.kind == ir::OutputKind::kUserOutput || o.kind == ir::OutputKind::kLossOutput)
+        names.push_back(o.value ? o.value->name : "?");
+  } else {
+    const std::string pkg = package ? model : package_for(model, args, quiet);
+    runtime::ModelOptions mo;
+    mo.num_threads = static_cast<int>(threads);
+    const runtime::Model m = runtime::Model::load(pkg, mo);
+    const std::vector<Tensor> inputs = read_inputs(in_paths, m);
+    for (int64_t r = 0; r < repeat; ++r) {
+      outputs = m.run(inputs);
+      report_run(r);
+    }
+    for (const auto& o : m.output_specs()) names.push_back(o.name);
   }
 
-  std::vector<std::string> names;
-  for (const auto& o : graph->output_specs())
-    if (o.kind == ir::OutputKind::kUserOutput || o.kind == ir::OutputKind::kLossOutput)
-      names.push_back(o.value ? o.value->name : "?");
-  const auto out_dir = args.value("--output");
   if (out_dir) {
     std::error_code ec;
     std::filesystem::create_directories(*out_dir, ec);

@@ -7,6 +7,11 @@
 
 #include "args.h"
 #include "core/tensor.h"
+#include "driver/compile.h"
+
+namespace anvil::runtime {
+class Model;
+}
 
 namespace anvil::cli {
 
@@ -24,10 +29,16 @@ struct Command {
 
 ArgParser inspect_parser();
 int cmd_inspect(const ParsedArgs& args);
+/// `anvil inspect` on a .anvil package (cmd_inspect_package.cpp).
+int inspect_package(const std::string& path, bool as_json);
 ArgParser run_parser();
 int cmd_run(const ParsedArgs& args);
 ArgParser compare_parser();
 int cmd_compare(const ParsedArgs& args);
+ArgParser compile_parser();
+int cmd_compile(const ParsedArgs& args);
+ArgParser bench_parser();
+int cmd_bench(const ParsedArgs& args);
 
 /// Every command, in the order `anvil --help` lists them.
 const std::vector<Command>& commands();
@@ -38,5 +49,25 @@ void require_file(const std::string& path, const std::string& what);
 std::string tensor_summary(const Tensor& t, size_t first = 6);
 /// Human-readable byte count: "1.5 MiB (1572864 bytes)".
 std::string bytes_str(size_t bytes);
+
+// Shared by the commands that take a package or a .pt2 (model_source.cpp).
+
+/// The --target names `anvil compile` accepts.
+const std::vector<std::string>& target_names();
+/// True when `path` is a .anvil package: by extension (.anvil / .pt2), else by looking for a
+/// top-level manifest.json in the archive. Throws Error when the file is missing.
+bool is_package(const std::string& path);
+/// CompileOptions from --target, --cache-dir, --jobs (when the command has them) and `quiet`
+/// (no progress). Throws UsageError for an unknown target.
+driver::CompileOptions compile_options(const ParsedArgs& args, bool quiet);
+/// `model` itself when it is a package; for a .pt2, its cached package (compiled first on a
+/// miss, with a note on stderr unless `quiet`).
+std::string package_for(const std::string& model, const ParsedArgs& args, bool quiet);
+/// Reads the .npy inputs; a float32 array given for a bfloat16/float16 input is converted.
+std::vector<Tensor> read_inputs(const std::vector<std::string>& paths, const runtime::Model& model);
+/// The tensor as it goes into a .npy file: 16-bit and other non-.npy floats become float32.
+Tensor npy_ready(const Tensor& t);
+/// Sets an environment variable (used for --backend, --threads). Throws Error on failure.
+void set_env(const std::string& name, const std::string& value);
 
 }  // namespace anvil::cli

@@ -17,12 +17,16 @@ int cmd_launch(const ParsedArgs& args);
 int launch_main(const std::vector<std::string>& args);
 
 const std::vector<Command>& commands() {
+  // clang-format off
   static const std::vector<Command> kCommands = {
-      {"inspect", &inspect_parser, &cmd_inspect},
+      {"compile", &compile_parser, &cmd_compile},
       {"run", &run_parser, &cmd_run},
+      {"bench", &bench_parser, &cmd_bench},
+      {"inspect", &inspect_parser, &cmd_inspect},
       {"compare", &compare_parser, &cmd_compare},
       {"launch", &launch_parser, &cmd_launch},
   };
+  // clang-format on
   return kCommands;
 }
 
@@ -97,7 +101,7 @@ int dispatch(const std::vector<std::string>& argv) {
     return kExitOk;
   }
   if (cmd == "--version") {
-    std::cout << "anvil 0.1.0\n";
+    std::cout << "anvil " << driver::anvil_version() << "\n";
     return kExitOk;
   }
   if (cmd == "help") {

@@ -33,6 +33,11 @@ std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g);
 /// Emits `int NAME(const RunState& s)` for an extern call.
 std::string emit_extern(const passes::Program& p, const passes::ExternStep& e);
 
+/// Highest collective id of the program's collective steps (-1: none).
+int max_collective_id(const passes::Program& p);
+/// Inline code in run() for a collective issue / wait step (emit_collective.cpp).
+std::string emit_collective_step(const passes::Program& p, const passes::ExternStep& e);
+
 /// The model translation unit: entry table, run(), arena / output sizes, metadata.
 std::string emit_model(const passes::Program& p, const std::string& target,
                        const std::string& metadata_json, const CpuCodegenOptions& o);

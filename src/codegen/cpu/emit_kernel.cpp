@@ -100,6 +100,7 @@ class Body {
                       "codegen/cpu", "a forwarded value",
                       p_.buffers[static_cast<size_t>(e.buffer)].name);
         code = load_code(e.buffer, e.index);
+        loaded_.insert(root(e.buffer));
         break;
       }
       default:
@@ -112,9 +113,29 @@ class Body {
     return var;
   }
 
-  /// Records that `var` holds buffer b at `index` (store-to-load forwarding).
+  /// Records that `var` holds buffer b at `index` (store-to-load forwarding). Temporaries
+  /// computed from earlier loads of b are stale after the store (an in-place update fused with
+  /// a later reader of the same buffer): they are forgotten, so later uses reload.
   void forward(int b, const SymInt& index, const std::string& var) {
+    if (loaded_.count(root(b))) {
+      std::map<int, bool> memo;
+      for (auto& scope : exprs_)
+        for (auto it = scope.begin(); it != scope.end();)
+          it = reads(it->first, root(b), memo) ? scope.erase(it) : std::next(it);
+    }
     fwd_.back()[load_key(b, index)] = var;
+  }
+
+  /// True when expression `id` loads from (an alias of) root buffer `b`.
+  bool reads(int id, int b, std::map<int, bool>& memo) const {
+    auto m = memo.find(id);
+    if (m != memo.end()) return m->second;
+    const Expr& e = p_.exprs.at(id);
+    bool r = e.op == ExprOp::kLoad && root(e.buffer) == b;
+    for (int a : e.args)
+      if (!r && a >= 0) r = reads(a, b, memo);
+    memo[id] = r;
+    return r;
   }
 
   std::string ptr(int b) const { return "p" + std::to_string(root(b)); }
@@ -282,6 +303,7 @@ class Body {
   std::ostringstream& os_;
   std::vector<std::map<int, std::string>> exprs_;
   std::vector<std::map<std::string, std::string>> fwd_;
+  std::set<int> loaded_;  // root buffers this kernel has loaded from memory
   int next_ = 0;
 };
 

@@ -5,15 +5,63 @@
 
 #include "codegen/cpu/emit_cpu.h"
 #include "core/error.h"
+#include "passes/collectives.h"
 
 namespace anvil::codegen::cpu {
+
+namespace {
+
+/// output_layout(): for each output, whose storage it is returned in and its view of it
+/// (include/anvil/anvil_rt.h, AnvilRtOutputLayout).
+void emit_output_layout(const passes::Program& p, std::ostringstream& os) {
+  std::ostringstream body;
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    const passes::IoSpec& o = p.outputs[i];
+    std::vector<SymInt> strides = o.strides;
+    if (strides.empty()) {  // contiguous
+      strides.assign(o.sizes.size(), SymInt(1));
+      for (size_t d = o.sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * o.sizes[d];
+    }
+    SymInt numel(0);
+    if (o.base == passes::OutputBase::kOwn) {
+      ANVIL_CHECK(o.buffer >= 0 && o.buffer < static_cast<int>(p.buffers.size()), "emit_model",
+                  "an output without a buffer", "a buffer index", std::to_string(o.buffer));
+      numel = p.buffers[static_cast<size_t>(o.buffer)].numel;
+    }
+    body << "    case " << i << ":\n";
+    body << "      layout->base_kind = " << static_cast<int>(o.base) << ";\n";
+    body << "      layout->base_index = "
+         << (o.base == passes::OutputBase::kOwn ? static_cast<int>(i) : o.base_index) << ";\n";
+    body << "      layout->storage_numel = " << numel.str() << ";\n";
+    body << "      layout->offset = " << o.offset.str() << ";\n";
+    for (size_t d = 0; d < strides.size(); ++d)
+      body << "      layout->strides[" << d << "] = " << strides[d].str() << ";\n";
+    body << "      break;\n";
+  }
+  const std::string text = body.str();
+  os << "void output_layout(const int64_t* symbols, int32_t output_index,\n"
+        "                   AnvilRtOutputLayout* layout) {\n";
+  os << symbol_decls(p, text, "symbols", "  ");
+  os << "  (void)symbols;\n";
+  os << "  layout->base_kind = 0;\n  layout->base_index = output_index;\n"
+        "  layout->storage_numel = 0;\n  layout->offset = 0;\n";
+  os << "  switch (output_index) {\n" << text << "    default:\n      break;\n  }\n}\n\n";
+}
+
+}  // namespace
 
 std::string emit_model(const passes::Program& p, const std::string& target,
                        const std::string& metadata_json, const CpuCodegenOptions& o) {
   std::ostringstream os;
   os << preamble(o.cpp_namespace);
   os << "\n#include <new>\n\nnamespace " << o.cpp_namespace << " {\n\n";
+  auto is_coll = [](const passes::Step& st) {
+    const auto* e = std::get_if<passes::ExternStep>(&st);
+    return e && (passes::is_collective_issue(*e) || passes::is_collective_wait(*e));
+  };
+  const int n_coll = max_collective_id(p) + 1;
   for (const auto& step : p.steps) {
+    if (is_coll(step)) continue;  // inline in run()
     if (std::holds_alternative<passes::LoopKernel>(step))
       os << "ANVIL_HIDDEN void " << passes::step_name(step) << "(const RunState& s);\n";
     else
@@ -35,6 +83,9 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   os << "const char* metadata_json() { return \"" << esc << "\"; }\n\n";
   os << "void* create(const AnvilRtApi* api) {\n";
   os << "  if (!api || api->abi_version != ANVIL_MODEL_ABI_VERSION) return nullptr;\n";
+  if (n_coll > 0)  // collectives need the runtime's ABI minor 1 services
+    os << "  if (api->abi_minor_version < 1 || !api->coll_issue || !api->coll_wait) return "
+          "nullptr;\n";
   os << "  return new (std::nothrow) Model{api};\n}\n\n";
   os << "void destroy(void* model) { delete static_cast<Model*>(model); }\n\n";
   // arena
@@ -56,6 +107,7 @@ std::string emit_model(const passes::Program& p, const std::string& target,
     os << "      break;\n";
   }
   os << "    default:\n      break;\n  }\n}\n\n";
+  emit_output_layout(p, os);
   // run
   os << "int run(void* model, const AnvilRunArgs* args) {\n";
   os << "  const Model* m = static_cast<const Model*>(model);\n";
@@ -63,7 +115,12 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   os << "  const RunState s{m->api, args->run_ctx, args->symbols, args->inputs, args->outputs,\n"
         "                   args->constants, static_cast<char*>(args->arena)};\n";
   os << "  int rc = 0;\n";
+  if (n_coll > 0) os << "  int64_t coll_h[" << n_coll << "] = {};  // collective handles\n";
   for (const auto& step : p.steps) {
+    if (is_coll(step)) {
+      os << emit_collective_step(p, std::get<passes::ExternStep>(step));
+      continue;
+    }
     const std::string name = passes::step_name(step);
     std::string nodes;
     const auto& ns = passes::step_nodes(step);
@@ -76,7 +133,7 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   }
   os << "  (void)s;\n  return rc;\n}\n\n";
   os << "const AnvilModelEntry kEntry = {ANVIL_MODEL_ABI_VERSION, metadata_json, create, destroy,\n"
-        "                              arena_bytes, output_sizes, run};\n\n";
+        "                              arena_bytes, output_sizes, run, output_layout};\n\n";
   os << "}  // namespace\n}  // namespace " << o.cpp_namespace << "\n\n";
   os << "// target: " << target << "\n";
   os << "extern \"C\" __attribute__((visibility(\"default\"))) const AnvilModelEntry* "

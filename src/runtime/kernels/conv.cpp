@@ -1,4 +1,5 @@
-// Runtime extern kernels for aten.convolution.default and aten.conv2d.default: 2-D convolution
+// Runtime extern kernels for aten.convolution.default and aten.conv2d.default (transposed=True
+// goes to conv_transpose.h): 2-D convolution
 // (and 1-D, as a height-1 2-D one) with stride, padding (ints or "same" / "valid"), dilation and
 // groups, batched or unbatched input, any input strides. Floating dtypes run im2col + GEMM in
 // fp32 (f64 for double; f16 / bf16 converted to fp32, rounded once at the end, like the
@@ -6,6 +7,7 @@
 // Work is split over the batch (or groups, or inside the GEMM) on the runtime thread pool.
 #include <memory>
 
+#include "runtime/kernels/conv_transpose.h"
 #include "runtime/kernels/kernel_util.h"
 
 namespace anvil::runtime {
@@ -273,6 +275,18 @@ void conv_run(const ConvGeom& g, const Tensor& x, const Tensor& wt,
 int conv_extern(ExternCall& call) {
   const Tensor x = call.input_tensor(0), wt = call.input_tensor(1);
   const std::optional<Tensor> bias = kern::opt_input(call, 2);
+  if (call.attr_bool("transposed", false)) {  // aten.convolution.default, transposed=True
+    kern::ConvTransposeArgs a;
+    a.stride = call.attr_ints("stride", {1});
+    a.padding = call.attr_ints("padding", {0});
+    a.output_padding = call.attr_ints("output_padding", {0});
+    a.dilation = call.attr_ints("dilation", {1});
+    a.groups = call.attr_int("groups", 1);
+    const Tensor out = kern::checked_output(
+        call, 0, kern::conv_transpose_sizes(x.sizes(), wt.sizes(), a, call.target()), x.dtype());
+    kern::conv_transpose(x, wt, bias, a, out, call.target());
+    return 0;
+  }
   const ConvGeom g = conv_geometry(call, x, wt, bias);
   const Tensor out = kern::checked_output(call, 0, conv_out_sizes(g), x.dtype());
   if (out.numel() == 0) return 0;

@@ -1,0 +1,104 @@
+// C++ for collective steps (passes/collectives.h), emitted inline in run(): an issue step fills
+// descriptors and stores api->coll_issue's handle in coll_h[id]; a wait step calls
+// api->coll_wait on it once (the waits of a bucket share one handle: the first releases it).
+#include <sstream>
+
+#include "codegen/cpu/emit_cpu.h"
+#include "core/error.h"
+#include "passes/collectives.h"
+
+namespace anvil::codegen::cpu {
+
+namespace {
+
+/// A C string literal of `s`.
+std::string quoted(const std::string& s) {
+  std::string esc = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') esc += '\\';
+    esc += c;
+  }
+  return esc + "\"";
+}
+
+/// Fills descriptor arr[i] for view `v` (inside the issue block).
+void desc(std::ostringstream& body, const passes::Program& p, const std::string& name,
+          const passes::ExternStep& e, const std::string& arr, size_t i,
+          const passes::TensorView& v) {
+  const std::string t = arr + "[" + std::to_string(i) + "]";
+  if (v.sizes.size() > 8)
+    throw Error("collective operand has more than 8 dims", "codegen/cpu " + name, "<= 8 dims",
+                std::to_string(v.sizes.size()));
+  body << "    " << t << ".data = static_cast<void*>(reinterpret_cast<" << storage_type(v.dtype)
+       << "*>(" << buffer_base(p, v.buffer) << ") + (" << v.offset.str() << "));\n";
+  body << "    " << t << ".dtype = " << static_cast<int>(v.dtype) << ";\n";
+  body << "    " << t << ".ndim = " << v.sizes.size() << ";\n";
+  for (size_t d = 0; d < v.sizes.size(); ++d) {
+    body << "    " << t << ".sizes[" << d << "] = " << v.sizes[d].str() << ";\n";
+    body << "    " << t << ".strides[" << d << "] = " << v.strides[d].str() << ";\n";
+  }
+  (void)e;
+}
+
+}  // namespace
+
+int max_collective_id(const passes::Program& p) {
+  int n = -1;
+  for (const auto& st : p.steps)
+    if (const auto* e = std::get_if<passes::ExternStep>(&st))
+      if (passes::is_collective_issue(*e) || passes::is_collective_wait(*e))
+        n = std::max(n, passes::collective_id(*e));
+  return n;
+}
+
+std::string emit_collective_step(const passes::Program& p, const passes::ExternStep& e) {
+  const int id = passes::collective_id(e);
+  const std::string h = "coll_h[" + std::to_string(id) + "]";
+  std::ostringstream body;
+  std::string nodes;
+  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
+  if (passes::is_collective_wait(e)) {
+    body << "  // " << e.name << ": wait (" << nodes << ")\n";
+    body << "  if (" << h << " != 0) {\n";
+    body << "    if (s.api->coll_wait(s.run_ctx, " << h << ") != 0) return 1;\n";
+    body << "    " << h << " = 0;\n  }\n";
+    return body.str();
+  }
+  const std::string op = e.target.substr(std::string(passes::kCollectivePrefix).size());
+  std::ostringstream inner;
+  const size_t ni = e.inputs.size(), no = e.outputs.size();
+  inner << "    AnvilRtTensor in[" << std::max<size_t>(ni, 1) << "] = {};\n";
+  inner << "    AnvilRtTensor out[" << std::max<size_t>(no, 1) << "] = {};\n";
+  for (size_t i = 0; i < ni; ++i) desc(inner, p, e.name, e, "in", i, e.inputs[i]);
+  for (size_t i = 0; i < no; ++i) desc(inner, p, e.name, e, "out", i, e.outputs[i]);
+  std::vector<const passes::ExternAttr*> attrs;
+  for (const auto& a : e.attrs)
+    if (a.name != "coll" && a.name != "group") attrs.push_back(&a);
+  inner << "    AnvilRtScalar at[" << std::max<size_t>(attrs.size(), 1) << "] = {};\n";
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    const auto& a = *attrs[i];
+    const std::string t = "at[" + std::to_string(i) + "]";
+    inner << "    " << t << ".name = " << quoted(a.name) << ";\n";
+    inner << "    " << t << ".kind = " << a.kind << ";\n";
+    if (a.kind == 0) inner << "    " << t << ".i = " << a.i.str() << ";\n";
+    if (a.kind == 2) inner << "    " << t << ".s = " << quoted(a.s) << ";\n";
+    if (a.kind == 3) {
+      inner << "    const int64_t ints" << i << "[" << std::max<size_t>(a.ints.size(), 1) << "] = {";
+      for (size_t k = 0; k < a.ints.size(); ++k) inner << (k ? ", " : "") << a.ints[k].str();
+      inner << "};\n";
+      inner << "    " << t << ".ints = ints" << i << ";\n";
+      inner << "    " << t << ".n_ints = " << a.ints.size() << ";\n";
+    }
+  }
+  inner << "    " << h << " = s.api->coll_issue(s.run_ctx, " << quoted(op) << ", "
+        << quoted(passes::collective_attr(e, "group")) << ", in, " << ni << ", out, " << no
+        << ", at, " << attrs.size() << ");\n";
+  inner << "    if (" << h << " == 0) return 1;\n";
+  body << "  {  // " << e.name << ": issue " << op << " on group '"
+       << passes::collective_attr(e, "group") << "' (" << nodes << ")\n";
+  body << symbol_decls(p, inner.str(), "s.sym", "    ");
+  body << inner.str() << "  }\n";
+  return body.str();
+}
+
+}  // namespace anvil::codegen::cpu

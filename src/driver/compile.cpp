@@ -1,0 +1,265 @@
+#include "driver/compile.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "codegen/generate.h"
+#include "core/error.h"
+#include "frontend/pt2_reader.h"
+#include "passes/pipeline.h"
+#include "runtime/package.h"
+
+namespace anvil::driver {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kAnvilVersion = "0.1.0";
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw Error(what + " file not found", path, "an existing file", "no such file");
+  if (!fs::is_regular_file(path, ec))
+    throw Error(what + " is not a regular file", path, "a file", "a directory or device");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open " + what, path, "a readable file", "open failed");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw Error("cannot read " + what, path, "a readable file", "read failed");
+  return ss.str();
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  f.close();
+  if (!f) throw Error("cannot write file", path.string(), "a writable file", "write failed");
+}
+
+/// A name next to `target` that no other process or thread uses ("<target>.tmp-<pid>-<n>").
+std::string temp_sibling(const std::string& target) {
+  static std::atomic<int64_t> counter{0};
+  return target + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+void ensure_parent_dir(const std::string& path) {
+  const fs::path parent = fs::absolute(path).parent_path();
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (!fs::is_directory(parent, ec))
+    throw Error("cannot create the output directory", parent.string(), "a writable directory",
+                ec ? ec.message() : "not a directory");
+}
+
+/// Removes a folder when it goes out of scope.
+struct ScopedDir {
+  fs::path path;
+  ~ScopedDir() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+};
+
+/// size and mtime of the running executable: changes whenever anvil is rebuilt.
+std::string executable_identity() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "unknown";
+  const auto size = fs::file_size(exe, ec);
+  if (ec) return "unknown";
+  const auto mtime = fs::last_write_time(exe, ec).time_since_epoch().count();
+  return exe.string() + ":" + std::to_string(size) + ":" + std::to_string(mtime);
+}
+
+std::string cache_root(const CompileOptions& o) {
+  return o.cache_dir.empty() ? codegen::default_cache_dir() : o.cache_dir;
+}
+
+/// Writes the generated sources, the manifest and the loop IR into `dir`.
+std::vector<std::string> emit_sources(const std::string& dir, const codegen::CpuCodegenResult& gen,
+                                      const std::string& manifest_json) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir, ec))
+    throw Error("cannot create the source directory", dir, "a writable directory",
+                ec ? ec.message() : "not a directory");
+  std::vector<std::string> written;
+  auto put = [&](const std::string& name, const std::string& text) {
+    const fs::path p = fs::path(dir) / name;
+    write_text(p, text);
+    written.push_back(p.string());
+  };
+  for (const auto& s : gen.sources) put(s.filename, s.text);
+  put("manifest.json", manifest_json);
+  put("program.txt", gen.program_text);
+  return written;
+}
+
+}  // namespace
+
+const char* anvil_version() { return kAnvilVersion; }
+
+CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
+                            const CompileOptions& options) {
+  const auto t_start = Clock::now();
+  CompileReport r;
+  r.graph_nodes = static_cast<int64_t>(graph.num_nodes());
+  const std::string cache_dir = cache_root(options);
+
+  codegen::CpuCodegenOptions co;
+  co.target = options.target;
+  co.num_translation_units = options.num_translation_units;
+  co.anvil_version = kAnvilVersion;
+  // Resolve first: an unknown target fails before any work.
+  const codegen::TargetInfo target =
+      codegen::resolve_target(options.target, options.compiler, cache_dir);
+
+  auto t = Clock::now();
+  const passes::Program program = passes::compile_to_program(graph, co.pipeline);
+  r.passes_s = seconds_since(t);
+
+  t = Clock::now();
+  const codegen::CpuCodegenResult gen = codegen::generate_cpu_program(program, co);
+  r.target = gen.target;
+  r.cpu_features = gen.cpu_features;
+  r.compile_flags = target.flags;
+  r.compile_flags.push_back("-O3");
+  r.compile_flags.insert(r.compile_flags.end(), gen.compile_flags.begin(), gen.compile_flags.end());
+  r.num_loop_kernels = gen.stats.loop_kernels;
+  r.num_gemms = gen.stats.gemms;
+  r.num_externs = gen.stats.externs;
+  r.num_kernels = static_cast<int64_t>(program.steps.size());
+  r.planned_peak_bytes = gen.planned_peak_bytes;
+  r.arena_formula = gen.arena_bytes;
+  r.num_constants = static_cast<int64_t>(gen.constants.size());
+  // Record how the package was built (the runtime ignores keys it does not know).
+  nlohmann::json manifest = nlohmann::json::parse(gen.manifest_json);
+  manifest["build"] = {
+      {"compile_flags", r.compile_flags},
+      {"compiler", options.compiler.empty() ? codegen::default_compiler() : options.compiler},
+      {"target_name", options.target}};
+  const std::string manifest_json = manifest.dump(2);
+  r.codegen_s = seconds_since(t);
+
+  if (!options.emit_source_dir.empty())
+    r.emitted_files = emit_sources(options.emit_source_dir, gen, manifest_json);
+
+  // Build model.so in a private scratch folder.
+  t = Clock::now();
+  static std::atomic<int64_t> build_counter{0};
+  ScopedDir scratch{fs::temp_directory_path() / ("anvil_compile_" + std::to_string(::getpid()) +
+                                                 "_" + std::to_string(build_counter++))};
+  fs::remove_all(scratch.path);
+  fs::create_directories(scratch.path);
+  std::vector<codegen::SourceFile> sources;
+  for (const auto& s : gen.sources) sources.push_back({s.filename, s.text});
+  codegen::ToolchainOptions to;
+  to.target = options.target;
+  to.compiler = options.compiler;
+  to.cache_dir = cache_dir;
+  to.include_dir = options.include_dir;
+  to.jobs = options.jobs;
+  to.extra_flags = gen.compile_flags;
+  to.progress = options.progress;
+  to.use_cache = options.use_object_cache;
+  const codegen::BuildResult built =
+      codegen::build_shared_library(sources, (scratch.path / "model.so").string(), to);
+  r.units_compiled = built.compiled;
+  r.units_cached = built.cached;
+  r.build_s = seconds_since(t);
+
+  // The package, written under a temporary name and renamed into place.
+  t = Clock::now();
+  ensure_parent_dir(out_path);
+  runtime::PackageContents pc;
+  pc.manifest_json = manifest_json;
+  pc.model_so_path = built.so_path;
+  for (const auto& c : gen.constants) pc.constants.push_back(c.tensor);
+  for (const auto& s : gen.sources) pc.sources.emplace_back(s.filename, s.text);
+  const std::string tmp = temp_sibling(out_path);
+  runtime::Manifest written;
+  try {
+    written = runtime::write_package(tmp, pc);
+    fs::rename(tmp, out_path);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
+  }
+  for (const auto& c : written.constants)
+    r.weights_bytes = std::max<int64_t>(r.weights_bytes, static_cast<int64_t>(c.offset + c.nbytes));
+  r.package_bytes = static_cast<int64_t>(fs::file_size(out_path));
+  r.package_path = out_path;
+  r.package_s = seconds_since(t);
+  r.total_s = seconds_since(t_start);
+  return r;
+}
+
+CompileReport compile_pt2(const std::string& pt2_path, const std::string& out_path,
+                          const CompileOptions& options) {
+  const auto t0 = Clock::now();
+  const std::string bytes = read_file(pt2_path, "model");
+  const std::unique_ptr<ir::Graph> graph = frontend::load_pt2_bytes(bytes, pt2_path);
+  const double import_s = seconds_since(t0);
+  CompileReport r = compile_graph(*graph, out_path, options);
+  r.import_s = import_s;
+  r.total_s = seconds_since(t0);
+  return r;
+}
+
+std::string package_cache_path(const std::string& pt2_path, const CompileOptions& options) {
+  const std::string cache_dir = cache_root(options);
+  const codegen::TargetInfo target =
+      codegen::resolve_target(options.target, options.compiler, cache_dir);
+  std::ostringstream key;
+  key << "anvil-package-cache-v1\n"
+      << "pt2 " << codegen::sha256_hex(read_file(pt2_path, "model")) << "\n"
+      << "target " << target.manifest_target << "\n";
+  for (const auto& f : target.cpu_features) key << "feature " << f << "\n";
+  for (const auto& f : target.flags) key << "flag " << f << "\n";
+  key << "compiler " << (options.compiler.empty() ? codegen::default_compiler() : options.compiler)
+      << "\n"
+      << "translation_units " << options.num_translation_units << "\n"
+      << "anvil " << kAnvilVersion << "\n"
+      << "abi " << runtime::kPackageFormatVersion << "\n"
+      << "exe " << executable_identity() << "\n";
+  const std::string stem = fs::path(pt2_path).stem().string();
+  return (fs::path(cache_dir) / "packages" /
+          (stem + "-" + codegen::sha256_hex(key.str()).substr(0, 32) + ".anvil"))
+      .string();
+}
+
+std::string cached_package_for(const std::string& pt2_path, const CompileOptions& options,
+                               CompileReport* report) {
+  const std::string path = package_cache_path(pt2_path, options);
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) {
+    if (report) {
+      *report = CompileReport{};
+      report->package_path = path;
+      report->package_bytes = static_cast<int64_t>(fs::file_size(path, ec));
+      report->cache_hit = true;
+    }
+    return path;
+  }
+  CompileReport r = compile_pt2(pt2_path, path, options);
+  if (report) *report = std::move(r);
+  return path;
+}
+
+}  // namespace anvil::driver

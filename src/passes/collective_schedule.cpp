@@ -1,0 +1,264 @@
+// Scheduling of collective steps (spec/collectives.md §3 C-D): bucketing of small all_reduces
+// into one coalesced issue, issue as early as possible, wait as late as possible, all without
+// raising the planned peak memory. Dependencies between steps are the buffers they read and
+// write (through alias roots); a collective step reads its inputs and writes its outputs (an
+// in-place one lists its buffer in both), and two steps may swap unless one writes what the
+// other reads or writes.
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+#include "core/error.h"
+#include "passes/collectives.h"
+#include "passes/lower_internal.h"
+
+namespace anvil::passes {
+
+namespace {
+
+/// The buffer whose memory `b` uses (following alias_of).
+int root_of(const Program& p, int b) {
+  int guard = 0;
+  while (b >= 0 && p.buffers[static_cast<size_t>(b)].alias_of >= 0 && guard++ < 64)
+    b = p.buffers[static_cast<size_t>(b)].alias_of;
+  return b;
+}
+
+/// Root buffers a step reads and writes.
+struct Access {
+  std::set<int> reads, writes;
+};
+
+Access access(const Program& p, const Step& st) {
+  Access out;
+  auto add = [&](std::set<int>& to, int b) {
+    if (b >= 0 && !p.buffers[static_cast<size_t>(b)].local) to.insert(root_of(p, b));
+  };
+  if (const auto* k = std::get_if<LoopKernel>(&st)) {
+    for (const Pass& ps : k->passes)
+      for (const auto* list : {&ps.pre, &ps.loop, &ps.post})
+        for (const Stmt& s : *list) {
+          add(out.writes, s.buffer);
+          std::vector<int> loads;
+          p.exprs.loads(s.expr, loads);
+          for (int l : loads) add(out.reads, p.exprs.at(l).buffer);
+        }
+  } else if (const auto* g = std::get_if<GemmStep>(&st)) {
+    add(out.reads, g->a.buffer);
+    add(out.reads, g->b.buffer);
+    add(out.writes, g->c.buffer);
+  } else if (const auto* e = std::get_if<ExternStep>(&st)) {
+    for (const auto& v : e->inputs) add(out.reads, v.buffer);
+    for (const auto& v : e->outputs) add(out.writes, v.buffer);
+  }
+  return out;
+}
+
+/// True when the sets share an element.
+bool intersects(const std::set<int>& a, const std::set<int>& b) {
+  for (int x : a)
+    if (b.count(x)) return true;
+  return false;
+}
+
+/// True when the two steps may not swap: one writes what the other reads or writes (two
+/// readers of a buffer, e.g. a GEMM and an all_gather of its operand, may).
+bool conflict(const Access& a, const Access& b) {
+  return intersects(a.writes, b.reads) || intersects(a.writes, b.writes) ||
+         intersects(b.writes, a.reads);
+}
+
+/// The step as a collective issue / wait, or null.
+const ExternStep* as_issue(const Step& s) {
+  const auto* e = std::get_if<ExternStep>(&s);
+  return e && is_collective_issue(*e) ? e : nullptr;
+}
+const ExternStep* as_wait(const Step& s) {
+  const auto* e = std::get_if<ExternStep>(&s);
+  return e && is_collective_wait(*e) ? e : nullptr;
+}
+/// Constant byte size of a view's elements, or -1.
+int64_t view_bytes(const TensorView& v) {
+  SymInt n(1);
+  for (const auto& s : v.sizes) n = n * s;
+  auto c = n.maybe_constant();
+  return c ? *c * static_cast<int64_t>(dtype_size(v.dtype)) : -1;
+}
+
+/// Points a wait step at collective `id`.
+void set_coll_attr(ExternStep& e, int id) {
+  for (auto& a : e.attrs)
+    if (a.name == "coll") a.i = SymInt(id);
+}
+
+/// Merges runs of small all_reduce issues (same group, reduce op, dtype; no other collective
+/// step between them; no step between touching an earlier member's buffers) into the last
+/// member's issue. Returns the number of issues merged away.
+int bucket(Program& p, const CollectiveScheduleOptions& o) {
+  int merged = 0;
+  std::vector<size_t> run;  // step indices of the current bucket
+  std::string key;
+  int64_t run_bytes = 0;
+  std::vector<bool> erase(p.steps.size(), false);
+  std::map<int, int> renamed;  // collective id -> id of the bucket's issue
+  auto close = [&] {
+    if (run.size() >= 2) {
+      auto& last = std::get<ExternStep>(p.steps[run.back()]);
+      const int id = collective_id(last);
+      std::vector<TensorView> ins, outs;
+      std::vector<std::string> nodes;
+      for (size_t i : run) {
+        const auto& e = std::get<ExternStep>(p.steps[i]);
+        ins.insert(ins.end(), e.inputs.begin(), e.inputs.end());
+        outs.insert(outs.end(), e.outputs.begin(), e.outputs.end());
+        nodes.insert(nodes.end(), e.nodes.begin(), e.nodes.end());
+        renamed[collective_id(e)] = id;
+        if (i != run.back()) {
+          erase[i] = true;
+          ++merged;
+        }
+      }
+      last.inputs = ins;
+      last.outputs = outs;
+      last.nodes = nodes;
+    }
+    run.clear();
+    key.clear();
+    run_bytes = 0;
+  };
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    const Step& st = p.steps[i];
+    if (const ExternStep* e = as_issue(st)) {
+      const bool candidate = e->target == std::string(kCollectivePrefix) + "all_reduce" &&
+                             e->inputs.size() == 1 && e->outputs.size() == 1;
+      const int64_t bytes = candidate ? view_bytes(e->inputs[0]) : -1;
+      const std::string k = collective_attr(*e, "group") + "|" + collective_attr(*e, "reduce_op") +
+                            "|" + std::string(dtype_name(e->inputs.empty() ? DType::kFloat32
+                                                                             : e->inputs[0].dtype));
+      if (!candidate || bytes < 0 || bytes > o.bucket_max_tensor_bytes) {
+        close();
+        continue;
+      }
+      if (!run.empty() && (k != key || run_bytes + bytes > o.bucket_max_bytes)) close();
+      if (!run.empty()) {
+        // no step after a member's issue may touch that member's buffers (its issue moves
+        // down to here)
+        bool clash = false;
+        for (size_t m : run) {
+          const Access am = access(p, p.steps[m]);
+          for (size_t j = m + 1; j < i && !clash; ++j)
+            if (conflict(access(p, p.steps[j]), am)) clash = true;
+        }
+        if (clash) close();
+      }
+      run.push_back(i);
+      key = k;
+      run_bytes += bytes;
+      continue;
+    }
+    if (as_wait(st)) close();
+  }
+  close();
+  std::vector<Step> kept;
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    if (erase[i]) continue;
+    Step st = p.steps[i];
+    if (auto* w = std::get_if<ExternStep>(&st); w && is_collective_wait(*w)) {
+      auto it = renamed.find(collective_id(*w));
+      if (it != renamed.end()) set_coll_attr(*w, it->second);
+    }
+    kept.push_back(std::move(st));
+  }
+  p.steps = std::move(kept);
+  return merged;
+}
+
+/// Issues move up past steps they do not conflict with (never past another issue, so
+/// the issue order stays the graph's on every rank); waits move down past steps they do not
+/// conflict with (later issues included: waiting later never deadlocks, since every rank
+/// issued the same collectives in the same order). Returns the number of moves.
+int reorder(Program& p) {
+  int moves = 0;
+  std::vector<Access> t;
+  for (const Step& s : p.steps) t.push_back(access(p, s));
+  auto swap_steps = [&](size_t a, size_t b) {
+    std::swap(p.steps[a], p.steps[b]);
+    std::swap(t[a], t[b]);
+    ++moves;
+  };
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    if (!as_issue(p.steps[i])) continue;
+    size_t j = i;
+    while (j > 0 && !as_issue(p.steps[j - 1]) && !conflict(t[j - 1], t[j])) {
+      swap_steps(j - 1, j);
+      --j;
+    }
+  }
+  for (size_t i = p.steps.size(); i-- > 0;) {
+    if (!as_wait(p.steps[i])) continue;
+    size_t j = i;
+    while (j + 1 < p.steps.size() && !conflict(t[j + 1], t[j])) {
+      swap_steps(j, j + 1);
+      ++j;
+    }
+  }
+  return moves;
+}
+
+/// Number of collective issue steps.
+int count_issues(const Program& p) {
+  int n = 0;
+  for (const Step& s : p.steps)
+    if (as_issue(s)) ++n;
+  return n;
+}
+
+}  // namespace
+
+CollectiveScheduleOptions collective_options_from_env(CollectiveScheduleOptions base) {
+  auto flag = [](const char* name, bool& v) {
+    const char* e = std::getenv(name);
+    if (e && *e) v = std::string(e) != "0";
+  };
+  flag("ANVIL_COLLECTIVE_REORDER", base.reorder);
+  flag("ANVIL_COLLECTIVE_BUCKET", base.bucket);
+  return base;
+}
+
+CollectiveScheduleStats schedule_collectives(Program& program,
+                                             const CollectiveScheduleOptions& options) {
+  CollectiveScheduleStats stats;
+  Program base = program;
+  detail::plan_memory(base);
+  stats.collectives = count_issues(base);
+  if (stats.collectives == 0 || (!options.reorder && !options.bucket)) {
+    program = std::move(base);
+    return stats;
+  }
+  struct Variant {
+    bool bucket, reorder;
+  };
+  std::vector<Variant> variants;
+  if (options.bucket && options.reorder) variants.push_back({true, true});
+  if (options.reorder) variants.push_back({false, true});
+  if (options.bucket) variants.push_back({true, false});
+  for (const Variant& v : variants) {
+    Program cand = program;
+    int merged = v.bucket ? bucket(cand, options) : 0;
+    int moves = v.reorder ? reorder(cand) : 0;
+    detail::plan_memory(cand);
+    const bool ok = base.planned_peak_bytes >= 0 && cand.planned_peak_bytes >= 0 &&
+                    cand.planned_peak_bytes <= base.planned_peak_bytes;
+    if (!ok) continue;
+    program = std::move(cand);
+    stats.bucketed = merged;
+    stats.moved = moves;
+    stats.reorder_kept = v.reorder;
+    stats.collectives = count_issues(program);
+    return stats;
+  }
+  program = std::move(base);
+  return stats;
+}
+
+}  // namespace anvil::passes

@@ -1,0 +1,27 @@
+// The collective services of AnvilRtApi (ABI minor 1, include/anvil/anvil_rt.h) on top of
+// src/dist, and joining the world when a package uses collectives.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "anvil/anvil_rt.h"
+
+namespace anvil::runtime {
+
+/// When the manifest (JSON text) lists collectives and no world group exists yet, joins the
+/// world from the launcher's environment (torchrun-style RANK / WORLD_SIZE / MASTER_ADDR /
+/// MASTER_PORT, or MPI's) with the backend named by ANVIL_BACKEND (default gloo). Without that
+/// environment throws Error saying what to set. `where` names the package in messages.
+void join_world_for_package(const std::string& manifest_json, const std::string& where);
+
+/// api->coll_issue: posts the collective, returns a handle > 0 (0 on error, through set_error).
+int64_t coll_issue(void* run_ctx, const char* op, const char* group, const AnvilRtTensor* inputs,
+                   int32_t n_inputs, AnvilRtTensor* outputs, int32_t n_outputs,
+                   const AnvilRtScalar* attrs, int32_t n_attrs);
+/// api->coll_wait: waits for and releases a handle; 0, or non-zero with the error recorded.
+int coll_wait(void* run_ctx, int64_t handle);
+/// Handles issued and not yet waited (tests).
+size_t pending_collective_handles();
+
+}  // namespace anvil::runtime

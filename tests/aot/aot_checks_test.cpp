@@ -1,0 +1,189 @@
+// spec/aot.md section 4, CPU cases 63, 78, 79 and 84 on compiled packages (runtime checks and
+// their messages, a failed call leaving the Model usable, nan / inf passing through), aliased
+// outputs of inputs, and a load / run / unload loop that the LeakSanitizer step of
+// scripts/test.sh runs (AotLeak.*).
+#include <gtest/gtest.h>
+
+#include "aot_util.h"
+#include "core/error.h"
+#include "ir/parser.h"
+
+namespace anvil::aot_test {
+namespace {
+
+/// The message of the Error `f` throws ("" when it throws none).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Case 63: u = x.item(); check u > 3; ones(u)[0:1] -> [1.0]; with x = 2 the run fails with an
+// error (not a crash) and the Model stays usable.
+TEST(AotCheck, C63_ItemAssertion) {
+  ANVIL_AOT_LOAD(model, "aot_63_item_check");
+  const auto ins = read_set("aot_63_item_check", "in", "");
+  expect_outputs(model.run(ins), read_set("aot_63_item_check", "out", ""), "x = 23");
+  const std::string e = error_of([&] { model.run({Tensor::scalar(2, DType::kInt64)}); });
+  EXPECT_FALSE(e.empty()) << "x = 2 must fail the u > 3 check";
+  expect_outputs(model.run(ins), read_set("aot_63_item_check", "out", ""), "after the failure");
+}
+
+// Case 78: compiled for fp16 (1,4); an fp32 input fails naming the input and both dtypes;
+// nothing is returned and the Model stays usable.
+TEST(AotCheck, C78_DtypeMismatch) {
+  ANVIL_AOT_LOAD(model, "aot_78_fp16_in");
+  const Tensor x32 = read_set("aot_78_fp16_in", "in", "")[0];
+  ASSERT_EQ(x32.dtype(), DType::kFloat32);
+  const std::string name = model.input_specs()[0].name;
+  const std::string e = error_of([&] { model.run({x32}); });
+  ASSERT_FALSE(e.empty());
+  EXPECT_TRUE(contains(e, "'" + name + "'")) << e;
+  EXPECT_TRUE(contains(e, dtype_name(DType::kFloat16))) << e;
+  EXPECT_TRUE(contains(e, dtype_name(DType::kFloat32))) << e;
+  EXPECT_TRUE(contains(e, "dtype")) << e;
+  expect_outputs(model.run(inputs_for(model, {x32})), read_set("aot_78_fp16_in", "out", ""),
+                 "fp16 after the failure");
+}
+
+// Case 79: compiled for (d0 in [4,1024], 4, 4) fp16.
+TEST(AotCheck, C79_ShapeChecks) {
+  ANVIL_AOT_LOAD(model, "aot_79_dyn_fp16");
+  const std::string name = "'" + model.input_specs()[0].name + "'";
+  const auto f16 = [](const Shape& s) { return Tensor::full(s, 0.5, DType::kFloat16); };
+  // (8,4,4) and (4,4,4): ok, equal to PyTorch.
+  for (const std::string suffix : {"", "_0"})
+    expect_outputs(model.run(inputs_for(model, read_set("aot_79_dyn_fp16", "in", suffix))),
+                   read_set("aot_79_dyn_fp16", "out", suffix), "shape set " + suffix);
+  // (4,8,4): static-dim error naming the input, dim 1, expected 4 and actual 8.
+  std::string e = error_of([&] { model.run({f16({4, 8, 4})}); });
+  EXPECT_TRUE(contains(e, name)) << e;
+  EXPECT_TRUE(contains(e, "dim 1")) << e;
+  EXPECT_TRUE(contains(e, "expected 4, got 8")) << e;
+  // (2048,4,4): too large, naming the dim, the bound and the value.
+  e = error_of([&] { model.run({f16({2048, 4, 4})}); });
+  EXPECT_TRUE(contains(e, name)) << e;
+  EXPECT_TRUE(contains(e, "dim 0")) << e;
+  EXPECT_TRUE(contains(e, "too large")) << e;
+  EXPECT_TRUE(contains(e, "1024")) << e;
+  EXPECT_TRUE(contains(e, "got 2048")) << e;
+  // (2048,3,4): an error as well.
+  EXPECT_FALSE(error_of([&] { model.run({f16({2048, 3, 4})}); }).empty());
+  // Below the range.
+  e = error_of([&] { model.run({f16({3, 4, 4})}); });
+  EXPECT_TRUE(contains(e, "too small")) << e;
+  // Strides (16,1,4): the runtime takes non-contiguous inputs and copies them (documented in
+  // runtime/model.h), so this is a correct run rather than a stride error.
+  Tensor base = Tensor::empty({64}, DType::kFloat16);
+  for (int64_t i = 0; i < 64; ++i) base.data<Half>()[i] = Half(static_cast<float>(i) / 8);
+  const Tensor strided = base.as_strided({4, 4, 4}, {16, 1, 4}, 0);
+  const Tensor y = model.run({strided})[0];
+  const Tensor want = strided.contiguous();
+  for (int64_t i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y.item_at(i), want.item_at(i) + 1) << i;
+}
+
+// Case 84: an Inf and a NaN in x pass through: NaNs at the same positions as PyTorch's.
+TEST(AotCheck, C84_NanInfPassThrough) {
+  ANVIL_AOT_LOAD(model, "aot_84_nan_inf");
+  const auto ins = read_set("aot_84_nan_inf", "in", "");
+  const auto want = read_set("aot_84_nan_inf", "out", "");
+  const auto got = model.run(ins);
+  expect_outputs(got, want, "aot_84_nan_inf");
+  int nans = 0;
+  for (int64_t i = 0; i < got[0].numel(); ++i) {
+    EXPECT_EQ(std::isnan(got[0].item_at(i)), std::isnan(want[0].item_at(i))) << i;
+    nans += std::isnan(got[0].item_at(i));
+  }
+  EXPECT_EQ(nans, 8);
+}
+
+// Outputs that are views of an input share the input's storage (PyTorch's aliasing); outputs
+// that are views of one computed value share its storage (docs/package_format.md, Outputs).
+TEST(AotAlias, OutputsViewInputsAndEachOther) {
+  const auto graph = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[3, 4] = user_input
+  }
+  %t: f32[4, 3] = aten.t.default(self=%x)
+  %s: f32[2, 4] = aten.slice.Tensor(self=%x, dim=0, start=1, end=3)
+  %y: f32[3, 4] = aten.mul.Tensor(self=%x, other=2.0)
+  %v: f32[12] = aten.view.default(self=%y, size=[12])
+  %yt: f32[4, 3] = aten.t.default(self=%y)
+  outputs {
+    user_output %t
+    user_output %x
+    user_output %s
+    user_output %y
+    user_output %v
+    user_output %yt
+  }
+})");
+  const Built& b = build_graph("alias_views", *graph);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  runtime::Model model = load(b);
+  Tensor x = Tensor::empty({3, 4}, DType::kFloat32);
+  for (int64_t i = 0; i < 12; ++i) x.data<float>()[i] = static_cast<float>(i) - 5.5f;
+  const auto out = model.run({x});
+  ASSERT_EQ(out.size(), 6u);
+  const float* xp = x.data<float>();
+  EXPECT_EQ(out[0].data_ptr(), xp);
+  EXPECT_EQ(out[0].strides(), (Shape{1, 4}));
+  EXPECT_EQ(out[1].data_ptr(), xp);
+  EXPECT_EQ(out[2].data_ptr(), xp + 4);
+  EXPECT_EQ(out[3].storage(), out[4].storage());
+  EXPECT_EQ(out[3].storage(), out[5].storage());
+  EXPECT_EQ(out[5].strides(), (Shape{1, 4}));
+  EXPECT_NE(out[3].data_ptr(), static_cast<const void*>(xp));
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 4; ++j) {
+      const double v = xp[i * 4 + j];
+      EXPECT_EQ(out[0].item_at(j * 3 + i), v);
+      EXPECT_EQ(out[1].item_at(i * 4 + j), v);
+      if (i >= 1) {
+        EXPECT_EQ(out[2].item_at((i - 1) * 4 + j), v);
+      }
+      EXPECT_EQ(out[3].item_at(i * 4 + j), 2 * v);
+      EXPECT_EQ(out[4].item_at(i * 4 + j), 2 * v);
+      EXPECT_EQ(out[5].item_at(j * 3 + i), 2 * v);
+    }
+  // A non-contiguous input is copied first: the views are of the copy, with the same values.
+  const Tensor xt = x.transpose(0, 1).contiguous().transpose(0, 1);
+  const auto out2 = model.run({xt});
+  EXPECT_NE(out2[1].data_ptr(), xt.data_ptr());
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(out2[1].item_at(i), x.item_at(i));
+}
+
+// Load, run (including failing runs and aliased outputs) and unload packages repeatedly; the
+// LeakSanitizer step of scripts/test.sh runs this.
+TEST(AotLeak, LoadRunUnloadRepeatedly) {
+  const std::vector<std::string> names = {"aot_16_alias_outputs", "aot_37_buffer_persist",
+                                          "aot_58_zero_size", "aot_02_add_linear"};
+  for (const auto& n : names) {
+    const Built& b = build(n);
+    ASSERT_TRUE(b.error.empty()) << b.error;
+  }
+  for (int iter = 0; iter < 10; ++iter) {
+    for (const auto& n : names) {
+      runtime::ModelOptions o;
+      o.num_runners = 2;
+      runtime::Model model = load(build(n), o);
+      for (const std::string suffix : {"", "_0"}) {
+        const auto ins = read_set(n, "in", suffix);
+        if (ins.empty()) continue;
+        for (int r = 0; r < 3; ++r) ASSERT_EQ(model.run(ins).size(), model.output_specs().size());
+      }
+      EXPECT_FALSE(error_of([&] { model.run({}); }).empty());  // wrong count: the error path
+    }
+  }
+}
+
+}  // namespace
+}  // namespace anvil::aot_test

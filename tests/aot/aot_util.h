@@ -1,0 +1,73 @@
+// Helpers of the spec/aot.md section 4 tests: compile a fixture of tests/fixtures/aot through the
+// real path (frontend -> passes -> generate_cpu -> toolchain -> write_package) into a .anvil
+// package, load it with runtime::Model, and compare outputs with PyTorch's.
+//
+// Batching (CI has 2 cores): the first build() of a process generates every fixture's sources,
+// each model in its own C++ namespace with its own entry symbol, and concatenates them into
+// kMergedFiles translation units. Each package's model.so links those shared objects plus a
+// tiny per-model translation unit whose anvil_model_entry forwards to that model's entry. The
+// toolchain caches objects (and linked libraries) by content hash, so the merged units are
+// compiled once for all models and all test processes (ctest runs each test in its own
+// process).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "passes/loop_ir.h"
+#include "runtime/model.h"
+
+namespace anvil::aot_test {
+
+/// The outcome of compiling one fixture.
+struct Built {
+  std::string package;  // path of the .anvil package (empty on failure)
+  std::string error;    // the compile / load error text (empty on success)
+  bool unsupported = false;  // the error reports ops or features not supported yet
+  passes::ProgramStats stats;
+  std::string program_text;  // the loop-kernel IR
+};
+
+/// Compiles fixture `name` (tests/fixtures/aot/<name>.pt2) into a package; cached per process.
+const Built& build(const std::string& name);
+
+/// Compiles a graph (e.g. parsed from the text IR) on its own into a package named `name` for
+/// `target` (codegen/toolchain.h: native, x86_64-avx2, x86_64-avx512, x86_64); cached per
+/// process by name.
+const Built& build_graph(const std::string& name, const ir::Graph& graph,
+                         const std::string& target = "native");
+
+/// True when an Error text says an op or feature is not supported (yet): such cases skip.
+bool is_unsupported_error(const std::string& text);
+
+/// Loads a built package (build() already loaded it once, so this does not fail for missing
+/// runtime kernels). Use the ANVIL_AOT_LOAD macro in tests.
+runtime::Model load(const Built& b, const runtime::ModelOptions& options = {});
+
+/// Fixture inputs / outputs of a shape set: kind "in" or "out", suffix "" or "_0", "_1"...
+std::vector<Tensor> read_set(const std::string& name, const char* kind, const std::string& suffix);
+/// Inputs converted to the dtypes the model's input specs want (fp16 / bf16 fixtures are
+/// stored as float32 .npy files).
+std::vector<Tensor> inputs_for(const runtime::Model& m, const std::vector<Tensor>& ins);
+
+/// Tolerance for comparing an output of `dtype` with PyTorch (relative to max(1, max |want|)).
+double tolerance(DType dtype);
+/// Largest error of `got` against `want` relative to max(1, max |want|); NaNs must be at the
+/// same positions and infinities equal. Returns +inf on a shape mismatch or misplaced NaN.
+double rel_error(const Tensor& got, const Tensor& want);
+/// Expects every output to match `want` within tolerance(dtype).
+void expect_outputs(const std::vector<Tensor>& got, const std::vector<Tensor>& want,
+                    const std::string& label);
+
+}  // namespace anvil::aot_test
+
+/// Compiles and loads fixture NAME into `model`, skipping the test when the compiler or runtime
+/// reports an unsupported op and failing it on any other error.
+#define ANVIL_AOT_LOAD(model, NAME)                                                   \
+  const ::anvil::aot_test::Built& model##_built = ::anvil::aot_test::build(NAME);    \
+  if (model##_built.unsupported)                                                      \
+    GTEST_SKIP() << "unsupported op(s) yet: " << model##_built.error;                 \
+  ASSERT_TRUE(model##_built.error.empty()) << model##_built.error;                    \
+  ::anvil::runtime::Model model = ::anvil::aot_test::load(model##_built)

@@ -1,0 +1,456 @@
+// Compiled collectives (issue 5 deliverable 6, spec/collectives.md §3): graphs with
+// `_c10d_functional` ops compile without a live group and run as packages on real ranks.
+// - program checks (no processes): in-place on an owned buffer, graph inputs copied, the wait of
+//   tp_overlap's all_reduce placed after branch b's kernels, bucketing of coll_bucket;
+// - packages run on 2 ranks (gloo and mpi) against the interpreter with the live group, the
+//   graph input checked unchanged after the run;
+// - tp_mlp_allreduce under `anvil launch -n 2 / -n 4 -- anvil run` against the interpreter's
+//   result scaled by the world size; loading without the launcher's environment fails clearly.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/npy.h"
+#include "dist/fake_process_group.h"
+#include "dist/world.h"
+#include "dist_check.h"
+#include "dist_harness.h"
+#include "driver/compile.h"
+#include "frontend/pt2_reader.h"
+#include "interp/interpreter.h"
+#include "ir/parser.h"
+#include "passes/collectives.h"
+#include "passes/pipeline.h"
+#include "runtime/model.h"
+
+namespace anvil::dist::test {
+namespace {
+
+namespace fs = std::filesystem;
+using passes::ExternStep;
+using passes::Program;
+
+/// Path of a fixture (tests/fixtures or tests/fixtures/coll).
+std::string fixture(const std::string& name) {
+  const std::string top = std::string(ANVIL_FIXTURES_DIR) + "/" + name + ".pt2";
+  if (fs::exists(top)) return top;
+  return std::string(ANVIL_FIXTURES_DIR) + "/coll/" + name + ".pt2";
+}
+
+/// A fresh temporary directory (removed at the end of the test process).
+std::string temp_dir() {
+  struct Dir {
+    std::string path;
+    Dir() {
+      path = (fs::temp_directory_path() / "anvil_coll_XXXXXX").string();
+      if (!mkdtemp(path.data())) throw std::runtime_error("mkdtemp failed");
+    }
+    ~Dir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  static Dir dir;
+  return dir.path;
+}
+
+/// Compiles a fixture into a package; `reorder` / `bucket` switch the collective passes.
+std::string compile_fixture(const std::string& name, bool reorder = true, bool bucket = true) {
+  setenv("ANVIL_COLLECTIVE_REORDER", reorder ? "1" : "0", 1);
+  setenv("ANVIL_COLLECTIVE_BUCKET", bucket ? "1" : "0", 1);
+  const std::string out = temp_dir() + "/" + name + (reorder ? "_r" : "") + (bucket ? "_b" : "") +
+                          ".anvil";
+  driver::CompileOptions o;
+  o.jobs = 2;
+  o.progress = codegen::ProgressMode::kQuiet;
+  driver::compile_pt2(fixture(name), out, o);
+  unsetenv("ANVIL_COLLECTIVE_REORDER");
+  unsetenv("ANVIL_COLLECTIVE_BUCKET");
+  return out;
+}
+
+/// The scheduled program of a fixture (no toolchain, no group).
+Program program_of(const std::string& name, bool reorder = true, bool bucket = true) {
+  auto g = frontend::load_pt2(fixture(name));
+  passes::PipelineOptions o;
+  o.collectives.reorder = reorder;
+  o.collectives.bucket = bucket;
+  return passes::compile_to_program(*g, o);
+}
+
+/// Step i as a collective issue / wait, or null; every issue step index.
+const ExternStep* issue_at(const Program& p, size_t i) {
+  const auto* e = std::get_if<ExternStep>(&p.steps[i]);
+  return e && passes::is_collective_issue(*e) ? e : nullptr;
+}
+const ExternStep* wait_at(const Program& p, size_t i) {
+  const auto* e = std::get_if<ExternStep>(&p.steps[i]);
+  return e && passes::is_collective_wait(*e) ? e : nullptr;
+}
+std::vector<size_t> issues(const Program& p) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < p.steps.size(); ++i)
+    if (issue_at(p, i)) out.push_back(i);
+  return out;
+}
+/// Index of the first wait step of collective `id`.
+size_t first_wait(const Program& p, int id) {
+  for (size_t i = 0; i < p.steps.size(); ++i)
+    if (const auto* w = wait_at(p, i); w && passes::collective_id(*w) == id) return i;
+  return p.steps.size();
+}
+/// True when step i computes graph node `node`.
+bool step_has_node(const Program& p, size_t i, const std::string& node) {
+  for (const auto& n : passes::step_nodes(p.steps[i]))
+    if (n == node) return true;
+  return false;
+}
+
+/// Deterministic rank-dependent input.
+Tensor input_for(const std::vector<int64_t>& sizes, int rank) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = static_cast<float>(std::sin(0.37 * static_cast<double>(i) + rank));
+  return Tensor::from_vector(v, sizes);
+}
+
+/// fp32 tolerance of the project: max|got - want| <= 1e-4 * max(1, max|want|).
+::testing::AssertionResult all_close(const Tensor& got, const Tensor& want) {
+  if (got.sizes() != want.sizes())
+    return ::testing::AssertionFailure() << got.type_str() << " vs " << want.type_str();
+  const auto g = got.to_doubles(), w = want.to_doubles();
+  double scale = 1, err = 0;
+  for (double x : w) scale = std::max(scale, std::fabs(x));
+  for (size_t i = 0; i < g.size(); ++i) err = std::max(err, std::fabs(g[i] - w[i]));
+  if (err <= 1e-4 * scale) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "max |got - want| = " << err << " (scale " << scale
+                                       << ")";
+}
+
+// ---- program checks: no processes, no group --------------------------------------------------
+
+TEST(CompiledCollectives, EveryFixtureCompilesWithoutAGroup) {
+  for (const char* name : {"tp_mlp_allreduce", "tp_overlap", "coll_allgather", "coll_reduce_scatter",
+                           "coll_bucket", "coll_legacy_inplace", "coll_mixed"}) {
+    SCOPED_TRACE(name);
+    Program p = program_of(name);
+    EXPECT_FALSE(issues(p).empty());
+    EXPECT_FALSE(dist::world_initialized());
+    // every issue is followed by a wait of the same collective
+    for (size_t i : issues(p)) EXPECT_LT(first_wait(p, passes::collective_id(*issue_at(p, i))), p.steps.size());
+  }
+}
+
+TEST(CompiledCollectives, AllReduceStealsIntermediateAndCopiesGraphInput) {
+  // tp_mlp: all_reduce(linear_1) runs in place on linear_1's own buffer (no copy kernel).
+  Program p = program_of("tp_mlp_allreduce");
+  auto is = issues(p);
+  ASSERT_EQ(is.size(), 1u);
+  const ExternStep& e = *issue_at(p, is[0]);
+  ASSERT_EQ(e.inputs.size(), 1u);
+  EXPECT_EQ(e.inputs[0].buffer, e.outputs[0].buffer);
+  const auto& b = p.buffers[static_cast<size_t>(e.outputs[0].buffer)];
+  EXPECT_NE(b.kind, passes::BufferKind::kInput);
+  EXPECT_TRUE(step_has_node(p, is[0] - 1, "linear_1")) << passes::print_program(p);
+  // coll_mixed: all_reduce(x) on the graph input x runs on a copy, never on x itself.
+  Program m = program_of("coll_mixed");
+  bool saw_input_collective = false;
+  for (size_t i : issues(m)) {
+    const ExternStep& c = *issue_at(m, i);
+    for (const auto& v : c.outputs)
+      EXPECT_NE(m.buffers[static_cast<size_t>(v.buffer)].kind, passes::BufferKind::kInput);
+    if (c.target == std::string(passes::kCollectivePrefix) + "all_reduce") {
+      saw_input_collective = true;
+      EXPECT_NE(c.outputs[0].buffer, m.inputs[0].buffer);
+    }
+  }
+  EXPECT_TRUE(saw_input_collective);
+}
+
+TEST(CompiledCollectives, OverlapPutsBranchBBetweenIssueAndWait) {
+  Program p = program_of("tp_overlap");
+  auto is = issues(p);
+  ASSERT_EQ(is.size(), 1u);
+  const size_t w = first_wait(p, passes::collective_id(*issue_at(p, is[0])));
+  ASSERT_LT(w, p.steps.size());
+  // branch b: linear_2 -> gelu -> linear_3 (independent of the all_reduce)
+  for (const char* node : {"linear_2", "linear_3"}) {
+    bool between = false;
+    for (size_t i = is[0] + 1; i < w; ++i) between = between || step_has_node(p, i, node);
+    EXPECT_TRUE(between) << node << " not between issue and wait:\n" << passes::print_program(p);
+  }
+  // the wait stays before the first reader (the final add)
+  for (size_t i = 0; i < w; ++i) EXPECT_FALSE(step_has_node(p, i, "add"));
+  EXPECT_GT(p.stats.collective_moves, 0);
+  // without reordering the wait follows the issue at once; the peak never grows by reordering
+  Program q = program_of("tp_overlap", /*reorder=*/false);
+  auto qi = issues(q);
+  ASSERT_EQ(qi.size(), 1u);
+  EXPECT_EQ(first_wait(q, passes::collective_id(*issue_at(q, qi[0]))), qi[0] + 1);
+  EXPECT_LE(p.planned_peak_bytes, q.planned_peak_bytes);
+}
+
+TEST(CompiledCollectives, BucketingMakesOneCoalescedAllReduce) {
+  Program p = program_of("coll_bucket");
+  auto is = issues(p);
+  ASSERT_EQ(is.size(), 1u) << passes::print_program(p);
+  EXPECT_EQ(issue_at(p, is[0])->outputs.size(), 4u);
+  EXPECT_EQ(p.stats.collectives_bucketed, 3);
+  Program q = program_of("coll_bucket", true, /*bucket=*/false);
+  EXPECT_EQ(issues(q).size(), 4u);
+  // the issue order (by node) is the graph's on every configuration
+  std::vector<std::string> order;
+  for (size_t i : issues(q)) order.push_back(passes::step_nodes(q.steps[i])[0]);
+  EXPECT_EQ(order, (std::vector<std::string>{"all_reduce", "all_reduce_1", "all_reduce_2",
+                                             "all_reduce_3"}));
+}
+
+TEST(CompiledCollectives, ReadersOfAGatherInputRunWhileItIsInFlight) {
+  // the mm only reads x, which the all_gather also only reads: it may run between issue and
+  // wait; the add reads the gathered tensor: after the wait.
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %w: f32[8, 8] = parameter "w"
+    %x: f32[4, 8] = user_input
+  }
+  %ag: f32[8, 8] = _c10d_functional.all_gather_into_tensor.default(input=%x, group_size=2, group_name="0")
+  %m: f32[4, 8] = aten.mm.default(self=%x, mat2=%w)
+  %wt: f32[8, 8] = _c10d_functional.wait_tensor.default(tensor=%ag)
+  %o: f32[8, 8] = aten.add.Tensor(self=%wt, other=1)
+  outputs {
+    user_output %o
+    user_output %m
+  }
+})");
+  g->constants["w"] = Tensor::full({8, 8}, 1.0, DType::kFloat32);
+  Program p = passes::compile_to_program(*g);
+  auto is = issues(p);
+  ASSERT_EQ(is.size(), 1u);
+  const size_t w = first_wait(p, passes::collective_id(*issue_at(p, is[0])));
+  bool mm_between = false;
+  for (size_t i = is[0] + 1; i < w; ++i) mm_between = mm_between || step_has_node(p, i, "m");
+  EXPECT_TRUE(mm_between) << passes::print_program(p);
+  for (size_t i = 0; i < w; ++i) EXPECT_FALSE(step_has_node(p, i, "o"));
+  // no copy of the graph input: the all_gather reads x where it is (rule B.8)
+  EXPECT_EQ(issue_at(p, is[0])->inputs[0].buffer, p.inputs[0].buffer);
+}
+
+// ---- packages on real ranks --------------------------------------------------------------------
+
+/// Loads ANVIL_TEST_PACKAGE, runs it on a rank-dependent input and compares with the
+/// interpreter (collectives through the live world group); checks the input is unchanged.
+DIST_WORKER(compiled_vs_interp) {
+  const std::string pkg = std::getenv("ANVIL_TEST_PACKAGE");
+  const std::string fx = std::getenv("ANVIL_TEST_FIXTURE");
+  auto g = frontend::load_pt2(fx);
+  runtime::Model model = runtime::Model::load(pkg);
+  ASSERT_EQ(model.input_specs().size(), 1u);
+  std::vector<int64_t> sizes;
+  for (const auto& in : g->input_specs())
+    if (in.kind == ir::InputKind::kUserInput)
+      for (const auto& s : in.value->type.sizes) sizes.push_back(*s.maybe_constant());
+  const Tensor x = input_for(sizes, ctx.rank);
+  const Tensor before = x.clone();
+  for (int iter = 0; iter < 2; ++iter) {  // a second run reuses arena and handles
+    const auto got = model.run({x});
+    interp::Interpreter interp(*g);
+    const auto want = interp.run({x.clone()});
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(all_close(got[i], want[i])) << "output " << i;
+    EXPECT_TRUE(values_equal(x, before.to_doubles())) << "graph input mutated";
+  }
+}
+
+/// One package run: fixture, backend, passes, world size.
+struct CollCase {
+  std::string fixture, backend;
+  bool reorder = true, bucket = true;
+  int world = 2;
+};
+
+/// Prints "tp_overlap on gloo x 2" in gtest messages.
+[[maybe_unused]] void PrintTo(const CollCase& c, std::ostream* os) {
+  *os << c.fixture << " on " << c.backend << " x " << c.world << (c.reorder ? "" : " no reorder")
+      << (c.bucket ? "" : " no bucketing");
+}
+
+class CompiledPackages : public ::testing::TestWithParam<CollCase> {};
+
+TEST_P(CompiledPackages, MatchInterpreter) {
+  const CollCase& c = GetParam();
+  if (!backend_available(c.backend)) GTEST_SKIP() << c.backend << " not available";
+  const std::string pkg = compile_fixture(c.fixture, c.reorder, c.bucket);
+  JobOptions o;
+  o.env["ANVIL_TEST_PACKAGE"] = pkg;
+  o.env["ANVIL_TEST_FIXTURE"] = fixture(c.fixture);
+  o.deadline = std::chrono::milliseconds(90000);
+  const auto r = run_job(c.backend, c.world, "compiled_vs_interp", o);
+  EXPECT_TRUE(r.ok()) << r.all_output();
+}
+
+/// Every fixture on both backends, plus the passes switched off, plus 4 ranks where possible.
+std::vector<CollCase> coll_cases() {
+  std::vector<CollCase> v;
+  for (const char* b : {"gloo", "mpi"})
+    for (const char* f : {"coll_allgather", "coll_reduce_scatter", "coll_bucket",
+                          "coll_legacy_inplace", "coll_mixed", "tp_overlap"})
+      v.push_back({f, b});
+  v.push_back({"coll_bucket", "gloo", true, false});  // unbucketed
+  v.push_back({"tp_overlap", "gloo", false, true});   // not reordered
+  // graphs without a group size or splits baked in also run on 4 ranks
+  for (const char* b : {"gloo", "mpi"})
+    for (const char* f : {"tp_overlap", "coll_bucket", "coll_legacy_inplace"})
+      v.push_back({f, b, true, true, 4});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Coll, CompiledPackages, ::testing::ValuesIn(coll_cases()),
+                         [](const ::testing::TestParamInfo<CollCase>& i) {
+                           return i.param.fixture + "_" + i.param.backend + "_x" +
+                                  std::to_string(i.param.world) +
+                                  (i.param.reorder ? "" : "_noreorder") +
+                                  (i.param.bucket ? "" : "_nobucket");
+                         });
+
+// A package compiled for group_size 2 run on 3 ranks: a clear error from run(), no hang.
+DIST_WORKER(compiled_wrong_world) {
+  runtime::Model model = runtime::Model::load(std::getenv("ANVIL_TEST_PACKAGE"));
+  try {
+    model.run({input_for({4, 8}, ctx.rank)});
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("group_size the model was compiled for differs"), std::string::npos) << m;
+    EXPECT_NE(m.find("all_gather_into_tensor"), std::string::npos) << m;
+  }
+}
+
+TEST(CompiledCollectivesErrors, GroupSizeMismatchIsAClearError) {
+  if (!backend_available("gloo")) GTEST_SKIP() << "gloo not available";
+  JobOptions o;
+  o.env["ANVIL_TEST_PACKAGE"] = compile_fixture("coll_allgather");
+  const auto r = run_job("gloo", 3, "compiled_wrong_world", o);
+  EXPECT_TRUE(r.ok()) << r.all_output();
+}
+
+// ---- rules of §3 on a hand-written graph (values tell the cases apart) ------------------------
+
+// Case 33 (shared intermediate): x = inp + 1 is all-reduced while y = x + 2 still reads it: y
+// must see the pre-collective x. The in-place all_reduce_ (max) of b = 2 inp is rewritten to
+// functional + wait + copy into b, which z then reads.
+constexpr const char* kRulesGraph = R"(graph {
+  inputs {
+    %inp: f32[2, 3] = user_input
+  }
+  %x: f32[2, 3] = aten.add.Tensor(self=%inp, other=1)
+  %ar: f32[2, 3] = _c10d_functional.all_reduce.default(input=%x, reduce_op="sum", group_name="0")
+  %y: f32[2, 3] = aten.add.Tensor(self=%x, other=2)
+  %w: f32[2, 3] = _c10d_functional.wait_tensor.default(tensor=%ar)
+  %b: f32[2, 3] = aten.mul.Tensor(self=%inp, other=2)
+  %c: f32[2, 3] = _c10d_functional.all_reduce_.default(input=%b, reduce_op="max", group_name="0")
+  %w2: f32[2, 3] = _c10d_functional.wait_tensor.default(tensor=%c)
+  %z: f32[2, 3] = aten.add.Tensor(self=%b, other=%w)
+  outputs {
+    user_output %w
+    user_output %y
+    user_output %z
+  }
+})";
+
+DIST_WORKER(compiled_rules) {
+  runtime::Model model = runtime::Model::load(std::getenv("ANVIL_TEST_PACKAGE"));
+  const double r = ctx.rank, W = ctx.world;
+  const Tensor inp = Tensor::full({2, 3}, 2 + r, DType::kFloat32);
+  const auto out = model.run({inp});
+  ASSERT_EQ(out.size(), 3u);
+  const double ar = 3 * W + W * (W - 1) / 2;  // sum over ranks of 3 + r
+  EXPECT_TRUE(all_equal(out[0], ar));
+  EXPECT_TRUE(all_equal(out[1], 5 + r));  // a mutated x would give ar + 2
+  EXPECT_TRUE(all_equal(out[2], 4 + 2 * (W - 1) + ar));
+  EXPECT_TRUE(all_equal(inp, 2 + r)) << "graph input mutated";
+}
+
+TEST(CompiledCollectivesRules, SharedIntermediateAndInPlaceForm) {
+  for (const char* backend : {"gloo", "mpi"}) {
+    if (!backend_available(backend)) continue;
+    auto g = ir::parse_graph(kRulesGraph);
+    const std::string pkg = temp_dir() + "/rules.anvil";
+    if (!fs::exists(pkg)) {
+      driver::CompileOptions o;
+      o.jobs = 2;
+      o.progress = codegen::ProgressMode::kQuiet;
+      driver::compile_graph(*g, pkg, o);
+    }
+    JobOptions jo;
+    jo.env["ANVIL_TEST_PACKAGE"] = pkg;
+    for (int world : {2, 3}) {
+      const auto res = run_job(backend, world, "compiled_rules", jo);
+      EXPECT_TRUE(res.ok()) << backend << " x " << world << "\n" << res.all_output();
+    }
+  }
+}
+
+// ---- the CLI under `anvil launch` --------------------------------------------------------------
+
+/// The interpreter's tp_mlp result on one rank (a 1-rank world: all_reduce is the identity),
+/// times the world size = every rank's expected output when all ranks feed the same x.
+Tensor tp_mlp_reference(const Tensor& x, int world) {
+  if (!dist::world_initialized())
+    dist::set_world(std::make_shared<dist::FakeProcessGroup>(0, 1));
+  auto g = frontend::load_pt2(fixture("tp_mlp_allreduce"));
+  interp::Interpreter interp(*g);
+  const auto out = interp.run({x});
+  std::vector<double> v = out[0].to_doubles();
+  std::vector<float> f;
+  for (double d : v) f.push_back(static_cast<float>(d * world));
+  return Tensor::from_vector(f, out[0].sizes());
+}
+
+/// `anvil launch -n W -- anvil run tp.anvil` and a check of every rank's output.
+void run_tp_mlp_launch(int world) {
+  const std::string pkg = compile_fixture("tp_mlp_allreduce");
+  const std::string dir = temp_dir() + "/launch" + std::to_string(world);
+  fs::create_directories(dir);
+  const Tensor x = input_for({4, 64}, 0);
+  write_npy(dir + "/x.npy", x);
+  bool timed_out = false;
+  const auto r = run_command({ANVIL_CLI, "launch", "-n", std::to_string(world), "--", ANVIL_CLI,
+                              "run", pkg, "-i", dir + "/x.npy", "-o", dir + "/out", "--backend",
+                              "gloo", "-q"},
+                             {{"ANVIL_DIST_TIMEOUT", "30"}}, std::chrono::milliseconds(90000),
+                             &timed_out);
+  ASSERT_FALSE(timed_out) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Tensor want = tp_mlp_reference(x, world);
+  for (int rank = 0; rank < world; ++rank) {
+    const std::string f = dir + "/out/rank" + std::to_string(rank) + "/out0.npy";
+    ASSERT_TRUE(fs::exists(f)) << f << "\n" << r.output;
+    EXPECT_TRUE(all_close(read_npy(f), want)) << "rank " << rank;
+  }
+}
+
+TEST(CompiledCollectivesCli, TpMlpUnderLaunchTwoRanks) { run_tp_mlp_launch(2); }
+TEST(CompiledCollectivesCli, TpMlpUnderLaunchFourRanks) { run_tp_mlp_launch(4); }
+
+TEST(CompiledCollectivesCli, LoadWithoutLauncherEnvironmentSaysWhatToSet) {
+  const std::string pkg = compile_fixture("tp_mlp_allreduce");
+  const std::string dir = temp_dir() + "/noenv";
+  fs::create_directories(dir);
+  write_npy(dir + "/x.npy", input_for({4, 64}, 0));
+  bool timed_out = false;
+  // the parent's environment has no RANK / WORLD_SIZE (cleared explicitly for safety)
+  const auto r = run_command({"env", "-u", "RANK", "-u", "WORLD_SIZE", "-u", "OMPI_COMM_WORLD_RANK",
+                              "-u", "OMPI_COMM_WORLD_SIZE", "-u", "PMI_RANK", "-u", "PMI_SIZE",
+                              ANVIL_CLI, "run", pkg, "-i", dir + "/x.npy", "-q"},
+                             {}, std::chrono::milliseconds(30000), &timed_out);
+  EXPECT_FALSE(timed_out);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("uses collectives"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace anvil::dist::test

@@ -1,0 +1,193 @@
+// `anvil bench MODEL [-i IN.npy ...] [--iters N] [--warmup W] [--threads T]`: times
+// runtime::Model::run on a package (or a .pt2 compiled into the package cache) and prints the
+// latency percentiles, then, as the last line, one JSON object with the figures.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "runtime/model.h"
+
+namespace anvil::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+/// The value at quantile `q` of sorted `v` (linear interpolation between neighbours).
+double quantile(const std::vector<double>& v, double q) {
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+/// `ms` rounded to 0.1 microsecond (JSON without float noise).
+double round_ms(double ms) { return std::round(ms * 1e4) / 1e4; }
+
+/// --dim NAME=VALUE overrides, by symbol name.
+std::map<std::string, int64_t> dim_overrides(const ParsedArgs& args) {
+  std::map<std::string, int64_t> out;
+  for (const auto& d : args.values("--dim")) {
+    const size_t eq = d.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == d.size())
+      throw UsageError("--dim needs SYMBOL=VALUE, got '" + d + "'");
+    try {
+      size_t used = 0;
+      const std::string v = d.substr(eq + 1);
+      out[d.substr(0, eq)] = std::stoll(v, &used);
+      if (used != v.size()) throw std::invalid_argument(v);
+    } catch (const std::exception&) {
+      throw UsageError("--dim needs an integer value, got '" + d + "'");
+    }
+  }
+  return out;
+}
+
+/// Random inputs of the manifest's input specs. Symbolic dims take the --dim value or the
+/// lower bound of their range (the manifest has no example sizes); `notes` says which.
+std::vector<Tensor> random_inputs(const runtime::Model& model,
+                                  const std::map<std::string, int64_t>& dims,
+                                  std::vector<std::string>& notes) {
+  const runtime::Manifest& m = model.manifest();
+  SymEnv env;
+  for (const auto& [name, value] : dims)
+    if (m.symbol_index(name) < 0) {
+      std::string known;
+      for (const auto& s : m.symbols) known += (known.empty() ? "" : ", ") + s.name;
+      throw Error("--dim names an unknown symbol", name,
+                  known.empty() ? "no --dim (all shapes static)" : "one of " + known, name);
+    }
+  for (const auto& s : m.symbols) {
+    auto it = dims.find(s.name);
+    if (it != dims.end()) {
+      if (!s.range.contains(it->second))
+        throw Error("--dim value out of the symbol's range", s.name, s.range.str(),
+                    std::to_string(it->second));
+      env[s.name] = it->second;
+      notes.push_back(s.name + " = " + std::to_string(it->second) + " (--dim, range " +
+                      s.range.str() + ")");
+    } else {
+      env[s.name] = s.range.min;
+      notes.push_back(s.name + " = " + std::to_string(s.range.min) + " (lower bound of its range " +
+                      s.range.str() + "; set with --dim " + s.name + "=N)");
+    }
+  }
+  std::mt19937_64 rng(0);
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::vector<Tensor> out;
+  for (const auto& spec : m.inputs) {
+    Shape shape;
+    for (const auto& d : spec.sizes) shape.push_back(d.evaluate(env));
+    const int64_t n = shape_numel(shape);
+    std::vector<double> values(static_cast<size_t>(n));
+    const bool real_valued = is_floating(spec.dtype) || is_complex(spec.dtype);
+    // Integer inputs (token ids, indices) get 0 or 1 so that any embedding table is in range.
+    for (auto& v : values) v = real_valued ? real(rng) : static_cast<double>(rng() & 1);
+    out.push_back(Tensor::from_vector(values, shape).to(spec.dtype));
+  }
+  return out;
+}
+
+}  // namespace
+
+ArgParser bench_parser() {
+  ArgParser p("bench", "bench MODEL [-i IN.npy ...] [--iters N] [--warmup W] [--threads T]",
+              "Time a model's runs; print p50/p90/min latency and a JSON line last.");
+  p.positional("MODEL", "a .anvil package, or a .pt2 (compiled into the package cache first)")
+      .option("--input", "-i", "FILE", "a .npy input (default: random inputs of the spec)", true)
+      .option("--iters", "-n", "N", "timed runs (default 100)")
+      .option("--warmup", "", "W", "untimed runs first (default 10)")
+      .option("--threads", "", "T",
+              "threads of the model's pool (default: ANVIL_NUM_THREADS or the hardware threads)")
+      .option("--dim", "", "SYM=N",
+              "size of a symbolic dim for random inputs (default: its lower bound)", true)
+      .option("--target", "", "T", "target when compiling a .pt2 (default native)")
+      .option("--cache-dir", "", "D", "package and object cache when compiling a .pt2")
+      .flag("--quiet", "-q", "print only the JSON line")
+      .notes(
+          "Latency is the wall time of one Model::run call (input checks included) on the\n"
+          "calling thread. The last line is one JSON object with the keys model, package,\n"
+          "iters, warmup, threads, p50_ms, p90_ms, min_ms, max_ms, mean_ms, load_ms, inputs.\n");
+  return p;
+}
+
+int cmd_bench(const ParsedArgs& args) {
+  const std::string model = args.positionals().at(0);
+  const std::vector<std::string> in_paths = args.values("--input");
+  const int64_t iters = args.int_value("--iters", 100, 1, 100000000);
+  const int64_t warmup = args.int_value("--warmup", 10, 0, 100000000);
+  const int64_t threads = args.int_value("--threads", 0, 1, 4096);
+  const bool quiet = args.has("--quiet");
+  const auto dims = dim_overrides(args);
+  if (!in_paths.empty() && !dims.empty())
+    throw UsageError("--dim shapes random inputs; it does not go with -i");
+  require_file(model, "model");
+  for (const auto& p : in_paths) require_file(p, "input");
+  const std::string pkg = package_for(model, args, quiet);
+
+  runtime::ModelOptions mo;
+  mo.num_threads = static_cast<int>(threads);
+  const auto t_load = Clock::now();
+  const runtime::Model m = runtime::Model::load(pkg, mo);
+  const double load_ms = ms_since(t_load);
+  std::vector<std::string> notes;
+  const std::vector<Tensor> inputs =
+      in_paths.empty() ? random_inputs(m, dims, notes) : read_inputs(in_paths, m);
+  const int num_threads = m.thread_pool().num_threads();
+
+  for (int64_t i = 0; i < warmup; ++i) m.run(inputs);
+  std::vector<double> ms;
+  ms.reserve(static_cast<size_t>(iters));
+  for (int64_t i = 0; i < iters; ++i) {
+    const auto t0 = Clock::now();
+    m.run(inputs);
+    ms.push_back(ms_since(t0));
+  }
+  double sum = 0;
+  for (double v : ms) sum += v;
+  std::sort(ms.begin(), ms.end());
+  const double p50 = quantile(ms, 0.5), p90 = quantile(ms, 0.9), mean = sum / ms.size();
+
+  if (!quiet) {
+    std::cout << "model: " << model;
+    if (pkg != model) std::cout << " (package " << pkg << ")";
+    std::cout << "\ntarget: " << m.manifest().target << ", threads: " << num_threads
+              << ", load: " << std::fixed << std::setprecision(2) << load_ms << " ms\n";
+    std::cout << "inputs: " << (in_paths.empty() ? "random" : "from .npy files");
+    for (size_t k = 0; k < inputs.size(); ++k)
+      std::cout << (k ? ", " : " ") << inputs[k].type_str();
+    std::cout << "\n";
+    for (const auto& n : notes) std::cout << "  " << n << "\n";
+    std::cout << std::setprecision(4) << iters << " iters (" << warmup << " warmup): p50 " << p50
+              << " ms, p90 " << p90 << " ms, min " << ms.front() << " ms, mean " << mean << " ms\n";
+  }
+  nlohmann::json j = {{"model", model},
+                      {"package", pkg},
+                      {"iters", iters},
+                      {"warmup", warmup},
+                      {"threads", num_threads},
+                      {"p50_ms", round_ms(p50)},
+                      {"p90_ms", round_ms(p90)},
+                      {"min_ms", round_ms(ms.front())},
+                      {"max_ms", round_ms(ms.back())},
+                      {"mean_ms", round_ms(mean)},
+                      {"load_ms", round_ms(load_ms)},
+                      {"inputs", in_paths.empty() ? "random" : "files"}};
+  std::cout << j.dump() << std::endl;
+  return kExitOk;
+}
+
+}  // namespace anvil::cli
