@@ -2,6 +2,8 @@
 // every node's reference kernel in order, freeing intermediates after their last reader.
 #include "interp/interpreter.h"
 
+#include "interp/collective_kernels.h"
+
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -353,7 +355,8 @@ std::vector<Tensor> Interpreter::run(const std::vector<Tensor>& user_inputs) {
     std::vector<ir::RValue> results;
     try {
       ir::KernelContext ctx(n, std::move(args));
-      results = n.schema->kernel(ctx);
+      results = n.schema->category == ir::OpCategory::kCollective ? run_collective_kernel(ctx)
+                                                                   : n.schema->kernel(ctx);
     } catch (const Error& e) {
       if (e.where().find(node_where(n)) != std::string::npos) throw;
       throw e.with_context(node_where(n));

@@ -226,5 +226,14 @@ TEST(InputChecks, BertTinyChecksBothInputsAndSharedSymbols) {
       {"input 0 'ids'", "dim 1", "out of range", "expected [2, 128]", "got 1"});
 }
 
+// Collectives run in the interpreter through dist (interp/collective_kernels.cpp): without a
+// live process group the run fails at the all_reduce node, naming its group.
+TEST(Collectives, InterpreterWithoutAGroupNamesTheGroup) {
+  const auto graph = frontend::load_pt2(fixture("tp_mlp_allreduce.pt2"));
+  interp::Interpreter in(*graph);
+  const Tensor x = Tensor::zeros({4, 64}, DType::kFloat32);
+  expect_error([&] { in.run({x}); }, {"all_reduce", "process group", "group '0'"});
+}
+
 }  // namespace
 }  // namespace anvil

@@ -123,8 +123,8 @@ TEST(Collective, ShapesWaitAndAllReduceError) {
   EXPECT_EQ(sym_shape_str(ty.at(0).sizes), "[s0]");
 
   Tensor x = i64({2}, {1, 2});
-  Tensor w = OpRunner("_c10d_functional.wait_tensor.default").tensor("tensor", x).run1();
-  EXPECT_TRUE(shares_storage(w, x));
+  // The op table has no kernels for collectives (ops may use only ir and core): the
+  // interpreter runs them through dist (tests/interp, tests/dist).
   std::string msg = error_of([&] {
     OpRunner("_c10d_functional.all_reduce.default")
         .tensor("input", x)
@@ -132,8 +132,7 @@ TEST(Collective, ShapesWaitAndAllReduceError) {
         .string("group_name", "tp0")
         .run();
   });
-  EXPECT_NE(msg.find("process group"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("tp0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("interpreter runs them through dist"), std::string::npos) << msg;
   EXPECT_NE(msg.find("node0"), std::string::npos) << msg;
 }
 

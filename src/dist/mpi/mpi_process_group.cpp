@@ -103,7 +103,15 @@ class Watchdog {
                      "blocking collective, aborting the job (MPI_Abort)\n",
                      e.what.c_str(), static_cast<long long>(e.timeout.count()));
         std::fflush(stderr);
+        // MPI_Abort can itself block (seen with Open MPI 4.1 when a peer already left the
+        // collective with an error): make sure this process ends regardless.
+        std::thread([] {
+          std::this_thread::sleep_for(std::chrono::seconds(2));
+          std::fprintf(stderr, "anvil dist: MPI_Abort did not end the process; exiting\n");
+          std::_Exit(3);
+        }).detach();
         MPI_Abort(MPI_COMM_WORLD, 3);
+        std::_Exit(3);
       }
     }
   }
