@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/npy.h"
 #include "dist/fake_process_group.h"
@@ -450,6 +451,158 @@ TEST(CompiledCollectivesCli, LoadWithoutLauncherEnvironmentSaysWhatToSet) {
   EXPECT_NE(r.output.find("uses collectives"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT"), std::string::npos)
       << r.output;
+}
+
+// ---- spec/collectives.md section 4, lowering / buffer plan and scheduling cases (program
+// checks on hand-written graphs; no processes, no group) ---------------------------------------
+
+/// Parses `body` (nodes and outputs) after one user input x: f32[4, 8].
+Program program_of_text(const std::string& body, bool reorder = true, bool bucket = true) {
+  auto g = ir::parse_graph("graph {\n  inputs {\n    %x: f32[4, 8] = user_input\n  }\n" + body +
+                           "}\n");
+  passes::PipelineOptions o;
+  o.collectives.reorder = reorder;
+  o.collectives.bucket = bucket;
+  return passes::compile_to_program(*g, o);
+}
+
+size_t count_loops(const Program& p) {
+  size_t n = 0;
+  for (const auto& st : p.steps) n += std::holds_alternative<passes::LoopKernel>(st) ? 1 : 0;
+  return n;
+}
+
+/// The buffer a user output is returned in (its own buffer or the one it views).
+int output_buffer(const Program& p, size_t i) { return p.outputs.at(i).buffer; }
+
+// Case 28: wait(all_reduce(x + 42)): the add writes B, the all_reduce runs in place on B, the
+// wait is on B and B is returned; no copy kernel.
+TEST(CollectivesSpec, Case28_PointwiseWritesTheBufferTheAllReduceRunsOn) {
+  Program p = program_of_text(R"(  %a: f32[4, 8] = aten.add.Tensor(self=%x, other=42)
+  %ar: f32[4, 8] = _c10d_functional.all_reduce.default(input=%a, reduce_op="sum", group_name="0")
+  %w: f32[4, 8] = _c10d_functional.wait_tensor.default(tensor=%ar)
+  outputs {
+    user_output %w
+  }
+)");
+  auto is = issues(p);
+  ASSERT_EQ(is.size(), 1u) << passes::print_program(p);
+  const ExternStep& e = *issue_at(p, is[0]);
+  EXPECT_EQ(e.inputs[0].buffer, e.outputs[0].buffer) << "not in place";
+  EXPECT_EQ(count_loops(p), 1u) << "a copy kernel was added:\n" << passes::print_program(p);
+  EXPECT_EQ(output_buffer(p, 0), e.outputs[0].buffer) << passes::print_program(p);
+}
+
+// Case 29: wait(all_reduce(x)) on the graph input: a copy into a new B, in place on B, the
+// input is never written.
+TEST(CollectivesSpec, Case29_GraphInputIsCopiedNeverWritten) {
+  Program p = program_of_text(R"(  %ar: f32[4, 8] = _c10d_functional.all_reduce.default(input=%x, reduce_op="sum", group_name="0")
+  %w: f32[4, 8] = _c10d_functional.wait_tensor.default(tensor=%ar)
+  outputs {
+    user_output %w
+  }
+)");
+  auto is = issues(p);
+  ASSERT_EQ(is.size(), 1u);
+  const ExternStep& e = *issue_at(p, is[0]);
+  EXPECT_NE(e.outputs[0].buffer, p.inputs[0].buffer);
+  EXPECT_NE(p.buffers[static_cast<size_t>(e.outputs[0].buffer)].kind, passes::BufferKind::kInput);
+  EXPECT_EQ(output_buffer(p, 0), e.outputs[0].buffer) << "a copy on return";
+}
+
+// Case 30 (28 and 29 in one graph) and case 35 (an unrelated output never gets a collective's
+// buffer); case 37: every wait targets its issue's buffers, no new buffer is bound.
+TEST(CollectivesSpec, Case30_35_37_TwoInPlaceCollectivesAndAnUnrelatedOutput) {
+  Program p = program_of_text(R"(  %a: f32[4, 8] = aten.add.Tensor(self=%x, other=42)
+  %ar0: f32[4, 8] = _c10d_functional.all_reduce.default(input=%a, reduce_op="sum", group_name="0")
+  %ar1: f32[4, 8] = _c10d_functional.all_reduce.default(input=%x, reduce_op="sum", group_name="0")
+  %w0: f32[4, 8] = _c10d_functional.wait_tensor.default(tensor=%ar0)
+  %w1: f32[4, 8] = _c10d_functional.wait_tensor.default(tensor=%ar1)
+  %other: f32[4, 8] = aten.add.Tensor(self=%x, other=22)
+  outputs {
+    user_output %w0
+    user_output %w1
+    user_output %other
+  }
+)", /*reorder=*/true, /*bucket=*/false);
+  auto is = issues(p);
+  ASSERT_EQ(is.size(), 2u) << passes::print_program(p);
+  std::set<int> coll_buffers;
+  for (size_t i : is) {
+    const ExternStep& e = *issue_at(p, i);
+    EXPECT_EQ(e.inputs[0].buffer, e.outputs[0].buffer) << "not in place";
+    coll_buffers.insert(e.outputs[0].buffer);
+    const size_t w = first_wait(p, passes::collective_id(e));
+    ASSERT_LT(w, p.steps.size());
+    for (const auto& v : std::get<ExternStep>(p.steps[w]).outputs)
+      EXPECT_TRUE(v.buffer == e.outputs[0].buffer) << "case 37: the wait binds a new buffer";
+  }
+  EXPECT_EQ(coll_buffers.size(), 2u);
+  EXPECT_EQ(coll_buffers.count(output_buffer(p, 0)), 1u);
+  EXPECT_EQ(coll_buffers.count(output_buffer(p, 1)), 1u);
+  EXPECT_EQ(coll_buffers.count(output_buffer(p, 2)), 0u) << "case 35";
+}
+
+// Case 38: all_gather on a graph input reads the input in place (no copy); the op creates its
+// output buffer.
+TEST(CollectivesSpec, Case38_AllGatherReadsTheGraphInputInPlace) {
+  Program p = program_of_text(R"(  %ag: f32[8, 8] = _c10d_functional.all_gather_into_tensor.default(input=%x, group_size=2, group_name="0")
+  %w: f32[8, 8] = _c10d_functional.wait_tensor.default(tensor=%ag)
+  outputs {
+    user_output %w
+  }
+)");
+  auto is = issues(p);
+  ASSERT_EQ(is.size(), 1u);
+  const ExternStep& e = *issue_at(p, is[0]);
+  EXPECT_EQ(e.inputs[0].buffer, p.inputs[0].buffer);
+  EXPECT_NE(e.outputs[0].buffer, p.inputs[0].buffer);
+  EXPECT_EQ(count_loops(p), 0u) << passes::print_program(p);
+}
+
+// Case 44: two independent collectives are both issued before the first wait. Case 46: with
+// bucketing on they become exactly one collective. (Bucketing runs on the graph's order: when the
+// graph waits for the first all_reduce before issuing the second, they are not bucketed.)
+TEST(CollectivesSpec, Case44_46_IndependentCollectivesIssueTogetherAndBucket) {
+  const std::string body = R"(  %a: f32[4, 8] = aten.mul.Tensor(self=%x, other=2)
+  %b: f32[4, 8] = aten.add.Tensor(self=%x, other=1)
+  %ar0: f32[4, 8] = _c10d_functional.all_reduce.default(input=%a, reduce_op="sum", group_name="0")
+  %ar1: f32[4, 8] = _c10d_functional.all_reduce.default(input=%b, reduce_op="sum", group_name="0")
+  %w0: f32[4, 8] = _c10d_functional.wait_tensor.default(tensor=%ar0)
+  %w1: f32[4, 8] = _c10d_functional.wait_tensor.default(tensor=%ar1)
+  %o: f32[4, 8] = aten.add.Tensor(self=%w0, other=%w1)
+  outputs {
+    user_output %o
+  }
+)";
+  Program p = program_of_text(body, /*reorder=*/true, /*bucket=*/false);
+  auto is = issues(p);
+  ASSERT_EQ(is.size(), 2u) << passes::print_program(p);
+  size_t first = p.steps.size();
+  for (size_t i = 0; i < p.steps.size(); ++i)
+    if (wait_at(p, i)) first = std::min(first, i);
+  EXPECT_LT(is[1], first) << passes::print_program(p);
+  Program q = program_of_text(body, true, /*bucket=*/true);
+  EXPECT_EQ(issues(q).size(), 1u) << passes::print_program(q);
+}
+
+// Case 45 and case 46's dependent pair: gather -> wait -> gather -> wait keeps its order and is
+// not bucketed.
+TEST(CollectivesSpec, Case45_46_DependentChainKeepsItsOrder) {
+  Program p = program_of_text(R"(  %ag0: f32[8, 8] = _c10d_functional.all_gather_into_tensor.default(input=%x, group_size=2, group_name="0")
+  %w0: f32[8, 8] = _c10d_functional.wait_tensor.default(tensor=%ag0)
+  %ag1: f32[16, 8] = _c10d_functional.all_gather_into_tensor.default(input=%w0, group_size=2, group_name="0")
+  %w1: f32[16, 8] = _c10d_functional.wait_tensor.default(tensor=%ag1)
+  outputs {
+    user_output %w1
+  }
+)");
+  auto is = issues(p);
+  ASSERT_EQ(is.size(), 2u) << passes::print_program(p);
+  const size_t w0 = first_wait(p, passes::collective_id(*issue_at(p, is[0])));
+  EXPECT_LT(w0, is[1]) << passes::print_program(p);
+  EXPECT_TRUE(step_has_node(p, is[0], "ag0"));
+  EXPECT_TRUE(step_has_node(p, is[1], "ag1"));
 }
 
 }  // namespace
