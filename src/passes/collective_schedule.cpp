@@ -244,8 +244,12 @@ CollectiveScheduleStats schedule_collectives(Program& program,
   if (options.bucket) variants.push_back({true, false});
   for (const Variant& v : variants) {
     Program cand = program;
-    int merged = v.bucket ? bucket(cand, options) : 0;
+    // Reordering first moves waits below later issues, so that collectives the graph waits
+    // for one by one (issue, wait, issue, wait) still meet in one bucket; a second reordering
+    // then lifts each bucket's issue as high as its members allow.
     int moves = v.reorder ? reorder(cand) : 0;
+    const int merged = v.bucket ? bucket(cand, options) : 0;
+    if (v.reorder && merged > 0) moves += reorder(cand);
     detail::plan_memory(cand);
     const bool ok = base.planned_peak_bytes >= 0 && cand.planned_peak_bytes >= 0 &&
                     cand.planned_peak_bytes <= base.planned_peak_bytes;

@@ -561,8 +561,8 @@ TEST(CollectivesSpec, Case38_AllGatherReadsTheGraphInputInPlace) {
 }
 
 // Case 44: two independent collectives are both issued before the first wait. Case 46: with
-// bucketing on they become exactly one collective. (Bucketing runs on the graph's order: when the
-// graph waits for the first all_reduce before issuing the second, they are not bucketed.)
+// bucketing on they become exactly one collective, also when the graph waits for the first
+// before issuing the second.
 TEST(CollectivesSpec, Case44_46_IndependentCollectivesIssueTogetherAndBucket) {
   const std::string body = R"(  %a: f32[4, 8] = aten.mul.Tensor(self=%x, other=2)
   %b: f32[4, 8] = aten.add.Tensor(self=%x, other=1)
@@ -584,6 +584,21 @@ TEST(CollectivesSpec, Case44_46_IndependentCollectivesIssueTogetherAndBucket) {
   EXPECT_LT(is[1], first) << passes::print_program(p);
   Program q = program_of_text(body, true, /*bucket=*/true);
   EXPECT_EQ(issues(q).size(), 1u) << passes::print_program(q);
+  // the same two all_reduces, waited one by one in the graph
+  const std::string one_by_one = R"(  %a: f32[4, 8] = aten.mul.Tensor(self=%x, other=2)
+  %b: f32[4, 8] = aten.add.Tensor(self=%x, other=1)
+  %ar0: f32[4, 8] = _c10d_functional.all_reduce.default(input=%a, reduce_op="sum", group_name="0")
+  %w0: f32[4, 8] = _c10d_functional.wait_tensor.default(tensor=%ar0)
+  %ar1: f32[4, 8] = _c10d_functional.all_reduce.default(input=%b, reduce_op="sum", group_name="0")
+  %w1: f32[4, 8] = _c10d_functional.wait_tensor.default(tensor=%ar1)
+  %o: f32[4, 8] = aten.add.Tensor(self=%w0, other=%w1)
+  outputs {
+    user_output %o
+  }
+)";
+  Program r = program_of_text(one_by_one, true, /*bucket=*/true);
+  EXPECT_EQ(issues(r).size(), 1u) << passes::print_program(r);
+  EXPECT_EQ(issues(program_of_text(one_by_one, true, false)).size(), 2u);
 }
 
 // Case 45 and case 46's dependent pair: gather -> wait -> gather -> wait keeps its order and is
