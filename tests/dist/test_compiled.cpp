@@ -620,5 +620,83 @@ TEST(CollectivesSpec, Case45_46_DependentChainKeepsItsOrder) {
   EXPECT_TRUE(step_has_node(p, is[1], "ag1"));
 }
 
+// Case 36: wait(all_reduce((x + 10)[:2])): the collective runs on the slice of the add's buffer
+// (in place, same buffer, offset 0, 2 rows), and the output is that slice.
+TEST(CollectivesSpec, Case36_CollectiveOnAViewRunsOnTheUnderlyingBuffer) {
+  Program p = program_of_text(R"(  %a: f32[4, 8] = aten.add.Tensor(self=%x, other=10)
+  %s: f32[2, 8] = aten.slice.Tensor(self=%a, dim=0, start=0, end=2)
+  %ar: f32[2, 8] = _c10d_functional.all_reduce.default(input=%s, reduce_op="sum", group_name="0")
+  %w: f32[2, 8] = _c10d_functional.wait_tensor.default(tensor=%ar)
+  outputs {
+    user_output %w
+  }
+)");
+  auto is = issues(p);
+  ASSERT_EQ(is.size(), 1u) << passes::print_program(p);
+  const ExternStep& e = *issue_at(p, is[0]);
+  EXPECT_EQ(e.inputs[0].buffer, e.outputs[0].buffer) << passes::print_program(p);
+  EXPECT_EQ(e.outputs[0].sizes, (std::vector<SymInt>{SymInt(2), SymInt(8)}));
+  EXPECT_EQ(output_buffer(p, 0), e.outputs[0].buffer) << passes::print_program(p);
+}
+
+// Case 40: the planner never reuses a collective's buffer before its wait: no step between the
+// issue and the wait writes memory overlapping the collective's buffer.
+TEST(CollectivesSpec, Case40_NoReuseOfACollectiveBufferBeforeItsWait) {
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %w: f32[8, 8] = parameter "w"
+    %x: f32[8, 8] = user_input
+  }
+  %a: f32[8, 8] = aten.mul.Tensor(self=%x, other=3)
+  %ar0: f32[8, 8] = _c10d_functional.all_reduce.default(input=%a, reduce_op="sum", group_name="0")
+  %m1: f32[8, 8] = aten.mm.default(self=%x, mat2=%w)
+  %m2: f32[8, 8] = aten.mm.default(self=%m1, mat2=%w)
+  %w0: f32[8, 8] = _c10d_functional.wait_tensor.default(tensor=%ar0)
+  %m3: f32[8, 8] = aten.mm.default(self=%x, mat2=%w0)
+  %m4: f32[8, 8] = aten.mm.default(self=%m3, mat2=%m2)
+  outputs {
+    user_output %m4
+  }
+})");
+  g->constants["w"] = Tensor::full({8, 8}, 1.0, DType::kFloat32);
+  Program p = passes::compile_to_program(*g);
+  auto is = issues(p);
+  ASSERT_EQ(is.size(), 1u);
+  const ExternStep& e = *issue_at(p, is[0]);
+  const size_t w = first_wait(p, passes::collective_id(e));
+  ASSERT_LT(w, p.steps.size());
+  const std::string text = passes::print_program(p);
+  // [first, last) byte range of a buffer in the arena (static shapes here), or none.
+  auto range = [&](int b) -> std::pair<int64_t, int64_t> {
+    const auto& buf = p.buffers[static_cast<size_t>(b)];
+    if (buf.kind != passes::BufferKind::kArena || buf.local) return {-1, -1};
+    const auto off = buf.offset.maybe_constant(), n = buf.numel.maybe_constant();
+    if (!off || !n) return {-1, -1};
+    return {*off, *off + *n * static_cast<int64_t>(dtype_size(buf.dtype))};
+  };
+  ASSERT_GT(w, is[0] + 1) << "nothing runs while the all_reduce is in flight\n" << text;
+  const int coll = e.outputs[0].buffer;
+  const auto cr = range(coll);
+  ASSERT_GE(cr.first, 0) << text;
+  for (size_t i = is[0] + 1; i < w; ++i) {
+    std::vector<int> written;
+    if (const auto* g = std::get_if<passes::GemmStep>(&p.steps[i])) written.push_back(g->c.buffer);
+    if (const auto* x = std::get_if<ExternStep>(&p.steps[i]))
+      for (const auto& v : x->outputs) written.push_back(v.buffer);
+    if (const auto* k = std::get_if<passes::LoopKernel>(&p.steps[i]))
+      for (const auto& pass : k->passes)
+        for (const auto* list : {&pass.pre, &pass.loop, &pass.post})
+          for (const auto& st : *list) written.push_back(st.buffer);
+    for (int b : written) {
+      if (b < 0) continue;
+      EXPECT_NE(b, coll) << "step " << i << " writes the collective's buffer\n" << text;
+      const auto r = range(b);
+      if (r.first >= 0)
+        EXPECT_TRUE(r.second <= cr.first || cr.second <= r.first)
+            << "step " << i << " reuses the collective's memory\n" << text;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace anvil::dist::test
