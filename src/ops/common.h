@@ -288,4 +288,38 @@ Tensor map3(const Tensor& a, const Tensor& b, const Tensor& c, F&& f, const std:
 void assign_inplace(const Tensor& self, const Tensor& value, const std::string& where,
                     bool any_cast = false);
 
+/// Throws Error(what, where, expected, actual).
+[[noreturn]] inline void fail_at(const std::string& where, const std::string& what,
+                                 const std::string& expected, const std::string& actual) {
+  throw Error(what, where, expected, actual);
+}
+
+/// Normalises dim `d` against `rank` (a 0-dim tensor accepts -1 and 0, like torch); throws
+/// Error at `where` when it is out of range.
+inline int64_t wrap_dim(const std::string& where, int64_t d, int64_t rank) {
+  const int64_t n = rank == 0 ? 1 : rank;
+  if (d < -n || d >= n)
+    fail_at(where, "dimension out of range", str("a dim in [", -n, ", ", n - 1, "]"),
+            std::to_string(d));
+  return d < 0 ? d + n : d;
+}
+
+/// True when `x` is the constant `v`.
+inline bool is_const(const SymInt& x, int64_t v) {
+  const auto c = x.maybe_constant();
+  return c && *c == v;
+}
+
+/// Constant sizes as symbolic ones.
+inline std::vector<SymInt> to_sym(const Shape& s) { return std::vector<SymInt>(s.begin(), s.end()); }
+
+/// `like` with new sizes (strides left empty: contiguous or unknown).
+inline ir::TensorType typed(const ir::TensorType& like, std::vector<SymInt> sizes) {
+  ir::TensorType t;
+  t.dtype = like.dtype;
+  t.device = like.device;
+  t.sizes = std::move(sizes);
+  return t;
+}
+
 }  // namespace anvil::ops

@@ -18,23 +18,7 @@ using ir::RValue;
 using ir::TensorType;
 using SymShape = std::vector<SymInt>;
 
-/// Normalises dim `d` against `rank` (a 0-dim tensor accepts -1 and 0, like torch).
-int64_t wrap_dim(const std::string& where, int64_t d, int64_t rank) {
-  int64_t n = rank == 0 ? 1 : rank;
-  if (d < -n || d >= n)
-    throw Error("dimension out of range", where, str("a dim in [", -n, ", ", n - 1, "]"),
-                std::to_string(d));
-  return d < 0 ? d + n : d;
-}
 
-/// `like` with new sizes (strides left empty: contiguous or unknown).
-TensorType typed(const TensorType& like, SymShape sizes) {
-  TensorType t;
-  t.dtype = like.dtype;
-  t.device = like.device;
-  t.sizes = std::move(sizes);
-  return t;
-}
 
 bool is_mask_dtype(DType t) { return t == DType::kBool || t == DType::kUInt8; }
 bool is_index_dtype(DType t) { return t == DType::kInt64 || t == DType::kInt32; }

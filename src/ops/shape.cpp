@@ -1,5 +1,6 @@
-// Shape family: views (view, reshape, flatten, permute, transpose, squeeze, expand, slice, ...),
-// joins (cat, stack) and splits (split, chunk, unbind); index.cpp has indexing and repeat. Shape
+// Shape family: views (view, reshape, flatten, permute, transpose, squeeze, expand, slice, ...)
+// and joins (cat, stack); split.cpp has the splits (split, chunk, unbind), index.cpp indexing
+// and repeat. Shape
 // rules are symbolic and share one helper per op with the kernels (which call it with constant
 // sizes), so a kernel and its shape rule cannot disagree. Views return tensors that share the
 // input's storage.
@@ -23,22 +24,8 @@ using SymShape = std::vector<SymInt>;
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
-/// Throws Error at `where`.
-[[noreturn]] void fail_at(const std::string& where, const std::string& what,
-                          const std::string& expected, const std::string& actual) {
-  throw Error(what, where, expected, actual);
-}
 
-/// Normalises dim `d` against `rank` (a 0-dim tensor accepts -1 and 0, like torch).
-int64_t wrap_dim(const std::string& where, int64_t d, int64_t rank) {
-  int64_t n = rank == 0 ? 1 : rank;
-  if (d < -n || d >= n)
-    fail_at(where, "dimension out of range", str("a dim in [", -n, ", ", n - 1, "]"),
-            std::to_string(d));
-  return d < 0 ? d + n : d;
-}
 
-SymShape to_sym(const Shape& s) { return SymShape(s.begin(), s.end()); }
 
 /// Concrete sizes of a shape the kernels computed with the symbolic helpers.
 Shape to_ints(const SymShape& s) {
@@ -48,10 +35,6 @@ Shape to_ints(const SymShape& s) {
   return out;
 }
 
-bool is_const(const SymInt& x, int64_t v) {
-  auto c = x.maybe_constant();
-  return c && *c == v;
-}
 
 /// Product of s[begin, end).
 SymInt product(const SymShape& s, size_t begin, size_t end) {
@@ -61,14 +44,6 @@ SymInt product(const SymShape& s, size_t begin, size_t end) {
 }
 SymInt product(const SymShape& s) { return product(s, 0, s.size()); }
 
-/// `like` with new sizes (strides left empty: contiguous or unknown).
-TensorType typed(const TensorType& like, SymShape sizes) {
-  TensorType t;
-  t.dtype = like.dtype;
-  t.device = like.device;
-  t.sizes = std::move(sizes);
-  return t;
-}
 
 /// True when a <= b for every value of the symbols (torch's sizes are positive symbols).
 bool provably_le(const SymInt& a, const SymInt& b) {
@@ -244,50 +219,6 @@ std::pair<SymInt, SymInt> slice_range(const std::string& where, const SymInt& n,
   return {s, len};
 }
 
-/// Lengths of the pieces of split(split_size) on a dim of size n. A symbolic n takes its piece
-/// count from the node's outputs (`outputs_hint`).
-SymShape split_lengths(const std::string& where, const SymInt& n, const SymInt& split_size,
-                       size_t outputs_hint) {
-  auto nc = n.maybe_constant(), sc = split_size.maybe_constant();
-  if (sc && *sc < 0) fail_at(where, "split_size must be non-negative", ">= 0", std::to_string(*sc));
-  int64_t count = 0;
-  if (nc && sc) {
-    if (*sc == 0 && *nc != 0)
-      fail_at(where, "split_size can only be 0 if the dim's size is 0", "split_size > 0", "0");
-    count = *sc == 0 ? 1 : std::max<int64_t>((*nc + *sc - 1) / *sc, 1);
-  } else {
-    if (outputs_hint == 0)
-      fail_at(where, "split of a symbolic size needs the node's outputs to know the piece count",
-              "node outputs", "none");
-    count = static_cast<int64_t>(outputs_hint);
-  }
-  SymShape lens(count, split_size);
-  lens.back() = n - split_size * SymInt(count - 1);
-  return lens;
-}
-
-/// Piece lengths of chunk(chunks) on a dim of size n.
-SymShape chunk_lengths(const std::string& where, const SymInt& n, int64_t chunks,
-                       size_t outputs_hint) {
-  if (chunks <= 0)
-    fail_at(where, "chunk expects chunks to be greater than 0", "> 0", std::to_string(chunks));
-  SymInt split_size = (n + SymInt(chunks - 1)).floordiv(chunks);
-  if (is_const(split_size, 0) && is_const(n, 0)) return SymShape(chunks, SymInt(0));
-  return split_lengths(where, n, split_size, outputs_hint);
-}
-
-/// Validates split_with_sizes' sizes against a dim of size n.
-void check_split_sizes(const std::string& where, const SymInt& n, const SymShape& sizes) {
-  SymInt total(0);
-  for (const SymInt& s : sizes) {
-    if (auto c = s.maybe_constant(); c && *c < 0)
-      fail_at(where, "split_with_sizes: sizes must be non-negative", ">= 0", sym_shape_str(sizes));
-    total = total + s;
-  }
-  if (total.is_constant() && n.is_constant() && total != n)
-    fail_at(where, "split_with_sizes: sizes must sum to the dim's size", n.str(),
-            sym_shape_str(sizes));
-}
 
 /// Output type of cat: legacy 1-D empty inputs (sizes [0]) are skipped, dtypes promote.
 TensorType cat_type(const std::string& where, const std::vector<TensorType>& ins, int64_t dim) {
@@ -374,35 +305,6 @@ std::vector<TensorType> list_types(const std::vector<Tensor>& ts) {
   return out;
 }
 
-/// Narrows `t` along `dim` into pieces of the given lengths (views).
-std::vector<RValue> split_views(const Tensor& t, int64_t dim, const SymShape& lens) {
-  std::vector<RValue> out;
-  int64_t off = 0;
-  for (const SymInt& l : lens) {
-    int64_t len = l.constant();
-    out.emplace_back(t.slice(dim, off, off + len));
-    off += len;
-  }
-  return out;
-}
-
-/// Piece types of a split along `dim`.
-std::vector<TensorType> split_types(const TensorType& in, int64_t dim, const SymShape& lens) {
-  std::vector<TensorType> out;
-  for (const SymInt& l : lens) {
-    SymShape s = in.sizes;
-    s[dim] = l;
-    out.push_back(typed(in, s));
-  }
-  return out;
-}
-
-/// Dim of a split-family op on `in` (which must not be 0-dim).
-int64_t split_dim(const std::string& where, int64_t rank, int64_t dim, const char* op) {
-  if (rank == 0)
-    fail_at(where, str(op, " expects at least a 1-dimensional tensor"), "rank >= 1", "0");
-  return wrap_dim(where, dim, rank);
-}
 
 /// Runs a Tensor view method and relocates its Error to the node.
 template <typename F>
@@ -729,77 +631,6 @@ std::vector<RValue> kernel_stack(KernelContext& ctx) {
   int64_t d = wrap_dim(ctx.where(), dim, out.dim());
   for (size_t i = 0; i < ts.size(); ++i) out.select(d, static_cast<int64_t>(i)).copy_from(ts[i]);
   return {out};
-}
-
-// ---- split / split_with_sizes / chunk / unbind -----------------------------------------------
-
-std::vector<TensorType> shape_split_Tensor(const Node& node) {
-  const TensorType& in = sa::type(node, "self");
-  std::string where = node_where(node);
-  int64_t d =
-      split_dim(where, static_cast<int64_t>(in.sizes.size()), sa::int_(node, "dim", 0), "split");
-  return split_types(
-      in, d,
-      split_lengths(where, in.sizes[d], sa::symint(node, "split_size"), node.outputs.size()));
-}
-std::vector<RValue> kernel_split_Tensor(KernelContext& ctx) {
-  const Tensor& t = ctx.tensor("self");
-  int64_t d = split_dim(ctx.where(), t.dim(), ctx.int_arg("dim", 0), "split");
-  return split_views(t, d, split_lengths(ctx.where(), t.size(d), ctx.int_arg("split_size"), 0));
-}
-
-std::vector<TensorType> shape_split_with_sizes(const Node& node) {
-  const TensorType& in = sa::type(node, "self");
-  std::string where = node_where(node);
-  int64_t d = split_dim(where, static_cast<int64_t>(in.sizes.size()), sa::int_(node, "dim", 0),
-                        "split_with_sizes");
-  SymShape sizes = sa::symints(node, "split_sizes");
-  check_split_sizes(where, in.sizes[d], sizes);
-  return split_types(in, d, sizes);
-}
-std::vector<RValue> kernel_split_with_sizes(KernelContext& ctx) {
-  const Tensor& t = ctx.tensor("self");
-  int64_t d = split_dim(ctx.where(), t.dim(), ctx.int_arg("dim", 0), "split_with_sizes");
-  SymShape sizes = to_sym(ctx.ints("split_sizes"));
-  check_split_sizes(ctx.where(), t.size(d), sizes);
-  return split_views(t, d, sizes);
-}
-
-std::vector<TensorType> shape_chunk(const Node& node) {
-  const TensorType& in = sa::type(node, "self");
-  std::string where = node_where(node);
-  int64_t d =
-      split_dim(where, static_cast<int64_t>(in.sizes.size()), sa::int_(node, "dim", 0), "chunk");
-  return split_types(
-      in, d, chunk_lengths(where, in.sizes[d], sa::int_(node, "chunks"), node.outputs.size()));
-}
-std::vector<RValue> kernel_chunk(KernelContext& ctx) {
-  const Tensor& t = ctx.tensor("self");
-  int64_t d = split_dim(ctx.where(), t.dim(), ctx.int_arg("dim", 0), "chunk");
-  return split_views(t, d, chunk_lengths(ctx.where(), t.size(d), ctx.int_arg("chunks"), 0));
-}
-
-std::vector<TensorType> shape_unbind_int(const Node& node) {
-  const TensorType& in = sa::type(node, "self");
-  std::string where = node_where(node);
-  int64_t d =
-      split_dim(where, static_cast<int64_t>(in.sizes.size()), sa::int_(node, "dim", 0), "unbind");
-  size_t count = node.outputs.size();
-  if (auto n = in.sizes[d].maybe_constant())
-    count = static_cast<size_t>(*n);
-  else if (count == 0)
-    sa::fail(node, "unbind of a symbolic dim needs the node's outputs to know the count",
-             "node outputs", in.sizes[d].str());
-  SymShape s = in.sizes;
-  s.erase(s.begin() + d);
-  return std::vector<TensorType>(count, typed(in, s));
-}
-std::vector<RValue> kernel_unbind_int(KernelContext& ctx) {
-  const Tensor& t = ctx.tensor("self");
-  int64_t d = split_dim(ctx.where(), t.dim(), ctx.int_arg("dim", 0), "unbind");
-  std::vector<RValue> out;
-  for (int64_t i = 0; i < t.size(d); ++i) out.emplace_back(t.select(d, i));
-  return out;
 }
 
 }  // namespace anvil::ops

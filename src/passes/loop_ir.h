@@ -179,6 +179,10 @@ struct ExternStep {
   std::vector<ExternAttr> attrs;
 };
 
+/// The tensor argument names of extern target `target` (docs/externs.md), in schema order, or
+/// null when the target is not an extern. Shared by lowering and the codegen test harness.
+const std::vector<std::string>* extern_tensor_args(const std::string& target);
+
 /// One matrix operand of a GEMM: element offset, leading dimension, transposed or not, and
 /// the offset step per batch dimension.
 struct GemmOperand {

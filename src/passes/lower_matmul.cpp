@@ -245,40 +245,6 @@ bool lower_matmul(Lowerer& L, const ir::Node& n) {
 
 namespace {
 
-/// The tensor argument names of the extern targets of docs/externs.md, in schema order.
-const std::vector<std::string>* extern_tensor_args(const std::string& target) {
-  static const std::map<std::string, std::vector<std::string>> kArgs = {
-      {"aten.convolution.default", {"input", "weight", "bias"}},
-      {"aten.conv2d.default", {"input", "weight", "bias"}},
-      {"aten.max_pool2d.default", {"self"}},
-      {"aten.avg_pool2d.default", {"self"}},
-      {"aten.adaptive_avg_pool2d.default", {"self"}},
-      {"aten.scaled_dot_product_attention.default", {"query", "key", "value", "attn_mask"}},
-      {"aten.embedding.default", {"weight", "indices"}},
-      {"aten.index.Tensor", {"self", "indices"}},
-      {"aten.index_select.default", {"self", "index"}},
-      {"aten.gather.default", {"self", "index"}},
-      {"aten.cumsum.default", {"self"}},
-      {"aten.diff.default", {"self", "prepend", "append"}},
-      {"aten.argmax.default", {"self"}},
-      {"aten.cat.default", {"tensors"}},
-      {"aten.stack.default", {"tensors"}},
-      {"aten.repeat.default", {"self"}},
-      {"aten.mm.default", {"self", "mat2"}},
-      {"aten.bmm.default", {"self", "mat2"}},
-      {"aten.conv_transpose1d.default", {"input", "weight", "bias"}},
-      {"aten.conv_transpose2d.input", {"input", "weight", "bias"}},
-      {"aten.scatter.src", {"self", "index", "src"}},
-      {"aten.scatter.value", {"self", "index"}},
-      {"aten.scatter_reduce.two", {"self", "index", "src"}},
-      {"aten.scatter_add.default", {"self", "index", "src"}},
-      {"aten.index_put.default", {"self", "indices", "values"}},
-      {"aten.embedding_bag.padding_idx", {"weight", "indices", "offsets", "per_sample_weights"}},
-      {"aten.repeat_interleave.Tensor", {"repeats"}},
-  };
-  auto it = kArgs.find(target);
-  return it == kArgs.end() ? nullptr : &it->second;
-}
 
 TensorView view_from(Lowerer& L, const ir::Value* v, const std::string& name) {
   TRefPtr t = L.ref(v);
@@ -293,6 +259,7 @@ TensorView view_from(Lowerer& L, const ir::Value* v, const std::string& name) {
 }
 
 }  // namespace
+
 
 void lower_extern(Lowerer& L, const ir::Node& n) {
   ExternStep ext;
@@ -419,3 +386,42 @@ void lower_extern(Lowerer& L, const ir::Node& n) {
 }
 
 }  // namespace anvil::passes::detail
+
+namespace anvil::passes {
+
+/// The tensor argument names of the extern targets of docs/externs.md, in schema order.
+const std::vector<std::string>* extern_tensor_args(const std::string& target) {
+  static const std::map<std::string, std::vector<std::string>> kArgs = {
+      {"aten.convolution.default", {"input", "weight", "bias"}},
+      {"aten.conv2d.default", {"input", "weight", "bias"}},
+      {"aten.max_pool2d.default", {"self"}},
+      {"aten.avg_pool2d.default", {"self"}},
+      {"aten.adaptive_avg_pool2d.default", {"self"}},
+      {"aten.scaled_dot_product_attention.default", {"query", "key", "value", "attn_mask"}},
+      {"aten.embedding.default", {"weight", "indices"}},
+      {"aten.index.Tensor", {"self", "indices"}},
+      {"aten.index_select.default", {"self", "index"}},
+      {"aten.gather.default", {"self", "index"}},
+      {"aten.cumsum.default", {"self"}},
+      {"aten.diff.default", {"self", "prepend", "append"}},
+      {"aten.argmax.default", {"self"}},
+      {"aten.cat.default", {"tensors"}},
+      {"aten.stack.default", {"tensors"}},
+      {"aten.repeat.default", {"self"}},
+      {"aten.mm.default", {"self", "mat2"}},
+      {"aten.bmm.default", {"self", "mat2"}},
+      {"aten.conv_transpose1d.default", {"input", "weight", "bias"}},
+      {"aten.conv_transpose2d.input", {"input", "weight", "bias"}},
+      {"aten.scatter.src", {"self", "index", "src"}},
+      {"aten.scatter.value", {"self", "index"}},
+      {"aten.scatter_reduce.two", {"self", "index", "src"}},
+      {"aten.scatter_add.default", {"self", "index", "src"}},
+      {"aten.index_put.default", {"self", "indices", "values"}},
+      {"aten.embedding_bag.padding_idx", {"weight", "indices", "offsets", "per_sample_weights"}},
+      {"aten.repeat_interleave.Tensor", {"repeats"}},
+  };
+  auto it = kArgs.find(target);
+  return it == kArgs.end() ? nullptr : &it->second;
+}
+
+}  // namespace anvil::passes

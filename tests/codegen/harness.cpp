@@ -75,30 +75,6 @@ Tensor from_desc(const AnvilRtTensor& d) {
   return Tensor(st, dt, sizes, strides, 0);
 }
 
-/// The tensor arguments of the extern targets (same table as docs/externs.md).
-const std::map<std::string, std::vector<std::string>>& tensor_args() {
-  static const std::map<std::string, std::vector<std::string>> kArgs = {
-      {"aten.convolution.default", {"input", "weight", "bias"}},
-      {"aten.conv2d.default", {"input", "weight", "bias"}},
-      {"aten.max_pool2d.default", {"self"}},
-      {"aten.avg_pool2d.default", {"self"}},
-      {"aten.adaptive_avg_pool2d.default", {"self"}},
-      {"aten.scaled_dot_product_attention.default", {"query", "key", "value", "attn_mask"}},
-      {"aten.embedding.default", {"weight", "indices"}},
-      {"aten.index.Tensor", {"self", "indices"}},
-      {"aten.index_select.default", {"self", "index"}},
-      {"aten.gather.default", {"self", "index"}},
-      {"aten.cumsum.default", {"self"}},
-      {"aten.diff.default", {"self", "prepend", "append"}},
-      {"aten.argmax.default", {"self"}},
-      {"aten.cat.default", {"tensors"}},
-      {"aten.stack.default", {"tensors"}},
-      {"aten.repeat.default", {"self"}},
-      {"aten.mm.default", {"self", "mat2"}},
-      {"aten.bmm.default", {"self", "mat2"}},
-  };
-  return kArgs;
-}
 
 int test_extern_call(void* run_ctx, const char* target, const AnvilRtTensor* ins, int32_t n_in,
                      const AnvilRtScalar* attrs, int32_t n_attrs, AnvilRtTensor* outs,
@@ -106,8 +82,8 @@ int test_extern_call(void* run_ctx, const char* target, const AnvilRtTensor* ins
   auto* ctx = static_cast<RunCtx*>(run_ctx);
   try {
     const ir::OpSchema* schema = ir::find_op(target);
-    auto it = tensor_args().find(target);
-    if (!schema || it == tensor_args().end())
+    const std::vector<std::string>* arg_names = passes::extern_tensor_args(target);
+    if (!schema || !arg_names)
       throw Error(std::string("no extern kernel for ") + target, "test extern_call");
     ir::Node node;
     node.schema = schema;
@@ -117,7 +93,7 @@ int test_extern_call(void* run_ctx, const char* target, const AnvilRtTensor* ins
     std::map<std::string, const AnvilRtScalar*> by_name;
     for (int32_t i = 0; i < n_attrs; ++i) by_name[attrs[i].name] = &attrs[i];
     int32_t pos = 0;
-    for (const auto& name : it->second) {
+    for (const auto& name : *arg_names) {
       ir::Arg a;
       a.name = name;
       if (by_name.count(name) && (name == "tensors" || name == "indices")) {

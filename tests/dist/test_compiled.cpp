@@ -691,9 +691,10 @@ TEST(CollectivesSpec, Case40_NoReuseOfACollectiveBufferBeforeItsWait) {
       if (b < 0) continue;
       EXPECT_NE(b, coll) << "step " << i << " writes the collective's buffer\n" << text;
       const auto r = range(b);
-      if (r.first >= 0)
+      if (r.first >= 0) {
         EXPECT_TRUE(r.second <= cr.first || cr.second <= r.first)
             << "step " << i << " reuses the collective's memory\n" << text;
+      }
     }
   }
 }
