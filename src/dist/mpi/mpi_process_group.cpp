@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
@@ -30,9 +31,30 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// Set once any MPI call of this process failed. MPI leaves a communicator in an undefined state
+/// after an error in a collective: the peers may still be blocked in it, and MPI_Finalize /
+/// MPI_Comm_free can then block forever (seen with Open MPI 4.1 when one rank's all_reduce failed
+/// with MPI_ERR_TRUNCATE while the others waited). Such a process aborts the job at exit instead.
+std::atomic<bool> g_mpi_failed{false};
+/// The world group's op timeout (ms); it also bounds MPI_Finalize at exit (0: unbounded).
+std::atomic<int64_t> g_finalize_timeout_ms{0};
+
+/// Ends the whole MPI job with exit code 3: MPI_Abort, and _Exit after 2 s in case MPI_Abort
+/// blocks (seen with Open MPI 4.1 when a peer already left the collective with an error).
+[[noreturn]] void abort_job() {
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    std::fprintf(stderr, "anvil dist: MPI_Abort did not end the process; exiting\n");
+    std::_Exit(3);
+  }).detach();
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);
+}
+
 /// Throws Error when an MPI call failed.
 void check(int rc, const char* call, const std::string& where) {
   if (rc == MPI_SUCCESS) return;
+  g_mpi_failed = true;
   char msg[MPI_MAX_ERROR_STRING] = {0};
   int len = 0;
   MPI_Error_string(rc, msg, &len);
@@ -51,7 +73,28 @@ void ensure_mpi() {
       add_exit_hook([] {
         int fin = 0;
         MPI_Finalized(&fin);
-        if (!fin) MPI_Finalize();
+        if (fin) return;
+        if (g_mpi_failed) {
+          std::fprintf(stderr,
+                       "anvil dist: an MPI operation of this rank failed earlier; aborting the "
+                       "job (MPI_Abort) instead of MPI_Finalize, which could block on the "
+                       "peers\n");
+          std::fflush(stderr);
+          abort_job();
+        }
+        // MPI_Finalize waits for every rank: a peer that aborted can leave it blocked (Open MPI
+        // 4.1 does not kill ranks already in MPI_Finalize), so it gets the op timeout too.
+        if (const int64_t ms = g_finalize_timeout_ms.load(); ms > 0)
+          std::thread([ms] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+            std::fprintf(stderr,
+                         "anvil dist: MPI_Finalize did not complete within %lld ms (a peer "
+                         "failed or left); exiting with status 3\n",
+                         static_cast<long long>(ms));
+            std::fflush(stderr);
+            std::_Exit(3);
+          }).detach();
+        MPI_Finalize();
       });
     } else {
       MPI_Query_thread(&provided);
@@ -103,15 +146,7 @@ class Watchdog {
                      "blocking collective, aborting the job (MPI_Abort)\n",
                      e.what.c_str(), static_cast<long long>(e.timeout.count()));
         std::fflush(stderr);
-        // MPI_Abort can itself block (seen with Open MPI 4.1 when a peer already left the
-        // collective with an error): make sure this process ends regardless.
-        std::thread([] {
-          std::this_thread::sleep_for(std::chrono::seconds(2));
-          std::fprintf(stderr, "anvil dist: MPI_Abort did not end the process; exiting\n");
-          std::_Exit(3);
-        }).detach();
-        MPI_Abort(MPI_COMM_WORLD, 3);
-        std::_Exit(3);
+        abort_job();
       }
     }
   }
@@ -270,6 +305,7 @@ MPI_Status poll_request(MPI_Request& req, Millis timeout, const std::string& whe
 
 std::shared_ptr<ProcessGroup> make_mpi_world(int rank, int size, GroupOptions options) {
   ensure_mpi();
+  g_finalize_timeout_ms = static_cast<int64_t>(options.timeout.count());
   auto comm = std::make_unique<MpiProcessGroup::Comm>();
   check(MPI_Comm_dup(MPI_COMM_WORLD, &comm->comm), "MPI_Comm_dup", "dist mpi world");
   MPI_Comm_set_errhandler(comm->comm, MPI_ERRORS_RETURN);
@@ -290,7 +326,7 @@ MpiProcessGroup::~MpiProcessGroup() {
   stop_threads();
   int fin = 0;
   MPI_Finalized(&fin);
-  if (!fin && comm_ && comm_->comm != MPI_COMM_NULL) MPI_Comm_free(&comm_->comm);
+  if (!fin && !g_mpi_failed && comm_ && comm_->comm != MPI_COMM_NULL) MPI_Comm_free(&comm_->comm);
 }
 
 namespace {
