@@ -30,7 +30,7 @@ extern "C" {
 
 #define ANVIL_MODEL_ABI_VERSION 2u
 /* Minor version: additions at the end of AnvilRtApi (1: collectives). */
-#define ANVIL_MODEL_ABI_MINOR_VERSION 1u
+#define ANVIL_MODEL_ABI_MINOR_VERSION 2u
 
 /* A strided tensor descriptor (dtype codes are torch.export ScalarType codes, as anvil::DType). */
 typedef struct AnvilRtTensor {
@@ -90,6 +90,13 @@ typedef struct AnvilRtApi {
   /* Waits for the collective behind `handle` (bounded by the group's timeout) and releases the
    * handle. Returns 0, or non-zero with a message written through set_error. */
   int (*coll_wait)(void* run_ctx, int64_t handle);
+  /* ---- ABI minor 2: GEMM with a constant B. Read only when abi_minor_version >= 2. ---- */
+  /* Row-major C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] (beta = 0) where B is an immutable
+   * constant of the model (its address and value stay the same for the whole run): the runtime
+   * may keep a packed copy of it, keyed by address, for as long as the constant set is active. */
+  void (*sgemm_const_b)(void* run_ctx, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                        float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                        float* c, int64_t ldc);
 } AnvilRtApi;
 
 /* Arguments of one run. */

@@ -280,6 +280,7 @@ void Model::update_constants(const std::map<std::string, Tensor>& values, bool i
     next->tensors[i] = value;
     next->ptrs[i] = value.data_ptr();
   }
+  next->packed = base->packed->carried_over(next->ptrs);
   if (inactive)
     impl_->inactive = std::move(next);
   else

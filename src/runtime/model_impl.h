@@ -11,13 +11,16 @@
 #include "core/thread_pool.h"
 #include "runtime/model.h"
 #include "runtime/package.h"
+#include "runtime/packed_weights.h"
 
 namespace anvil::runtime {
 
-/// One set of constant values (manifest order) with the raw pointers handed to run().
+/// One set of constant values (manifest order) with the raw pointers handed to run(), and the
+/// packed copies of its GEMM operands (filled by runs; runtime/packed_weights.h).
 struct ConstantSet {
   std::vector<Tensor> tensors;
   std::vector<void*> ptrs;
+  std::shared_ptr<PackedWeightCache> packed = std::make_shared<PackedWeightCache>();
 };
 
 /// How run() checks one input dim.

@@ -356,6 +356,7 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   args.constants = constants->ptrs.data();
   args.arena = runner.arena;
   args.run_ctx = &ctx;
+  ctx.packed_weights = constants->packed.get();
   int rc = 0;
   {
     ScopedThreadPool scope(impl.pool);

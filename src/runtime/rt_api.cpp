@@ -1,11 +1,13 @@
 #include "runtime/rt_api.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 
 #include "core/error.h"
 #include "runtime/collectives.h"
 #include "runtime/externs.h"
+#include "runtime/kernels/gemm_packed.h"
 
 #ifdef ANVIL_HAVE_OPENBLAS
 #include <cblas.h>
@@ -113,6 +115,58 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
   }
 }
 
+/// Whether ANVIL_GEMM=blas routes constant-B products to OpenBLAS (benchmarks compare both).
+bool const_b_uses_blas() {
+  static const bool blas = [] {
+    const char* v = std::getenv("ANVIL_GEMM");
+    return v && std::string(v) == "blas";
+  }();
+  return blas;
+}
+
+/// C = alpha * op(A) * packed B on the current pool: column panels (multiples of
+/// kPackedPanel) per thread, or row blocks when there are too few panels to share.
+void packed_gemm_impl(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                      int64_t lda, const float* packed, float* c, int64_t ldc,
+                      const float* row_bias) {
+  ThreadPool& pool = current_thread_pool();
+  const int threads = ThreadPool::in_parallel_region() ? 1 : pool.num_threads();
+  const int64_t panels = (n + kPackedPanel - 1) / kPackedPanel;
+  if (threads <= 1 || m * n * k < kParallelGemmWork) {
+    sgemm_packed(ta, m, n, k, alpha, a, lda, packed, nullptr, false, c, ldc, 0, n,
+                 GemmIsa::kAuto, row_bias);
+    return;
+  }
+  if (panels >= 2 * threads || m < 2 * kMinGemmBlock) {
+    const int64_t per = (panels + threads - 1) / threads;
+    pool.parallel_for(0, panels, per, [&](int64_t p0, int64_t p1) {
+      sgemm_packed(ta, m, n, k, alpha, a, lda, packed, nullptr, false, c, ldc, p0 * kPackedPanel,
+                   std::min(n, p1 * kPackedPanel), GemmIsa::kAuto, row_bias);
+    });
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(kMinGemmBlock, (m + threads - 1) / threads);
+  pool.parallel_for(0, m, grain, [&](int64_t r0, int64_t r1) {
+    const float* ab = ta ? a + r0 : a + r0 * lda;
+    sgemm_packed(ta, r1 - r0, n, k, alpha, ab, lda, packed, nullptr, false, c + r0 * ldc, ldc, 0,
+                 n, GemmIsa::kAuto, row_bias ? row_bias + r0 : nullptr);
+  });
+}
+
+void api_set_error(void* run_ctx, const char* message);
+
+void api_sgemm_const_b(void* run_ctx, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                       float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                       float* c, int64_t ldc) {
+  PackedWeightCache* cache =
+      run_ctx ? static_cast<RunContext*>(run_ctx)->packed_weights : nullptr;
+  try {
+    sgemm_const_b(cache, ta != 0, tb != 0, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+  } catch (const std::exception& e) {
+    api_set_error(run_ctx, e.what());
+  }
+}
+
 void api_parallel_for(int64_t begin, int64_t end, int64_t grain,
                       void (*fn)(void* ctx, int64_t b, int64_t e), void* ctx) {
   current_thread_pool().parallel_for(begin, end, grain, fn, ctx);
@@ -169,11 +223,42 @@ void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, cons
   gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+void sgemm_const_b(PackedWeightCache* cache, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                   float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                   float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || const_b_uses_blas()) {
+    gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
+    return;
+  }
+  if (ta) lda = fix_ld(k, m, lda);
+  if (cache) {
+    const auto packed = cache->get(tb, k, n, b, ldb);
+    sgemm_prepacked(ta, m, n, k, alpha, a, lda, packed->data(), c, ldc, nullptr);
+  } else {
+    const PackedMatrix packed(tb, k, n, b, ldb);
+    sgemm_prepacked(ta, m, n, k, alpha, a, lda, packed.data(), c, ldc, nullptr);
+  }
+}
+
+void sgemm_prepacked(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                     int64_t lda, const float* packed_b, float* c, int64_t ldc,
+                     const float* row_bias) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; ++i)
+      std::fill(c + i * ldc, c + i * ldc + n, row_bias ? row_bias[i] : 0.0f);
+    return;
+  }
+  packed_gemm_impl(ta, m, n, k, alpha, a, lda, packed_b, c, ldc, row_bias);
+}
+
 const AnvilRtApi* rt_api() {
   static const AnvilRtApi api = {
       ANVIL_MODEL_ABI_VERSION, api_parallel_for, api_sgemm, api_dgemm,
       api_extern_call,         api_set_error,
       ANVIL_MODEL_ABI_MINOR_VERSION, coll_issue, coll_wait,
+      api_sgemm_const_b,
   };
   return &api;
 }

@@ -13,6 +13,7 @@
 
 #include "anvil/anvil_rt.h"
 #include "core/thread_pool.h"
+#include "runtime/packed_weights.h"
 
 namespace anvil::runtime {
 
@@ -24,11 +25,28 @@ class RunContext {
   bool failed() const;
   std::string error() const;
 
+  /// Packed copies of constant GEMM operands (the run's constant set); null: pack per call.
+  PackedWeightCache* packed_weights = nullptr;
+
  private:
   mutable std::mutex mutex_;
   bool failed_ = false;
   std::string error_;
 };
+
+/// Row-major C = alpha * op(A) * op(B) (beta = 0) for a B that stays unchanged across calls:
+/// packed once into `cache` (when given) and multiplied with runtime/kernels/gemm_packed.h on
+/// the current thread pool. ANVIL_GEMM=blas sends it to sgemm (OpenBLAS) instead.
+void sgemm_const_b(PackedWeightCache* cache, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                   int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float* c, int64_t ldc);
+
+/// Row-major C = alpha * op(A) * B (+ row_bias[i] on row i when given) for a B already packed by
+/// pack_b (gemm_packed.h), split over the current thread pool (column panels, or row blocks when
+/// the panels are too few to share).
+void sgemm_prepacked(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                     int64_t lda, const float* packed_b, float* c, int64_t ldc,
+                     const float* row_bias = nullptr);
 
 /// The process-wide AnvilRtApi table.
 const AnvilRtApi* rt_api();

@@ -4,6 +4,9 @@
 // scripts/test.sh runs (AotLeak.*).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "aot_util.h"
 #include "core/error.h"
 #include "ir/parser.h"
@@ -103,6 +106,49 @@ TEST(AotCheck, C84_NanInfPassThrough) {
     nans += std::isnan(got[0].item_at(i));
   }
   EXPECT_EQ(nans, 8);
+}
+
+// A linear layer's weight is the B of a GEMM the runtime packs on first use and keeps with the
+// active constant set: every update (at once, or inactive then swapped) must be seen by the
+// next run, including updates to a value of the same size as the one before.
+TEST(AotCheck, PackedWeightsFollowConstantUpdates) {
+  ANVIL_AOT_LOAD(model, "aot_33_linear_f32");
+  const auto ins = read_set("aot_33_linear_f32", "in", "");
+  const Tensor y0 = model.run(ins)[0];
+  std::string wname, bname;
+  for (const auto& c : model.constant_specs()) {
+    if (c.sizes.size() == 2) wname = c.name;
+    if (c.sizes.size() == 1) bname = c.name;
+  }
+  ASSERT_FALSE(wname.empty());
+  const Tensor w = model.constant(wname);
+  const Tensor b = bname.empty() ? Tensor() : model.constant(bname);
+  // y0 = x W^T + b, so with W * s: s * (y0 - b) + b.
+  auto expect_scaled = [&](const Tensor& got, double s) {
+    const int64_t n = y0.size(y0.dim() - 1);
+    double worst = 0;
+    for (int64_t i = 0; i < y0.numel(); ++i) {
+      const double bias = b.defined() ? b.item_at(i % n) : 0.0;
+      const double want = s * (y0.item_at(i) - bias) + bias;
+      worst = std::max(worst, std::abs(got.item_at(i) - want) / std::max(1.0, std::abs(want)));
+    }
+    EXPECT_LT(worst, 1e-5) << "scale " << s;
+  };
+  auto scaled = [&](double s) {
+    std::vector<float> v;
+    for (double x : w.to_doubles()) v.push_back(static_cast<float>(x * s));
+    return Tensor::from_vector(v, w.sizes());
+  };
+  for (double s : {2.0, -1.0, 3.0, 0.5}) {
+    model.update_constants({{wname, scaled(s)}}, /*inactive=*/false);
+    expect_scaled(model.run(ins)[0], s);
+  }
+  model.update_constants({{wname, scaled(5.0)}}, /*inactive=*/true);
+  expect_scaled(model.run(ins)[0], 0.5);
+  model.swap_constants();
+  expect_scaled(model.run(ins)[0], 5.0);
+  model.update_constants({{wname, w}}, /*inactive=*/false);
+  expect_outputs(model.run(ins), {y0}, "restored weight");
 }
 
 // Outputs that are views of an input share the input's storage (PyTorch's aliasing); outputs

@@ -13,6 +13,7 @@
 #include "codegen/toolchain.h"
 #include "core/error.h"
 #include "ir/op_schema.h"
+#include "runtime/rt_api.h"
 
 #ifndef ANVIL_SOURCE_DIR
 #define ANVIL_SOURCE_DIR "."
@@ -165,10 +166,25 @@ void test_set_error(void* run_ctx, const char* message) {
   if (ctx->error.empty()) ctx->error = message;
 }
 
-// Minor version 0: the harness offers no collective services.
-const AnvilRtApi kApi = {ANVIL_MODEL_ABI_VERSION, test_parallel_for, test_sgemm, test_dgemm,
-                         test_extern_call,        test_set_error,     0,          nullptr,
-                         nullptr};
+/// GEMMs with a constant B go through the runtime's packed kernel (packed on every call: the
+/// harness keeps no constant cache), so every generated-code test exercises it.
+void test_sgemm_const_b(void*, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                        int64_t ldc) {
+  runtime::sgemm_const_b(nullptr, ta != 0, tb != 0, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+}
+
+// Minor version 2 without collective services (a model with collectives fails to create).
+const AnvilRtApi kApi = {ANVIL_MODEL_ABI_VERSION,
+                         test_parallel_for,
+                         test_sgemm,
+                         test_dgemm,
+                         test_extern_call,
+                         test_set_error,
+                         2,
+                         nullptr,
+                         nullptr,
+                         test_sgemm_const_b};
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path);

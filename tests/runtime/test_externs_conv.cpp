@@ -240,5 +240,36 @@ TEST(ExternPool, AdaptiveAvgPool2d) {
   EXPECT_THROW(bad.run_extern({1, 1, 1}, DType::kInt64), Error);
 }
 
+// Wide images: panels of 16 output pixels that lie in one output row take the copy paths of the
+// packed im2col (stride 1 whole-panel copies, stride 2 paired loads, left/right padding inside a
+// panel, rows above/below the input); panels spanning two rows take the per-pixel path.
+TEST(ExternConv, PackedIm2colGeometriesMatchReference) {
+  struct Geo {
+    int64_t c, h, w, o, k, stride, pad, dil, groups;
+  };
+  const Geo geos[] = {
+      {3, 32, 32, 16, 3, 1, 1, 1, 1}, {16, 32, 32, 32, 3, 2, 1, 1, 1}, {4, 20, 37, 6, 3, 2, 2, 1, 2},
+      {2, 9, 50, 5, 5, 1, 2, 2, 1},   {6, 18, 33, 6, 3, 3, 0, 1, 3},  {3, 17, 64, 4, 1, 2, 0, 1, 1},
+      {2, 12, 19, 3, 4, 1, 3, 1, 1},  {1, 40, 16, 2, 7, 2, 3, 2, 1},
+  };
+  uint32_t seed = 100;
+  for (const Geo& g : geos) {
+    SCOPED_TRACE(str("c", g.c, " ", g.h, "x", g.w, " o", g.o, " k", g.k, " s", g.stride, " p",
+                     g.pad, " d", g.dil, " g", g.groups));
+    const Tensor x = rand_tensor(DType::kFloat32, {2, g.c, g.h, g.w}, seed++);
+    const Tensor w = rand_tensor(DType::kFloat32, {g.o, g.c / g.groups, g.k, g.k}, seed++);
+    const Tensor b = rand_tensor(DType::kFloat32, {g.o}, seed++);
+    ExternCase("aten.conv2d.default")
+        .tensor("input", x)
+        .tensor("weight", w)
+        .tensor("bias", b)
+        .ints("stride", {g.stride})
+        .ints("padding", {g.pad})
+        .ints("dilation", {g.dil})
+        .scalar("groups", g.groups)
+        .check();
+  }
+}
+
 }  // namespace
 }  // namespace anvil::runtime::test

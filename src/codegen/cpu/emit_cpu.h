@@ -30,6 +30,9 @@ std::string emit_loop_kernel(const passes::Program& p, const passes::LoopKernel&
                              const CpuCodegenOptions& o);
 /// Emits `int NAME(const RunState& s)` for a GEMM step.
 std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g);
+/// Whether a GEMM step's B is an immutable f32 constant (emitted as api->sgemm_const_b, which
+/// needs the runtime's ABI minor 2).
+bool gemm_b_is_constant(const passes::Program& p, const passes::GemmStep& g);
 /// Emits `int NAME(const RunState& s)` for an extern call.
 std::string emit_extern(const passes::Program& p, const passes::ExternStep& e);
 

@@ -1,6 +1,7 @@
 // The model translation unit: declarations of the step functions (defined in the kernel
 // translation units), run() calling them in order, arena_bytes / output_sizes from the symbol
 // values, metadata, and the anvil_model_entry table.
+#include <algorithm>
 #include <sstream>
 
 #include "codegen/cpu/emit_cpu.h"
@@ -86,6 +87,12 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   if (n_coll > 0)  // collectives need the runtime's ABI minor 1 services
     os << "  if (api->abi_minor_version < 1 || !api->coll_issue || !api->coll_wait) return "
           "nullptr;\n";
+  const bool const_b = std::any_of(p.steps.begin(), p.steps.end(), [&p](const passes::Step& st) {
+    const auto* g = std::get_if<passes::GemmStep>(&st);
+    return g && gemm_b_is_constant(p, *g);
+  });
+  if (const_b)  // GEMMs with a constant B need the runtime's ABI minor 2 services
+    os << "  if (api->abi_minor_version < 2 || !api->sgemm_const_b) return nullptr;\n";
   os << "  return new (std::nothrow) Model{api};\n}\n\n";
   os << "void destroy(void* model) { delete static_cast<Model*>(model); }\n\n";
   // arena

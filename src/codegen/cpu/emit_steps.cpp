@@ -49,6 +49,13 @@ std::string matrix_desc(const std::string& var, const std::string& ptr, DType dt
 
 }  // namespace
 
+bool gemm_b_is_constant(const Program& p, const GemmStep& g) {
+  if (g.dtype != DType::kFloat32 || g.b.buffer < 0) return false;
+  const passes::Buffer& b = p.buffers[static_cast<size_t>(g.b.buffer)];
+  if (b.kind != passes::BufferKind::kConstant || b.index < 0) return false;
+  return !p.constants[static_cast<size_t>(b.index)].is_mutable;
+}
+
 std::string emit_gemm(const Program& p, const GemmStep& g) {
   const bool blas = g.dtype == DType::kFloat32 || g.dtype == DType::kFloat64;
   const std::string st = storage_type(g.dtype);
@@ -74,9 +81,14 @@ std::string emit_gemm(const Program& p, const GemmStep& g) {
     const char* fn = g.dtype == DType::kFloat32 ? "sgemm" : "dgemm";
     char alpha[64];
     std::snprintf(alpha, sizeof alpha, "%.17g", g.alpha);
-    body << ind << "    s.api->" << fn << "(" << (g.a.trans ? 1 : 0) << ", " << (g.b.trans ? 1 : 0)
-         << ", m, n, k, " << alpha << ", a, " << g.a.ld.str() << ", b, " << g.b.ld.str()
-         << ", 0, c, " << g.c.ld.str() << ");\n";
+    if (gemm_b_is_constant(p, g))  // packed once by the runtime, then reused
+      body << ind << "    s.api->sgemm_const_b(s.run_ctx, " << (g.a.trans ? 1 : 0) << ", "
+           << (g.b.trans ? 1 : 0) << ", m, n, k, " << alpha << ", a, " << g.a.ld.str() << ", b, "
+           << g.b.ld.str() << ", c, " << g.c.ld.str() << ");\n";
+    else
+      body << ind << "    s.api->" << fn << "(" << (g.a.trans ? 1 : 0) << ", "
+           << (g.b.trans ? 1 : 0) << ", m, n, k, " << alpha << ", a, " << g.a.ld.str() << ", b, "
+           << g.b.ld.str() << ", 0, c, " << g.c.ld.str() << ");\n";
   } else {
     if (g.alpha != 1.0)
       throw Error("GEMM with alpha != 1 is only supported for f32 / f64", "codegen/cpu " + g.name,

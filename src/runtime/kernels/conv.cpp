@@ -5,7 +5,16 @@
 // fp32 (f64 for double; f16 / bf16 converted to fp32, rounded once at the end, like the
 // reference kernel); integer dtypes use im2col + a direct wrapping-int64 product loop.
 // Work is split over the batch (or groups, or inside the GEMM) on the runtime thread pool.
+#include <algorithm>
+#include <cstring>
 #include <memory>
+#include <vector>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+#include "runtime/kernels/gemm_packed.h"
+#include "runtime/rt_api.h"
 
 #include "runtime/kernels/conv_transpose.h"
 #include "runtime/kernels/kernel_util.h"
@@ -188,6 +197,81 @@ void im2col(const ConvGeom& g, const A* x, A* cols, int64_t c0, int64_t c1) {
   }
 }
 
+/// im2col for channels [c0, c1) of one image straight into the packed-B layout of
+/// gemm_packed.h: group gi's [ckk, oh * ow] matrix at packed + gi * group_floats. Panel by panel
+/// (16 output pixels): a panel whose pixels lie in one output row and read inside the input for
+/// this kernel tap is a strided copy (a 64-byte copy at stride 1); others check every pixel.
+void im2col_packed(const ConvGeom& g, const float* x, float* packed, int64_t group_floats,
+                   int64_t c0, int64_t c1) {
+  const int64_t l = g.l(), ckk = g.ckk(), cg = g.cg();
+  const int64_t panels = (l + kPackedPanel - 1) / kPackedPanel;
+  int64_t iy0[kPackedPanel], ix0[kPackedPanel];
+  // Per kernel column kj of a one-row panel: pixels q in [lo, hi) read inside the input row.
+  std::vector<int64_t> lo_of(static_cast<size_t>(g.kw)), hi_of(static_cast<size_t>(g.kw));
+  int64_t oy = 0, ox = 0;  // output coordinates of the panel's first pixel
+  for (int64_t pj = 0; pj < panels; ++pj) {
+    const int64_t count = std::min(kPackedPanel, l - pj * kPackedPanel);
+    for (int64_t q = 0, y = oy, xo = ox; q < kPackedPanel; ++q) {
+      iy0[q] = y * g.sh - g.pad_top;
+      ix0[q] = xo * g.sw - g.pad_left;
+      if (q + 1 < count && ++xo == g.ow) xo = 0, ++y;
+    }
+    for (int64_t q = 0; q < count; ++q)
+      if (++ox == g.ow) ox = 0, ++oy;
+    const bool one_row = count == kPackedPanel && iy0[0] == iy0[kPackedPanel - 1];
+    if (one_row)
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        // 0 <= ixa + q * sw < w
+        const int64_t ixa = ix0[0] + kj * g.dw;
+        const int64_t lo = ixa >= 0 ? 0 : std::min(kPackedPanel, (-ixa + g.sw - 1) / g.sw);
+        lo_of[static_cast<size_t>(kj)] = lo;
+        hi_of[static_cast<size_t>(kj)] = std::clamp<int64_t>(
+            g.w - ixa <= 0 ? 0 : (g.w - ixa + g.sw - 1) / g.sw, lo, kPackedPanel);
+      }
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      const float* plane = x + ch * g.h * g.w;
+      const int64_t gi = ch / cg;
+      float* dst = packed + gi * group_floats + pj * kPackedPanel * ckk +
+                   (ch - gi * cg) * g.kh * g.kw * kPackedPanel;
+      for (int64_t ki = 0; ki < g.kh; ++ki) {
+        for (int64_t kj = 0; kj < g.kw; ++kj, dst += kPackedPanel) {
+          const int64_t dy = ki * g.dh, dx = kj * g.dw;
+          if (one_row) {
+            const int64_t iy = iy0[0] + dy, ixa = ix0[0] + dx;
+            if (iy < 0 || iy >= g.h) {
+              std::memset(dst, 0, sizeof(float) * kPackedPanel);
+              continue;
+            }
+            const int64_t lo = lo_of[static_cast<size_t>(kj)], hi = hi_of[static_cast<size_t>(kj)];
+            const float* src = plane + iy * g.w + ixa;
+            if (lo == 0 && hi == kPackedPanel && g.sw == 1) {
+              std::memcpy(dst, src, sizeof(float) * kPackedPanel);
+              continue;
+            }
+            for (int64_t q = 0; q < lo; ++q) dst[q] = 0.0f;
+            int64_t q = lo;
+#if defined(__SSE2__)
+            if (g.sw == 2)  // src[2q + 0, 2, 4, 6] from two loads reading src[2q .. 2q + 6]
+              for (; q + 4 <= hi; q += 4)
+                _mm_storeu_ps(dst + q, _mm_shuffle_ps(_mm_loadu_ps(src + 2 * q),
+                                                      _mm_loadu_ps(src + 2 * q + 3),
+                                                      _MM_SHUFFLE(3, 1, 2, 0)));
+#endif
+            for (; q < hi; ++q) dst[q] = src[q * g.sw];
+            for (int64_t q = hi; q < kPackedPanel; ++q) dst[q] = 0.0f;
+            continue;
+          }
+          for (int64_t q = 0; q < kPackedPanel; ++q) {
+            const int64_t iy = iy0[q] + dy, ix = ix0[q] + dx;
+            dst[q] = q < count && iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? plane[iy * g.w + ix]
+                                                                             : 0.0f;
+          }
+        }
+      }
+    }
+  }
+}
+
 /// out[m, n] = a[m, k] * b[k, n] (+ nothing): floating types through GEMM, integers by loop
 /// (wrapping int64 arithmetic).
 template <typename A>
@@ -204,6 +288,58 @@ void product(int64_t m, int64_t n, int64_t k, const A* a, const A* b, A* out) {
         for (int64_t j = 0; j < n; ++j) acc[j] += av * static_cast<uint64_t>(brow[j]);
       }
     }
+  }
+}
+
+/// out[b, oc, :] += bias[oc] (integers wrap).
+template <typename A>
+void add_bias(const ConvGeom& g, const A* bp, A* op) {
+  if (!bp) return;
+  const int64_t l = g.l();
+  parallel_for(0, g.n * g.o, kern::grain_for(l), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      A* row = op + r * l;
+      const A bv = bp[r % g.o];
+      if constexpr (std::is_integral_v<A>) {
+        for (int64_t i = 0; i < l; ++i)
+          row[i] = static_cast<A>(static_cast<uint64_t>(row[i]) + static_cast<uint64_t>(bv));
+      } else {
+        for (int64_t i = 0; i < l; ++i) row[i] += bv;
+      }
+    }
+  });
+}
+
+/// fp32 convolution (not pointwise): per image, im2col straight into packed panels, then one
+/// packed GEMM per group (weights [og, ckk] times packed [ckk, l]) with the bias added as it
+/// stores.
+void conv_packed(const ConvGeom& g, const float* xp, const float* wp, const float* bp, float* op,
+                 int threads) {
+  const int64_t l = g.l(), ckk = g.ckk(), og = g.og();
+  const int64_t group_floats = packed_b_floats(ckk, l);
+  const size_t floats = static_cast<size_t>(std::max<int64_t>(group_floats * g.groups, 1));
+  auto image = [&](int64_t b, float* packed, bool parallel) {
+    const float* xb = xp + b * g.c * g.h * g.w;
+    if (parallel)
+      parallel_for(0, g.c, kern::grain_for(g.kh * g.kw * l), [&](int64_t c0, int64_t c1) {
+        im2col_packed(g, xb, packed, group_floats, c0, c1);
+      });
+    else
+      im2col_packed(g, xb, packed, group_floats, 0, g.c);
+    float* ob = op + b * g.o * l;
+    for (int64_t gi = 0; gi < g.groups; ++gi)
+      sgemm_prepacked(false, og, l, ckk, 1.0f, wp + gi * og * ckk, ckk,
+                      packed + gi * group_floats, ob + gi * og * l, l,
+                      bp ? bp + gi * og : nullptr);
+  };
+  if (g.n >= threads && threads > 1) {
+    parallel_for(0, g.n, 1, [&](int64_t b0, int64_t b1) {
+      auto packed = std::make_unique_for_overwrite<float[]>(floats);
+      for (int64_t b = b0; b < b1; ++b) image(b, packed.get(), false);
+    });
+  } else {
+    auto packed = std::make_unique_for_overwrite<float[]>(floats);
+    for (int64_t b = 0; b < g.n; ++b) image(b, packed.get(), true);
   }
 }
 
@@ -226,6 +362,14 @@ void conv_run(const ConvGeom& g, const Tensor& x, const Tensor& wt,
   const int64_t l = g.l(), ckk = g.ckk(), og = g.og();
   const bool direct = g.pointwise();
   const int threads = available_threads();
+  if constexpr (std::is_same_v<A, float>) {
+    if (!direct) {
+      conv_packed(g, xp, wp, bp, op, threads);
+      if constexpr (!std::is_same_v<T, A>)
+        kern::copy_cast(out, kern::wrap_buffer(op, dtype_of<A>(), out.sizes()));
+      return;
+    }
+  }
   // One image: im2col (parallel over channels at the top level), then one product per group.
   auto image = [&](int64_t b, A* cols) {
     const A* xb = xp + b * g.c * g.h * g.w;
@@ -245,16 +389,6 @@ void conv_run(const ConvGeom& g, const Tensor& x, const Tensor& wt,
     } else {
       for (int64_t gi = 0; gi < g.groups; ++gi) group(gi);
     }
-    if (bp)
-      for (int64_t oc = 0; oc < g.o; ++oc) {
-        A* row = ob + oc * l;
-        if constexpr (std::is_integral_v<A>) {
-          for (int64_t i = 0; i < l; ++i)
-            row[i] = static_cast<A>(static_cast<uint64_t>(row[i]) + static_cast<uint64_t>(bp[oc]));
-        } else {
-          for (int64_t i = 0; i < l; ++i) row[i] += bp[oc];
-        }
-      }
   };
   const size_t cols_size =
       direct ? 1 : static_cast<size_t>(std::max<int64_t>(g.c * g.kh * g.kw * l, 1));
@@ -267,6 +401,7 @@ void conv_run(const ConvGeom& g, const Tensor& x, const Tensor& wt,
     auto cols = std::make_unique_for_overwrite<A[]>(cols_size);
     for (int64_t b = 0; b < g.n; ++b) image(b, cols.get());
   }
+  add_bias(g, bp, op);
   if constexpr (!std::is_same_v<T, A>)
     kern::copy_cast(out, kern::wrap_buffer(op, dtype_of<A>(), out.sizes()));
 }

@@ -1,0 +1,62 @@
+#include "runtime/packed_weights.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <set>
+
+#include "core/error.h"
+#include "runtime/kernels/gemm_packed.h"
+
+namespace anvil::runtime {
+
+void PackedMatrix::Free::operator()(float* p) const { std::free(p); }
+
+PackedMatrix::PackedMatrix(bool trans_b, int64_t k, int64_t n, const float* b, int64_t ldb) {
+  const int64_t floats = std::max<int64_t>(packed_b_floats(k, n), 1);
+  bytes_ = (floats * static_cast<int64_t>(sizeof(float)) + 63) / 64 * 64;
+  data_.reset(static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(bytes_))));
+  if (!data_)
+    throw Error("out of memory packing a constant matrix", "runtime GEMM", "",
+                str(bytes_, " bytes"));
+  pack_b(trans_b, k, n, b, ldb, data_.get());
+}
+
+std::shared_ptr<const PackedMatrix> PackedWeightCache::get(bool trans_b, int64_t k, int64_t n,
+                                                           const float* b, int64_t ldb) {
+  const Key key{b, trans_b, k, n, ldb};
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    auto it = packs_.find(key);
+    if (it != packs_.end()) return it->second;
+  }
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  auto& slot = packs_[key];
+  if (!slot) slot = std::make_shared<const PackedMatrix>(trans_b, k, n, b, ldb);
+  return slot;
+}
+
+std::shared_ptr<PackedWeightCache> PackedWeightCache::carried_over(
+    const std::vector<void*>& kept) const {
+  const std::set<const void*> alive(kept.begin(), kept.end());
+  auto next = std::make_shared<PackedWeightCache>();
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  for (const auto& [key, pack] : packs_)
+    if (alive.count(std::get<0>(key))) next->packs_.emplace(key, pack);
+  return next;
+}
+
+size_t PackedWeightCache::size() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  return packs_.size();
+}
+
+int64_t PackedWeightCache::bytes() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  int64_t total = 0;
+  for (const auto& [key, pack] : packs_) total += pack->bytes();
+  return total;
+}
+
+}  // namespace anvil::runtime
