@@ -235,6 +235,12 @@ TEST(ExternPool, AdaptiveAvgPool2d) {
   c.tensor("self", f32({1, 1, 1, 1}, {3}).expand({2, 1, 4, 4})).ints("output_size", {1});
   EXPECT_TRUE(
       matches(c.run_extern({2, 1, 1, 1}, DType::kFloat32), DType::kFloat32, {2, 1, 1, 1}, {3, 3}));
+  // Rows of 16+ contiguous elements take the eight-partial-sums path.
+  for (const std::vector<int64_t>& os : {std::vector<int64_t>{1, 1}, {3, 2}, {2, 1}})
+    ExternCase("aten.adaptive_avg_pool2d.default")
+        .tensor("self", rand_tensor(DType::kFloat32, {2, 3, 9, 41}, 38))
+        .ints("output_size", os)
+        .check();
   ExternCase bad("aten.adaptive_avg_pool2d.default");
   bad.tensor("self", i64({1, 2, 2}, {1, 2, 3, 4})).ints("output_size", {1, 1});
   EXPECT_THROW(bad.run_extern({1, 1, 1}, DType::kInt64), Error);

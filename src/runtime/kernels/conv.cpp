@@ -251,6 +251,11 @@ void im2col_packed(const ConvGeom& g, const float* x, float* packed, int64_t gro
             for (int64_t q = 0; q < lo; ++q) dst[q] = 0.0f;
             int64_t q = lo;
 #if defined(__SSE2__)
+            if (g.sw == 1 && hi - lo >= 4) {  // 4-wide copies, the last one overlapping
+              for (; q + 4 <= hi; q += 4) _mm_storeu_ps(dst + q, _mm_loadu_ps(src + q));
+              if (q < hi) _mm_storeu_ps(dst + hi - 4, _mm_loadu_ps(src + hi - 4));
+              q = hi;
+            }
             if (g.sw == 2)  // src[2q + 0, 2, 4, 6] from two loads reading src[2q .. 2q + 6]
               for (; q + 4 <= hi; q += 4)
                 _mm_storeu_ps(dst + q, _mm_shuffle_ps(_mm_loadu_ps(src + 2 * q),
