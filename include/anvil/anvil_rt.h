@@ -80,7 +80,8 @@ typedef struct AnvilRtApi {
    * "reduce_scatter_tensor", "all_to_all_single") on the group named `group` (resolved in the
    * process-wide group registry; the world is "0"). all_reduce / broadcast run in place on
    * `outputs` (inputs list the same views; several tensors = one coalesced all_reduce); the
-   * others read inputs[0] and write outputs[0]. attrs: "reduce_op" (string), "src",
+   * others read inputs[i] and write outputs[i] (several pairs: the coalesced all_gather /
+   * reduce_scatter; all_to_all_single takes one). attrs: "reduce_op" (string), "src",
    * "group_size" (int), "output_split_sizes" / "input_split_sizes" (int lists). Returns a
    * handle > 0, or 0 with a message written through set_error. The buffers must stay untouched
    * until coll_wait on the handle returns. */

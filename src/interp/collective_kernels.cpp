@@ -94,6 +94,43 @@ std::vector<ir::RValue> broadcast_(ir::KernelContext& ctx) {
   return {t};
 }
 
+/// A list of tensors as the node's list output.
+std::vector<ir::RValue> as_list(const std::vector<Tensor>& ts) {
+  return {std::vector<Tensor>(ts.begin(), ts.end())};
+}
+
+std::vector<ir::RValue> all_reduce_coalesced(ir::KernelContext& ctx) {
+  return as_list(through_dist(ctx, [&] {
+    return fn::all_reduce_coalesced(ctx.tensors("inputs"),
+                                    dist::reduce_op_from_name(ctx.string_arg("reduce_op", "sum")),
+                                    ctx.string_arg("group_name", "0"));
+  }));
+}
+
+std::vector<ir::RValue> all_reduce_coalesced_(ir::KernelContext& ctx) {
+  std::vector<Tensor> ts = ctx.tensors("inputs");
+  through_dist(ctx, [&] {
+    return fn::all_reduce_coalesced_(ts, dist::reduce_op_from_name(ctx.string_arg("reduce_op", "sum")),
+                                     ctx.string_arg("group_name", "0"));
+  });
+  return as_list(ts);
+}
+
+std::vector<ir::RValue> all_gather_into_tensor_coalesced(ir::KernelContext& ctx) {
+  return as_list(through_dist(ctx, [&] {
+    return fn::all_gather_into_tensor_coalesced(ctx.tensors("inputs"), ctx.int_arg("group_size"),
+                                                ctx.string_arg("group_name", "0"));
+  }));
+}
+
+std::vector<ir::RValue> reduce_scatter_tensor_coalesced(ir::KernelContext& ctx) {
+  return as_list(through_dist(ctx, [&] {
+    return fn::reduce_scatter_tensor_coalesced(
+        ctx.tensors("inputs"), dist::reduce_op_from_name(ctx.string_arg("reduce_op", "sum")),
+        ctx.int_arg("group_size"), ctx.string_arg("group_name", "0"));
+  }));
+}
+
 }  // namespace
 
 std::vector<ir::RValue> run_collective_kernel(ir::KernelContext& ctx) {
@@ -106,7 +143,11 @@ std::vector<ir::RValue> run_collective_kernel(ir::KernelContext& ctx) {
       {"reduce_scatter_tensor", reduce_scatter_tensor},
       {"all_to_all_single", all_to_all_single},
       {"broadcast", broadcast},
-      {"broadcast_", broadcast_}};
+      {"broadcast_", broadcast_},
+      {"all_reduce_coalesced", all_reduce_coalesced},
+      {"all_reduce_coalesced_", all_reduce_coalesced_},
+      {"all_gather_into_tensor_coalesced", all_gather_into_tensor_coalesced},
+      {"reduce_scatter_tensor_coalesced", reduce_scatter_tensor_coalesced}};
   const std::string& target = ctx.node().target;
   const size_t ns = target.find('.');
   const size_t dot = target.find('.', ns + 1);

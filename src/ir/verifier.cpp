@@ -190,6 +190,26 @@ class Verifier {
     }
   }
 
+  /// An in-place metadata change (transpose_) runs as its out-of-place form, which is right only
+  /// when nothing reads the mutated value under its old name afterwards.
+  void check_metadata_mutation(const Node& n, size_t index, const std::string& w) {
+    const Arg* self = n.arg("self");
+    if (!self || !self->value) return;
+    const std::vector<Node*> nodes = g_.nodes();
+    for (size_t j = index + 1; j < nodes.size(); ++j)
+      for (const Value* v : nodes[j]->input_values())
+        if (v == self->value)
+          throw Error("a value is read after an in-place metadata change (" + n.target +
+                          ") under its old name; not supported",
+                      w, "later nodes read the node's output",
+                      "node " + nodes[j]->name + " reads %" + v->name);
+    for (const auto& o : g_.output_specs())
+      if (o.value == self->value)
+        throw Error("a graph output is the value an in-place metadata change mutated; not "
+                    "supported",
+                    w, "the node's output is returned", "%" + self->value->name);
+  }
+
   void check_node(const Node& n, size_t index) {
     const std::string w = where(n, index);
     if (!n.schema)
@@ -206,6 +226,7 @@ class Verifier {
               : std::to_string(n.schema->min_args) + " to " + std::to_string(n.schema->max_args),
           std::to_string(count));
     check_args(n, w);
+    if (n.schema->name == "aten.transpose_.default") check_metadata_mutation(n, index, w);
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       const Value* v = n.outputs[i];
       if (!v) continue;

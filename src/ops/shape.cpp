@@ -406,6 +406,11 @@ std::vector<RValue> kernel_transpose_int(KernelContext& ctx) {
   return {t.transpose(d0, d1)};
 }
 
+// transpose_ changes `self`'s metadata in place; the graph reads the transposed tensor through
+// the node's output (the verifier rejects a later read of `self`), so it is transpose.int.
+std::vector<TensorType> shape_transpose_(const Node& node) { return shape_transpose_int(node); }
+std::vector<RValue> kernel_transpose_(KernelContext& ctx) { return kernel_transpose_int(ctx); }
+
 std::vector<TensorType> shape_t(const Node& node) {
   const TensorType& in = sa::type(node, "self");
   if (in.sizes.size() > 2)

@@ -127,7 +127,7 @@ TRefPtr read_input(Lowerer& L, const ir::Value* v) {
 
 /// Adds the issue step of a new collective (id = next_collective) and records it as pending.
 void emit_issue(Lowerer& L, ExternStep e, const std::vector<TRefPtr>& ins,
-                const std::vector<TRefPtr>& outs, const ir::Value* result) {
+                const std::vector<TRefPtr>& outs, std::vector<const ir::Value*> results) {
   const int id = L.next_collective++;
   e.nodes = {L.node().name};
   e.attrs.push_back(int_attr("coll", SymInt(id)));
@@ -141,7 +141,7 @@ void emit_issue(Lowerer& L, ExternStep e, const std::vector<TRefPtr>& ins,
     pc.buffers.insert(v.buffer);
     pc.writes.insert(v.buffer);
   }
-  pc.result = result;
+  pc.results = std::move(results);
   SNode s;
   s.kind = SNode::Kind::kExtern;
   s.nodes = e.nodes;
@@ -208,6 +208,68 @@ std::set<int> buffers_of(Lowerer& L, const ir::Node& n) {
   return bufs;
 }
 
+/// The coalesced forms: one issue step over every tensor of the `inputs` list (rules A.5, B.9).
+/// all_reduce_coalesced runs in place on owned buffers (stolen or copied per input, as for
+/// all_reduce); the in-place form works on copies, waits and copies back; all_gather /
+/// reduce_scatter read each input in place and write one new buffer per output.
+void lower_coalesced(Lowerer& L, const ir::Node& n, const std::string& op) {
+  const ir::Arg* list = n.arg("inputs");
+  if (!list || list->values.empty()) L.fail("coalesced collective without input tensors");
+  std::vector<const ir::Value*> ins(list->values.begin(), list->values.end());
+  for (const ir::Value* v : ins)
+    if (!v) L.fail("None in a coalesced collective's inputs", "tensors", "None");
+  std::vector<const ir::Value*> outs(n.outputs.begin(), n.outputs.end());
+  ExternStep e;
+  e.attrs.push_back(str_attr("group", string_arg(L, "group_name")));
+  if (op == "all_reduce_coalesced" || op == "all_reduce_coalesced_") {
+    e.target = std::string(kCollectivePrefix) + "all_reduce";
+    e.attrs.push_back(str_attr("reduce_op", string_arg(L, "reduce_op")));
+    std::vector<TRefPtr> bufs;
+    if (op == "all_reduce_coalesced") {
+      for (const ir::Value* v : ins) bufs.push_back(owned_input(L, v));
+      emit_issue(L, e, bufs, bufs, outs);
+      for (size_t i = 0; i < bufs.size(); ++i) L.bind(i, bufs[i]);
+      return;
+    }
+    std::vector<TRefPtr> selves;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      TRefPtr self = L.ref(ins[i]);
+      if (self->is_buffer() &&
+          L.prog().buffers[static_cast<size_t>(self->buffer)].kind == BufferKind::kInput)
+        L.fail("in-place collectives on a user input are not supported", "an intermediate",
+               "input " + ins[i]->name);
+      selves.push_back(self);
+      bufs.push_back(copy_of(L, *self, L.out_name() + "_coll" + std::to_string(i)));
+    }
+    emit_issue(L, e, bufs, bufs, outs);
+    emit_wait(L, L.pending_collectives.size() - 1);
+    for (size_t i = 0; i < selves.size(); ++i) {
+      if (!selves[i]->is_buffer()) L.realize(*selves[i], ins[i]->name);
+      L.store_into(*selves[i], *bufs[i]);
+      L.bind(i, selves[i]);
+    }
+    return;
+  }
+  const bool gather = op == "all_gather_into_tensor_coalesced";
+  if (!gather && op != "reduce_scatter_tensor_coalesced")
+    L.fail("collective not supported by the compiler",
+           "all_reduce_coalesced(_), all_gather_into_tensor_coalesced, "
+           "reduce_scatter_tensor_coalesced",
+           n.target);
+  e.target = std::string(kCollectivePrefix) + (gather ? "all_gather_into_tensor" : "reduce_scatter_tensor");
+  if (!gather) e.attrs.push_back(str_attr("reduce_op", string_arg(L, "reduce_op")));
+  e.attrs.push_back(int_attr("group_size", L.symint_arg("group_size")));
+  std::vector<TRefPtr> srcs, dsts;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    srcs.push_back(read_input(L, ins[i]));
+    const ir::TensorType& ot = L.out_type(i);
+    const int ob = L.new_buffer(L.out_name() + "_" + std::to_string(i), ot.dtype, ot.sizes);
+    dsts.push_back(L.view_of(ob, ot.dtype, ot.sizes, contiguous(ot.sizes), SymInt(0)));
+  }
+  emit_issue(L, e, srcs, dsts, outs);
+  for (size_t i = 0; i < dsts.size(); ++i) L.bind(i, dsts[i]);
+}
+
 }  // namespace
 
 void wait_collectives_for(Lowerer& L, const ir::Node& n) {
@@ -239,16 +301,22 @@ void lower_collective(Lowerer& L, const ir::Node& n) {
     if (!a || !a->value) L.fail("wait_tensor without a tensor");
     TRefPtr t = L.ref(a->value);
     // the pending collective producing this value (or any whose buffers it reads)
-    for (size_t i = 0; i < L.pending_collectives.size(); ++i)
-      if (L.pending_collectives[i].result == a->value) {
-        emit_wait(L, i);
+    for (size_t i = 0; i < L.pending_collectives.size(); ++i) {
+      const auto& rs = L.pending_collectives[i].results;
+      if (std::find(rs.begin(), rs.end(), a->value) != rs.end()) {
+        emit_wait(L, i);  // a coalesced call: the first wait on any of its outputs
         break;
       }
+    }
     wait_collectives_for(L, n);
     L.bind(0, t);  // rule A.7: no new buffer, no copy
     return;
   }
   wait_collectives_for(L, n);  // a collective reading an unfinished one's result waits first
+  if (op.find("_coalesced") != std::string::npos) {
+    lower_coalesced(L, n, op);
+    return;
+  }
   const ir::Arg* in_arg = n.arg("input");
   if (!in_arg || !in_arg->value) L.fail("collective without an input tensor");
   const ir::Value* in = in_arg->value;
@@ -264,7 +332,7 @@ void lower_collective(Lowerer& L, const ir::Node& n) {
       e.attrs.push_back(int_attr("src", L.symint_arg("src")));
     if (!inplace) {
       TRefPtr buf = owned_input(L, in);
-      emit_issue(L, e, {buf}, {buf}, out);
+      emit_issue(L, e, {buf}, {buf}, {out});
       L.bind(0, buf);
       return;
     }
@@ -275,7 +343,7 @@ void lower_collective(Lowerer& L, const ir::Node& n) {
       L.fail("in-place collectives on a user input are not supported", "an intermediate",
              "input " + in->name);
     TRefPtr buf = copy_of(L, *self, L.out_name() + "_coll");
-    emit_issue(L, e, {buf}, {buf}, out);
+    emit_issue(L, e, {buf}, {buf}, {out});
     emit_wait(L, L.pending_collectives.size() - 1);
     if (!self->is_buffer()) L.realize(*self, in->name);
     L.store_into(*self, *buf);
@@ -305,7 +373,7 @@ void lower_collective(Lowerer& L, const ir::Node& n) {
            "all_to_all_single, wait_tensor",
            target);
   }
-  emit_issue(L, e, {src}, {dst}, out);
+  emit_issue(L, e, {src}, {dst}, {out});
   L.bind(0, dst);
 }
 

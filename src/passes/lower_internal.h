@@ -137,7 +137,7 @@ class Lowerer {
     ExternStep issue;       // the issue step (its views are also the wait's)
     std::set<int> buffers;  // every buffer it reads or writes
     std::set<int> writes;   // the buffers it writes
-    const ir::Value* result = nullptr;
+    std::vector<const ir::Value*> results;  // the node's outputs (several: coalesced)
   };
   std::vector<PendingCollective> pending_collectives;
   int next_collective = 0;

@@ -289,7 +289,7 @@ bool lower_view(Lowerer& L, const ir::Node& n) {
     L.bind(0, permute(L, in, dims));
     return true;
   }
-  if (t == "aten.transpose.int" || t == "aten.t.default") {
+  if (t == "aten.transpose.int" || t == "aten.transpose_.default" || t == "aten.t.default") {
     std::vector<int64_t> dims(rank);
     for (size_t d = 0; d < rank; ++d) dims[d] = static_cast<int64_t>(d);
     if (rank >= 2) {

@@ -88,16 +88,20 @@ std::shared_ptr<dist::Work> post(const std::string& op, const std::string& group
     ANVIL_CHECK(outs.size() == 1, where, "broadcast of several tensors", "1", str(outs.size()));
     return pg->broadcast(outs[0], static_cast<int>(int_attr(attrs, n_attrs, "src", where)));
   }
-  ANVIL_CHECK(ins.size() == 1 && outs.size() == 1, where, "wrong number of tensors",
-              "1 input and 1 output", str(ins.size(), " and ", outs.size()));
+  // all_gather / reduce_scatter: input i -> output i; several pairs = the coalesced form.
+  ANVIL_CHECK(ins.size() == outs.size() && (ins.size() == 1 || op != "all_to_all_single"), where,
+              "wrong number of tensors", "one output per input (1 for all_to_all_single)",
+              str(ins.size(), " and ", outs.size()));
   if (op == "all_gather_into_tensor") {
     check_group_size(*pg, int_attr(attrs, n_attrs, "group_size", where), where);
-    return pg->all_gather_into_tensor(outs[0], ins[0]);
+    if (outs.size() == 1) return pg->all_gather_into_tensor(outs[0], ins[0]);
+    return pg->all_gather_into_tensor_coalesced(outs, ins);
   }
   if (op == "reduce_scatter_tensor") {
     check_group_size(*pg, int_attr(attrs, n_attrs, "group_size", where), where);
     const auto rop = dist::reduce_op_from_name(string_attr(attrs, n_attrs, "reduce_op", where));
-    return pg->reduce_scatter_tensor(outs[0], ins[0], rop);
+    if (outs.size() == 1) return pg->reduce_scatter_tensor(outs[0], ins[0], rop);
+    return pg->reduce_scatter_tensor_coalesced(outs, ins, rop);
   }
   if (op == "all_to_all_single")
     return pg->all_to_all_single(outs[0], ins[0], ints_attr(attrs, n_attrs, "output_split_sizes"),

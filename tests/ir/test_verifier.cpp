@@ -260,3 +260,37 @@ TEST(IrVerifier, SignatureAndOutputSpecs) {
 
 }  // namespace
 }  // namespace anvil::irtest
+
+namespace anvil::irtest {
+namespace {
+
+// transpose_ runs as transpose.int: right while later nodes read its output, rejected (naming
+// the reader) when a later node reads the mutated value under its old name.
+TEST(VerifierMetadataMutation, TransposeInPlaceReadLaterUnderItsOldNameIsRejected) {
+  const std::string ok = R"(graph {
+  inputs {
+    %x: f32[2, 3] = user_input
+  }
+  %c: f32[2, 3] = aten.clone.default(self=%x)
+  %t: f32[3, 2] = aten.transpose_.default(self=%c, dim0=0, dim1=1)
+  %y: f32[3, 2] = aten.add.Tensor(self=%t, other=1)
+  outputs {
+    user_output %y
+  }
+})";
+  EXPECT_NO_THROW(ir::verify(*ir::parse_graph(ok)));
+  std::string bad = ok;
+  bad.replace(bad.find("self=%t"), 7, "self=%c");
+  bad.replace(bad.find("%y: f32[3, 2]"), 13, "%y: f32[2, 3]");
+  try {
+    ir::verify(*ir::parse_graph(bad));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("in-place metadata change"), std::string::npos) << m;
+    EXPECT_NE(m.find("reads %c"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace anvil::irtest

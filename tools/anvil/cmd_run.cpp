@@ -15,7 +15,9 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "frontend/pt2_reader.h"
+#include "dist/world.h"
 #include "interp/interpreter.h"
+#include "ir/op_schema.h"
 #include "runtime/model.h"
 
 namespace anvil::cli {
@@ -145,6 +147,16 @@ int cmd_run(const ParsedArgs& args) {
     std::unique_ptr<ir::Graph> graph = frontend::load_pt2(model);
     std::vector<Tensor> inputs;
     for (const auto& p : in_paths) inputs.push_back(read_npy(p));
+    // A graph with collectives joins the world from the launcher's environment, as a package
+    // does at load (ANVIL_BACKEND / --backend picks the engine).
+    const std::vector<ir::Node*> nodes = graph->nodes();
+    const bool has_collectives = std::any_of(nodes.begin(), nodes.end(), [](const ir::Node* n) {
+      return n->schema && n->schema->category == ir::OpCategory::kCollective;
+    });
+    if (has_collectives && !dist::world_initialized()) {
+      const char* backend = std::getenv("ANVIL_BACKEND");
+      dist::init_world_from_env(backend ? backend : "");
+    }
     interp::Interpreter interp(*graph);
     for (int64_t r = 0; r < repeat; ++r) {
       outputs = interp.run(inputs);
