@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "dist/functional.h"
 #include "dist/registry.h"
 #include "dist/world.h"
 #include "runtime/externs.h"
@@ -118,6 +119,12 @@ void record(void* run_ctx, const std::string& msg) {
 }
 
 }  // namespace
+
+void wait_pending_inputs(const std::vector<Tensor>& inputs) {
+  if (!dist::world_initialized()) return;
+  for (const Tensor& t : inputs)
+    if (t.defined()) dist::functional::wait_tensor(t);
+}
 
 void join_world_for_package(const std::string& manifest_json, const std::string& where) {
   nlohmann::json m;

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "anvil/anvil_rt.h"
+#include "core/tensor.h"
 
 namespace anvil::runtime {
 
@@ -21,6 +23,11 @@ int64_t coll_issue(void* run_ctx, const char* op, const char* group, const Anvil
                    const AnvilRtScalar* attrs, int32_t n_attrs);
 /// api->coll_wait: waits for and releases a handle; 0, or non-zero with the error recorded.
 int coll_wait(void* run_ctx, int64_t handle);
+/// Waits for collectives issued on the inputs' storage before Model::run (the functional API's
+/// WorkRegistry): a compiled wait_tensor on a graph input then sees finished values, and a run
+/// never reads a tensor a collective is still writing. A no-op when no world exists or nothing
+/// is pending.
+void wait_pending_inputs(const std::vector<Tensor>& inputs);
 /// Handles issued and not yet waited (tests).
 size_t pending_collective_handles();
 

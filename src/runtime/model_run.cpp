@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "runtime/collectives.h"
 #include "runtime/model_impl.h"
 #include "runtime/rt_api.h"
 
@@ -245,6 +246,7 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   Impl& impl = *impl_;
   std::vector<int64_t> symbols;
   impl.check_inputs(inputs, symbols);
+  wait_pending_inputs(inputs);  // collectives issued on them before the call (a no-op without)
 
   // Inputs the generated code can read: contiguous and element-aligned (else a copy).
   std::vector<Tensor> used(inputs.size());  // what run() reads: the input or a contiguous copy
