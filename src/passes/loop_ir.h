@@ -109,7 +109,7 @@ class ExprPool {
   size_t size() const { return exprs_.size(); }
   /// Number of distinct non-load, non-constant nodes reachable from `root`.
   int cost(int root) const;
-  /// Buffers loaded anywhere under `root`.
+  /// Ids of the load expressions (ExprOp::kLoad nodes) anywhere under `root`.
   void loads(int root, std::vector<int>& out) const;
   /// Text form: "add(load(x, o0*4 + r0), 1.0)".
   std::string str(int id) const;
