@@ -14,6 +14,7 @@
 #include "core/npy.h"
 #include "dist/fake_process_group.h"
 #include "dist/world.h"
+#include "compiled_util.h"
 #include "dist_check.h"
 #include "dist_harness.h"
 #include "driver/compile.h"
@@ -30,82 +31,6 @@ namespace {
 namespace fs = std::filesystem;
 using passes::ExternStep;
 using passes::Program;
-
-/// Path of a fixture (tests/fixtures or tests/fixtures/coll).
-std::string fixture(const std::string& name) {
-  const std::string top = std::string(ANVIL_FIXTURES_DIR) + "/" + name + ".pt2";
-  if (fs::exists(top)) return top;
-  return std::string(ANVIL_FIXTURES_DIR) + "/coll/" + name + ".pt2";
-}
-
-/// A fresh temporary directory (removed at the end of the test process).
-std::string temp_dir() {
-  struct Dir {
-    std::string path;
-    Dir() {
-      path = (fs::temp_directory_path() / "anvil_coll_XXXXXX").string();
-      if (!mkdtemp(path.data())) throw std::runtime_error("mkdtemp failed");
-    }
-    ~Dir() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  };
-  static Dir dir;
-  return dir.path;
-}
-
-/// Compiles a fixture into a package; `reorder` / `bucket` switch the collective passes.
-std::string compile_fixture(const std::string& name, bool reorder = true, bool bucket = true) {
-  setenv("ANVIL_COLLECTIVE_REORDER", reorder ? "1" : "0", 1);
-  setenv("ANVIL_COLLECTIVE_BUCKET", bucket ? "1" : "0", 1);
-  const std::string out = temp_dir() + "/" + name + (reorder ? "_r" : "") + (bucket ? "_b" : "") +
-                          ".anvil";
-  driver::CompileOptions o;
-  o.jobs = 2;
-  o.progress = codegen::ProgressMode::kQuiet;
-  driver::compile_pt2(fixture(name), out, o);
-  unsetenv("ANVIL_COLLECTIVE_REORDER");
-  unsetenv("ANVIL_COLLECTIVE_BUCKET");
-  return out;
-}
-
-/// The scheduled program of a fixture (no toolchain, no group).
-Program program_of(const std::string& name, bool reorder = true, bool bucket = true) {
-  auto g = frontend::load_pt2(fixture(name));
-  passes::PipelineOptions o;
-  o.collectives.reorder = reorder;
-  o.collectives.bucket = bucket;
-  return passes::compile_to_program(*g, o);
-}
-
-/// Step i as a collective issue / wait, or null; every issue step index.
-const ExternStep* issue_at(const Program& p, size_t i) {
-  const auto* e = std::get_if<ExternStep>(&p.steps[i]);
-  return e && passes::is_collective_issue(*e) ? e : nullptr;
-}
-const ExternStep* wait_at(const Program& p, size_t i) {
-  const auto* e = std::get_if<ExternStep>(&p.steps[i]);
-  return e && passes::is_collective_wait(*e) ? e : nullptr;
-}
-std::vector<size_t> issues(const Program& p) {
-  std::vector<size_t> out;
-  for (size_t i = 0; i < p.steps.size(); ++i)
-    if (issue_at(p, i)) out.push_back(i);
-  return out;
-}
-/// Index of the first wait step of collective `id`.
-size_t first_wait(const Program& p, int id) {
-  for (size_t i = 0; i < p.steps.size(); ++i)
-    if (const auto* w = wait_at(p, i); w && passes::collective_id(*w) == id) return i;
-  return p.steps.size();
-}
-/// True when step i computes graph node `node`.
-bool step_has_node(const Program& p, size_t i, const std::string& node) {
-  for (const auto& n : passes::step_nodes(p.steps[i]))
-    if (n == node) return true;
-  return false;
-}
 
 /// Deterministic rank-dependent input.
 Tensor input_for(const std::vector<int64_t>& sizes, int rank) {

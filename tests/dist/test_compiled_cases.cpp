@@ -12,6 +12,7 @@
 
 #include "dist/functional.h"
 #include "dist/registry.h"
+#include "compiled_util.h"
 #include "dist_check.h"
 #include "dist_harness.h"
 #include "driver/compile.h"
@@ -28,66 +29,11 @@ namespace fs = std::filesystem;
 using passes::ExternStep;
 using passes::Program;
 
-/// Path of collective fixture `name` (tests/fixtures/coll/NAME.pt2).
-std::string coll_fixture(const std::string& name) {
-  return std::string(ANVIL_FIXTURES_DIR) + "/coll/" + name + ".pt2";
-}
-
-/// A temporary directory for this test process (removed at exit).
-const std::string& cases_dir() {
-  struct Dir {
-    std::string path;
-    Dir() {
-      path = (fs::temp_directory_path() / "anvil_cases_XXXXXX").string();
-      if (!mkdtemp(path.data())) throw std::runtime_error("mkdtemp failed");
-    }
-    ~Dir() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  };
-  static Dir dir;
-  return dir.path;
-}
-
 /// Compiles fixture `name` into a package once per test process (default passes).
-std::string package_of(const std::string& name) {
-  static std::map<std::string, std::string> done;
-  if (auto it = done.find(name); it != done.end()) return it->second;
-  const std::string out = cases_dir() + "/" + name + ".anvil";
-  driver::CompileOptions o;
-  o.jobs = 2;
-  o.progress = codegen::ProgressMode::kQuiet;
-  driver::compile_pt2(coll_fixture(name), out, o);
-  done[name] = out;
-  return out;
-}
+std::string package_of(const std::string& name) { return compile_fixture(name); }
 
-/// The scheduled program of a fixture with the default passes (no toolchain, no group).
-Program program_of(const std::string& name) {
-  auto g = frontend::load_pt2(coll_fixture(name));
-  return passes::compile_to_program(*g, passes::PipelineOptions{});
-}
-
-/// Indices of the collective issue steps.
-std::vector<size_t> issues(const Program& p) {
-  std::vector<size_t> out;
-  for (size_t i = 0; i < p.steps.size(); ++i)
-    if (const auto* e = std::get_if<ExternStep>(&p.steps[i]); e && passes::is_collective_issue(*e))
-      out.push_back(i);
-  return out;
-}
 /// Step i as an extern step.
 const ExternStep& step_extern(const Program& p, size_t i) { return std::get<ExternStep>(p.steps[i]); }
-/// Index of the first wait step of collective `id`, or steps.size().
-size_t first_wait(const Program& p, int id) {
-  for (size_t i = 0; i < p.steps.size(); ++i)
-    if (const auto* e = std::get_if<ExternStep>(&p.steps[i]);
-        e && passes::is_collective_wait(*e) && passes::collective_id(*e) == id)
-      return i;
-  return p.steps.size();
-}
-
 /// Index of the step computing graph node `node`, or steps.size().
 size_t step_of(const Program& p, const std::string& node) {
   for (size_t i = 0; i < p.steps.size(); ++i)
@@ -236,7 +182,7 @@ TEST_P(CollectivesSpecPackages, MatchInterpreter) {
   if (!backend_available(c.backend)) GTEST_SKIP() << c.backend << " not available";
   JobOptions o;
   o.env["ANVIL_TEST_PACKAGE"] = package_of(c.fixture);
-  o.env["ANVIL_TEST_FIXTURE"] = coll_fixture(c.fixture);
+  o.env["ANVIL_TEST_FIXTURE"] = fixture(c.fixture);
   o.deadline = std::chrono::milliseconds(90000);
   const auto r = run_job(c.backend, 2, "cases_compiled_vs_interp", o);
   EXPECT_TRUE(r.ok()) << r.all_output();
@@ -352,6 +298,14 @@ TEST(CollectivesSpecCases, Case43_SecondMatmulBetweenIssueAndWait) {
   EXPECT_LT(w, step_of(p, "add")) << text;
 }
 
+/// Expects the program's `n` outputs to be returned in buffers of `bufs` (no copy on return).
+void expect_returned_in(const Program& p, const std::set<int>& bufs, size_t n,
+                        const std::string& text) {
+  ASSERT_EQ(p.outputs.size(), n) << text;
+  for (size_t i = 0; i < n; ++i)
+    EXPECT_EQ(bufs.count(p.outputs[i].buffer), 1u) << "output " << i << " copied\n" << text;
+}
+
 // Case 31: two coalesced all_reduces ([x + 42, 2 x] sum, [x, y] avg) are exactly 2 issue steps
 // of 2 tensors each: the first in place on the intermediates' buffers, the second on copies of
 // the graph inputs; the 4 outputs are returned where the collectives left them.
@@ -372,9 +326,7 @@ TEST(CollectivesSpecCases, Case31_TwoCoalescedIssuesOverTwoTensorsEach) {
     }
   }
   EXPECT_EQ(coll.size(), 4u) << text;
-  ASSERT_EQ(p.outputs.size(), 4u) << text;
-  for (size_t i = 0; i < 4; ++i)
-    EXPECT_EQ(coll.count(p.outputs[i].buffer), 1u) << "output " << i << " copied\n" << text;
+  expect_returned_in(p, coll, 4, text);
 }
 
 // Case 39: reduce_scatter_tensor_coalesced of 4 inputs is exactly 1 issue step over 4 tensors;
@@ -389,9 +341,7 @@ TEST(CollectivesSpecCases, Case39_OneIssueOverFourTensors) {
   ASSERT_EQ(e.outputs.size(), 4u) << text;
   std::set<int> outs;
   for (const auto& v : e.outputs) outs.insert(v.buffer);
-  ASSERT_EQ(p.outputs.size(), 4u) << text;
-  for (size_t i = 0; i < 4; ++i)
-    EXPECT_EQ(outs.count(p.outputs[i].buffer), 1u) << "output " << i << " copied\n" << text;
+  expect_returned_in(p, outs, 4, text);
 }
 
 // Case 65: every collective kind compiles without a group; each issue has a wait; 8 outputs.

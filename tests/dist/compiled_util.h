@@ -1,0 +1,32 @@
+// Helpers of the compiled-collectives tests (test_compiled*.cpp): fixtures, compiling them into
+// packages in a per-process temporary directory, their scheduled programs, and step lookups.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "passes/loop_ir.h"
+
+namespace anvil::dist::test {
+
+/// Path of a fixture: tests/fixtures/NAME.pt2, else tests/fixtures/coll/NAME.pt2.
+std::string fixture(const std::string& name);
+/// A temporary directory of this test process (removed at exit).
+const std::string& temp_dir();
+/// Compiles a fixture into a package (cached per process and pass switches); `reorder` /
+/// `bucket` switch the collective passes.
+std::string compile_fixture(const std::string& name, bool reorder = true, bool bucket = true);
+/// The scheduled program of a fixture (no toolchain, no group).
+passes::Program program_of(const std::string& name, bool reorder = true, bool bucket = true);
+
+/// Step i as a collective issue / wait, or null.
+const passes::ExternStep* issue_at(const passes::Program& p, size_t i);
+const passes::ExternStep* wait_at(const passes::Program& p, size_t i);
+/// Every issue step index, in order.
+std::vector<size_t> issues(const passes::Program& p);
+/// Index of the first wait step of collective `id`, or steps.size().
+size_t first_wait(const passes::Program& p, int id);
+/// True when step i computes graph node `node`.
+bool step_has_node(const passes::Program& p, size_t i, const std::string& node);
+
+}  // namespace anvil::dist::test
