@@ -311,4 +311,25 @@ class OpRunner {
   int counter_ = 0;
 };
 
+/// ((i * a) % b - c) / d for i in [0, numel(shape)), as `dtype` (Python: the same formula).
+inline Tensor gen(const Shape& shape, int64_t a = 7, int64_t b = 11, int64_t c = 5, double d = 4.0,
+                  DType dtype = DType::kFloat32) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < shape_numel(shape); ++i) v.push_back(double((i * a) % b - c) / d);
+  return make_tensor(dtype, shape, v);
+}
+
+/// Runs `fn` and checks that it throws anvil::Error whose message contains every string in `parts`.
+template <typename F>
+void expect_error(F&& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an anvil::Error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
+  }
+}
+
 }  // namespace anvil::testing

@@ -18,26 +18,8 @@ namespace {
 using testing::matches;
 using testing::OpRunner;
 
-/// ((i * a) % b - c) / d for i in [0, numel(shape)), as `dtype` (Python: the same formula).
-Tensor gen(const Shape& shape, int64_t a = 7, int64_t b = 11, int64_t c = 5, double d = 4.0,
-           DType dtype = DType::kFloat32) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < shape_numel(shape); ++i) v.push_back(double((i * a) % b - c) / d);
-  return testing::make_tensor(dtype, shape, v);
-}
-
-/// Runs `fn` and checks that it throws anvil::Error whose message contains every string in `parts`.
-template <typename F>
-void expect_error(F&& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an anvil::Error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
-  }
-}
+using testing::expect_error;
+using testing::gen;
 
 SymInt s0() { return SymInt::symbol("s0"); }
 SymInt s1() { return SymInt::symbol("s1"); }
