@@ -84,21 +84,22 @@ bool is_input_buffer(const Program& p, int b) {
 
 // ---- workers ----------------------------------------------------------------------------------
 
-/// Rank-dependent value for every user input of `g`: floats sin(0.37 i + rank), integer
-/// indices {1, 7, 3, 1, ...} shifted by the rank, modulo 10.
+/// Rank-dependent value for every user input of `g`: floats 1.5 + sin(0.37 i + rank) (positive,
+/// so row normalizations stay well conditioned), integer indices {1, 7, 3, 1, ...} shifted by the
+/// rank, modulo 10. A symbolic dim takes 6 (a multiple of the world size 2).
 std::vector<Tensor> inputs_for(const ir::Graph& g, int rank) {
   std::vector<Tensor> out;
   for (const auto& in : g.input_specs()) {
     if (in.kind != ir::InputKind::kUserInput) continue;
     Shape sizes;
-    for (const auto& s : in.value->type.sizes) sizes.push_back(*s.maybe_constant());
+    for (const auto& s : in.value->type.sizes) sizes.push_back(s.maybe_constant().value_or(6));
     const int64_t n = shape_numel(sizes);
     const DType dt = in.value->type.dtype;
     std::vector<double> v(static_cast<size_t>(n));
     static constexpr int64_t kIdx[] = {1, 7, 3};
     for (int64_t i = 0; i < n; ++i)
       v[static_cast<size_t>(i)] =
-          is_floating(dt) ? std::sin(0.37 * static_cast<double>(i) + rank)
+          is_floating(dt) ? 1.5 + std::sin(0.37 * static_cast<double>(i) + rank)
                           : static_cast<double>((kIdx[i % 3] + rank) % 10);
     out.push_back(Tensor::from_vector(v, sizes).to(dt, /*copy=*/true));
   }
@@ -196,7 +197,7 @@ std::vector<CaseRun> case_runs() {
       {39, "coll_c39_rs_coalesced"},  {41, "coll_c41_input_reuse"},
       {42, "coll_c42_output_reuse"},  {43, "coll_c43_overlap"},
       {48, "coll_c48_unwaited"},      {60, "coll_c60_transpose_gather"},
-      {65, "coll_c65_all_kinds"}};
+      {62, "coll_c62_a2a_dynamic"},   {65, "coll_c65_all_kinds"}};
   std::vector<CaseRun> v;
   for (const auto& [n, f] : cases)
     for (const char* b : {"gloo", "mpi"}) v.push_back({n, f, b});
@@ -342,6 +343,29 @@ TEST(CollectivesSpecCases, Case39_OneIssueOverFourTensors) {
   std::set<int> outs;
   for (const auto& v : e.outputs) outs.insert(v.buffer);
   expect_returned_in(p, outs, 4, text);
+}
+
+// Case 62: all_to_all_single with splits None on a dynamic number of rows: the split sizes are
+// the symbolic rows // W (evaluated per run), not constants of the exported example.
+TEST(CollectivesSpecCases, Case62_DynamicSplitsAreSymbolic) {
+  Program p = program_of("coll_c62_a2a_dynamic");
+  const std::string text = passes::print_program(p);
+  auto is = issues(p);
+  ASSERT_EQ(is.size(), 1u) << text;
+  ASSERT_EQ(p.inputs.size(), 1u);
+  const SymInt rows = p.inputs[0].sizes.at(0);  // 2 * s44 in the export: the splits are s44
+  EXPECT_FALSE(rows.maybe_constant().has_value());
+  int checked = 0;
+  for (const auto& a : step_extern(p, is[0]).attrs) {
+    if (a.name != "output_split_sizes" && a.name != "input_split_sizes") continue;
+    ASSERT_EQ(a.ints.size(), 2u) << text;
+    for (const SymInt& s : a.ints) {
+      EXPECT_FALSE(s.maybe_constant().has_value()) << a.name << " " << s.str() << "\n" << text;
+      EXPECT_EQ(s.str(), rows.floordiv(SymInt(2)).str()) << a.name;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2) << text;
 }
 
 // Case 65: every collective kind compiles without a group; each issue has a wait; 8 outputs.
