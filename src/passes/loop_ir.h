@@ -257,6 +257,9 @@ struct Program {
   ExprPool exprs;
   std::vector<Step> steps;
   std::vector<std::string> symbols;  // AnvilRunArgs::symbols order
+  // Symbols whose value exists only at run time (aten.item of a tensor): set by an "anvil.item"
+  // step, read by later steps; no buffer or output size may use them.
+  std::vector<std::string> unbacked_symbols;
   SymRanges symbol_ranges;
   std::vector<IoSpec> inputs, outputs;
   std::vector<ConstantSpec> constants;

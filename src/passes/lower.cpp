@@ -463,12 +463,11 @@ void Lowerer::lower_node(const ir::Node& n) {
   if (!n.schema) fail("op not in the op table");
   switch (n.schema->category) {
     case ir::OpCategory::kSym:
-      if (n.target == "aten.item.default")  // its value exists only at run time
-        fail("data-dependent scalars (aten.item) are not supported by the compiler",
-             "sizes and scalars computable from the inputs' sizes", "aten.item.default");
+      if (n.target == "aten.item.default") return lower_item(n);  // a run-time symbol
       return;  // SymInt values carry their expressions
     case ir::OpCategory::kMeta:
-      return;  // assertions hold for the ranges
+      if (n.target == "aten._assert_scalar.default") return lower_assert(n);
+      return;  // assertions over the inputs' symbols hold for the ranges
     case ir::OpCategory::kCollective:
       return lower_collective(*this, n);
     case ir::OpCategory::kControlFlow:
@@ -588,14 +587,20 @@ void Lowerer::run() {
       if (r != o.value || ++returned[r] > 1) output_roots.insert(r);
     }
   }
-  // Sizes must be computable from the inputs' sizes: data-dependent (unbacked) sizes are not.
+  // Sizes must be computable from the inputs' sizes, or be run-time symbols (aten.item) that only
+  // values never stored in a buffer use (checked again on the buffers after lowering).
+  std::set<std::string> run_time;
+  for (const ir::Node* n : nodes)
+    if (n->target == "aten.item.default" && !n->outputs.empty() && n->outputs[0])
+      n->outputs[0]->sym.collect_symbols(run_time);
   for (const ir::Node* n : nodes)
     for (const ir::Value* o : n->outputs) {
       if (!o || o->kind != ir::ValueKind::kTensor) continue;
       std::set<std::string> syms;
       for (const auto& s : o->type.sizes) s.collect_symbols(syms);
       for (const auto& s : syms)
-        if (std::find(prog_.symbols.begin(), prog_.symbols.end(), s) == prog_.symbols.end())
+        if (std::find(prog_.symbols.begin(), prog_.symbols.end(), s) == prog_.symbols.end() &&
+            !run_time.count(s))
           throw Error("data-dependent sizes are not supported by the compiler",
                       "node " + n->name + " (" + n->target + ")",
                       "sizes made of the inputs' symbols", "symbol " + s + " in " + o->type.str());
@@ -624,6 +629,19 @@ void Lowerer::run() {
   node_ = nullptr;
   wait_all_collectives(*this);
   finish_outputs();
+  // Run-time symbols may size computed values only: memory is planned before the run.
+  for (const Buffer& b : prog_.buffers) {
+    std::set<std::string> syms;
+    b.numel.collect_symbols(syms);
+    for (const auto& s : b.sizes) s.collect_symbols(syms);
+    for (const auto& u : prog_.unbacked_symbols)
+      if (syms.count(u))
+        throw Error("data-dependent sizes are not supported by the compiler",
+                    "buffer " + b.name + " (graph nodes: " +
+                        (b.nodes.empty() ? std::string("-") : b.nodes.front()) + ")",
+                    "buffers sized by the inputs' symbols",
+                    "a size that uses the run-time value " + u + " (aten.item)");
+  }
 }
 
 bool Lowerer::buffer_read_later(int buffer) const {

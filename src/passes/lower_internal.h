@@ -150,6 +150,10 @@ class Lowerer {
  private:
   void lower_node(const ir::Node& n);
   void lower_inplace(const ir::Node& n);
+  /// aten.item into an "anvil.item" step setting a run-time symbol.
+  void lower_item(const ir::Node& n);
+  /// aten._assert_scalar over run-time symbols into an "anvil.assert" step.
+  void lower_assert(const ir::Node& n);
   void realize_readers_of(int buffer);
   void finish_outputs();
   void setup_signature();

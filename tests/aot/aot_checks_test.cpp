@@ -36,8 +36,37 @@ TEST(AotCheck, C63_ItemAssertion) {
   const auto ins = read_set("aot_63_item_check", "in", "");
   expect_outputs(model.run(ins), read_set("aot_63_item_check", "out", ""), "x = 23");
   const std::string e = error_of([&] { model.run({Tensor::scalar(2, DType::kInt64)}); });
-  EXPECT_FALSE(e.empty()) << "x = 2 must fail the u > 3 check";
+  EXPECT_TRUE(contains(e, "Runtime assertion failed for expression u0 >= 4")) << e;
+  // The run-time symbol is compiled (an item step, two assert steps), not interpreted.
+  EXPECT_TRUE(contains(model_built.program_text, "anvil.item")) << model_built.program_text;
+  EXPECT_TRUE(contains(model_built.program_text, "anvil.assert")) << model_built.program_text;
+  for (int64_t x : {4, 5, 1000})
+    expect_outputs(model.run({Tensor::scalar(x, DType::kInt64)}),
+                   read_set("aot_63_item_check", "out", ""), str("x = ", x));
+  EXPECT_FALSE(error_of([&] { model.run({Tensor::scalar(3, DType::kInt64)}); }).empty());
   expect_outputs(model.run(ins), read_set("aot_63_item_check", "out", ""), "after the failure");
+}
+
+// A value sized by a run-time symbol may stay computed (case 63), but a buffer or output sized
+// by it cannot be planned before the run: a compile error naming the buffer and the symbol.
+TEST(AotCheck, RunTimeSymbolSizingAnOutputIsAClearError) {
+  const std::string text = R"(graph {
+  symbols {
+    u0 in [0, inf]
+  }
+  inputs {
+    %a_0: i64[] = user_input
+  }
+  %item: SymInt(u0) = aten.item.default(self=%a_0)
+  %ones: f32[u0] = aten.ones.default(size=SymInt[%item], *device=device(cpu), *pin_memory=False)
+  %mul: f32[u0] = aten.mul.Tensor(self=%ones, other=2.0)
+  outputs {
+    user_output %mul
+  }
+})";
+  const Built& b = build_graph("run_time_sized_output", *ir::parse_graph(text));
+  EXPECT_TRUE(contains(b.error, "data-dependent sizes are not supported")) << b.error;
+  EXPECT_TRUE(contains(b.error, "u0 (aten.item)")) << b.error;
 }
 
 // Case 78: compiled for fp16 (1,4); an fp32 input fails naming the input and both dtypes;

@@ -28,6 +28,7 @@ struct RunState {
   void* const* out;
   void* const* cst;
   char* arena;
+  int64_t* usym;  // run-time symbols (aten.item), set by item steps during the run
 };
 
 // Index arithmetic with Python semantics (SymInt text uses these names).
@@ -265,6 +266,15 @@ std::string symbol_decls(const passes::Program& p, const std::string& text,
     if (std::regex_search(text, word))
       out += indent + "const int64_t " + p.symbols[i] + " = " + sym_array + "[" +
              std::to_string(i) + "];\n";
+  }
+  for (size_t i = 0; i < p.unbacked_symbols.size(); ++i) {
+    const std::regex word("\\b" + p.unbacked_symbols[i] + "\\b");
+    if (!std::regex_search(text, word)) continue;
+    if (sym_array != "s.sym")  // arena / output sizes are computed before the run
+      throw Error("a size computed before the run uses a run-time symbol", "codegen/cpu",
+                  "sizes made of the inputs' symbols", p.unbacked_symbols[i] + " (aten.item)");
+    out += indent + "const int64_t " + p.unbacked_symbols[i] + " = s.usym[" + std::to_string(i) +
+           "];\n";
   }
   return out;
 }

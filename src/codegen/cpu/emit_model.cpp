@@ -119,8 +119,11 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   os << "int run(void* model, const AnvilRunArgs* args) {\n";
   os << "  const Model* m = static_cast<const Model*>(model);\n";
   os << "  if (!m || !args) return 1;\n";
+  const size_t n_usym = p.unbacked_symbols.size();
+  if (n_usym > 0) os << "  int64_t usym[" << n_usym << "] = {};  // run-time symbols\n";
   os << "  const RunState s{m->api, args->run_ctx, args->symbols, args->inputs, args->outputs,\n"
-        "                   args->constants, static_cast<char*>(args->arena)};\n";
+        "                   args->constants, static_cast<char*>(args->arena), "
+     << (n_usym > 0 ? "usym" : "nullptr") << "};\n";
   os << "  int rc = 0;\n";
   if (n_coll > 0) os << "  int64_t coll_h[" << n_coll << "] = {};  // collective handles\n";
   for (const auto& step : p.steps) {

@@ -1,5 +1,6 @@
 // C++ for GEMM steps (api->sgemm / dgemm per batch; other dtypes through extern mm) and extern
 // calls (descriptors + attributes, docs/externs.md).
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -121,7 +122,63 @@ std::string emit_gemm(const Program& p, const GemmStep& g) {
   return fn.str();
 }
 
+namespace {
+
+const passes::ExternAttr* attr_named(const ExternStep& e, const std::string& name) {
+  for (const auto& a : e.attrs)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+/// A C++ string literal of `s`.
+std::string quoted(const std::string& s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') q += '\\';
+    if (c == '\n') {
+      q += "\\n";
+      continue;
+    }
+    q += c;
+  }
+  return q + "\"";
+}
+
+/// "anvil.item": the run-time symbol = the tensor's one element; "anvil.assert": fail the run
+/// with the assertion's message when its condition over run-time symbols is false.
+std::string emit_run_time_symbol_step(const Program& p, const ExternStep& e) {
+  std::ostringstream body;
+  if (e.target == "anvil.item") {
+    const auto* sym = attr_named(e, "symbol");
+    const auto& ub = p.unbacked_symbols;
+    const auto it = std::find(ub.begin(), ub.end(), sym ? sym->s : "");
+    if (!sym || it == ub.end() || e.inputs.size() != 1)
+      throw Error("malformed anvil.item step", "codegen/cpu " + e.name);
+    const passes::TensorView& v = e.inputs[0];
+    body << "  s.usym[" << (it - ub.begin()) << "] = static_cast<int64_t>(*(reinterpret_cast<const "
+         << storage_type(v.dtype) << "*>(" << buffer_base(p, v.buffer) << ") + (" << v.offset.str()
+         << ")));\n";
+  } else {
+    const auto* cond = attr_named(e, "condition");
+    const auto* msg = attr_named(e, "message");
+    if (!cond || !msg) throw Error("malformed anvil.assert step", "codegen/cpu " + e.name);
+    body << "  if (!(" << cond->s << ")) {\n";
+    body << "    s.api->set_error(s.run_ctx, " << quoted(msg->s) << ");\n";
+    body << "    return 1;\n  }\n";
+  }
+  body << "  return 0;\n";
+  std::ostringstream fn;
+  fn << "// " << e.name << ": " << join_nodes(e.nodes) << " (" << e.target << ")\n";
+  fn << "ANVIL_HIDDEN int " << e.name << "(const RunState& s) {\n";
+  fn << symbol_decls(p, body.str(), "s.sym", "  ");
+  fn << body.str() << "}\n";
+  return fn.str();
+}
+
+}  // namespace
+
 std::string emit_extern(const Program& p, const ExternStep& e) {
+  if (e.target == "anvil.item" || e.target == "anvil.assert") return emit_run_time_symbol_step(p, e);
   std::ostringstream body;
   auto desc = [&](const std::string& arr, size_t i, const passes::TensorView& v) {
     const std::string t = arr + "[" + std::to_string(i) + "]";

@@ -1,0 +1,119 @@
+// Run-time symbols (spec/aot.md case 63): `u = x.item()` becomes an "anvil.item" step that stores
+// the element into the run's symbol slot for u (RunState::usym in generated code), and
+// `_assert_scalar(u > 3)` an "anvil.assert" step that fails the run with PyTorch's message when
+// the condition is false. Values whose sizes use u are fine while they stay computed (inlined
+// into their consumers, e.g. ones(u)[0:1]); a buffer or output sized by u is reported as a
+// data-dependent size the compiler does not support.
+#include <algorithm>
+#include <map>
+
+#include "core/error.h"
+#include "passes/lower_internal.h"
+
+namespace anvil::passes::detail {
+
+namespace {
+
+ExternAttr text_attr(const std::string& name, const std::string& s) {
+  ExternAttr a;
+  a.name = name;
+  a.kind = 2;
+  a.s = s;
+  return a;
+}
+
+/// The Value a SymInt / SymBool argument refers to (`value`, or symints[0]), or null.
+const ir::Value* ref_value(const ir::Arg& a) {
+  if (a.value) return a.value;
+  if (a.kind == ir::Arg::Kind::kSymInt && !a.symints.empty()) return a.symints[0].value;
+  return nullptr;
+}
+
+/// C++ text of a SymInt argument of a comparison node (a constant, or a SymInt value).
+std::string operand_text(const ir::Arg& a) {
+  if (a.kind == ir::Arg::Kind::kInt) return std::to_string(a.i);
+  if (a.kind == ir::Arg::Kind::kSymInt && !a.symints.empty() && !a.symints[0].value)
+    return std::to_string(a.symints[0].constant);
+  const ir::Value* v = ref_value(a);
+  if (v && v->kind == ir::ValueKind::kSymInt) return "(" + v->sym.str() + ")";
+  return "";
+}
+
+/// C++ text of a SymBool value made by a comparison of SymInts, or "" when it is not one.
+std::string condition_text(const ir::Value* v) {
+  static const std::map<std::string, std::string> kOps = {
+      {"_operator.ge", ">="}, {"_operator.gt", ">"},  {"_operator.le", "<="},
+      {"_operator.lt", "<"},  {"_operator.eq", "=="}, {"_operator.ne", "!="}};
+  if (!v || !v->producer) return "";
+  const ir::Node& n = *v->producer;
+  auto op = kOps.find(n.target);
+  if (op == kOps.end() || n.args.size() != 2) return "";
+  const std::string a = operand_text(n.args[0]), b = operand_text(n.args[1]);
+  if (a.empty() || b.empty()) return "";
+  return a + " " + op->second + " " + b;
+}
+
+}  // namespace
+
+void Lowerer::lower_item(const ir::Node& n) {
+  const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
+  const ir::Arg* self = n.arg("self");
+  if (!out || out->kind != ir::ValueKind::kSymInt || !self || !self->value)
+    fail("aten.item is compiled only for integer or bool tensors (a SymInt result)",
+         "an integer / bool one-element tensor", out ? out->type.str() : "no result");
+  std::set<std::string> syms;
+  out->sym.collect_symbols(syms);
+  if (syms.size() != 1 || !(out->sym == SymInt::symbol(*syms.begin())))
+    fail("aten.item's result is not a plain run-time symbol", "a symbol such as u0",
+         out->sym.str());
+  const std::string name = *syms.begin();
+  auto& ub = prog_.unbacked_symbols;
+  if (std::find(ub.begin(), ub.end(), name) == ub.end()) ub.push_back(name);
+  TRefPtr t = ref(self->value);
+  if (!t->is_buffer()) realize(*t, self->value->name);
+  ExternStep e;
+  e.name = out_name() + "_item";
+  e.target = "anvil.item";
+  e.nodes = {n.name};
+  TensorView v;
+  v.buffer = t->buffer;
+  v.dtype = t->dtype;
+  v.sizes = t->sizes;
+  v.strides = t->strides;
+  v.offset = t->offset;
+  e.inputs.push_back(v);
+  e.attrs.push_back(text_attr("symbol", name));
+  SNode s;
+  s.kind = SNode::Kind::kExtern;
+  s.nodes = e.nodes;
+  s.reads.insert(v.buffer);
+  s.ext = std::move(e);
+  add_snode(std::move(s));
+}
+
+void Lowerer::lower_assert(const ir::Node& n) {
+  const ir::Arg* cond = n.arg("self");
+  const ir::Value* cv = cond ? ref_value(*cond) : nullptr;
+  if (!cv) return;  // a constant condition was checked by the export
+  const std::string text = condition_text(cv);
+  const auto& ub = prog_.unbacked_symbols;
+  const bool run_time = std::any_of(ub.begin(), ub.end(), [&](const std::string& u) {
+    return text.find(u) != std::string::npos;
+  });
+  if (!run_time) return;  // over the inputs' symbols: holds for the checked ranges
+  const ir::Arg* msg = n.arg("assert_msg");
+  ExternStep e;
+  e.name = out_name() + "_assert";
+  e.target = "anvil.assert";
+  e.nodes = {n.name};
+  e.attrs.push_back(text_attr("condition", text));
+  e.attrs.push_back(text_attr("message", msg && !msg->s.empty() ? msg->s
+                                                                 : "assertion failed: " + text));
+  SNode s;
+  s.kind = SNode::Kind::kExtern;
+  s.nodes = e.nodes;
+  s.ext = std::move(e);
+  add_snode(std::move(s));
+}
+
+}  // namespace anvil::passes::detail
