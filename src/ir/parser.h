@@ -17,11 +17,14 @@
 //     }
 //     %sym_size_int_1: SymInt(s77) = aten.sym_size.int(self=%x, dim=0)
 //     %linear: f32[s77, 512] = aten.linear.default(input=%x, weight=%p_l1_weight)
-//     %view: f32[s77, 2, 256] = aten.view.default(self=%linear, size=SymInt[%sym_size_int_1, 2,
-//     256]) ^unbind: [%getitem: f32[s77, 256], %getitem_1: f32[s77, 256]] =
-//     aten.unbind.int(self=%view, dim=1) %arange: i64[8] = aten.arange.default(end=8, *dtype=i64,
-//     *device=device(cpu), *pin_memory=False) %add: f32[s77, 512] = aten.add.Tensor(self=%linear,
-//     other=1.0) outputs {
+//     %view: f32[s77, 2, 256] = aten.view.default(self=%linear,
+//                                                 size=SymInt[%sym_size_int_1, 2, 256])
+//     ^unbind: [%getitem: f32[s77, 256], %getitem_1: f32[s77, 256]] =
+//         aten.unbind.int(self=%view, dim=1)
+//     %arange: i64[8] = aten.arange.default(end=8, *dtype=i64, *device=device(cpu),
+//                                           *pin_memory=False)
+//     %add: f32[s77, 512] = aten.add.Tensor(self=%linear, other=1.0)
+//     outputs {
 //       buffer_mutation "running" %new_running
 //       user_output %add
 //     }
