@@ -1,0 +1,118 @@
+// More CPU cases of spec/aot.md section 4 (fixtures of scripts/export_aot_more.py): a dict input
+// (24), where packages are written (26-28), recompiling after a weight change (29) and the
+// constants' original names (30). Packages are written by driver::compile_pt2, the path the
+// CLI's `anvil compile` takes.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "aot_util.h"
+#include "driver/compile.h"
+#include "runtime/model.h"
+
+namespace anvil::aot_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string aot_fixture(const std::string& name) {
+  return std::string(ANVIL_FIXTURES_DIR) + "/aot/" + name + ".pt2";
+}
+
+/// A fresh temporary directory, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string p = (fs::temp_directory_path() / "anvil_aot_more_XXXXXX").string();
+    if (!mkdtemp(p.data())) throw std::runtime_error("mkdtemp failed");
+    path = p;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+driver::CompileOptions quiet_options(const fs::path& cache) {
+  driver::CompileOptions o;
+  o.jobs = 2;
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.cache_dir = cache.string();
+  return o;
+}
+
+/// Loads `package` and expects the outputs of fixture `name`'s first input set.
+void expect_fixture_outputs(const std::string& package, const std::string& name) {
+  runtime::Model m = runtime::Model::load(package);
+  expect_outputs(m.run(read_set(name, "in", "")), read_set(name, "out", ""), package);
+}
+
+// Case 24: a dict input {"x", "y"} flattens to two inputs in key order; output [2x, y].
+TEST(AotCase, C24_DictInput) {
+  ANVIL_AOT_LOAD(model, "aot_24_dict_input");
+  ASSERT_EQ(model.input_specs().size(), 2u);
+  EXPECT_EQ(model.input_specs()[0].name, "d_x");
+  EXPECT_EQ(model.input_specs()[1].name, "d_y");
+  const Tensor ones = Tensor::full({5}, 1, DType::kFloat32);
+  expect_outputs(model.run({ones, ones}), read_set("aot_24_dict_input", "out", ""), "dict input");
+}
+
+// Cases 26-28: a package goes exactly where it is asked to (absolute path; a relative name
+// without extension, resolved against the working directory), and compiling the same model twice
+// gives two packages that both load and run.
+TEST(AotCase, C26_27_28_OutputPaths) {
+  TempDir dir;
+  const auto o = quiet_options(dir.path / "cache");
+  const std::string name = "aot_29_linear_w";
+  const fs::path abs = dir.path / "sub" / "model.anvil";
+  fs::create_directories(abs.parent_path());
+  driver::compile_pt2(aot_fixture(name), abs.string(), o);
+  ASSERT_TRUE(fs::is_regular_file(abs));
+  expect_fixture_outputs(abs.string(), name);
+
+  const fs::path old_cwd = fs::current_path();
+  fs::current_path(dir.path);
+  driver::compile_pt2(aot_fixture(name), "tmp_output_", o);
+  fs::current_path(old_cwd);
+  ASSERT_TRUE(fs::is_regular_file(dir.path / "tmp_output_"));
+  expect_fixture_outputs((dir.path / "tmp_output_").string(), name);
+
+  const fs::path again = dir.path / "again.anvil";
+  driver::compile_pt2(aot_fixture(name), again.string(), o);
+  expect_fixture_outputs(abs.string(), name);  // the first package is still valid
+  expect_fixture_outputs(again.string(), name);
+}
+
+// Case 29: the same linear model with W and with W + 1: the package cache keys on the archive's
+// content, so the second compile reflects the new weight.
+TEST(AotCase, C29_RecompileAfterWeightChange) {
+  TempDir dir;
+  const auto o = quiet_options(dir.path / "cache");
+  const std::string p1 = driver::cached_package_for(aot_fixture("aot_29_linear_w"), o);
+  const std::string p2 = driver::cached_package_for(aot_fixture("aot_29_linear_w_plus_1"), o);
+  EXPECT_NE(p1, p2);
+  expect_fixture_outputs(p1, "aot_29_linear_w");
+  expect_fixture_outputs(p2, "aot_29_linear_w_plus_1");
+  const auto a = runtime::Model::load(p1).run(read_set("aot_29_linear_w", "in", ""));
+  const auto b = runtime::Model::load(p2).run(read_set("aot_29_linear_w", "in", ""));
+  EXPECT_GT(rel_error(b[0], a[0]), 1e-3) << "the new weight must change the output";
+}
+
+// Case 30: the constants' original names are the module FQNs, every one f32.
+TEST(AotCase, C30_ConstantFqnMap) {
+  ANVIL_AOT_LOAD(model, "aot_30_fqn_constants");
+  std::set<std::string> names;
+  for (const auto& [name, fqn] : model.constant_original_names()) names.insert(fqn);
+  EXPECT_EQ(names, (std::set<std::string>{"test_param", "test_buf", "foo_bar.0",
+                                          "foo_bar.test_param", "foo_bar.test_buf"}));
+  for (const auto& c : model.constant_specs()) EXPECT_EQ(c.dtype, DType::kFloat32) << c.name;
+  expect_outputs(model.run(read_set("aot_30_fqn_constants", "in", "")),
+                 read_set("aot_30_fqn_constants", "out", ""), "fqn model");
+}
+
+}  // namespace
+}  // namespace anvil::aot_test
