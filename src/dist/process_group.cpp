@@ -2,6 +2,8 @@
 // The ops themselves (checks + bodies) are in process_group_ops.cpp.
 #include "dist/process_group.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <numeric>
 
 #include "core/error.h"
@@ -119,9 +121,21 @@ void ProcessGroup::progress_loop(bool p2p) {
   std::unique_lock<std::mutex> lk(mu_);
   // A collective waits until no other collective runs (a waiter may be running one inline).
   auto ready = [&] { return !q.empty() && (p2p || running_collectives_ == 0); };
+  static const Millis::rep grace_us = [] {
+    const char* v = std::getenv("ANVIL_INLINE_GRACE_US");
+    return v ? std::atol(v) : 50;
+  }();
   while (true) {
     cv_.wait(lk, [&] { return ready() || (stop_ && q.empty()); });
     if (!ready()) return;  // stop_ and drained
+    if (!p2p && grace_us > 0 && !stop_) {
+      // A caller that waits right after posting runs the op itself (run_inline), which saves
+      // two thread hand-offs; give it that chance before taking the job here.
+      const Work* head = q.front().work.get();
+      cv_.wait_for(lk, std::chrono::microseconds(grace_us),
+                   [&] { return stop_ || q.empty() || q.front().work.get() != head; });
+      if (!ready() || q.front().work.get() != head) continue;
+    }
     Job job = std::move(q.front());
     q.pop_front();
     run_job(job, p2p, lk);
