@@ -124,6 +124,11 @@ class Lowerer {
   /// Throws Error at the current node.
   [[noreturn]] void fail(const std::string& what, const std::string& expected = "",
                          const std::string& actual = "") const;
+  /// How many node inputs and graph outputs read `v`.
+  int uses(const ir::Value* v) const {
+    auto it = uses_.find(v);
+    return it == uses_.end() ? 0 : it->second;
+  }
   /// Name for a new buffer holding output `i` of the current node.
   std::string out_name(size_t i = 0) const;
   /// Values bound to their input's TRef by a copy op (clone, contiguous, same-dtype casts): an

@@ -240,6 +240,36 @@ bool lower_creation(Lowerer& L, const ir::Node& n) {
 
 }  // namespace
 
+namespace {
+
+/// relu of a convolution's result that nothing else reads: the convolution extern applies it as
+/// it stores (attribute fused_relu, docs/externs.md) and relu binds to the same buffer.
+bool fuse_relu_into_conv(Lowerer& L, const ir::Node& n) {
+  const ir::Arg* a = n.arg("self");
+  if (!a || !a->value || L.uses(a->value) != 1 || L.snodes().empty()) return false;
+  SNode& last = L.snodes().back();
+  if (last.kind != SNode::Kind::kExtern || !last.ext) return false;
+  ExternStep& e = *last.ext;
+  if (e.target != "aten.convolution.default" && e.target != "aten.conv2d.default") return false;
+  for (const auto& at : e.attrs)
+    if ((at.name == "transposed" && !is_const(at.i, 0)) || at.name == "fused_relu") return false;
+  TRefPtr x = L.ref(a->value);
+  if (e.outputs.size() != 1 || !x->is_buffer() || x->buffer != e.outputs[0].buffer ||
+      !is_floating(x->dtype))
+    return false;
+  ExternAttr fused;
+  fused.name = "fused_relu";
+  fused.kind = 0;
+  fused.i = SymInt(1);
+  e.attrs.push_back(fused);
+  last.nodes.push_back(n.name);
+  e.nodes.push_back(n.name);
+  L.bind(0, x);
+  return true;
+}
+
+}  // namespace
+
 bool lower_pointwise(Lowerer& L, const ir::Node& n) {
   const std::string& t = n.target;
   if (n.schema->category == ir::OpCategory::kCreation) return lower_creation(L, n);
@@ -329,6 +359,7 @@ bool lower_pointwise(Lowerer& L, const ir::Node& n) {
            }));
     return true;
   }
+  if (t == "aten.relu.default" && fuse_relu_into_conv(L, n)) return true;
   const ExprOp ff = float_fn(t);
   if (ff != ExprOp::kConst || t == "aten.neg.default" || t == "aten.abs.default" ||
       t == "aten.relu.default" || t == "aten.logical_not.default" ||

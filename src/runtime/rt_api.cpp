@@ -128,19 +128,19 @@ bool const_b_uses_blas() {
 /// kPackedPanel) per thread, or row blocks when there are too few panels to share.
 void packed_gemm_impl(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                       int64_t lda, const float* packed, float* c, int64_t ldc,
-                      const float* row_bias) {
+                      const float* row_bias, bool relu) {
   ThreadPool& pool = current_thread_pool();
   const int threads = ThreadPool::in_parallel_region() ? 1 : pool.num_threads();
   const int64_t panels = (n + kPackedPanel - 1) / kPackedPanel;
   if (threads <= 1 || m * n * k < kParallelGemmWork) {
-    sgemm_packed(ta, m, n, k, alpha, a, lda, packed, nullptr, false, c, ldc, 0, n,
+    sgemm_packed(ta, m, n, k, alpha, a, lda, packed, nullptr, relu, c, ldc, 0, n,
                  GemmIsa::kAuto, row_bias);
     return;
   }
   if (panels >= 2 * threads || m < 2 * kMinGemmBlock) {
     const int64_t per = (panels + threads - 1) / threads;
     pool.parallel_for(0, panels, per, [&](int64_t p0, int64_t p1) {
-      sgemm_packed(ta, m, n, k, alpha, a, lda, packed, nullptr, false, c, ldc, p0 * kPackedPanel,
+      sgemm_packed(ta, m, n, k, alpha, a, lda, packed, nullptr, relu, c, ldc, p0 * kPackedPanel,
                    std::min(n, p1 * kPackedPanel), GemmIsa::kAuto, row_bias);
     });
     return;
@@ -148,7 +148,7 @@ void packed_gemm_impl(bool ta, int64_t m, int64_t n, int64_t k, float alpha, con
   const int64_t grain = std::max<int64_t>(kMinGemmBlock, (m + threads - 1) / threads);
   pool.parallel_for(0, m, grain, [&](int64_t r0, int64_t r1) {
     const float* ab = ta ? a + r0 : a + r0 * lda;
-    sgemm_packed(ta, r1 - r0, n, k, alpha, ab, lda, packed, nullptr, false, c + r0 * ldc, ldc, 0,
+    sgemm_packed(ta, r1 - r0, n, k, alpha, ab, lda, packed, nullptr, relu, c + r0 * ldc, ldc, 0,
                  n, GemmIsa::kAuto, row_bias ? row_bias + r0 : nullptr);
   });
 }
@@ -234,23 +234,25 @@ void sgemm_const_b(PackedWeightCache* cache, bool ta, bool tb, int64_t m, int64_
   if (ta) lda = fix_ld(k, m, lda);
   if (cache) {
     const auto packed = cache->get(tb, k, n, b, ldb);
-    sgemm_prepacked(ta, m, n, k, alpha, a, lda, packed->data(), c, ldc, nullptr);
+    sgemm_prepacked(ta, m, n, k, alpha, a, lda, packed->data(), c, ldc);
   } else {
     const PackedMatrix packed(tb, k, n, b, ldb);
-    sgemm_prepacked(ta, m, n, k, alpha, a, lda, packed.data(), c, ldc, nullptr);
+    sgemm_prepacked(ta, m, n, k, alpha, a, lda, packed.data(), c, ldc);
   }
 }
 
 void sgemm_prepacked(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                      int64_t lda, const float* packed_b, float* c, int64_t ldc,
-                     const float* row_bias) {
+                     const float* row_bias, bool relu) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
-    for (int64_t i = 0; i < m; ++i)
-      std::fill(c + i * ldc, c + i * ldc + n, row_bias ? row_bias[i] : 0.0f);
+    for (int64_t i = 0; i < m; ++i) {
+      const float v = row_bias ? row_bias[i] : 0.0f;
+      std::fill(c + i * ldc, c + i * ldc + n, relu && v < 0.0f ? 0.0f : v);
+    }
     return;
   }
-  packed_gemm_impl(ta, m, n, k, alpha, a, lda, packed_b, c, ldc, row_bias);
+  packed_gemm_impl(ta, m, n, k, alpha, a, lda, packed_b, c, ldc, row_bias, relu);
 }
 
 const AnvilRtApi* rt_api() {

@@ -41,12 +41,13 @@ void sgemm_const_b(PackedWeightCache* cache, bool trans_a, bool trans_b, int64_t
                    int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                    int64_t ldb, float* c, int64_t ldc);
 
-/// Row-major C = alpha * op(A) * B (+ row_bias[i] on row i when given) for a B already packed by
+/// Row-major C = alpha * op(A) * B (+ row_bias[i] on row i when given, then max(x, 0) with
+/// `relu`) for a B already packed by
 /// pack_b (gemm_packed.h), split over the current thread pool (column panels, or row blocks when
 /// the panels are too few to share).
 void sgemm_prepacked(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                      int64_t lda, const float* packed_b, float* c, int64_t ldc,
-                     const float* row_bias = nullptr);
+                     const float* row_bias = nullptr, bool relu = false);
 
 /// The process-wide AnvilRtApi table.
 const AnvilRtApi* rt_api();

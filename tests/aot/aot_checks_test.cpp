@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "aot_util.h"
 #include "core/error.h"
+#include "interp/interpreter.h"
 #include "ir/parser.h"
 
 namespace anvil::aot_test {
@@ -67,6 +69,48 @@ TEST(AotCheck, RunTimeSymbolSizingAnOutputIsAClearError) {
   const Built& b = build_graph("run_time_sized_output", *ir::parse_graph(text));
   EXPECT_TRUE(contains(b.error, "data-dependent sizes are not supported")) << b.error;
   EXPECT_TRUE(contains(b.error, "u0 (aten.item)")) << b.error;
+}
+
+// relu of a convolution that nothing else reads runs inside the convolution extern
+// (fused_relu); when the convolution's result is also returned, relu stays a separate kernel.
+// Both match the interpreter, negative values included.
+TEST(AotCheck, ReluFusedIntoConvolution) {
+  const std::string text = R"(graph {
+  inputs {
+    %x: f32[2, 3, 9, 20] = user_input
+    %w: f32[4, 3, 3, 3] = user_input
+    %b: f32[4] = user_input
+  }
+  %c: f32[2, 4, 5, 10] = aten.conv2d.default(input=%x, weight=%w, bias=%b, stride=[2, 2], padding=[1, 1])
+  %r: f32[2, 4, 5, 10] = aten.relu.default(self=%c)
+  outputs {
+    user_output %r
+  }
+})";
+  std::string both = text;
+  both.replace(both.find("    user_output %r"), 18, "    user_output %r\n    user_output %c");
+  std::vector<Tensor> ins;
+  uint32_t seed = 7;
+  for (const Shape& s : {Shape{2, 3, 9, 20}, Shape{4, 3, 3, 3}, Shape{4}}) {
+    std::vector<float> v(static_cast<size_t>(shape_numel(s)));
+    for (float& e : v) e = static_cast<float>((seed = seed * 1103515245u + 12345u) % 2001) / 1000.0f - 1.0f;
+    ins.push_back(Tensor::from_vector(v, s));
+  }
+  for (const auto& [name, src, fused] : {std::tuple{"conv_relu", text, true},
+                                         std::tuple{"conv_relu_both", both, false}}) {
+    auto g = ir::parse_graph(src);
+    const Built& b = build_graph(name, *g);
+    ASSERT_TRUE(b.error.empty()) << b.error;
+    EXPECT_EQ(contains(b.program_text, "fused_relu"), fused) << b.program_text;
+    EXPECT_EQ(b.stats.loop_kernels, fused ? 0 : 1) << b.program_text;
+    runtime::Model m = load(b);
+    interp::Interpreter ref(*g);
+    const auto want = ref.run(ins);
+    expect_outputs(m.run(ins), want, name);
+    int zeros = 0;
+    for (double v : want[0].to_doubles()) zeros += v == 0.0;
+    EXPECT_GT(zeros, 0) << "the test input must make relu clip something";
+  }
 }
 
 // Case 78: compiled for fp16 (1,4); an fp32 input fails naming the input and both dtypes;

@@ -34,6 +34,7 @@ struct ConvGeom {
   int64_t oh = 1, ow = 0;
   bool unbatched = false;
   int spatial = 2;
+  bool relu = false;  // attribute fused_relu: max(x, 0) applied as the result is stored
 
   int64_t cg() const { return c / groups; }       // input channels per group
   int64_t og() const { return o / groups; }       // output channels per group
@@ -88,6 +89,7 @@ ConvGeom conv_geometry(const ExternCall& call, const Tensor& x, const Tensor& wt
   g.kw = wt.size(-1);
   g.kh = sp == 2 ? wt.size(-2) : 1;
   g.groups = call.attr_int("groups", 1);
+  g.relu = call.attr_int("fused_relu", 0) != 0;
   ANVIL_CHECK(g.groups > 0, where, "groups must be positive", "> 0", std::to_string(g.groups));
   ANVIL_CHECK(wt.size(1) * g.groups == g.c && g.o % g.groups == 0, where,
               str("weight does not fit the input with groups=", g.groups),
@@ -296,9 +298,26 @@ void product(int64_t m, int64_t n, int64_t k, const A* a, const A* b, A* out) {
   }
 }
 
-/// out[b, oc, :] += bias[oc] (integers wrap).
+/// out[b, oc, :] += bias[oc] (integers wrap), then max(x, 0) for floating A when g.relu (NaN
+/// stays NaN, as torch.relu).
 template <typename A>
 void add_bias(const ConvGeom& g, const A* bp, A* op) {
+  if constexpr (std::is_floating_point_v<A>) {
+    if (g.relu) {
+      const int64_t l = g.l();
+      parallel_for(0, g.n * g.o, kern::grain_for(l), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          A* row = op + r * l;
+          const A bv = bp ? bp[r % g.o] : A(0);
+          for (int64_t i = 0; i < l; ++i) {
+            const A v = row[i] + bv;
+            row[i] = v < A(0) ? A(0) : v;
+          }
+        }
+      });
+      return;
+    }
+  }
   if (!bp) return;
   const int64_t l = g.l();
   parallel_for(0, g.n * g.o, kern::grain_for(l), [&](int64_t r0, int64_t r1) {
@@ -335,7 +354,7 @@ void conv_packed(const ConvGeom& g, const float* xp, const float* wp, const floa
     for (int64_t gi = 0; gi < g.groups; ++gi)
       sgemm_prepacked(false, og, l, ckk, 1.0f, wp + gi * og * ckk, ckk,
                       packed + gi * group_floats, ob + gi * og * l, l,
-                      bp ? bp + gi * og : nullptr);
+                      bp ? bp + gi * og : nullptr, g.relu);
   };
   if (g.n >= threads && threads > 1) {
     parallel_for(0, g.n, 1, [&](int64_t b0, int64_t b1) {
@@ -431,11 +450,17 @@ int conv_extern(ExternCall& call) {
   const Tensor out = kern::checked_output(call, 0, conv_out_sizes(g), x.dtype());
   if (out.numel() == 0) return 0;
   if (g.c == 0 || g.kh * g.kw == 0) {  // empty reduction: bias (or zeros)
-    if (bias)
-      kern::copy_cast(out,
-                      bias->reshape({1, g.o, 1}).expand({g.n, g.o, g.l()}).reshape(out.sizes()));
-    else
+    if (bias) {
+      Tensor b = *bias;
+      if (g.relu) {  // relu of the bias values
+        std::vector<double> v = bias->to_doubles();
+        for (double& e : v) e = e < 0 ? 0 : e;
+        b = Tensor::from_vector(v, bias->sizes()).to(bias->dtype(), /*copy=*/true);
+      }
+      kern::copy_cast(out, b.reshape({1, g.o, 1}).expand({g.n, g.o, g.l()}).reshape(out.sizes()));
+    } else {
       Tensor(out).fill(0);
+    }
     return 0;
   }
   switch (x.dtype()) {
