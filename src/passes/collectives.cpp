@@ -49,26 +49,7 @@ namespace anvil::passes::detail {
 
 namespace {
 
-/// The strided view of a buffer-backed TRef.
-TensorView view_from(const TRef& t) {
-  TensorView v;
-  v.buffer = t.buffer;
-  v.dtype = t.dtype;
-  v.sizes = t.sizes;
-  v.strides = t.strides;
-  v.offset = t.offset;
-  return v;
-}
-
-/// String / int / int-list attributes of a collective step.
-ExternAttr str_attr(const std::string& name, const std::string& s) {
-  ExternAttr a;
-  a.name = name;
-  a.kind = 2;
-  a.s = s;
-  return a;
-}
-
+/// Int / int-list attributes of a collective step.
 ExternAttr int_attr(const std::string& name, const SymInt& i) {
   ExternAttr a;
   a.name = name;

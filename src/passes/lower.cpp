@@ -644,6 +644,24 @@ void Lowerer::run() {
   }
 }
 
+TensorView view_from(const TRef& t) {
+  TensorView v;
+  v.buffer = t.buffer;
+  v.dtype = t.dtype;
+  v.sizes = t.sizes;
+  v.strides = t.strides;
+  v.offset = t.offset;
+  return v;
+}
+
+ExternAttr str_attr(const std::string& name, const std::string& s) {
+  ExternAttr a;
+  a.name = name;
+  a.kind = 2;
+  a.s = s;
+  return a;
+}
+
 bool Lowerer::buffer_read_later(int buffer) const {
   for (const auto& [v, t] : vals_) {
     if (!t || !t->reads.count(buffer)) continue;

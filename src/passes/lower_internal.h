@@ -44,6 +44,11 @@ struct TRef {
 };
 using TRefPtr = std::shared_ptr<TRef>;
 
+/// The strided view of a buffer-backed TRef (an operand of an extern or collective step).
+TensorView view_from(const TRef& t);
+/// A string attribute of an extern step.
+ExternAttr str_attr(const std::string& name, const std::string& s);
+
 /// Contiguous strides of `sizes`.
 std::vector<SymInt> contiguous(const std::vector<SymInt>& sizes);
 /// Product of sizes.

@@ -246,16 +246,11 @@ bool lower_matmul(Lowerer& L, const ir::Node& n) {
 namespace {
 
 
-TensorView view_from(Lowerer& L, const ir::Value* v, const std::string& name) {
+/// An extern operand: the value's buffer view (computed values are realized first).
+TensorView operand_view(Lowerer& L, const ir::Value* v, const std::string& name) {
   TRefPtr t = L.ref(v);
   if (!t->is_buffer()) L.realize(*t, name);
-  TensorView tv;
-  tv.buffer = t->buffer;
-  tv.dtype = t->dtype;
-  tv.sizes = t->sizes;
-  tv.strides = t->strides;
-  tv.offset = t->offset;
-  return tv;
+  return view_from(*t);
 }
 
 }  // namespace
@@ -274,12 +269,12 @@ void lower_extern(Lowerer& L, const ir::Node& n) {
       return;
     }
     if (a->kind == ir::Arg::Kind::kTensor && a->value->kind == ir::ValueKind::kTensor) {
-      ext.inputs.push_back(view_from(L, a->value, n.name + "_" + name));
+      ext.inputs.push_back(operand_view(L, a->value, n.name + "_" + name));
       return;
     }
     if (a->kind == ir::Arg::Kind::kTensors || a->kind == ir::Arg::Kind::kOptTensors) {
       for (const ir::Value* v : a->values)
-        ext.inputs.push_back(v ? view_from(L, v, n.name + "_" + name) : TensorView{});
+        ext.inputs.push_back(v ? operand_view(L, v, n.name + "_" + name) : TensorView{});
       ExternAttr cnt;
       cnt.name = a->name;
       cnt.kind = 0;

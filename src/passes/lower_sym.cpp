@@ -14,14 +14,6 @@ namespace anvil::passes::detail {
 
 namespace {
 
-ExternAttr text_attr(const std::string& name, const std::string& s) {
-  ExternAttr a;
-  a.name = name;
-  a.kind = 2;
-  a.s = s;
-  return a;
-}
-
 /// The Value a SymInt / SymBool argument refers to (`value`, or symints[0]), or null.
 const ir::Value* ref_value(const ir::Arg& a) {
   if (a.value) return a.value;
@@ -75,18 +67,12 @@ void Lowerer::lower_item(const ir::Node& n) {
   e.name = out_name() + "_item";
   e.target = "anvil.item";
   e.nodes = {n.name};
-  TensorView v;
-  v.buffer = t->buffer;
-  v.dtype = t->dtype;
-  v.sizes = t->sizes;
-  v.strides = t->strides;
-  v.offset = t->offset;
-  e.inputs.push_back(v);
-  e.attrs.push_back(text_attr("symbol", name));
+  e.inputs.push_back(view_from(*t));
+  e.attrs.push_back(str_attr("symbol", name));
   SNode s;
   s.kind = SNode::Kind::kExtern;
   s.nodes = e.nodes;
-  s.reads.insert(v.buffer);
+  s.reads.insert(t->buffer);
   s.ext = std::move(e);
   add_snode(std::move(s));
 }
@@ -106,8 +92,8 @@ void Lowerer::lower_assert(const ir::Node& n) {
   e.name = out_name() + "_assert";
   e.target = "anvil.assert";
   e.nodes = {n.name};
-  e.attrs.push_back(text_attr("condition", text));
-  e.attrs.push_back(text_attr("message", msg && !msg->s.empty() ? msg->s
+  e.attrs.push_back(str_attr("condition", text));
+  e.attrs.push_back(str_attr("message", msg && !msg->s.empty() ? msg->s
                                                                  : "assertion failed: " + text));
   SNode s;
   s.kind = SNode::Kind::kExtern;
