@@ -106,6 +106,20 @@ TRefPtr read_input(Lowerer& L, const ir::Value* v) {
   return copy;
 }
 
+/// Adds an issue or wait step: it reads its inputs and reads and writes its outputs.
+void add_collective_snode(Lowerer& L, const ExternStep& e) {
+  SNode s;
+  s.kind = SNode::Kind::kExtern;
+  s.nodes = e.nodes;
+  s.ext = e;
+  for (const auto& v : e.inputs) s.reads.insert(v.buffer);
+  for (const auto& v : e.outputs) {
+    s.reads.insert(v.buffer);
+    s.writes.insert(v.buffer);
+  }
+  L.add_snode(std::move(s));
+}
+
 /// Adds the issue step of a new collective (id = next_collective) and records it as pending.
 void emit_issue(Lowerer& L, ExternStep e, const std::vector<TRefPtr>& ins,
                 const std::vector<TRefPtr>& outs, std::vector<const ir::Value*> results) {
@@ -123,16 +137,7 @@ void emit_issue(Lowerer& L, ExternStep e, const std::vector<TRefPtr>& ins,
     pc.writes.insert(v.buffer);
   }
   pc.results = std::move(results);
-  SNode s;
-  s.kind = SNode::Kind::kExtern;
-  s.nodes = e.nodes;
-  s.ext = e;
-  for (const auto& v : e.inputs) s.reads.insert(v.buffer);
-  for (const auto& v : e.outputs) {
-    s.reads.insert(v.buffer);
-    s.writes.insert(v.buffer);
-  }
-  L.add_snode(std::move(s));
+  add_collective_snode(L, e);
   L.pending_collectives.push_back(std::move(pc));
 }
 
@@ -147,16 +152,7 @@ void emit_wait(Lowerer& L, size_t index) {
   w.outputs = pc.issue.outputs;
   w.attrs.push_back(int_attr("coll", SymInt(pc.id)));
   w.attrs.push_back(str_attr("group", collective_attr(pc.issue, "group")));
-  SNode s;
-  s.kind = SNode::Kind::kExtern;
-  s.nodes = w.nodes;
-  s.ext = w;
-  for (const auto& v : w.inputs) s.reads.insert(v.buffer);
-  for (const auto& v : w.outputs) {
-    s.reads.insert(v.buffer);
-    s.writes.insert(v.buffer);
-  }
-  L.add_snode(std::move(s));
+  add_collective_snode(L, w);
 }
 
 /// Emits waits for pending collectives that write a buffer in `reads` or touch one in `writes`.

@@ -21,25 +21,6 @@ std::string quoted(const std::string& s) {
   return esc + "\"";
 }
 
-/// Fills descriptor arr[i] for view `v` (inside the issue block).
-void desc(std::ostringstream& body, const passes::Program& p, const std::string& name,
-          const passes::ExternStep& e, const std::string& arr, size_t i,
-          const passes::TensorView& v) {
-  const std::string t = arr + "[" + std::to_string(i) + "]";
-  if (v.sizes.size() > 8)
-    throw Error("collective operand has more than 8 dims", "codegen/cpu " + name, "<= 8 dims",
-                std::to_string(v.sizes.size()));
-  body << "    " << t << ".data = static_cast<void*>(reinterpret_cast<" << storage_type(v.dtype)
-       << "*>(" << buffer_base(p, v.buffer) << ") + (" << v.offset.str() << "));\n";
-  body << "    " << t << ".dtype = " << static_cast<int>(v.dtype) << ";\n";
-  body << "    " << t << ".ndim = " << v.sizes.size() << ";\n";
-  for (size_t d = 0; d < v.sizes.size(); ++d) {
-    body << "    " << t << ".sizes[" << d << "] = " << v.sizes[d].str() << ";\n";
-    body << "    " << t << ".strides[" << d << "] = " << v.strides[d].str() << ";\n";
-  }
-  (void)e;
-}
-
 }  // namespace
 
 int max_collective_id(const passes::Program& p) {
@@ -69,8 +50,12 @@ std::string emit_collective_step(const passes::Program& p, const passes::ExternS
   const size_t ni = e.inputs.size(), no = e.outputs.size();
   inner << "    AnvilRtTensor in[" << std::max<size_t>(ni, 1) << "] = {};\n";
   inner << "    AnvilRtTensor out[" << std::max<size_t>(no, 1) << "] = {};\n";
-  for (size_t i = 0; i < ni; ++i) desc(inner, p, e.name, e, "in", i, e.inputs[i]);
-  for (size_t i = 0; i < no; ++i) desc(inner, p, e.name, e, "out", i, e.outputs[i]);
+  for (size_t i = 0; i < ni; ++i)
+    inner << rt_tensor_desc(p, "in[" + std::to_string(i) + "]", e.inputs[i], "    ",
+                            "codegen/cpu " + e.name);
+  for (size_t i = 0; i < no; ++i)
+    inner << rt_tensor_desc(p, "out[" + std::to_string(i) + "]", e.outputs[i], "    ",
+                            "codegen/cpu " + e.name);
   std::vector<const passes::ExternAttr*> attrs;
   for (const auto& a : e.attrs)
     if (a.name != "coll" && a.name != "group") attrs.push_back(&a);

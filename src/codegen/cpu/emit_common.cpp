@@ -1,4 +1,5 @@
 // The preamble of every generated translation unit, and type / symbol / pointer helpers.
+#include <sstream>
 #include <regex>
 #include <set>
 
@@ -295,6 +296,27 @@ std::string buffer_base(const passes::Program& p, int b) {
       return "(s.arena + (" + buf.offset.str() + "))";
   }
   return "nullptr";
+}
+
+std::string rt_tensor_desc(const passes::Program& p, const std::string& var,
+                           const passes::TensorView& v, const std::string& indent,
+                           const std::string& where) {
+  std::ostringstream body;
+  if (v.buffer < 0) {
+    body << indent << var << ".data = nullptr;\n" << indent << var << ".ndim = -1;\n";
+    return body.str();
+  }
+  if (v.sizes.size() > 8)
+    throw Error("operand has more than 8 dims", where, "<= 8 dims", std::to_string(v.sizes.size()));
+  body << indent << var << ".data = static_cast<void*>(reinterpret_cast<" << storage_type(v.dtype)
+       << "*>(" << buffer_base(p, v.buffer) << ") + (" << v.offset.str() << "));\n";
+  body << indent << var << ".dtype = " << static_cast<int>(v.dtype) << ";\n";
+  body << indent << var << ".ndim = " << v.sizes.size() << ";\n";
+  for (size_t d = 0; d < v.sizes.size(); ++d) {
+    body << indent << var << ".sizes[" << d << "] = " << v.sizes[d].str() << ";\n";
+    body << indent << var << ".strides[" << d << "] = " << v.strides[d].str() << ";\n";
+  }
+  return body.str();
 }
 
 }  // namespace anvil::codegen::cpu

@@ -24,6 +24,12 @@ std::string symbol_decls(const passes::Program& p, const std::string& text,
 
 /// C++ pointer expression to element 0 of buffer `b` (as char* for arena buffers).
 std::string buffer_base(const passes::Program& p, int b);
+/// C++ statements filling AnvilRtTensor `var` (e.g. "in[0]") with view `v`: data, dtype, ndim,
+/// sizes, strides; a view without a buffer (an absent optional operand) gets data null and
+/// ndim -1. Throws Error naming `where` for more than 8 dims.
+std::string rt_tensor_desc(const passes::Program& p, const std::string& var,
+                           const passes::TensorView& v, const std::string& indent,
+                           const std::string& where);
 
 /// Emits `void NAME(const RunState& s)` (plus its parallel body) for a loop kernel.
 std::string emit_loop_kernel(const passes::Program& p, const passes::LoopKernel& k,

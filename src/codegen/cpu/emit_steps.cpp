@@ -181,22 +181,7 @@ std::string emit_extern(const Program& p, const ExternStep& e) {
   if (e.target == "anvil.item" || e.target == "anvil.assert") return emit_run_time_symbol_step(p, e);
   std::ostringstream body;
   auto desc = [&](const std::string& arr, size_t i, const passes::TensorView& v) {
-    const std::string t = arr + "[" + std::to_string(i) + "]";
-    if (v.buffer < 0) {
-      body << "  " << t << ".data = nullptr;\n  " << t << ".ndim = -1;\n";
-      return;
-    }
-    if (v.sizes.size() > 8)
-      throw Error("extern call operand has more than 8 dims", "codegen/cpu " + e.name, "<= 8 dims",
-                  std::to_string(v.sizes.size()));
-    body << "  " << t << ".data = static_cast<void*>(reinterpret_cast<" << storage_type(v.dtype)
-         << "*>(" << buffer_base(p, v.buffer) << ") + (" << v.offset.str() << "));\n";
-    body << "  " << t << ".dtype = " << static_cast<int>(v.dtype) << ";\n";
-    body << "  " << t << ".ndim = " << v.sizes.size() << ";\n";
-    for (size_t d = 0; d < v.sizes.size(); ++d) {
-      body << "  " << t << ".sizes[" << d << "] = " << v.sizes[d].str() << ";\n";
-      body << "  " << t << ".strides[" << d << "] = " << v.strides[d].str() << ";\n";
-    }
+    body << rt_tensor_desc(p, arr + "[" + std::to_string(i) + "]", v, "  ", "codegen/cpu " + e.name);
   };
   const size_t ni = e.inputs.size(), no = e.outputs.size(), na = e.attrs.size();
   body << "  AnvilRtTensor in[" << std::max<size_t>(ni, 1) << "] = {};\n";
