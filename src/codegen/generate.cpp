@@ -111,22 +111,29 @@ CpuCodegenResult generate_cpu_program(const passes::Program& p, const CpuCodegen
   // kernels, balanced over the translation units by text size
   const int ntu = std::max(1, o.num_translation_units);
   std::vector<std::string> tus(static_cast<size_t>(ntu));
-  for (const auto& step : p.steps) {
-    std::string text;
-    if (const auto* e = std::get_if<passes::ExternStep>(&step);
-        e && (passes::is_collective_issue(*e) || passes::is_collective_wait(*e)))
-      continue;  // emitted inline in run() (emit_collective.cpp)
-    if (const auto* k = std::get_if<passes::LoopKernel>(&step))
-      text = cpu::emit_loop_kernel(p, *k, o);
-    else if (const auto* g = std::get_if<passes::GemmStep>(&step))
-      text = cpu::emit_gemm(p, *g);
-    else
-      text = cpu::emit_extern(p, std::get<passes::ExternStep>(step));
-    auto smallest = std::min_element(
-        tus.begin(), tus.end(),
-        [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
-    *smallest += text + "\n";
-  }
+  auto add_kernels = [&](const passes::Program& q) {
+    for (const auto& step : q.steps) {
+      std::string text;
+      if (const auto* e = std::get_if<passes::ExternStep>(&step);
+          e && (passes::is_collective_issue(*e) || passes::is_collective_wait(*e)))
+        continue;  // emitted inline in run() (emit_collective.cpp)
+      if (cpu::is_control_step(step)) continue;  // in model.cpp (emit_control.cpp)
+      if (const auto* k = std::get_if<passes::LoopKernel>(&step))
+        text = cpu::emit_loop_kernel(q, *k, o);
+      else if (const auto* g = std::get_if<passes::GemmStep>(&step))
+        text = cpu::emit_gemm(q, *g);
+      else
+        text = cpu::emit_extern(q, std::get<passes::ExternStep>(step));
+      auto smallest = std::min_element(
+          tus.begin(), tus.end(),
+          [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+      *smallest += text + "\n";
+    }
+  };
+  add_kernels(p);
+  cpu::for_each_subprogram(p, [&](const passes::Program& sub, const std::string&) {
+    add_kernels(sub);
+  });
   r.sources.push_back({"model.cpp", cpu::emit_model(p, target, metadata(p, target), o)});
   int k = 0;
   for (const auto& t : tus) {

@@ -25,6 +25,16 @@ const char* value_kind_name(ir::ValueKind k) {
   return "?";
 }
 
+/// Positional argument names of the higher-order ops, whose arguments the export leaves unnamed.
+const std::vector<std::string>* higher_order_arg_names(const std::string& target) {
+  static const std::vector<std::string> kCond = {"pred", "true_fn", "false_fn", "operands"};
+  static const std::vector<std::string> kWhile = {"cond_fn", "body_fn", "carried_inputs",
+                                                  "additional_inputs"};
+  if (target == "higher_order.cond") return &kCond;
+  if (target == "higher_order.while_loop") return &kWhile;
+  return nullptr;
+}
+
 /// Turns the JSON of one exported program into a Graph, one section at a time.
 class GraphBuilder {
  public:
@@ -48,9 +58,38 @@ class GraphBuilder {
     build_outputs(graph.at("outputs"), sig.at("output_specs"));
     build_ranges();
     if (auto v = root_.get("torch_version")) g_.attributes["torch_version"] = v->as_string();
+    share_ranges(g_);
+  }
+
+  /// Builds a higher-order op's subgraph from its `graph` object: every input is a user input,
+  /// every output a user output (an as_graph argument carries no signature).
+  void build_sub(const JField& graph) {
+    JField nodes = graph.at("nodes");
+    check_targets(nodes);
+    tensor_values_.emplace(graph.at("tensor_values"));
+    tensor_values_->expect_object();
+    sym_int_values_ = graph.get("sym_int_values");
+    size_t i = 0;
+    for (const JField& in : graph.at("inputs").items()) add_input(in, ir::InputSpec{}, "", i++);
+    i = 0;
+    for (const JField& n : nodes.items()) build_node(n, i++);
+    for (const JField& out : graph.at("outputs").items()) {
+      ir::OutputSpec spec;
+      spec.value = output_value(out);
+      g_.output_specs().push_back(spec);
+    }
   }
 
  private:
+  /// Subgraphs see the symbol ranges of the whole program.
+  static void share_ranges(ir::Graph& g) {
+    for (ir::Node* n : g.nodes())
+      for (auto& sub : n->subgraphs) {
+        sub->symbol_ranges = g.symbol_ranges;
+        share_ranges(*sub);
+      }
+  }
+
   // ---- header ----
   void check_schema_version() {
     JField v = root_.at("schema_version");
@@ -255,6 +294,13 @@ class GraphBuilder {
     } else if (kind == "as_memory_format") {
       a.kind = K::kMemoryFormat;
       a.i = v.as_int();
+    } else if (kind == "as_graph") {
+      a.kind = K::kGraph;
+      a.s = v.at("name").as_string();
+      auto sub = std::make_shared<ir::Graph>();
+      GraphBuilder(root_, *sub).build_sub(v.at("graph"));
+      a.i = static_cast<int64_t>(pending_subgraphs_.size());
+      pending_subgraphs_.push_back(std::move(sub));
     } else {
       named.at("arg").fail("unsupported argument kind",
                            "tensors, ints, floats, bools, strings, dtypes, devices or SymInts",
@@ -280,11 +326,19 @@ class GraphBuilder {
     node->schema = ir::find_op(target);
     ANVIL_INTERNAL_ASSERT(node->schema, "target vanished from the op table: " + target);
     node->target = ir::canonical_target(target);
+    pending_subgraphs_.clear();
+    const std::vector<std::string>* positional = higher_order_arg_names(node->target);
+    size_t pos = 0;
     for (const JField& in : n.at("inputs").items()) {
       ir::Arg a = parse_arg(in);
+      // torch.export writes higher-order ops' arguments without names: name them by position
+      if (a.name.empty() && positional && pos < positional->size()) a.name = (*positional)[pos];
+      ++pos;
       if (node->arg(a.name)) in.fail("duplicate argument name", "unique names", a.name);
       node->args.push_back(std::move(a));
     }
+    node->subgraphs = std::move(pending_subgraphs_);
+    pending_subgraphs_.clear();
     JField outs = n.at("outputs");
     std::vector<JField> out_items = outs.items();
     for (const JField& o : out_items) {
@@ -492,6 +546,7 @@ class GraphBuilder {
   std::optional<JField> tensor_values_;
   std::optional<JField> sym_int_values_;
   std::set<std::string> node_names_;
+  std::vector<std::shared_ptr<ir::Graph>> pending_subgraphs_;  // of the node being built
 };
 
 }  // namespace

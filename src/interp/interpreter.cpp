@@ -121,6 +121,7 @@ ir::RValue resolve(const ir::Arg& a, const Env& env, const SymEnv& symbols, cons
     case K::kBool:
       return a.b;
     case K::kString:
+    case K::kGraph:  // the subgraph's name; the interpreter runs control flow itself
       return a.s;
     case K::kInts:
       return a.ints;
@@ -314,6 +315,74 @@ std::vector<Tensor> Interpreter::check_inputs(const std::vector<Tensor>& user_in
   return ins;
 }
 
+Interpreter& Interpreter::sub(const ir::Node& n, const std::string& arg) {
+  const ir::Graph& g = n.subgraph(arg);
+  auto& slot = subs_[&g];
+  if (!slot) slot = std::make_unique<Interpreter>(g);
+  return *slot;
+}
+
+namespace {
+
+/// The truth value of a predicate: a one-element tensor, a SymBool or an int.
+bool truth(const ir::RValue& v, const ir::Node& n, const char* what) {
+  if (auto* b = std::get_if<bool>(&v)) return *b;
+  if (auto* i = std::get_if<int64_t>(&v)) return *i != 0;
+  if (auto* t = std::get_if<Tensor>(&v)) {
+    if (t->numel() != 1)
+      throw Error(str(what, " must have exactly one element"), node_where(n), "1 element",
+                  t->type_str());
+    return t->item() != 0;
+  }
+  throw Error(str(what, " is not a boolean"), node_where(n), "a bool tensor or SymBool",
+              "another kind");
+}
+
+/// Tensor-list argument `i` of a control-flow node (an absent list is empty).
+std::vector<Tensor> tensor_list(const std::vector<ir::RValue>& args, size_t i) {
+  if (i >= args.size()) return {};
+  if (auto* l = std::get_if<std::vector<Tensor>>(&args[i])) return *l;
+  return {};
+}
+
+}  // namespace
+
+std::vector<ir::RValue> Interpreter::run_control_flow(const ir::Node& n,
+                                                      std::vector<ir::RValue> args) {
+  std::vector<ir::RValue> out;
+  if (n.target == "higher_order.cond") {
+    const bool p = truth(args.at(0), n, "the cond predicate");
+    const std::vector<Tensor> operands = tensor_list(args, 3);
+    try {
+      for (Tensor& t : sub(n, p ? "true_fn" : "false_fn").run(operands)) out.emplace_back(t);
+    } catch (const Error& e) {
+      throw e.with_context(str(node_where(n), ": ", p ? "true" : "false", " branch"));
+    }
+    return out;
+  }
+  if (n.target == "higher_order.while_loop") {
+    std::vector<Tensor> carried = tensor_list(args, 2);
+    const std::vector<Tensor> extra = tensor_list(args, 3);
+    for (Tensor& t : carried) t = t.clone();  // results never alias the loop's inputs
+    Interpreter& cond = sub(n, "cond_fn");
+    Interpreter& body = sub(n, "body_fn");
+    for (int64_t iter = 0;; ++iter) {
+      std::vector<Tensor> ins = carried;
+      ins.insert(ins.end(), extra.begin(), extra.end());
+      try {
+        if (!truth(cond.run(ins).at(0), n, "the while_loop condition")) break;
+        carried = body.run(ins);
+      } catch (const Error& e) {
+        throw e.with_context(str(node_where(n), ": iteration ", iter));
+      }
+    }
+    for (Tensor& t : carried) out.emplace_back(t);
+    return out;
+  }
+  throw Error("unknown control-flow op", node_where(n), "higher_order.cond or while_loop",
+              n.target);
+}
+
 std::vector<Tensor> Interpreter::run(const std::vector<Tensor>& user_inputs) {
   const std::vector<Tensor> ins = check_inputs(user_inputs);
   const auto& specs = graph_.input_specs();
@@ -355,8 +424,14 @@ std::vector<Tensor> Interpreter::run(const std::vector<Tensor>& user_inputs) {
     std::vector<ir::RValue> results;
     try {
       ir::KernelContext ctx(n, std::move(args));
-      results = n.schema->category == ir::OpCategory::kCollective ? run_collective_kernel(ctx)
-                                                                   : n.schema->kernel(ctx);
+      if (n.schema->category == ir::OpCategory::kControlFlow) {
+        std::vector<ir::RValue> a;
+        for (const auto& arg : n.args) a.push_back(ctx.raw(arg.name));
+        results = run_control_flow(n, std::move(a));
+      } else {
+        results = n.schema->category == ir::OpCategory::kCollective ? run_collective_kernel(ctx)
+                                                                     : n.schema->kernel(ctx);
+      }
     } catch (const Error& e) {
       if (e.where().find(node_where(n)) != std::string::npos) throw;
       throw e.with_context(node_where(n));

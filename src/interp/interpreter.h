@@ -3,11 +3,13 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "ir/op_schema.h"
 
 namespace anvil::interp {
 
@@ -37,7 +39,13 @@ class Interpreter {
   /// graph will read (float32 inputs converted for 16-bit float slots).
   std::vector<Tensor> check_inputs(const std::vector<Tensor>& user_inputs);
 
+  /// Runs a higher-order op (cond, while_loop) by running its subgraphs; returns its outputs.
+  std::vector<ir::RValue> run_control_flow(const ir::Node& n, std::vector<ir::RValue> args);
+  /// The interpreter of one subgraph (made on first use, kept for later runs).
+  Interpreter& sub(const ir::Node& n, const std::string& arg);
+
   const ir::Graph& graph_;
+  std::map<const ir::Graph*, std::unique_ptr<Interpreter>> subs_;
   std::map<std::string, Tensor> state_;
   SymEnv symbols_;
   std::vector<ir::Node*> nodes_;

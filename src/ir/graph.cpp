@@ -30,6 +30,15 @@ std::vector<Value*> Node::input_values() const {
   return out;
 }
 
+const Graph& Node::subgraph(const std::string& arg_name) const {
+  const Arg* a = arg(arg_name);
+  if (!a || a->kind != Arg::Kind::kGraph || a->i < 0 ||
+      a->i >= static_cast<int64_t>(subgraphs.size()) || !subgraphs[static_cast<size_t>(a->i)])
+    throw Error("missing subgraph argument", "node " + name + " (" + target + ")",
+                "a graph argument '" + arg_name + "'", a ? "an argument of another kind" : "none");
+  return *subgraphs[static_cast<size_t>(a->i)];
+}
+
 Value* Graph::new_value(const std::string& name, ValueKind kind) {
   ANVIL_CHECK(!name.empty(), "Graph::new_value", "value needs a name", "a non-empty name", "\"\"");
   ANVIL_CHECK(!by_name_.count(name), "Graph::new_value", "duplicate value name", "a unique name",

@@ -72,6 +72,7 @@ struct Arg {
     kDevice,        // device
     kLayout,        // i (torch.export Layout code)
     kMemoryFormat,  // i (torch.export MemoryFormat code)
+    kGraph,         // i: index into Node::subgraphs; s: the subgraph's name (true_graph_0)
   };
   std::string name;
   Kind kind = Kind::kNone;
@@ -90,6 +91,8 @@ struct Arg {
   Device device;
 };
 
+class Graph;
+
 /// One operation. `outputs` are the values it defines, in order; `outputs_as_list` marks ops
 /// that return a list of tensors (split, unbind) rather than a tuple or single tensor.
 class Node {
@@ -101,11 +104,16 @@ class Node {
   std::vector<Value*> outputs;
   bool outputs_as_list = false;
   std::map<std::string, std::string> metadata;  // stack_trace, nn_module_stack, ...
+  /// Subgraphs of a higher-order op (cond branches, while_loop condition and body), referenced
+  /// by kGraph arguments. Each has its own value names; its inputs are user inputs in order.
+  std::vector<std::shared_ptr<Graph>> subgraphs;
 
   /// The argument called `name`, or null.
   const Arg* arg(const std::string& name) const;
   /// Every tensor Value this node reads (tensor, tensor-list and symint references).
   std::vector<Value*> input_values() const;
+  /// The subgraph of kGraph argument `name`; throws Error naming the node when absent.
+  const Graph& subgraph(const std::string& name) const;
 };
 
 /// Role of each graph input in the export signature.

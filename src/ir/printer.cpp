@@ -197,6 +197,8 @@ std::string print_arg_value(const Arg& a) {
       return a.b ? "True" : "False";
     case K::kString:
       return quote_string(a.s);
+    case K::kGraph:
+      return "graph(" + name_text(a.s) + ")";
     case K::kInts:
       return "[" + join(a.ints, [](int64_t x) { return std::to_string(x); }) + "]";
     case K::kFloats:
@@ -285,6 +287,19 @@ std::string print_graph(const Graph& g, const PrintOptions& options) {
     }
     out += "  }\n";
   }
+  // subgraphs of higher-order ops, after the graph that uses them (the parser does not read
+  // them back: IR text with control flow is for reading)
+  for (const Node* n : g.nodes())
+    for (const Arg& a : n->args) {
+      if (a.kind != Arg::Kind::kGraph || a.i < 0 || a.i >= static_cast<int64_t>(n->subgraphs.size()))
+        continue;
+      std::string sub = print_graph(*n->subgraphs[static_cast<size_t>(a.i)], {});
+      out += "  subgraph " + name_text(a.s) + " of " + name_text(n->name) + " ";
+      for (size_t i = 0; i < sub.size(); ++i) {
+        out += sub[i];
+        if (sub[i] == '\n' && i + 1 < sub.size()) out += "  ";
+      }
+    }
   return out + "}\n";
 }
 
@@ -357,6 +372,7 @@ class Differ {
         eq = a.b == b.b;
         break;
       case K::kString:
+      case K::kGraph:  // subgraphs compare by name
         eq = a.s == b.s;
         break;
       case K::kInts:

@@ -107,6 +107,7 @@ std::optional<std::vector<ir::RValue>> resolve_const(
         out.emplace_back(a.b);
         break;
       case K::kString:
+      case K::kGraph:
         out.emplace_back(a.s);
         break;
       case K::kInts:

@@ -40,6 +40,7 @@ std::unique_ptr<ir::Graph> clone_graph(const ir::Graph& src) {
     nn->target = n->target;
     nn->outputs_as_list = n->outputs_as_list;
     nn->metadata = n->metadata;
+    nn->subgraphs = n->subgraphs;  // read-only: the compiler clones a subgraph before its passes
     nn->args = n->args;
     for (auto& a : nn->args) {
       a.value = remap(a.value);

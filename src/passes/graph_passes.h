@@ -63,6 +63,16 @@ int fold_batch_norm(ir::Graph& graph, std::set<std::string>& folded);
 /// Returns the number of values whose types changed.
 int propagate_shapes(ir::Graph& graph);
 
+/// Replaces every aten.cross_entropy_loss.default by ops the lowering fuses (passes/
+/// decompose_loss.cpp): lsm = log_softmax(self, class dim); probability targets give
+/// -sum(lsm * t' * w) with t' = t * (1 - ls) + ls / C (mean: / (numel / C)); class-index targets
+/// select -w[t] * lsm[t] with a one-hot mask (arange == target) and zero ignored targets (mean:
+/// / sum of w[t] over the kept targets), mixed with the smoothing term as
+/// (1 - ls) * nll + ls / C * smooth. Rebuilds `graph` only when it has such a node; throws Error
+/// naming the node for variants it cannot express (a symbolic class count). Returns the number
+/// of nodes decomposed.
+int decompose_losses(std::unique_ptr<ir::Graph>& graph);
+
 /// Names of the graph inputs that some node writes in place or that a buffer / parameter
 /// mutation output targets (their constants are mutable).
 std::set<const ir::Value*> mutated_inputs(const ir::Graph& graph);

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <variant>
@@ -170,13 +171,19 @@ struct ExternAttr {
   std::vector<SymInt> ints;
 };
 
-/// A call to api->extern_call.
+struct Program;
+
+/// A call to api->extern_call, or a step the generated code runs itself: "anvil.item" /
+/// "anvil.assert" (run-time symbols), collective issue / wait, and "anvil.cond" /
+/// "anvil.while" (control flow: `subprograms` are the compiled branches, or the condition and
+/// body, each run with its own RunState over the parent's buffers; see lower_control.cpp).
 struct ExternStep {
   std::string name;
   std::string target;
   std::vector<std::string> nodes;
   std::vector<TensorView> inputs, outputs;
   std::vector<ExternAttr> attrs;
+  std::vector<std::shared_ptr<const Program>> subprograms;
 };
 
 /// The tensor argument names of extern target `target` (docs/externs.md), in schema order, or

@@ -471,8 +471,7 @@ void Lowerer::lower_node(const ir::Node& n) {
     case ir::OpCategory::kCollective:
       return lower_collective(*this, n);
     case ir::OpCategory::kControlFlow:
-      fail("op not supported by the CPU compiler yet", "pointwise, reduction, view or extern ops",
-           n.target);
+      return lower_control_flow(*this, n);
     default:
       break;
   }
@@ -504,7 +503,27 @@ void Lowerer::finish_outputs() {
     const Buffer* tb = t->is_buffer() ? &prog_.buffers[static_cast<size_t>(t->buffer)] : nullptr;
     const bool same_dtype = tb && t->dtype == v->type.dtype && tb->dtype == t->dtype;
     auto owner = owners.find(root);
-    if (same_dtype && tb->kind == BufferKind::kInput && !root->producer) {
+    const bool dense = options && options->dense_outputs;
+    if (dense) {
+      // only an intermediate that is exactly the output's contiguous storage is taken over
+      if (same_dtype && tb->kind == BufferKind::kArena && !tb->local && tb->alias_of < 0 &&
+          !taken.count(t->buffer) && !mutable_buffers_.count(t->buffer) &&
+          is_contiguous_view(*t) && tb->numel == numel_of(v->type.sizes)) {
+        Buffer& b = prog_.buffers[static_cast<size_t>(t->buffer)];
+        b.kind = BufferKind::kOutput;
+        b.index = k;
+        spec.buffer = t->buffer;
+      } else {
+        const int b = new_buffer(v->name + "_out", v->type.dtype, v->type.sizes);
+        prog_.buffers[static_cast<size_t>(b)].kind = BufferKind::kOutput;
+        prog_.buffers[static_cast<size_t>(b)].index = k;
+        auto dst = view_of(b, v->type.dtype, v->type.sizes, contiguous(v->type.sizes), SymInt(0));
+        node_ = v->producer;
+        store_into(*dst, *t);
+        node_ = nullptr;
+        spec.buffer = b;
+      }
+    } else if (same_dtype && tb->kind == BufferKind::kInput && !root->producer) {
       spec.base = OutputBase::kInput;
       spec.base_index = tb->index;
       spec.strides = t->strides;

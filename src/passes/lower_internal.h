@@ -16,6 +16,7 @@
 #include "ir/graph.h"
 #include "ir/op_schema.h"
 #include "passes/loop_ir.h"
+#include "passes/pipeline.h"
 
 namespace anvil::passes::detail {
 
@@ -136,6 +137,8 @@ class Lowerer {
   }
   /// Name for a new buffer holding output `i` of the current node.
   std::string out_name(size_t i = 0) const;
+  /// The options of this compilation (control flow compiles its subgraphs with them).
+  const PipelineOptions* options = nullptr;
   /// Values bound to their input's TRef by a copy op (clone, contiguous, same-dtype casts): an
   /// in-place write to one of them first makes a real copy.
   std::set<const ir::Value*> copy_aliases;
@@ -195,6 +198,12 @@ void wait_collectives_for(Lowerer& L, const ir::Node& n);
 void wait_all_collectives(Lowerer& L);
 /// Routes the node to api->extern_call (docs/externs.md).
 void lower_extern(Lowerer& L, const ir::Node& n);
+/// torch.cond / while_loop (lower_control.cpp): compiles the subgraphs into sub-programs and
+/// emits one "anvil.cond" / "anvil.while" step over the operands and results.
+void lower_control_flow(Lowerer& L, const ir::Node& n);
+/// C++ text of a SymBool value made by comparing SymInts ("(s0) > (s1)"), or "" when `v` is
+/// not one (lower_sym.cpp).
+std::string sym_condition_text(const ir::Value* v);
 
 /// The functional value an in-place op computes (add_ -> add), given its operands.
 TRefPtr inplace_value(Lowerer& L, const ir::Node& n);

@@ -31,8 +31,9 @@ std::string operand_text(const ir::Arg& a) {
   return "";
 }
 
-/// C++ text of a SymBool value made by a comparison of SymInts, or "" when it is not one.
-std::string condition_text(const ir::Value* v) {
+}  // namespace
+
+std::string sym_condition_text(const ir::Value* v) {
   static const std::map<std::string, std::string> kOps = {
       {"_operator.ge", ">="}, {"_operator.gt", ">"},  {"_operator.le", "<="},
       {"_operator.lt", "<"},  {"_operator.eq", "=="}, {"_operator.ne", "!="}};
@@ -44,8 +45,6 @@ std::string condition_text(const ir::Value* v) {
   if (a.empty() || b.empty()) return "";
   return a + " " + op->second + " " + b;
 }
-
-}  // namespace
 
 void Lowerer::lower_item(const ir::Node& n) {
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
@@ -81,7 +80,7 @@ void Lowerer::lower_assert(const ir::Node& n) {
   const ir::Arg* cond = n.arg("self");
   const ir::Value* cv = cond ? ref_value(*cond) : nullptr;
   if (!cv) return;  // a constant condition was checked by the export
-  const std::string text = condition_text(cv);
+  const std::string text = sym_condition_text(cv);
   const auto& ub = prog_.unbacked_symbols;
   const bool run_time = std::any_of(ub.begin(), ub.end(), [&](const std::string& u) {
     return text.find(u) != std::string::npos;

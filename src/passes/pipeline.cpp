@@ -23,6 +23,7 @@ Program compile_to_program(const ir::Graph& graph, const PipelineOptions& option
   };
   propagate_shapes(*g);
   check("propagate_shapes");
+  if (decompose_losses(g) > 0) check("decompose_losses");
   std::set<std::string> folded;
   program.stats.dce_removed += dce(*g);
   check("dce");
@@ -42,6 +43,7 @@ Program compile_to_program(const ir::Graph& graph, const PipelineOptions& option
   }
   program.stats.dce_removed += dce(*g);
   detail::Lowerer lowerer(*g, program, folded);
+  lowerer.options = &options;
   lowerer.run();
   detail::schedule(program, lowerer.snodes(), options.fuse);
   const CollectiveScheduleStats cs =

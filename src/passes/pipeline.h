@@ -15,6 +15,9 @@ struct PipelineOptions {
   bool fuse = true;     // fuse pointwise / reduction SNodes into shared kernels
   bool verify = false;  // ir::verify after every graph pass (with type checks)
   CollectiveScheduleOptions collectives;  // reordering / bucketing of collectives
+  // Every user output in its own contiguous buffer (no views of inputs, of other outputs or
+  // with offsets): the compiled subgraphs of control flow write into memory their caller gives.
+  bool dense_outputs = false;
 };
 
 /// Runs the passes on a copy of `graph` and lowers it: decompositions happen in the lowering

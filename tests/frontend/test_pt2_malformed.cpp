@@ -107,9 +107,13 @@ TEST(Pt2Malformed, MissingAndIllTypedFields) {
   expect_load_error(u.bytes(), {"nodes[3] (mean).inputs[1].arg", "malformed union"});
 
   Mutant k("const_and_buffer");
-  k.node("mean")["inputs"][1]["arg"] = {{"as_graph", {{"name", "g"}}}};
+  k.node("mean")["inputs"][1]["arg"] = {{"as_operator", "aten.add.Tensor"}};
   expect_load_error(k.bytes(),
-                    {"nodes[3] (mean).inputs[1].arg", "unsupported argument kind", "as_graph"});
+                    {"nodes[3] (mean).inputs[1].arg", "unsupported argument kind", "as_operator"});
+  // a subgraph argument (torch.cond / while_loop) without its graph
+  Mutant g("const_and_buffer");
+  g.node("mean")["inputs"][1]["arg"] = {{"as_graph", {{"name", "g"}}}};
+  expect_load_error(g.bytes(), {"inputs[1].arg.as_graph", "missing field 'graph'"});
 
   Mutant w("const_and_buffer");
   w.weights["config"]["l.bias"].erase("tensor_meta");

@@ -1,6 +1,7 @@
 // Internal to the CPU emitter (src/codegen/cpu/*.cpp): C++ text for the pieces of a Program.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "codegen/generate.h"
@@ -46,6 +47,22 @@ std::string emit_extern(const passes::Program& p, const passes::ExternStep& e);
 int max_collective_id(const passes::Program& p);
 /// Inline code in run() for a collective issue / wait step (emit_collective.cpp).
 std::string emit_collective_step(const passes::Program& p, const passes::ExternStep& e);
+
+// ---- control flow (emit_control.cpp) ----
+/// True for "anvil.cond" / "anvil.while" steps (defined in the model translation unit).
+bool is_control_step(const passes::Step& step);
+/// Name of the run function of sub-program `i` of control step `e`.
+std::string sub_program_name(const passes::ExternStep& e, size_t i);
+/// `int NAME(const RunState& s)` for a control step: picks / loops over its sub-programs.
+std::string emit_control_step(const passes::Program& p, const passes::ExternStep& e);
+/// The calls of a program's steps in order (loop kernels return nothing, others an rc).
+std::string emit_run_steps(const passes::Program& p, const std::string& indent);
+/// Calls `fn(sub, run_function_name)` for every sub-program of `p`, nested ones included.
+void for_each_subprogram(const passes::Program& p,
+                         const std::function<void(const passes::Program&, const std::string&)>& fn);
+/// Declarations of every sub-program's step and run functions, then the definitions of the
+/// control steps (of `p` and nested) and of the sub-programs' run functions.
+std::string emit_control_functions(const passes::Program& p);
 
 /// The model translation unit: entry table, run(), arena / output sizes, metadata.
 std::string emit_model(const passes::Program& p, const std::string& target,

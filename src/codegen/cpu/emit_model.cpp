@@ -68,6 +68,7 @@ std::string emit_model(const passes::Program& p, const std::string& target,
     else
       os << "ANVIL_HIDDEN int " << passes::step_name(step) << "(const RunState& s);\n";
   }
+  if (const std::string cf = emit_control_functions(p); !cf.empty()) os << "\n" << cf;
   os << "\nnamespace {\n\n";
   os << "/// The model object create() returns: the runtime services.\n";
   os << "struct Model {\n  const AnvilRtApi* api;\n};\n\n";

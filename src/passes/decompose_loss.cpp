@@ -1,0 +1,310 @@
+// Graph-level decomposition of aten.cross_entropy_loss.default into ops the lowering fuses
+// (log_softmax, a one-hot selection with arange / eq / where, sums, pointwise arithmetic); see
+// decompose_losses in graph_passes.h for the formulas.
+#include <cmath>
+#include <functional>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "ir/op_schema.h"
+#include "passes/graph_passes.h"
+
+namespace anvil::passes {
+
+namespace {
+
+constexpr const char* kCrossEntropy = "aten.cross_entropy_loss.default";
+
+/// Argument builders for the new nodes: a tensor, int, float, int list, bool or dtype argument
+/// called `name`.
+ir::Arg tensor_arg(const std::string& name, ir::Value* v) {
+  ir::Arg a;
+  a.name = name;
+  a.kind = ir::Arg::Kind::kTensor;
+  a.value = v;
+  return a;
+}
+
+ir::Arg int_arg(const std::string& name, int64_t i) {
+  ir::Arg a;
+  a.name = name;
+  a.kind = ir::Arg::Kind::kInt;
+  a.i = i;
+  return a;
+}
+
+ir::Arg float_arg(const std::string& name, double f) {
+  ir::Arg a;
+  a.name = name;
+  a.kind = ir::Arg::Kind::kFloat;
+  a.f = f;
+  return a;
+}
+
+ir::Arg ints_arg(const std::string& name, std::vector<int64_t> ints) {
+  ir::Arg a;
+  a.name = name;
+  a.kind = ir::Arg::Kind::kInts;
+  a.ints = std::move(ints);
+  return a;
+}
+
+ir::Arg bool_arg(const std::string& name, bool b) {
+  ir::Arg a;
+  a.name = name;
+  a.kind = ir::Arg::Kind::kBool;
+  a.b = b;
+  return a;
+}
+
+ir::Arg dtype_arg(const std::string& name, DType dt, bool kwarg) {
+  ir::Arg a;
+  a.name = name;
+  a.kind = ir::Arg::Kind::kScalarType;
+  a.dtype = dt;
+  a.kwarg = kwarg;
+  return a;
+}
+
+/// Appends the nodes of one decomposition to a graph: each new node is named after the node it
+/// replaces (NAME_ce<k>, the last one NAME itself), carries its metadata, and its output type
+/// comes from the op table's shape rule.
+class Emitter {
+ public:
+  Emitter(ir::Graph& graph, const ir::Node& source) : graph_(graph), source_(source) {}
+
+  /// Appends `target(args)` and returns its output; `last` names it like the replaced output.
+  ir::Value* op(const std::string& target, std::vector<ir::Arg> args, bool last = false) {
+    auto node = std::make_unique<ir::Node>();
+    node->schema = ir::find_op(target);
+    ANVIL_INTERNAL_ASSERT(node->schema != nullptr, "decompose_losses: unknown op " + target);
+    const std::string name =
+        last ? source_.outputs[0]->name : source_.name + "_ce" + std::to_string(next_++);
+    node->name = name;
+    node->target = target;
+    node->args = std::move(args);
+    node->metadata = source_.metadata;
+    const std::vector<ir::TensorType> types = node->schema->shape(*node);
+    ANVIL_INTERNAL_ASSERT(types.size() == 1, "decompose_losses: " + target + " has no type");
+    ir::Value* v = graph_.new_value(name);
+    v->type = types[0];
+    node->outputs.push_back(v);
+    graph_.append(std::move(node));
+    return v;
+  }
+
+  /// Shorthands for the ops the decomposition uses.
+  ir::Value* unsqueeze(ir::Value* x, int64_t dim) {
+    return op("aten.unsqueeze.default", {tensor_arg("self", x), int_arg("dim", dim)});
+  }
+  /// sum over `dim` (keepdim false), or over everything when `dim` < 0.
+  ir::Value* sum(ir::Value* x, int64_t dim, bool last = false) {
+    if (dim < 0) return op("aten.sum.default", {tensor_arg("self", x)}, last);
+    return op("aten.sum.dim_IntList",
+              {tensor_arg("self", x), ints_arg("dim", {dim}), bool_arg("keepdim", false)}, last);
+  }
+  ir::Value* neg(ir::Value* x, bool last = false) {
+    return op("aten.neg.default", {tensor_arg("self", x)}, last);
+  }
+  ir::Value* mul(ir::Value* a, ir::Value* b) {
+    return op("aten.mul.Tensor", {tensor_arg("self", a), tensor_arg("other", b)});
+  }
+  ir::Value* scale(ir::Value* a, double s) {
+    return op("aten.mul.Scalar", {tensor_arg("self", a), float_arg("other", s)});
+  }
+  /// where(cond, x, 0.0).
+  ir::Value* where_zero(ir::Value* cond, ir::Value* x, bool last = false) {
+    return op("aten.where.ScalarOther",
+              {tensor_arg("condition", cond), tensor_arg("self", x), float_arg("other", 0.0)},
+              last);
+  }
+
+ private:
+  ir::Graph& graph_;
+  const ir::Node& source_;
+  int next_ = 0;
+};
+
+/// Throws the compile error for a variant the decomposition cannot express.
+[[noreturn]] void unsupported(const ir::Node& n, const std::string& what,
+                              const std::string& expected, const std::string& actual) {
+  throw Error("cross_entropy_loss: " + what + " is not supported by the compiler",
+              "node " + n.name + " (" + n.target + ")", expected, actual);
+}
+
+/// Emits the decomposition of cross_entropy_loss node `n` whose inputs are already mapped
+/// (`in` maps the old graph's values to the new one's); returns the value replacing its output.
+ir::Value* decompose_cross_entropy(ir::Graph& g, const ir::Node& n,
+                                   const std::function<ir::Value*(ir::Value*)>& in) {
+  n.schema->shape(n);  // validates shapes, dtypes and arguments with the interpreter's messages
+  namespace sa = ir::shape_args;
+  const ir::Arg* self_arg = n.arg("self");
+  const ir::Arg* target_arg = n.arg("target");
+  const ir::Arg* weight_arg = n.arg("weight");
+  ir::Value* x = in(self_arg->value);
+  ir::Value* t = in(target_arg->value);
+  ir::Value* w =
+      weight_arg && weight_arg->kind == ir::Arg::Kind::kTensor ? in(weight_arg->value) : nullptr;
+  const int64_t reduction = sa::int_(n, "reduction", 1);
+  const int64_t ignore_index = sa::int_(n, "ignore_index", -100);
+  const double ls = sa::float_(n, "label_smoothing", 0.0);
+  const int64_t rank = static_cast<int64_t>(x->type.sizes.size());
+  const int64_t cd = rank == 1 ? 0 : 1;
+  const SymInt& csym = x->type.sizes[static_cast<size_t>(cd)];
+  if (!csym.is_constant())
+    unsupported(n, "a symbolic number of classes", "a static class dim", csym.str());
+  const int64_t classes = csym.constant();
+  const bool none = reduction == 0, mean = reduction == 1;
+
+  Emitter e(g, n);
+  ir::Value* lsm = e.op("aten.log_softmax.int", {tensor_arg("self", x), int_arg("dim", cd)});
+  // Broadcasts a (C,) tensor along the class dim of the input: (1, C, 1, ...).
+  auto along_classes = [&](ir::Value* v) {
+    if (rank == 1) return v;
+    v = e.unsqueeze(v, 0);
+    for (int64_t d = 2; d < rank; ++d) v = e.unsqueeze(v, -1);
+    return v;
+  };
+  ir::Value* wb = w ? along_classes(w) : nullptr;
+
+  if (t->type.sizes == x->type.sizes) {
+    // Probability targets: -sum(log_softmax * t' * w) over the class dim, then reduced.
+    ir::Value* tt = t;
+    if (ls > 0)
+      tt = e.op("aten.add.Scalar", {tensor_arg("self", e.scale(t, 1 - ls)),
+                                    float_arg("other", ls / static_cast<double>(classes))});
+    ir::Value* p = e.mul(lsm, tt);
+    if (wb) p = e.mul(p, wb);
+    if (none) return e.neg(e.sum(p, cd), true);
+    if (!mean) return e.neg(e.sum(p, -1), true);
+    int64_t rows = 1;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d == cd) continue;
+      const SymInt& s = x->type.sizes[static_cast<size_t>(d)];
+      if (!s.is_constant())
+        unsupported(n, "reduction='mean' of probability targets with symbolic batch sizes",
+                    "static sizes", sym_shape_str(x->type.sizes));
+      rows *= s.constant();
+    }
+    return e.op(
+        "aten.div.Scalar",
+        {tensor_arg("self", e.neg(e.sum(p, -1))), float_arg("other", static_cast<double>(rows))},
+        true);
+  }
+
+  // Class-index targets: a one-hot selection hit[i, c] = (c == t_i) picks -w[t_i] *
+  // log_softmax[i, t_i]; valid_i = (t_i != ignore_index) zeroes ignored terms. (Targets outside
+  // [0, C) select nothing here; the interpreter reports them.)
+  ir::Value* tu = e.unsqueeze(t, cd);
+  ir::Value* cls = along_classes(e.op(
+      "aten.arange.default", {int_arg("end", classes), dtype_arg("dtype", DType::kInt64, true)}));
+  ir::Value* hit = e.op("aten.eq.Tensor", {tensor_arg("self", cls), tensor_arg("other", tu)});
+  ir::Value* valid =
+      e.op("aten.ne.Scalar", {tensor_arg("self", t), int_arg("other", ignore_index)});
+  ir::Value* lw = wb ? e.mul(lsm, wb) : lsm;
+  ir::Value* picked = e.sum(e.where_zero(hit, lw), cd);
+  ir::Value* smooth = nullptr;  // -sum_c w[c] * log_softmax[i, c], 0 where ignored
+  if (ls > 0) smooth = e.where_zero(valid, e.neg(e.sum(lw, cd)));
+  const double uniform = ls / static_cast<double>(classes);
+  // (1 - ls) * a + ls / C * b, the final value.
+  auto mix = [&](ir::Value* a, ir::Value* b) {
+    return e.op("aten.add.Tensor",
+                {tensor_arg("self", e.scale(a, 1 - ls)), tensor_arg("other", e.scale(b, uniform))},
+                true);
+  };
+  if (none) {
+    if (!smooth) return e.where_zero(valid, e.neg(picked), true);
+    return mix(e.where_zero(valid, e.neg(picked)), smooth);
+  }
+  ir::Value* nll = e.where_zero(valid, e.neg(picked));
+  const bool plain_last = !smooth && !mean;
+  ir::Value* nll_red = e.sum(nll, -1, plain_last);
+  if (plain_last) return nll_red;
+  ir::Value* smooth_red = smooth ? e.sum(smooth, -1) : nullptr;
+  if (mean) {
+    // Divided by the sum of w[t_i] over the targets that are not ignored (their count without
+    // weights); all ignored gives 0 / 0 = NaN, like torch.
+    ir::Value* wt = wb ? e.where_zero(valid, e.sum(e.where_zero(hit, wb), cd))
+                       : e.op("aten._to_copy.default",
+                              {tensor_arg("self", valid), dtype_arg("dtype", x->type.dtype, true)});
+    ir::Value* denom = e.sum(wt, -1);
+    auto div = [&](ir::Value* a, bool last) {
+      return e.op("aten.div.Tensor", {tensor_arg("self", a), tensor_arg("other", denom)}, last);
+    };
+    if (!smooth) return div(nll_red, true);
+    nll_red = div(nll_red, false);
+    smooth_red = div(smooth_red, false);
+  }
+  return mix(nll_red, smooth_red);
+}
+
+}  // namespace
+
+int decompose_losses(std::unique_ptr<ir::Graph>& graph) {
+  int count = 0;
+  for (const ir::Node* n : graph->nodes()) count += n->target == kCrossEntropy;
+  if (count == 0) return 0;
+  const ir::Graph& src = *graph;
+  auto g = std::make_unique<ir::Graph>();
+  std::unordered_map<const ir::Value*, ir::Value*> map;
+  auto copy_value_fields = [](const ir::Value& from, ir::Value& to) {
+    to.kind = from.kind;
+    to.type = from.type;
+    to.sym = from.sym;
+  };
+  for (size_t i = 0; i < src.inputs().size(); ++i) {
+    const ir::Value* v = src.inputs()[i];
+    ir::Value* nv = g->add_input(v->name, v->type, src.input_specs()[i]);
+    copy_value_fields(*v, *nv);
+    map[v] = nv;
+  }
+  std::function<ir::Value*(ir::Value*)> remap = [&](ir::Value* v) -> ir::Value* {
+    if (!v) return nullptr;
+    auto it = map.find(v);
+    ANVIL_INTERNAL_ASSERT(it != map.end(),
+                          "decompose_losses: value " + v->name + " used before defined");
+    return it->second;
+  };
+  for (const ir::Node* n : src.nodes()) {
+    if (n->target == kCrossEntropy && !n->outputs.empty() && n->outputs[0]) {
+      map[n->outputs[0]] = decompose_cross_entropy(*g, *n, remap);
+      continue;
+    }
+    auto nn = std::make_unique<ir::Node>();
+    nn->schema = n->schema;
+    nn->name = n->name;
+    nn->target = n->target;
+    nn->outputs_as_list = n->outputs_as_list;
+    nn->metadata = n->metadata;
+    nn->subgraphs = n->subgraphs;
+    nn->args = n->args;
+    for (auto& a : nn->args) {
+      a.value = remap(a.value);
+      for (auto& v : a.values) v = remap(v);
+      for (auto& r : a.symints) r.value = remap(r.value);
+    }
+    for (const ir::Value* o : n->outputs) {
+      if (!o) {
+        nn->outputs.push_back(nullptr);
+        continue;
+      }
+      ir::Value* no = g->new_value(o->name, o->kind);
+      copy_value_fields(*o, *no);
+      map[o] = no;
+      nn->outputs.push_back(no);
+    }
+    g->append(std::move(nn));
+  }
+  for (const auto& o : src.output_specs()) {
+    ir::OutputSpec spec = o;
+    spec.value = o.value ? remap(o.value) : nullptr;
+    g->output_specs().push_back(spec);
+  }
+  g->constants = src.constants;
+  g->symbol_ranges = src.symbol_ranges;
+  g->attributes = src.attributes;
+  graph = std::move(g);
+  return count;
+}
+
+}  // namespace anvil::passes
