@@ -102,8 +102,12 @@ bool has_side_effects(const ir::Node& node) {
     default:
       break;
   }
+  // Random ops advance a generator: never folded, merged (two randn give different values) or
+  // dropped (the stream stays in step with PyTorch's).
   return node.target == "aten._assert_scalar.default" ||
-         node.target == "aten.sym_constrain_range_for_size.default";
+         node.target == "aten.sym_constrain_range_for_size.default" ||
+         node.target == "aten.randn.default" || node.target == "aten.rand.default" ||
+         node.target == "aten.randn_like.default" || node.target == "aten.rand_like.default";
 }
 
 int dce(ir::Graph& graph) {

@@ -18,13 +18,14 @@
 #include <vector>
 
 #include "anvil/anvil_rt.h"
+#include "core/random.h"
 #include "core/tensor.h"
 
 /// Kernel families registered by register_builtin_externs(): one X(name) per family file, each
 /// defining anvil::runtime::register_<name>_externs(). Kernel authors append to this list.
 #define ANVIL_EXTERN_FAMILIES(X)                                                                \
   X(conv) X(pool) X(attention) X(linalg) X(index) X(shape) X(reduce) X(conv_transpose) X(scatter) \
-  X(embedding_bag)
+  X(embedding_bag) X(random)
 
 namespace anvil::runtime {
 
@@ -74,6 +75,11 @@ class ExternCall {
   std::vector<int64_t> attr_ints(const char* name) const;
   std::vector<int64_t> attr_ints(const char* name, const std::vector<int64_t>& fallback) const;
 
+  /// The random generator of the calling Model (randn / rand): the one set by set_generator,
+  /// else the process-wide default_generator().
+  RandomGenerator& generator() const { return generator_ ? *generator_ : default_generator(); }
+  void set_generator(RandomGenerator* g) { generator_ = g; }
+
   /// Records `message` as this call's error and returns 1 (so a kernel can `return call.fail(..)`).
   int fail(const std::string& message);
   /// The message recorded by fail(), empty when none.
@@ -88,6 +94,7 @@ class ExternCall {
   AnvilRtTensor* outputs_;
   int32_t n_outputs_;
   std::string error_;
+  RandomGenerator* generator_ = nullptr;
 };
 
 /// An extern kernel: returns 0 on success (see the contract at the top of this file).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "anvil/anvil_rt.h"
+#include "core/random.h"
 #include "core/thread_pool.h"
 #include "runtime/model.h"
 #include "runtime/package.h"
@@ -81,6 +82,9 @@ struct Model::Impl {
   std::vector<Tensor> buffers;
   bool has_mutable = false;
   mutable std::mutex buffer_mutex;
+  // The random stream of randn / rand extern calls: seed 0 (or ANVIL_SEED) at load, continued
+  // by every run (thread-safe; core/random.h).
+  std::unique_ptr<RandomGenerator> generator = std::make_unique<RandomGenerator>(seed_from_env(0));
 
   ~Impl();
   /// Builds the per-input dim rules and symbol bind sites (load time).

@@ -359,6 +359,7 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   args.arena = runner.arena;
   args.run_ctx = &ctx;
   ctx.packed_weights = constants->packed.get();
+  ctx.generator = impl.generator.get();
   int rc = 0;
   {
     ScopedThreadPool scope(impl.pool);

@@ -198,6 +198,7 @@ int api_extern_call(void* run_ctx, const char* target, const AnvilRtTensor* inpu
       return 1;
     }
     ExternCall call(target, inputs, n_inputs, attrs, n_attrs, outputs, n_outputs);
+    if (run_ctx) call.set_generator(static_cast<RunContext*>(run_ctx)->generator);
     const int rc = fn(call);
     if (rc != 0)
       api_set_error(run_ctx,

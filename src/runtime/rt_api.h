@@ -12,6 +12,7 @@
 #include <string>
 
 #include "anvil/anvil_rt.h"
+#include "core/random.h"
 #include "core/thread_pool.h"
 #include "runtime/packed_weights.h"
 
@@ -27,6 +28,8 @@ class RunContext {
 
   /// Packed copies of constant GEMM operands (the run's constant set); null: pack per call.
   PackedWeightCache* packed_weights = nullptr;
+  /// The Model's random generator (randn / rand externs); null: the process-wide one.
+  RandomGenerator* generator = nullptr;
 
  private:
   mutable std::mutex mutex_;

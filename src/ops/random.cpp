@@ -1,0 +1,106 @@
+// Random ops: randn / rand (sizes from `size`) and randn_like / rand_like (self's sizes).
+// Shape rules: float32 unless dtype is given (the *_like ops: self's dtype), a floating dtype
+// required. Reference kernels draw from the process-wide anvil::default_generator() with
+// PyTorch CPU's algorithms (core/random.h), so a fresh process (seed 0, or ANVIL_SEED) gives the
+// values torch gives after torch.manual_seed(0). These ops are never folded, merged or removed
+// (passes::has_side_effects); compiled code reaches the runtime's per-Model generator through
+// extern_call (docs/externs.md).
+#include "core/error.h"
+#include "core/random.h"
+#include "ops/registry.h"
+
+namespace anvil::ops {
+
+namespace {
+
+using ir::KernelContext;
+using ir::Node;
+using ir::RValue;
+using ir::TensorType;
+namespace sa = ir::shape_args;
+
+constexpr DType kDefaultFloat = DType::kFloat32;  // torch.get_default_dtype()
+
+/// True for the dtypes the generator fills.
+bool random_dtype(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 ||
+         d == DType::kBFloat16;
+}
+
+/// The output type of a random op with `sizes` and `dtype` (checked: floating, sizes >= 0).
+std::vector<TensorType> random_type(const Node& node, DType dtype, std::vector<SymInt> sizes,
+                                    Device device) {
+  if (!random_dtype(dtype))
+    sa::fail(node, "random sampling needs a floating dtype", "f32, f64, f16 or bf16",
+             dtype_name(dtype));
+  for (const SymInt& s : sizes)
+    if (s.is_constant() && s.constant() < 0)
+      sa::fail(node, "cannot create a tensor with a negative dimension", "sizes >= 0",
+               sym_shape_str(sizes));
+  TensorType t;
+  t.dtype = dtype;
+  t.sizes = std::move(sizes);
+  t.device = device;
+  return {t};
+}
+
+/// The device argument of a factory, or `dflt`.
+Device arg_device(const Node& node, Device dflt) {
+  const ir::Arg* a = node.arg("device");
+  return a && a->kind == ir::Arg::Kind::kDevice ? a->device : dflt;
+}
+
+/// Shape rule of randn / rand.
+std::vector<TensorType> factory_type(const Node& node) {
+  return random_type(node, sa::dtype(node, "dtype").value_or(kDefaultFloat),
+                     sa::symints(node, "size"), arg_device(node, Device::cpu()));
+}
+
+/// Shape rule of randn_like / rand_like.
+std::vector<TensorType> like_type(const Node& node) {
+  const TensorType& self = sa::type(node, "self");
+  return random_type(node, sa::dtype(node, "dtype").value_or(self.dtype), self.sizes,
+                     arg_device(node, self.device));
+}
+
+/// A new tensor of `sizes` / `dtype` filled by the default generator (normal or uniform).
+Tensor sample(const KernelContext& ctx, const Shape& sizes, DType dtype, bool normal) {
+  if (!random_dtype(dtype))
+    ctx.fail("random sampling needs a floating dtype", "f32, f64, f16 or bf16",
+             dtype_name(dtype));
+  for (int64_t s : sizes)
+    if (s < 0)
+      ctx.fail("cannot create a tensor with a negative dimension", "sizes >= 0", shape_str(sizes));
+  Tensor out = Tensor::empty(sizes, dtype);
+  if (normal)
+    default_generator().normal_(out);
+  else
+    default_generator().uniform_(out);
+  return out;
+}
+
+}  // namespace
+
+std::vector<TensorType> shape_randn(const Node& node) { return factory_type(node); }
+std::vector<RValue> kernel_randn(KernelContext& ctx) {
+  return {sample(ctx, ctx.ints("size"), ctx.dtype_arg("dtype").value_or(kDefaultFloat), true)};
+}
+
+std::vector<TensorType> shape_rand(const Node& node) { return factory_type(node); }
+std::vector<RValue> kernel_rand(KernelContext& ctx) {
+  return {sample(ctx, ctx.ints("size"), ctx.dtype_arg("dtype").value_or(kDefaultFloat), false)};
+}
+
+std::vector<TensorType> shape_randn_like(const Node& node) { return like_type(node); }
+std::vector<RValue> kernel_randn_like(KernelContext& ctx) {
+  const Tensor& self = ctx.tensor("self");
+  return {sample(ctx, self.sizes(), ctx.dtype_arg("dtype").value_or(self.dtype()), true)};
+}
+
+std::vector<TensorType> shape_rand_like(const Node& node) { return like_type(node); }
+std::vector<RValue> kernel_rand_like(KernelContext& ctx) {
+  const Tensor& self = ctx.tensor("self");
+  return {sample(ctx, self.sizes(), ctx.dtype_arg("dtype").value_or(self.dtype()), false)};
+}
+
+}  // namespace anvil::ops
