@@ -29,8 +29,9 @@ extern "C" {
 #endif
 
 #define ANVIL_MODEL_ABI_VERSION 2u
-/* Minor version: additions at the end of AnvilRtApi (1: collectives). */
-#define ANVIL_MODEL_ABI_MINOR_VERSION 2u
+/* Minor version: additions at the end of AnvilRtApi / AnvilRunArgs (1: collectives, 2: GEMM with
+ * a packed constant B, 3: AnvilRunArgs::run_symbols). */
+#define ANVIL_MODEL_ABI_MINOR_VERSION 3u
 
 /* A strided tensor descriptor (dtype codes are torch.export ScalarType codes, as anvil::DType). */
 typedef struct AnvilRtTensor {
@@ -108,6 +109,10 @@ typedef struct AnvilRunArgs {
   void* const* constants;   /* constants, manifest order (mutable buffers are written in place) */
   void* arena;              /* scratch of arena_bytes(symbols) bytes */
   void* run_ctx;            /* opaque: pass back to AnvilRtApi calls */
+  /* Minor 3: receives the run-time symbols (manifest "run_time_symbols": nonzero / mask counts)
+   * at the end of the run, to shape outputs whose sizes use them; null when not wanted. Only a
+   * model.so that checked abi_minor_version >= 3 in create() reads it. */
+  int64_t* run_symbols;
 } AnvilRunArgs;
 
 /* How a user output is returned (ABI >= 2): a strided view of some storage. base_kind 0: the

@@ -29,7 +29,8 @@ json sizes_json(const std::vector<SymInt>& sizes) {
 }
 
 std::string manifest(const passes::Program& p, const std::string& target,
-                     const std::vector<std::string>& cpu_features, const CpuCodegenOptions& o) {
+                     const std::vector<std::string>& cpu_features, const CpuCodegenOptions& o,
+                     int kernels_shared, int kernel_bodies) {
   json m;
   m["format_version"] = 1;
   m["abi_version"] = ANVIL_MODEL_ABI_VERSION;  // include/anvil/anvil_rt.h
@@ -40,6 +41,15 @@ std::string manifest(const passes::Program& p, const std::string& target,
   for (const auto& s : p.symbols) {
     const SymRange& r = p.symbol_ranges.at(s);
     m["symbols"].push_back({{"name", s}, {"min", r.min}, {"max", r.max}});
+  }
+  // Run-time symbols (aten.item values, nonzero / mask counts) in AnvilRunArgs::run_symbols
+  // order; "capacity" (over the symbols above) for counts that size buffers or outputs.
+  m["run_time_symbols"] = json::array();
+  for (const auto& u : p.unbacked_symbols) {
+    json s = {{"name", u}};
+    auto c = p.unbacked_capacity.find(u);
+    s["capacity"] = c == p.unbacked_capacity.end() ? json(nullptr) : sym_json(c->second);
+    m["run_time_symbols"].push_back(s);
   }
   m["inputs"] = json::array();
   for (const auto& i : p.inputs)
@@ -72,6 +82,9 @@ std::string manifest(const passes::Program& p, const std::string& target,
     if (const auto* e = std::get_if<passes::ExternStep>(&s)) k["target"] = e->target;
     m["kernels"].push_back(k);
   }
+  // step functions served by another step's implementation (kernel de-duplication)
+  m["kernels_shared"] = kernels_shared;
+  m["kernel_bodies"] = kernel_bodies;
   m["planned_peak_bytes"] = p.arena_bytes.str();
   m["collectives"] = json::array();
   for (const auto& s : p.steps) {
@@ -111,19 +124,32 @@ CpuCodegenResult generate_cpu_program(const passes::Program& p, const CpuCodegen
   // kernels, balanced over the translation units by text size
   const int ntu = std::max(1, o.num_translation_units);
   std::vector<std::string> tus(static_cast<size_t>(ntu));
+  int next_shared = 0;
   auto add_kernels = [&](const passes::Program& q) {
+    std::vector<cpu::StepFunctionText> fns;
     for (const auto& step : q.steps) {
-      std::string text;
       if (const auto* e = std::get_if<passes::ExternStep>(&step);
           e && (passes::is_collective_issue(*e) || passes::is_collective_wait(*e)))
         continue;  // emitted inline in run() (emit_collective.cpp)
       if (cpu::is_control_step(step)) continue;  // in model.cpp (emit_control.cpp)
-      if (const auto* k = std::get_if<passes::LoopKernel>(&step))
-        text = cpu::emit_loop_kernel(q, *k, o);
-      else if (const auto* g = std::get_if<passes::GemmStep>(&step))
-        text = cpu::emit_gemm(q, *g);
-      else
-        text = cpu::emit_extern(q, std::get<passes::ExternStep>(step));
+      cpu::StepFunctionText f;
+      f.name = passes::step_name(step);
+      if (const auto* k = std::get_if<passes::LoopKernel>(&step)) {
+        f.kind = cpu::StepFunctionText::Kind::kLoop;
+        f.text = cpu::emit_loop_kernel(q, *k, o);
+      } else if (const auto* g = std::get_if<passes::GemmStep>(&step)) {
+        f.kind = cpu::StepFunctionText::Kind::kGemm;
+        f.text = cpu::emit_gemm(q, *g);
+      } else {
+        f.text = cpu::emit_extern(q, std::get<passes::ExternStep>(step));
+      }
+      fns.push_back(std::move(f));
+    }
+    // identical computations on different buffers share one implementation (emit_dedup.cpp)
+    const cpu::DedupResult d = cpu::dedup_step_functions(q, fns, next_shared);
+    r.kernels_shared += d.kernels_shared;
+    r.kernel_bodies += d.kernel_bodies;
+    for (const auto& text : d.units) {
       auto smallest = std::min_element(
           tus.begin(), tus.end(),
           [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
@@ -142,7 +168,7 @@ CpuCodegenResult generate_cpu_program(const passes::Program& p, const CpuCodegen
                          cpu::preamble(o.cpp_namespace) + "\nnamespace " + o.cpp_namespace +
                              " {\n\n" + t + "}  // namespace " + o.cpp_namespace + "\n"});
   }
-  r.manifest_json = manifest(p, target, info.cpu_features, o);
+  r.manifest_json = manifest(p, target, info.cpu_features, o, r.kernels_shared, r.kernel_bodies);
   for (const auto& c : p.constants) r.constants.push_back({c.name, c.tensor});
   r.stats = p.stats;
   r.planned_peak_bytes = p.planned_peak_bytes;

@@ -62,6 +62,11 @@ struct CpuCodegenResult {
   int64_t planned_peak_bytes = 0;  // at the symbols' maxima; -1 when unbounded
   std::string arena_bytes;         // the arena size formula (SymInt text)
   std::string program_text;        // the loop-kernel IR (passes::print_program)
+  /// Kernel de-duplication (docs/design_notes.md): step functions that call an implementation
+  /// another step also uses (a group of n identical kernels counts n - 1), and the number of
+  /// distinct step implementations emitted.
+  int kernels_shared = 0;
+  int kernel_bodies = 0;
 };
 
 /// Compiles `graph` for the CPU. Throws Error naming the node for unsupported ops / features.

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "codegen/cache.h"
 
 extern char** environ;
 
@@ -449,7 +450,7 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
       try {
         const fs::path obj = obj_path(i);
         std::error_code ec;
-        if (opt.use_cache && fs::exists(obj, ec)) {
+        if (opt.use_cache && codegen::touch_cache_entry(obj.string())) {  // a hit, marked used
           ++cached;
           progress.step(sources[i].name, "cached");
           continue;
@@ -502,7 +503,7 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
   for (const std::string& k : keys) link_key += "\n" + k;
   const fs::path so_cache = fs::path(cache_dir) / "so" / (sha256_hex(link_key) + ".so");
   std::error_code ec;
-  if (!(opt.use_cache && fs::exists(so_cache, ec))) {
+  if (!(opt.use_cache && codegen::touch_cache_entry(so_cache.string()))) {
     fs::create_directories(so_cache.parent_path());
     const fs::path tmp_so = so_cache.string() + str(".tmp.", ::getpid());
     std::vector<std::string> argv{compiler};
@@ -526,6 +527,9 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
   fs::copy_file(so_cache, tmp_out, fs::copy_options::overwrite_existing);
   fs::rename(tmp_out, out);
   result.so_path = out.string();
+  // New cache entries: keep the folder under $ANVIL_CACHE_MAX_MB (codegen/cache.h).
+  if (result.compiled > 0 || result.linked)
+    prune_after_insert(cache_dir, so_cache.string());
 
   if (own_build_dir && !build_dir.empty()) fs::remove_all(build_dir, ec);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -463,6 +463,47 @@ int64_t SymInt::evaluate(const SymEnv& env) const {
   return 0;
 }
 
+SymInt SymInt::substitute(const std::map<std::string, SymInt>& values) const {
+  if (!node_) return *this;
+  const Node& n = *node_;
+  if (n.op == Op::kSym) {
+    auto it = values.find(n.name);
+    return it == values.end() ? *this : it->second;
+  }
+  std::vector<SymInt> a;
+  for (const auto& x : n.args) a.push_back(x.substitute(values));
+  switch (n.op) {
+    case Op::kAdd: {
+      SymInt s(0);
+      for (const auto& x : a) s = s + x;
+      return s;
+    }
+    case Op::kMul: {
+      SymInt s(1);
+      for (const auto& x : a) s = s * x;
+      return s;
+    }
+    case Op::kFloorDiv:
+      return a[0].floordiv(a[1]);
+    case Op::kMod:
+      return a[0].mod(a[1]);
+    case Op::kMax:
+      return SymInt::max(a[0], a[1]);
+    case Op::kMin:
+      return SymInt::min(a[0], a[1]);
+    case Op::kPow:
+      if (auto e = a[1].maybe_constant(); e && *e >= 0) {
+        SymInt s(1);
+        for (int64_t i = 0; i < *e; ++i) s = s * a[0];
+        return s;
+      }
+      return *this;  // a symbolic exponent: left as it is
+    case Op::kSym:
+      break;
+  }
+  return *this;
+}
+
 namespace {
 constexpr int64_t kInf = SymRange::kSymMax;
 /// a + b saturating at +-kInf (kInf + anything is kInf, then -kInf + anything is -kInf).

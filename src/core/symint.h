@@ -59,6 +59,8 @@ class SymInt {
 
   /// Evaluates with every symbol bound in `env`; throws Error naming a missing symbol.
   int64_t evaluate(const SymEnv& env) const;
+  /// This expression with the symbols of `values` replaced by their expressions (others kept).
+  SymInt substitute(const std::map<std::string, SymInt>& values) const;
   /// Interval bounds given symbol ranges (unknown symbols are [0, inf]).
   SymRange bounds(const SymRanges& ranges) const;
   void collect_symbols(std::set<std::string>& out) const;

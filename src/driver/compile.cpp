@@ -12,6 +12,7 @@
 
 #include "codegen/generate.h"
 #include "core/error.h"
+#include "codegen/cache.h"
 #include "frontend/pt2_reader.h"
 #include "passes/pipeline.h"
 #include "runtime/package.h"
@@ -248,7 +249,7 @@ std::string cached_package_for(const std::string& pt2_path, const CompileOptions
                                CompileReport* report) {
   const std::string path = package_cache_path(pt2_path, options);
   std::error_code ec;
-  if (fs::is_regular_file(path, ec)) {
+  if (codegen::touch_cache_entry(path)) {  // a hit: marked as recently used for pruning (codegen/cache.h)
     if (report) {
       *report = CompileReport{};
       report->package_path = path;
@@ -258,6 +259,7 @@ std::string cached_package_for(const std::string& pt2_path, const CompileOptions
     return path;
   }
   CompileReport r = compile_pt2(pt2_path, path, options);
+  codegen::prune_after_insert(cache_root(options), path);
   if (report) *report = std::move(r);
   return path;
 }

@@ -144,6 +144,37 @@ std::vector<TensorType> shape_index_Tensor(const Node& node) {
   return {typed(in, advanced_sizes(in.sizes, advanced_layout(indexed), bshape))};
 }
 
+// nonzero(self): the coordinates of the non-zero elements, (count, rank) int64, in row-major
+// order. The count is data-dependent: a fresh unbacked size (the export names it, e.g. u0).
+std::vector<TensorType> shape_nonzero(const Node& node) {
+  const TensorType& in = sa::type(node, "self");
+  TensorType out;
+  out.dtype = DType::kInt64;
+  out.device = in.device;
+  out.sizes = {SymInt::symbol("u_" + node.name), SymInt(static_cast<int64_t>(in.sizes.size()))};
+  return {out};
+}
+
+std::vector<RValue> kernel_nonzero(KernelContext& ctx) {
+  const Tensor& self = ctx.tensor("self");
+  const int64_t rank = self.dim();
+  const std::vector<double> v = self.to_doubles();
+  std::vector<int64_t> coords;
+  int64_t count = 0;
+  for (int64_t lin = 0; lin < static_cast<int64_t>(v.size()); ++lin) {
+    if (v[static_cast<size_t>(lin)] == 0) continue;
+    ++count;
+    const size_t at = coords.size();
+    coords.resize(at + static_cast<size_t>(rank));
+    int64_t rest = lin;
+    for (int64_t j = rank; j-- > 0;) {
+      coords[at + static_cast<size_t>(j)] = rest % self.size(j);
+      rest /= self.size(j);
+    }
+  }
+  return {Tensor::from_vector<int64_t>(coords, {count, rank})};
+}
+
 std::vector<RValue> kernel_index_Tensor(KernelContext& ctx) {
   const Tensor& self = ctx.tensor("self");
   const std::string where = ctx.where();

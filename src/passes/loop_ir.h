@@ -267,6 +267,10 @@ struct Program {
   // Symbols whose value exists only at run time (aten.item of a tensor): set by an "anvil.item"
   // step, read by later steps; no buffer or output size may use them.
   std::vector<std::string> unbacked_symbols;
+  // Upper bounds (over the inputs' symbols) of run-time symbols that size buffers: the result
+  // counts of nonzero / boolean-mask indexing (lower_dynamic.cpp). Memory is planned and
+  // outputs are allocated at these capacities; kernels loop over the actual counts.
+  std::map<std::string, SymInt> unbacked_capacity;
   SymRanges symbol_ranges;
   std::vector<IoSpec> inputs, outputs;
   std::vector<ConstantSpec> constants;

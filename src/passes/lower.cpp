@@ -476,6 +476,7 @@ void Lowerer::lower_node(const ir::Node& n) {
       break;
   }
   wait_collectives_for(*this, n);
+  if (lower_data_dependent(*this, n)) return;
   if (n.schema->mutates_arg >= 0) return lower_inplace(n);
   if (lower_view(*this, n) || lower_pointwise(*this, n) || lower_reduction(*this, n) ||
       lower_matmul(*this, n))
@@ -503,7 +504,12 @@ void Lowerer::finish_outputs() {
     const Buffer* tb = t->is_buffer() ? &prog_.buffers[static_cast<size_t>(t->buffer)] : nullptr;
     const bool same_dtype = tb && t->dtype == v->type.dtype && tb->dtype == t->dtype;
     auto owner = owners.find(root);
-    const bool dense = options && options->dense_outputs;
+    std::set<std::string> out_syms;
+    for (const auto& sz : v->type.sizes) sz.collect_symbols(out_syms);
+    const bool data_dependent = std::any_of(out_syms.begin(), out_syms.end(), [&](const auto& x) {
+      return prog_.unbacked_capacity.count(x) > 0;
+    });
+    const bool dense = (options && options->dense_outputs) || data_dependent;
     if (dense) {
       // only an intermediate that is exactly the output's contiguous storage is taken over
       if (same_dtype && tb->kind == BufferKind::kArena && !tb->local && tb->alias_of < 0 &&
@@ -609,9 +615,13 @@ void Lowerer::run() {
   // Sizes must be computable from the inputs' sizes, or be run-time symbols (aten.item) that only
   // values never stored in a buffer use (checked again on the buffers after lowering).
   std::set<std::string> run_time;
-  for (const ir::Node* n : nodes)
+  for (const ir::Node* n : nodes) {
     if (n->target == "aten.item.default" && !n->outputs.empty() && n->outputs[0])
       n->outputs[0]->sym.collect_symbols(run_time);
+    if (is_data_dependent_producer(*n) && !n->outputs.empty() && n->outputs[0] &&
+        n->outputs[0]->is_tensor() && !n->outputs[0]->type.sizes.empty())
+      n->outputs[0]->type.sizes[0].collect_symbols(run_time);  // the count (lower_dynamic.cpp)
+  }
   for (const ir::Node* n : nodes)
     for (const ir::Value* o : n->outputs) {
       if (!o || o->kind != ir::ValueKind::kTensor) continue;
@@ -648,18 +658,31 @@ void Lowerer::run() {
   node_ = nullptr;
   wait_all_collectives(*this);
   finish_outputs();
-  // Run-time symbols may size computed values only: memory is planned before the run.
+  // Run-time symbols may size computed values only, unless they have a capacity (the counts of
+  // nonzero / mask indexing): memory is planned before the run.
   for (const Buffer& b : prog_.buffers) {
     std::set<std::string> syms;
     b.numel.collect_symbols(syms);
     for (const auto& s : b.sizes) s.collect_symbols(syms);
     for (const auto& u : prog_.unbacked_symbols)
-      if (syms.count(u))
+      if (syms.count(u) && !prog_.unbacked_capacity.count(u))
         throw Error("data-dependent sizes are not supported by the compiler",
                     "buffer " + b.name + " (graph nodes: " +
                         (b.nodes.empty() ? std::string("-") : b.nodes.front()) + ")",
                     "buffers sized by the inputs' symbols",
                     "a size that uses the run-time value " + u + " (aten.item)");
+  }
+  // Outputs sized by a run-time count: their own contiguous storage (shaped after the run).
+  for (const IoSpec& o : prog_.outputs) {
+    std::set<std::string> syms;
+    for (const auto& s : o.sizes) s.collect_symbols(syms);
+    const bool dynamic = std::any_of(syms.begin(), syms.end(), [&](const std::string& s) {
+      return prog_.unbacked_capacity.count(s) > 0;
+    });
+    if (dynamic && (o.base != OutputBase::kOwn || !is_const(o.offset, 0) ||
+                    (!o.strides.empty() && !(o.strides == contiguous(o.sizes)))))
+      throw Error("an output with a data-dependent size must be its own contiguous tensor",
+                  "output " + o.name, "a contiguous result", "a view of another tensor");
   }
 }
 

@@ -89,6 +89,7 @@ class Lowerer {
   // ---- helpers the rule files use -------------------------------------------------------
   ExprPool& ex() { return prog_.exprs; }
   Program& prog() { return prog_; }
+  const ir::Graph& graph() const { return graph_; }
   const ir::Node& node() const { return *node_; }
   /// The TRef of a tensor value; throws Error for values without one.
   TRefPtr ref(const ir::Value* v);
@@ -198,6 +199,12 @@ void wait_collectives_for(Lowerer& L, const ir::Node& n);
 void wait_all_collectives(Lowerer& L);
 /// Routes the node to api->extern_call (docs/externs.md).
 void lower_extern(Lowerer& L, const ir::Node& n);
+/// Ops whose result size is data-dependent (lower_dynamic.cpp): aten.nonzero and aten.index
+/// with a boolean mask become an extern writing at most the count's capacity plus an
+/// "anvil.item" step setting the count's run-time symbol. Returns false for other nodes.
+bool lower_data_dependent(Lowerer& L, const ir::Node& n);
+/// True when `n` is such a node (its new run-time symbols may size buffers).
+bool is_data_dependent_producer(const ir::Node& n);
 /// torch.cond / while_loop (lower_control.cpp): compiles the subgraphs into sub-programs and
 /// emits one "anvil.cond" / "anvil.while" step over the operands and results.
 void lower_control_flow(Lowerer& L, const ir::Node& n);

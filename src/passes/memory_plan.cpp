@@ -86,8 +86,10 @@ void plan_memory(Program& p) {
     auto it = items.find(r);
     if (it == items.end()) {
       const Buffer& rb = p.buffers[static_cast<size_t>(r)];
+      // run-time counts (nonzero / mask indexing) are planned at their capacity
+      const SymInt numel = rb.numel.substitute(p.unbacked_capacity);
       Item item{r, lt.first, lt.second,
-                align_up(rb.numel * SymInt(static_cast<int64_t>(dtype_size(rb.dtype)))), 0};
+                align_up(numel * SymInt(static_cast<int64_t>(dtype_size(rb.dtype)))), 0};
       items.emplace(r, item);
     } else {
       it->second.first = std::min(it->second.first, lt.first);

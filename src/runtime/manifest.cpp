@@ -174,12 +174,26 @@ Manifest Manifest::parse(const std::string& text, const std::string& where) {
       m.symbols.push_back(s);
     }
   }
+  std::set<std::string> output_symbols = symbol_names;
+  if (j.contains("run_time_symbols")) {
+    const Json& syms = r.array(j["run_time_symbols"], "run_time_symbols");
+    for (size_t i = 0; i < syms.size(); ++i) {
+      const std::string p = str("run_time_symbols[", i, "]");
+      if (!syms[i].is_object()) r.fail(p, "an object", syms[i]);
+      const std::string name = r.string(r.field(syms[i], "name", p + ".name"), p + ".name");
+      if (!output_symbols.insert(name).second)
+        throw Error("duplicate symbol", r.where + ": " + p, "unique names", name);
+      m.run_time_symbols.push_back(name);
+    }
+  }
   for (const char* key : {"inputs", "outputs"}) {
-    auto& list = std::string(key) == "inputs" ? m.inputs : m.outputs;
+    const bool is_input = std::string(key) == "inputs";
+    auto& list = is_input ? m.inputs : m.outputs;
     if (!j.contains(key)) continue;
     const Json& arr = r.array(j[key], key);
     for (size_t i = 0; i < arr.size(); ++i)
-      list.push_back(parse_tensor_spec(r, arr[i], str(key, "[", i, "]"), symbol_names));
+      list.push_back(parse_tensor_spec(r, arr[i], str(key, "[", i, "]"),
+                                       is_input ? symbol_names : output_symbols));
   }
   if (j.contains("constants")) {
     const Json& arr = r.array(j["constants"], "constants");

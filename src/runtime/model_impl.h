@@ -91,6 +91,11 @@ struct Model::Impl {
   void plan_input_checks();
   /// Checks `inputs` and fills the symbol values; throws Error naming input, dim, expected, actual.
   void check_inputs(const std::vector<Tensor>& inputs, std::vector<int64_t>& symbols) const;
+  /// Gives outputs whose sizes use run-time counts their actual shape (they were allocated at
+  /// the capacity): contiguous views of the first elements of their storage.
+  void shape_data_dependent_outputs(const std::vector<int64_t>& symbols,
+                                    const std::vector<int64_t>& run_symbols,
+                                    std::vector<Tensor>& outputs) const;
   int acquire_runner();
   void release_runner(int r);
 };

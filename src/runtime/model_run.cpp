@@ -358,6 +358,8 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   args.constants = constants->ptrs.data();
   args.arena = runner.arena;
   args.run_ctx = &ctx;
+  std::vector<int64_t> run_symbols(impl.package->manifest().run_time_symbols.size(), 0);
+  args.run_symbols = run_symbols.empty() ? nullptr : run_symbols.data();
   ctx.packed_weights = constants->packed.get();
   ctx.generator = impl.generator.get();
   int rc = 0;
@@ -371,7 +373,36 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
     const std::string msg = ctx.failed() ? ctx.error() : str("model.so run() returned ", rc);
     throw Error(msg, where());
   }
+  if (!run_symbols.empty()) impl.shape_data_dependent_outputs(symbols, run_symbols, outputs);
   return outputs;
+}
+
+void Model::Impl::shape_data_dependent_outputs(const std::vector<int64_t>& symbols,
+                                               const std::vector<int64_t>& run_symbols,
+                                               std::vector<Tensor>& outputs) const {
+  const Manifest& m = package->manifest();
+  SymEnv env;
+  for (size_t k = 0; k < m.symbols.size(); ++k) env[m.symbols[k].name] = symbols[k];
+  std::set<std::string> run_time;
+  for (size_t k = 0; k < m.run_time_symbols.size(); ++k) {
+    env[m.run_time_symbols[k]] = run_symbols[k];
+    run_time.insert(m.run_time_symbols[k]);
+  }
+  for (size_t o = 0; o < m.outputs.size() && o < outputs.size(); ++o) {
+    std::set<std::string> used;
+    for (const SymInt& s : m.outputs[o].sizes) s.collect_symbols(used);
+    if (std::none_of(used.begin(), used.end(), [&](const auto& u) { return run_time.count(u); }))
+      continue;
+    Shape shape;
+    for (const SymInt& s : m.outputs[o].sizes) shape.push_back(s.evaluate(env));
+    const Tensor& cap = outputs[o];  // allocated at the capacity, contiguous
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    ANVIL_CHECK(numel <= cap.numel(), "Model::run(" + path + ")",
+                str("output ", o, " has more elements than its capacity"),
+                str("<= ", cap.numel()), str(numel, " (", shape_str(shape), ")"));
+    outputs[o] = cap.as_strided(shape, Tensor::contiguous_strides(shape), cap.storage_offset());
+  }
 }
 
 }  // namespace anvil::runtime

@@ -56,6 +56,9 @@ struct Manifest {
   std::string target;                     // "cpu-x86_64-avx2", "cpu-x86_64-native", ...
   std::vector<std::string> cpu_features;  // optional: ISA features the code needs ("avx2")
   std::vector<SymbolSpec> symbols;
+  // Symbols known only during a run (aten.item values, nonzero / mask counts), in
+  // AnvilRunArgs::run_symbols order. Output sizes may use them; input sizes may not.
+  std::vector<std::string> run_time_symbols;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   std::vector<ConstantSpec> constants;

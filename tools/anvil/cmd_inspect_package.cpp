@@ -120,6 +120,7 @@ int inspect_package(const std::string& path, bool as_json) {
                                 {"bytes", c.nbytes},
                                 {"mutable", c.is_mutable}});
     j["kernels"] = kernels;
+    j["kernels_shared"] = raw.value("kernels_shared", 0);
     j["planned_peak_bytes"] = m.planned_peak_bytes;
     if (peak >= 0) j["planned_peak_bytes_at_max"] = peak;
     j["sources"] = pkg->source_names();
@@ -157,7 +158,10 @@ int inspect_package(const std::string& path, bool as_json) {
          << (c.is_mutable ? "  (mutable)" : "");
     std::cout << line.str() << "\n";
   }
-  std::cout << "\nkernels: " << kernels.size() << "\n";
+  std::cout << "\nkernels: " << kernels.size();
+  if (raw.value("kernels_shared", 0) > 0)  // kernel de-duplication (docs/design_notes.md)
+    std::cout << " (" << raw.value("kernels_shared", 0) << " share another kernel's code)";
+  std::cout << "\n";
   for (const auto& k : kernels) {
     std::vector<std::string> nodes;
     if (k.contains("nodes") && k["nodes"].is_array())

@@ -15,6 +15,9 @@ namespace anvil::cli {
 ArgParser launch_parser();
 int cmd_launch(const ParsedArgs& args);
 int launch_main(const std::vector<std::string>& args);
+// `anvil cache` (cmd_cache.cpp).
+ArgParser cache_parser();
+int cmd_cache(const ParsedArgs& args);
 
 const std::vector<Command>& commands() {
   // clang-format off
@@ -25,6 +28,7 @@ const std::vector<Command>& commands() {
       {"inspect", &inspect_parser, &cmd_inspect},
       {"compare", &compare_parser, &cmd_compare},
       {"launch", &launch_parser, &cmd_launch},
+      {"cache", &cache_parser, &cmd_cache},
   };
   // clang-format on
   return kCommands;

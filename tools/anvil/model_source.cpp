@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/zip_reader.h"
+#include "codegen/cache.h"
 #include "runtime/model.h"
 
 namespace anvil::cli {
@@ -52,13 +53,14 @@ std::string package_for(const std::string& model, const ParsedArgs& args, bool q
   if (is_package(model)) return model;
   const driver::CompileOptions o = compile_options(args, quiet);
   const std::string cached = driver::package_cache_path(model, o);
-  std::error_code ec;
-  if (fs::is_regular_file(cached, ec)) return cached;
+  if (codegen::touch_cache_entry(cached)) return cached;  // a hit, marked used (codegen/cache.h)
   if (!quiet)
     std::cerr << "anvil: note: compiling " << model << " (target " << o.target
               << ") into the package cache: " << cached << "\n";
   // The same as driver::cached_package_for, without hashing the .pt2 a second time.
   const driver::CompileReport r = driver::compile_pt2(model, cached, o);
+  codegen::prune_after_insert(o.cache_dir.empty() ? codegen::default_cache_dir() : o.cache_dir,
+                             cached);
   if (!quiet)
     std::cerr << "anvil: note: compiled in " << std::fixed << std::setprecision(2) << r.total_s
               << std::defaultfloat << " s (" << r.num_kernels << " kernels)\n";

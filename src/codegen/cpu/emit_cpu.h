@@ -68,4 +68,24 @@ std::string emit_control_functions(const passes::Program& p);
 std::string emit_model(const passes::Program& p, const std::string& target,
                        const std::string& metadata_json, const CpuCodegenOptions& o);
 
+// ---- kernel de-duplication (emit_dedup.cpp) ----
+/// One emitted step function of a program, before de-duplication.
+struct StepFunctionText {
+  enum class Kind { kLoop, kGemm, kOther };
+  Kind kind = Kind::kOther;
+  std::string name;  // the step's function name
+  std::string text;  // emit_loop_kernel / emit_gemm / emit_extern output
+};
+/// Step functions grouped for the translation units: a unit is one unchanged function, or one
+/// shared implementation plus the forwarders of the steps it serves.
+struct DedupResult {
+  std::vector<std::string> units;
+  int kernels_shared = 0;  // steps served by an implementation another step also uses
+  int kernel_bodies = 0;   // distinct implementations
+};
+/// Merges loop kernels / GEMMs whose text is identical up to name, buffer bases and pointer
+/// names into shared implementations "kshared<N>" (N from `next_shared`, advanced).
+DedupResult dedup_step_functions(const passes::Program& p,
+                                 const std::vector<StepFunctionText>& steps, int& next_shared);
+
 }  // namespace anvil::codegen::cpu

@@ -18,16 +18,20 @@ void emit_output_layout(const passes::Program& p, std::ostringstream& os) {
   std::ostringstream body;
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     const passes::IoSpec& o = p.outputs[i];
-    std::vector<SymInt> strides = o.strides;
+    // outputs sized by run-time counts are allocated at their capacity (shaped after the run)
+    std::vector<SymInt> sizes;
+    for (const auto& s : o.sizes) sizes.push_back(s.substitute(p.unbacked_capacity));
+    std::vector<SymInt> strides;
+    for (const auto& s : o.strides) strides.push_back(s.substitute(p.unbacked_capacity));
     if (strides.empty()) {  // contiguous
-      strides.assign(o.sizes.size(), SymInt(1));
-      for (size_t d = o.sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * o.sizes[d];
+      strides.assign(sizes.size(), SymInt(1));
+      for (size_t d = sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * sizes[d];
     }
     SymInt numel(0);
     if (o.base == passes::OutputBase::kOwn) {
       ANVIL_CHECK(o.buffer >= 0 && o.buffer < static_cast<int>(p.buffers.size()), "emit_model",
                   "an output without a buffer", "a buffer index", std::to_string(o.buffer));
-      numel = p.buffers[static_cast<size_t>(o.buffer)].numel;
+      numel = p.buffers[static_cast<size_t>(o.buffer)].numel.substitute(p.unbacked_capacity);
     }
     body << "    case " << i << ":\n";
     body << "      layout->base_kind = " << static_cast<int>(o.base) << ";\n";
@@ -94,6 +98,8 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   });
   if (const_b)  // GEMMs with a constant B need the runtime's ABI minor 2 services
     os << "  if (api->abi_minor_version < 2 || !api->sgemm_const_b) return nullptr;\n";
+  if (!p.unbacked_capacity.empty())  // AnvilRunArgs::run_symbols (minor 3)
+    os << "  if (api->abi_minor_version < 3) return nullptr;\n";
   os << "  return new (std::nothrow) Model{api};\n}\n\n";
   os << "void destroy(void* model) { delete static_cast<Model*>(model); }\n\n";
   // arena
@@ -102,16 +108,22 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   os << symbol_decls(p, arena, "symbols", "  ");
   os << "  (void)symbols;\n  return " << arena << ";\n}\n\n";
   // output sizes
+  // capacities stand for the run-time counts (the runtime shapes such outputs after the run)
+  std::vector<std::vector<SymInt>> out_sizes;
+  for (const auto& o : p.outputs) {
+    out_sizes.emplace_back();
+    for (const auto& s : o.sizes) out_sizes.back().push_back(s.substitute(p.unbacked_capacity));
+  }
   std::string sizes_text;
-  for (const auto& o : p.outputs)
-    for (const auto& s : o.sizes) sizes_text += s.str() + " ";
+  for (const auto& o : out_sizes)
+    for (const auto& s : o) sizes_text += s.str() + " ";
   os << "void output_sizes(const int64_t* symbols, int32_t output_index, int64_t* sizes) {\n";
   os << symbol_decls(p, sizes_text, "symbols", "  ");
   os << "  (void)symbols;\n  switch (output_index) {\n";
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     os << "    case " << i << ":\n";
-    for (size_t d = 0; d < p.outputs[i].sizes.size(); ++d)
-      os << "      sizes[" << d << "] = " << p.outputs[i].sizes[d].str() << ";\n";
+    for (size_t d = 0; d < out_sizes[i].size(); ++d)
+      os << "      sizes[" << d << "] = " << out_sizes[i][d].str() << ";\n";
     os << "      break;\n";
   }
   os << "    default:\n      break;\n  }\n}\n\n";
@@ -141,6 +153,10 @@ std::string emit_model(const passes::Program& p, const std::string& target,
       os << "  " << name << "(s);  // " << nodes << "\n";
     else
       os << "  if ((rc = " << name << "(s)) != 0) return rc;  // " << nodes << "\n";
+  }
+  if (!p.unbacked_capacity.empty()) {  // the counts shape the data-dependent outputs
+    os << "  if (args->run_symbols)\n";
+    os << "    for (int i = 0; i < " << n_usym << "; ++i) args->run_symbols[i] = usym[i];\n";
   }
   os << "  (void)s;\n  return rc;\n}\n\n";
   os << "const AnvilModelEntry kEntry = {ANVIL_MODEL_ABI_VERSION, metadata_json, create, destroy,\n"
