@@ -6,6 +6,7 @@ scripts/export_aot_cases.py:
 
 Every predicate or counter value is one more input set (NAME.inK_J.npy / NAME.outK_J.npy).
 
+60 nonzero -> fp16 matmul -> sum   62 mask select with an asserted length of 256
 64 cond Simple        65 cond Nested (8 predicate combinations)    66 cond with submodules
 67 cond on views      68 cond with 3 outputs    69 outer code before/after    70 outer intermediates
 71 cond on a shape predicate (static and dynamic)
@@ -256,10 +257,6 @@ def run_all():
     sets = preds(1, (R(10, 20),))
     case("aot_66_cond_submodules", CondParameters(), sets[0], dyn("pa", {"a": s0}),
          extra=sets[1:] + preds(1, (R(7, 20),)))
-    s3 = Dim("s0", min=3, max=1024)
-    sets = preds(1, ab)
-    case("aot_67_cond_views", CondReinterpretView(), sets[0], dyn("pab", {"a": s3, "b": s3}),
-         extra=sets[1:] + preds(1, (R(6, 20), R(6, 20))))
     s1 = Dim("s1", min=2, max=1024)
     sets = preds(1, ab + (R(30, 40),))
     case("aot_68_cond_multi_out", CondMultipleOutputs(), sets[0],
@@ -306,15 +303,13 @@ def run_all():
     case("aot_61_mask_select", C61(), (R(4, 4, 4, 4),))
     case("aot_60_nonzero_mm", C60(), (torch.tensor([1, 1, 1]), R(1, 32).half()))
     case("aot_62_mask_select_256", C62(), (torch.ones(4, 4, 4, 4),))
-    # 67 with the spec's range failed in torch.export 2.11 (an internal range assertion): a
-    # wider minimum, else static shapes
-    for lo in (3, 4, 5):
-        sv = Dim("s0", min=lo, max=1024)
-        sets = preds(1, (R(10, 20), R(10, 20)))
-        case(f"aot_67_cond_views_min{lo}", CondReinterpretView(), sets[0],
-             dyn("pab", {"a": sv, "b": sv}), extra=sets[1:] + preds(1, (R(6, 20), R(6, 20))))
+    # 67: torch.export 2.11 fails on the spec's range d0 in [3, 1024] (an internal range
+    # assertion; [4, 1024] violates a constraint, static shapes hit the stride check), so the
+    # fixture uses [5, 1024]
+    s5 = Dim("s0", min=5, max=1024)
     sets = preds(1, (R(10, 20), R(10, 20)))
-    case("aot_67_cond_views_static", CondReinterpretView(), sets[0], extra=sets[1:])
+    case("aot_67_cond_views_min5", CondReinterpretView(), sets[0], dyn("pab", {"a": s5, "b": s5}),
+         extra=sets[1:] + preds(1, (R(6, 20), R(6, 20))))
 
 
 run_all()
