@@ -30,6 +30,9 @@ const std::vector<std::string>* higher_order_arg_names(const std::string& target
   static const std::vector<std::string> kCond = {"pred", "true_fn", "false_fn", "operands"};
   static const std::vector<std::string> kWhile = {"cond_fn", "body_fn", "carried_inputs",
                                                   "additional_inputs"};
+  static const std::vector<std::string> kAutocast = {"device_type", "dtype", "enabled",
+                                                     "cache_enabled", "fn"};
+  if (target == "higher_order.wrap_with_autocast") return &kAutocast;
   if (target == "higher_order.cond") return &kCond;
   if (target == "higher_order.while_loop") return &kWhile;
   return nullptr;
@@ -332,13 +335,16 @@ class GraphBuilder {
     for (const JField& in : n.at("inputs").items()) {
       ir::Arg a = parse_arg(in);
       // torch.export writes higher-order ops' arguments without names: name them by position
-      if (a.name.empty() && positional && pos < positional->size()) a.name = (*positional)[pos];
+      if (a.name.empty() && positional)
+        a.name = pos < positional->size() ? (*positional)[pos]
+                                          : "arg" + std::to_string(pos - positional->size());
       ++pos;
       if (node->arg(a.name)) in.fail("duplicate argument name", "unique names", a.name);
       node->args.push_back(std::move(a));
     }
     node->subgraphs = std::move(pending_subgraphs_);
     pending_subgraphs_.clear();
+    if (node->target == "higher_order.wrap_with_autocast") return inline_autocast_node(n, *node);
     JField outs = n.at("outputs");
     std::vector<JField> out_items = outs.items();
     for (const JField& o : out_items) {
@@ -389,6 +395,44 @@ class GraphBuilder {
       for (const auto& [key, val] : md->members()) node->metadata[key] = val.as_string();
     }
     g_.append(std::move(node));
+  }
+
+  /// An autocast region: its nodes go into the graph (pt2_autocast.cpp); each output of the
+  /// region is an alias of the inlined result.
+  void inline_autocast_node(const JField& n, ir::Node& hop) {
+    hop.name = "autocast";
+    if (auto nm = n.get("name"); nm && !nm->as_string().empty()) hop.name = nm->as_string();
+    const std::vector<ir::Value*> results = inline_autocast(g_, hop, node_names_);
+    std::vector<JField> names;
+    for (const JField& o : n.at("outputs").items()) {
+      auto [kind, v] = o.union_member();
+      if (kind == "as_tensor") names.push_back(v);
+      else if (kind == "as_tensors")
+        for (const JField& t : v.items()) names.push_back(t);
+      else
+        o.fail("unsupported output kind of wrap_with_autocast", "as_tensor or as_tensors", kind);
+    }
+    if (names.size() != results.size())
+      n.fail("wrap_with_autocast outputs do not match its subgraph", str(results.size()),
+             str(names.size()));
+    for (size_t k = 0; k < names.size(); ++k) {
+      if (!results[k] || !results[k]->is_tensor())
+        n.fail("wrap_with_autocast returns a non-tensor", "tensor outputs", "another kind");
+      auto alias = std::make_unique<ir::Node>();
+      alias->schema = ir::find_op("aten.alias.default");
+      alias->target = "aten.alias.default";
+      ir::Arg self;
+      self.name = "self";
+      self.kind = ir::Arg::Kind::kTensor;
+      self.value = results[k];
+      alias->args = {self};
+      ir::Value* out = define(names[k].at("name").as_string(), ir::ValueKind::kTensor, names[k]);
+      alias->outputs = {out};
+      alias->name = out->name;
+      if (!node_names_.insert(alias->name).second)
+        n.fail("duplicate node name", "unique names", alias->name);
+      g_.append(std::move(alias));
+    }
   }
 
   // ---- signature ----

@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,6 +92,12 @@ SymInt parse_sym_expr(const std::string& text, const JField& f);
 /// Builds the graph from models/model.json: inputs with their signature, nodes, value types,
 /// outputs, symbol ranges and attributes. Unsupported targets raise one Error listing them all.
 std::unique_ptr<ir::Graph> build_graph(const Json& model, const JsonSource& src);
+
+/// Appends the nodes of a higher_order.wrap_with_autocast region `hop` (not itself in `g`) to
+/// `g`, with the casts CPU autocast applies made explicit (pt2_autocast.cpp); returns the values
+/// of the region's outputs. `node_names` are the names taken so far.
+std::vector<ir::Value*> inline_autocast(ir::Graph& g, const ir::Node& hop,
+                                        std::set<std::string>& node_names);
 
 /// Where the weights and constants of an archive live.
 struct PayloadEntries {

@@ -105,4 +105,14 @@ std::vector<ir::RValue> kernel_hop_while_loop(ir::KernelContext& ctx) {
            "a direct kernel call");
 }
 
+// wrap_with_autocast never reaches a graph: the importer inlines it (frontend/pt2_autocast.cpp).
+std::vector<TensorType> shape_hop_wrap_with_autocast(const Node& node) {
+  return output_types(node, node.subgraph("fn"), "autocast region");
+}
+
+std::vector<ir::RValue> kernel_hop_wrap_with_autocast(ir::KernelContext& ctx) {
+  ctx.fail("autocast regions are inlined when a model is imported", "an inlined region",
+           "a wrap_with_autocast node");
+}
+
 }  // namespace anvil::ops

@@ -332,6 +332,27 @@ void Lowerer::bind(size_t i, TRefPtr t) {
 
 void Lowerer::setup_signature() {
   const auto mutated = mutated_inputs(graph_);
+  // Devices and dtypes of every input, reported together before any code is generated
+  // (spec/aot.md cases 80 and 81).
+  std::string devices, dtypes;
+  for (const auto& spec : graph_.input_specs()) {
+    const ir::Value* v = spec.value;
+    if (!v || v->kind != ir::ValueKind::kTensor) continue;
+    const std::string what = str(ir::input_kind_name(spec.kind), " '",
+                                 spec.target.empty() ? v->name : spec.target, "'");
+    if (!v->type.device.is_cpu())
+      devices += str(devices.empty() ? "" : ", ", what, " on ", v->type.device.str());
+    if (is_complex(v->type.dtype))
+      dtypes += str(dtypes.empty() ? "" : ", ", what, " ", dtype_name(v->type.dtype));
+  }
+  if (!devices.empty())
+    throw Error("Device mismatch: the graph was recorded with tensors on another device than "
+                "the CPU target (export it with CPU example inputs)",
+                "compile (target cpu)", "every input and weight on cpu", devices);
+  if (!dtypes.empty())
+    throw Error("Unsupported input dtype: complex tensors are not supported by the CPU compiler",
+                "compile (target cpu)",
+                "f32, f64, f16, bf16, float8, integer or bool inputs", dtypes);
   // Symbols: in order of first appearance in the user inputs' sizes.
   for (const auto& spec : graph_.input_specs()) {
     if (spec.kind != ir::InputKind::kUserInput || !spec.value || spec.constant_int) continue;

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "aot_util.h"
+#include "frontend/pt2_reader.h"
 #include "driver/compile.h"
 #include "runtime/model.h"
 
@@ -112,6 +113,54 @@ TEST(AotCase, C30_ConstantFqnMap) {
   for (const auto& c : model.constant_specs()) EXPECT_EQ(c.dtype, DType::kFloat32) << c.name;
   expect_outputs(model.run(read_set("aot_30_fqn_constants", "in", "")),
                  read_set("aot_30_fqn_constants", "out", ""), "fqn model");
+}
+
+// Case 42: index_put with (None, None, zeros(3,14,1,1), ones(14,3).t()) and accumulate: 1,764
+// values land on each [:, :, 0, 1]. Matches PyTorch and is the same bit for bit run after run.
+TEST(AotCase, C42_IndexPutAccumulate) {
+  ANVIL_AOT_LOAD(model, "aot_42_index_put_accumulate");
+  const auto ins = read_set("aot_42_index_put_accumulate", "in", "");
+  const auto first = model.run(ins);
+  expect_outputs(first, read_set("aot_42_index_put_accumulate", "out", ""), "case 42");
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(rel_error(model.run(ins)[0], first[0]), 0.0);
+}
+
+// Case 47: Linear(10, 10) under torch.autocast("cpu", bfloat16): the importer inlines the region
+// with the casts made explicit, so the output is bf16 and within bf16 tolerance of PyTorch.
+TEST(AotCase, C47_AutocastBf16) {
+  ANVIL_AOT_LOAD(model, "aot_47_autocast_bf16");
+  ASSERT_EQ(model.output_specs().size(), 1u);
+  EXPECT_EQ(model.output_specs()[0].dtype, DType::kBFloat16);
+  const auto got = model.run(read_set("aot_47_autocast_bf16", "in", ""));
+  EXPECT_EQ(got[0].dtype(), DType::kBFloat16);
+  expect_outputs(got, read_set("aot_47_autocast_bf16", "out", ""), "case 47");
+  const auto graph = frontend::load_pt2(aot_fixture("aot_47_autocast_bf16"));
+  int casts = 0;
+  for (const ir::Node* n : graph->nodes()) {
+    EXPECT_NE(n->target, "higher_order.wrap_with_autocast");
+    if (n->target == "aten._to_copy.default") ++casts;
+  }
+  EXPECT_EQ(casts, 3);  // x, weight and bias to bf16
+}
+
+// Case 80: a graph recorded with its example input (and weights) on cuda:0 is refused by the CPU
+// compiler before code generation, naming every tensor on the other device.
+TEST(AotCase, C80_DeviceMismatchIsACompileError) {
+  const Built& b = build("aot_80_cuda_inputs");
+  ASSERT_FALSE(b.error.empty());
+  EXPECT_NE(b.error.find("Device mismatch"), std::string::npos) << b.error;
+  EXPECT_NE(b.error.find("input 'x' on cuda:0"), std::string::npos) << b.error;
+  EXPECT_NE(b.error.find("lin.weight"), std::string::npos) << b.error;
+}
+
+// Case 81 (with case 12's complex64 add): an input dtype the CPU compiler does not support is a
+// compile error naming the inputs and the dtype.
+TEST(AotCase, C81_UnsupportedInputDtypeIsACompileError) {
+  const Built& b = build("aot_12_complex_add");
+  ASSERT_FALSE(b.error.empty());
+  EXPECT_NE(b.error.find("Unsupported input dtype"), std::string::npos) << b.error;
+  EXPECT_NE(b.error.find("'a' c64"), std::string::npos) << b.error;
+  EXPECT_NE(b.error.find("'b' c64"), std::string::npos) << b.error;
 }
 
 }  // namespace
