@@ -165,6 +165,7 @@ int64_t coll_issue(void* run_ctx, const char* op, const char* group, const Anvil
     std::lock_guard<std::mutex> lk(t.mu);
     const int64_t h = t.next++;
     t.works[h] = std::move(work);
+    if (run_ctx) static_cast<RunContext*>(run_ctx)->issued(h);
     return h;
   } catch (const std::exception& e) {
     record(run_ctx, str("collective ", o, " on group '", g, "': ", e.what()));
@@ -175,6 +176,7 @@ int64_t coll_issue(void* run_ctx, const char* op, const char* group, const Anvil
 }
 
 int coll_wait(void* run_ctx, int64_t handle) {
+  if (run_ctx) static_cast<RunContext*>(run_ctx)->waited(handle);
   std::shared_ptr<dist::Work> work;
   {
     HandleTable& t = handles();
@@ -196,6 +198,27 @@ int coll_wait(void* run_ctx, int64_t handle) {
     record(run_ctx, "collective wait: unknown exception");
   }
   return 1;
+}
+
+size_t finish_in_flight(RunContext& ctx) {
+  const std::vector<int64_t> left = ctx.take_in_flight();
+  for (int64_t h : left) {
+    std::shared_ptr<dist::Work> work;
+    {
+      HandleTable& t = handles();
+      std::lock_guard<std::mutex> lk(t.mu);
+      auto it = t.works.find(h);
+      if (it == t.works.end()) continue;
+      work = std::move(it->second);
+      t.works.erase(it);
+    }
+    try {
+      work->wait();  // bounded by the group's timeout
+    } catch (const std::exception&) {
+      // the run has failed already; its first error is the one reported
+    }
+  }
+  return left.size();
 }
 
 size_t pending_collective_handles() {

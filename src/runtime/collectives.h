@@ -28,6 +28,12 @@ int coll_wait(void* run_ctx, int64_t handle);
 /// never reads a tensor a collective is still writing. A no-op when no world exists or nothing
 /// is pending.
 void wait_pending_inputs(const std::vector<Tensor>& inputs);
+class RunContext;
+/// Waits for (and releases) the collectives a run issued and did not wait for, which happens
+/// only when the run failed between an issue and its wait: their transfers write the run's
+/// memory, so Model::run finishes them before it returns. Each wait is bounded by the group's
+/// timeout; their errors are dropped (the run's first error is reported). Returns how many.
+size_t finish_in_flight(RunContext& ctx);
 /// Handles issued and not yet waited (tests).
 size_t pending_collective_handles();
 

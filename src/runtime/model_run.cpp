@@ -369,8 +369,14 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
     if (impl.has_mutable) buffers_lock.lock();
     rc = impl.entry->run(runner.instance, &args);
   }
+  // A run that failed between a collective's issue and its wait: finish the transfer before
+  // the runner's arena and the outputs are reused or freed.
+  const size_t drained = finish_in_flight(ctx);
   if (rc != 0 || ctx.failed()) {
-    const std::string msg = ctx.failed() ? ctx.error() : str("model.so run() returned ", rc);
+    std::string msg = ctx.failed() ? ctx.error() : str("model.so run() returned ", rc);
+    if (drained > 0)
+      msg += str(" (", drained, drained == 1 ? " collective" : " collectives",
+                 " it had issued completed before returning)");
     throw Error(msg, where());
   }
   if (!run_symbols.empty()) impl.shape_data_dependent_outputs(symbols, run_symbols, outputs);

@@ -1,5 +1,7 @@
 #include "runtime/rt_api.h"
 
+#include <utility>
+
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
@@ -30,6 +32,21 @@ bool RunContext::failed() const {
 std::string RunContext::error() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return error_;
+}
+
+void RunContext::issued(int64_t handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_flight_.push_back(handle);
+}
+
+void RunContext::waited(int64_t handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_flight_.erase(std::remove(in_flight_.begin(), in_flight_.end(), handle), in_flight_.end());
+}
+
+std::vector<int64_t> RunContext::take_in_flight() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::exchange(in_flight_, {});
 }
 
 namespace {

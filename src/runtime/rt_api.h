@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "anvil/anvil_rt.h"
 #include "core/random.h"
@@ -31,7 +32,14 @@ class RunContext {
   /// The Model's random generator (randn / rand externs); null: the process-wide one.
   RandomGenerator* generator = nullptr;
 
+  /// Collective handles this run issued and has not waited yet (api->coll_issue / coll_wait):
+  /// a run that fails between an issue and its wait leaves them for Model::run to finish.
+  void issued(int64_t handle);
+  void waited(int64_t handle);
+  std::vector<int64_t> take_in_flight();
+
  private:
+  std::vector<int64_t> in_flight_;
   mutable std::mutex mutex_;
   bool failed_ = false;
   std::string error_;

@@ -10,6 +10,8 @@
 #include "dist/functional.h"
 #include "dist_harness.h"
 #include "driver/compile.h"
+#include "ir/parser.h"
+#include "runtime/collectives.h"
 #include "runtime/model.h"
 
 namespace anvil::dist::test {
@@ -33,7 +35,77 @@ DIST_WORKER(compiled_waits_on_input) {
   }
 }
 
+/// all_reduce(x) issued, then a run-time assertion on n, then the wait: the assertion fails
+/// between the issue and the wait when n < 4.
+constexpr const char* kIssueAssertWait = R"(graph {
+  symbols {
+    u0 in [4, inf]
+  }
+  inputs {
+    %x: f32[4, 8] = user_input
+    %n: i64[] = user_input
+  }
+  %ar: f32[4, 8] = _c10d_functional.all_reduce.default(input=%x, reduce_op="sum", group_name="0")
+  %item: SymInt(u0) = aten.item.default(self=%n)
+  %ge: SymBool = _operator.ge(a=SymInt(%item), b=4)
+  ^chk: aten._assert_scalar.default(self=SymInt(%ge), assert_msg="n must be at least 4")
+  %w: f32[4, 8] = _c10d_functional.wait_tensor.default(tensor=%ar)
+  %out: f32[4, 8] = aten.add.Tensor(self=%w, other=1.0)
+  outputs {
+    user_output %out
+  }
+}
+)";
+
+/// Rank 0's first run fails its assertion after issuing the all_reduce: Model::run finishes the
+/// collective before reporting, so no handle stays in flight and the next runs on both ranks
+/// pair up and give the right sums.
+DIST_WORKER(compiled_fails_between_issue_and_wait) {
+  runtime::Model model = runtime::Model::load(std::getenv("ANVIL_TEST_PACKAGE"));
+  const Tensor x = Tensor::full({4, 8}, ctx.rank + 1, DType::kFloat32);
+  double sum = 1;
+  for (int r = 0; r < ctx.world; ++r) sum += r + 1;
+  const Tensor bad = Tensor::scalar(2, DType::kInt64), good = Tensor::scalar(5, DType::kInt64);
+  if (ctx.rank == 0) {
+    try {
+      model.run({x, bad});
+      ADD_FAILURE() << "the assertion should fail on rank 0";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("n must be at least 4"), std::string::npos) << m;
+      EXPECT_NE(m.find("1 collective it had issued completed"), std::string::npos) << m;
+    }
+    EXPECT_EQ(runtime::pending_collective_handles(), 0u);
+  } else {
+    for (double v : model.run({x, good})[0].to_doubles()) ASSERT_EQ(v, sum);
+  }
+  for (int iter = 0; iter < 2; ++iter)
+    for (double v : model.run({x, good})[0].to_doubles())
+      ASSERT_EQ(v, sum) << "rank " << ctx.rank << " iter " << iter;
+  EXPECT_EQ(runtime::pending_collective_handles(), 0u);
+}
+
 class CompiledBoundary : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CompiledBoundary, RunFailingBetweenIssueAndWaitLeavesNothingInFlight) {
+  const std::string backend = GetParam();
+  if (!backend_available(backend)) GTEST_SKIP() << backend << " not available";
+  std::string tmp = (fs::temp_directory_path() / "anvil_inflight_XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmp.data()), nullptr);
+  const std::string pkg = tmp + "/inflight.anvil";
+  driver::CompileOptions o;
+  o.jobs = 2;
+  o.progress = codegen::ProgressMode::kQuiet;
+  driver::compile_graph(*ir::parse_graph(kIssueAssertWait), pkg, o);
+  JobOptions jo;
+  jo.env["ANVIL_TEST_PACKAGE"] = pkg;
+  jo.deadline = std::chrono::milliseconds(60000);
+  const auto r = run_job(backend, 2, "compiled_fails_between_issue_and_wait", jo);
+  EXPECT_TRUE(r.ok()) << r.all_output();
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+}
+
 
 TEST_P(CompiledBoundary, Case47_GraphWaitsOnACollectiveIssuedBeforeTheRun) {
   const std::string backend = GetParam();
