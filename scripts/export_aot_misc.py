@@ -11,7 +11,8 @@ it, with a GPU for case 80). Same layout as scripts/export_aot_cases.py:
 42  index_put with (None, None, zeros(3,14,1,1), ones(14,3).t()) and accumulate; x is
     (2,4,30,30) instead of the spec's (8,192,30,30) to keep the fixture small: still 1,764
     adds into each [:, :, 0, 1]
-47  Linear(10,10) under torch.autocast("cpu", bfloat16): a bf16 output
+47  Linear(10,10) under torch.autocast("cpu", bfloat16): a bf16 output; and a bf16 region holding
+    a disabled region (f32 result) and an f64 matmul (f64 result)
 80  a Linear exported with its example input on cuda:0 (the CPU compiler refuses the device)
 """
 import os
@@ -69,6 +70,24 @@ class C47(nn.Module):
             return self.lin(x)
 
 
+class C47Nested(nn.Module):
+    """An enabled bf16 region holding a disabled one (f32 stays f32) and an f64 matmul (never
+    cast by autocast)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(10, 10)
+        self.lin2 = nn.Linear(10, 10)
+
+    def forward(self, x, y):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            a = self.lin(x)
+            with torch.autocast("cpu", enabled=False):
+                b = self.lin2(x)
+            c = y @ y
+        return a, b, c
+
+
 class C80(nn.Module):
     def __init__(self):
         super().__init__()
@@ -95,6 +114,8 @@ case("aot_42_index_put_accumulate", C42(), (torch.randn(2, 4, 30, 30),
                                              torch.randn(2, 4, 3, 14, 3, 14)))
 torch.manual_seed(0)
 case("aot_47_autocast_bf16", C47(), (torch.randn(10, 10),))
+torch.manual_seed(0)
+case("aot_47_autocast_nested", C47Nested(), (torch.randn(10, 10), torch.randn(6, 6).double()))
 if torch.cuda.is_available():
     torch.manual_seed(0)
     case("aot_80_cuda_inputs", C80().cuda(), (torch.randn(2, 8, device="cuda"),), run=False)

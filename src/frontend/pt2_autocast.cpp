@@ -6,7 +6,8 @@
 // (linear, matmul, mm, bmm, addmm, baddbmm, convolutions, prelu, sdpa) are cast to the region's
 // dtype with aten._to_copy. Other ops keep their inputs and type promotion, which is what
 // autocast's "promote" policy does; the ops autocast forces to float32 (losses, fft, linalg) are
-// cast to float32. Disabled regions are inlined unchanged.
+// cast to float32. float64 tensors are never cast. Disabled regions are inlined unchanged, and
+// so are the ops of a nested region (inlined first, it marks its nodes with its own policy).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -51,10 +52,14 @@ bool float32_op(const std::string& target) {
   return kOps.count(base_name(target)) > 0;
 }
 
+/// Autocast casts floating tensors except float64 ones (PyTorch's is_eligible).
 bool is_float_type(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 ||
-         t == DType::kBFloat16;
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
 }
+
+/// Metadata key marking nodes an autocast region already decided (a nested region, inlined
+/// first, keeps its own policy: an inner `enabled=False` region is not cast by the outer one).
+constexpr const char* kAutocastKey = "anvil_autocast";
 
 /// A name not used yet in `g` / `names`, starting from `want`.
 std::string fresh(const ir::Graph& g, const std::set<std::string>& names, const std::string& want) {
@@ -107,8 +112,10 @@ std::vector<ir::Value*> inline_autocast(ir::Graph& g, const ir::Node& hop,
     node->metadata = n->metadata;
     node->subgraphs = n->subgraphs;
     node->args = n->args;
-    const bool to_low = enabled && lower_precision_op(n->target);
-    const bool to_f32 = enabled && float32_op(n->target);
+    const bool decided = n->metadata.count(kAutocastKey) > 0;  // by a nested region
+    const bool to_low = enabled && !decided && lower_precision_op(n->target);
+    const bool to_f32 = enabled && !decided && float32_op(n->target);
+    if (!decided) node->metadata[kAutocastKey] = enabled ? dtype_name(low) : "disabled";
     for (ir::Arg& a : node->args) {
       a.value = remap(a.value);
       for (ir::Value*& v : a.values) v = remap(v);
@@ -132,6 +139,7 @@ std::vector<ir::Value*> inline_autocast(ir::Graph& g, const ir::Node& hop,
         dtype.kind = ir::Arg::Kind::kScalarType;
         dtype.dtype = want;
         c->args = {self, dtype};
+        c->metadata[kAutocastKey] = dtype_name(want);
         ir::Value* out = g.new_value(c->name);
         out->type = v->type;
         out->type.dtype = want;

@@ -692,6 +692,21 @@ void Lowerer::run() {
                         (b.nodes.empty() ? std::string("-") : b.nodes.front()) + ")",
                     "buffers sized by the inputs' symbols",
                     "a size that uses the run-time value " + u + " (aten.item)");
+    // A count with a capacity may size a buffer only as a whole dim: the capacity bounds `u`,
+    // not an expression such as s0 - u.
+    for (const auto& d : b.sizes) {
+      std::set<std::string> ds;
+      d.collect_symbols(ds);
+      const bool counted = std::any_of(ds.begin(), ds.end(), [&](const std::string& x) {
+        return prog_.unbacked_capacity.count(x) > 0;
+      });
+      if (counted && !d.as_symbol())
+        throw Error("a buffer size that is an expression of a data-dependent count is not "
+                    "supported by the compiler",
+                    "buffer " + b.name + " (graph nodes: " +
+                        (b.nodes.empty() ? std::string("-") : b.nodes.front()) + ")",
+                    "a dim equal to the count (u0)", d.str());
+    }
   }
   // Outputs sized by a run-time count: their own contiguous storage (shaped after the run).
   for (const IoSpec& o : prog_.outputs) {

@@ -113,7 +113,9 @@ std::vector<TensorView> result_views(Lowerer& L, const ir::Node& n, std::set<int
   const auto& parent = L.prog().symbols;
   for (size_t i = 0; i < n.outputs.size(); ++i) {
     const ir::Value* v = n.outputs[i];
-    if (!v) continue;
+    if (!v || v->kind != ir::ValueKind::kTensor)
+      L.fail("a control-flow result that is not a tensor value is not supported",
+             "tensor results", str("result ", i, v ? " of another kind" : " without a value"));
     std::set<std::string> syms;
     for (const auto& s : v->type.sizes) s.collect_symbols(syms);
     for (const auto& s : syms)
@@ -176,6 +178,10 @@ void lower_control_flow(Lowerer& L, const ir::Node& n) {
     e.subprograms = {compile_sub(L, n, "true_fn", e.name + "_t_"),
                      compile_sub(L, n, "false_fn", e.name + "_f_")};
     e.outputs = result_views(L, n, s.writes);
+    for (const auto& sub : e.subprograms)
+      if (sub->outputs.size() != e.outputs.size())
+        L.fail("the branches return a different number of results than the node has",
+               str(e.outputs.size()), str(sub->outputs.size()));
     scratch = SymInt::max(e.subprograms[0]->arena_bytes, e.subprograms[1]->arena_bytes);
   } else {
     std::vector<TensorView> carried = operand_views(L, n, "carried_inputs", s.reads);
@@ -184,9 +190,11 @@ void lower_control_flow(Lowerer& L, const ir::Node& n) {
     e.subprograms = {compile_sub(L, n, "cond_fn", e.name + "_c_"),
                      compile_sub(L, n, "body_fn", e.name + "_b_")};
     e.outputs = result_views(L, n, s.writes);
-    if (e.outputs.size() != carried.size())
+    if (e.outputs.size() != carried.size() || e.subprograms[1]->outputs.size() != carried.size() ||
+        e.subprograms[0]->outputs.size() != 1)
       L.fail("while_loop results differ from its carried inputs", str(carried.size()),
-             str(e.outputs.size()));
+             str(e.outputs.size(), " results, ", e.subprograms[1]->outputs.size(),
+                 " body outputs"));
     // scratch: [sub-program arena][predicate][B copy of every carried value]
     SymInt off = align_up(SymInt::max(e.subprograms[0]->arena_bytes, e.subprograms[1]->arena_bytes));
     e.attrs.push_back(int_attr("pred_off", off));

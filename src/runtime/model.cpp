@@ -178,7 +178,11 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
   for (int r = 0; r < options.num_runners; ++r) {
     impl->runners[r].instance = entry->create(api_for(entry->abi_version));
     ANVIL_CHECK(impl->runners[r].instance != nullptr, where,
-                "model.so failed to create an instance", "an instance", "null from create()");
+                "model.so refused this runtime: it needs runtime services (a newer ABI minor "
+                "version) this runtime lacks, or it is damaged",
+                str("a runtime the package's code accepts (this one: ABI ",
+                    ANVIL_MODEL_ABI_VERSION, ".", ANVIL_MODEL_ABI_MINOR_VERSION, ")"),
+                "null from create()");
     impl->free_runners.push_back(r);
   }
   return Model(std::move(impl));

@@ -12,6 +12,7 @@
 
 #include "aot_util.h"
 #include "frontend/pt2_reader.h"
+#include "interp/interpreter.h"
 #include "driver/compile.h"
 #include "runtime/model.h"
 
@@ -141,6 +142,22 @@ TEST(AotCase, C47_AutocastBf16) {
     if (n->target == "aten._to_copy.default") ++casts;
   }
   EXPECT_EQ(casts, 3);  // x, weight and bias to bf16
+}
+
+// Case 47, nested: a bf16 region holding a disabled region and an f64 matmul. The inner region
+// keeps f32 (the outer one does not cast it) and autocast never casts f64 tensors.
+TEST(AotCase, C47_AutocastNestedRegions) {
+  ANVIL_AOT_LOAD(model, "aot_47_autocast_nested");
+  ASSERT_EQ(model.output_specs().size(), 3u);
+  EXPECT_EQ(model.output_specs()[0].dtype, DType::kBFloat16);
+  EXPECT_EQ(model.output_specs()[1].dtype, DType::kFloat32);
+  EXPECT_EQ(model.output_specs()[2].dtype, DType::kFloat64);
+  const auto ins = read_set("aot_47_autocast_nested", "in", "");
+  const auto want = read_set("aot_47_autocast_nested", "out", "");
+  expect_outputs(model.run(inputs_for(model, ins)), want, "case 47 nested");
+  const auto graph = frontend::load_pt2(aot_fixture("aot_47_autocast_nested"));
+  interp::Interpreter ref(*graph);
+  expect_outputs(ref.run(ins), want, "case 47 nested (interpreter)");
 }
 
 // Case 80: a graph recorded with its example input (and weights) on cuda:0 is refused by the CPU

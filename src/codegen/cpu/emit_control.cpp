@@ -55,6 +55,8 @@ std::string emit_cond(const Program& p, const ExternStep& e) {
   check_shape(e, e.inputs.size() >= first_operand);
   std::ostringstream b;
   const size_t ni = e.inputs.size() - first_operand, no = e.outputs.size() - 1;
+  for (const auto& sub : e.subprograms)
+    check_shape(e, sub->outputs.size() == no && sub->inputs.size() == ni);
   b << "  void* in[" << std::max<size_t>(ni, 1) << "] = {";
   for (size_t i = 0; i < ni; ++i) b << (i ? ", " : "") << view_ptr(p, e.inputs[first_operand + i]);
   b << "};\n  void* out[" << std::max<size_t>(no, 1) << "] = {";
@@ -84,6 +86,9 @@ std::string emit_while(const Program& p, const ExternStep& e) {
   const size_t nc = e.outputs.size() - 1;
   check_shape(e, e.inputs.size() >= nc && attr_named(e, "pred_off"));
   const size_t na = e.inputs.size() - nc;
+  check_shape(e, e.subprograms[0]->outputs.size() == 1 && e.subprograms[1]->outputs.size() == nc &&
+                     e.subprograms[0]->inputs.size() == nc + na &&
+                     e.subprograms[1]->inputs.size() == nc + na);
   std::ostringstream b;
   b << "  char* scratch = static_cast<char*>(" << view_ptr(p, e.outputs.back()) << ");\n";
   b << "  void* a[" << std::max<size_t>(nc, 1) << "] = {";
