@@ -270,6 +270,51 @@ TEST(AotOpsExterns, ConvolutionTransposedWithGroups) {
   EXPECT_LE(testing::rel_error(got[0], want), 1e-5);
 }
 
+// The convolution extern (im2col into packed panels: the one-row fast paths at stride 1 and 2,
+// with AVX-512 rows where the CPU has them, and the per-pixel path) against the reference kernel
+// over 60 random geometries: widths around the 16-pixel panel, padding 0-2, stride 1-3,
+// dilation 1-2, groups 1-2.
+TEST(AotOpsExterns, ConvolutionRandomGeometriesMatchTheReference) {
+  uint64_t seed = 12345;
+  auto next = [&](int64_t lo, int64_t hi) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + static_cast<int64_t>((seed >> 33) % static_cast<uint64_t>(hi - lo + 1));
+  };
+  for (int it = 0; it < 60; ++it) {
+    const int64_t groups = next(1, 2), cin = groups * next(1, 3), cout = groups * next(1, 4);
+    const int64_t kh = next(1, 3), kw = next(1, 3), sh = next(1, 3), sw = next(1, 3);
+    const int64_t ph = next(0, 2), pw = next(0, 2), dh = next(1, 2), dw = next(1, 2);
+    const int64_t h = next(kh * dh, 20), w = next(std::max<int64_t>(kw * dw, 10), 40);
+    const Tensor x = testing::random_tensor({next(1, 2), cin, h, w}, DType::kFloat32, 10 + it);
+    const Tensor wt = testing::random_tensor({cout, cin / groups, kh, kw}, DType::kFloat32, 200 + it);
+    const Tensor b = testing::random_tensor({cout}, DType::kFloat32, 400 + it);
+    const Tensor want = testing::OpRunner("aten.conv2d.default")
+                            .tensor("input", x)
+                            .tensor("weight", wt)
+                            .tensor("bias", b)
+                            .ints("stride", {sh, sw})
+                            .ints("padding", {ph, pw})
+                            .ints("dilation", {dh, dw})
+                            .scalar("groups", groups)
+                            .run1();
+    const auto got = DirectExtern("aten.convolution.default")
+                         .input(x)
+                         .input(wt)
+                         .input(b)
+                         .attr("stride", std::vector<int64_t>{sh, sw})
+                         .attr("padding", std::vector<int64_t>{ph, pw})
+                         .attr("dilation", std::vector<int64_t>{dh, dw})
+                         .attr("transposed", int64_t{0})
+                         .attr("output_padding", std::vector<int64_t>{0, 0})
+                         .attr("groups", groups)
+                         .run({want});
+    EXPECT_LE(testing::rel_error(got[0], want), 1e-5)
+        << "case " << it << ": x " << shape_str(x.sizes()) << " w " << shape_str(wt.sizes())
+        << " stride " << sh << "x" << sw << " pad " << ph << "x" << pw << " dil " << dh << "x"
+        << dw << " groups " << groups;
+  }
+}
+
 TEST(AotOpsExterns, IndexPutNoneEntriesAndScatterValue) {
   const Tensor self = testing::random_tensor({3, 4, 2}, DType::kFloat32, 4);
   const Tensor i1 = testing::i64({2, 1}, {3, -1});

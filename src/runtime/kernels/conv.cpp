@@ -199,14 +199,52 @@ void im2col(const ConvGeom& g, const A* x, A* cols, int64_t c0, int64_t c1) {
   }
 }
 
+#if defined(__x86_64__)
+/// One 16-pixel row of a one-row panel with AVX-512 masked loads: dst[q] = src[q * sw] for q in
+/// [lo, hi), 0 elsewhere (sw 1 or 2). Lanes outside [lo, hi) are never read (masked off), so
+/// `src` may point before the input row.
+__attribute__((target("avx512f"))) inline void panel_row_avx512(float* dst, const float* src,
+                                                                 int64_t lo, int64_t hi,
+                                                                 int64_t sw) {
+  const auto bits = [](int64_t a, int64_t b) {  // bits [a, b) of a 32-bit mask
+    const uint64_t hi_bits = (uint64_t{1} << b) - 1, lo_bits = (uint64_t{1} << a) - 1;
+    return static_cast<uint32_t>(hi_bits & ~lo_bits);
+  };
+  const __mmask16 m = static_cast<__mmask16>(bits(lo, hi));
+  if (sw == 1) {
+    _mm512_storeu_ps(dst, _mm512_maskz_loadu_ps(m, src));
+    return;
+  }
+  // sw == 2: the even positions 2lo .. 2(hi - 1) of src[0 .. 32)
+  const uint32_t span = hi > lo ? bits(2 * lo, 2 * hi - 1) : 0;
+  const __m512 a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(span & 0xFFFFu), src);
+  const __m512 b = _mm512_maskz_loadu_ps(static_cast<__mmask16>(span >> 16), src + 16);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  _mm512_storeu_ps(dst, _mm512_maskz_mov_ps(m, _mm512_permutex2var_ps(a, even, b)));
+}
+
+bool have_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+#else
+inline void panel_row_avx512(float*, const float*, int64_t, int64_t, int64_t) {}
+bool have_avx512() { return false; }
+#endif
+
 /// im2col for channels [c0, c1) of one image straight into the packed-B layout of
 /// gemm_packed.h: group gi's [ckk, oh * ow] matrix at packed + gi * group_floats. Panel by panel
 /// (16 output pixels): a panel whose pixels lie in one output row and read inside the input for
 /// this kernel tap is a strided copy (a 64-byte copy at stride 1); others check every pixel.
-void im2col_packed(const ConvGeom& g, const float* x, float* packed, int64_t group_floats,
-                   int64_t c0, int64_t c1) {
+/// `Wide`: one-row panels with stride 1 or 2 use panel_row_avx512 (the instantiation is compiled
+/// for AVX-512 so that it inlines).
+template <bool Wide>
+__attribute__((always_inline)) inline void im2col_packed_impl(const ConvGeom& g, const float* x,
+                                                              float* packed, int64_t group_floats,
+                                                              int64_t c0, int64_t c1) {
   const int64_t l = g.l(), ckk = g.ckk(), cg = g.cg();
   const int64_t panels = (l + kPackedPanel - 1) / kPackedPanel;
+  const bool wide = Wide && kPackedPanel == 16 && (g.sw == 1 || g.sw == 2);
   int64_t iy0[kPackedPanel], ix0[kPackedPanel];
   // Per kernel column kj of a one-row panel: pixels q in [lo, hi) read inside the input row.
   std::vector<int64_t> lo_of(static_cast<size_t>(g.kw)), hi_of(static_cast<size_t>(g.kw));
@@ -246,6 +284,10 @@ void im2col_packed(const ConvGeom& g, const float* x, float* packed, int64_t gro
             }
             const int64_t lo = lo_of[static_cast<size_t>(kj)], hi = hi_of[static_cast<size_t>(kj)];
             const float* src = plane + iy * g.w + ixa;
+            if (wide) {
+              panel_row_avx512(dst, src, lo, hi, g.sw);
+              continue;
+            }
             if (lo == 0 && hi == kPackedPanel && g.sw == 1) {
               std::memcpy(dst, src, sizeof(float) * kPackedPanel);
               continue;
@@ -277,6 +319,23 @@ void im2col_packed(const ConvGeom& g, const float* x, float* packed, int64_t gro
       }
     }
   }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void im2col_packed_avx512(const ConvGeom& g, const float* x,
+                                                             float* packed, int64_t group_floats,
+                                                             int64_t c0, int64_t c1) {
+  im2col_packed_impl<true>(g, x, packed, group_floats, c0, c1);
+}
+#endif
+
+/// im2col_packed_impl, with the AVX-512 rows on CPUs that have them.
+void im2col_packed(const ConvGeom& g, const float* x, float* packed, int64_t group_floats,
+                   int64_t c0, int64_t c1) {
+#if defined(__x86_64__)
+  if (have_avx512()) return im2col_packed_avx512(g, x, packed, group_floats, c0, c1);
+#endif
+  im2col_packed_impl<false>(g, x, packed, group_floats, c0, c1);
 }
 
 /// out[m, n] = a[m, k] * b[k, n] (+ nothing): floating types through GEMM, integers by loop
