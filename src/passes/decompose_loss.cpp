@@ -3,7 +3,6 @@
 // decompose_losses in graph_passes.h for the formulas.
 #include <cmath>
 #include <functional>
-#include <unordered_map>
 
 #include "core/error.h"
 #include "ir/op_schema.h"
@@ -244,65 +243,15 @@ int decompose_losses(std::unique_ptr<ir::Graph>& graph) {
   int count = 0;
   for (const ir::Node* n : graph->nodes()) count += n->target == kCrossEntropy;
   if (count == 0) return 0;
-  const ir::Graph& src = *graph;
-  auto g = std::make_unique<ir::Graph>();
-  std::unordered_map<const ir::Value*, ir::Value*> map;
-  auto copy_value_fields = [](const ir::Value& from, ir::Value& to) {
-    to.kind = from.kind;
-    to.type = from.type;
-    to.sym = from.sym;
-  };
-  for (size_t i = 0; i < src.inputs().size(); ++i) {
-    const ir::Value* v = src.inputs()[i];
-    ir::Value* nv = g->add_input(v->name, v->type, src.input_specs()[i]);
-    copy_value_fields(*v, *nv);
-    map[v] = nv;
+  GraphRebuilder b(*graph);
+  const std::function<ir::Value*(ir::Value*)> remap = [&b](ir::Value* v) { return b.remap(v); };
+  for (const ir::Node* n : graph->nodes()) {
+    if (n->target == kCrossEntropy && !n->outputs.empty() && n->outputs[0])
+      b.bind(n->outputs[0], decompose_cross_entropy(b.graph(), *n, remap));
+    else
+      b.copy(*n);
   }
-  std::function<ir::Value*(ir::Value*)> remap = [&](ir::Value* v) -> ir::Value* {
-    if (!v) return nullptr;
-    auto it = map.find(v);
-    ANVIL_INTERNAL_ASSERT(it != map.end(),
-                          "decompose_losses: value " + v->name + " used before defined");
-    return it->second;
-  };
-  for (const ir::Node* n : src.nodes()) {
-    if (n->target == kCrossEntropy && !n->outputs.empty() && n->outputs[0]) {
-      map[n->outputs[0]] = decompose_cross_entropy(*g, *n, remap);
-      continue;
-    }
-    auto nn = std::make_unique<ir::Node>();
-    nn->schema = n->schema;
-    nn->name = n->name;
-    nn->target = n->target;
-    nn->outputs_as_list = n->outputs_as_list;
-    nn->metadata = n->metadata;
-    nn->subgraphs = n->subgraphs;
-    nn->args = n->args;
-    for (auto& a : nn->args) {
-      a.value = remap(a.value);
-      for (auto& v : a.values) v = remap(v);
-      for (auto& r : a.symints) r.value = remap(r.value);
-    }
-    for (const ir::Value* o : n->outputs) {
-      if (!o) {
-        nn->outputs.push_back(nullptr);
-        continue;
-      }
-      ir::Value* no = g->new_value(o->name, o->kind);
-      copy_value_fields(*o, *no);
-      map[o] = no;
-      nn->outputs.push_back(no);
-    }
-    g->append(std::move(nn));
-  }
-  for (const auto& o : src.output_specs()) {
-    ir::OutputSpec spec = o;
-    spec.value = o.value ? remap(o.value) : nullptr;
-    g->output_specs().push_back(spec);
-  }
-  g->constants = src.constants;
-  g->symbol_ranges = src.symbol_ranges;
-  g->attributes = src.attributes;
+  auto g = b.finish();
   graph = std::move(g);
   return count;
 }

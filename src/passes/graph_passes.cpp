@@ -11,63 +11,76 @@
 
 namespace anvil::passes {
 
-std::unique_ptr<ir::Graph> clone_graph(const ir::Graph& src) {
-  auto g = std::make_unique<ir::Graph>();
-  std::unordered_map<const ir::Value*, ir::Value*> map;
-  auto copy_value_fields = [](const ir::Value& from, ir::Value& to) {
-    to.kind = from.kind;
-    to.type = from.type;
-    to.sym = from.sym;
-  };
+namespace {
+
+void copy_value_fields(const ir::Value& from, ir::Value& to) {
+  to.kind = from.kind;
+  to.type = from.type;
+  to.sym = from.sym;
+}
+
+}  // namespace
+
+GraphRebuilder::GraphRebuilder(const ir::Graph& src)
+    : src_(src), g_(std::make_unique<ir::Graph>()) {
   for (size_t i = 0; i < src.inputs().size(); ++i) {
     const ir::Value* v = src.inputs()[i];
-    ir::InputSpec spec = src.input_specs()[i];
-    ir::Value* nv = g->add_input(v->name, v->type, spec);
+    ir::Value* nv = g_->add_input(v->name, v->type, src.input_specs()[i]);
     copy_value_fields(*v, *nv);
-    map[v] = nv;
+    map_[v] = nv;
   }
-  auto remap = [&](ir::Value* v) -> ir::Value* {
-    if (!v) return nullptr;
-    auto it = map.find(v);
-    ANVIL_INTERNAL_ASSERT(it != map.end(),
-                          "clone_graph: value " + v->name + " used before defined");
-    return it->second;
-  };
-  for (const ir::Node* n : src.nodes()) {
-    auto nn = std::make_unique<ir::Node>();
-    nn->schema = n->schema;
-    nn->name = n->name;
-    nn->target = n->target;
-    nn->outputs_as_list = n->outputs_as_list;
-    nn->metadata = n->metadata;
-    nn->subgraphs = n->subgraphs;  // read-only: the compiler clones a subgraph before its passes
-    nn->args = n->args;
-    for (auto& a : nn->args) {
-      a.value = remap(a.value);
-      for (auto& v : a.values) v = remap(v);
-      for (auto& r : a.symints) r.value = remap(r.value);
-    }
-    for (const ir::Value* o : n->outputs) {
-      if (!o) {
-        nn->outputs.push_back(nullptr);
-        continue;
-      }
-      ir::Value* no = g->new_value(o->name, o->kind);
-      copy_value_fields(*o, *no);
-      map[o] = no;
-      nn->outputs.push_back(no);
-    }
-    g->append(std::move(nn));
+}
+
+ir::Value* GraphRebuilder::remap(ir::Value* v) const {
+  if (!v) return nullptr;
+  auto it = map_.find(v);
+  ANVIL_INTERNAL_ASSERT(it != map_.end(), "graph rebuild: value " + v->name + " used before defined");
+  return it->second;
+}
+
+void GraphRebuilder::copy(const ir::Node& n) {
+  auto nn = std::make_unique<ir::Node>();
+  nn->schema = n.schema;
+  nn->name = n.name;
+  nn->target = n.target;
+  nn->outputs_as_list = n.outputs_as_list;
+  nn->metadata = n.metadata;
+  nn->subgraphs = n.subgraphs;  // read-only: the compiler clones a subgraph before its passes
+  nn->args = n.args;
+  for (auto& a : nn->args) {
+    a.value = remap(a.value);
+    for (auto& v : a.values) v = remap(v);
+    for (auto& r : a.symints) r.value = remap(r.value);
   }
-  for (const auto& o : src.output_specs()) {
+  for (const ir::Value* o : n.outputs) {
+    if (!o) {
+      nn->outputs.push_back(nullptr);
+      continue;
+    }
+    ir::Value* no = g_->new_value(o->name, o->kind);
+    copy_value_fields(*o, *no);
+    map_[o] = no;
+    nn->outputs.push_back(no);
+  }
+  g_->append(std::move(nn));
+}
+
+std::unique_ptr<ir::Graph> GraphRebuilder::finish() {
+  for (const auto& o : src_.output_specs()) {
     ir::OutputSpec spec = o;
     spec.value = o.value ? remap(o.value) : nullptr;
-    g->output_specs().push_back(spec);
+    g_->output_specs().push_back(spec);
   }
-  g->constants = src.constants;
-  g->symbol_ranges = src.symbol_ranges;
-  g->attributes = src.attributes;
-  return g;
+  g_->constants = src_.constants;
+  g_->symbol_ranges = src_.symbol_ranges;
+  g_->attributes = src_.attributes;
+  return std::move(g_);
+}
+
+std::unique_ptr<ir::Graph> clone_graph(const ir::Graph& src) {
+  GraphRebuilder b(src);
+  for (const ir::Node* n : src.nodes()) b.copy(*n);
+  return b.finish();
 }
 
 void replace_all_uses(ir::Graph& graph, ir::Value* from, ir::Value* to) {

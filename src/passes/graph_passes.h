@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -14,6 +15,32 @@ namespace anvil::passes {
 /// A deep copy of `graph`: values (same names), nodes, signature, constants (shared tensors),
 /// symbol ranges, attributes and node metadata.
 std::unique_ptr<ir::Graph> clone_graph(const ir::Graph& graph);
+
+/// Rebuilds a graph node by node, for clone_graph and for passes that replace some nodes by
+/// others (decompose_losses): the inputs are copied at construction; each node of the source is
+/// then either copied (`copy`) or replaced by nodes the pass appends to graph(), binding the old
+/// result to its replacement (`bind`); finish() adds the outputs, constants, symbol ranges and
+/// attributes and returns the new graph.
+class GraphRebuilder {
+ public:
+  explicit GraphRebuilder(const ir::Graph& src);
+  /// The graph being built.
+  ir::Graph& graph() { return *g_; }
+  /// The new value standing for source value `v` (null stays null); an internal error when `v`
+  /// has none yet (read before defined).
+  ir::Value* remap(ir::Value* v) const;
+  /// Makes `now` stand for source value `old`.
+  void bind(const ir::Value* old, ir::Value* now) { map_[old] = now; }
+  /// Appends a copy of source node `n` (arguments remapped, outputs new values of the same names).
+  void copy(const ir::Node& n);
+  /// The finished graph (the rebuilder is spent).
+  std::unique_ptr<ir::Graph> finish();
+
+ private:
+  const ir::Graph& src_;
+  std::unique_ptr<ir::Graph> g_;
+  std::map<const ir::Value*, ir::Value*> map_;
+};
 
 /// Replaces every read of `from` (node arguments, SymInt references, output specs) by `to`.
 void replace_all_uses(ir::Graph& graph, ir::Value* from, ir::Value* to);
