@@ -223,16 +223,23 @@ FoldResult fold_constants(ir::Graph& graph, int64_t max_creation_bytes) {
       folded_producer[o] = n;
     }
   }
-  // Values a non-folded node or an output reads: materialise the first non-view ancestor.
-  std::set<const ir::Value*> frontier;
+  // Values a non-folded node or an output reads: materialise the first non-view ancestor. Both
+  // lists keep graph order (not pointer order), so the folded constants, and with them the
+  // constants table and the generated code, are the same on every compile.
+  std::vector<const ir::Value*> frontier;
+  std::set<const ir::Value*> in_frontier;
+  auto add_frontier = [&](const ir::Value* v) {
+    if (in_frontier.insert(v).second) frontier.push_back(v);
+  };
   for (const ir::Node* n : graph.nodes()) {
     if (folded_producer.count(n->outputs.empty() ? nullptr : n->outputs[0])) continue;
     for (const ir::Value* v : n->input_values())
-      if (folded_producer.count(v)) frontier.insert(v);
+      if (folded_producer.count(v)) add_frontier(v);
   }
   for (const auto& o : graph.output_specs())
-    if (o.value && folded_producer.count(o.value)) frontier.insert(o.value);
-  std::set<const ir::Value*> materialise;
+    if (o.value && folded_producer.count(o.value)) add_frontier(o.value);
+  std::vector<const ir::Value*> materialise;
+  std::set<const ir::Value*> in_materialise;
   for (const ir::Value* v : frontier) {
     const ir::Value* u = v;
     while (folded_producer.count(u) &&
@@ -244,7 +251,7 @@ FoldResult fold_constants(ir::Graph& graph, int64_t max_creation_bytes) {
     if (!folded_producer.count(u)) continue;  // a view chain of an original constant
     const Tensor& t = std::get<Tensor>(env[u]);
     if (!from_weights[u] && static_cast<int64_t>(t.nbytes()) > max_creation_bytes) continue;
-    materialise.insert(u);
+    if (in_materialise.insert(u).second) materialise.push_back(u);
   }
   for (const ir::Value* u : materialise) {
     ir::Value* nv =

@@ -444,12 +444,18 @@ void Lowerer::setup_signature() {
 }
 
 void Lowerer::realize_readers_of(int buffer) {
+  // In value-name order, not the map's (pointer) order: the buffers and steps this creates must
+  // come out the same on every compile.
+  std::vector<std::pair<const ir::Value*, TRefPtr>> todo;
   for (auto& [v, t] : vals_) {
     if (!t || t->is_buffer() || !t->reads.count(buffer)) continue;
     auto lu = last_use_.find(v);
     if (lu == last_use_.end() || lu->second <= node_pos_) continue;
-    realize(*t, v->name);
+    todo.emplace_back(v, t);
   }
+  std::sort(todo.begin(), todo.end(),
+            [](const auto& a, const auto& b) { return a.first->name < b.first->name; });
+  for (auto& [v, t] : todo) realize(*t, v->name);
 }
 
 void Lowerer::lower_inplace(const ir::Node& n) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -123,7 +124,9 @@ class Suite {
     try {
       try {
         build_merged(name, so);
-      } catch (const Error&) {
+      } catch (const Error& e) {
+        std::fprintf(stderr, "note: the merged build failed, building %s alone: %.300s\n",
+                     name.c_str(), e.what());
         build_alone(name, so);  // isolates a compiler error to the model that causes it
       }
       runtime::PackageContents pc;

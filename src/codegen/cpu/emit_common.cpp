@@ -1,4 +1,5 @@
 // The preamble of every generated translation unit, and type / symbol / pointer helpers.
+#include <cctype>
 #include <sstream>
 #include <regex>
 #include <set>
@@ -17,6 +18,10 @@ std::string preamble(const std::string& ns) {
 #include "anvil/anvil_rt.h"
 
 #define ANVIL_HIDDEN __attribute__((visibility("hidden")))
+
+// Once per namespace, so that translation units of one model can be concatenated (unity builds).
+#ifndef ANVIL_PREAMBLE_GUARD
+#define ANVIL_PREAMBLE_GUARD
 
 namespace anvil_model {
 
@@ -212,10 +217,16 @@ static inline double fast_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x));
 static inline double fast_erf(double x) { return std::erf(x); }
 
 }  // namespace anvil_model
+#endif  // ANVIL_PREAMBLE_GUARD
 )";
   for (size_t pos = text.find("anvil_model"); pos != std::string::npos;
        pos = text.find("anvil_model", pos + ns.size()))
     text.replace(pos, 11, ns);
+  std::string guard = "ANVIL_PREAMBLE_";
+  for (char c : ns) guard += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  for (size_t pos = text.find("ANVIL_PREAMBLE_GUARD"); pos != std::string::npos;
+       pos = text.find("ANVIL_PREAMBLE_GUARD", pos + guard.size()))
+    text.replace(pos, 20, guard);
   return text;
 }
 
