@@ -38,9 +38,8 @@ int collective_id(const ExternStep& e) {
 }
 
 std::string collective_attr(const ExternStep& e, const std::string& name) {
-  for (const auto& a : e.attrs)
-    if (a.name == name && a.kind == 2) return a.s;
-  return "";
+  const ExternAttr* a = find_attr(e, name);
+  return a && a->kind == 2 ? a->s : "";
 }
 
 }  // namespace anvil::passes
@@ -48,23 +47,6 @@ std::string collective_attr(const ExternStep& e, const std::string& name) {
 namespace anvil::passes::detail {
 
 namespace {
-
-/// Int / int-list attributes of a collective step.
-ExternAttr int_attr(const std::string& name, const SymInt& i) {
-  ExternAttr a;
-  a.name = name;
-  a.kind = 0;
-  a.i = i;
-  return a;
-}
-
-ExternAttr ints_attr(const std::string& name, const std::vector<SymInt>& v) {
-  ExternAttr a;
-  a.name = name;
-  a.kind = 3;
-  a.ints = v;
-  return a;
-}
 
 /// String argument `name` of the current node (group_name, reduce_op).
 std::string string_arg(const Lowerer& L, const std::string& name) {

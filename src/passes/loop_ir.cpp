@@ -273,6 +273,12 @@ std::string ExprPool::str(int id) const {
   return s + ")";
 }
 
+const ExternAttr* find_attr(const ExternStep& e, const std::string& name, size_t k) {
+  for (const auto& a : e.attrs)
+    if (a.name == name && k-- == 0) return &a;
+  return nullptr;
+}
+
 std::string step_name(const Step& step) {
   return std::visit([](const auto& s) { return s.name; }, step);
 }

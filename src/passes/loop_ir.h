@@ -186,6 +186,9 @@ struct ExternStep {
   std::vector<std::shared_ptr<const Program>> subprograms;
 };
 
+/// The `k`-th attribute called `name` of an extern step, or null.
+const ExternAttr* find_attr(const ExternStep& e, const std::string& name, size_t k = 0);
+
 /// The tensor argument names of extern target `target` (docs/externs.md), in schema order, or
 /// null when the target is not an extern. Shared by lowering and the codegen test harness.
 const std::vector<std::string>* extern_tensor_args(const std::string& target);

@@ -746,6 +746,22 @@ ExternAttr str_attr(const std::string& name, const std::string& s) {
   return a;
 }
 
+ExternAttr int_attr(const std::string& name, const SymInt& i) {
+  ExternAttr a;
+  a.name = name;
+  a.kind = 0;
+  a.i = i;
+  return a;
+}
+
+ExternAttr ints_attr(const std::string& name, const std::vector<SymInt>& v) {
+  ExternAttr a;
+  a.name = name;
+  a.kind = 3;
+  a.ints = v;
+  return a;
+}
+
 bool Lowerer::buffer_read_later(int buffer) const {
   for (const auto& [v, t] : vals_) {
     if (!t || !t->reads.count(buffer)) continue;

@@ -131,14 +131,6 @@ std::vector<TensorView> result_views(Lowerer& L, const ir::Node& n, std::set<int
   return out;
 }
 
-ExternAttr int_attr(const std::string& name, const SymInt& v) {
-  ExternAttr a;
-  a.name = name;
-  a.kind = 0;
-  a.i = v;
-  return a;
-}
-
 }  // namespace
 
 void lower_control_flow(Lowerer& L, const ir::Node& n) {

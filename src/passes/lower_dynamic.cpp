@@ -68,16 +68,14 @@ std::string count_symbol(Lowerer& L, const ir::Value* out) {
   return fixed ? std::string() : *s;
 }
 
-/// Registers run-time symbol `u` with capacity min(`most`, its export range's max).
+/// Records the capacity of run-time symbol `u`: min(`most`, its export range's max) (the
+/// anvil.item step registers the symbol itself).
 SymInt register_count(Lowerer& L, const std::string& u, const SymInt& most) {
   Program& p = L.prog();
   SymInt cap = most;
   auto r = L.graph().symbol_ranges.find(u);
   if (r != L.graph().symbol_ranges.end() && r->second.max != SymRange::kSymMax)
     cap = SymInt::min(most, SymInt(r->second.max));
-  if (std::find(p.unbacked_symbols.begin(), p.unbacked_symbols.end(), u) ==
-      p.unbacked_symbols.end())
-    p.unbacked_symbols.push_back(u);
   p.unbacked_capacity[u] = cap;
   return cap;
 }
@@ -107,29 +105,11 @@ void emit_producer(Lowerer& L, const ir::Node& n, const std::string& target,
     s.reads.insert(t->buffer);
   }
   e.outputs = {rows, count};
-  if (u.empty()) {
-    ExternAttr exact;
-    exact.name = "exact";
-    exact.kind = 0;
-    exact.i = SymInt(1);
-    e.attrs.push_back(exact);
-  }
+  if (u.empty()) e.attrs.push_back(int_attr("exact", SymInt(1)));
   s.writes = {rows_buffer, cb};
   s.ext = std::move(e);
   L.add_snode(std::move(s));
-  if (u.empty()) return;
-  ExternStep item;
-  item.name = L.out_name() + "_count_item";
-  item.target = "anvil.item";
-  item.nodes = {n.name};
-  item.inputs.push_back(count);
-  item.attrs.push_back(str_attr("symbol", u));
-  SNode si;
-  si.kind = SNode::Kind::kExtern;
-  si.nodes = item.nodes;
-  si.reads.insert(cb);
-  si.ext = std::move(item);
-  L.add_snode(std::move(si));
+  if (!u.empty()) add_item_step(L, L.out_name() + "_count_item", {n.name}, count, cb, u);
 }
 
 }  // namespace
@@ -142,36 +122,32 @@ bool lower_data_dependent(Lowerer& L, const ir::Node& n) {
   if (!is_data_dependent_producer(n)) return false;
   const ir::Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
   const std::string u = count_symbol(L, out);
+  const ir::Value* self = n.arg("self")->value;
+  TRefPtr x = L.ref(self);
+  L.realize(*x, self->name, /*need_contiguous=*/true);
+  std::vector<TRefPtr> inputs = {x};
+  const bool nonzero = n.target == "aten.nonzero.default";
+  SymInt most = numel_of(x->sizes);  // rows at most: the elements the mask / input has
+  if (!nonzero) {
+    const ir::Value* mask = single_mask(n);
+    if (!mask)
+      L.fail("boolean-mask indexing is compiled only with the mask as the one index",
+             "x[mask] with mask.shape == x.shape[:k]", "several or mixed indices");
+    TRefPtr m = L.ref(mask);
+    L.realize(*m, mask->name, /*need_contiguous=*/true);
+    if (m->sizes.size() > x->sizes.size())
+      L.fail("the mask has more dims than the indexed tensor", std::to_string(x->sizes.size()),
+             std::to_string(m->sizes.size()));
+    most = numel_of(m->sizes);
+    inputs.push_back(m);
+  }
   const ir::TensorType& ot = out->type;
   std::vector<SymInt> cap_sizes = ot.sizes;
-  if (n.target == "aten.nonzero.default") {
-    const ir::Arg* self = n.arg("self");
-    TRefPtr x = L.ref(self->value);
-    L.realize(*x, self->value->name, /*need_contiguous=*/true);
-    if (!u.empty()) cap_sizes[0] = register_count(L, u, numel_of(x->sizes));
-    const int b = L.new_buffer(L.out_name(), ot.dtype, ot.sizes);
-    const TensorView rows = view_from(*L.view_of(b, ot.dtype, cap_sizes, contiguous(cap_sizes),
-                                                 SymInt(0)));
-    emit_producer(L, n, "anvil.nonzero", {x}, rows, b, u);
-    L.bind(0, L.view_of(b, ot.dtype, ot.sizes, contiguous(ot.sizes), SymInt(0)));
-    return true;
-  }
-  const ir::Value* mask = single_mask(n);
-  if (!mask)
-    L.fail("boolean-mask indexing is compiled only with the mask as the one index",
-           "x[mask] with mask.shape == x.shape[:k]", "several or mixed indices");
-  TRefPtr x = L.ref(n.arg("self")->value);
-  TRefPtr m = L.ref(mask);
-  L.realize(*x, n.arg("self")->value->name, /*need_contiguous=*/true);
-  L.realize(*m, mask->name, /*need_contiguous=*/true);
-  if (m->sizes.size() > x->sizes.size())
-    L.fail("the mask has more dims than the indexed tensor", std::to_string(x->sizes.size()),
-           std::to_string(m->sizes.size()));
-  if (!u.empty()) cap_sizes[0] = register_count(L, u, numel_of(m->sizes));
+  if (!u.empty()) cap_sizes[0] = register_count(L, u, most);
   const int b = L.new_buffer(L.out_name(), ot.dtype, ot.sizes);
   const TensorView rows =
       view_from(*L.view_of(b, ot.dtype, cap_sizes, contiguous(cap_sizes), SymInt(0)));
-  emit_producer(L, n, "anvil.mask_rows", {x, m}, rows, b, u);
+  emit_producer(L, n, nonzero ? "anvil.nonzero" : "anvil.mask_rows", inputs, rows, b, u);
   L.bind(0, L.view_of(b, ot.dtype, ot.sizes, contiguous(ot.sizes), SymInt(0)));
   return true;
 }

@@ -47,8 +47,10 @@ using TRefPtr = std::shared_ptr<TRef>;
 
 /// The strided view of a buffer-backed TRef (an operand of an extern or collective step).
 TensorView view_from(const TRef& t);
-/// A string attribute of an extern step.
+/// A string, int or int-list attribute of an extern step.
 ExternAttr str_attr(const std::string& name, const std::string& s);
+ExternAttr int_attr(const std::string& name, const SymInt& i);
+ExternAttr ints_attr(const std::string& name, const std::vector<SymInt>& v);
 
 /// Contiguous strides of `sizes`.
 std::vector<SymInt> contiguous(const std::vector<SymInt>& sizes);
@@ -203,6 +205,10 @@ void lower_extern(Lowerer& L, const ir::Node& n);
 /// with a boolean mask become an extern writing at most the count's capacity plus an
 /// "anvil.item" step setting the count's run-time symbol. Returns false for other nodes.
 bool lower_data_dependent(Lowerer& L, const ir::Node& n);
+/// Adds an "anvil.item" step named `name` storing the one element of view `count` (in
+/// `buffer`) into run-time symbol `symbol`, registering the symbol (lower_sym.cpp).
+void add_item_step(Lowerer& L, const std::string& name, const std::vector<std::string>& nodes,
+                   const TensorView& count, int buffer, const std::string& symbol);
 /// True when `n` is such a node (its new run-time symbols may size buffers).
 bool is_data_dependent_producer(const ir::Node& n);
 /// torch.cond / while_loop (lower_control.cpp): compiles the subgraphs into sub-programs and

@@ -275,11 +275,7 @@ void lower_extern(Lowerer& L, const ir::Node& n) {
     if (a->kind == ir::Arg::Kind::kTensors || a->kind == ir::Arg::Kind::kOptTensors) {
       for (const ir::Value* v : a->values)
         ext.inputs.push_back(v ? operand_view(L, v, n.name + "_" + name) : TensorView{});
-      ExternAttr cnt;
-      cnt.name = a->name;
-      cnt.kind = 0;
-      cnt.i = SymInt(static_cast<int64_t>(a->values.size()));
-      ext.attrs.push_back(cnt);
+      ext.attrs.push_back(int_attr(a->name, SymInt(static_cast<int64_t>(a->values.size()))));
       return;
     }
     L.fail("extern tensor argument '" + name + "' is not a tensor");

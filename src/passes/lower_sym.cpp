@@ -57,23 +57,27 @@ void Lowerer::lower_item(const ir::Node& n) {
   if (syms.size() != 1 || !(out->sym == SymInt::symbol(*syms.begin())))
     fail("aten.item's result is not a plain run-time symbol", "a symbol such as u0",
          out->sym.str());
-  const std::string name = *syms.begin();
-  auto& ub = prog_.unbacked_symbols;
-  if (std::find(ub.begin(), ub.end(), name) == ub.end()) ub.push_back(name);
   TRefPtr t = ref(self->value);
   if (!t->is_buffer()) realize(*t, self->value->name);
+  add_item_step(*this, out_name() + "_item", {n.name}, view_from(*t), t->buffer, *syms.begin());
+}
+
+void add_item_step(Lowerer& L, const std::string& name, const std::vector<std::string>& nodes,
+                   const TensorView& count, int buffer, const std::string& symbol) {
+  auto& ub = L.prog().unbacked_symbols;
+  if (std::find(ub.begin(), ub.end(), symbol) == ub.end()) ub.push_back(symbol);
   ExternStep e;
-  e.name = out_name() + "_item";
+  e.name = name;
   e.target = "anvil.item";
-  e.nodes = {n.name};
-  e.inputs.push_back(view_from(*t));
-  e.attrs.push_back(str_attr("symbol", name));
+  e.nodes = nodes;
+  e.inputs.push_back(count);
+  e.attrs.push_back(str_attr("symbol", symbol));
   SNode s;
   s.kind = SNode::Kind::kExtern;
-  s.nodes = e.nodes;
-  s.reads.insert(t->buffer);
+  s.nodes = nodes;
+  s.reads.insert(buffer);
   s.ext = std::move(e);
-  add_snode(std::move(s));
+  L.add_snode(std::move(s));
 }
 
 void Lowerer::lower_assert(const ir::Node& n) {

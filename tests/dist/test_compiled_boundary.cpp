@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "dist/functional.h"
@@ -87,44 +88,42 @@ DIST_WORKER(compiled_fails_between_issue_and_wait) {
 
 class CompiledBoundary : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(CompiledBoundary, RunFailingBetweenIssueAndWaitLeavesNothingInFlight) {
-  const std::string backend = GetParam();
-  if (!backend_available(backend)) GTEST_SKIP() << backend << " not available";
-  std::string tmp = (fs::temp_directory_path() / "anvil_inflight_XXXXXX").string();
+/// Compiles a package with `compile(path, options)` into a temporary folder and runs `worker` on
+/// 2 ranks of `backend` with the package's path in ANVIL_TEST_PACKAGE.
+void run_on_package(const std::string& backend, const char* worker,
+                    const std::function<void(const std::string&, const driver::CompileOptions&)>&
+                        compile) {
+  std::string tmp = (fs::temp_directory_path() / "anvil_boundary_XXXXXX").string();
   ASSERT_NE(mkdtemp(tmp.data()), nullptr);
-  const std::string pkg = tmp + "/inflight.anvil";
+  const std::string pkg = tmp + "/model.anvil";
   driver::CompileOptions o;
   o.jobs = 2;
   o.progress = codegen::ProgressMode::kQuiet;
-  driver::compile_graph(*ir::parse_graph(kIssueAssertWait), pkg, o);
+  compile(pkg, o);
   JobOptions jo;
   jo.env["ANVIL_TEST_PACKAGE"] = pkg;
   jo.deadline = std::chrono::milliseconds(60000);
-  const auto r = run_job(backend, 2, "compiled_fails_between_issue_and_wait", jo);
+  const auto r = run_job(backend, 2, worker, jo);
   EXPECT_TRUE(r.ok()) << r.all_output();
   std::error_code ec;
   fs::remove_all(tmp, ec);
 }
 
+TEST_P(CompiledBoundary, RunFailingBetweenIssueAndWaitLeavesNothingInFlight) {
+  if (!backend_available(GetParam())) GTEST_SKIP() << GetParam() << " not available";
+  run_on_package(GetParam(), "compiled_fails_between_issue_and_wait",
+                 [](const std::string& pkg, const driver::CompileOptions& o) {
+                   driver::compile_graph(*ir::parse_graph(kIssueAssertWait), pkg, o);
+                 });
+}
 
 TEST_P(CompiledBoundary, Case47_GraphWaitsOnACollectiveIssuedBeforeTheRun) {
-  const std::string backend = GetParam();
-  if (!backend_available(backend)) GTEST_SKIP() << backend << " not available";
-  const std::string dir = (fs::temp_directory_path() / "anvil_c47_XXXXXX").string();
-  std::string tmp = dir;
-  ASSERT_NE(mkdtemp(tmp.data()), nullptr);
-  const std::string pkg = tmp + "/c47.anvil";
-  driver::CompileOptions o;
-  o.jobs = 2;
-  o.progress = codegen::ProgressMode::kQuiet;
-  driver::compile_pt2(std::string(ANVIL_FIXTURES_DIR) + "/coll/coll_c47_wait_input.pt2", pkg, o);
-  JobOptions jo;
-  jo.env["ANVIL_TEST_PACKAGE"] = pkg;
-  jo.deadline = std::chrono::milliseconds(60000);
-  const auto r = run_job(backend, 2, "compiled_waits_on_input", jo);
-  EXPECT_TRUE(r.ok()) << r.all_output();
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
+  if (!backend_available(GetParam())) GTEST_SKIP() << GetParam() << " not available";
+  run_on_package(GetParam(), "compiled_waits_on_input",
+                 [](const std::string& pkg, const driver::CompileOptions& o) {
+                   driver::compile_pt2(
+                       std::string(ANVIL_FIXTURES_DIR) + "/coll/coll_c47_wait_input.pt2", pkg, o);
+                 });
 }
 
 INSTANTIATE_TEST_SUITE_P(Dist, CompiledBoundary, ::testing::Values("gloo", "mpi"));

@@ -9,20 +9,6 @@
 
 namespace anvil::codegen::cpu {
 
-namespace {
-
-/// A C string literal of `s`.
-std::string quoted(const std::string& s) {
-  std::string esc = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') esc += '\\';
-    esc += c;
-  }
-  return esc + "\"";
-}
-
-}  // namespace
-
 int max_collective_id(const passes::Program& p) {
   int n = -1;
   for (const auto& st : p.steps)

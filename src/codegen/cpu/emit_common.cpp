@@ -309,6 +309,24 @@ std::string buffer_base(const passes::Program& p, int b) {
   return "nullptr";
 }
 
+std::string view_data(const passes::Program& p, const passes::TensorView& v) {
+  return "static_cast<void*>(reinterpret_cast<" + storage_type(v.dtype) + "*>(" +
+         buffer_base(p, v.buffer) + ") + (" + v.offset.str() + "))";
+}
+
+std::string quoted(const std::string& s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') q += '\\';
+    if (c == '\n') {
+      q += "\\n";
+      continue;
+    }
+    q += c;
+  }
+  return q + "\"";
+}
+
 std::string rt_tensor_desc(const passes::Program& p, const std::string& var,
                            const passes::TensorView& v, const std::string& indent,
                            const std::string& where) {
@@ -319,8 +337,7 @@ std::string rt_tensor_desc(const passes::Program& p, const std::string& var,
   }
   if (v.sizes.size() > 8)
     throw Error("operand has more than 8 dims", where, "<= 8 dims", std::to_string(v.sizes.size()));
-  body << indent << var << ".data = static_cast<void*>(reinterpret_cast<" << storage_type(v.dtype)
-       << "*>(" << buffer_base(p, v.buffer) << ") + (" << v.offset.str() << "));\n";
+  body << indent << var << ".data = " << view_data(p, v) << ";\n";
   body << indent << var << ".dtype = " << static_cast<int>(v.dtype) << ";\n";
   body << indent << var << ".ndim = " << v.sizes.size() << ";\n";
   for (size_t d = 0; d < v.sizes.size(); ++d) {

@@ -17,23 +17,11 @@ namespace {
 using passes::ExternStep;
 using passes::Program;
 
-/// C++ `void*` expression for element 0 of view `v` of program `p`.
-std::string view_ptr(const Program& p, const passes::TensorView& v) {
-  return "static_cast<void*>(static_cast<char*>(" + buffer_base(p, v.buffer) + ") + (" +
-         v.offset.str() + ") * " + std::to_string(dtype_size(v.dtype)) + ")";
-}
-
 /// Bytes of a contiguous view.
 std::string view_bytes(const passes::TensorView& v) {
   std::string n = std::to_string(dtype_size(v.dtype));
   for (const auto& s : v.sizes) n += " * (" + s.str() + ")";
   return n;
-}
-
-const passes::ExternAttr* attr_named(const ExternStep& e, const std::string& name, size_t k = 0) {
-  for (const auto& a : e.attrs)
-    if (a.name == name && k-- == 0) return &a;
-  return nullptr;
 }
 
 /// `const int64_t VAR[] = {...}` with sub-program `sub`'s symbols (named like the parent's).
@@ -50,7 +38,7 @@ void check_shape(const ExternStep& e, bool ok) {
 
 std::string emit_cond(const Program& p, const ExternStep& e) {
   check_shape(e, e.subprograms.size() == 2 && !e.outputs.empty());
-  const auto* cond = attr_named(e, "condition");
+  const auto* cond = passes::find_attr(e, "condition");
   const size_t first_operand = cond ? 0 : 1;
   check_shape(e, e.inputs.size() >= first_operand);
   std::ostringstream b;
@@ -58,17 +46,17 @@ std::string emit_cond(const Program& p, const ExternStep& e) {
   for (const auto& sub : e.subprograms)
     check_shape(e, sub->outputs.size() == no && sub->inputs.size() == ni);
   b << "  void* in[" << std::max<size_t>(ni, 1) << "] = {";
-  for (size_t i = 0; i < ni; ++i) b << (i ? ", " : "") << view_ptr(p, e.inputs[first_operand + i]);
+  for (size_t i = 0; i < ni; ++i) b << (i ? ", " : "") << view_data(p, e.inputs[first_operand + i]);
   b << "};\n  void* out[" << std::max<size_t>(no, 1) << "] = {";
-  for (size_t i = 0; i < no; ++i) b << (i ? ", " : "") << view_ptr(p, e.outputs[i]);
+  for (size_t i = 0; i < no; ++i) b << (i ? ", " : "") << view_data(p, e.outputs[i]);
   b << "};\n";
-  b << "  char* scratch = static_cast<char*>(" << view_ptr(p, e.outputs.back()) << ");\n";
+  b << "  char* scratch = static_cast<char*>(" << view_data(p, e.outputs.back()) << ");\n";
   if (cond) {
     b << "  const bool pred = (" << cond->s << ");\n";
   } else {
     const passes::TensorView& v = e.inputs[0];
     b << "  const bool pred = *reinterpret_cast<const " << storage_type(v.dtype) << "*>("
-      << view_ptr(p, v) << ") != 0;\n";
+      << view_data(p, v) << ") != 0;\n";
   }
   for (int branch = 0; branch < 2; ++branch) {
     const std::string ind = branch == 0 ? "    " : "  ";
@@ -84,30 +72,30 @@ std::string emit_cond(const Program& p, const ExternStep& e) {
 std::string emit_while(const Program& p, const ExternStep& e) {
   check_shape(e, e.subprograms.size() == 2 && !e.outputs.empty());
   const size_t nc = e.outputs.size() - 1;
-  check_shape(e, e.inputs.size() >= nc && attr_named(e, "pred_off"));
+  check_shape(e, e.inputs.size() >= nc && passes::find_attr(e, "pred_off"));
   const size_t na = e.inputs.size() - nc;
   check_shape(e, e.subprograms[0]->outputs.size() == 1 && e.subprograms[1]->outputs.size() == nc &&
                      e.subprograms[0]->inputs.size() == nc + na &&
                      e.subprograms[1]->inputs.size() == nc + na);
   std::ostringstream b;
-  b << "  char* scratch = static_cast<char*>(" << view_ptr(p, e.outputs.back()) << ");\n";
+  b << "  char* scratch = static_cast<char*>(" << view_data(p, e.outputs.back()) << ");\n";
   b << "  void* a[" << std::max<size_t>(nc, 1) << "] = {";
-  for (size_t i = 0; i < nc; ++i) b << (i ? ", " : "") << view_ptr(p, e.outputs[i]);
+  for (size_t i = 0; i < nc; ++i) b << (i ? ", " : "") << view_data(p, e.outputs[i]);
   b << "};\n  const int64_t bytes[" << std::max<size_t>(nc, 1) << "] = {";
   for (size_t i = 0; i < nc; ++i) b << (i ? ", " : "") << view_bytes(e.outputs[i]);
   b << "};\n  void* cur[" << std::max<size_t>(nc + na, 1) << "] = {};\n";
   b << "  void* nxt[" << std::max<size_t>(nc, 1) << "] = {};\n";
   for (size_t i = 0; i < nc; ++i) {
-    const auto* off = attr_named(e, "carry_off", i);
+    const auto* off = passes::find_attr(e, "carry_off", i);
     check_shape(e, off != nullptr);
-    b << "  std::memcpy(a[" << i << "], " << view_ptr(p, e.inputs[i]) << ", static_cast<size_t>(bytes["
+    b << "  std::memcpy(a[" << i << "], " << view_data(p, e.inputs[i]) << ", static_cast<size_t>(bytes["
       << i << "]));\n";
     b << "  cur[" << i << "] = a[" << i << "];\n";
     b << "  nxt[" << i << "] = scratch + (" << off->i.str() << ");\n";
   }
   for (size_t j = 0; j < na; ++j)
-    b << "  cur[" << nc + j << "] = " << view_ptr(p, e.inputs[nc + j]) << ";\n";
-  b << "  void* pred_out[1] = {scratch + (" << attr_named(e, "pred_off")->i.str() << ")};\n";
+    b << "  cur[" << nc + j << "] = " << view_data(p, e.inputs[nc + j]) << ";\n";
+  b << "  void* pred_out[1] = {scratch + (" << passes::find_attr(e, "pred_off")->i.str() << ")};\n";
   b << sub_symbols(*e.subprograms[0], "sym_c", "  ");
   b << sub_symbols(*e.subprograms[1], "sym_b", "  ");
   b << "  for (;;) {\n";

@@ -25,6 +25,10 @@ std::string symbol_decls(const passes::Program& p, const std::string& text,
 
 /// C++ pointer expression to element 0 of buffer `b` (as char* for arena buffers).
 std::string buffer_base(const passes::Program& p, int b);
+/// C++ `void*` expression for the first element of view `v` (its buffer plus its offset).
+std::string view_data(const passes::Program& p, const passes::TensorView& v);
+/// A C++ string literal of `s` (quotes, backslashes and newlines escaped).
+std::string quoted(const std::string& s);
 /// C++ statements filling AnvilRtTensor `var` (e.g. "in[0]") with view `v`: data, dtype, ndim,
 /// sizes, strides; a view without a buffer (an absent optional operand) gets data null and
 /// ndim -1. Throws Error naming `where` for more than 8 dims.

@@ -76,17 +76,7 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   os << "\nnamespace {\n\n";
   os << "/// The model object create() returns: the runtime services.\n";
   os << "struct Model {\n  const AnvilRtApi* api;\n};\n\n";
-  // metadata
-  std::string esc;
-  for (char c : metadata_json) {
-    if (c == '"' || c == '\\') esc += '\\';
-    if (c == '\n') {
-      esc += "\\n";
-      continue;
-    }
-    esc += c;
-  }
-  os << "const char* metadata_json() { return \"" << esc << "\"; }\n\n";
+  os << "const char* metadata_json() { return " << quoted(metadata_json) << "; }\n\n";
   os << "void* create(const AnvilRtApi* api) {\n";
   os << "  if (!api || api->abi_version != ANVIL_MODEL_ABI_VERSION) return nullptr;\n";
   if (n_coll > 0)  // collectives need the runtime's ABI minor 1 services

@@ -124,32 +124,12 @@ std::string emit_gemm(const Program& p, const GemmStep& g) {
 
 namespace {
 
-const passes::ExternAttr* attr_named(const ExternStep& e, const std::string& name) {
-  for (const auto& a : e.attrs)
-    if (a.name == name) return &a;
-  return nullptr;
-}
-
-/// A C++ string literal of `s`.
-std::string quoted(const std::string& s) {
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') q += '\\';
-    if (c == '\n') {
-      q += "\\n";
-      continue;
-    }
-    q += c;
-  }
-  return q + "\"";
-}
-
 /// "anvil.item": the run-time symbol = the tensor's one element; "anvil.assert": fail the run
 /// with the assertion's message when its condition over run-time symbols is false.
 std::string emit_run_time_symbol_step(const Program& p, const ExternStep& e) {
   std::ostringstream body;
   if (e.target == "anvil.item") {
-    const auto* sym = attr_named(e, "symbol");
+    const auto* sym = passes::find_attr(e, "symbol");
     const auto& ub = p.unbacked_symbols;
     const auto it = std::find(ub.begin(), ub.end(), sym ? sym->s : "");
     if (!sym || it == ub.end() || e.inputs.size() != 1)
@@ -159,8 +139,8 @@ std::string emit_run_time_symbol_step(const Program& p, const ExternStep& e) {
          << storage_type(v.dtype) << "*>(" << buffer_base(p, v.buffer) << ") + (" << v.offset.str()
          << ")));\n";
   } else {
-    const auto* cond = attr_named(e, "condition");
-    const auto* msg = attr_named(e, "message");
+    const auto* cond = passes::find_attr(e, "condition");
+    const auto* msg = passes::find_attr(e, "message");
     if (!cond || !msg) throw Error("malformed anvil.assert step", "codegen/cpu " + e.name);
     body << "  if (!(" << cond->s << ")) {\n";
     body << "    s.api->set_error(s.run_ctx, " << quoted(msg->s) << ");\n";
@@ -200,14 +180,7 @@ std::string emit_extern(const Program& p, const ExternStep& e) {
       std::snprintf(buf, sizeof buf, "%.17g", a.f);
       body << "  " << t << ".f = " << buf << ";\n";
     }
-    if (a.kind == 2) {
-      std::string esc;
-      for (char c : a.s) {
-        if (c == '"' || c == '\\') esc += '\\';
-        esc += c;
-      }
-      body << "  " << t << ".s = \"" << esc << "\";\n";
-    }
+    if (a.kind == 2) body << "  " << t << ".s = " << quoted(a.s) << ";\n";
     if (a.kind == 3) {
       body << "  const int64_t ints" << i << "[" << std::max<size_t>(a.ints.size(), 1) << "] = {";
       for (size_t k = 0; k < a.ints.size(); ++k) body << (k ? ", " : "") << a.ints[k].str();
