@@ -115,6 +115,27 @@ class C65(nn.Module):  # every collective kind in one graph
                 fc.wait_tensor(e1), f)
 
 
+class C61(nn.Module):  # split sizes arrive as tensors and become lists of unbacked ints
+    def forward(self, x, in_splits, out_splits):
+        import torch.distributed._functional_collectives as funcol
+        ins, outs = in_splits.tolist(), out_splits.tolist()
+        for v in ins + outs:
+            torch._check_is_size(v)
+        torch._check(sum(ins) == x.size(0))
+        y = funcol.all_to_all_single(x, outs, ins, "0")
+        return y / y.sum(dim=0, keepdim=True)
+
+
+class C63(nn.Module):  # the native op with data-dependent split lists, waited
+    def forward(self, x, in_splits, out_splits):
+        ins, outs = in_splits.tolist(), out_splits.tolist()
+        for v in ins + outs:
+            torch._check_is_size(v)
+        torch._check(sum(ins) == x.size(0))
+        y = fc.wait_tensor(fc.all_to_all_single(x, outs, ins, "0"))
+        return y * 2 + 1
+
+
 case("coll_c31_coalesced", C31(), (R(4, 8), R(3, 5)))
 case("coll_c32_broadcast", C32(), (R(4, 8),))
 case("coll_c39_rs_coalesced", C39(), (R(4, 8),))
@@ -127,4 +148,21 @@ case("coll_c60_transpose_gather", C60(), (R(4, 6),))
 case("coll_c62_a2a_dynamic", C62(), (torch.rand(4, 3) + 0.5,),
      dyn={"x": {0: 2 * Dim("half", min=1, max=32)}})
 case("coll_c65_all_kinds", C65(), (R(4, 8),))
+# rank 0 of W=2 with split[i] = (i+1)(r+1): in [1,2], out [1,2], rows 3 (rank 1: [2,4], rows 6)
+SPL = torch.tensor([1, 2])
+case("coll_c61_a2a_split_lists", C61(), (torch.rand(3, 5) + 0.5, SPL, SPL.clone()),
+     dyn={"x": {0: Dim("rows", min=1, max=4096)}, "in_splits": None, "out_splits": None})
+case("coll_c63_a2a_native_splits", C63(), (R(3, 5), SPL, SPL.clone()),
+     dyn={"x": {0: Dim("rows", min=1, max=4096)}, "in_splits": None, "out_splits": None})
+
+
+class C61Loose(nn.Module):  # fallback without the size facts, in case export insists on its own
+    def forward(self, x, in_splits, out_splits):
+        import torch.distributed._functional_collectives as funcol
+        y = funcol.all_to_all_single(x, out_splits.tolist(), in_splits.tolist(), "0")
+        return y / y.sum(dim=0, keepdim=True)
+
+
+case("coll_c61_loose", C61Loose(), (torch.rand(3, 5) + 0.5, SPL, SPL.clone()),
+     dyn={"x": {0: Dim("rows", min=1, max=4096)}, "in_splits": None, "out_splits": None})
 print("done")
