@@ -30,8 +30,8 @@ extern "C" {
 
 #define ANVIL_MODEL_ABI_VERSION 2u
 /* Minor version: additions at the end of AnvilRtApi / AnvilRunArgs (1: collectives, 2: GEMM with
- * a packed constant B, 3: AnvilRunArgs::run_symbols). */
-#define ANVIL_MODEL_ABI_MINOR_VERSION 3u
+ * a packed constant B, 3: AnvilRunArgs::run_symbols, 4: memory sized during the run). */
+#define ANVIL_MODEL_ABI_MINOR_VERSION 4u
 
 /* A strided tensor descriptor (dtype codes are torch.export ScalarType codes, as anvil::DType). */
 typedef struct AnvilRtTensor {
@@ -99,6 +99,16 @@ typedef struct AnvilRtApi {
   void (*sgemm_const_b)(void* run_ctx, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
                         float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                         float* c, int64_t ldc);
+  /* ---- ABI minor 4: memory sized during the run. Read only when abi_minor_version >= 4. ---- */
+  /* Buffers whose size uses a run-time value without a bound (e.g. the result of an all_to_all
+   * whose split sizes come from tensor data) cannot be planned before the run. run_alloc returns
+   * `bytes` of 64-byte aligned scratch that stays valid until the run ends (after every
+   * collective the run issued has completed); null, with the run's error set, on failure. */
+  void* (*run_alloc)(void* run_ctx, int64_t bytes);
+  /* Allocates the storage of user output `index`, whose layout has base_kind 3 (its size is
+   * known only during the run): returns it and stores it in AnvilRunArgs::outputs[index], which
+   * the runtime passed as null; null, with the run's error set, on failure or a second call. */
+  void* (*output_alloc)(void* run_ctx, int32_t index, int64_t bytes);
 } AnvilRtApi;
 
 /* Arguments of one run. */
@@ -118,7 +128,9 @@ typedef struct AnvilRunArgs {
 /* How a user output is returned (ABI >= 2): a strided view of some storage. base_kind 0: the
  * output's own storage of storage_numel elements (allocated by the runtime, written by run());
  * 1: the storage of output base_index (outputs that are the same tensor or views of one
- * another share it); 2: the memory of user input base_index as passed to run() (contiguous).
+ * another share it); 2: the memory of user input base_index as passed to run() (contiguous);
+ * 3 (ABI minor 4): contiguous storage that run() allocates with api->output_alloc once its size
+ * is known (the sizes use run-time symbols: the runtime shapes it from run_symbols).
  * offset and strides are in elements, relative to the start of that storage. */
 typedef struct AnvilRtOutputLayout {
   int32_t base_kind;

@@ -5,6 +5,7 @@
 // in-place one lists its buffer in both), and two steps may swap unless one writes what the
 // other reads or writes.
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <set>
 
@@ -24,16 +25,64 @@ int root_of(const Program& p, int b) {
   return b;
 }
 
-/// Root buffers a step reads and writes.
+/// Root buffers a step reads and writes. Run-time symbols count as pseudo-buffers with ids
+/// below -1 (see symbol_id): an "anvil.item" step writes its symbol, and a collective issue
+/// whose sizes or split lists use one reads it, so it is never hoisted above the value.
 struct Access {
   std::set<int> reads, writes;
 };
+
+/// The pseudo-buffer id of run-time symbol `u` (-2, -3, ...), or 0 when `u` is not one.
+int symbol_id(const Program& p, const std::string& u) {
+  const auto& ub = p.unbacked_symbols;
+  const auto it = std::find(ub.begin(), ub.end(), u);
+  return it == ub.end() ? 0 : -2 - static_cast<int>(it - ub.begin());
+}
+
+/// True when `name` occurs in `text` as a whole identifier.
+bool mentions(const std::string& text, const std::string& name) {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+    const size_t end = at + name.size();
+    if ((at == 0 || !ident(text[at - 1])) && (end == text.size() || !ident(text[end])))
+      return true;
+  }
+  return false;
+}
+
+/// Adds the run-time symbols an issue step's views and attributes use to `reads`.
+void add_symbol_reads(const Program& p, const ExternStep& e, std::set<int>& reads) {
+  std::set<std::string> syms;
+  for (const auto* list : {&e.inputs, &e.outputs})
+    for (const TensorView& v : *list) {
+      for (const auto& s : v.sizes) s.collect_symbols(syms);
+      for (const auto& s : v.strides) s.collect_symbols(syms);
+      v.offset.collect_symbols(syms);
+    }
+  for (const ExternAttr& a : e.attrs) {
+    a.i.collect_symbols(syms);
+    for (const auto& s : a.ints) s.collect_symbols(syms);
+  }
+  for (const auto& u : syms)
+    if (const int id = symbol_id(p, u); id != 0) reads.insert(id);
+}
 
 Access access(const Program& p, const Step& st) {
   Access out;
   auto add = [&](std::set<int>& to, int b) {
     if (b >= 0 && !p.buffers[static_cast<size_t>(b)].local) to.insert(root_of(p, b));
   };
+  if (const auto* e = std::get_if<ExternStep>(&st)) {
+    if (e->target == "anvil.item")
+      if (const ExternAttr* a = find_attr(*e, "symbol"))
+        if (const int id = symbol_id(p, a->s); id != 0) out.writes.insert(id);
+    // a run-time assertion checks the symbols it names before anything uses them
+    if (e->target == "anvil.assert")
+      if (const ExternAttr* a = find_attr(*e, "condition"))
+        for (const auto& u : p.unbacked_symbols)
+          if (mentions(a->s, u)) out.writes.insert(symbol_id(p, u));
+    if (is_collective_issue(*e)) add_symbol_reads(p, *e, out.reads);
+  }
   if (const auto* k = std::get_if<LoopKernel>(&st)) {
     for (const Pass& ps : k->passes)
       for (const auto* list : {&ps.pre, &ps.loop, &ps.post})

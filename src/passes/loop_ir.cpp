@@ -332,6 +332,8 @@ std::string print_program(const Program& p) {
        << dtype_name(b.dtype) << sym_shape_str(b.sizes);
     if (b.alias_of >= 0)
       os << " = b" << b.alias_of;
+    else if (b.run_time_sized)
+      os << " run-time sized";
     else if (b.kind == BufferKind::kArena)
       os << (b.local ? " local" : " @" + b.offset.str());
     os << "\n";

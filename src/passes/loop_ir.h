@@ -37,6 +37,11 @@ struct Buffer {
   int alias_of = -1;               // shares the memory of this buffer (a GEMM result computed in
                                    // place in its epilogue's destination)
   std::vector<std::string> nodes;  // graph nodes whose value it holds
+  // kArena / kOutput whose size uses a run-time symbol without a capacity (e.g. an all_to_all
+  // with data-dependent split sizes): allocated during the run, before the first step that
+  // uses it (api->run_alloc into RunState::dyn[dyn_slot], or api->output_alloc); not planned.
+  bool run_time_sized = false;
+  int dyn_slot = -1;
 };
 
 /// Scalar operations of loop-kernel expressions.
@@ -277,6 +282,9 @@ struct Program {
   SymRanges symbol_ranges;
   std::vector<IoSpec> inputs, outputs;
   std::vector<ConstantSpec> constants;
+  // Run-time-sized buffers (Buffer::run_time_sized, memory roots only) and the step before
+  // which each is allocated (steps.size(): at the end of the run), in step order.
+  std::vector<std::pair<size_t, int>> run_allocs;
   SymInt arena_bytes;              // planned arena size (formula over the symbols)
   int64_t planned_peak_bytes = 0;  // arena size at the symbols' largest values (-1: unbounded)
   ProgramStats stats;

@@ -685,41 +685,41 @@ void Lowerer::run() {
   node_ = nullptr;
   wait_all_collectives(*this);
   finish_outputs();
-  // Run-time symbols may size computed values only, unless they have a capacity (the counts of
-  // nonzero / mask indexing): memory is planned before the run.
-  for (const Buffer& b : prog_.buffers) {
+  // Buffers sized by run-time symbols: planned at the capacity of a count (nonzero / mask
+  // indexing), or, for a value without a bound (e.g. split sizes read from a tensor), allocated
+  // during the run once the value is known (Buffer::run_time_sized).
+  for (Buffer& b : prog_.buffers) {
     std::set<std::string> syms;
     b.numel.collect_symbols(syms);
     for (const auto& s : b.sizes) s.collect_symbols(syms);
-    for (const auto& u : prog_.unbacked_symbols)
-      if (syms.count(u) && !prog_.unbacked_capacity.count(u))
-        throw Error("data-dependent sizes are not supported by the compiler",
-                    "buffer " + b.name + " (graph nodes: " +
-                        (b.nodes.empty() ? std::string("-") : b.nodes.front()) + ")",
-                    "buffers sized by the inputs' symbols",
-                    "a size that uses the run-time value " + u + " (aten.item)");
-    // A count with a capacity may size a buffer only as a whole dim: the capacity bounds `u`,
-    // not an expression such as s0 - u.
+    for (const auto& u : prog_.unbacked_symbols) {
+      if (!syms.count(u) || prog_.unbacked_capacity.count(u)) continue;
+      b.run_time_sized = true;
+    }
+    // The capacity of a count bounds a dim equal to the count, not an expression such as
+    // s0 - u0: such buffers are allocated during the run too.
     for (const auto& d : b.sizes) {
       std::set<std::string> ds;
       d.collect_symbols(ds);
       const bool counted = std::any_of(ds.begin(), ds.end(), [&](const std::string& x) {
         return prog_.unbacked_capacity.count(x) > 0;
       });
-      if (counted && !d.as_symbol())
-        throw Error("a buffer size that is an expression of a data-dependent count is not "
-                    "supported by the compiler",
-                    "buffer " + b.name + " (graph nodes: " +
-                        (b.nodes.empty() ? std::string("-") : b.nodes.front()) + ")",
-                    "a dim equal to the count (u0)", d.str());
+      if (counted && !d.as_symbol()) b.run_time_sized = true;
     }
+    if (b.run_time_sized && b.kind != BufferKind::kArena && b.kind != BufferKind::kOutput)
+      throw Error("data-dependent sizes are not supported by the compiler",
+                  "buffer " + b.name + " (graph nodes: " +
+                      (b.nodes.empty() ? std::string("-") : b.nodes.front()) + ")",
+                  "an intermediate or an output sized by run-time values",
+                  std::string("a ") + buffer_kind_name(b.kind) + " buffer");
   }
   // Outputs sized by a run-time count: their own contiguous storage (shaped after the run).
   for (const IoSpec& o : prog_.outputs) {
     std::set<std::string> syms;
     for (const auto& s : o.sizes) s.collect_symbols(syms);
     const bool dynamic = std::any_of(syms.begin(), syms.end(), [&](const std::string& s) {
-      return prog_.unbacked_capacity.count(s) > 0;
+      return std::find(prog_.unbacked_symbols.begin(), prog_.unbacked_symbols.end(), s) !=
+             prog_.unbacked_symbols.end();
     });
     if (dynamic && (o.base != OutputBase::kOwn || !is_const(o.offset, 0) ||
                     (!o.strides.empty() && !(o.strides == contiguous(o.sizes)))))

@@ -78,11 +78,36 @@ void plan_memory(Program& p) {
     int64_t max_bytes = 0;
   };
   std::map<int, Item> items;
+  // Buffers sized by run-time values are allocated during the run, before their first step.
+  std::map<int, size_t> run_first;
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const Buffer& buf = p.buffers[b];
+    if (!buf.run_time_sized || buf.local || buf.alias_of >= 0) continue;
+    ANVIL_CHECK(buf.kind == BufferKind::kArena || buf.kind == BufferKind::kOutput,
+                "plan_memory(" + buf.name + ")", "a run-time-sized buffer of the wrong kind",
+                "an intermediate or an output", buffer_kind_name(buf.kind));
+    run_first[static_cast<int>(b)] = p.steps.size();
+  }
+  for (const auto& [b, lt] : life) {
+    const int r = root_of(p, b);
+    if (auto it = run_first.find(r); it != run_first.end())
+      it->second = std::min(it->second, lt.first);
+  }
+  p.run_allocs.clear();
+  int dyn_slots = 0;
+  for (const auto& [b, first] : run_first) {
+    Buffer& buf = p.buffers[static_cast<size_t>(b)];
+    if (buf.kind == BufferKind::kArena) buf.dyn_slot = dyn_slots++;
+    p.run_allocs.emplace_back(first, b);
+  }
+  std::stable_sort(p.run_allocs.begin(), p.run_allocs.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [b, lt] : life) {
     const Buffer& buf = p.buffers[static_cast<size_t>(b)];
     if (buf.kind != BufferKind::kArena || buf.local) continue;
     const int r = root_of(p, b);
     if (p.buffers[static_cast<size_t>(r)].kind != BufferKind::kArena) continue;
+    if (run_first.count(r)) continue;
     auto it = items.find(r);
     if (it == items.end()) {
       const Buffer& rb = p.buffers[static_cast<size_t>(r)];
@@ -183,7 +208,10 @@ void plan_memory(Program& p) {
     Buffer& buf = p.buffers[b];
     if (buf.kind != BufferKind::kArena || buf.local) continue;
     const int r = root_of(p, static_cast<int>(b));
-    if (r != static_cast<int>(b)) buf.offset = p.buffers[static_cast<size_t>(r)].offset;
+    if (r != static_cast<int>(b)) {
+      buf.offset = p.buffers[static_cast<size_t>(r)].offset;
+      buf.dyn_slot = p.buffers[static_cast<size_t>(r)].dyn_slot;
+    }
   }
   if (bounded) {
     p.arena_bytes = SymInt(peak);

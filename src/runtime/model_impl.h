@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "runtime/model.h"
 #include "runtime/package.h"
+#include "runtime/rt_api.h"
 #include "runtime/packed_weights.h"
 
 namespace anvil::runtime {
@@ -95,7 +96,7 @@ struct Model::Impl {
   /// the capacity): contiguous views of the first elements of their storage.
   void shape_data_dependent_outputs(const std::vector<int64_t>& symbols,
                                     const std::vector<int64_t>& run_symbols,
-                                    std::vector<Tensor>& outputs) const;
+                                    const RunContext& ctx, std::vector<Tensor>& outputs) const;
   int acquire_runner();
   void release_runner(int r);
 };

@@ -1,4 +1,5 @@
 // Model::run: input checks, output allocation, runner pool and the call into model.so.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -264,6 +265,7 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   // Outputs that are the same tensor or views of one another share one storage; outputs that
   // are views of an input view the memory run() reads (the caller's tensor, or its copy).
   const bool layouts = impl.entry->abi_version >= 2 && impl.entry->output_layout != nullptr;
+  std::vector<bool> late(impl.output_specs.size(), false);  // allocated by run() (base_kind 3)
   for (size_t o = 0; o < impl.output_specs.size(); ++o) {
     const size_t rank = impl.output_specs[o].sizes.size();
     const DType dtype = impl.output_specs[o].dtype;
@@ -281,6 +283,12 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
     AnvilRtOutputLayout layout{};
     impl.entry->output_layout(symbols.data(), static_cast<int32_t>(o), &layout);
     const Shape strides(layout.strides, layout.strides + rank);
+    if (layout.base_kind == 3) {  // sized by run-time values: run() allocates it
+      late[o] = true;
+      out_ptrs.push_back(nullptr);
+      outputs.emplace_back();
+      continue;
+    }
     Tensor base;  // contiguous 1-d storage the output views
     switch (layout.base_kind) {
       case 0:
@@ -293,6 +301,10 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
         ANVIL_CHECK(layout.base_index >= 0 && static_cast<size_t>(layout.base_index) < o, where(),
                     str("output ", o, " aliases an output that is not before it"),
                     str("an index < ", o), std::to_string(layout.base_index));
+        ANVIL_CHECK(!late[static_cast<size_t>(layout.base_index)], where(),
+                    str("output ", o, " aliases an output allocated during the run"),
+                    "an output allocated before the run",
+                    str("output ", layout.base_index));
         base = outputs[static_cast<size_t>(layout.base_index)];
         base = Tensor(base.storage(), dtype, {static_cast<int64_t>(base.storage()->nbytes() /
                                                                    dtype_size(dtype))},
@@ -310,7 +322,7 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
       }
       default:
         throw Error(str("model.so gave output ", o, " an unknown layout kind"), where(),
-                    "0, 1 or 2", std::to_string(layout.base_kind));
+                    "0, 1, 2 or 3", std::to_string(layout.base_kind));
     }
     // The view must lie inside its storage.
     int64_t lo = layout.offset, hi = layout.offset;
@@ -360,6 +372,8 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   args.run_ctx = &ctx;
   std::vector<int64_t> run_symbols(impl.package->manifest().run_time_symbols.size(), 0);
   args.run_symbols = run_symbols.empty() ? nullptr : run_symbols.data();
+  if (std::find(late.begin(), late.end(), true) != late.end())
+    ctx.expect_late_outputs(out_ptrs.data(), late);
   ctx.packed_weights = constants->packed.get();
   ctx.generator = impl.generator.get();
   int rc = 0;
@@ -379,12 +393,17 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
                  " it had issued completed before returning)");
     throw Error(msg, where());
   }
-  if (!run_symbols.empty()) impl.shape_data_dependent_outputs(symbols, run_symbols, outputs);
+  if (!run_symbols.empty()) impl.shape_data_dependent_outputs(symbols, run_symbols, ctx, outputs);
+  for (size_t o = 0; o < outputs.size(); ++o)
+    ANVIL_CHECK(outputs[o].defined(), where(),
+                str("model.so did not allocate output ", o, " during the run"),
+                "a call to api->output_alloc", "none");
   return outputs;
 }
 
 void Model::Impl::shape_data_dependent_outputs(const std::vector<int64_t>& symbols,
                                                const std::vector<int64_t>& run_symbols,
+                                               const RunContext& ctx,
                                                std::vector<Tensor>& outputs) const {
   const Manifest& m = package->manifest();
   SymEnv env;
@@ -401,9 +420,20 @@ void Model::Impl::shape_data_dependent_outputs(const std::vector<int64_t>& symbo
       continue;
     Shape shape;
     for (const SymInt& s : m.outputs[o].sizes) shape.push_back(s.evaluate(env));
-    const Tensor& cap = outputs[o];  // allocated at the capacity, contiguous
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
+    if (!outputs[o].defined()) {  // allocated by run() once its size was known
+      const auto& st = ctx.late_output(o);
+      if (!st) continue;  // reported by the caller
+      const DType dt = output_specs[o].dtype;
+      ANVIL_CHECK(static_cast<size_t>(numel) * dtype_size(dt) <= st->nbytes(),
+                  "Model::run(" + path + ")",
+                  str("output ", o, " is larger than the storage run() allocated for it"),
+                  str("<= ", st->nbytes(), " bytes"), str(numel, " elements (", shape_str(shape), ")"));
+      outputs[o] = Tensor(st, dt, shape, Tensor::contiguous_strides(shape), 0);
+      continue;
+    }
+    const Tensor& cap = outputs[o];  // allocated at the capacity, contiguous
     ANVIL_CHECK(numel <= cap.numel(), "Model::run(" + path + ")",
                 str("output ", o, " has more elements than its capacity"),
                 str("<= ", cap.numel()), str(numel, " (", shape_str(shape), ")"));

@@ -49,6 +49,46 @@ std::vector<int64_t> RunContext::take_in_flight() {
   return std::exchange(in_flight_, {});
 }
 
+void* RunContext::alloc_scratch(int64_t bytes) {
+  ANVIL_CHECK(bytes >= 0, "api->run_alloc", "negative size", ">= 0 bytes", std::to_string(bytes));
+  auto st = Storage::allocate_uninitialized(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+  std::lock_guard<std::mutex> lock(mutex_);
+  scratch_.push_back(std::move(st));
+  return scratch_.back()->data();
+}
+
+void RunContext::expect_late_outputs(void** slots, std::vector<bool> late) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  out_slots_ = slots;
+  late_storage_.assign(late.size(), nullptr);
+  late_ = std::move(late);
+}
+
+void* RunContext::alloc_output(int32_t index, int64_t bytes) {
+  const auto i = static_cast<size_t>(index);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ANVIL_CHECK(index >= 0 && i < late_.size() && late_[i], "api->output_alloc",
+                "an output whose storage the runtime did not leave to run()",
+                "an output with layout base_kind 3", "output " + std::to_string(index));
+    ANVIL_CHECK(!late_storage_[i], "api->output_alloc", "output storage allocated twice",
+                "one call per output", "output " + std::to_string(index));
+  }
+  ANVIL_CHECK(bytes >= 0, "api->output_alloc", "negative size", ">= 0 bytes",
+              std::to_string(bytes));
+  auto st = Storage::allocate_uninitialized(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+  std::lock_guard<std::mutex> lock(mutex_);
+  late_storage_[i] = std::move(st);
+  out_slots_[i] = late_storage_[i]->data();
+  return out_slots_[i];
+}
+
+const std::shared_ptr<Storage>& RunContext::late_output(size_t index) const {
+  static const std::shared_ptr<Storage> kNone;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return index < late_storage_.size() ? late_storage_[index] : kNone;
+}
+
 namespace {
 
 /// Products smaller than this many multiply-adds run on the calling thread.
@@ -273,12 +313,35 @@ void sgemm_prepacked(bool ta, int64_t m, int64_t n, int64_t k, float alpha, cons
   packed_gemm_impl(ta, m, n, k, alpha, a, lda, packed_b, c, ldc, row_bias, relu);
 }
 
+/// api->run_alloc / api->output_alloc: errors go to the run's context, not across the C ABI.
+void* api_run_alloc(void* run_ctx, int64_t bytes) {
+  if (!run_ctx) return nullptr;
+  auto* ctx = static_cast<RunContext*>(run_ctx);
+  try {
+    return ctx->alloc_scratch(bytes);
+  } catch (const std::exception& e) {
+    ctx->set_error(e.what());
+    return nullptr;
+  }
+}
+
+void* api_output_alloc(void* run_ctx, int32_t index, int64_t bytes) {
+  if (!run_ctx) return nullptr;
+  auto* ctx = static_cast<RunContext*>(run_ctx);
+  try {
+    return ctx->alloc_output(index, bytes);
+  } catch (const std::exception& e) {
+    ctx->set_error(e.what());
+    return nullptr;
+  }
+}
+
 const AnvilRtApi* rt_api() {
   static const AnvilRtApi api = {
       ANVIL_MODEL_ABI_VERSION, api_parallel_for, api_sgemm, api_dgemm,
       api_extern_call,         api_set_error,
       ANVIL_MODEL_ABI_MINOR_VERSION, coll_issue, coll_wait,
-      api_sgemm_const_b,
+      api_sgemm_const_b,       api_run_alloc, api_output_alloc,
   };
   return &api;
 }

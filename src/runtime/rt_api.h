@@ -8,12 +8,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "anvil/anvil_rt.h"
 #include "core/random.h"
+#include "core/storage.h"
 #include "core/thread_pool.h"
 #include "runtime/packed_weights.h"
 
@@ -38,8 +40,24 @@ class RunContext {
   void waited(int64_t handle);
   std::vector<int64_t> take_in_flight();
 
+  /// Memory sized during the run (api->run_alloc): 64-byte aligned, owned by the context, so it
+  /// is freed after Model::run has finished the run's collectives. Throws anvil::Error.
+  void* alloc_scratch(int64_t bytes);
+
+  /// User outputs whose storage run() allocates (layout base_kind 3, api->output_alloc):
+  /// `slots` is AnvilRunArgs::outputs (the runtime's array), `late[i]` says which are allowed.
+  void expect_late_outputs(void** slots, std::vector<bool> late);
+  /// Allocates late output `index` and stores it in its slot. Throws anvil::Error.
+  void* alloc_output(int32_t index, int64_t bytes);
+  /// The storage run() allocated for output `index` (null when it did not).
+  const std::shared_ptr<Storage>& late_output(size_t index) const;
+
  private:
   std::vector<int64_t> in_flight_;
+  std::vector<std::shared_ptr<Storage>> scratch_;
+  void** out_slots_ = nullptr;
+  std::vector<bool> late_;
+  std::vector<std::shared_ptr<Storage>> late_storage_;
   mutable std::mutex mutex_;
   bool failed_ = false;
   std::string error_;

@@ -35,6 +35,7 @@ struct RunState {
   void* const* cst;
   char* arena;
   int64_t* usym;  // run-time symbols (aten.item), set by item steps during the run
+  void* const* dyn;  // buffers allocated during the run (api->run_alloc), by Buffer::dyn_slot
 };
 
 // Index arithmetic with Python semantics (SymInt text uses these names).
@@ -304,6 +305,8 @@ std::string buffer_base(const passes::Program& p, int b) {
     case passes::BufferKind::kConstant:
       return "s.cst[" + std::to_string(buf.index) + "]";
     case passes::BufferKind::kArena:
+      if (buf.run_time_sized)
+        return "static_cast<char*>(s.dyn[" + std::to_string(buf.dyn_slot) + "])";
       return "(s.arena + (" + buf.offset.str() + "))";
   }
   return "nullptr";

@@ -12,17 +12,54 @@ namespace anvil::codegen::cpu {
 
 namespace {
 
+/// Values standing for the run-time symbols in sizes computed before the run: a count's
+/// capacity, or 0 for a value without one (its buffers are allocated during the run).
+std::map<std::string, SymInt> before_run_values(const passes::Program& p) {
+  std::map<std::string, SymInt> m(p.unbacked_capacity.begin(), p.unbacked_capacity.end());
+  for (const auto& u : p.unbacked_symbols) m.emplace(u, SymInt(0));
+  return m;
+}
+
+/// True when output `o` is stored in a buffer allocated during the run (layout base_kind 3).
+bool allocated_in_run(const passes::Program& p, const passes::IoSpec& o) {
+  return o.base == passes::OutputBase::kOwn && o.buffer >= 0 &&
+         p.buffers[static_cast<size_t>(o.buffer)].run_time_sized;
+}
+
+/// Code that allocates run-time-sized buffer `b` (Program::run_allocs) once its size is known.
+std::string emit_run_alloc(const passes::Program& p, int b) {
+  const passes::Buffer& buf = p.buffers[static_cast<size_t>(b)];
+  const std::string bytes =
+      "(" + buf.numel.str() + ") * " + std::to_string(dtype_size(buf.dtype));
+  std::ostringstream inner;
+  if (buf.kind == passes::BufferKind::kOutput)
+    inner << "    if (!s.api->output_alloc(s.run_ctx, " << buf.index << ", " << bytes
+          << ")) return 1;\n";
+  else
+    inner << "    if (!(dyn[" << buf.dyn_slot << "] = s.api->run_alloc(s.run_ctx, " << bytes
+          << "))) return 1;\n";
+  std::ostringstream os;
+  os << "  {  // allocate " << buf.name << " (sized by run-time values)\n";
+  os << symbol_decls(p, inner.str(), "s.sym", "    ") << inner.str() << "  }\n";
+  return os.str();
+}
+
 /// output_layout(): for each output, whose storage it is returned in and its view of it
 /// (include/anvil/anvil_rt.h, AnvilRtOutputLayout).
 void emit_output_layout(const passes::Program& p, std::ostringstream& os) {
   std::ostringstream body;
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     const passes::IoSpec& o = p.outputs[i];
+    if (allocated_in_run(p, o)) {
+      body << "    case " << i << ":\n      layout->base_kind = 3;\n      break;\n";
+      continue;
+    }
     // outputs sized by run-time counts are allocated at their capacity (shaped after the run)
+    const std::map<std::string, SymInt> before = before_run_values(p);
     std::vector<SymInt> sizes;
-    for (const auto& s : o.sizes) sizes.push_back(s.substitute(p.unbacked_capacity));
+    for (const auto& s : o.sizes) sizes.push_back(s.substitute(before));
     std::vector<SymInt> strides;
-    for (const auto& s : o.strides) strides.push_back(s.substitute(p.unbacked_capacity));
+    for (const auto& s : o.strides) strides.push_back(s.substitute(before));
     if (strides.empty()) {  // contiguous
       strides.assign(sizes.size(), SymInt(1));
       for (size_t d = sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * sizes[d];
@@ -31,7 +68,7 @@ void emit_output_layout(const passes::Program& p, std::ostringstream& os) {
     if (o.base == passes::OutputBase::kOwn) {
       ANVIL_CHECK(o.buffer >= 0 && o.buffer < static_cast<int>(p.buffers.size()), "emit_model",
                   "an output without a buffer", "a buffer index", std::to_string(o.buffer));
-      numel = p.buffers[static_cast<size_t>(o.buffer)].numel.substitute(p.unbacked_capacity);
+      numel = p.buffers[static_cast<size_t>(o.buffer)].numel.substitute(before);
     }
     body << "    case " << i << ":\n";
     body << "      layout->base_kind = " << static_cast<int>(o.base) << ";\n";
@@ -88,7 +125,10 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   });
   if (const_b)  // GEMMs with a constant B need the runtime's ABI minor 2 services
     os << "  if (api->abi_minor_version < 2 || !api->sgemm_const_b) return nullptr;\n";
-  if (!p.unbacked_capacity.empty())  // AnvilRunArgs::run_symbols (minor 3)
+  if (!p.run_allocs.empty())  // api->run_alloc / output_alloc (minor 4)
+    os << "  if (api->abi_minor_version < 4 || !api->run_alloc || !api->output_alloc) return "
+          "nullptr;\n";
+  else if (!p.unbacked_symbols.empty())  // AnvilRunArgs::run_symbols (minor 3)
     os << "  if (api->abi_minor_version < 3) return nullptr;\n";
   os << "  return new (std::nothrow) Model{api};\n}\n\n";
   os << "void destroy(void* model) { delete static_cast<Model*>(model); }\n\n";
@@ -99,10 +139,12 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   os << "  (void)symbols;\n  return " << arena << ";\n}\n\n";
   // output sizes
   // capacities stand for the run-time counts (the runtime shapes such outputs after the run)
+  // (outputs allocated during the run get their sizes after it, from run_symbols)
+  const std::map<std::string, SymInt> before = before_run_values(p);
   std::vector<std::vector<SymInt>> out_sizes;
   for (const auto& o : p.outputs) {
     out_sizes.emplace_back();
-    for (const auto& s : o.sizes) out_sizes.back().push_back(s.substitute(p.unbacked_capacity));
+    for (const auto& s : o.sizes) out_sizes.back().push_back(s.substitute(before));
   }
   std::string sizes_text;
   for (const auto& o : out_sizes)
@@ -124,12 +166,20 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   os << "  if (!m || !args) return 1;\n";
   const size_t n_usym = p.unbacked_symbols.size();
   if (n_usym > 0) os << "  int64_t usym[" << n_usym << "] = {};  // run-time symbols\n";
+  int n_dyn = 0;
+  for (const auto& b : p.buffers)
+    if (b.run_time_sized && b.dyn_slot >= 0) n_dyn = std::max(n_dyn, b.dyn_slot + 1);
+  if (n_dyn > 0) os << "  void* dyn[" << n_dyn << "] = {};  // buffers allocated during the run\n";
   os << "  const RunState s{m->api, args->run_ctx, args->symbols, args->inputs, args->outputs,\n"
         "                   args->constants, static_cast<char*>(args->arena), "
-     << (n_usym > 0 ? "usym" : "nullptr") << "};\n";
+     << (n_usym > 0 ? "usym" : "nullptr") << ", " << (n_dyn > 0 ? "dyn" : "nullptr") << "};\n";
   os << "  int rc = 0;\n";
   if (n_coll > 0) os << "  int64_t coll_h[" << n_coll << "] = {};  // collective handles\n";
-  for (const auto& step : p.steps) {
+  size_t next_alloc = 0;
+  for (size_t si = 0; si < p.steps.size(); ++si) {
+    const passes::Step& step = p.steps[si];
+    for (; next_alloc < p.run_allocs.size() && p.run_allocs[next_alloc].first <= si; ++next_alloc)
+      os << emit_run_alloc(p, p.run_allocs[next_alloc].second);
     if (is_coll(step)) {
       os << emit_collective_step(p, std::get<passes::ExternStep>(step));
       continue;
@@ -144,7 +194,9 @@ std::string emit_model(const passes::Program& p, const std::string& target,
     else
       os << "  if ((rc = " << name << "(s)) != 0) return rc;  // " << nodes << "\n";
   }
-  if (!p.unbacked_capacity.empty()) {  // the counts shape the data-dependent outputs
+  for (; next_alloc < p.run_allocs.size(); ++next_alloc)  // outputs no step writes
+    os << emit_run_alloc(p, p.run_allocs[next_alloc].second);
+  if (!p.unbacked_symbols.empty()) {  // run-time values shape the data-dependent outputs
     os << "  if (args->run_symbols)\n";
     os << "    for (int i = 0; i < " << n_usym << "; ++i) args->run_symbols[i] = usym[i];\n";
   }
