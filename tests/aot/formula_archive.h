@@ -1,0 +1,28 @@
+// Fixtures whose weights are too big for the repository (spec/aot.md cases 49 and 83): their
+// archives hold zeroed, deflated weight entries, and NAME.weights.json gives each entry's index
+// formula (scripts/formula_weights.py):
+//   h = (i * 2654435761 + seed * 40503 + 12345) mod 2^32;  v = offset + scale * (h / 2^32 - 0.5)
+// computed in float64 and rounded once to the entry's dtype. rebuild_formula_archive() writes
+// the real archive, bit for bit the weights PyTorch ran with.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace anvil::aot_test {
+
+/// Element i of a formula tensor (in float64; round it once to the tensor's dtype).
+double formula_value(uint64_t i, int64_t seed, double scale, double offset);
+
+/// A tensor of `sizes` and `dtype` (float32 or float64) filled by the formula.
+Tensor formula_tensor(const Shape& sizes, DType dtype, int64_t seed, double scale, double offset);
+
+/// Writes tests/fixtures/aot/NAME.pt2 with every entry listed in NAME.weights.json replaced by
+/// its formula bytes to `out_path` (other entries copied). Returns the inputs the sidecar
+/// describes ("inputs": [{shape, seed, scale, offset, dtype}], or one "input" in float64).
+std::vector<Tensor> rebuild_formula_archive(const std::string& name, const std::string& out_path);
+
+}  // namespace anvil::aot_test
