@@ -1,5 +1,6 @@
 // Comparisons (eq / ne / lt / le / gt / ge), bitwise and logical and / or, selection (where,
-// masked_fill), clamp, and the in-place copy_ / fill_. Part of the "binary.cpp" rows of ops.def.
+// masked_fill), clamp, and the in-place copy_ / fill_ / relu_. Part of the "binary.cpp" rows of
+// ops.def.
 #include <cmath>
 #include <type_traits>
 
@@ -328,6 +329,20 @@ std::vector<RValue> kernel_fill__Scalar(KernelContext& ctx) {
   const Scalar v = scalar_arg(ctx, "value");
   check_fill_value(v, self.dtype(), ctx.where());
   assign_inplace(self, scalar_tensor(v, self.dtype()), ctx.where(), /*any_cast=*/true);
+  return {self};
+}
+
+// ---- relu_ (in place; the values are relu's, written into self)
+
+std::vector<TensorType> shape_relu_(const Node& node) {
+  shape_relu(node);  // relu's dtype checks (no bool)
+  return {ir::shape_args::type(node, "self")};
+}
+
+std::vector<RValue> kernel_relu_(KernelContext& ctx) {
+  const Tensor& self = ctx.tensor("self");
+  const std::vector<RValue> value = kernel_relu(ctx);
+  assign_inplace(self, std::get<Tensor>(value.at(0)), ctx.where());
   return {self};
 }
 

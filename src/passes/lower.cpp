@@ -471,7 +471,14 @@ void Lowerer::lower_inplace(const ir::Node& n) {
     vals_[a.value] = fresh;
     self = fresh;
   }
-  if (!self->is_buffer()) realize(*self, a.value->name);
+  if (!self->is_buffer()) {
+    // A copy of a view would take the write instead of its root (run() makes roots buffers);
+    // a reshape that strides cannot express is a copy in PyTorch too.
+    if (view_root(a.value) != a.value && !self->reshape_src)
+      fail("in-place write to a view that is not a strided view of a buffer",
+           "a view that strides can express", a.value->name);
+    realize(*self, a.value->name);
+  }
   const Buffer& b = prog_.buffers[static_cast<size_t>(self->buffer)];
   if (b.kind == BufferKind::kInput)
     fail("in-place writes to a user input are not supported", "a buffer or intermediate",
@@ -637,6 +644,14 @@ void Lowerer::run() {
         continue;
       const ir::Value* r = view_root(o.value);
       if (r != o.value || ++returned[r] > 1) output_roots.insert(r);
+    }
+    // An in-place op writing a view writes its root: the root becomes a buffer as soon as it
+    // is computed, so the view is a strided view of that buffer and later readers see the write.
+    for (const ir::Node* n : nodes) {
+      const int m = n->schema ? n->schema->mutates_arg : -1;
+      if (m < 0 || static_cast<size_t>(m) >= n->args.size() || !n->args[m].value) continue;
+      const ir::Value* r = view_root(n->args[m].value);
+      if (r != n->args[m].value) output_roots.insert(r);
     }
   }
   // Sizes must be computable from the inputs' sizes, or be run-time symbols (aten.item) that only

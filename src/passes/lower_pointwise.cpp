@@ -414,6 +414,17 @@ TRefPtr inplace_value(Lowerer& L, const ir::Node& n) {
     if (!src) L.fail("copy_ needs src");
     return src;
   }
+  if (t == "aten.relu_.default") {
+    TRefPtr x = L.arg("self");
+    if (!x) L.fail("relu_ needs self");
+    auto& E = L.ex();
+    return L.computed(
+        st.sizes, st.dtype,
+        [&L, &E, x, dt = st.dtype](const Index& idx) {
+          return E.unary(ExprOp::kRelu, L.load(*x, idx), dt);
+        },
+        {x});
+  }
   if (t == "aten.fill_.Scalar") {
     const int c = fill_value(L, "value", st.dtype);
     return L.computed(st.sizes, st.dtype, [c](const Index&) { return c; }, {});

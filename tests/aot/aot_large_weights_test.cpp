@@ -27,24 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// A temporary folder removed (with everything in it) when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "anvil_large_XXXXXX").string();
-    ANVIL_CHECK(::mkdtemp(tmpl.data()) != nullptr, "TempDir", "cannot create", tmpl, "failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (fs::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
-
 /// seed / scale / offset of the sidecar entry whose fqn is `fqn`.
 struct Formula {
   int64_t seed = 0;

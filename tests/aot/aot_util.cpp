@@ -45,7 +45,11 @@ class Suite {
     fs::create_directories(dir_);
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(std::string(ANVIL_FIXTURES_DIR) + "/aot"))
-      if (e.path().extension() == ".pt2") names.push_back(e.path().stem().string());
+      // Fixtures with a NAME.weights.json ship zeroed weights that their own test regenerates
+      // (aot_resnet_test.cpp); compiling them here would only cost time and memory.
+      if (e.path().extension() == ".pt2" &&
+          !fs::exists(fs::path(e.path()).replace_extension(".weights.json")))
+        names.push_back(e.path().stem().string());
     std::sort(names.begin(), names.end());
     merged_.assign(kMergedFiles, "");
     size_t next = 0;

@@ -1,5 +1,9 @@
 #include "formula_archive.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -9,6 +13,22 @@
 #include "core/zip_reader.h"
 
 namespace anvil::aot_test {
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "anvil_test_XXXXXX").string();
+  ANVIL_CHECK(::mkdtemp(tmpl.data()) != nullptr, "TempDir", "cannot create a temporary folder",
+              tmpl, std::strerror(errno));
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string TempDir::operator/(const std::string& name) const {
+  return (std::filesystem::path(path_) / name).string();
+}
 
 double formula_value(uint64_t i, int64_t seed, double scale, double offset) {
   const uint64_t h =

@@ -7,12 +7,27 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 
 namespace anvil::aot_test {
+
+/// A fresh temporary folder, removed with everything in it when the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  /// Path of `name` inside the folder.
+  std::string operator/(const std::string& name) const;
+
+ private:
+  std::string path_;
+};
 
 /// Element i of a formula tensor (in float64; round it once to the tensor's dtype).
 double formula_value(uint64_t i, int64_t seed, double scale, double offset);
