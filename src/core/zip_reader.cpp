@@ -1,8 +1,8 @@
 #include "core/zip_reader.h"
 
 #include <zip.h>
+#include <zlib.h>
 
-#include <array>
 #include <cstring>
 #include <filesystem>
 
@@ -190,24 +190,9 @@ void ZipReader::read_into(const ZipEntry& entry, void* dst) const {
 
 // ---- CRC-32 -------------------------------------------------------------------------------
 
-namespace {
-constexpr std::array<uint32_t, 256> make_crc_table() {
-  std::array<uint32_t, 256> t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    t[i] = c;
-  }
-  return t;
-}
-constexpr std::array<uint32_t, 256> kCrcTable = make_crc_table();
-}  // namespace
-
 uint32_t crc32(const void* data, size_t n, uint32_t crc) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i) crc = kCrcTable[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
+  // zlib's table-sliced CRC (several bytes per step): archives and packages hold hundreds of MB.
+  return static_cast<uint32_t>(::crc32_z(crc, static_cast<const Bytef*>(data), n));
 }
 
 // ---- writing ------------------------------------------------------------------------------
