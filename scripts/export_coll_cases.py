@@ -136,6 +136,19 @@ class C63(nn.Module):  # the native op with data-dependent split lists, waited
         return y * 2 + 1
 
 
+class C24Legacy(nn.Module):  # the legacy namespace: the group is (tag, ranks, group_size)
+    def forward(self, x):
+        import torch.distributed._functional_collectives  # noqa: F401 (registers c10d_functional)
+        y = torch.ops.c10d_functional.all_reduce(x + 1, "sum", "", [0, 1], 2)
+        return torch.ops.c10d_functional.wait_tensor(y) * 2
+
+
+class C25(nn.Module):  # Python-level all_reduce over ranks [0, 1]: the export names group "0"
+    def forward(self, x):
+        import torch.distributed._functional_collectives as funcol
+        return funcol.all_reduce(x, "sum", [0, 1]) + 1
+
+
 case("coll_c31_coalesced", C31(), (R(4, 8), R(3, 5)))
 case("coll_c32_broadcast", C32(), (R(4, 8),))
 case("coll_c39_rs_coalesced", C39(), (R(4, 8),))
@@ -165,4 +178,6 @@ class C61Loose(nn.Module):  # fallback without the size facts, in case export in
 
 case("coll_c61_loose", C61Loose(), (torch.rand(3, 5) + 0.5, SPL, SPL.clone()),
      dyn={"x": {0: Dim("rows", min=1, max=4096)}, "in_splits": None, "out_splits": None})
+case("coll_legacy_ns", C24Legacy(), (R(4, 3),))
+case("coll_c25_ranks_group", C25(), (R(4, 3),))
 print("done")

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <set>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -38,14 +39,63 @@ void GroupRegistry::alias(const std::string& alias, const std::string& existing)
   register_group(alias, resolve(existing));
 }
 
+namespace {
+
+constexpr const char* kLegacyPrefix = "legacy/";
+
+/// Parses a legacy_name(); false when `name` is not one.
+bool parse_legacy_name(const std::string& name, std::string& tag, std::vector<int64_t>& ranks,
+                       int64_t& group_size) {
+  if (name.rfind(kLegacyPrefix, 0) != 0) return false;
+  const size_t a = std::string(kLegacyPrefix).size();
+  const size_t b = name.find('/', a);
+  const size_t c = b == std::string::npos ? b : name.find('/', b + 1);
+  if (c == std::string::npos) return false;
+  try {
+    group_size = std::stoll(name.substr(a, b - a));
+    ranks.clear();
+    std::stringstream rs(name.substr(b + 1, c - b - 1));
+    for (std::string r; std::getline(rs, r, ',');) ranks.push_back(std::stoll(r));
+  } catch (const std::exception&) {
+    return false;
+  }
+  tag = name.substr(c + 1);
+  return true;
+}
+
+}  // namespace
+
+std::string GroupRegistry::legacy_name(const std::string& tag, const std::vector<int64_t>& ranks,
+                                       int64_t group_size) {
+  std::string r;
+  for (int64_t x : ranks) r += (r.empty() ? "" : ",") + std::to_string(x);
+  return str(kLegacyPrefix, group_size, "/", r, "/", tag);
+}
+
 std::shared_ptr<ProcessGroup> GroupRegistry::find(const std::string& name) const {
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = groups_.find(name);
-  return it == groups_.end() ? nullptr : it->second;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = groups_.find(name);
+    if (it != groups_.end()) return it->second;
+  }
+  std::string tag;
+  std::vector<int64_t> ranks;
+  int64_t group_size = 0;
+  if (!parse_legacy_name(name, tag, ranks, group_size)) return nullptr;
+  try {
+    return find(name_for_ranks(tag, ranks, group_size));
+  } catch (const Error&) {
+    return nullptr;
+  }
 }
 
 std::shared_ptr<ProcessGroup> GroupRegistry::resolve(const std::string& name) const {
   if (auto pg = find(name)) return pg;
+  std::string tag;
+  std::vector<int64_t> ranks;
+  int64_t group_size = 0;
+  if (parse_legacy_name(name, tag, ranks, group_size))  // says why no group matches
+    return resolve(name_for_ranks(tag, ranks, group_size));
   const auto known = names();
   std::string list;
   for (const auto& n : known) list += (list.empty() ? "'" : ", '") + n + "'";

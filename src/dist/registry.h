@@ -40,6 +40,11 @@ class GroupRegistry {
   /// no group matches.
   std::string name_for_ranks(const std::string& tag, const std::vector<int64_t>& ranks,
                              int64_t group_size) const;
+  /// The name a compiled graph gives a legacy (tag, ranks, group_size) group: the compiler cannot
+  /// resolve it (no live groups at compile time), so resolve() / find() map it to
+  /// name_for_ranks() at run time. "legacy/<group_size>/<r0,r1,...>/<tag>".
+  static std::string legacy_name(const std::string& tag, const std::vector<int64_t>& ranks,
+                                 int64_t group_size);
   /// Removes a name (the group lives on while others hold it); true when it existed.
   bool unregister(const std::string& name);
   /// Every registered name, sorted.

@@ -112,7 +112,7 @@ class GraphBuilder {
     for (const JField& n : nodes.items()) {
       n.expect_object();
       const std::string& target = n.at("target").as_string();
-      if (ir::find_op(target)) continue;
+      if (ir::find_op(target) || native_collective(ir::canonical_target(target))) continue;
       std::string t = ir::canonical_target(target);
       auto it =
           std::find_if(unknown.begin(), unknown.end(), [&](const auto& p) { return p.first == t; });
@@ -326,9 +326,11 @@ class GraphBuilder {
     JField n = raw.relabel(label);
     auto node = std::make_unique<ir::Node>();
     const std::string& target = n.at("target").as_string();
-    node->schema = ir::find_op(target);
+    const std::string canonical = ir::canonical_target(target);
+    const char* native = native_collective(canonical);  // legacy c10d_functional namespace
+    node->schema = ir::find_op(native ? std::string(native) : target);
     ANVIL_INTERNAL_ASSERT(node->schema, "target vanished from the op table: " + target);
-    node->target = ir::canonical_target(target);
+    node->target = native ? std::string(native) : canonical;
     pending_subgraphs_.clear();
     const std::vector<std::string>* positional = higher_order_arg_names(node->target);
     size_t pos = 0;
@@ -342,6 +344,7 @@ class GraphBuilder {
       if (node->arg(a.name)) in.fail("duplicate argument name", "unique names", a.name);
       node->args.push_back(std::move(a));
     }
+    if (native) rewrite_legacy_collective(*node, canonical, n);
     node->subgraphs = std::move(pending_subgraphs_);
     pending_subgraphs_.clear();
     if (node->target == "higher_order.wrap_with_autocast") return inline_autocast_node(n, *node);

@@ -99,6 +99,15 @@ std::unique_ptr<ir::Graph> build_graph(const Json& model, const JsonSource& src)
 std::vector<ir::Value*> inline_autocast(ir::Graph& g, const ir::Node& hop,
                                         std::set<std::string>& node_names);
 
+/// The native `_c10d_functional` target of a legacy `c10d_functional` collective (canonical
+/// target, without "torch.ops."), or null (pt2_legacy.cpp).
+const char* native_collective(const std::string& target);
+/// Rewrites the arguments of `node`, parsed from a legacy collective `legacy_target`, into the
+/// native op's: the trailing (tag, ranks, group_size) become a group_name that the group
+/// registry resolves at run time, reduceOp becomes reduce_op, the tensor argument is renamed.
+void rewrite_legacy_collective(ir::Node& node, const std::string& legacy_target,
+                               const JField& where);
+
 /// Where the weights and constants of an archive live.
 struct PayloadEntries {
   const ZipReader* zip = nullptr;

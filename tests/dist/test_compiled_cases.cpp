@@ -197,7 +197,8 @@ std::vector<CaseRun> case_runs() {
       {39, "coll_c39_rs_coalesced"},  {41, "coll_c41_input_reuse"},
       {42, "coll_c42_output_reuse"},  {43, "coll_c43_overlap"},
       {48, "coll_c48_unwaited"},      {60, "coll_c60_transpose_gather"},
-      {62, "coll_c62_a2a_dynamic"},   {65, "coll_c65_all_kinds"}};
+      {62, "coll_c62_a2a_dynamic"},   {65, "coll_c65_all_kinds"},
+      {24, "coll_legacy_ns"},         {25, "coll_c25_ranks_group"}};
   std::vector<CaseRun> v;
   for (const auto& [n, f] : cases)
     for (const char* b : {"gloo", "mpi"}) v.push_back({n, f, b});
@@ -366,6 +367,28 @@ TEST(CollectivesSpecCases, Case62_DynamicSplitsAreSymbolic) {
     ++checked;
   }
   EXPECT_EQ(checked, 2) << text;
+}
+
+// Cases 24 and 25 as compiled graphs. 24: torch.export records the legacy namespace
+// (c10d_functional.all_reduce(t, "sum", "", [0, 1], 2)); the importer rewrites it into the native
+// op, whose group is the legacy name the registry resolves at run time (the packages run above,
+// on 2 ranks, against the interpreter). 25: funcol.all_reduce with ranks [0, 1] and tag "" is
+// already named "0" in the export.
+TEST(CollectivesSpecCases, Case24_LegacyNamespaceLowersToNativeOps) {
+  Program p = program_of("coll_legacy_ns");
+  const auto is = issues(p);
+  ASSERT_EQ(is.size(), 1u) << passes::print_program(p);
+  const ExternStep& e = step_extern(p, is[0]);
+  EXPECT_EQ(e.target, std::string(passes::kCollectivePrefix) + "all_reduce");
+  EXPECT_EQ(passes::collective_attr(e, "group"), GroupRegistry::legacy_name("", {0, 1}, 2));
+  EXPECT_LT(first_wait(p, passes::collective_id(e)), p.steps.size());
+}
+
+TEST(CollectivesSpecCases, Case25_RanksFormNamesTheWorldGroup) {
+  Program p = program_of("coll_c25_ranks_group");
+  const auto is = issues(p);
+  ASSERT_EQ(is.size(), 1u) << passes::print_program(p);
+  EXPECT_EQ(passes::collective_attr(step_extern(p, is[0]), "group"), "0");
 }
 
 // Case 65: every collective kind compiles without a group; each issue has a wait; 8 outputs.

@@ -51,6 +51,19 @@ DIST_WORKER(case24) {
                            {"group_size does not match"}));
   EXPECT_TRUE(throws_error([&] { F::legacy_group_name("", {0}, 1); },
                            {"no registered process group has exactly these ranks"}));
+  // The name compiled graphs carry for a legacy group (the importer cannot resolve it) names
+  // the same group at run time; an unmatched one says which ranks it wanted.
+  const std::string compiled = GroupRegistry::legacy_name("", ranks, ctx.world);
+  EXPECT_EQ(GroupRegistry::instance().resolve(compiled), GroupRegistry::instance().resolve("0"));
+  Tensor via_compiled = F::wait_tensor(F::all_reduce(x, ReduceOp::kSum, compiled));
+  EXPECT_TRUE(values_equal(via_compiled, native.to_doubles()));
+  EXPECT_EQ(GroupRegistry::instance().find(GroupRegistry::legacy_name("", {0}, 1)), nullptr);
+  EXPECT_TRUE(throws_error(
+      [&] { GroupRegistry::instance().resolve(GroupRegistry::legacy_name("", {0}, 1)); },
+      {"no registered process group has exactly these ranks", "ranks [0]"}));
+  EXPECT_TRUE(throws_error(
+      [&] { GroupRegistry::instance().resolve(GroupRegistry::legacy_name("blue", ranks, ctx.world)); },
+      {"unknown group tag 'blue'"}));
 }
 
 // §4.26: the main thread registered the group; a second thread runs eager functional
@@ -96,6 +109,9 @@ DIST_WORKER(subgroups) {
   EXPECT_TRUE(all_equal(y, want));
   std::vector<int64_t> ranks(mine->global_ranks().begin(), mine->global_ranks().end());
   EXPECT_EQ(F::legacy_group_name("", ranks, static_cast<int64_t>(ranks.size())), even ? "1" : "2");
+  EXPECT_EQ(GroupRegistry::instance().resolve(GroupRegistry::legacy_name(
+                "", ranks, static_cast<int64_t>(ranks.size()))),
+            mine);
   // Rank lists must be sorted and inside the world.
   EXPECT_TRUE(throws_error([&] { ctx.pg->new_subgroup({1, 0}, "bad"); }, {"strictly increasing"}));
   EXPECT_TRUE(throws_error(
