@@ -49,8 +49,13 @@ bool write_all(int fd, std::string_view data) {
 }
 
 /// dlopens the bytes of a shared library from a private in-memory file (memfd), or from an
-/// unlinked temporary file where memfd is unavailable. Nothing else is run.
-void* open_library(std::string_view bytes, const std::string& where) {
+/// unlinked temporary file where memfd is unavailable, into `lib`. Nothing else is run.
+///
+/// The memfd stays open for as long as the library is loaded (Library closes it after
+/// dlclose): dlopen returns an already loaded object whose path matches, so a second model
+/// opened from a reused descriptor number ("/proc/self/fd/5" again) would get the first
+/// model's code.
+void open_library(std::string_view bytes, const std::string& where, Library& lib) {
   std::string path;
   bool temp_file = false;
   int fd = ::memfd_create("anvil-model.so", MFD_CLOEXEC);
@@ -74,10 +79,17 @@ void* open_library(std::string_view bytes, const std::string& where) {
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   const char* err = handle ? nullptr : ::dlerror();
   const std::string message = err ? err : "unknown dlopen error";
-  ::close(fd);
-  if (temp_file) ::unlink(path.c_str());
-  if (!handle) throw Error("cannot load model.so", where, "a loadable shared library", message);
-  return handle;
+  if (temp_file) {  // a unique path: the file can go now
+    ::close(fd);
+    ::unlink(path.c_str());
+    fd = -1;
+  }
+  if (!handle) {
+    if (fd >= 0) ::close(fd);
+    throw Error("cannot load model.so", where, "a loadable shared library", message);
+  }
+  lib.handle = handle;
+  lib.fd = fd;
 }
 
 /// A contiguous, 64-byte aligned copy of `t` in new memory.
@@ -87,6 +99,7 @@ Tensor owned_copy(const Tensor& t) { return t.clone(); }
 
 Library::~Library() {
   if (handle) ::dlclose(handle);
+  if (fd >= 0) ::close(fd);
 }
 
 Model::Impl::~Impl() {
@@ -135,7 +148,7 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
   join_world_for_package(m.json, where);  // packages with collectives join the world group
 
   // model.so: a private copy, dlopened; its entry table must match this runtime's ABI.
-  impl->library.handle = open_library(impl->package->model_so(), where);
+  open_library(impl->package->model_so(), where, impl->library);
   auto entry_fn =
       reinterpret_cast<AnvilModelEntryFn>(::dlsym(impl->library.handle, ANVIL_MODEL_ENTRY_SYMBOL));
   ANVIL_CHECK(entry_fn != nullptr, where, "model.so does not export the entry point",

@@ -47,9 +47,11 @@ struct Runner {
   size_t arena_bytes = 0;
 };
 
-/// A dlopened model.so (closed on destruction).
+/// A dlopened model.so and the in-memory file it was loaded from (both closed on destruction;
+/// the file stays open so no other model is loaded from the same /proc/self/fd path).
 struct Library {
   void* handle = nullptr;
+  int fd = -1;
   Library() = default;
   Library(const Library&) = delete;
   Library& operator=(const Library&) = delete;

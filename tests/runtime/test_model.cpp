@@ -62,6 +62,26 @@ TEST(Model, BufferStateIsPerModelAndStartsFromThePackage) {
   EXPECT_EQ(a.run(inputs_for(2))[2].to_doubles(), (std::vector<double>{103}));
 }
 
+// Two different model.so loaded one after the other, both alive: each Model runs its own code.
+// (model.so is dlopened from an in-memory file as /proc/self/fd/N; when that descriptor was
+// closed after loading, the next model reused N, and dlopen returned the first model's library
+// for the second package: the stateless model ran the counter code of the stateful one.)
+TEST(Model, TwoPackagesLoadedTogetherRunTheirOwnCode) {
+  const std::string stateful = write_test_package("own_code_a");
+  const std::string stateless = write_test_package("own_code_b", /*stateless=*/true);
+  for (bool stateful_first : {true, false}) {
+    SCOPED_TRACE(stateful_first ? "stateful first" : "stateless first");
+    Model first = Model::load(stateful_first ? stateful : stateless);
+    Model second = Model::load(stateful_first ? stateless : stateful);
+    const Model& a = stateful_first ? first : second;
+    const Model& b = stateful_first ? second : first;
+    EXPECT_EQ(a.run(inputs_for(2))[2].to_doubles(), (std::vector<double>{101}));
+    EXPECT_EQ(b.run(inputs_for(2))[2].to_doubles(), (std::vector<double>{0}));
+    EXPECT_EQ(a.run(inputs_for(2))[2].to_doubles(), (std::vector<double>{102}));
+    EXPECT_EQ(b.run(inputs_for(2))[2].to_doubles(), (std::vector<double>{0}));
+  }
+}
+
 TEST(Model, SpecsAndConstantNames) {
   Model m = Model::load(write_test_package("specs"));
   ASSERT_EQ(m.input_specs().size(), 2u);
