@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake ninja-build pkg-config git
           libzip-dev nlohmann-json3-dev libgtest-dev googletest
-          libopenblas-dev libdlpack-dev
+          libopenblas-dev libdlpack-dev libfftw3-dev zlib1g-dev
           libgloo-dev libopenmpi-dev openmpi-bin)
 
 missing=()

@@ -105,12 +105,12 @@ bool is_integral(DType t, bool include_bool) {
   }
 }
 
-bool is_supported(DType t) { return !is_float8(t) && t != DType::kComplex32; }
+bool is_supported(DType t) { return !is_float8(t); }
 
 void check_supported(DType t, const std::string& where) {
   if (!is_supported(t))
     throw Error(std::string("dtype ") + info(t).torch_name + " is recognised but not supported",
-                where, "a dtype anvil computes with (no float8 or complex32)", info(t).torch_name);
+                where, "a dtype anvil computes with (no float8)", info(t).torch_name);
 }
 
 DType promote_types(DType a, DType b) {
@@ -118,9 +118,9 @@ DType promote_types(DType a, DType b) {
   int ca = category(a), cb = category(b);
   if (ca != cb) {
     if (ca < cb) std::swap(a, b), std::swap(ca, cb);
-    // a has the higher category.
-    if (ca == 3 && category(b) == 2 && (b == DType::kFloat64) && a == DType::kComplex64)
-      return DType::kComplex128;
+    // a has the higher category. complex with a float: components wide enough for both.
+    if (ca == 3 && cb == 2)
+      return real_to_complex(promote_types(complex_to_real(a), b));
     return a;
   }
   if (ca == 1) {
@@ -139,6 +139,30 @@ DType promote_types(DType a, DType b) {
     return dtype_size(a) >= dtype_size(b) ? a : b;
   }
   return dtype_size(a) >= dtype_size(b) ? a : b;
+}
+
+DType complex_to_real(DType t) {
+  switch (t) {
+    case DType::kComplex32:
+      return DType::kFloat16;
+    case DType::kComplex64:
+      return DType::kFloat32;
+    case DType::kComplex128:
+      return DType::kFloat64;
+    default:
+      return t;
+  }
+}
+
+DType real_to_complex(DType t) {
+  switch (t) {
+    case DType::kFloat16:
+      return DType::kComplex32;
+    case DType::kFloat64:
+      return DType::kComplex128;
+    default:
+      return is_complex(t) ? t : DType::kComplex64;
+  }
 }
 
 }  // namespace anvil

@@ -43,12 +43,31 @@ bool is_floating(DType t);  // f16, bf16, f32, f64 (and float8 kinds)
 bool is_complex(DType t);
 bool is_integral(DType t, bool include_bool = false);
 bool is_float8(DType t);
-/// True when anvil's kernels can compute with this dtype (everything but float8 and complex32).
+/// True when anvil's kernels can compute with this dtype (everything but float8; complex32
+/// computes through complex64).
 bool is_supported(DType t);
 /// Throws Error naming `where` when `t` is a dtype anvil recognises but cannot compute with.
 void check_supported(DType t, const std::string& where);
 /// torch.promote_types.
 DType promote_types(DType a, DType b);
+/// The real dtype of a complex one (c32 -> f16, c64 -> f32, c128 -> f64); other dtypes unchanged.
+DType complex_to_real(DType t);
+/// The complex dtype with components of real dtype `t` (f16 -> c32, f32 -> c64, f64 -> c128,
+/// others -> c64); complex dtypes unchanged.
+DType real_to_complex(DType t);
+
+/// complex32 (torch.complex32 / ComplexHalf) storage: two fp16 halves. Computes through
+/// std::complex<float>.
+struct ComplexHalf {
+  Half re, im;
+  ComplexHalf() = default;
+  /// Rounds both parts to fp16.
+  explicit ComplexHalf(std::complex<float> v) : re(v.real()), im(v.imag()) {}
+  /// Widens both parts to float.
+  explicit operator std::complex<float>() const {
+    return {static_cast<float>(re), static_cast<float>(im)};
+  }
+};
 
 template <typename T>
 struct CppType;
@@ -62,6 +81,7 @@ template <> struct CppType<float> { static constexpr DType value = DType::kFloat
 template <> struct CppType<double> { static constexpr DType value = DType::kFloat64; };
 template <> struct CppType<std::complex<float>> { static constexpr DType value = DType::kComplex64; };
 template <> struct CppType<std::complex<double>> { static constexpr DType value = DType::kComplex128; };
+template <> struct CppType<ComplexHalf> { static constexpr DType value = DType::kComplex32; };
 template <> struct CppType<bool> { static constexpr DType value = DType::kBool; };
 template <> struct CppType<BFloat16> { static constexpr DType value = DType::kBFloat16; };
 template <> struct CppType<uint16_t> { static constexpr DType value = DType::kUInt16; };
@@ -105,10 +125,13 @@ template <> struct AccType<BFloat16> { using type = float; };
     }                                                                                   \
   } while (0)
 
-/// Like ANVIL_DISPATCH_REAL plus complex64 / complex128.
+/// Like ANVIL_DISPATCH_REAL plus complex32 (ComplexHalf), complex64 and complex128.
 #define ANVIL_DISPATCH_ALL(DT, WHERE, NAME, ...)                                        \
   do {                                                                                  \
-    if ((DT) == ::anvil::DType::kComplex64) {                                           \
+    if ((DT) == ::anvil::DType::kComplex32) {                                           \
+      using NAME = ::anvil::ComplexHalf;                                                \
+      __VA_ARGS__;                                                                      \
+    } else if ((DT) == ::anvil::DType::kComplex64) {                                    \
       using NAME = std::complex<float>;                                                 \
       __VA_ARGS__;                                                                      \
     } else if ((DT) == ::anvil::DType::kComplex128) {                                   \

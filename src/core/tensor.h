@@ -17,11 +17,16 @@ namespace anvil {
 using Shape = std::vector<int64_t>;
 
 /// Converts one element value between C++ element types the way torch's casts do
-/// (16-bit floats through float, bool as != 0, complex to real takes the real part).
+/// (16-bit floats through float, bool as != 0, complex to real takes the real part, complex32
+/// through complex64).
 template <typename To, typename From>
 inline To cast_value(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
+  } else if constexpr (std::is_same_v<From, ComplexHalf>) {  // complex32 goes through complex64
+    return cast_value<To, std::complex<float>>(static_cast<std::complex<float>>(v));
+  } else if constexpr (std::is_same_v<To, ComplexHalf>) {
+    return ComplexHalf(cast_value<std::complex<float>, From>(v));
   } else if constexpr (std::is_same_v<To, bool>) {
     if constexpr (std::is_same_v<From, std::complex<float>> ||
                   std::is_same_v<From, std::complex<double>>)

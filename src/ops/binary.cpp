@@ -2,6 +2,7 @@
 // maximum / minimum, and the in-place forms add_ / sub_ / mul_ / div_. Comparisons, logic,
 // selection, clamp, copy_ and fill_ live in compare.cpp.
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -116,6 +117,41 @@ void check_arith(Arith op, DType result, bool bool_operand, std::optional<Scalar
                 "a bool alpha");
 }
 
+/// `a OP b` for a complex result: computed in CT (std::complex<float> for c32 / c64,
+/// std::complex<double> for c128), numbers and alpha taken as complex numbers with imaginary part
+/// 0. Rounding divisions are not defined for complex numbers (torch refuses them too).
+template <typename CT>
+Tensor complex_arith(Arith op, const Operand& a, const Operand& b, std::optional<Scalar> alpha,
+                     const std::string& where) {
+  constexpr DType kCt = dtype_of<CT>();
+  auto in = [&](const Operand& o) {
+    return o.is_tensor() ? o.tensor->to(kCt) : Tensor::scalar(o.scalar.to_double(), kCt);
+  };
+  const Tensor ta = in(a), tb = in(b);
+  const bool has_alpha = alpha.has_value();
+  const CT al = has_alpha ? CT(static_cast<typename CT::value_type>(alpha->to_double())) : CT(1);
+  switch (op) {
+    case Arith::kAdd:
+      return map2<CT, CT, CT>(
+          ta, tb, [=](CT x, CT y) { return x + (has_alpha ? al * y : y); }, where);
+    case Arith::kSub:
+      return map2<CT, CT, CT>(
+          ta, tb, [=](CT x, CT y) { return x - (has_alpha ? al * y : y); }, where);
+    case Arith::kRsub:
+      return map2<CT, CT, CT>(
+          ta, tb, [=](CT x, CT y) { return y - (has_alpha ? al * x : x); }, where);
+    case Arith::kMul:
+      return map2<CT, CT, CT>(ta, tb, [](CT x, CT y) { return x * y; }, where);
+    case Arith::kDiv:
+      return map2<CT, CT, CT>(ta, tb, [](CT x, CT y) { return x / y; }, where);
+    case Arith::kDivTrunc:
+    case Arith::kDivFloor:
+      break;
+  }
+  throw Error("rounding division is not defined for complex tensors", where,
+              "a real dtype for div with rounding_mode", dtype_name(kCt));
+}
+
 /// Computes `a OP b` (with alpha for add / sub / rsub) in the promoted dtype; returns a new tensor
 /// of the result dtype.
 Tensor arith(Arith op, const Operand& a, const Operand& b, std::optional<Scalar> alpha,
@@ -126,6 +162,9 @@ Tensor arith(Arith op, const Operand& a, const Operand& b, std::optional<Scalar>
   };
   check_arith(op, rt, is_bool(a) || is_bool(b),
               alpha ? std::optional<Scalar::Kind>(alpha->kind) : std::nullopt, where);
+  if (rt == DType::kComplex128)
+    return complex_arith<std::complex<double>>(op, a, b, alpha, where);
+  if (is_complex(rt)) return complex_arith<std::complex<float>>(op, a, b, alpha, where).to(rt);
   const Tensor ta = as_input(a, rt, /*exact_scalar=*/true);
   const Tensor tb = as_input(b, rt, /*exact_scalar=*/true);
   Tensor out;

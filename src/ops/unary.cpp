@@ -2,6 +2,7 @@
 // Casts, copies and no-ops (to.*, _to_copy, clone, alias, dropout, _assert_tensor_metadata) live
 // in cast.cpp. Part of the "unary.cpp" rows of ops.def.
 #include <cmath>
+#include <complex>
 #include <type_traits>
 
 #include "ops/common.h"
@@ -169,8 +170,19 @@ void check_not_bool(DType dtype, SignedFn fn, const std::string& where) {
                 "a numeric dtype", "bool");
 }
 
+/// neg / abs of a complex tensor (abs gives the real dtype, |z|); relu has no complex kernel.
+template <typename CT>
+Tensor complex_signed_fn(const Tensor& x, SignedFn fn) {
+  using R = typename CT::value_type;
+  if (fn == SignedFn::kAbs)
+    return map1<CT, R>(x, [](CT v) { return std::abs(v); }).to(complex_to_real(x.dtype()));
+  return map1<CT, CT>(x, [](CT v) { return -v; }).to(x.dtype());
+}
+
 TensorType signed_fn_type(const Node& node, SignedFn fn) {
   const TensorType& t = self_type(node);
+  if (is_complex(t.dtype) && fn != SignedFn::kRelu)
+    return with_dtype(t, fn == SignedFn::kAbs ? complex_to_real(t.dtype) : t.dtype);
   check_not_bool(t.dtype, fn, node_where(node));
   compute_dtype(t.dtype, node_where(node));
   return with_dtype(t, t.dtype);
@@ -178,6 +190,9 @@ TensorType signed_fn_type(const Node& node, SignedFn fn) {
 
 std::vector<RValue> signed_fn_kernel(KernelContext& ctx, SignedFn fn) {
   const Tensor& x = ctx.tensor("self");
+  if (is_complex(x.dtype()) && fn != SignedFn::kRelu)
+    return {x.dtype() == DType::kComplex128 ? complex_signed_fn<std::complex<double>>(x, fn)
+                                            : complex_signed_fn<std::complex<float>>(x, fn)};
   check_not_bool(x.dtype(), fn, ctx.where());
   Tensor out;
   ANVIL_DISPATCH_COMPUTE(x.dtype(), ctx.where(), C,

@@ -103,6 +103,10 @@ const char* expr_op_name(ExprOp op) {
       return "bitor";
     case ExprOp::kWhere:
       return "where";
+    case ExprOp::kReal:
+      return "real";
+    case ExprOp::kImag:
+      return "imag";
   }
   return "?";
 }

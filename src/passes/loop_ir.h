@@ -85,11 +85,14 @@ enum class ExprOp {
   kBitAnd,
   kBitOr,
   kWhere,  // args[0] ? args[1] : args[2]
+  kReal,   // real part of a complex args[0] (dtype: the real dtype)
+  kImag,   // imaginary part of a complex args[0]
 };
 const char* expr_op_name(ExprOp op);
 
 /// One expression node. Values of floating dtypes compute in float (f16, bf16, f32) or double
-/// (f64); integral and bool values compute in int64 (bool as 0 / 1).
+/// (f64); integral and bool values compute in int64 (bool as 0 / 1); complex values in
+/// std::complex<float> (c32, c64) or std::complex<double> (c128).
 struct Expr {
   ExprOp op = ExprOp::kConst;
   DType dtype = DType::kFloat32;

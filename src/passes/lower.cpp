@@ -342,7 +342,7 @@ void Lowerer::setup_signature() {
                                  spec.target.empty() ? v->name : spec.target, "'");
     if (!v->type.device.is_cpu())
       devices += str(devices.empty() ? "" : ", ", what, " on ", v->type.device.str());
-    if (is_complex(v->type.dtype))
+    if (!is_supported(v->type.dtype))  // float8 (complex computes in std::complex)
       dtypes += str(dtypes.empty() ? "" : ", ", what, " ", dtype_name(v->type.dtype));
   }
   if (!devices.empty())
@@ -350,9 +350,9 @@ void Lowerer::setup_signature() {
                 "the CPU target (export it with CPU example inputs)",
                 "compile (target cpu)", "every input and weight on cpu", devices);
   if (!dtypes.empty())
-    throw Error("Unsupported input dtype: complex tensors are not supported by the CPU compiler",
+    throw Error("Unsupported input dtype: float8 tensors are not supported by the CPU compiler",
                 "compile (target cpu)",
-                "f32, f64, f16, bf16, float8, integer or bool inputs", dtypes);
+                "f32, f64, f16, bf16, complex, integer or bool inputs", dtypes);
   // Symbols: in order of first appearance in the user inputs' sizes.
   for (const auto& spec : graph_.input_specs()) {
     if (spec.kind != ir::InputKind::kUserInput || !spec.value || spec.constant_int) continue;

@@ -268,12 +268,83 @@ bool fuse_relu_into_conv(Lowerer& L, const ir::Node& n) {
   return true;
 }
 
+/// True when the current node reads or writes a complex tensor.
+bool touches_complex(const ir::Node& n) {
+  for (const auto& a : n.args)
+    if (a.kind == ir::Arg::Kind::kTensor && a.value && a.value->kind == ir::ValueKind::kTensor &&
+        is_complex(a.value->type.dtype))
+      return true;
+  for (const ir::Value* o : n.outputs)
+    if (o && o->kind == ir::ValueKind::kTensor && is_complex(o->type.dtype)) return true;
+  return false;
+}
+
+/// The pointwise ops the CPU compiler computes on complex values (std::complex arithmetic in
+/// the generated code); others fail with a clear error instead of producing C++ that does not
+/// compile.
+bool complex_op_supported(const std::string& t) {
+  static const char* const kOps[] = {
+      "aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar",
+      "aten.rsub.Scalar", "aten.rsub.Tensor", "aten.mul.Tensor", "aten.mul.Scalar",
+      "aten.div.Tensor", "aten.div.Scalar", "aten.neg.default", "aten.abs.default",
+      "aten.real.default", "aten.imag.default", "aten.view_as_real.default",
+      "aten.eq.Tensor", "aten.eq.Scalar", "aten.ne.Tensor", "aten.ne.Scalar",
+      "aten.where.self", "aten.to.dtype", "aten.to.dtype_layout", "aten.to.device",
+      "aten._to_copy.default", "aten.type_as.default", "aten.clone.default",
+      "aten.contiguous.default", "aten.lift_fresh_copy.default"};
+  for (const char* op : kOps)
+    if (t == op) return true;
+  return false;
+}
+
+/// real / imag / view_as_real of a complex tensor: computed copies (the reference kernels
+/// return views; compiled code materialises them where they are stored).
+bool lower_complex_parts(Lowerer& L, const ir::Node& n) {
+  const std::string& t = n.target;
+  const bool re = t == "aten.real.default", im = t == "aten.imag.default",
+             as_real = t == "aten.view_as_real.default";
+  if (!re && !im && !as_real) return false;
+  TRefPtr x = L.arg("self");
+  if (!x) L.fail(t + " needs a tensor self");
+  const ir::TensorType& out = L.out_type();
+  const DType rt = out.dtype;
+  if (!is_complex(x->dtype)) {
+    if (!re) L.fail(t + " needs a complex tensor", "a complex tensor", dtype_name(x->dtype));
+    L.bind(0, x);  // real of a real tensor is the tensor itself
+    L.copy_aliases.insert(n.outputs[0]);
+    return true;
+  }
+  auto& E = L.ex();
+  L.bind(0, L.computed(out.sizes, rt,
+                       [&L, &E, x, rt, re, as_real](const Index& idx) {
+                         if (!as_real) {
+                           const int v = L.load(*x, idx);
+                           return E.unary(re ? ExprOp::kReal : ExprOp::kImag, v, rt);
+                         }
+                         const Index base(idx.begin(), idx.end() - 1);
+                         const int v = L.load(*x, base);
+                         const int is_re = E.binary(
+                             ExprOp::kEq, E.index_value(idx.back(), DType::kInt64),
+                             E.int_constant(0, DType::kInt64), DType::kBool);
+                         return E.where(is_re, E.unary(ExprOp::kReal, v, rt),
+                                        E.unary(ExprOp::kImag, v, rt), rt);
+                       },
+                       {x}));
+  return true;
+}
+
 }  // namespace
 
 bool lower_pointwise(Lowerer& L, const ir::Node& n) {
   const std::string& t = n.target;
   if (n.schema->category == ir::OpCategory::kCreation) return lower_creation(L, n);
   if (n.schema->category != ir::OpCategory::kPointwise) return false;
+  if (touches_complex(n) && !complex_op_supported(t))
+    L.fail("complex tensors are not supported by the CPU compiler for " + t,
+           "a complex op anvil compiles (add, sub, mul, div, neg, abs, real, imag, "
+           "view_as_real, eq, ne, where, copies)",
+           t);
+  if (lower_complex_parts(L, n)) return true;
   auto& E = L.ex();
   const ir::TensorType& out = L.out_type();
   const DType rt = out.dtype;
@@ -371,6 +442,8 @@ bool lower_pointwise(Lowerer& L, const ir::Node& n) {
     L.bind(0, make(L, out, {X}, [&L, &E, X, rt, sizes, ff, t, approx](const Index& idx) {
              if (t == "aten.logical_not.default")
                return E.unary(ExprOp::kLogicalNot, value(L, X, DType::kBool, sizes, idx), rt);
+             if (t == "aten.abs.default" && X.t && is_complex(X.t->dtype))  // |z|: real result
+               return E.unary(ExprOp::kAbs, value(L, X, X.t->dtype, sizes, idx), rt);
              int x = value(L, X, rt, sizes, idx);
              if (ff != ExprOp::kConst) return E.unary(ff, x, rt);
              if (t == "aten.neg.default") return E.unary(ExprOp::kNeg, x, rt);

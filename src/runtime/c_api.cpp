@@ -81,7 +81,8 @@ DType dtype_from_dl(DLDataType t, const std::string& where) {
         if (t.bits == 8) return DType::kUInt8;
         if (t.bits == 16) return DType::kUInt16;
         break;
-      case kDLComplex:
+      case kDLComplex:  // complex32 (ComplexHalf) is two fp16 halves: 32 bits
+        if (t.bits == 32) return DType::kComplex32;
         if (t.bits == 64) return DType::kComplex64;
         if (t.bits == 128) return DType::kComplex128;
         break;
@@ -119,6 +120,7 @@ DLDataType dl_from_dtype(DType d) {
     case DType::kUInt16:
       t.code = kDLUInt;
       break;
+    case DType::kComplex32:
     case DType::kComplex64:
     case DType::kComplex128:
       t.code = kDLComplex;

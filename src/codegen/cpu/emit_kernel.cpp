@@ -81,13 +81,19 @@ class Body {
     std::string code;
     switch (e.op) {
       case ExprOp::kConst:
+        if (is_complex(e.dtype))
+          return ct + "(" +
+                 float_literal(e.f, e.dtype == DType::kComplex128 ? DType::kFloat64
+                                                                   : DType::kFloat32) +
+                 ")";
         return is_floating(e.dtype)
                    ? float_literal(e.f,
                                    e.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32)
                    : "INT64_C(" + std::to_string(e.i) + ")";
       case ExprOp::kIndex:
         code = narrow(e.dtype, "static_cast<int64_t>(" + e.index.str() + ")");
-        if (is_floating(e.dtype)) code = "static_cast<" + ct + ">(" + e.index.str() + ")";
+        if (is_floating(e.dtype) || is_complex(e.dtype))
+          code = "static_cast<" + ct + ">(" + e.index.str() + ")";
         break;
       case ExprOp::kLoad: {
         const std::string key = load_key(e.buffer, e.index);
@@ -154,6 +160,8 @@ class Body {
         return "f32_to_bf16(" + v + ")";
       case DType::kFloat16:
         return "f32_to_f16(" + v + ")";
+      case DType::kComplex32:
+        return "c64_to_c32(" + v + ")";
       case DType::kBool:
         return "static_cast<uint8_t>((" + v + ") != 0)";
       default:
@@ -174,8 +182,12 @@ class Body {
         return "bf16_to_f32(" + raw + ")";
       case DType::kFloat16:
         return "f16_to_f32(" + raw + ")";
+      case DType::kComplex32:
+        return "c32_to_c64(" + raw + ")";
       case DType::kFloat32:
       case DType::kFloat64:
+      case DType::kComplex64:
+      case DType::kComplex128:
         return raw;
       default:
         return "static_cast<int64_t>(" + raw + ")";
@@ -184,6 +196,20 @@ class Body {
 
   /// Conversion of value `v` (computed for dtype `from`) to dtype `to`.
   static std::string cast_code(DType from, DType to, const std::string& v) {
+    if (is_complex(to)) {  // from a complex value, or a real one (imaginary part 0)
+      const std::string ct = compute_type(to);
+      const std::string x = is_complex(from)
+                                ? "static_cast<" + ct + ">(" + v + ")"
+                                : ct + "(static_cast<" + compute_type(complex_to_real(to)) +
+                                      ">(" + v + "))";
+      return to == DType::kComplex32 ? "round_c32(" + x + ")" : x;
+    }
+    if (is_complex(from)) {  // torch casts complex to real by dropping the imaginary part
+      if (to == DType::kBool)
+        return "static_cast<int64_t>((" + v + ") != " + compute_type(from) + "(0))";
+      return cast_code(from == DType::kComplex128 ? DType::kFloat64 : DType::kFloat32, to,
+                       "std::real(" + v + ")");
+    }
     const bool ff = is_floating(from), ft = is_floating(to);
     if (to == DType::kBool) return "static_cast<int64_t>((" + v + ") != 0)";
     if (ft) {
@@ -201,7 +227,7 @@ class Body {
 
   std::string op_code(const Expr& e, const std::string& ind) {
     const DType t = e.dtype;
-    const bool fl = is_floating(t);
+    const bool fl = is_floating(t) || is_complex(t);  // complex: std::complex operators
     const std::string ct = compute_type(t);
     auto a = [&](int k) { return value(e.args[static_cast<size_t>(k)], ind); };
     auto adt = [&](int k) { return p_.exprs.at(e.args[static_cast<size_t>(k)]).dtype; };
@@ -214,6 +240,7 @@ class Body {
       case ExprOp::kNeg:
         return fl ? "-" + a(0) : wrap("static_cast<int64_t>(0 - " + u(a(0)) + ")");
       case ExprOp::kAbs:
+        if (is_complex(adt(0))) return "std::abs(" + a(0) + ")";
         return fl ? "std::fabs(" + a(0) + ")"
                   : wrap(a(0) + " < 0 ? static_cast<int64_t>(0 - " + u(a(0)) + ") : " + a(0));
       case ExprOp::kExp:
@@ -288,6 +315,10 @@ class Body {
         return wrap(a(0) + " & " + a(1));
       case ExprOp::kBitOr:
         return wrap(a(0) + " | " + a(1));
+      case ExprOp::kReal:
+        return "std::real(" + a(0) + ")";
+      case ExprOp::kImag:
+        return "std::imag(" + a(0) + ")";
       case ExprOp::kWhere: {
         const std::string c = a(0), x = a(1), y = a(2);
         return c + " != 0 ? " + x + " : " + y;
@@ -370,6 +401,9 @@ std::string acc_decls(const std::vector<Stmt>& stmts, const std::string& ind,
   std::string out;
   for (const Stmt& s : stmts) {
     if (s.kind != Stmt::Kind::kReduce) continue;
+    if (is_complex(s.dtype))  // no omp simd reduction over std::complex
+      throw Error("complex reductions are not supported by the CPU code generator",
+                  "codegen/cpu", "a real accumulator", dtype_name(s.dtype));
     const bool fl = is_floating(s.dtype);
     const std::string ct = compute_type(s.dtype);
     const std::string acc = "acc" + std::to_string(s.acc);
