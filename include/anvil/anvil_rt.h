@@ -30,8 +30,8 @@ extern "C" {
 
 #define ANVIL_MODEL_ABI_VERSION 2u
 /* Minor version: additions at the end of AnvilRtApi / AnvilRunArgs (1: collectives, 2: GEMM with
- * a packed constant B, 3: AnvilRunArgs::run_symbols, 4: memory sized during the run). */
-#define ANVIL_MODEL_ABI_MINOR_VERSION 4u
+ * a packed constant B, 3: AnvilRunArgs::run_symbols, 4: memory sized during the run, 5: AnvilRunArgs::step_ns). */
+#define ANVIL_MODEL_ABI_MINOR_VERSION 5u
 
 /* A strided tensor descriptor (dtype codes are torch.export ScalarType codes, as anvil::DType). */
 typedef struct AnvilRtTensor {
@@ -123,6 +123,10 @@ typedef struct AnvilRunArgs {
    * at the end of the run, to shape outputs whose sizes use them; null when not wanted. Only a
    * model.so that checked abi_minor_version >= 3 in create() reads it. */
   int64_t* run_symbols;
+  /* Minor 5: when non-null, run() adds the wall time of step i (nanoseconds, steps in the
+   * manifest's "kernels" order) to step_ns[i] (profiling; null: no clock is read). A model.so
+   * reads it only when api->abi_minor_version >= 5 (older runtimes pass a shorter struct). */
+  int64_t* step_ns;
 } AnvilRunArgs;
 
 /* How a user output is returned (ABI >= 2): a strided view of some storage. base_kind 0: the

@@ -80,6 +80,7 @@ std::string manifest(const passes::Program& p, const std::string& target,
               {"nodes", passes::step_nodes(s)},
               {"kind", passes::step_kind(s)}};
     if (const auto* e = std::get_if<passes::ExternStep>(&s)) k["target"] = e->target;
+    k["bytes"] = sym_json(passes::step_bytes(p, s));  // profiling's GB/s (docs/usage.md)
     m["kernels"].push_back(k);
   }
   // step functions served by another step's implementation (kernel de-duplication)

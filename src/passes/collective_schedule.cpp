@@ -83,23 +83,10 @@ Access access(const Program& p, const Step& st) {
           if (mentions(a->s, u)) out.writes.insert(symbol_id(p, u));
     if (is_collective_issue(*e)) add_symbol_reads(p, *e, out.reads);
   }
-  if (const auto* k = std::get_if<LoopKernel>(&st)) {
-    for (const Pass& ps : k->passes)
-      for (const auto* list : {&ps.pre, &ps.loop, &ps.post})
-        for (const Stmt& s : *list) {
-          add(out.writes, s.buffer);
-          std::vector<int> loads;
-          p.exprs.loads(s.expr, loads);
-          for (int l : loads) add(out.reads, p.exprs.at(l).buffer);
-        }
-  } else if (const auto* g = std::get_if<GemmStep>(&st)) {
-    add(out.reads, g->a.buffer);
-    add(out.reads, g->b.buffer);
-    add(out.writes, g->c.buffer);
-  } else if (const auto* e = std::get_if<ExternStep>(&st)) {
-    for (const auto& v : e->inputs) add(out.reads, v.buffer);
-    for (const auto& v : e->outputs) add(out.writes, v.buffer);
-  }
+  std::set<int> reads, writes;
+  step_accesses(p, st, reads, writes);
+  for (int b : reads) add(out.reads, b);
+  for (int b : writes) add(out.writes, b);
   return out;
 }
 

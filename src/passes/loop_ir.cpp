@@ -382,4 +382,64 @@ std::string print_program(const Program& p) {
   return os.str();
 }
 
+std::map<std::string, SymInt> sizes_before_run(const Program& p) {
+  std::map<std::string, SymInt> m(p.unbacked_capacity.begin(), p.unbacked_capacity.end());
+  for (const auto& u : p.unbacked_symbols) m.emplace(u, SymInt(0));
+  return m;
+}
+
+SymInt step_bytes(const Program& p, const Step& step) {
+  const auto before = sizes_before_run(p);
+  auto view_bytes = [](const TensorView& v) {
+    SymInt n(static_cast<int64_t>(dtype_size(v.dtype)));
+    for (const auto& s : v.sizes) n = n * s;
+    return n;
+  };
+  SymInt total(0);
+  if (const auto* g = std::get_if<GemmStep>(&step)) {
+    SymInt batch(1);
+    for (const auto& b : g->batch) batch = batch * b;
+    total = (g->m * g->k + g->k * g->n + g->m * g->n) * batch *
+            SymInt(static_cast<int64_t>(dtype_size(g->dtype)));
+  } else if (const auto* e = std::get_if<ExternStep>(&step)) {
+    for (const auto* list : {&e->inputs, &e->outputs})
+      for (const auto& v : *list)
+        if (v.buffer >= 0) total = total + view_bytes(v);
+  } else {
+    std::set<int> reads, writes;
+    step_accesses(p, step, reads, writes);
+    reads.insert(writes.begin(), writes.end());
+    for (int b : reads) {
+      const Buffer& buf = p.buffers[static_cast<size_t>(b)];
+      if (!buf.local)
+        total = total + buf.numel * SymInt(static_cast<int64_t>(dtype_size(buf.dtype)));
+    }
+  }
+  return total.substitute(before);
+}
+
+void step_accesses(const Program& p, const Step& step, std::set<int>& reads,
+                   std::set<int>& writes) {
+  auto add = [](std::set<int>& to, int b) {
+    if (b >= 0) to.insert(b);
+  };
+  if (const auto* k = std::get_if<LoopKernel>(&step)) {
+    for (const Pass& ps : k->passes)
+      for (const auto* list : {&ps.pre, &ps.loop, &ps.post})
+        for (const Stmt& s : *list) {
+          add(writes, s.buffer);
+          std::vector<int> loads;
+          p.exprs.loads(s.expr, loads);
+          for (int l : loads) add(reads, p.exprs.at(l).buffer);
+        }
+  } else if (const auto* g = std::get_if<GemmStep>(&step)) {
+    add(reads, g->a.buffer);
+    add(reads, g->b.buffer);
+    add(writes, g->c.buffer);
+  } else if (const auto* e = std::get_if<ExternStep>(&step)) {
+    for (const auto& v : e->inputs) add(reads, v.buffer);
+    for (const auto& v : e->outputs) add(writes, v.buffer);
+  }
+}
+
 }  // namespace anvil::passes

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <variant>
@@ -299,5 +300,15 @@ std::string print_program(const Program& program);
 std::string step_name(const Step& step);
 const char* step_kind(const Step& step);
 const std::vector<std::string>& step_nodes(const Step& step);
+/// Values standing for the run-time symbols in sizes evaluated before a run: a count's
+/// capacity, 0 for a value without one (its buffers are allocated during the run).
+std::map<std::string, SymInt> sizes_before_run(const Program& p);
+/// Bytes a step moves if it reads and writes each buffer (view, GEMM operand) it touches once:
+/// the denominator of profiling's GB/s (sizes_before_run for run-time symbols).
+SymInt step_bytes(const Program& p, const Step& step);
+/// Buffers (indices into Program::buffers, not following alias_of) a step reads and writes:
+/// loop-kernel loads and stores, GEMM operands (c written), extern inputs and outputs.
+void step_accesses(const Program& p, const Step& step, std::set<int>& reads,
+                   std::set<int>& writes);
 
 }  // namespace anvil::passes

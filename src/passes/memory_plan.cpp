@@ -32,24 +32,10 @@ std::map<int, std::pair<size_t, size_t>> lifetimes(const Program& p) {
       it->second = {std::min(it->second.first, s), std::max(it->second.second, s)};
   };
   for (size_t si = 0; si < p.steps.size(); ++si) {
-    const Step& st = p.steps[si];
-    if (const auto* k = std::get_if<LoopKernel>(&st)) {
-      for (const Pass& ps : k->passes)
-        for (const auto* list : {&ps.pre, &ps.loop, &ps.post})
-          for (const Stmt& s : *list) {
-            touch(s.buffer, si);
-            std::vector<int> loads;
-            p.exprs.loads(s.expr, loads);
-            for (int l : loads) touch(p.exprs.at(l).buffer, si);
-          }
-    } else if (const auto* g = std::get_if<GemmStep>(&st)) {
-      touch(g->a.buffer, si);
-      touch(g->b.buffer, si);
-      touch(g->c.buffer, si);
-    } else if (const auto* e = std::get_if<ExternStep>(&st)) {
-      for (const auto& v : e->inputs) touch(v.buffer, si);
-      for (const auto& v : e->outputs) touch(v.buffer, si);
-    }
+    std::set<int> reads, writes;
+    step_accesses(p, p.steps[si], reads, writes);
+    for (int b : reads) touch(b, si);
+    for (int b : writes) touch(b, si);
   }
   return life;
 }

@@ -151,6 +151,27 @@ Manifest Manifest::parse(const std::string& text, const std::string& where) {
   m.target = r.string(r.field(j, "target", "target"), "target");
   if (j.contains("cpu_features")) m.cpu_features = r.string_list(j["cpu_features"], "cpu_features");
   if (j.contains("externs")) m.externs = r.string_list(j["externs"], "externs");
+  if (j.contains("kernels")) {
+    const Json& arr = r.array(j["kernels"], "kernels");
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string p = str("kernels[", i, "]");
+      if (!arr[i].is_object()) r.fail(p, "an object", arr[i]);
+      KernelSpec k;
+      k.name = r.string(r.field(arr[i], "name", p + ".name"), p + ".name");
+      if (arr[i].contains("kind")) k.kind = r.string(arr[i]["kind"], p + ".kind");
+      if (arr[i].contains("nodes"))
+        for (const auto& n : r.string_list(arr[i]["nodes"], p + ".nodes"))
+          k.nodes += (k.nodes.empty() ? "" : ", ") + n;
+      if (arr[i].contains("bytes")) {
+        const Json& b = arr[i]["bytes"];
+        if (b.is_number_integer())
+          k.bytes = SymInt(b.get<int64_t>());
+        else
+          k.bytes = SymInt::parse(r.string(b, p + ".bytes"));
+      }
+      m.kernels.push_back(std::move(k));
+    }
+  }
   if (j.contains("planned_peak_bytes")) {
     const Json& p = j["planned_peak_bytes"];
     m.planned_peak_bytes = p.is_string() ? p.get<std::string>() : p.dump();

@@ -127,6 +127,8 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
 
   impl->package = Package::open(path);
   const Manifest& m = impl->package->manifest();
+  if (const char* p = std::getenv("ANVIL_PROFILE"); p && std::string(p) == "1")
+    impl->profiling.store(true);
   ANVIL_CHECK(m.abi_version >= kOldestModelAbi && m.abi_version <= ANVIL_MODEL_ABI_VERSION,
               where, "package was built for another runtime ABI version; recompile the model",
               str(kOldestModelAbi, "..", ANVIL_MODEL_ABI_VERSION), std::to_string(m.abi_version));

@@ -59,6 +59,16 @@ struct IOSpec {
   std::vector<SymRange> ranges;    // the values each dim may take ([256, 256] when static)
 };
 
+/// One step of run() as profiled (Model::set_profiling): the manifest's kernel with its totals.
+struct StepProfile {
+  std::string name, kind, nodes;
+  int64_t calls = 0;     // profiled runs
+  double total_ms = 0;   // summed wall time of the step over those runs
+  int64_t bytes = 0;     // bytes one call moves (reads + writes) at the last profiled sizes
+  /// Effective bandwidth: bytes * calls / time.
+  double gb_per_s() const { return total_ms > 0 ? bytes * 1e-6 * calls / total_ms : 0.0; }
+};
+
 /// A loaded, runnable package.
 class Model {
  public:
@@ -95,6 +105,14 @@ class Model {
   /// Makes the inactive constant set active, atomically with respect to run(). Throws Error
   /// when no inactive set was filled since the last swap.
   void swap_constants();
+
+  /// Per-step timing of later runs, on or off (off by default; ANVIL_PROFILE=1 in the
+  /// environment at load turns it on). The outputs are the same either way. Thread-safe.
+  void set_profiling(bool on) const;
+  /// The per-step totals of the profiled runs since load or reset_profile(), in run() order
+  /// (empty when the package records no steps, e.g. a model of views only).
+  std::vector<StepProfile> profile() const;
+  void reset_profile() const;
 
   const Manifest& manifest() const;
   const Package& package() const;

@@ -1,6 +1,7 @@
 // Model::Impl: the state behind runtime::Model (private to src/runtime/model*.cpp).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -88,6 +89,13 @@ struct Model::Impl {
   // The random stream of randn / rand extern calls: seed 0 (or ANVIL_SEED) at load, continued
   // by every run (thread-safe; core/random.h).
   std::unique_ptr<RandomGenerator> generator = std::make_unique<RandomGenerator>(seed_from_env(0));
+  // Per-step profile (Model::set_profiling; ANVIL_PROFILE=1 at load): summed step times, the
+  // number of profiled runs and the symbols of the last one, guarded by profile_mutex.
+  std::atomic<bool> profiling{false};
+  mutable std::mutex profile_mutex;
+  std::vector<int64_t> profile_ns;
+  int64_t profile_runs = 0;
+  std::vector<int64_t> profile_symbols;
 
   ~Impl();
   /// Builds the per-input dim rules and symbol bind sites (load time).

@@ -374,6 +374,9 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   args.run_symbols = run_symbols.empty() ? nullptr : run_symbols.data();
   if (std::find(late.begin(), late.end(), true) != late.end())
     ctx.expect_late_outputs(out_ptrs.data(), late);
+  const bool profiling = impl.profiling.load(std::memory_order_relaxed);
+  std::vector<int64_t> step_ns(profiling ? impl.package->manifest().kernels.size() : 0, 0);
+  args.step_ns = step_ns.empty() ? nullptr : step_ns.data();
   ctx.packed_weights = constants->packed.get();
   ctx.generator = impl.generator.get();
   int rc = 0;
@@ -394,11 +397,54 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
     throw Error(msg, where());
   }
   if (!run_symbols.empty()) impl.shape_data_dependent_outputs(symbols, run_symbols, ctx, outputs);
+  if (profiling) {
+    std::lock_guard<std::mutex> lock(impl.profile_mutex);
+    impl.profile_ns.resize(step_ns.size(), 0);
+    for (size_t i = 0; i < step_ns.size(); ++i) impl.profile_ns[i] += step_ns[i];
+    ++impl.profile_runs;
+    impl.profile_symbols = symbols;
+  }
   for (size_t o = 0; o < outputs.size(); ++o)
     ANVIL_CHECK(outputs[o].defined(), where(),
                 str("model.so did not allocate output ", o, " during the run"),
                 "a call to api->output_alloc", "none");
   return outputs;
+}
+
+void Model::set_profiling(bool on) const {
+  ANVIL_CHECK(impl_ != nullptr, "Model::set_profiling", "model was moved from", "a loaded model",
+              "none");
+  impl_->profiling.store(on);
+}
+
+std::vector<StepProfile> Model::profile() const {
+  ANVIL_CHECK(impl_ != nullptr, "Model::profile", "model was moved from", "a loaded model", "none");
+  const Manifest& m = impl_->package->manifest();
+  std::lock_guard<std::mutex> lock(impl_->profile_mutex);
+  SymEnv env;
+  for (size_t k = 0; k < m.symbols.size() && k < impl_->profile_symbols.size(); ++k)
+    env[m.symbols[k].name] = impl_->profile_symbols[k];
+  std::vector<StepProfile> out;
+  for (size_t i = 0; i < m.kernels.size(); ++i) {
+    const KernelSpec& k = m.kernels[i];
+    StepProfile s{k.name, k.kind, k.nodes, impl_->profile_runs, 0.0, 0};
+    if (i < impl_->profile_ns.size()) s.total_ms = static_cast<double>(impl_->profile_ns[i]) * 1e-6;
+    try {
+      s.bytes = k.bytes.evaluate(env);
+    } catch (const Error&) {
+      s.bytes = 0;  // no profiled run yet
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void Model::reset_profile() const {
+  ANVIL_CHECK(impl_ != nullptr, "Model::reset_profile", "model was moved from", "a loaded model",
+              "none");
+  std::lock_guard<std::mutex> lock(impl_->profile_mutex);
+  impl_->profile_ns.clear();
+  impl_->profile_runs = 0;
 }
 
 void Model::Impl::shape_data_dependent_outputs(const std::vector<int64_t>& symbols,

@@ -48,6 +48,14 @@ struct ConstantSpec {
   bool is_mutable = false;
 };
 
+/// One step of the generated run() (manifest "kernels"), for profiles.
+struct KernelSpec {
+  std::string name;   // "k0", "gemm1", "ext2", "coll0"
+  std::string kind;   // loop, gemm, extern
+  std::string nodes;  // graph nodes it computes, comma-separated
+  SymInt bytes;       // bytes it moves (reads + writes, over the symbols); 0 when unknown
+};
+
 /// The parsed manifest.json.
 struct Manifest {
   int64_t format_version = kPackageFormatVersion;
@@ -63,6 +71,7 @@ struct Manifest {
   std::vector<TensorSpec> outputs;
   std::vector<ConstantSpec> constants;
   std::vector<std::string> externs;  // optional: extern targets the code calls
+  std::vector<KernelSpec> kernels;   // optional: the steps of run(), in order
   std::string planned_peak_bytes;    // text (a SymInt expression) or empty
   std::string json;                  // the manifest text as stored
 

@@ -131,6 +131,60 @@ TEST(AotCheck, ExpressionOfACountSizesABufferAllocatedDuringTheRun) {
   }
 }
 
+// Case 85: profiling on (per-step timing) leaves results unchanged, for a linear model and for a
+// permute-only model (no steps at all: its output views the input). Each step of the linear
+// model is counted once per profiled run, with a time and the bytes it moves.
+TEST(AotCheck, C85_ProfilingLeavesResultsUnchanged) {
+  ANVIL_AOT_LOAD(model, "aot_02_add_linear");
+  const auto ins = inputs_for(model, read_set("aot_02_add_linear", "in", ""));
+  const auto want = read_set("aot_02_add_linear", "out", "");
+  const auto plain = model.run(ins);
+  model.set_profiling(true);
+  for (int i = 0; i < 3; ++i) {
+    const auto got = model.run(ins);
+    ASSERT_EQ(got.size(), plain.size());
+    for (size_t k = 0; k < got.size(); ++k)
+      EXPECT_EQ(got[k].to_doubles(), plain[k].to_doubles()) << "output " << k;
+    expect_outputs(got, want, "profiled");
+  }
+  model.set_profiling(false);
+  model.run(ins);  // not counted
+  const auto steps = model.profile();
+  ASSERT_EQ(steps.size(), model.manifest().kernels.size());
+  ASSERT_FALSE(steps.empty());
+  for (const auto& s : steps) {
+    EXPECT_EQ(s.calls, 3) << s.name;
+    EXPECT_GT(s.total_ms, 0.0) << s.name;
+    EXPECT_GT(s.bytes, 0) << s.name;
+  }
+  model.reset_profile();
+  EXPECT_EQ(model.profile().at(0).calls, 0);
+
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[4, 3] = user_input
+  }
+  %p: f32[3, 4] = aten.permute.default(self=%x, dims=[1, 0])
+  outputs {
+    user_output %p
+  }
+})");
+  const Built& b = build_graph("permute_only", *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  runtime::Model perm = runtime::Model::load(b.package);
+  const Tensor x = Tensor::from_vector(std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11},
+                                       {4, 3})
+                       .to(DType::kFloat32, true);
+  const auto off = perm.run({x});
+  perm.set_profiling(true);
+  const auto on = perm.run({x});
+  ASSERT_EQ(on.size(), 1u);
+  EXPECT_EQ(on[0].sizes(), (Shape{3, 4}));
+  EXPECT_EQ(on[0].to_doubles(), off[0].to_doubles());
+  EXPECT_EQ(on[0].to_doubles(), (std::vector<double>{0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11}));
+  EXPECT_TRUE(perm.profile().empty()) << "no steps: nothing to time";
+}
+
 // relu of a convolution that nothing else reads runs inside the convolution extern
 // (fused_relu); when the convolution's result is also returned, relu stays a separate kernel.
 // Both match the interpreter, negative values included.

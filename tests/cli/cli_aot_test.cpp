@@ -286,6 +286,27 @@ TEST_F(CliAotTest, BenchPrintsJsonLastLine) {
   expect_clean_error(cli("bench " + q(small_pkg()) + " --iters 0"), 2, {"--iters"});
 }
 
+// --profile: a per-step table (one row per step of mlp_small: 3 GEMMs and 3 loop kernels) and
+// the same steps in the JSON line, each with a time and its bytes.
+TEST_F(CliAotTest, BenchProfilePrintsEachStep) {
+  const CliResult r = cli("bench " + q(small_pkg()) + " --iters 20 --warmup 1 --profile");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_HAS(r.out, "profile (20 runs, 6 steps)");
+  EXPECT_HAS(r.out, "GB/s");
+  std::string text = r.out;
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  const nlohmann::json j = nlohmann::json::parse(text.substr(text.rfind('\n') + 1));
+  ASSERT_TRUE(j.contains("profile")) << text;
+  ASSERT_EQ(j["profile"].size(), 6u);
+  int gemms = 0;
+  for (const auto& s : j["profile"]) {
+    EXPECT_GT(s["bytes"].get<int64_t>(), 0) << s.dump();
+    EXPECT_GE(s["ms_per_call"].get<double>(), 0.0) << s.dump();
+    if (s["kind"] == "gemm") ++gemms;
+  }
+  EXPECT_EQ(gemms, 3);
+}
+
 TEST_F(CliAotTest, InspectPackage) {
   CliResult r = cli("inspect " + q(small_pkg()));
   ASSERT_EQ(r.code, 0) << r.err;

@@ -116,11 +116,18 @@ ArgParser bench_parser() {
               "size of a symbolic dim for random inputs (default: its lower bound)", true)
       .option("--target", "", "T", "target when compiling a .pt2 (default native)")
       .option("--cache-dir", "", "D", "package and object cache when compiling a .pt2")
+      .flag("--profile", "", "after the timed runs, run as many again with per-step timing and "
+                             "print each step's time and bandwidth")
       .flag("--quiet", "-q", "print only the JSON line")
       .notes(
           "Latency is the wall time of one Model::run call (input checks included) on the\n"
           "calling thread. The last line is one JSON object with the keys model, package,\n"
-          "iters, warmup, threads, p50_ms, p90_ms, min_ms, max_ms, mean_ms, load_ms, inputs.\n");
+          "iters, warmup, threads, p50_ms, p90_ms, min_ms, max_ms, mean_ms, load_ms, inputs\n"
+          "(and, with --profile, \"profile\": per step name, kind, ms per call, bytes, GB/s).\n"
+          "--profile times each step of the generated run() (its own runs, after the timed\n"
+          "ones; ANVIL_PROFILE=1 does the same for any program): bytes are what a step reads\n"
+          "and writes if it touches each buffer once, so GB/s shows which kernels are\n"
+          "memory-bound and how close they come to the machine's bandwidth.\n");
   return p;
 }
 
@@ -174,6 +181,35 @@ int cmd_bench(const ParsedArgs& args) {
     std::cout << std::setprecision(4) << iters << " iters (" << warmup << " warmup): p50 " << p50
               << " ms, p90 " << p90 << " ms, min " << ms.front() << " ms, mean " << mean << " ms\n";
   }
+  nlohmann::json prof = nlohmann::json::array();
+  if (args.has("--profile")) {
+    m.set_profiling(true);
+    m.reset_profile();
+    for (int64_t i = 0; i < iters; ++i) m.run(inputs);
+    m.set_profiling(false);
+    const auto steps = m.profile();
+    double total = 0;
+    for (const auto& s : steps) total += s.total_ms;
+    if (!quiet) {
+      std::cout << "profile (" << iters << " runs, " << steps.size() << " steps):\n";
+      std::cout << "  step      kind    ms/call    share        bytes     GB/s  nodes\n";
+    }
+    for (const auto& s : steps) {
+      const double per = s.calls > 0 ? s.total_ms / static_cast<double>(s.calls) : 0.0;
+      if (!quiet)
+        std::cout << "  " << std::left << std::setw(9) << s.name << " " << std::setw(6) << s.kind
+                  << std::right << std::fixed << std::setprecision(4) << std::setw(10) << per
+                  << std::setprecision(1) << std::setw(8)
+                  << (total > 0 ? 100.0 * s.total_ms / total : 0.0) << "% " << std::setw(12)
+                  << s.bytes << std::setprecision(2) << std::setw(9) << s.gb_per_s() << "  "
+                  << s.nodes.substr(0, 60) << "\n";
+      prof.push_back({{"name", s.name},
+                      {"kind", s.kind},
+                      {"ms_per_call", round_ms(per)},
+                      {"bytes", s.bytes},
+                      {"gb_per_s", std::round(s.gb_per_s() * 100) / 100}});
+    }
+  }
   nlohmann::json j = {{"model", model},
                       {"package", pkg},
                       {"iters", iters},
@@ -186,6 +222,7 @@ int cmd_bench(const ParsedArgs& args) {
                       {"mean_ms", round_ms(mean)},
                       {"load_ms", round_ms(load_ms)},
                       {"inputs", in_paths.empty() ? "random" : "files"}};
+  if (args.has("--profile")) j["profile"] = prof;
   std::cout << j.dump() << std::endl;
   return kExitOk;
 }

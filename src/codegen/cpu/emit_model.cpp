@@ -12,14 +12,6 @@ namespace anvil::codegen::cpu {
 
 namespace {
 
-/// Values standing for the run-time symbols in sizes computed before the run: a count's
-/// capacity, or 0 for a value without one (its buffers are allocated during the run).
-std::map<std::string, SymInt> before_run_values(const passes::Program& p) {
-  std::map<std::string, SymInt> m(p.unbacked_capacity.begin(), p.unbacked_capacity.end());
-  for (const auto& u : p.unbacked_symbols) m.emplace(u, SymInt(0));
-  return m;
-}
-
 /// True when output `o` is stored in a buffer allocated during the run (layout base_kind 3).
 bool allocated_in_run(const passes::Program& p, const passes::IoSpec& o) {
   return o.base == passes::OutputBase::kOwn && o.buffer >= 0 &&
@@ -55,7 +47,7 @@ void emit_output_layout(const passes::Program& p, std::ostringstream& os) {
       continue;
     }
     // outputs sized by run-time counts are allocated at their capacity (shaped after the run)
-    const std::map<std::string, SymInt> before = before_run_values(p);
+    const std::map<std::string, SymInt> before = passes::sizes_before_run(p);
     std::vector<SymInt> sizes;
     for (const auto& s : o.sizes) sizes.push_back(s.substitute(before));
     std::vector<SymInt> strides;
@@ -96,7 +88,7 @@ std::string emit_model(const passes::Program& p, const std::string& target,
                        const std::string& metadata_json, const CpuCodegenOptions& o) {
   std::ostringstream os;
   os << preamble(o.cpp_namespace);
-  os << "\n#include <new>\n\nnamespace " << o.cpp_namespace << " {\n\n";
+  os << "\n#include <ctime>\n#include <new>\n\nnamespace " << o.cpp_namespace << " {\n\n";
   auto is_coll = [](const passes::Step& st) {
     const auto* e = std::get_if<passes::ExternStep>(&st);
     return e && (passes::is_collective_issue(*e) || passes::is_collective_wait(*e));
@@ -132,6 +124,9 @@ std::string emit_model(const passes::Program& p, const std::string& target,
     os << "  if (api->abi_minor_version < 3) return nullptr;\n";
   os << "  return new (std::nothrow) Model{api};\n}\n\n";
   os << "void destroy(void* model) { delete static_cast<Model*>(model); }\n\n";
+  os << "/// Monotonic clock for AnvilRunArgs::step_ns (profiling).\n";
+  os << "int64_t now_ns() {\n  timespec ts;\n  clock_gettime(CLOCK_MONOTONIC, &ts);\n"
+        "  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;\n}\n\n";
   // arena
   const std::string arena = p.arena_bytes.str();
   os << "int64_t arena_bytes(const int64_t* symbols) {\n";
@@ -140,7 +135,7 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   // output sizes
   // capacities stand for the run-time counts (the runtime shapes such outputs after the run)
   // (outputs allocated during the run get their sizes after it, from run_symbols)
-  const std::map<std::string, SymInt> before = before_run_values(p);
+  const std::map<std::string, SymInt> before = passes::sizes_before_run(p);
   std::vector<std::vector<SymInt>> out_sizes;
   for (const auto& o : p.outputs) {
     out_sizes.emplace_back();
@@ -174,14 +169,19 @@ std::string emit_model(const passes::Program& p, const std::string& target,
         "                   args->constants, static_cast<char*>(args->arena), "
      << (n_usym > 0 ? "usym" : "nullptr") << ", " << (n_dyn > 0 ? "dyn" : "nullptr") << "};\n";
   os << "  int rc = 0;\n";
+  // per-step wall time when the runtime asks for it (minor 5; older runtimes lack the field)
+  os << "  int64_t* const prof = m->api->abi_minor_version >= 5 ? args->step_ns : nullptr;\n";
+  os << "  int64_t t0 = 0;\n";
   if (n_coll > 0) os << "  int64_t coll_h[" << n_coll << "] = {};  // collective handles\n";
   size_t next_alloc = 0;
   for (size_t si = 0; si < p.steps.size(); ++si) {
     const passes::Step& step = p.steps[si];
     for (; next_alloc < p.run_allocs.size() && p.run_allocs[next_alloc].first <= si; ++next_alloc)
       os << emit_run_alloc(p, p.run_allocs[next_alloc].second);
+    os << "  if (prof) t0 = now_ns();\n";
+    const std::string timed = "  if (prof) prof[" + std::to_string(si) + "] += now_ns() - t0;\n";
     if (is_coll(step)) {
-      os << emit_collective_step(p, std::get<passes::ExternStep>(step));
+      os << emit_collective_step(p, std::get<passes::ExternStep>(step)) << timed;
       continue;
     }
     const std::string name = passes::step_name(step);
@@ -193,6 +193,7 @@ std::string emit_model(const passes::Program& p, const std::string& target,
       os << "  " << name << "(s);  // " << nodes << "\n";
     else
       os << "  if ((rc = " << name << "(s)) != 0) return rc;  // " << nodes << "\n";
+    os << timed;
   }
   for (; next_alloc < p.run_allocs.size(); ++next_alloc)  // outputs no step writes
     os << emit_run_alloc(p, p.run_allocs[next_alloc].second);
