@@ -16,21 +16,6 @@
 namespace anvil::aot_test {
 namespace {
 
-/// The message of the Error `f` throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
 // Case 63: u = x.item(); check u > 3; ones(u)[0:1] -> [1.0]; with x = 2 the run fails with an
 // error (not a crash) and the Model stays usable.
 TEST(AotCheck, C63_ItemAssertion) {

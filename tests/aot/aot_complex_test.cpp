@@ -60,17 +60,6 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
 }
 
-/// The message of the Error `f` throws (empty when it does not throw).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // Case 12: complex64 add of two 8-element vectors, compiled and interpreted, against the sum
 // computed by hand.
 TEST(AotComplex, C12_Complex64Add) {

@@ -18,10 +18,6 @@
 namespace anvil::aot_test {
 namespace {
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
 // Case 23: addmm(b, w, x) exported from inputs that require grad; the package computes the
 // values (no autograd state is involved at run time).
 TEST(AotCase, C23_GradInputs) {

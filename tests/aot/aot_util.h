@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
 #include "passes/loop_ir.h"
@@ -38,6 +39,22 @@ const Built& build(const std::string& name);
 /// process by name.
 const Built& build_graph(const std::string& name, const ir::Graph& graph,
                          const std::string& target = "native");
+
+/// The message of the Error `f` throws ("" when it throws none).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// True when `s` contains `part`.
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 /// True when an Error text says an op or feature is not supported (yet): such cases skip.
 bool is_unsupported_error(const std::string& text);
