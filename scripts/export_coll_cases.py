@@ -1,10 +1,11 @@
 """Export collective graphs for the compiler cases of spec/collectives.md section 4 (needs PyTorch 2.11;
-run on a machine that has it). Graphs are traced under the fake process group for 2 ranks and saved
-without outputs (tests run them on real ranks against the interpreter).
+run on a machine that has it). Graphs are traced under the fake process group for W ranks (default
+2) and saved without outputs (tests run them on real ranks against the interpreter).
 
-    python3 scripts/export_coll_cases.py OUTDIR TOOLSDIR
+    python3 scripts/export_coll_cases.py OUTDIR TOOLSDIR [W]
 
-OUTDIR/coll_cNN_name.pt2 for case NN. A graph that fails to export prints FAILED with the reason.
+OUTDIR/coll_cNN_name.pt2 for case NN (coll_cNN_name_wW.pt2 when W is not 2). A graph that fails
+to export prints FAILED with the reason.
 """
 import os
 import sys
@@ -15,17 +16,20 @@ import torch.nn as nn
 
 OUT = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
+W = int(sys.argv[3]) if len(sys.argv) > 3 else 2
 from export_fixture import save_case, init_fake_world  # noqa: E402
 
 Dim = torch.export.Dim
 os.makedirs(OUT, exist_ok=True)
-init_fake_world(2)
+init_fake_world(W)
 fc = torch.ops._c10d_functional
 R = lambda *s: torch.randn(*s)
 
 
 def case(name, model, inputs, dyn=None):
     torch.manual_seed(0)
+    if W != 2:
+        name = f"{name}_w{W}"
     try:
         save_case(OUT, name, model, inputs, dynamic_shapes=dyn, run=False)
     except Exception as e:  # noqa: BLE001
@@ -49,7 +53,7 @@ class C32(nn.Module):  # broadcast src 1 of an intermediate, src 0 of the graph 
 
 class C39(nn.Module):  # reduce_scatter_tensor_coalesced of 4 inputs
     def forward(self, x):
-        outs = fc.reduce_scatter_tensor_coalesced([x, x + 1, x * 2, x - 1], "sum", 2, "0")
+        outs = fc.reduce_scatter_tensor_coalesced([x, x + 1, x * 2, x - 1], "sum", W, "0")
         return tuple(fc.wait_tensor(o) for o in outs)
 
 
@@ -60,14 +64,14 @@ class C41(nn.Module):  # input buffer reuse: ar = all_reduce(a); c = relu(a); d 
         return d + fc.wait_tensor(ar)
 
 
-class C42(nn.Module):  # output buffer reuse: embedding -> all_gather dim 0 -> chunk(2) + cat(-1)
+class C42(nn.Module):  # output buffer reuse: embedding -> all_gather dim 0 -> chunk(W) + cat(-1)
     def __init__(self):
         super().__init__()
         self.emb = nn.Embedding(10, 4)
 
     def forward(self, idx):
-        g = fc.wait_tensor(fc.all_gather_into_tensor(self.emb(idx), 2, "0"))
-        return torch.cat(torch.chunk(g, 2), dim=-1)
+        g = fc.wait_tensor(fc.all_gather_into_tensor(self.emb(idx), W, "0"))
+        return torch.cat(torch.chunk(g, W), dim=-1)
 
 
 class C43(nn.Module):  # matmul / cat / all_reduce / matmul / wait / add
@@ -92,7 +96,7 @@ class C60(nn.Module):  # transpose_ + contiguous before an all_gather whose resu
     def forward(self, x):
         y = x.clone()
         y.transpose_(0, 1)
-        fc.wait_tensor(fc.all_gather_into_tensor(y.contiguous(), 2, "0"))
+        fc.wait_tensor(fc.all_gather_into_tensor(y.contiguous(), W, "0"))
         return x + 1
 
 
@@ -107,9 +111,9 @@ class C65(nn.Module):  # every collective kind in one graph
     def forward(self, x):
         a = fc.wait_tensor(fc.all_reduce(x + 1, "sum", "0"))
         b0, b1 = fc.all_reduce_coalesced([x * 2, x * 3], "max", "0")
-        c = fc.wait_tensor(fc.all_gather_into_tensor(x, 2, "0"))
-        d = fc.wait_tensor(fc.reduce_scatter_tensor(x * 4, "sum", 2, "0"))
-        e0, e1 = fc.reduce_scatter_tensor_coalesced([x, x + 5], "avg", 2, "0")
+        c = fc.wait_tensor(fc.all_gather_into_tensor(x, W, "0"))
+        d = fc.wait_tensor(fc.reduce_scatter_tensor(x * 4, "sum", W, "0"))
+        e0, e1 = fc.reduce_scatter_tensor_coalesced([x, x + 5], "avg", W, "0")
         f = fc.wait_tensor(fc.broadcast(x - 1, 1, "0"))
         return (a, fc.wait_tensor(b0), fc.wait_tensor(b1), c, d, fc.wait_tensor(e0),
                 fc.wait_tensor(e1), f)
@@ -139,33 +143,33 @@ class C63(nn.Module):  # the native op with data-dependent split lists, waited
 class C24Legacy(nn.Module):  # the legacy namespace: the group is (tag, ranks, group_size)
     def forward(self, x):
         import torch.distributed._functional_collectives  # noqa: F401 (registers c10d_functional)
-        y = torch.ops.c10d_functional.all_reduce(x + 1, "sum", "", [0, 1], 2)
+        y = torch.ops.c10d_functional.all_reduce(x + 1, "sum", "", list(range(W)), W)
         return torch.ops.c10d_functional.wait_tensor(y) * 2
 
 
-class C25(nn.Module):  # Python-level all_reduce over ranks [0, 1]: the export names group "0"
+class C25(nn.Module):  # Python-level all_reduce over ranks [0..W-1]: the export names group "0"
     def forward(self, x):
         import torch.distributed._functional_collectives as funcol
-        return funcol.all_reduce(x, "sum", [0, 1]) + 1
+        return funcol.all_reduce(x, "sum", list(range(W))) + 1
 
 
 case("coll_c31_coalesced", C31(), (R(4, 8), R(3, 5)))
 case("coll_c32_broadcast", C32(), (R(4, 8),))
-case("coll_c39_rs_coalesced", C39(), (R(4, 8),))
+case("coll_c39_rs_coalesced", C39(), (R(12, 8),))
 case("coll_c41_input_reuse", C41(), (R(4, 4),))
 case("coll_c42_output_reuse", C42(), (torch.tensor([1, 7, 3]),))
 case("coll_c43_overlap", C43(), (R(4, 6), R(6, 6)))
 case("coll_c47_wait_input", C47(), (R(4, 8),))
 case("coll_c48_unwaited", C48(), (R(4, 8),))
 case("coll_c60_transpose_gather", C60(), (R(4, 6),))
-case("coll_c62_a2a_dynamic", C62(), (torch.rand(4, 3) + 0.5,),
-     dyn={"x": {0: 2 * Dim("half", min=1, max=32)}})
-case("coll_c65_all_kinds", C65(), (R(4, 8),))
-# rank 0 of W=2 with split[i] = (i+1)(r+1): in [1,2], out [1,2], rows 3 (rank 1: [2,4], rows 6)
-SPL = torch.tensor([1, 2])
-case("coll_c61_a2a_split_lists", C61(), (torch.rand(3, 5) + 0.5, SPL, SPL.clone()),
+case("coll_c62_a2a_dynamic", C62(), (torch.rand(2 * W, 3) + 0.5,),
+     dyn={"x": {0: W * Dim("part", min=1, max=32)}})
+case("coll_c65_all_kinds", C65(), (R(12, 8),))
+# rank 0 with split[i] = (i+1)(r+1): in [1, 2, ...], out the same, rows W(W+1)/2
+SPL = torch.arange(1, W + 1)
+case("coll_c61_a2a_split_lists", C61(), (torch.rand(int(SPL.sum()), 5) + 0.5, SPL, SPL.clone()),
      dyn={"x": {0: Dim("rows", min=1, max=4096)}, "in_splits": None, "out_splits": None})
-case("coll_c63_a2a_native_splits", C63(), (R(3, 5), SPL, SPL.clone()),
+case("coll_c63_a2a_native_splits", C63(), (R(int(SPL.sum()), 5), SPL, SPL.clone()),
      dyn={"x": {0: Dim("rows", min=1, max=4096)}, "in_splits": None, "out_splits": None})
 
 
@@ -176,7 +180,7 @@ class C61Loose(nn.Module):  # fallback without the size facts, in case export in
         return y / y.sum(dim=0, keepdim=True)
 
 
-case("coll_c61_loose", C61Loose(), (torch.rand(3, 5) + 0.5, SPL, SPL.clone()),
+case("coll_c61_loose", C61Loose(), (torch.rand(int(SPL.sum()), 5) + 0.5, SPL, SPL.clone()),
      dyn={"x": {0: Dim("rows", min=1, max=4096)}, "in_splits": None, "out_splits": None})
 case("coll_legacy_ns", C24Legacy(), (R(4, 3),))
 case("coll_c25_ranks_group", C25(), (R(4, 3),))

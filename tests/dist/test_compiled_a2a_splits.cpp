@@ -4,9 +4,10 @@
 // api->run_alloc / api->output_alloc). Fixtures: scripts/export_coll_cases.py (PyTorch 2.11,
 // exported for 2 ranks).
 //
-// Program checks run without processes; the packages run on 2 real ranks over gloo and mpi and
-// are compared with the closed form and with the interpreter on the live group, with two
-// different split sets on one package (rows and output sizes change between runs).
+// Program checks run without processes; the packages (exported for 2, 3 and 4 ranks) run on
+// real ranks over gloo and mpi and are compared with the closed form and with the interpreter
+// on the live group, with two different split sets on one package (rows and output sizes change
+// between runs).
 #include <cmath>
 #include <numeric>
 
@@ -91,9 +92,10 @@ std::vector<Tensor> a2a_inputs(int rank, const std::vector<int64_t>& in_splits,
     for (int64_t i = 0; i < in_splits[j]; ++i)
       for (int c = 0; c < 5; ++c) x.push_back(static_cast<double>(j) + 1 + 10 * rank + 0.25 * c);
   std::vector<double> in(in_splits.begin(), in_splits.end()), out(out_splits.begin(), out_splits.end());
+  const int64_t w = static_cast<int64_t>(in_splits.size());
   return {Tensor::from_vector(x, {rows, 5}).to(DType::kFloat32, true),
-          Tensor::from_vector(in, {2}).to(DType::kInt64, true),
-          Tensor::from_vector(out, {2}).to(DType::kInt64, true)};
+          Tensor::from_vector(in, {w}).to(DType::kInt64, true),
+          Tensor::from_vector(out, {w}).to(DType::kInt64, true)};
 }
 
 /// The all_to_all's result on rank r: block j has out_splits[j] rows from rank j, chunk r of
@@ -106,29 +108,31 @@ std::vector<double> exchanged(int rank, const std::vector<int64_t>& out_splits) 
   return y;
 }
 
-/// Runs the package of ANVIL_TEST_FIXTURE on two split sets: spec case 61's
-/// split[i] = (i + 1)(r + 1) (rows (r + 1) * 3), then one with an empty chunk (rank 0 sends
-/// [0, 2], rank 1 sends [1, 3]). Checks the closed form of the fixture's output (case 61:
-/// y / column sums; case 63: 2 y + 1) and the interpreter on the live group.
+/// Runs the package of ANVIL_TEST_FIXTURE on two split sets (send[r][j]: rows rank r sends to
+/// rank j): spec case 61's send[r][j] = (j + 1)(r + 1), then (r + 2 j) mod 3, which has empty
+/// chunks. Checks the closed form of the fixture's output (case 61: y / column sums; case 63:
+/// 2 y + 1) and the interpreter on the live group.
 DIST_WORKER(a2a_split_lists) {
-  ASSERT_EQ(ctx.world, 2);
   const std::string name = std::getenv("ANVIL_TEST_FIXTURE");
   const bool normalized = name.find("c61") != std::string::npos;
   auto g = frontend::load_pt2(name);
   runtime::Model model = runtime::Model::load(std::getenv("ANVIL_TEST_PACKAGE"));
-  const int r = ctx.rank;
-  const std::vector<std::vector<std::vector<int64_t>>> sends = {{{1, 2}, {2, 4}},
-                                                                {{0, 2}, {1, 3}}};
-  for (const auto& send : sends) {
-    const std::vector<int64_t>& in = send[static_cast<size_t>(r)];
-    const std::vector<int64_t> out = {send[0][static_cast<size_t>(r)],
-                                      send[1][static_cast<size_t>(r)]};
-    SCOPED_TRACE("rank " + std::to_string(r) + " sends " + std::to_string(in[0]) + "," +
-                 std::to_string(in[1]));
+  const int r = ctx.rank, w = ctx.world;
+  for (int set = 0; set < 2; ++set) {
+    auto send = [&](int from, int to) -> int64_t {
+      return set == 0 ? (to + 1) * (from + 1) : (from + 2 * to) % 3;
+    };
+    std::vector<int64_t> in, out;
+    for (int j = 0; j < w; ++j) {
+      in.push_back(send(r, j));
+      out.push_back(send(j, r));
+    }
+    SCOPED_TRACE("rank " + std::to_string(r) + " of " + std::to_string(w) + ", split set " +
+                 std::to_string(set));
     const auto xs = a2a_inputs(r, in, out);
     const auto got = model.run(xs);
     ASSERT_EQ(got.size(), 1u);
-    const int64_t rows = out[0] + out[1];
+    const int64_t rows = std::accumulate(out.begin(), out.end(), int64_t{0});
     ASSERT_EQ(got[0].sizes(), (Shape{rows, 5}));
     std::vector<double> want = exchanged(r, out);
     if (normalized) {
@@ -155,21 +159,23 @@ DIST_WORKER(a2a_split_lists) {
     for (size_t i = 0; i < rv.size(); ++i)
       ASSERT_NEAR(values[i], rv[i], 1e-5 * std::max(1.0, std::fabs(rv[i]))) << "vs interpreter";
   }
-  // splits that do not add up to the rows: the export's own check fails, on both ranks, and the
-  // model stays usable
-  const auto bad = a2a_inputs(r, {1, 2}, {1, 2});
-  const Tensor more_rows = Tensor::zeros({4, 5}, DType::kFloat32);
+  // splits that do not add up to the rows: the export's own check fails, on every rank, and
+  // the model stays usable
+  const auto bad = a2a_inputs(r, std::vector<int64_t>(static_cast<size_t>(w), 1),
+                              std::vector<int64_t>(static_cast<size_t>(w), 1));
+  const Tensor more_rows = Tensor::zeros({w + 1, 5}, DType::kFloat32);
   try {
     model.run({more_rows, bad[1], bad[2]});
-    ADD_FAILURE() << "splits summing to 3 for 4 rows ran";
+    ADD_FAILURE() << "splits summing to " << w << " for " << w + 1 << " rows ran";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("u0 + u1"), std::string::npos) << e.what();
   }
 }
 
-/// One a2a fixture on one backend.
+/// One a2a fixture (exported for `world` ranks) on one backend.
 struct A2aRun {
   std::string fixture, backend;
+  int world = 2;
 };
 
 class A2aSplitPackages : public ::testing::TestWithParam<A2aRun> {};
@@ -181,18 +187,26 @@ TEST_P(A2aSplitPackages, MatchClosedFormAndInterpreter) {
   o.env["ANVIL_TEST_PACKAGE"] = compile_fixture(c.fixture);
   o.env["ANVIL_TEST_FIXTURE"] = fixture(c.fixture);
   o.deadline = std::chrono::milliseconds(90000);
-  const auto r = run_job(c.backend, 2, "a2a_split_lists", o);
+  const auto r = run_job(c.backend, c.world, "a2a_split_lists", o);
   EXPECT_TRUE(r.ok()) << r.all_output();
 }
 
-INSTANTIATE_TEST_SUITE_P(Coll, A2aSplitPackages,
-                         ::testing::Values(A2aRun{kCase61, "gloo"}, A2aRun{kCase61, "mpi"},
-                                           A2aRun{kCase63, "gloo"}, A2aRun{kCase63, "mpi"}),
+/// Cases 61 and 63 on both backends with 2, 3 and 4 ranks.
+std::vector<A2aRun> a2a_runs() {
+  std::vector<A2aRun> v;
+  for (const char* f : {kCase61, kCase63})
+    for (int w : {2, 3, 4})
+      for (const char* b : {"gloo", "mpi"})
+        v.push_back({w == 2 ? std::string(f) : f + std::string("_w") + std::to_string(w), b, w});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Coll, A2aSplitPackages, ::testing::ValuesIn(a2a_runs()),
                          [](const ::testing::TestParamInfo<A2aRun>& i) {
                            return std::string(i.param.fixture.find("c61") != std::string::npos
                                                   ? "Case61_"
                                                   : "Case63_") +
-                                  i.param.backend;
+                                  i.param.backend + "_w" + std::to_string(i.param.world);
                          });
 
 }  // namespace

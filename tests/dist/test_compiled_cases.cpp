@@ -86,13 +86,13 @@ bool is_input_buffer(const Program& p, int b) {
 
 /// Rank-dependent value for every user input of `g`: floats 1.5 + sin(0.37 i + rank) (positive,
 /// so row normalizations stay well conditioned), integer indices {1, 7, 3, 1, ...} shifted by the
-/// rank, modulo 10. A symbolic dim takes 6 (a multiple of the world size 2).
+/// rank, modulo 10. A symbolic dim takes 12 (a multiple of the world sizes 2, 3 and 4).
 std::vector<Tensor> inputs_for(const ir::Graph& g, int rank) {
   std::vector<Tensor> out;
   for (const auto& in : g.input_specs()) {
     if (in.kind != ir::InputKind::kUserInput) continue;
     Shape sizes;
-    for (const auto& s : in.value->type.sizes) sizes.push_back(s.maybe_constant().value_or(6));
+    for (const auto& s : in.value->type.sizes) sizes.push_back(s.maybe_constant().value_or(12));
     const int64_t n = shape_numel(sizes);
     const DType dt = in.value->type.dtype;
     std::vector<double> v(static_cast<size_t>(n));
@@ -165,15 +165,17 @@ DIST_WORKER(cases_c41_values) {
 
 // ---- packages on 2 ranks ----------------------------------------------------------------------
 
-/// One package test: spec case number, fixture, backend.
+/// One package test: spec case number, fixture (exported for `world` ranks), backend.
 struct CaseRun {
   int number = 0;
   std::string fixture, backend;
+  int world = 2;
 };
 
-/// Prints "case 32: coll_c32_broadcast on gloo" in gtest messages.
+/// Prints "case 32: coll_c32_broadcast_w3 on gloo, 3 ranks" in gtest messages.
 [[maybe_unused]] void PrintTo(const CaseRun& c, std::ostream* os) {
-  *os << "case " << c.number << ": " << c.fixture << " on " << c.backend;
+  *os << "case " << c.number << ": " << c.fixture << " on " << c.backend << ", " << c.world
+      << " ranks";
 }
 
 class CollectivesSpecPackages : public ::testing::TestWithParam<CaseRun> {};
@@ -185,12 +187,13 @@ TEST_P(CollectivesSpecPackages, MatchInterpreter) {
   o.env["ANVIL_TEST_PACKAGE"] = package_of(c.fixture);
   o.env["ANVIL_TEST_FIXTURE"] = fixture(c.fixture);
   o.deadline = std::chrono::milliseconds(90000);
-  const auto r = run_job(c.backend, 2, "cases_compiled_vs_interp", o);
+  const auto r = run_job(c.backend, c.world, "cases_compiled_vs_interp", o);
   EXPECT_TRUE(r.ok()) << r.all_output();
 }
 
-/// Every case with a fixture (31, 39, 65: coalesced collectives; 60: aten.transpose_), on both
-/// backends.
+/// Every case with a fixture (31, 39, 65: coalesced collectives; 60: aten.transpose_; 24: the
+/// legacy namespace), on both backends, with 2, 3 and 4 ranks: scripts/export_coll_cases.py
+/// exports each graph for each world size (NAME_w3 / NAME_w4; group sizes are in the graph).
 std::vector<CaseRun> case_runs() {
   const std::vector<std::pair<int, const char*>> cases = {
       {31, "coll_c31_coalesced"},     {32, "coll_c32_broadcast"},
@@ -201,13 +204,16 @@ std::vector<CaseRun> case_runs() {
       {24, "coll_legacy_ns"},         {25, "coll_c25_ranks_group"}};
   std::vector<CaseRun> v;
   for (const auto& [n, f] : cases)
-    for (const char* b : {"gloo", "mpi"}) v.push_back({n, f, b});
+    for (int w : {2, 3, 4})
+      for (const char* b : {"gloo", "mpi"})
+        v.push_back({n, w == 2 ? std::string(f) : f + std::string("_w") + std::to_string(w), b, w});
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Coll, CollectivesSpecPackages, ::testing::ValuesIn(case_runs()),
                          [](const ::testing::TestParamInfo<CaseRun>& i) {
-                           return "Case" + std::to_string(i.param.number) + "_" + i.param.backend;
+                           return "Case" + std::to_string(i.param.number) + "_" + i.param.backend +
+                                  "_w" + std::to_string(i.param.world);
                          });
 
 // Case 41 on the spec's own values (≡eager: e = 4 (1 + r)^2 + 3), both backends.
