@@ -166,7 +166,8 @@ CpuCodegenResult generate_cpu_program(const passes::Program& p, const CpuCodegen
   for (const auto& t : tus) {
     if (t.empty()) continue;
     r.sources.push_back({"kernels_" + std::to_string(k++) + ".cpp",
-                         cpu::preamble(o.cpp_namespace) + "\nnamespace " + o.cpp_namespace +
+                         cpu::preamble(o.cpp_namespace, cpu::needs_complex(t)) +
+                             "\nnamespace " + o.cpp_namespace +
                              " {\n\n" + t + "}  // namespace " + o.cpp_namespace + "\n"});
   }
   r.manifest_json = manifest(p, target, info.cpu_features, o, r.kernels_shared, r.kernel_bodies);

@@ -12,7 +12,10 @@ namespace anvil::codegen::cpu {
 /// The text every generated translation unit starts with: includes, RunState, scalar helpers
 /// (Python floor division / modulo for index expressions, bf16 / f16 conversions, NaN-aware
 /// max / min).
-std::string preamble(const std::string& ns = "anvil_model");
+std::string preamble(const std::string& ns = "anvil_model", bool with_complex = false);
+/// True when generated `code` computes on complex values (it then needs preamble's complex
+/// block: <complex> and the complex32 helpers).
+bool needs_complex(const std::string& code);
 
 /// C storage type of a dtype ("float", "uint16_t" for bf16 / f16, "uint8_t" for bool).
 std::string storage_type(DType t);

@@ -86,8 +86,7 @@ void emit_output_layout(const passes::Program& p, std::ostringstream& os) {
 
 std::string emit_model(const passes::Program& p, const std::string& target,
                        const std::string& metadata_json, const CpuCodegenOptions& o) {
-  std::ostringstream os;
-  os << preamble(o.cpp_namespace);
+  std::ostringstream os;  // everything after the preamble
   os << "\n#include <ctime>\n#include <new>\n\nnamespace " << o.cpp_namespace << " {\n\n";
   auto is_coll = [](const passes::Step& st) {
     const auto* e = std::get_if<passes::ExternStep>(&st);
@@ -208,7 +207,8 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   os << "// target: " << target << "\n";
   os << "extern \"C\" __attribute__((visibility(\"default\"))) const AnvilModelEntry* "
      << o.entry_symbol << "(void) {\n  return &" << o.cpp_namespace << "::kEntry;\n}\n";
-  return os.str();
+  const std::string body = os.str();
+  return preamble(o.cpp_namespace, needs_complex(body)) + body;
 }
 
 }  // namespace anvil::codegen::cpu
