@@ -80,7 +80,7 @@ class JField {
   std::string path_;
 };
 
-/// A ScalarType code as DType; unknown codes, float8 and complex32 raise Error at `f`.
+/// A ScalarType code as DType; unknown codes and float8 raise Error at `f`.
 DType decode_dtype(const JField& f);
 /// {"type": "cpu", "index": null} as Device.
 Device decode_device(const JField& f);

@@ -174,6 +174,38 @@ TEST(Pt2Malformed, UnsupportedOpsAreListedTogether) {
                                 "3 nodes with unsupported targets"});
 }
 
+// Legacy c10d_functional collectives (torch.export 2.11 still records them) import as the native
+// ops with a group name the registry resolves at run time; a (tag, ranks, group_size) group whose
+// size disagrees with its ranks, or one without ranks, is an error naming the node.
+TEST(Pt2Malformed, LegacyCollectiveGroups) {
+  {
+    Mutant m("coll/coll_legacy_ns");
+    const auto g = frontend::load_pt2_bytes(m.bytes(), kName);
+    bool seen = false;
+    for (const ir::Node* n : g->nodes()) {
+      if (n->name != "all_reduce") continue;
+      seen = true;
+      EXPECT_EQ(n->target, "_c10d_functional.all_reduce.default");
+      ASSERT_NE(n->arg("group_name"), nullptr);
+      EXPECT_EQ(n->arg("group_name")->s, "legacy/2/0,1/");
+      EXPECT_NE(n->arg("input"), nullptr);
+      EXPECT_EQ(n->arg("reduce_op")->s, "sum");
+      EXPECT_EQ(n->arg("tag"), nullptr);
+    }
+    EXPECT_TRUE(seen);
+  }
+  Mutant m("coll/coll_legacy_ns");
+  for (json& in : m.node("all_reduce")["inputs"])
+    if (in["name"] == "group_size") in["arg"]["as_int"] = 3;
+  expect_load_error(m.bytes(), {"(all_reduce)", "group_size does not match the number of ranks",
+                                "expected 2, got 3"});
+  Mutant n("coll/coll_legacy_ns");
+  json& inputs = n.node("all_reduce")["inputs"];
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i]["name"] == "ranks") inputs.erase(i--);
+  expect_load_error(n.bytes(), {"(all_reduce)", "without its (tag, ranks, group_size) group"});
+}
+
 TEST(Pt2Malformed, DanglingAndDuplicateNames) {
   Mutant m("const_and_buffer");
   m.node("sub")["inputs"][1]["arg"]["as_tensor"]["name"] = "nope";
