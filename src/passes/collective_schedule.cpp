@@ -5,7 +5,6 @@
 // in-place one lists its buffer in both), and two steps may swap unless one writes what the
 // other reads or writes.
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <set>
 
@@ -39,17 +38,6 @@ int symbol_id(const Program& p, const std::string& u) {
   return it == ub.end() ? 0 : -2 - static_cast<int>(it - ub.begin());
 }
 
-/// True when `name` occurs in `text` as a whole identifier.
-bool mentions(const std::string& text, const std::string& name) {
-  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
-    const size_t end = at + name.size();
-    if ((at == 0 || !ident(text[at - 1])) && (end == text.size() || !ident(text[end])))
-      return true;
-  }
-  return false;
-}
-
 /// Adds the run-time symbols an issue step's views and attributes use to `reads`.
 void add_symbol_reads(const Program& p, const ExternStep& e, std::set<int>& reads) {
   std::set<std::string> syms;
@@ -76,11 +64,12 @@ Access access(const Program& p, const Step& st) {
     if (e->target == "anvil.item")
       if (const ExternAttr* a = find_attr(*e, "symbol"))
         if (const int id = symbol_id(p, a->s); id != 0) out.writes.insert(id);
-    // a run-time assertion checks the symbols it names before anything uses them
+    // a run-time assertion checks its symbols before anything uses them
     if (e->target == "anvil.assert")
-      if (const ExternAttr* a = find_attr(*e, "condition"))
-        for (const auto& u : p.unbacked_symbols)
-          if (mentions(a->s, u)) out.writes.insert(symbol_id(p, u));
+      if (const ExternAttr* a = find_attr(*e, "symbols"))
+        for (const SymInt& u : a->ints)
+          if (auto name = u.as_symbol())
+            if (const int id = symbol_id(p, *name); id != 0) out.writes.insert(id);
     if (is_collective_issue(*e)) add_symbol_reads(p, *e, out.reads);
   }
   std::set<int> reads, writes;

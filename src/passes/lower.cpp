@@ -707,10 +707,8 @@ void Lowerer::run() {
     std::set<std::string> syms;
     b.numel.collect_symbols(syms);
     for (const auto& s : b.sizes) s.collect_symbols(syms);
-    for (const auto& u : prog_.unbacked_symbols) {
-      if (!syms.count(u) || prog_.unbacked_capacity.count(u)) continue;
-      b.run_time_sized = true;
-    }
+    for (const auto& u : prog_.unbacked_symbols)
+      if (syms.count(u) && !prog_.unbacked_capacity.count(u)) b.run_time_sized = true;
     // The capacity of a count bounds a dim equal to the count, not an expression such as
     // s0 - u0: such buffers are allocated during the run too.
     for (const auto& d : b.sizes) {

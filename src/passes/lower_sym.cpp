@@ -6,6 +6,7 @@
 // data-dependent size the compiler does not support.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "passes/lower_internal.h"
@@ -84,18 +85,25 @@ void Lowerer::lower_assert(const ir::Node& n) {
   const ir::Arg* cond = n.arg("self");
   const ir::Value* cv = cond ? ref_value(*cond) : nullptr;
   if (!cv) return;  // a constant condition was checked by the export
-  const std::string text = sym_condition_text(cv);
-  const auto& ub = prog_.unbacked_symbols;
-  const bool run_time = std::any_of(ub.begin(), ub.end(), [&](const std::string& u) {
-    return text.find(u) != std::string::npos;
-  });
-  if (!run_time) return;  // over the inputs' symbols: holds for the checked ranges
+  const std::string text = sym_condition_text(cv);  // "" unless a comparison node produced cv
+  if (text.empty()) return;
+  // the run-time symbols the condition compares (collective scheduling keeps their users after
+  // the check)
+  std::set<std::string> syms;
+  for (const ir::Arg& a : cv->producer->args)
+    if (const ir::Value* v = ref_value(a); v && v->kind == ir::ValueKind::kSymInt)
+      v->sym.collect_symbols(syms);
+  std::vector<SymInt> checked;
+  for (const std::string& u : prog_.unbacked_symbols)
+    if (syms.count(u)) checked.push_back(SymInt::symbol(u));
+  if (checked.empty()) return;  // over the inputs' symbols only: holds for the checked ranges
   const ir::Arg* msg = n.arg("assert_msg");
   ExternStep e;
   e.name = out_name() + "_assert";
   e.target = "anvil.assert";
   e.nodes = {n.name};
   e.attrs.push_back(str_attr("condition", text));
+  e.attrs.push_back(ints_attr("symbols", checked));
   e.attrs.push_back(str_attr("message", msg && !msg->s.empty() ? msg->s
                                                                  : "assertion failed: " + text));
   SNode s;
