@@ -5,33 +5,25 @@ input (4,3,64,64), returning 4 feature maps (4,64,32,32), (4,256,16,16), (4,512,
     python3 scripts/export_aot_resnet.py OUTDIR
 
 The fp64 weights are ~200 MB, too big for the repository, so every floating-point tensor (weights,
-buffers and the input) is a formula of its element index that a C++ test can reproduce bit for bit:
-
-    h = (i * 2654435761 + seed * 40503 + 12345) mod 2^32;  v = offset + scale * (h / 2^32 - 0.5)
-
-OUTDIR gets aot_49_resnet50_fp64.pt2 with those entries zeroed and deflated (a few hundred KB),
-aot_49_resnet50_fp64.weights.json (entry name -> seed, scale, offset, element count; and the input's),
-and aot_49_resnet50_fp64.out{0..3}.npy (PyTorch's outputs, stored as float32 to save space).
+buffers and the input) is a formula of its element index that a C++ test can reproduce bit for bit
+(scripts/formula_weights.py). OUTDIR gets aot_49_resnet50_fp64.pt2 with those entries zeroed and
+deflated, aot_49_resnet50_fp64.weights.json (entry name -> seed, scale, offset, element count; and
+the input's), and aot_49_resnet50_fp64.out{0..3}.npy (PyTorch's outputs, stored as float32).
 """
-import json
 import math
 import os
 import sys
-import zipfile
 
 import numpy as np
 import torch
 import torch.nn as nn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from formula_weights import fill, formula, save_zeroed  # noqa: E402
+
 OUT = sys.argv[1]
 NAME = "aot_49_resnet50_fp64"
 os.makedirs(OUT, exist_ok=True)
-
-
-def formula(n, seed, scale, offset):
-    i = torch.arange(n, dtype=torch.int64)
-    h = (i * 2654435761 + (seed * 40503 + 12345)) % (2 ** 32)
-    return offset + scale * (h.double() / 2 ** 32 - 0.5)
 
 
 class Bottleneck(nn.Module):
@@ -92,53 +84,24 @@ class Backbone(nn.Module):
         return [s, l1, l2, l4]
 
 
+def scale_of(fqn, t):
+    if fqn.endswith("running_var"):
+        return 0.5, 1.0
+    if "bn" in fqn or "downsample.1" in fqn:
+        gamma = 0.25 if "bn3" in fqn else 1.0
+        return 0.2, (gamma if fqn.endswith("weight") else 0.0)
+    return math.sqrt(6.0 / t[0].numel()), 0.0
+
+
 model = Backbone().double().eval()
-params = {}
+params = fill(model, scale_of)
 with torch.no_grad():
-    for seed, (fqn, t) in enumerate(sorted(model.state_dict().items())):
-        if not t.is_floating_point():
-            continue
-        if fqn.endswith("running_var"):
-            scale, off = 0.5, 1.0
-        elif "bn" in fqn or "downsample.1" in fqn:
-            scale, off = 0.2, (0.25 if ("bn3" in fqn and fqn.endswith("weight")) else
-                               1.0 if fqn.endswith("weight") else 0.0)
-        else:
-            fan_in = t[0].numel()
-            scale, off = math.sqrt(6.0 / fan_in), 0.0
-        t.copy_(formula(t.numel(), seed, scale, off).view_as(t))
-        params[fqn] = dict(seed=seed, scale=scale, offset=off, numel=t.numel())
     x = formula(4 * 3 * 64 * 64, 100000, 2.0, 0.0).view(4, 3, 64, 64)
     ep = torch.export.export(model, (x,))
-    full = os.path.join(OUT, NAME + ".full.pt2")
-    torch.export.save(ep, full)
     outs = model(x)
-    for k, o in enumerate(outs):
-        print(NAME, "out", k, tuple(o.shape), float(o.abs().max()), float(o.abs().mean()))
-        np.save(os.path.join(OUT, f"{NAME}.out{k}.npy"), o.float().numpy())
-
-# Find each parameter's archive entry by its bytes, then zero and deflate those entries.
-sd = {k: v.contiguous().numpy().tobytes() for k, v in model.state_dict().items() if k in params}
-by_bytes = {}
-for k, b in sd.items():
-    by_bytes.setdefault(b, []).append(k)
-entries, zin = [], zipfile.ZipFile(full)
-with zipfile.ZipFile(os.path.join(OUT, NAME + ".pt2"), "w") as zout:
-    for info in zin.infolist():
-        data = zin.read(info.filename)
-        fqns = by_bytes.get(data)
-        if fqns:
-            entries.append(dict(entry=info.filename, fqn=fqns[0], **params[fqns[0]]))
-            zout.writestr(info.filename, bytes(len(data)), compress_type=zipfile.ZIP_DEFLATED)
-        else:
-            zout.writestr(info, data, compress_type=zipfile.ZIP_STORED)
-missing = set(params) - {e["fqn"] for e in entries}
-print("weight entries:", len(entries), "params:", len(params), "unmatched:", sorted(missing)[:5])
-with open(os.path.join(OUT, NAME + ".weights.json"), "w") as f:
-    json.dump(dict(formula="v = offset + scale * (((i * 2654435761 + seed * 40503 + 12345) "
-                           "mod 2^32) / 2^32 - 0.5)",
-                   input=dict(shape=[4, 3, 64, 64], seed=100000, scale=2.0, offset=0.0),
-                   entries=entries), f, indent=1)
-os.remove(full)
-print("pt2 size", os.path.getsize(os.path.join(OUT, NAME + ".pt2")))
+for k, o in enumerate(outs):
+    print(NAME, "out", k, tuple(o.shape), float(o.abs().max()), float(o.abs().mean()))
+    np.save(os.path.join(OUT, f"{NAME}.out{k}.npy"), o.float().numpy())
+save_zeroed(ep, model, params, OUT, NAME,
+            [dict(shape=[4, 3, 64, 64], seed=100000, scale=2.0, offset=0.0, dtype="float64")])
 print("ops:", sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"}))
