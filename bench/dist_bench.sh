@@ -20,10 +20,12 @@ if [ -z "$bench" ]; then
   # Build the bench against the build's libraries (kept out of the main CMake build).
   build=$(cd "${1:-$root/build}" && pwd)
   mpi_inc=$(mpicxx --showme:incdirs 2>/dev/null | tr ' ' '\n' | sed 's/^/-isystem /' | tr '\n' ' ' || true)
+  # libanvil_core needs FFTW when the build found it (pkg-config fftw3f fftw3).
+  fftw_libs=$(pkg-config --libs fftw3f fftw3 2>/dev/null || true)
   mpi_lib=$(mpicxx --showme:libdirs 2>/dev/null | tr ' ' '\n' | sed 's/^/-L/' | tr '\n' ' ' || true)
   c++ -std=c++20 -O2 -DANVIL_HAVE_GLOO=1 -DANVIL_HAVE_MPI=1 -I"$root/src" $mpi_inc \
     "$root/bench/dist_bench.cpp" "$build/lib/libanvil_dist.a" "$build/lib/libanvil_core.a" \
-    -lgloo $mpi_lib -lmpi -lzip -lpthread -o "$work/dist_bench"
+    -lgloo $mpi_lib -lmpi -lzip -lz $fftw_libs -lpthread -o "$work/dist_bench"
   bench="$work/dist_bench"
 fi
 

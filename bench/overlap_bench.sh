@@ -23,10 +23,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 anvil="$build/bin/anvil"
 
+# libanvil_core needs FFTW when the build found it (pkg-config fftw3f fftw3).
+fftw_libs=$(pkg-config --libs fftw3f fftw3 2>/dev/null || true)
 mpi_lib=$(mpicxx --showme:libdirs 2>/dev/null | tr ' ' '\n' | sed 's/^/-L/' | tr '\n' ' ' || true)
 c++ -std=c++20 -O2 -I"$root/src" -I"$root/include" "$root/bench/overlap_bench.cpp" \
   "$build/lib/libanvil_rt.a" "$build/lib/libanvil_dist.a" "$build/lib/libanvil_core.a" \
-  -lgloo $mpi_lib -lmpi -lopenblas -lzip -ldl -lpthread -o "$work/overlap_bench"
+  -lgloo $mpi_lib -lmpi -lopenblas -lzip -lz $fftw_libs -ldl -lpthread -o "$work/overlap_bench"
 
 compile() {  # NAME FIXTURE REORDER BUCKET
   ANVIL_COLLECTIVE_REORDER=$3 ANVIL_COLLECTIVE_BUCKET=$4 \
