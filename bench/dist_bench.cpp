@@ -34,13 +34,14 @@ double time_op(dist::ProcessGroup& pg, int warmup, int iters, Fn&& op) {
   return std::chrono::duration<double>(Clock::now() - t0).count() / iters;
 }
 
-/// Iterations for a message of `bytes`: about 0.25 s of work, at least 5.
+/// Iterations for a message of `bytes`: about 0.1-0.4 s of work per cell, at least 10 (fewer
+/// made the large cells swing by +-10 % between runs on a shared 2-core machine).
 int iters_for(int64_t bytes) {
   if (bytes <= 65536) return 400;
   if (bytes <= (1 << 20)) return 100;
-  if (bytes <= (4 << 20)) return 30;
-  if (bytes <= (16 << 20)) return 10;
-  return 5;
+  if (bytes <= (4 << 20)) return 40;
+  if (bytes <= (16 << 20)) return 20;
+  return 10;
 }
 
 }  // namespace

@@ -17,10 +17,10 @@ def iters_for(nbytes):
     if nbytes <= (1 << 20):
         return 100
     if nbytes <= (4 << 20):
-        return 30
+        return 40
     if nbytes <= (16 << 20):
-        return 10
-    return 5
+        return 20
+    return 10
 
 
 def time_op(warmup, iters, op):
