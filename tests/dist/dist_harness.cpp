@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -96,6 +97,32 @@ Proc start(const std::vector<std::string>& argv, const std::map<std::string, std
   return p;
 }
 
+/// One line per live process of process group `pgid` (pid, state, kernel wait channel,
+/// command): appended to a job's log when it hits its deadline, so a hang seen once in CI says
+/// which process was stuck where (mpirun, a rank in MPI, a rank in a signal handler, ...).
+std::string describe_group(pid_t pgid) {
+  std::ostringstream os;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));  // state ppid pgrp ...
+    std::string state;
+    long ppid = 0, pgrp = 0;
+    if (!(rest >> state >> ppid >> pgrp) || pgrp != pgid) continue;
+    std::ifstream w(e.path() / "wchan"), c(e.path() / "cmdline");
+    std::string wchan, cmd((std::istreambuf_iterator<char>(c)), std::istreambuf_iterator<char>());
+    std::getline(w, wchan);
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    os << "  pid " << name << " state " << state << " wchan " << (wchan.empty() ? "-" : wchan)
+       << ": " << cmd.substr(0, 160) << "\n";
+  }
+  return os.str();
+}
+
 /// Waits for every process until `deadline`; kills the rest (whole process groups).
 bool wait_all(std::vector<Proc>& procs, std::chrono::milliseconds deadline) {
   const auto end = Clock::now() + deadline;
@@ -118,7 +145,12 @@ bool wait_all(std::vector<Proc>& procs, std::chrono::milliseconds deadline) {
     if (Clock::now() >= end) {
       timed_out = true;
       for (auto& p : procs)
-        if (!p.done) kill(-p.pid, SIGKILL);
+        if (!p.done) {
+          std::ofstream(p.log, std::ios::app)
+              << "\n*** deadline: processes of this job still running ***\n"
+              << describe_group(p.pid);
+          kill(-p.pid, SIGKILL);
+        }
       for (auto& p : procs)
         if (!p.done) {
           int st = 0;

@@ -99,6 +99,9 @@ DIST_WORKER(mismatched_sizes) {
   }
 }
 
+// A rank that hangs (sleeps past its job's deadline), for the harness's own test.
+DIST_WORKER_NOINIT(hangs) { std::this_thread::sleep_for(std::chrono::seconds(60)); }
+
 // A rank that never arrives: world W, only W-1 ranks started -> init fails on every started
 // rank with the store timeout naming the key and the timeout.
 DIST_WORKER_NOINIT(never_arrives) {
@@ -176,6 +179,23 @@ TEST_P(Errors, MismatchedSizesAcrossRanks) {
   } else {
     EXPECT_TRUE(out.find("mismatch error") != std::string::npos || !r.ok()) << out;
   }
+}
+
+TEST(Harness, DeadlineKillsTheJobAndSaysWhatWasStillRunning) {
+  // Every dist test relies on this bound; the description is what a one-off hang in CI leaves.
+  JobOptions o;
+  o.deadline = milliseconds(1500);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_job("gloo", 1, "hangs", o);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  EXPECT_TRUE(r.timed_out);
+  ASSERT_EQ(r.procs.size(), 1u);
+  EXPECT_EQ(r.procs[0].signal, SIGKILL);
+  const std::string out = r.all_output();
+  EXPECT_NE(out.find("*** deadline: processes of this job still running ***"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("wchan"), std::string::npos) << out;
+  EXPECT_NE(out.find("DistWorker.Run"), std::string::npos) << out;  // the rank's command line
 }
 
 TEST_P(Errors, RankThatNeverArrivesTimesOutInTheStore) {
