@@ -52,9 +52,11 @@ std::string manifest(const passes::Program& p, const std::string& target,
     m["run_time_symbols"].push_back(s);
   }
   m["inputs"] = json::array();
-  for (const auto& i : p.inputs)
-    m["inputs"].push_back(
-        {{"name", i.name}, {"dtype", dtype_name(i.dtype)}, {"sizes", sizes_json(i.sizes)}});
+  for (const auto& i : p.inputs) {
+    json in = {{"name", i.name}, {"dtype", dtype_name(i.dtype)}, {"sizes", sizes_json(i.sizes)}};
+    if (i.mutated) in["mutated"] = true;  // the run writes it (the caller's tensor changes)
+    m["inputs"].push_back(in);
+  }
   m["outputs"] = json::array();
   for (const auto& i : p.outputs)
     m["outputs"].push_back(

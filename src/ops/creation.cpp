@@ -337,6 +337,13 @@ std::vector<RValue> kernel_ones_like(KernelContext& ctx) {
   return {filled_const(ctx, ctx.tensor("self").sizes(), self_dtype(ctx), 1)};
 }
 
+// empty_like: zero-filled like empty (torch leaves it uninitialised; exports use it as the
+// destination of a non-functional collective's copy_).
+std::vector<TensorType> shape_empty_like(const Node& node) { return like_shape(node); }
+std::vector<RValue> kernel_empty_like(KernelContext& ctx) {
+  return {filled_const(ctx, ctx.tensor("self").sizes(), self_dtype(ctx), 0)};
+}
+
 // ---- new_*
 
 std::vector<TensorType> shape_new_ones(const Node& node) { return new_shape(node); }

@@ -65,6 +65,15 @@ TRefPtr copy_of(Lowerer& L, const TRef& t, const std::string& name) {
   return dst;
 }
 
+/// An in-place collective on a user input (dist.all_reduce(x) with x an input, as exported)
+/// runs on a copy and writes the result back into the input: the caller's tensor changes, as
+/// in eager (rule A.5: the collective itself never runs on the input's memory).
+void mark_input_written(Lowerer& L, const TRef& self) {
+  if (!self.is_buffer()) return;
+  const Buffer& b = L.prog().buffers[static_cast<size_t>(self.buffer)];
+  if (b.kind == BufferKind::kInput) L.prog().inputs[static_cast<size_t>(b.index)].mutated = true;
+}
+
 /// The buffer an in-place collective runs on (rules A.1-A.3, A.6).
 TRefPtr owned_input(Lowerer& L, const ir::Value* v) {
   TRefPtr t = L.ref(v);
@@ -193,10 +202,7 @@ void lower_coalesced(Lowerer& L, const ir::Node& n, const std::string& op) {
     std::vector<TRefPtr> selves;
     for (size_t i = 0; i < ins.size(); ++i) {
       TRefPtr self = L.ref(ins[i]);
-      if (self->is_buffer() &&
-          L.prog().buffers[static_cast<size_t>(self->buffer)].kind == BufferKind::kInput)
-        L.fail("in-place collectives on a user input are not supported", "an intermediate",
-               "input " + ins[i]->name);
+      mark_input_written(L, *self);
       selves.push_back(self);
       bufs.push_back(copy_of(L, *self, L.out_name() + "_coll" + std::to_string(i)));
     }
@@ -297,10 +303,7 @@ void lower_collective(Lowerer& L, const ir::Node& n) {
     }
     // in-place form: functional collective on a copy + wait + copy into the mutated tensor
     TRefPtr self = L.ref(in);
-    if (self->is_buffer() &&
-        L.prog().buffers[static_cast<size_t>(self->buffer)].kind == BufferKind::kInput)
-      L.fail("in-place collectives on a user input are not supported", "an intermediate",
-             "input " + in->name);
+    mark_input_written(L, *self);
     TRefPtr buf = copy_of(L, *self, L.out_name() + "_coll");
     emit_issue(L, e, {buf}, {buf}, {out});
     emit_wait(L, L.pending_collectives.size() - 1);

@@ -243,6 +243,9 @@ struct IoSpec {
   int base_index = -1;
   std::vector<SymInt> strides = {};
   SymInt offset = SymInt(0);
+  // Inputs only: the program writes the input (an aten.copy_ / in-place op on it in the graph,
+  // or a user_input_mutation output): the caller's tensor holds the new value after the run.
+  bool mutated = false;
 };
 
 /// A constant the generated code reads (manifest order = AnvilRunArgs::constants order).

@@ -480,9 +480,9 @@ void Lowerer::lower_inplace(const ir::Node& n) {
     realize(*self, a.value->name);
   }
   const Buffer& b = prog_.buffers[static_cast<size_t>(self->buffer)];
-  if (b.kind == BufferKind::kInput)
-    fail("in-place writes to a user input are not supported", "a buffer or intermediate",
-         "input " + b.name);
+  // A write into a user input (the graph's own copy_ or in-place op on it, as non-strict
+  // export leaves for dist.all_reduce(x) on an input) lands in the caller's tensor, as in eager.
+  if (b.kind == BufferKind::kInput) prog_.inputs[static_cast<size_t>(b.index)].mutated = true;
   TRefPtr value = inplace_value(*this, n);
   realize_readers_of(self->buffer);
   store_into(*self, *value);
@@ -598,10 +598,22 @@ void Lowerer::finish_outputs() {
   }
   std::map<std::string, int> by_target;
   for (const auto& c : prog_.constants) by_target[c.original_name] = c.buffer;
+  std::map<std::string, size_t> input_index;
+  for (size_t i = 0; i < prog_.inputs.size(); ++i) input_index[prog_.inputs[i].name] = i;
   for (const auto& o : graph_.output_specs()) {
-    if (o.kind == ir::OutputKind::kUserInputMutation)
-      throw Error("mutations of user inputs are not supported by the compiler",
-                  "output spec " + o.target, "buffer mutations only", "user_input_mutation");
+    if (o.kind == ir::OutputKind::kUserInputMutation && o.value) {
+      // The input's new value is written into the caller's tensor at the end of the run.
+      auto it = input_index.find(o.target);
+      if (it == input_index.end())
+        throw Error("mutation of an unknown user input", "output spec", "a user input name",
+                    o.target);
+      IoSpec& in = prog_.inputs[it->second];
+      TRefPtr t = ref(o.value);
+      if (t->is_buffer() && t->buffer == in.buffer && is_contiguous_view(*t)) continue;
+      store_into(*view_of(in.buffer, in.dtype, in.sizes, contiguous(in.sizes), SymInt(0)), *t);
+      in.mutated = true;
+      continue;
+    }
     if (o.kind != ir::OutputKind::kBufferMutation && o.kind != ir::OutputKind::kParameterMutation)
       continue;
     if (!o.value) continue;

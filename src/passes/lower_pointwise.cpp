@@ -230,7 +230,7 @@ bool lower_creation(Lowerer& L, const ir::Node& n) {
     c = E.cast(E.int_constant(1, DType::kInt64), rt);
   else if (t == "aten.zeros.default" || t == "aten.zeros_like.default" ||
            t == "aten.new_zeros.default" || t == "aten.empty.memory_format" ||
-           t == "aten.new_empty.default")
+           t == "aten.empty_like.default" || t == "aten.new_empty.default")
     c = E.cast(E.int_constant(0, DType::kInt64), rt);
   else
     return false;

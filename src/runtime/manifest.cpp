@@ -212,9 +212,14 @@ Manifest Manifest::parse(const std::string& text, const std::string& where) {
     auto& list = is_input ? m.inputs : m.outputs;
     if (!j.contains(key)) continue;
     const Json& arr = r.array(j[key], key);
-    for (size_t i = 0; i < arr.size(); ++i)
-      list.push_back(parse_tensor_spec(r, arr[i], str(key, "[", i, "]"),
-                                       is_input ? symbol_names : output_symbols));
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string p = str(key, "[", i, "]");
+      list.push_back(parse_tensor_spec(r, arr[i], p, is_input ? symbol_names : output_symbols));
+      if (is_input && arr[i].contains("mutated")) {
+        if (!arr[i]["mutated"].is_boolean()) r.fail(p + ".mutated", "true or false", arr[i]["mutated"]);
+        list.back().mutated = arr[i]["mutated"].get<bool>();
+      }
+    }
   }
   if (j.contains("constants")) {
     const Json& arr = r.array(j["constants"], "constants");

@@ -57,6 +57,10 @@ struct IOSpec {
   DType dtype = DType::kFloat32;
   std::vector<std::string> sizes;  // "s77", "256", "s77 + 1"
   std::vector<SymRange> ranges;    // the values each dim may take ([256, 256] when static)
+  /// Inputs only: run() writes this input, as the exported graph does in eager (an aten.copy_
+  /// or in-place op on it, e.g. dist.all_reduce(x) of an input): the caller's tensor holds the
+  /// new value afterwards (a non-contiguous one gets it copied back).
+  bool mutated = false;
 };
 
 /// One step of run() as profiled (Model::set_profiling): the manifest's kernel with its totals.

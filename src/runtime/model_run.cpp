@@ -60,6 +60,7 @@ void Model::Impl::plan_input_checks() {
     spec.dtype = t.dtype;
     spec.sizes = t.size_strings();
     for (const SymInt& s : t.sizes) spec.ranges.push_back(s.bounds(ranges));
+    spec.mutated = t.mutated;
     return spec;
   };
   for (const TensorSpec& t : m.inputs) input_specs.push_back(make_spec(t));
@@ -408,6 +409,13 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
     ANVIL_CHECK(outputs[o].defined(), where(),
                 str("model.so did not allocate output ", o, " during the run"),
                 "a call to api->output_alloc", "none");
+  // Inputs the model writes reach the caller's tensor: run() wrote the tensor itself unless
+  // it ran on a contiguous copy.
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (impl.input_specs[i].mutated && used[i].data_ptr() != inputs[i].data_ptr()) {
+      Tensor dst = inputs[i];
+      dst.copy_from(used[i]);
+    }
   return outputs;
 }
 

@@ -31,6 +31,9 @@ struct TensorSpec {
   std::string name;
   DType dtype = DType::kFloat32;
   std::vector<SymInt> sizes;
+  /// Inputs only: the model writes this input (manifest "mutated": true), as the exported
+  /// graph does in eager; the caller's tensor holds the new value after a run.
+  bool mutated = false;
   /// The sizes in text form ("s77", "256").
   std::vector<std::string> size_strings() const;
 };

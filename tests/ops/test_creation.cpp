@@ -1,5 +1,5 @@
 // Tests for the creation family (src/ops/creation.cpp): arange (all overloads), full, zeros,
-// ones, empty, scalar_tensor, full_like / zeros_like / ones_like and new_ones / new_zeros /
+// ones, empty, scalar_tensor, full_like / zeros_like / ones_like / empty_like and new_ones / new_zeros /
 // new_full / new_empty. Expected values come from PyTorch (1.13 CPU), pasted in as literals.
 #include <gtest/gtest.h>
 
@@ -291,6 +291,14 @@ TEST(Like, DtypeAndSizesFromSelf) {
                           .dtype("dtype", DType::kFloat32)
                           .run1(),
                       DType::kFloat32, {1, 2}, {1.5, 1.5}));
+  // empty_like: self's sizes and dtype (or its dtype argument), zero-filled here.
+  EXPECT_TRUE(matches(OpRunner("aten.empty_like.default").tensor("self", x).run1(),
+                      DType::kFloat32, {3, 2}, {0, 0, 0, 0, 0, 0}));
+  EXPECT_TRUE(matches(OpRunner("aten.empty_like.default")
+                          .tensor("self", x)
+                          .dtype("dtype", DType::kInt32)
+                          .run1(),
+                      DType::kInt32, {3, 2}, {0, 0, 0, 0, 0, 0}));
   auto t =
       OpRunner("aten.zeros_like.default").sym_tensor("self", DType::kBFloat16, {s0(), 3}).shape();
   EXPECT_EQ(t[0].str(), "bf16[s0, 3]");

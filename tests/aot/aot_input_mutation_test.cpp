@@ -1,0 +1,136 @@
+// Graphs that write a user input: an aten.copy_ / in-place op on the input inside the graph
+// (what torch.export's non-strict mode leaves for dist.all_reduce(x) of an input), and a
+// user_input_mutation output spec (what functionalization records for x.add_(1)). As in eager,
+// the caller's tensor holds the new value after the run, a non-contiguous one by a copy back;
+// reads of the input before the write see the old value. Compared with the interpreter.
+#include <gtest/gtest.h>
+
+#include "aot_util.h"
+#include "interp/interpreter.h"
+#include "ir/parser.h"
+
+namespace anvil::aot_test {
+namespace {
+
+/// x: [2, 3] float values 0.5 i - 1, y: 1 + 0.25 i.
+std::vector<Tensor> make_inputs(bool transposed_x) {
+  std::vector<double> xv, yv;
+  for (int i = 0; i < 6; ++i) {
+    xv.push_back(0.5 * i - 1);
+    yv.push_back(1 + 0.25 * i);
+  }
+  Tensor x = transposed_x ? Tensor::from_vector(xv, {3, 2}).to(DType::kFloat32, true).transpose(0, 1)
+                          : Tensor::from_vector(xv, {2, 3}).to(DType::kFloat32, true);
+  return {x, Tensor::from_vector(yv, {2, 3}).to(DType::kFloat32, true)};
+}
+
+/// Compiles `text`, then for a contiguous and a transposed x: runs the package and the
+/// interpreter on equal inputs and compares outputs and the inputs afterwards.
+void expect_like_interpreter(const std::string& name, const std::string& text,
+                             std::vector<bool> mutated) {
+  auto g = ir::parse_graph(text);
+  const Built& b = build_graph(name, *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  runtime::Model model = runtime::Model::load(b.package);
+  ASSERT_EQ(model.input_specs().size(), mutated.size());
+  for (size_t i = 0; i < mutated.size(); ++i)
+    EXPECT_EQ(model.input_specs()[i].mutated, mutated[i]) << "input " << i;
+  for (bool transposed : {false, true}) {
+    SCOPED_TRACE(transposed ? "transposed x" : "contiguous x");
+    for (int iter = 0; iter < 2; ++iter) {  // the second run reuses the runner's arena
+      std::vector<Tensor> ins = make_inputs(transposed);
+      std::vector<Tensor> ref;
+      for (const Tensor& t : ins) ref.push_back(t.clone());
+      const auto got = model.run(ins);
+      interp::Interpreter interp(*g);
+      const auto want = interp.run(ref);
+      expect_outputs(got, want, name);
+      for (size_t i = 0; i < ins.size(); ++i)
+        EXPECT_LE(rel_error(ins[i], ref[i]), tolerance(DType::kFloat32))
+            << "input " << i << " after the run";
+      EXPECT_GT(rel_error(ins[0], make_inputs(transposed)[0]), 0.1) << "x was not written";
+      EXPECT_EQ(ins[0].is_contiguous(), !transposed);  // written in place, layout kept
+    }
+  }
+}
+
+TEST(AotInputMutation, CopyIntoAnInputInsideTheGraph) {
+  // r reads x before the copy_ (old value), o reads it after (new value).
+  expect_like_interpreter("copy_into_input", R"(graph {
+  inputs {
+    %x: f32[2, 3] = user_input
+    %y: f32[2, 3] = user_input
+  }
+  %r: f32[2, 3] = aten.add.Tensor(self=%x, other=%y)
+  %s: f32[2, 3] = aten.mul.Tensor(self=%y, other=2)
+  %c: f32[2, 3] = aten.copy_.default(self=%x, src=%s)
+  %o: f32[2, 3] = aten.add.Tensor(self=%c, other=1)
+  outputs {
+    user_output %r
+    user_output %o
+  }
+})",
+                          {true, false});
+}
+
+TEST(AotInputMutation, InPlaceOpOnAnInput) {
+  expect_like_interpreter("add_into_input", R"(graph {
+  inputs {
+    %x: f32[2, 3] = user_input
+    %y: f32[2, 3] = user_input
+  }
+  %m: f32[2, 3] = aten.mul.Tensor(self=%x, other=%y)
+  %a: f32[2, 3] = aten.add_.Tensor(self=%x, other=%y)
+  %o: f32[2, 3] = aten.sub.Tensor(self=%a, other=%m)
+  outputs {
+    user_output %o
+  }
+})",
+                          {true, false});
+}
+
+TEST(AotInputMutation, UserInputMutationOutputSpec) {
+  // x.add_(1) functionalized: the new value is an output spec naming the input; m reads the
+  // old x. The input comes first among the outputs, as torch.export orders them.
+  expect_like_interpreter("input_mutation_spec", R"(graph {
+  inputs {
+    %x: f32[2, 3] = user_input
+    %y: f32[2, 3] = user_input
+  }
+  %n: f32[2, 3] = aten.add.Tensor(self=%x, other=1)
+  %m: f32[2, 3] = aten.mul.Tensor(self=%x, other=%y)
+  outputs {
+    user_input_mutation "x" %n
+    user_output %m
+  }
+})",
+                          {true, false});
+}
+
+TEST(AotInputMutation, ValuesAfterTheRun) {
+  // Spelled-out values for the copy_ graph: x becomes 2y and o = 2y + 1.
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[2] = user_input
+    %y: f32[2] = user_input
+  }
+  %s: f32[2] = aten.mul.Tensor(self=%y, other=2)
+  %c: f32[2] = aten.copy_.default(self=%x, src=%s)
+  %o: f32[2] = aten.add.Tensor(self=%c, other=1)
+  outputs {
+    user_output %o
+  }
+})");
+  const Built& b = build_graph("copy_into_input_values", *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  runtime::Model model = runtime::Model::load(b.package);
+  Tensor x = Tensor::from_vector(std::vector<double>{7, 8}, {2}).to(DType::kFloat32, true);
+  const Tensor y = Tensor::from_vector(std::vector<double>{1, 3}, {2}).to(DType::kFloat32, true);
+  const auto out = model.run({x, y});
+  EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{3, 7}));
+  EXPECT_EQ(x.to_doubles(), (std::vector<double>{2, 6}));
+  EXPECT_EQ(y.to_doubles(), (std::vector<double>{1, 3}));
+}
+
+}  // namespace
+}  // namespace anvil::aot_test
