@@ -5,6 +5,9 @@
 #include <map>
 #include <stdexcept>
 
+#include <gtest/gtest.h>
+
+#include "dist_harness.h"
 #include "driver/compile.h"
 #include "frontend/pt2_reader.h"
 #include "passes/collectives.h"
@@ -88,6 +91,31 @@ bool step_has_node(const passes::Program& p, size_t i, const std::string& node) 
   for (const auto& n : passes::step_nodes(p.steps[i]))
     if (n == node) return true;
   return false;
+}
+
+void PrintTo(const CaseRun& c, std::ostream* os) {
+  *os << "case " << c.number << ": " << c.fixture << " on " << c.backend << ", " << c.world
+      << " ranks";
+}
+
+std::vector<CaseRun> runs_on_2_to_4_ranks(const std::vector<std::pair<int, const char*>>& cases) {
+  std::vector<CaseRun> v;
+  for (const auto& [n, f] : cases)
+    for (int w : {2, 3, 4})
+      for (const char* b : {"gloo", "mpi"})
+        v.push_back(
+            {n, f, w == 2 ? std::string(f) : f + std::string("_w") + std::to_string(w), b, w});
+  return v;
+}
+
+void run_package_job(const CaseRun& c, const char* worker) {
+  if (!backend_available(c.backend)) GTEST_SKIP() << c.backend << " not available";
+  JobOptions o;
+  o.env["ANVIL_TEST_PACKAGE"] = compile_fixture(c.fixture);
+  o.env["ANVIL_TEST_FIXTURE"] = fixture(c.fixture);
+  o.deadline = std::chrono::milliseconds(90000);
+  const auto r = run_job(c.backend, c.world, worker, o);
+  EXPECT_TRUE(r.ok()) << r.all_output();
 }
 
 }  // namespace anvil::dist::test

@@ -61,11 +61,13 @@ void check_program(const std::string& fixture_name) {
                                                                          << text;
   EXPECT_GT(first_wait(p, passes::collective_id(issue)), is[0]);
   // every split value is read (anvil.item) and checked (anvil.assert) before the issue
-  for (size_t i = is[0] + 1; i < p.steps.size(); ++i)
-    if (const auto* e = std::get_if<ExternStep>(&p.steps[i]))
+  for (size_t i = is[0] + 1; i < p.steps.size(); ++i) {
+    if (const auto* e = std::get_if<ExternStep>(&p.steps[i])) {
       EXPECT_TRUE(e->target != "anvil.item" && e->target != "anvil.assert")
           << e->name << " after the issue\n"
           << text;
+    }
+  }
   // the collective's result buffer and the output: allocated during the run
   ASSERT_EQ(issue.outputs.size(), 1u);
   const auto& out = p.buffers[static_cast<size_t>(issue.outputs[0].buffer)];

@@ -165,30 +165,10 @@ DIST_WORKER(cases_c41_values) {
 
 // ---- packages on 2 ranks ----------------------------------------------------------------------
 
-/// One package test: spec case number, fixture (exported for `world` ranks), backend.
-struct CaseRun {
-  int number = 0;
-  std::string fixture, backend;
-  int world = 2;
-};
-
-/// Prints "case 32: coll_c32_broadcast_w3 on gloo, 3 ranks" in gtest messages.
-[[maybe_unused]] void PrintTo(const CaseRun& c, std::ostream* os) {
-  *os << "case " << c.number << ": " << c.fixture << " on " << c.backend << ", " << c.world
-      << " ranks";
-}
-
 class CollectivesSpecPackages : public ::testing::TestWithParam<CaseRun> {};
 
 TEST_P(CollectivesSpecPackages, MatchInterpreter) {
-  const CaseRun& c = GetParam();
-  if (!backend_available(c.backend)) GTEST_SKIP() << c.backend << " not available";
-  JobOptions o;
-  o.env["ANVIL_TEST_PACKAGE"] = package_of(c.fixture);
-  o.env["ANVIL_TEST_FIXTURE"] = fixture(c.fixture);
-  o.deadline = std::chrono::milliseconds(90000);
-  const auto r = run_job(c.backend, c.world, "cases_compiled_vs_interp", o);
-  EXPECT_TRUE(r.ok()) << r.all_output();
+  run_package_job(GetParam(), "cases_compiled_vs_interp");
 }
 
 /// Every case with a fixture (31, 39, 65: coalesced collectives; 60: aten.transpose_; 24: the
@@ -202,12 +182,7 @@ std::vector<CaseRun> case_runs() {
       {48, "coll_c48_unwaited"},      {60, "coll_c60_transpose_gather"},
       {62, "coll_c62_a2a_dynamic"},   {65, "coll_c65_all_kinds"},
       {24, "coll_legacy_ns"},         {25, "coll_c25_ranks_group"}};
-  std::vector<CaseRun> v;
-  for (const auto& [n, f] : cases)
-    for (int w : {2, 3, 4})
-      for (const char* b : {"gloo", "mpi"})
-        v.push_back({n, w == 2 ? std::string(f) : f + std::string("_w") + std::to_string(w), b, w});
-  return v;
+  return runs_on_2_to_4_ranks(cases);
 }
 
 INSTANTIATE_TEST_SUITE_P(Coll, CollectivesSpecPackages, ::testing::ValuesIn(case_runs()),

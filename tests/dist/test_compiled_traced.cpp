@@ -20,6 +20,7 @@
 #include "dist_check.h"
 #include "dist_harness.h"
 #include "frontend/pt2_reader.h"
+#include "ir/op_schema.h"
 #include "runtime/model.h"
 
 namespace anvil::dist::test {
@@ -164,34 +165,32 @@ TEST(TracedCalls, Case58_NonFunctionalAllToAllSingle) {
             (Targets{"_c10d_functional.all_to_all_single.default", kWait, kCopy}));
 }
 
+TEST(TracedCalls, Case67_NativeAndLegacyAllReduceAreCompilerCollectives) {
+  // anvil's analogue of the op registry's compiler-compliant tag: the op-table entry the
+  // compiler dispatches on. The legacy c10d_functional op is rewritten at import into the
+  // native one, so both reach the compiler as a kCollective node and become an issue + wait.
+  for (const std::string name : {"coll_c50_funcol_all_reduce", "coll_legacy_ns"}) {
+    auto g = frontend::load_pt2(fixture(name));
+    int collectives = 0;
+    for (const ir::Node* n : g->nodes())
+      if (n->target == kAllReduce) {
+        ASSERT_NE(n->schema, nullptr) << name;
+        EXPECT_EQ(n->schema->category, ir::OpCategory::kCollective) << name;
+        ++collectives;
+      }
+    EXPECT_EQ(collectives, 1) << name;
+    EXPECT_EQ(issues(program_of(name)).size(), 1u) << name;
+  }
+}
+
 // ---- packages on real ranks -------------------------------------------------------------------
 
-struct TracedRun {
-  int number = 0;
-  std::string base, fixture, backend;  // base: the fixture name exported for 2 ranks
-  int world = 2;
-};
+class TracedPackages : public ::testing::TestWithParam<CaseRun> {};
 
-[[maybe_unused]] void PrintTo(const TracedRun& c, std::ostream* os) {
-  *os << "case " << c.number << ": " << c.fixture << " on " << c.backend << ", " << c.world
-      << " ranks";
-}
-
-class TracedPackages : public ::testing::TestWithParam<TracedRun> {};
-
-TEST_P(TracedPackages, MatchInterpreter) {
-  const TracedRun& c = GetParam();
-  if (!backend_available(c.backend)) GTEST_SKIP() << c.backend << " not available";
-  JobOptions o;
-  o.env["ANVIL_TEST_PACKAGE"] = compile_fixture(c.fixture);
-  o.env["ANVIL_TEST_FIXTURE"] = fixture(c.fixture);
-  o.deadline = std::chrono::milliseconds(90000);
-  const auto r = run_job(c.backend, c.world, "cases_compiled_vs_interp", o);
-  EXPECT_TRUE(r.ok()) << r.all_output();
-}
+TEST_P(TracedPackages, MatchInterpreter) { run_package_job(GetParam(), "cases_compiled_vs_interp"); }
 
 /// The distinct graphs (the spellings the tests above show to import identically run once).
-std::vector<TracedRun> traced_runs() {
+std::vector<CaseRun> traced_runs() {
   const std::vector<std::pair<int, const char*>> cases = {
       {50, "coll_c50_funcol_all_reduce"}, {50, "coll_c50_funcol_all_gather"},
       {50, "coll_c50_funcol_reduce_scatter"}, {51, "coll_c51_group_object"},
@@ -201,17 +200,11 @@ std::vector<TracedRun> traced_runs() {
       {56, "coll_c56_op_product"}, {56, "coll_c56_op_min"},
       {56, "coll_c56_op_max"}, {57, "coll_c57_world_way0"},
       {58, "coll_c58_a2a_out"}};
-  std::vector<TracedRun> v;
-  for (const auto& [n, f] : cases)
-    for (int w : {2, 3, 4})
-      for (const char* b : {"gloo", "mpi"})
-        v.push_back(
-            {n, f, w == 2 ? std::string(f) : f + std::string("_w") + std::to_string(w), b, w});
-  return v;
+  return runs_on_2_to_4_ranks(cases);
 }
 
 INSTANTIATE_TEST_SUITE_P(Coll, TracedPackages, ::testing::ValuesIn(traced_runs()),
-                         [](const ::testing::TestParamInfo<TracedRun>& i) {
+                         [](const ::testing::TestParamInfo<CaseRun>& i) {
                            return i.param.base.substr(5) + "_" + i.param.backend + "_w" +
                                   std::to_string(i.param.world);  // base without "coll_"
                          });
@@ -231,17 +224,10 @@ DIST_WORKER(traced_c53_long) {
 }
 
 TEST(TracedCalls, Case53_LongRankGathersIntoTheRankList) {
-  for (const char* backend : {"gloo", "mpi"})
-    for (int w : {2, 3, 4}) {
-      if (!backend_available(backend)) continue;
-      const std::string f =
-          w == 2 ? "coll_c53_gather_list_long" : "coll_c53_gather_list_long_w" + std::to_string(w);
-      JobOptions o;
-      o.env["ANVIL_TEST_PACKAGE"] = compile_fixture(f);
-      o.deadline = std::chrono::milliseconds(90000);
-      const auto r = run_job(backend, w, "traced_c53_long", o);
-      EXPECT_TRUE(r.ok()) << backend << " w" << w << "\n" << r.all_output();
-    }
+  for (const CaseRun& c : runs_on_2_to_4_ranks({{53, "coll_c53_gather_list_long"}})) {
+    SCOPED_TRACE(c.fixture + " on " + c.backend);
+    run_package_job(c, "traced_c53_long");
+  }
 }
 
 /// Case 55 on a graph input: dist.all_reduce(x); return x + 1. Eager leaves x reduced; the
@@ -257,17 +243,10 @@ DIST_WORKER(traced_c55_input) {
 }
 
 TEST(TracedCalls, Case55_AllReduceOfAGraphInputMutatesItAsInEager) {
-  for (const char* backend : {"gloo", "mpi"})
-    for (int w : {2, 3, 4}) {
-      if (!backend_available(backend)) continue;
-      const std::string f = w == 2 ? "coll_c55_all_reduce_input"
-                                   : "coll_c55_all_reduce_input_w" + std::to_string(w);
-      JobOptions o;
-      o.env["ANVIL_TEST_PACKAGE"] = compile_fixture(f);
-      o.deadline = std::chrono::milliseconds(90000);
-      const auto r = run_job(backend, w, "traced_c55_input", o);
-      EXPECT_TRUE(r.ok()) << backend << " w" << w << "\n" << r.all_output();
-    }
+  for (const CaseRun& c : runs_on_2_to_4_ranks({{55, "coll_c55_all_reduce_input"}})) {
+    SCOPED_TRACE(c.fixture + " on " + c.backend);
+    run_package_job(c, "traced_c55_input");
+  }
 }
 
 }  // namespace
