@@ -198,13 +198,20 @@ TEST(Package, ManifestErrorsAreClear) {
   e = parse_err(R"({"format_version": 1, "abi_version": 1, "target": "cpu",
       "symbols": [{"name": "s0", "min": 5, "max": 2}]})");
   EXPECT_NE(e.find("bad symbol range"), std::string::npos) << e;
+  e = parse_err(R"({"format_version": 1, "abi_version": 1, "target": "cpu",
+      "inputs": [{"name": "x", "dtype": "f32", "sizes": [1], "mutated": "yes"}]})");
+  EXPECT_NE(e.find("inputs[0].mutated"), std::string::npos) << e;
+  EXPECT_NE(e.find("true or false"), std::string::npos) << e;
   Manifest ok = Manifest::parse(R"({"format_version": 1, "abi_version": 1, "target": "cpu",
       "symbols": [{"name": "s0", "min": 2, "max": null}],
-      "inputs": [{"name": "x", "dtype": "bf16", "sizes": ["2*s0", 3]}]})",
+      "inputs": [{"name": "x", "dtype": "bf16", "sizes": ["2*s0", 3]},
+                 {"name": "y", "dtype": "f32", "sizes": [2], "mutated": true}]})",
                                 "p.anvil");
   EXPECT_EQ(ok.symbols[0].range.max, SymRange::kSymMax);
   EXPECT_EQ(ok.inputs[0].dtype, DType::kBFloat16);
   EXPECT_EQ(ok.inputs[0].sizes[0], SymInt::symbol("s0") * SymInt(2));
+  EXPECT_FALSE(ok.inputs[0].mutated);  // absent: false (packages before the field)
+  EXPECT_TRUE(ok.inputs[1].mutated);
 }
 
 TEST(Package, WriterRejectsInconsistentInput) {
