@@ -5,6 +5,7 @@
 // message sizes of nccl-tests: all_reduce and broadcast move `bytes` per rank; all_gather's
 // output is `bytes` (each rank contributes bytes / W). Bus bandwidth follows nccl-tests:
 // all_reduce 2(W-1)/W x bytes/t, all_gather (W-1)/W x bytes/t, broadcast bytes/t.
+// `dist_bench BACKEND bucket` measures what bucketing trades instead (bucket_mode below).
 // `dist_bench launch N CMD...` starts N ranks of CMD like `anvil launch -n N -- CMD...` (the
 // same dist::launch), so the bench needs no other binary. bench/dist_bench.sh runs this and
 // torch.distributed side by side.
@@ -44,6 +45,32 @@ int iters_for(int64_t bytes) {
   return 10;
 }
 
+/// `dist_bench BACKEND bucket`: what the compiler's bucketing trades. For k = 4 fp32 tensors
+/// of `bytes` each, 4 all_reduces posted back to back then waited (the unbucketed program) vs
+/// one all_reduce_coalesced of the 4 (the bucketed one). Prints on rank 0, per size:
+///   "bucket4 bytes separate_us coalesced_us".
+int bucket_mode(dist::ProcessGroup& pg) {
+  for (int64_t bytes : {4096, 32768, 131072, 262144, 524288, 1 << 20, 2 << 20, 4 << 20}) {
+    std::vector<Tensor> ts;
+    for (int i = 0; i < 4; ++i) ts.push_back(Tensor::full({bytes / 4}, 1, DType::kFloat32));
+    const int iters = bytes <= 262144 ? 200 : bytes <= (2 << 20) ? 40 : 15;
+    const double sep = time_op(pg, 2, iters, [&] {
+      std::vector<std::shared_ptr<dist::Work>> ws;
+      for (auto& t : ts) ws.push_back(pg.all_reduce(t, dist::ReduceOp::kSum));
+      for (auto& w : ws) w->wait();
+    });
+    const double coal =
+        time_op(pg, 2, iters, [&] { pg.all_reduce_coalesced(ts, dist::ReduceOp::kSum)->wait(); });
+    if (pg.rank() == 0) {
+      std::printf("bucket4 %lld %.2f %.2f\n", static_cast<long long>(bytes), sep * 1e6,
+                  coal * 1e6);
+      std::fflush(stdout);
+    }
+  }
+  pg.barrier()->wait();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,6 +85,7 @@ int main(int argc, char** argv) {
     const std::string only = argc > 2 ? argv[2] : "";
     auto pg = dist::init_world_from_env(backend);
     const int W = pg->size();
+    if (only == "bucket") return bucket_mode(*pg);
     const std::vector<int64_t> sizes = {8,      64,      512,     4096,     32768,
                                         262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
     for (const std::string op : {"all_reduce", "all_gather", "broadcast"}) {

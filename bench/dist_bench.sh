@@ -4,6 +4,8 @@
 # (default 3) and prints the median latency and bus bandwidth of each cell side by side.
 #   bench/dist_bench.sh [BUILD_DIR] [N] [ROUNDS]
 # BUILD_DIR (default build) must hold lib/libanvil_dist.a and lib/libanvil_core.a.
+# DIST_BENCH_MODE=bucket measures what the compiler's bucketing trades instead (4 all_reduces vs
+# one coalesced call per tensor size, anvil's gloo and mpi backends; no torch).
 # Environment: PYTHON (default /usr/bin/python3, needs torch), BENCH_BIN (a prebuilt dist_bench:
 # skips compiling), TASKSET (a prefix such as "taskset -c 0,1" to pin every rank's CPUs).
 set -euo pipefail
@@ -30,6 +32,37 @@ if [ -z "$bench" ]; then
 fi
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ "${DIST_BENCH_MODE:-}" = bucket ]; then
+  # What the compiler's bucketing trades: 4 all_reduces vs one coalesced call, per tensor size.
+  for r in $(seq "$rounds"); do
+    $pin "$bench" launch "$n" "$bench" gloo bucket > "$work/bgloo.$r"
+    if command -v mpirun > /dev/null; then
+      $pin mpirun -n "$n" --oversubscribe --bind-to none "$bench" mpi bucket > "$work/bmpi.$r"
+    else
+      : > "$work/bmpi.$r"
+    fi
+  done
+  /usr/bin/env python3 - "$work" "$rounds" "$n" <<'EOF'
+import statistics, sys
+work, rounds, n = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+print(f"{n} ranks, 4 fp32 tensors of SIZE each: 4 all_reduces posted back to back then waited vs "
+      f"one all_reduce_coalesced; median of {rounds} runs, us")
+print("| backend | size | 4 calls | 1 coalesced | speedup |")
+print("|---|---|---|---|---|")
+for b in ("gloo", "mpi"):
+    cells = {}
+    for r in range(1, rounds + 1):
+        for line in open(f"{work}/b{b}.{r}"):
+            _, size, sep, coal = line.split()
+            cells.setdefault(int(size), []).append((float(sep), float(coal)))
+    for size in sorted(cells):
+        sep = statistics.median(s for s, _ in cells[size])
+        coal = statistics.median(c for _, c in cells[size])
+        label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+        print(f"| {b} | {label} | {sep:.1f} | {coal:.1f} | {sep / coal:.2f}x |")
+EOF
+  exit
+fi
 for r in $(seq "$rounds"); do
   $pin "$bench" launch "$n" "$bench" gloo > "$work/gloo.$r"
   if command -v mpirun > /dev/null; then
