@@ -161,6 +161,63 @@ TEST(Launch, ForwardsSignalsToTheRanks) {
   fs::remove_all(dir);
 }
 
+/// True when process `pid` no longer runs (gone, or a zombie waiting for its reaper).
+bool process_gone(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (stat.empty()) return true;
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+}
+
+TEST(Launch, StoppedJobLeavesNothingTheRanksStarted) {
+  // Rank 0 is a shell whose child sleeps; rank 1 fails once that child runs. Stopping rank 0
+  // must reach its child too (each rank leads a process group), so nothing outlives the job.
+  const auto dir = fs::temp_directory_path() / ("anvil_launch_tree_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string script =
+      "if [ \"$RANK\" = 0 ]; then sleep 60 & echo $! > \"$D/child.tmp\"; "
+      "mv \"$D/child.tmp\" \"$D/child\"; wait; "
+      "else while [ ! -f \"$D/child\" ]; do sleep 0.01; done; exit 3; fi";
+  // Not run_command: its cleanup kills the launcher's process group, which would hide a rank
+  // child left running in it.
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    setenv("D", dir.c_str(), 1);
+    const int fd = open((dir / "launcher.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl(ANVIL_CLI, ANVIL_CLI, "launch", "-n", "2", "--", "sh", "-c", script.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int st = 0;
+  bool done = false;
+  for (int i = 0; i < 3000 && !done; ++i) {
+    done = waitpid(launcher, &st, WNOHANG) == launcher;
+    if (!done) std::this_thread::sleep_for(milliseconds(10));
+  }
+  if (!done) {
+    kill(launcher, SIGKILL);
+    waitpid(launcher, &st, 0);
+  }
+  std::ifstream log(dir / "launcher.log");
+  const std::string out((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(done) << out;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 3) << out;
+  EXPECT_NE(out.find("rank 1 (pid"), std::string::npos) << out;
+  std::ifstream f(dir / "child");
+  pid_t child = 0;
+  ASSERT_TRUE(f >> child) << "rank 0's child did not start\n" << out;
+  bool gone = false;
+  for (int i = 0; i < 200 && !(gone = process_gone(child)); ++i)
+    std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE(gone) << "rank 0's child " << child << " outlived the job";
+  if (!gone) kill(child, SIGKILL);
+  fs::remove_all(dir);
+}
+
 TEST(Launch, UsageErrors) {
   auto r = run_command({ANVIL_CLI, "launch", "-n", "0", "--", "true"}, {}, milliseconds(20000));
   EXPECT_EQ(r.exit_code, 2) << r.output;
