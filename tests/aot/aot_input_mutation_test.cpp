@@ -132,5 +132,72 @@ TEST(AotInputMutation, ValuesAfterTheRun) {
   EXPECT_EQ(y.to_doubles(), (std::vector<double>{1, 3}));
 }
 
+TEST(AotInputMutation, WriteThatReadsTheInputElsewhere) {
+  // x.copy_(x.t()) and x.add_(x.t()) on a square x: the value read at (i, j) is written at
+  // (j, i), so a loop writing in place would read entries it already overwrote.
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[3, 3] = user_input
+  }
+  %t: f32[3, 3] = aten.permute.default(self=%x, dims=[1, 0])
+  %m: f32[3, 3] = aten.mul.Tensor(self=%t, other=10)
+  %c: f32[3, 3] = aten.copy_.default(self=%x, src=%m)
+  %u: f32[3, 3] = aten.permute.default(self=%c, dims=[1, 0])
+  %a: f32[3, 3] = aten.add_.Tensor(self=%c, other=%u)
+  %o: f32[3, 3] = aten.mul.Tensor(self=%a, other=2)
+  outputs {
+    user_output %o
+  }
+})");
+  const Built& b = build_graph("transpose_into_input", *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  runtime::Model model = runtime::Model::load(b.package);
+  std::vector<double> v;
+  for (int i = 0; i < 9; ++i) v.push_back(i);
+  Tensor x = Tensor::from_vector(v, {3, 3}).to(DType::kFloat32, true);
+  Tensor ref = x.clone();
+  const auto got = model.run({x});
+  interp::Interpreter interp(*g);
+  const auto want = interp.run({ref});
+  // x = 10 x^T, then x += x^T: x = 10 (x0^T + x0)
+  std::vector<double> expect_x;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) expect_x.push_back(10.0 * (v[j * 3 + i] + v[i * 3 + j]));
+  EXPECT_EQ(ref.to_doubles(), expect_x) << "the interpreter";
+  EXPECT_EQ(x.to_doubles(), expect_x) << "the package";
+  expect_outputs(got, want, "transpose_into_input");
+}
+
+TEST(AotInputMutation, MutationSpecWhoseValueReadsTheInputElsewhere) {
+  // user_input_mutation "x" = x^T + 1 on a square x (written at the end of the run).
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[3, 3] = user_input
+  }
+  %t: f32[3, 3] = aten.permute.default(self=%x, dims=[1, 0])
+  %n: f32[3, 3] = aten.add.Tensor(self=%t, other=1)
+  %s: f32[3] = aten.sum.dim_IntList(self=%x, dim=[1])
+  outputs {
+    user_input_mutation "x" %n
+    user_output %s
+  }
+})");
+  const Built& b = build_graph("transpose_mutation_spec", *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  runtime::Model model = runtime::Model::load(b.package);
+  std::vector<double> v;
+  for (int i = 0; i < 9; ++i) v.push_back(i * i);
+  Tensor x = Tensor::from_vector(v, {3, 3}).to(DType::kFloat32, true);
+  const auto out = model.run({x});
+  std::vector<double> expect_x, expect_s(3, 0);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      expect_x.push_back(v[j * 3 + i] + 1);
+      expect_s[i] += v[i * 3 + j];  // the sum reads x before the write
+    }
+  EXPECT_EQ(x.to_doubles(), expect_x);
+  EXPECT_EQ(out.at(0).to_doubles(), expect_s);
+}
+
 }  // namespace
 }  // namespace anvil::aot_test
