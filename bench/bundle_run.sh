@@ -14,6 +14,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -C "$work" -xJf "$tarball"
 cd "$work/bundle"
+# mpirun / orted come from this host: let the ranks use this host's Open MPI libraries too.
+if command -v mpirun > /dev/null; then
+  rm -f lib/libmpi.so* lib/libopen-rte.so* lib/libopen-pal.so*
+fi
 export LD_LIBRARY_PATH=$PWD/lib ANVIL_BACKEND=gloo
 echo "$(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 if [ "$mode" = dist ]; then

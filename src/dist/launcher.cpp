@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -41,8 +42,10 @@ std::vector<std::string> child_environment(
 }
 
 /// Forks one rank running `argv` with `env`; the rank dies with the launcher. Each rank leads
-/// its own process group (as torchrun's start_new_session), so stopping a rank reaches what it
-/// started too (a shell wrapper's children, a Python rank's workers).
+/// its own session and process group (torchrun's start_new_session), so stopping a rank reaches
+/// what it started too (a shell wrapper's children, a Python rank's workers); being outside the
+/// terminal's session, a rank that reads or writes the terminal (pdb) is not stopped by job
+/// control.
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   std::vector<char*> a, e;
   for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
@@ -55,7 +58,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);
-    ::setpgid(0, 0);
+    ::setsid();
     for (int s : kForwarded) ::signal(s, SIG_DFL);
     execvpe(a[0], a.data(), e.data());
     const char* msg = "anvil launch: cannot execute the command: ";
@@ -64,7 +67,6 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
     k = ::write(2, "\n", 1);
     _exit(127);
   }
-  ::setpgid(pid, pid);  // also here: the group exists before the launcher signals it
   return pid;
 }
 
@@ -134,10 +136,15 @@ int launch(const LaunchOptions& o) {
   int failed_rank = -1, failed_code = 0, interrupted = 0;
   Clock::time_point kill_at = Clock::time_point::max();
   bool killed = false;
-  // Signals go to each live rank's process group (the rank and what it started).
+  // Signals go to each live rank's process group (the rank and what it started); to the rank
+  // alone while it has not made its group yet.
+  auto signal_rank = [&](int l, int sig) {
+    const pid_t p = pids[static_cast<size_t>(l)];
+    if (::kill(-p, sig) != 0 && errno == ESRCH) ::kill(p, sig);
+  };
   auto signal_alive = [&](int sig) {
     for (int l = 0; l < n; ++l)
-      if (alive[static_cast<size_t>(l)]) ::kill(-pids[static_cast<size_t>(l)], sig);
+      if (alive[static_cast<size_t>(l)]) signal_rank(l, sig);
   };
   try {
     for (int l = 0; l < n; ++l) {
@@ -171,6 +178,9 @@ int launch(const LaunchOptions& o) {
       reaped = true;
       const int rank = o.node_rank * n + l;
       const bool bad = p < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+      // A stopped job leaves nothing behind: what a failed or stopped rank started is killed
+      // with its group now, while the group still holds the rank's id.
+      if (p > 0 && (bad || failed_rank >= 0 || interrupted)) ::kill(-p, SIGKILL);
       if (!bad || failed_rank >= 0 || interrupted) continue;
       failed_rank = rank;
       if (p < 0) {
@@ -199,10 +209,6 @@ int launch(const LaunchOptions& o) {
     }
     if (!reaped && remaining > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  // A stopped job leaves nothing behind: what a rank started and left running (a shell rank's
-  // child, after the shell itself died) is killed with its group.
-  if (failed_rank >= 0 || interrupted)
-    for (int l = 0; l < n; ++l) ::kill(-pids[static_cast<size_t>(l)], SIGKILL);
   for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &old[i], nullptr);
   if (failed_rank >= 0) return failed_code ? failed_code : 1;
   if (interrupted) return 128 + interrupted;

@@ -210,6 +210,7 @@ void lower_coalesced(Lowerer& L, const ir::Node& n, const std::string& op) {
     emit_wait(L, L.pending_collectives.size() - 1);
     for (size_t i = 0; i < selves.size(); ++i) {
       if (!selves[i]->is_buffer()) L.realize(*selves[i], ins[i]->name);
+      L.realize_readers_of(selves[i]->buffer);  // earlier readers keep the old value
       L.store_into(*selves[i], *bufs[i]);
       L.bind(i, selves[i]);
     }
@@ -308,6 +309,7 @@ void lower_collective(Lowerer& L, const ir::Node& n) {
     emit_issue(L, e, {buf}, {buf}, {out});
     emit_wait(L, L.pending_collectives.size() - 1);
     if (!self->is_buffer()) L.realize(*self, in->name);
+    L.realize_readers_of(self->buffer);  // earlier readers keep the old value
     L.store_into(*self, *buf);
     L.bind(0, self);
     return;

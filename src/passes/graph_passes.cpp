@@ -162,6 +162,10 @@ std::set<const ir::Value*> mutated_inputs(const ir::Graph& graph) {
       if (base.count(t) && base[t]) out.insert(base[t]);
       b = base.count(t) ? base[t] : nullptr;  // the result aliases the written tensor
     }
+    // A written list (all_reduce_coalesced_'s inputs): each entry is written.
+    if (m >= 0 && m < static_cast<int>(n->args.size()))
+      for (const ir::Value* t : n->args[m].values)
+        if (t && base.count(t) && base[t]) out.insert(base[t]);
     for (const ir::Value* o : n->outputs)
       if (o) base[o] = b;
   }
@@ -185,8 +189,11 @@ std::set<const ir::Value*> written_values(const ir::Graph& graph) {
   std::set<const ir::Value*> out;
   for (const ir::Node* n : graph.nodes()) {
     const int m = n->schema ? n->schema->mutates_arg : -1;
-    if (m >= 0 && m < static_cast<int>(n->args.size()) && n->args[m].value) {
-      out.insert(n->args[m].value);
+    if (m >= 0 && m < static_cast<int>(n->args.size()) &&
+        (n->args[m].value || !n->args[m].values.empty())) {
+      if (n->args[m].value) out.insert(n->args[m].value);
+      for (const ir::Value* t : n->args[m].values)  // a written list
+        if (t) out.insert(t);
       for (const ir::Value* o : n->outputs)
         if (o) out.insert(o);
     }

@@ -446,15 +446,50 @@ void Lowerer::setup_signature() {
 void Lowerer::realize_readers_of(int buffer) {
   // In value-name order, not the map's (pointer) order: the buffers and steps this creates must
   // come out the same on every compile.
+  auto by_name = [](const auto& a, const auto& b) { return a.first->name < b.first->name; };
+  auto read_later = [&](const ir::Value* v) {
+    auto lu = last_use_.find(v);
+    return lu != last_use_.end() && lu->second > node_pos_;
+  };
+  // Copies lowered as aliases of the buffer (clone, contiguous, _to_copy: copy_aliases) and
+  // views of them must keep the value from before the write: each becomes a real copy. A view
+  // of an alias that views the whole buffer is rebased onto the alias's copy (same layout).
+  std::vector<std::pair<const ir::Value*, TRefPtr>> aliases, alias_views;
+  for (auto& [v, t] : vals_) {
+    if (!t || !t->is_buffer() || t->buffer != buffer || !read_later(v)) continue;
+    const ir::Value* root = view_root(v);
+    if (!copy_aliases.count(root)) continue;
+    (root == v ? aliases : alias_views).emplace_back(v, t);
+  }
+  std::sort(aliases.begin(), aliases.end(), by_name);
+  std::sort(alias_views.begin(), alias_views.end(), by_name);
+  std::map<const ir::Value*, int> copied;  // alias -> its copy, when it viewed the whole buffer
+  for (auto& [v, t] : aliases) {
+    const int nb = new_buffer(v->name, t->dtype, t->sizes);
+    auto fresh = view_of(nb, t->dtype, t->sizes, contiguous(t->sizes), SymInt(0));
+    store_into(*fresh, *t);
+    const Buffer& b = prog_.buffers[static_cast<size_t>(buffer)];
+    if (t->dtype == b.dtype && t->sizes == b.sizes && is_contiguous_view(*t)) copied[v] = nb;
+    vals_[v] = fresh;
+    copy_aliases.erase(v);
+  }
+  for (auto& [v, t] : alias_views) {
+    auto c = copied.find(view_root(v));
+    if (c != copied.end()) {
+      vals_[v] = view_of(c->second, t->dtype, t->sizes, t->strides, t->offset);
+      continue;
+    }
+    const int nb = new_buffer(v->name, t->dtype, t->sizes);
+    auto fresh = view_of(nb, t->dtype, t->sizes, contiguous(t->sizes), SymInt(0));
+    store_into(*fresh, *t);
+    vals_[v] = fresh;
+  }
   std::vector<std::pair<const ir::Value*, TRefPtr>> todo;
   for (auto& [v, t] : vals_) {
-    if (!t || t->is_buffer() || !t->reads.count(buffer)) continue;
-    auto lu = last_use_.find(v);
-    if (lu == last_use_.end() || lu->second <= node_pos_) continue;
+    if (!t || t->is_buffer() || !t->reads.count(buffer) || !read_later(v)) continue;
     todo.emplace_back(v, t);
   }
-  std::sort(todo.begin(), todo.end(),
-            [](const auto& a, const auto& b) { return a.first->name < b.first->name; });
+  std::sort(todo.begin(), todo.end(), by_name);
   for (auto& [v, t] : todo) realize(*t, v->name);
 }
 

@@ -74,6 +74,10 @@ std::shared_ptr<Program> compile_sub(Lowerer& L, const ir::Node& n, const std::s
   if (sub->stats.collectives > 0)
     fail("collectives inside a control-flow subgraph are not supported", "none",
          str(sub->stats.collectives, " collectives"));
+  for (const auto& in : sub->inputs)
+    if (in.mutated)  // the parent passes its operands as read-only
+      fail("in-place writes to an operand inside a control-flow subgraph are not supported",
+           "a subgraph that only reads its operands", "a write to " + in.name);
   const auto& parent = L.prog().symbols;
   for (const auto& s : sub->symbols)
     if (std::find(parent.begin(), parent.end(), s) == parent.end())

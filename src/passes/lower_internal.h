@@ -162,6 +162,10 @@ class Lowerer {
   /// True when buffer `b` may be written by the compiled code in place (an arena buffer, not
   /// kernel-local, not an alias, not a graph input / constant).
   bool owned_buffer(int b) const;
+  /// Before a write into `buffer`: values read later that read it lazily are computed now, and
+  /// copies lowered as its aliases (clone, contiguous, ...) and their views become real copies,
+  /// so all of them keep the value from before the write.
+  void realize_readers_of(int buffer);
 
  private:
   void lower_node(const ir::Node& n);
@@ -170,7 +174,6 @@ class Lowerer {
   void lower_item(const ir::Node& n);
   /// aten._assert_scalar over run-time symbols into an "anvil.assert" step.
   void lower_assert(const ir::Node& n);
-  void realize_readers_of(int buffer);
   void finish_outputs();
   void setup_signature();
 

@@ -68,6 +68,8 @@ struct Model::Impl {
   std::unique_ptr<ThreadPool> own_pool;
   ThreadPool* pool = nullptr;
 
+  /// Throws when an input the model writes overlaps itself or another input.
+  void check_written_inputs(const std::vector<Tensor>& inputs) const;
   std::vector<IOSpec> input_specs, output_specs;
   std::vector<std::vector<DimRule>> input_rules;
   std::vector<std::pair<int, int>> bind_site;  // symbol -> (input, dim) that binds it, or -1s

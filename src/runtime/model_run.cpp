@@ -243,12 +243,54 @@ void Model::Impl::release_runner(int r) {
   runners_cv.notify_one();
 }
 
+namespace {
+
+/// [first, last) bytes a tensor's elements occupy (empty for no elements).
+std::pair<uintptr_t, uintptr_t> byte_extent(const Tensor& t) {
+  if (t.numel() == 0) return {0, 0};
+  int64_t lo = 0, hi = 0;
+  for (size_t d = 0; d < t.sizes().size(); ++d) {
+    const int64_t span = t.strides()[d] * (t.sizes()[d] - 1);
+    (span < 0 ? lo : hi) += span;
+  }
+  const auto base = reinterpret_cast<uintptr_t>(t.data_ptr());
+  const auto es = static_cast<int64_t>(t.element_size());
+  return {base + static_cast<uintptr_t>(lo * es), base + static_cast<uintptr_t>((hi + 1) * es)};
+}
+
+}  // namespace
+
+void Model::Impl::check_written_inputs(const std::vector<Tensor>& inputs) const {
+  // An input the model writes must not share memory with itself (a stride-0 broadcast) or with
+  // another input: eager refuses such writes too, and run()'s pointers are declared unaliased.
+  for (size_t i = 0; i < inputs.size() && i < input_specs.size(); ++i) {
+    if (!input_specs[i].mutated) continue;
+    const Tensor& t = inputs[i];
+    for (size_t d = 0; d < t.sizes().size(); ++d)
+      ANVIL_CHECK(t.strides()[d] != 0 || t.sizes()[d] <= 1, input_where(input_specs[i], i),
+                  "the model writes this input, but several of its elements share memory",
+                  "an input without stride-0 dims", str("stride 0 at dim ", d));
+    const auto a = byte_extent(t);
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (j == i || a.first == a.second) continue;
+      const auto b = byte_extent(inputs[j]);
+      ANVIL_CHECK(b.first == b.second || b.second <= a.first || a.second <= b.first,
+                  input_where(input_specs[i], i),
+                  str("the model writes this input, which shares memory with input '",
+                      input_specs[j].name, "' (#", j, ")"),
+                  "inputs in separate memory", "overlapping memory");
+    }
+  }
+}
+
 std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   ANVIL_CHECK(impl_ != nullptr, "Model::run", "model was moved from", "a loaded model", "none");
   Impl& impl = *impl_;
   std::vector<int64_t> symbols;
   impl.check_inputs(inputs, symbols);
   wait_pending_inputs(inputs);  // collectives issued on them before the call (a no-op without)
+
+  impl.check_written_inputs(inputs);
 
   // Inputs the generated code can read: contiguous and element-aligned (else a copy).
   std::vector<Tensor> used(inputs.size());  // what run() reads: the input or a contiguous copy

@@ -13,6 +13,7 @@
 #include "aot_util.h"
 #include "frontend/pt2_reader.h"
 #include "interp/interpreter.h"
+#include "ir/op_schema.h"
 #include "runtime/model.h"
 
 namespace anvil::aot_test {
@@ -126,6 +127,27 @@ TEST(AotControlFlow, AlternatingPredicatesAcrossThreads) {
     });
   for (auto& th : threads) th.join();
   for (int t = 0; t < 4; ++t) EXPECT_EQ(bad[t], 0) << "thread " << t;
+}
+
+// A branch that writes an operand in place (add -> add_) is a compile error naming the node,
+// not a write behind the parent program's back (it passes operands as read-only).
+TEST(AotControlFlow, BranchWritingAnOperandIsAClearError) {
+  auto g = frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/aot_64_cond_simple.pt2");
+  int changed = 0;
+  for (ir::Node* n : g->nodes())
+    for (auto& sub : n->subgraphs)
+      for (ir::Node* s : sub->nodes())
+        if (s->target == "aten.add.Tensor") {
+          s->target = "aten.add_.Tensor";
+          s->schema = ir::find_op(s->target);
+          ++changed;
+        }
+  ASSERT_GT(changed, 0);
+  const Built& b = build_graph("cond_branch_writes_operand", *g);
+  EXPECT_NE(b.error.find("in-place writes to an operand inside a control-flow subgraph"),
+            std::string::npos)
+      << b.error;
+  EXPECT_NE(b.error.find("node cond"), std::string::npos) << b.error;
 }
 
 // A dynamic dim outside its range is rejected before any branch runs.

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -86,7 +87,7 @@ Proc start(const std::vector<std::string>& argv, const std::map<std::string, std
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
     if (fd >= 0) {
       dup2(fd, 1);
       dup2(fd, 2);
@@ -97,11 +98,16 @@ Proc start(const std::vector<std::string>& argv, const std::map<std::string, std
   return p;
 }
 
-/// One line per live process of process group `pgid` (pid, state, kernel wait channel,
-/// command): appended to a job's log when it hits its deadline, so a hang seen once in CI says
-/// which process was stuck where (mpirun, a rank in MPI, a rank in a signal handler, ...).
-std::string describe_group(pid_t pgid) {
-  std::ostringstream os;
+/// A live process as /proc shows it.
+struct ProcInfo {
+  pid_t pid = 0, ppid = 0, pgrp = 0;
+  std::string state, wchan, cmd;
+};
+
+/// The processes of a job started as `root` (its own process group): the group's members and
+/// every descendant of root, which includes ranks `anvil launch` put in sessions of their own.
+std::vector<ProcInfo> job_processes(pid_t root) {
+  std::vector<ProcInfo> all;
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
@@ -110,16 +116,35 @@ std::string describe_group(pid_t pgid) {
     const size_t close = stat.rfind(')');
     if (close == std::string::npos) continue;
     std::istringstream rest(stat.substr(close + 2));  // state ppid pgrp ...
-    std::string state;
-    long ppid = 0, pgrp = 0;
-    if (!(rest >> state >> ppid >> pgrp) || pgrp != pgid) continue;
+    ProcInfo p;
+    p.pid = static_cast<pid_t>(std::stol(name));
+    if (!(rest >> p.state >> p.ppid >> p.pgrp)) continue;
     std::ifstream w(e.path() / "wchan"), c(e.path() / "cmdline");
-    std::string wchan, cmd((std::istreambuf_iterator<char>(c)), std::istreambuf_iterator<char>());
-    std::getline(w, wchan);
-    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-    os << "  pid " << name << " state " << state << " wchan " << (wchan.empty() ? "-" : wchan)
-       << ": " << cmd.substr(0, 160) << "\n";
+    std::getline(w, p.wchan);
+    p.cmd.assign(std::istreambuf_iterator<char>(c), std::istreambuf_iterator<char>());
+    std::replace(p.cmd.begin(), p.cmd.end(), '\0', ' ');
+    all.push_back(p);
   }
+  std::set<pid_t> in = {root};
+  for (bool grew = true; grew;) {  // descendants by parent pid, to a fixed point
+    grew = false;
+    for (const auto& p : all)
+      if ((p.pgrp == root || in.count(p.ppid)) && in.insert(p.pid).second) grew = true;
+  }
+  std::vector<ProcInfo> out;
+  for (const auto& p : all)
+    if (in.count(p.pid)) out.push_back(p);
+  return out;
+}
+
+/// One line per process (pid, state, kernel wait channel, command): appended to a job's log
+/// when it hits its deadline, so a hang seen once in CI says which process was stuck where
+/// (mpirun, a rank in MPI, a rank in a signal handler, ...).
+std::string describe(const std::vector<ProcInfo>& procs) {
+  std::ostringstream os;
+  for (const auto& p : procs)
+    os << "  pid " << p.pid << " state " << p.state << " wchan "
+       << (p.wchan.empty() ? "-" : p.wchan) << ": " << p.cmd.substr(0, 160) << "\n";
   return os.str();
 }
 
@@ -146,9 +171,11 @@ bool wait_all(std::vector<Proc>& procs, std::chrono::milliseconds deadline) {
       timed_out = true;
       for (auto& p : procs)
         if (!p.done) {
+          const auto job = job_processes(p.pid);
           std::ofstream(p.log, std::ios::app)
               << "\n*** deadline: processes of this job still running ***\n"
-              << describe_group(p.pid);
+              << describe(job);
+          for (const auto& q : job) kill(q.pid, SIGKILL);  // ranks in sessions of their own too
           kill(-p.pid, SIGKILL);
         }
       for (auto& p : procs)

@@ -318,6 +318,56 @@ TEST(CompiledCollectivesRules, SharedIntermediateAndInPlaceForm) {
   }
 }
 
+// dist.all_reduce(x) of a graph input, as exported (in-place form on the input): readers of x
+// before the collective (a lazy y = x + 1, and k = clone(x), lowered as an alias of x) keep the
+// old value; x itself ends up reduced in the caller's tensor, as in eager.
+constexpr const char* kInputInPlaceGraph = R"(graph {
+  inputs {
+    %x: f32[2, 3] = user_input
+  }
+  %k: f32[2, 3] = aten.clone.default(self=%x)
+  %y: f32[2, 3] = aten.add.Tensor(self=%x, other=1)
+  %c: f32[2, 3] = _c10d_functional.all_reduce_.default(input=%x, reduce_op="sum", group_name="0")
+  %w: f32[2, 3] = _c10d_functional.wait_tensor.default(tensor=%c)
+  %z: f32[2, 3] = aten.sub.Tensor(self=%x, other=%k)
+  outputs {
+    user_output %y
+    user_output %k
+    user_output %z
+  }
+})";
+
+DIST_WORKER(compiled_input_inplace) {
+  runtime::Model model = runtime::Model::load(std::getenv("ANVIL_TEST_PACKAGE"));
+  const double r = ctx.rank, W = ctx.world;
+  Tensor x = Tensor::full({2, 3}, 2 + r, DType::kFloat32);
+  const auto out = model.run({x});
+  ASSERT_EQ(out.size(), 3u);
+  const double sum = 2 * W + W * (W - 1) / 2;  // sum over ranks of 2 + r
+  EXPECT_TRUE(all_equal(out[0], 3 + r)) << "y read the reduced x";
+  EXPECT_TRUE(all_equal(out[1], 2 + r)) << "the clone saw the write";
+  EXPECT_TRUE(all_equal(out[2], sum - (2 + r)));
+  EXPECT_TRUE(all_equal(x, sum)) << "the input is not reduced as in eager";
+}
+
+TEST(CompiledCollectivesRules, InPlaceCollectiveOnAnInputKeepsEarlierReadersAndClones) {
+  auto g = ir::parse_graph(kInputInPlaceGraph);
+  const std::string pkg = temp_dir() + "/input_inplace.anvil";
+  driver::CompileOptions o;
+  o.jobs = 2;
+  o.progress = codegen::ProgressMode::kQuiet;
+  driver::compile_graph(*g, pkg, o);
+  for (const char* backend : {"gloo", "mpi"}) {
+    if (!backend_available(backend)) continue;
+    JobOptions jo;
+    jo.env["ANVIL_TEST_PACKAGE"] = pkg;
+    for (int world : {2, 3}) {
+      const auto res = run_job(backend, world, "compiled_input_inplace", jo);
+      EXPECT_TRUE(res.ok()) << backend << " x " << world << "\n" << res.all_output();
+    }
+  }
+}
+
 // ---- the CLI under `anvil launch` --------------------------------------------------------------
 
 /// The interpreter's tp_mlp result on one rank (a 1-rank world: all_reduce is the identity),

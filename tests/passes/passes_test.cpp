@@ -175,6 +175,25 @@ TEST(GraphPasses, CseKeepsReadsAroundInPlaceWrites) {
   EXPECT_EQ(passes::cse(*g), 0);
 }
 
+TEST(GraphPasses, CseKeepsReadsAroundAListWrite) {
+  // all_reduce_coalesced_ writes every tensor of its list argument: x * 2 before and after it
+  // are different values.
+  auto g = graph(R"(graph {
+  inputs {
+    %x: f32[4] = user_input
+    %z: f32[4] = user_input
+  }
+  %a: f32[4] = aten.mul.Tensor(self=%x, other=2.0)
+  [%c0: f32[4], %c1: f32[4]] = _c10d_functional.all_reduce_coalesced_.default(inputs=[%x, %z], reduce_op="sum", group_name="0")
+  %b: f32[4] = aten.mul.Tensor(self=%x, other=2.0)
+  %d: f32[4] = aten.add.Tensor(self=%a, other=%b)
+  outputs {
+    user_output %d
+  }
+})");
+  EXPECT_EQ(passes::cse(*g), 0);
+}
+
 TEST(GraphPasses, WeightOnlySubgraphsFoldAtCompileTime) {
   auto g = graph(R"(graph {
   inputs {
