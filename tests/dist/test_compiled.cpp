@@ -298,24 +298,29 @@ DIST_WORKER(compiled_rules) {
   EXPECT_TRUE(all_equal(inp, 2 + r)) << "graph input mutated";
 }
 
-TEST(CompiledCollectivesRules, SharedIntermediateAndInPlaceForm) {
+/// Compiles a text-IR graph into temp_dir()/NAME.anvil (once per process) and runs `worker`
+/// on it with 2 and 3 ranks over gloo and mpi.
+void run_graph_on_ranks(const char* text, const std::string& name, const char* worker) {
+  const std::string pkg = temp_dir() + "/" + name + ".anvil";
+  if (!fs::exists(pkg)) {
+    driver::CompileOptions o;
+    o.jobs = 2;
+    o.progress = codegen::ProgressMode::kQuiet;
+    driver::compile_graph(*ir::parse_graph(text), pkg, o);
+  }
   for (const char* backend : {"gloo", "mpi"}) {
     if (!backend_available(backend)) continue;
-    auto g = ir::parse_graph(kRulesGraph);
-    const std::string pkg = temp_dir() + "/rules.anvil";
-    if (!fs::exists(pkg)) {
-      driver::CompileOptions o;
-      o.jobs = 2;
-      o.progress = codegen::ProgressMode::kQuiet;
-      driver::compile_graph(*g, pkg, o);
-    }
     JobOptions jo;
     jo.env["ANVIL_TEST_PACKAGE"] = pkg;
     for (int world : {2, 3}) {
-      const auto res = run_job(backend, world, "compiled_rules", jo);
+      const auto res = run_job(backend, world, worker, jo);
       EXPECT_TRUE(res.ok()) << backend << " x " << world << "\n" << res.all_output();
     }
   }
+}
+
+TEST(CompiledCollectivesRules, SharedIntermediateAndInPlaceForm) {
+  run_graph_on_ranks(kRulesGraph, "rules", "compiled_rules");
 }
 
 // dist.all_reduce(x) of a graph input, as exported (in-place form on the input): readers of x
@@ -351,21 +356,7 @@ DIST_WORKER(compiled_input_inplace) {
 }
 
 TEST(CompiledCollectivesRules, InPlaceCollectiveOnAnInputKeepsEarlierReadersAndClones) {
-  auto g = ir::parse_graph(kInputInPlaceGraph);
-  const std::string pkg = temp_dir() + "/input_inplace.anvil";
-  driver::CompileOptions o;
-  o.jobs = 2;
-  o.progress = codegen::ProgressMode::kQuiet;
-  driver::compile_graph(*g, pkg, o);
-  for (const char* backend : {"gloo", "mpi"}) {
-    if (!backend_available(backend)) continue;
-    JobOptions jo;
-    jo.env["ANVIL_TEST_PACKAGE"] = pkg;
-    for (int world : {2, 3}) {
-      const auto res = run_job(backend, world, "compiled_input_inplace", jo);
-      EXPECT_TRUE(res.ok()) << backend << " x " << world << "\n" << res.all_output();
-    }
-  }
+  run_graph_on_ranks(kInputInPlaceGraph, "input_inplace", "compiled_input_inplace");
 }
 
 // ---- the CLI under `anvil launch` --------------------------------------------------------------
