@@ -120,7 +120,8 @@ class Watchdog {
       started_ = true;
       std::thread([this] { loop(); }).detach();
     }
-    cv_.notify_all();
+    // No wake-up per op: the loop checks every 50 ms, far below any timeout, and waking it on
+    // every post made it compete with the ranks' busy-polling MPI calls on small machines.
     return id;
   }
   void end(uint64_t id) {
