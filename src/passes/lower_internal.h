@@ -58,6 +58,10 @@ std::vector<SymInt> contiguous(const std::vector<SymInt>& sizes);
 SymInt numel_of(const std::vector<SymInt>& sizes);
 /// True when `v` is the constant `c`.
 bool is_const(const SymInt& v, int64_t c);
+/// True when the view covers a whole buffer of its sizes in row-major order.
+bool is_contiguous_view(const TRef& t);
+/// The value `v` views through view ops only (v itself when no view op produced it).
+const ir::Value* view_root(const ir::Value* v);
 
 /// A schedulable unit.
 struct SNode {
