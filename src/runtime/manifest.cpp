@@ -216,8 +216,9 @@ Manifest Manifest::parse(const std::string& text, const std::string& where) {
       const std::string p = str(key, "[", i, "]");
       list.push_back(parse_tensor_spec(r, arr[i], p, is_input ? symbol_names : output_symbols));
       if (is_input && arr[i].contains("mutated")) {
-        if (!arr[i]["mutated"].is_boolean()) r.fail(p + ".mutated", "true or false", arr[i]["mutated"]);
-        list.back().mutated = arr[i]["mutated"].get<bool>();
+        const Json& m = arr[i]["mutated"];
+        if (!m.is_boolean()) r.fail(p + ".mutated", "true or false", m);
+        list.back().mutated = m.get<bool>();
       }
     }
   }

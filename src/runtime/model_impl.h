@@ -68,8 +68,6 @@ struct Model::Impl {
   std::unique_ptr<ThreadPool> own_pool;
   ThreadPool* pool = nullptr;
 
-  /// Throws when an input the model writes overlaps itself or another input.
-  void check_written_inputs(const std::vector<Tensor>& inputs) const;
   std::vector<IOSpec> input_specs, output_specs;
   std::vector<std::vector<DimRule>> input_rules;
   std::vector<std::pair<int, int>> bind_site;  // symbol -> (input, dim) that binds it, or -1s
@@ -104,6 +102,8 @@ struct Model::Impl {
   void plan_input_checks();
   /// Checks `inputs` and fills the symbol values; throws Error naming input, dim, expected, actual.
   void check_inputs(const std::vector<Tensor>& inputs, std::vector<int64_t>& symbols) const;
+  /// Throws when an input the model writes overlaps itself or another input.
+  void check_written_inputs(const std::vector<Tensor>& inputs) const;
   /// Gives outputs whose sizes use run-time counts their actual shape (they were allocated at
   /// the capacity): contiguous views of the first elements of their storage.
   void shape_data_dependent_outputs(const std::vector<int64_t>& symbols,
