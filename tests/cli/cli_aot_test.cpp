@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/check.h"
 #include "core/npy.h"
 #include "runtime/cpu_features.h"
 #include "runtime/package.h"
@@ -48,21 +49,9 @@ struct CliResult {
   std::string out, err;
 };
 
-/// max|got - want| <= tol * max(1, max|want|), shapes equal (anvil's test tolerance).
+/// max|got - want| <= tol * max(1, max|want|), shapes equal (the suite's comparison).
 ::testing::AssertionResult close(const Tensor& got, const Tensor& want, double tol = 1e-4) {
-  if (got.sizes() != want.sizes())
-    return ::testing::AssertionFailure()
-           << "shape " << shape_str(got.sizes()) << " vs " << shape_str(want.sizes());
-  const auto g = got.to_doubles(), w = want.to_doubles();
-  double max_want = 0, max_diff = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
-    max_want = std::max(max_want, std::fabs(w[i]));
-    max_diff = std::max(max_diff, std::fabs(g[i] - w[i]));
-  }
-  if (!(max_diff <= tol * std::max(1.0, max_want)))
-    return ::testing::AssertionFailure()
-           << "max diff " << max_diff << " (max|want| " << max_want << ")";
-  return ::testing::AssertionSuccess();
+  return ::anvil::test::close(got, want, tol);
 }
 
 /// Random f32 input of `rows` x 256.

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/check.h"
 #include "core/npy.h"
 
 namespace anvil {
@@ -160,13 +161,7 @@ TEST_F(CliTest, RunInterpretWritesOutputsMatchingPyTorch) {
   const Tensor want = read_npy(fixture("mlp_small.out0.npy"));
   ASSERT_EQ(got.sizes(), want.sizes());
   ASSERT_EQ(got.dtype(), DType::kFloat32);
-  const auto g = got.to_doubles(), w = want.to_doubles();
-  double max_diff = 0, max_want = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    max_diff = std::max(max_diff, std::fabs(g[i] - w[i]));
-    max_want = std::max(max_want, std::fabs(w[i]));
-  }
-  EXPECT_LE(max_diff, 1e-4 * std::max(1.0, max_want));
+  EXPECT_TRUE(::anvil::test::close(got, want, 1e-4));
   // The compare command agrees; and flags a different array.
   const CliResult c =
       cli("compare " + sh_quote(out / "out0.npy") + " " + sh_quote(fixture("mlp_small.out0.npy")));

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/check.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "driver/compile.h"
@@ -23,14 +24,10 @@ std::string fixture(const std::string& file) {
   return std::string(ANVIL_FIXTURES_DIR) + "/" + file;
 }
 
+/// The suite's comparison (tests/common/check.h): +inf on a shape mismatch or misplaced NaN.
 double max_rel_diff(const Tensor& got, const Tensor& want) {
-  const auto g = got.to_doubles(), w = want.to_doubles();
-  double max_want = 0, max_diff = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
-    max_want = std::max(max_want, std::fabs(w[i]));
-    max_diff = std::max(max_diff, std::fabs(g[i] - w[i]));
-  }
-  return max_diff / std::max(1.0, max_want);
+  if (got.sizes() != want.sizes()) return INFINITY;
+  return ::anvil::test::rel_error(got.to_doubles(), want.to_doubles());
 }
 
 class DriverCompile : public ::testing::Test {
@@ -107,17 +104,19 @@ TEST_F(DriverCompile, CachedPackageHitsOnSecondCallAndKeysOnTarget) {
 }
 
 TEST_F(DriverCompile, ErrorsAreClean) {
-  EXPECT_THROW(
-      driver::compile_pt2((dir_ / "none.pt2").string(), (dir_ / "x.anvil").string(), opts_), Error);
+  ANVIL_EXPECT_ERROR(
+      driver::compile_pt2((dir_ / "none.pt2").string(), (dir_ / "x.anvil").string(), opts_),
+      "none.pt2");
   std::ofstream(dir_ / "junk.pt2") << "not a zip";
-  EXPECT_THROW(
-      driver::compile_pt2((dir_ / "junk.pt2").string(), (dir_ / "x.anvil").string(), opts_), Error);
+  ANVIL_EXPECT_ERROR(
+      driver::compile_pt2((dir_ / "junk.pt2").string(), (dir_ / "x.anvil").string(), opts_),
+      "junk.pt2");
   driver::CompileOptions o = opts_;
   o.target = "riscv128";
-  EXPECT_THROW(driver::compile_pt2(fixture("mlp_small.pt2"), (dir_ / "x.anvil").string(), o),
-               Error);
+  ANVIL_EXPECT_ERROR(driver::compile_pt2(fixture("mlp_small.pt2"), (dir_ / "x.anvil").string(), o),
+                     "riscv128");
   EXPECT_FALSE(fs::exists(dir_ / "x.anvil"));
-  EXPECT_THROW(driver::package_cache_path((dir_ / "none.pt2").string(), opts_), Error);
+  ANVIL_EXPECT_ERROR(driver::package_cache_path((dir_ / "none.pt2").string(), opts_), "none.pt2");
 }
 
 }  // namespace

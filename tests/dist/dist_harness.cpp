@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -206,6 +207,9 @@ bool register_worker(const char* name, WorkerFn fn, bool init_world) {
 std::string JobResult::all_output() const {
   std::ostringstream os;
   if (timed_out) os << "*** the job hit its deadline and was killed ***\n";
+  if (confirmed != world)
+    os << "*** " << confirmed << " of " << world << " ranks confirmed that worker '" << worker
+       << "' ran to its end ***\n";
   for (size_t i = 0; i < procs.size(); ++i)
     os << "----- process " << i << " (exit " << procs[i].exit_code << ", signal " << procs[i].signal
        << ") -----\n"
@@ -213,8 +217,20 @@ std::string JobResult::all_output() const {
   return os.str();
 }
 
+int workers_confirmed(const std::string& outdir, const std::string& name) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(outdir, ec))
+    if (e.path().filename().string().rfind("worker_done." + name + ".", 0) == 0) ++n;
+  return n;
+}
+
+bool worker_confirmed(const std::string& outdir, const std::string& name, int rank) {
+  return fs::exists(fs::path(outdir) / ("worker_done." + name + "." + std::to_string(rank)));
+}
+
 bool JobResult::ok() const {
-  if (timed_out || procs.empty()) return false;
+  if (timed_out || procs.empty() || confirmed != world) return false;
   for (const auto& p : procs)
     if (p.exit_code != 0) return false;
   return true;
@@ -229,8 +245,15 @@ bool backend_available(const std::string& backend) {
   for (const auto& b : available_backends())
     if (b == backend) {
       if (backend != "mpi") return true;
-      return std::system("command -v mpirun > /dev/null 2>&1") == 0;
+      // Built with MPI but no launcher: a broken install, which must not shrink the suite.
+      if (std::system("command -v mpirun > /dev/null 2>&1") == 0) return true;
+      ADD_FAILURE() << "this build has the mpi backend but mpirun is not on PATH "
+                       "(Debian: openmpi-bin)";
+      return false;
     }
+  // Only a build configured with -DANVIL_OPTIONAL_DIST_BACKENDS=ON lacks a backend; say so.
+  std::printf("note: the %s backend is not compiled into this build: its cases are skipped\n",
+              backend.c_str());
   return false;
 }
 
@@ -282,6 +305,10 @@ JobResult run_job(const std::string& backend, int world, const std::string& name
   }
   JobResult res;
   res.timed_out = wait_all(procs, opts.deadline);
+  res.worker = name;
+  res.world = backend == "mpi" || opts.start_ranks < 0 ? world : opts.start_ranks;
+  res.confirmed = workers_confirmed(dir.path, name);
+  for (int r = 0; r < world; ++r) res.rank_confirmed.push_back(worker_confirmed(dir.path, name, r));
   for (auto& p : procs) res.procs.push_back(std::move(p.result));
   return res;
 }
@@ -320,4 +347,8 @@ TEST(DistWorker, Run) {
     ctx.world = e.world_size;
   }
   it->second.fn(ctx);
+  // The proof that this rank ran the worker to its end: run_job counts these markers, so a rank
+  // that ran no test (a wrong filter, a missing worker, a skip) cannot pass on its exit code.
+  if (!::testing::Test::HasFailure() && !::testing::Test::IsSkipped())
+    std::ofstream(ctx.outdir + "/worker_done." + name + "." + std::to_string(ctx.rank)) << "1";
 }

@@ -47,11 +47,23 @@ struct ProcResult {
 struct JobResult {
   std::vector<ProcResult> procs;  // gloo: one per started rank; mpi: one (mpirun)
   bool timed_out = false;
+  std::string worker;      // the worker the ranks were to run
+  int world = 0;           // ranks that were started to run it
+  int confirmed = 0;       // ranks whose worker ran to its end with no failure (their markers)
+  std::vector<bool> rank_confirmed;  // by rank
+
   /// Every process's output, each block headed by its name.
   std::string all_output() const;
-  /// True when every process exited with 0 and nothing timed out.
+  /// True when every process exited with 0, nothing timed out, and every rank confirmed that
+  /// it ran the worker (an exit code of 0 alone also comes from a rank that ran no test).
   bool ok() const;
 };
+
+/// The number of ranks that left the marker of worker `name` in `outdir` (DistWorker.Run
+/// writes it when the worker returns with no failure and no skip).
+int workers_confirmed(const std::string& outdir, const std::string& name);
+/// Whether rank `rank` left that marker.
+bool worker_confirmed(const std::string& outdir, const std::string& name, int rank);
 
 /// Options of a job.
 struct JobOptions {

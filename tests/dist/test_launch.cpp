@@ -95,11 +95,17 @@ std::vector<std::string> launch_argv(int n) {
 
 TEST(Launch, StartsRanksWithTheEnvironment) {
   if (!backend_available("gloo")) GTEST_SKIP() << "gloo backend not available";
+  const auto dir = fs::temp_directory_path() / ("anvil_launch_env_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
   bool timed_out = false;
-  auto r = run_command(launch_argv(3), {{"ANVIL_DIST_WORKER", "launch_env_check"}},
+  auto r = run_command(launch_argv(3),
+                       {{"ANVIL_DIST_WORKER", "launch_env_check"}, {"ANVIL_TEST_OUTDIR", dir}},
                        milliseconds(60000), &timed_out);
   EXPECT_FALSE(timed_out);
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(workers_confirmed(dir, "launch_env_check"), 3) << r.output;
+  fs::remove_all(dir);
 }
 
 TEST(Launch, FailingRankStopsTheJobAndIsNamed) {

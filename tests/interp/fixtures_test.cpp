@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "common/check.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "frontend/pt2_reader.h"
@@ -30,18 +31,7 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
   }
   const double tol =
       (got.dtype() == DType::kBFloat16 || got.dtype() == DType::kFloat16) ? 2e-2 : 1e-4;
-  const std::vector<double> g = got.to_doubles(), w = want.to_doubles();
-  double max_want = 0, max_diff = 0;
-  size_t worst = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
-    ASSERT_FALSE(std::isnan(g[i])) << what << ": NaN at " << i;
-    max_want = std::max(max_want, std::fabs(w[i]));
-    const double d = std::fabs(g[i] - w[i]);
-    if (d > max_diff) max_diff = d, worst = i;
-  }
-  const double bound = exact ? 0.0 : tol * std::max(1.0, max_want);
-  EXPECT_LE(max_diff, bound) << what << ": worst at flat index " << worst << " got " << g[worst]
-                             << " want " << w[worst];
+  EXPECT_TRUE(::anvil::test::close(got, want, exact ? 0.0 : tol)) << what;
 }
 
 /// Inputs NAME.in0SUFFIX.npy, NAME.in1SUFFIX.npy, ... that exist.

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "common/check.h"
+#include "interp/interpreter.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
 #include "passes/graph_passes.h"
@@ -230,8 +232,26 @@ TEST(GraphPasses, WeightOnlySubgraphsFoldAtCompileTime) {
   EXPECT_EQ(folded, 1);
 }
 
+/// Distinct per-channel values for the batch_norm folding test: a swapped mean and variance,
+/// or a scale applied to the wrong channel, changes the result.
+void set_bn_params(ir::Graph& g) {
+  std::vector<double> w;
+  for (int o = 0; o < 4; ++o)
+    for (int i = 0; i < 2; ++i)
+      for (int k = 0; k < 9; ++k) w.push_back(0.1 * (o + 1) - 0.05 * i + 0.01 * k);
+  auto vec = [](std::vector<double> v) {
+    return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}).to(DType::kFloat32, true);
+  };
+  g.constants["w"] = Tensor::from_vector(w, {4, 2, 3, 3}).to(DType::kFloat32, true);
+  g.constants["cb"] = vec({0.5, -0.25, 0.125, 1.5});
+  g.constants["g"] = vec({1.0, 1.5, 0.5, 2.0});
+  g.constants["bb"] = vec({-0.3, 0.2, 0.7, -1.1});
+  g.constants["rm"] = vec({0.1, -0.4, 0.9, 0.3});
+  g.constants["rv"] = vec({0.5, 1.25, 3.0, 0.2});
+}
+
 TEST(GraphPasses, BatchNormFoldsIntoConv) {
-  auto g = graph(R"(graph {
+  const char* text = R"(graph {
   inputs {
     %w: f32[4, 2, 3, 3] = parameter "w"
     %cb: f32[4] = parameter "cb"
@@ -246,19 +266,38 @@ TEST(GraphPasses, BatchNormFoldsIntoConv) {
   outputs {
     user_output %n
   }
-})",
-                 2.0);
+})";
+  auto g = graph(text);
+  set_bn_params(*g);
+  auto original = graph(text);
+  set_bn_params(*original);
   std::set<std::string> folded;
   EXPECT_EQ(passes::fold_batch_norm(*g, folded), 1);
   EXPECT_EQ(folded.size(), 2u);
   EXPECT_EQ(g->num_nodes(), 1u);
   ir::verify(*g);
-  // w' = w * g / sqrt(rv + eps) = 2 * 2 / sqrt(2 + 1e-5); b' = (cb - rm) * scale + bb = 2
+  // w'[o] = w[o] * g[o] / sqrt(rv[o] + eps); b'[o] = (cb[o] - rm[o]) * g[o] / sqrt(rv[o] + eps) + bb[o]
+  const auto w = original->constants.at("w").to_doubles(), cb = original->constants.at("cb").to_doubles(),
+             gm = original->constants.at("g").to_doubles(), bb = original->constants.at("bb").to_doubles(),
+             rm = original->constants.at("rm").to_doubles(), rv = original->constants.at("rv").to_doubles();
   for (const auto& t : folded) {
     const auto v = g->constants.at(t).to_doubles();
-    const double want = t.find("bias") != std::string::npos ? 2.0 : 4.0 / std::sqrt(2.0 + 1e-5);
-    for (double x : v) EXPECT_NEAR(x, want, 1e-6) << t;
+    const bool bias = t.find("bias") != std::string::npos;
+    ASSERT_EQ(v.size(), bias ? 4u : w.size()) << t;
+    for (size_t k = 0; k < v.size(); ++k) {
+      const size_t o = bias ? k : k / 18;
+      const double scale = gm[o] / std::sqrt(rv[o] + 1e-5);
+      const double want = bias ? (cb[o] - rm[o]) * scale + bb[o] : w[k] * scale;
+      EXPECT_NEAR(v[k], want, 1e-6) << t << " element " << k;
+    }
   }
+  // and the folded graph computes what the original one does
+  std::vector<double> xs;
+  for (int i = 0; i < 50; ++i) xs.push_back(std::sin(0.7 * i));
+  const Tensor x = Tensor::from_vector(xs, {1, 2, 5, 5}).to(DType::kFloat32, true);
+  const Tensor want = interp::Interpreter(*original).run({x})[0];
+  const Tensor got = interp::Interpreter(*g).run({x})[0];
+  EXPECT_TRUE(::anvil::test::close(got, want, 1e-5));
 }
 
 TEST(GraphPasses, ShapePropagationFillsMissingTypes) {
