@@ -48,8 +48,16 @@ TEST(Error, CheckMacros) {
     EXPECT_EQ(e.what_part(), "internal error: invariant broken");
     EXPECT_NE(e.where().find("test_error.cpp:"), std::string::npos);
   }
-  // Error is a std::runtime_error.
-  EXPECT_THROW(throw Error("x"), std::runtime_error);
+  // Error is a std::runtime_error, whose what() is the formatted message.
+  const std::string as_runtime_error = [] {
+    try {
+      throw Error("bad rank", "aten.t", "2", "3");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  }();
+  EXPECT_EQ(as_runtime_error, "aten.t: bad rank (expected 2, got 3)");
 }
 
 TEST(Error, StrConcatenates) {

@@ -56,7 +56,7 @@ TEST(Pt2Malformed, NotAZipOrTruncated) {
   expect_load_error("PK\x03\x04 this is not really a zip", {kName, "cannot open zip archive"});
   std::string good = test::read_file_bytes(test::fixture_path("const_and_buffer"));
   expect_load_error(good.substr(0, good.size() / 2), {kName, "cannot open zip archive"});
-  expect_load_error(good.substr(0, 100), {kName});
+  expect_load_error(good.substr(0, 100), {kName, "cannot open zip archive"});
 }
 
 TEST(Pt2Malformed, MissingEntries) {

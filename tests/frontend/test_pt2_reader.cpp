@@ -343,6 +343,7 @@ TEST(Pt2Reader, MissingFileNamesThePath) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/model.pt2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot open archive"), std::string::npos) << e.what();
   }
 }
 

@@ -101,6 +101,8 @@ TEST(IrParseErrors, ValueNeverDefined) {
   EXPECT_EQ(e.actual(), "%nope (used but never defined)");
   e = parse_error(std::string(kHeader) + "  outputs {\n    user_output %z\n  }\n}\n");
   EXPECT_EQ(e.where(), "<ir>:6:17");
+  EXPECT_EQ(e.what_part(), "undefined value");
+  EXPECT_EQ(e.actual(), "%z (used but never defined)");
 }
 
 TEST(IrParseErrors, ValueDefinedTwice) {
@@ -112,6 +114,7 @@ TEST(IrParseErrors, ValueDefinedTwice) {
   e = parse_error(
       "graph {\n  inputs {\n    %x: f32[] = user_input\n    %x: f32[] = user_input\n  }\n}\n");
   EXPECT_EQ(e.where(), "<ir>:4:5");
+  EXPECT_EQ(e.actual(), "%x (defined twice)");
 }
 
 TEST(IrParseErrors, SectionsOutOfOrder) {
@@ -121,6 +124,7 @@ TEST(IrParseErrors, SectionsOutOfOrder) {
   e = parse_error(std::string(kHeader) +
                   "  outputs {\n  }\n  %y: f32[2, 3] = aten.relu.default(self=%x)\n}\n");
   EXPECT_EQ(e.where(), "<ir>:7:3");
+  EXPECT_EQ(e.expected(), "'}' (nodes come before the outputs section)");
 }
 
 TEST(IrParseErrors, LiteralsOutOfRangeOrMalformed) {
@@ -133,11 +137,15 @@ TEST(IrParseErrors, LiteralsOutOfRangeOrMalformed) {
   EXPECT_EQ(e.actual(), "an unterminated string");
   e = parse_error(std::string(kHeader) + node + "dtype=\"a\\qb\")\n}\n");
   EXPECT_EQ(e.where(), "<ir>:5:54");
+  EXPECT_NE(e.expected().find("an escape"), std::string::npos) << e.what();
+  EXPECT_EQ(e.actual(), "'qb'");
   e = parse_error(std::string(kHeader) + node + "dtype=f99)\n}\n");
   EXPECT_EQ(e.where(), "<ir>:5:52");
   EXPECT_EQ(e.actual(), "'f99'");
   e = parse_error(std::string(kHeader) + node + "dtype=12abc)\n}\n");
   EXPECT_EQ(e.where(), "<ir>:5:52");
+  EXPECT_EQ(e.expected(), "a number");
+  EXPECT_EQ(e.actual(), "'12abc'");
   e = parse_error(std::string(kHeader) + node + "device=device(tpu))\n}\n");
   EXPECT_EQ(e.where(), "<ir>:5:60");
   EXPECT_EQ(e.expected(), "a device: cpu, cpu:N, cuda or cuda:N");
@@ -162,6 +170,7 @@ TEST(IrParseErrors, BadSignatureKinds) {
   EXPECT_NE(e.expected().find("user_input"), std::string::npos);
   e = parse_error(std::string(kHeader) + "  outputs {\n    result %x\n  }\n}\n");
   EXPECT_EQ(e.where(), "<ir>:6:5");
+  EXPECT_EQ(e.actual(), "'result'");
   e = parse_error("graph {\n  symbols {\n    s0 in [1, many]\n  }\n}\n");
   EXPECT_EQ(e.where(), "<ir>:3:15");
   EXPECT_EQ(e.expected(), "an integer bound, inf or -inf");

@@ -426,6 +426,8 @@ TEST(IrParser, LenientListForms) {
     FAIL() << "h=(2) is not a value";
   } catch (const Error& e) {
     EXPECT_EQ(e.where(), "<ir>:5:113");
+    EXPECT_EQ(e.expected(), "an argument value");
+    EXPECT_EQ(e.actual(), "'('");
   }
   std::string ok = text;
   ok.replace(ok.find(", h=(2)"), 7, "");

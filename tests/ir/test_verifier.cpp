@@ -123,6 +123,7 @@ TEST(IrVerifier, WrongArity) {
   EXPECT_EQ(e.actual(), "2");
   g = parse_body("  %y: f32[2, 3] = aten.add.Tensor(self=%x)\n");
   e = verify_error(*g);
+  EXPECT_EQ(e.what_part(), "wrong number of arguments");
   EXPECT_EQ(e.expected(), "2 to 3");
   EXPECT_EQ(e.actual(), "1");
   g = parse_body("  %y: f32[2, 3] = test.unary(self=%x, self=%x)\n");

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/check.h"
 #include "ops/op_test_util.h"
 
 namespace anvil {
@@ -125,39 +126,41 @@ TEST(CrossEntropy, OneDimInputAndAllIgnored) {
 
 TEST(CrossEntropy, Errors) {
   // A class outside [0, C) that is not ignore_index.
-  EXPECT_THROW(OpRunner(kCe).tensor("self", logits()).tensor("target", i64({3}, {1, 4, 0})).run1(),
-               Error);
-  EXPECT_THROW(OpRunner(kCe)
-                   .tensor("self", logits())
-                   .tensor("target", i64({3}, {1, 2, 0}))
-                   .scalar("reduction", int64_t{3})
-                   .run1(),
-               Error);
+  ANVIL_EXPECT_ERROR(
+      OpRunner(kCe).tensor("self", logits()).tensor("target", i64({3}, {1, 4, 0})).run1(),
+      "target class out of bounds");
+  ANVIL_EXPECT_ERROR(OpRunner(kCe)
+                         .tensor("self", logits())
+                         .tensor("target", i64({3}, {1, 2, 0}))
+                         .scalar("reduction", int64_t{3})
+                         .run1(),
+                     "invalid reduction");
   // Probability targets do not take ignore_index >= 0.
-  EXPECT_THROW(OpRunner(kCe)
-                   .tensor("self", logits())
-                   .tensor("target", logits())
-                   .scalar("ignore_index", int64_t{1})
-                   .run1(),
-               Error);
+  ANVIL_EXPECT_ERROR(OpRunner(kCe)
+                         .tensor("self", logits())
+                         .tensor("target", logits())
+                         .scalar("ignore_index", int64_t{1})
+                         .run1(),
+                     "ignore_index is not supported for floating point target");
   // A target of neither shape, a float index target, a weight of the wrong size.
-  EXPECT_THROW(
+  ANVIL_EXPECT_ERROR(
       OpRunner(kCe).tensor("self", logits()).tensor("target", i64({4}, {0, 1, 2, 3})).run1(),
-      Error);
-  EXPECT_THROW(OpRunner(kCe).tensor("self", logits()).tensor("target", f32({3}, {0, 1, 2})).run1(),
-               Error);
-  EXPECT_THROW(OpRunner(kCe)
-                   .tensor("self", logits())
-                   .tensor("target", i64({3}, {0, 1, 2}))
-                   .tensor("weight", f32({3}, {1, 1, 1}))
-                   .run1(),
-               Error);
-  EXPECT_THROW(OpRunner(kCe)
-                   .tensor("self", logits())
-                   .tensor("target", i64({3}, {0, 1, 2}))
-                   .scalar("label_smoothing", 1.5)
-                   .run1(),
-               Error);
+      "target must have the input's shape");
+  ANVIL_EXPECT_ERROR(
+      OpRunner(kCe).tensor("self", logits()).tensor("target", f32({3}, {0, 1, 2})).run1(),
+      "class-index targets must be integers");
+  ANVIL_EXPECT_ERROR(OpRunner(kCe)
+                         .tensor("self", logits())
+                         .tensor("target", i64({3}, {0, 1, 2}))
+                         .tensor("weight", f32({3}, {1, 1, 1}))
+                         .run1(),
+                     "weight must be a 1-d tensor with one entry per class");
+  ANVIL_EXPECT_ERROR(OpRunner(kCe)
+                         .tensor("self", logits())
+                         .tensor("target", i64({3}, {0, 1, 2}))
+                         .scalar("label_smoothing", 1.5)
+                         .run1(),
+                     "label_smoothing must be between 0.0 and 1.0");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/check.h"
 #include "test_externs_util.h"
 
 namespace anvil::runtime::test {
@@ -131,12 +132,96 @@ TEST(ExternConv, HandComputed) {
                       {-3.5, -3.5, -3.5, -3.5}));
 }
 
+/// Transposed 2-D convolution computed directly from its definition, in gather form (each output
+/// pixel sums the input pixels whose scattered kernel window covers it): x [N, C, H, W], w [C,
+/// O/groups, KH, KW], bias [O] or empty; stride, padding, output_padding, dilation as {h, w}.
+std::vector<double> naive_conv_transpose2d(const Tensor& x, const Tensor& w,
+                                           const std::vector<double>& bias, int64_t groups,
+                                           const int64_t s[2], const int64_t p[2],
+                                           const int64_t op[2], const int64_t d[2], Shape* sizes) {
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
+  const int64_t og = w.size(1), kh = w.size(2), kw = w.size(3), o = og * groups, cg = c / groups;
+  const int64_t oh = (h - 1) * s[0] - 2 * p[0] + d[0] * (kh - 1) + op[0] + 1;
+  const int64_t ow = (wd - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + op[1] + 1;
+  *sizes = {n, o, oh, ow};
+  const std::vector<double> xv = x.contiguous().to_doubles(), wv = w.contiguous().to_doubles();
+  std::vector<double> out;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          double acc = bias.empty() ? 0.0 : bias[oc];
+          const int64_t g = oc / og, ocl = oc % og;
+          for (int64_t ic = g * cg; ic < (g + 1) * cg; ++ic)
+            for (int64_t ki = 0; ki < kh; ++ki)
+              for (int64_t kj = 0; kj < kw; ++kj) {
+                const int64_t ty = y + p[0] - ki * d[0], tx = xo + p[1] - kj * d[1];
+                if (ty < 0 || tx < 0 || ty % s[0] != 0 || tx % s[1] != 0) continue;
+                const int64_t ih = ty / s[0], iw = tx / s[1];
+                if (ih >= h || iw >= wd) continue;
+                acc += xv[((b * c + ic) * h + ih) * wd + iw] *
+                       wv[((ic * og + ocl) * kh + ki) * kw + kj];
+              }
+          out.push_back(acc);
+        }
+  return out;
+}
+
+TEST(ExternConv, TransposedConvolutionMatchesDefinition) {
+  // aten.convolution.default with transposed=True: weight [C_in, C_out / groups, KH, KW], with
+  // stride, padding, output_padding, dilation and groups all away from their defaults.
+  const Tensor x = channels_last(DType::kFloat32, 2, 4, 4, 5, 24);
+  const Tensor w = rand_tensor(DType::kFloat32, {4, 3, 3, 2}, 25);
+  const Tensor b = rand_tensor(DType::kFloat32, {6}, 26);
+  const int64_t s[2] = {2, 1}, p[2] = {1, 0}, op[2] = {1, 0}, d[2] = {1, 2};
+  Shape sizes;
+  const std::vector<double> want =
+      naive_conv_transpose2d(x, w, b.to_doubles(), /*groups=*/2, s, p, op, d, &sizes);
+  ASSERT_EQ(sizes, (Shape{2, 6, 8, 7}));
+  ExternCase c("aten.convolution.default");
+  c.tensor("input", x)
+      .tensor("weight", w)
+      .tensor("bias", b)
+      .ints("stride", {s[0], s[1]})
+      .ints("padding", {p[0], p[1]})
+      .ints("dilation", {d[0], d[1]})
+      .scalar("transposed", true)
+      .ints("output_padding", {op[0], op[1]})
+      .scalar("groups", 2);
+  const Tensor got = c.run_extern(sizes, DType::kFloat32);
+  EXPECT_TRUE(anvil::test::close(got.to_doubles(), want, 1e-4));
+  // Hand-computed: stride 2 places a copy of the kernel [[1, 2], [3, 4]] scaled by each input
+  // value in its own 2x2 block; no bias.
+  ExternCase hand("aten.convolution.default");
+  hand.tensor("input", f32({1, 1, 2, 2}, {1, 10, 100, 1000}))
+      .tensor("weight", f32({1, 1, 2, 2}, {1, 2, 3, 4}))
+      .none("bias")
+      .ints("stride", {2, 2})
+      .ints("padding", {0, 0})
+      .ints("dilation", {1, 1})
+      .scalar("transposed", true)
+      .ints("output_padding", {0, 0})
+      .scalar("groups", 1);
+  EXPECT_TRUE(anvil::test::close(hand.run_extern({1, 1, 4, 4}, DType::kFloat32).to_doubles(),
+                                 {1, 2, 10, 20, 3, 4, 30, 40,  //
+                                  100, 200, 1000, 2000, 300, 400, 3000, 4000},
+                                 0));
+}
+
 TEST(ExternConv, Errors) {
   const Tensor x = rand_tensor(DType::kFloat32, {1, 2, 5, 5}, 22);
   const Tensor w = rand_tensor(DType::kFloat32, {3, 2, 3, 3}, 23);
+  // A transposed convolution reads the weight as [C_in, C_out / groups, ...]: [3, 2, 3, 3] does
+  // not fit a 2-channel input.
   ExternCase transposed("aten.convolution.default");
   transposed.tensor("input", x).tensor("weight", w).none("bias").scalar("transposed", true);
-  EXPECT_THROW(transposed.run_extern({1, 3, 3, 3}, DType::kFloat32), Error);
+  ANVIL_EXPECT_ERROR(transposed.run_extern({1, 2, 7, 7}, DType::kFloat32),
+                     "weight does not fit the input with groups=1");
+  // The same for a plain convolution: [3, 3, 3, 3] needs 3 input channels.
+  ExternCase mismatched("aten.conv2d.default");
+  mismatched.tensor("input", x).tensor("weight", rand_tensor(DType::kFloat32, {3, 3, 3, 3}, 27));
+  ANVIL_EXPECT_ERROR(mismatched.run_extern({1, 3, 3, 3}, DType::kFloat32),
+                     "weight does not fit the input with groups=1");
   // An output allocated with the wrong sizes is reported, naming the sizes.
   ExternCase c("aten.conv2d.default");
   c.tensor("input", x).tensor("weight", w);
@@ -243,7 +328,8 @@ TEST(ExternPool, AdaptiveAvgPool2d) {
         .check();
   ExternCase bad("aten.adaptive_avg_pool2d.default");
   bad.tensor("self", i64({1, 2, 2}, {1, 2, 3, 4})).ints("output_size", {1, 1});
-  EXPECT_THROW(bad.run_extern({1, 1, 1}, DType::kInt64), Error);
+  ANVIL_EXPECT_ERROR(bad.run_extern({1, 1, 1}, DType::kInt64),
+                     "adaptive_avg_pool2d needs a floating input");
 }
 
 // Wide images: panels of 16 output pixels that lie in one output row take the copy paths of the

@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "common/check.h"
 #include "core/thread_pool.h"
 #include "runtime/externs.h"
 #include "runtime/rt_api.h"
@@ -56,11 +57,11 @@ TEST(ThreadPool, SmallRangesAndNestedCallsRunSerially) {
 
 TEST(ThreadPool, ExceptionsPropagateAndConcurrentCallers) {
   ThreadPool pool(3);
-  EXPECT_THROW(pool.parallel_for(0, 300, 1,
-                                 [](int64_t b, int64_t) {
-                                   if (b > 0) throw Error("chunk failed");
-                                 }),
-               Error);
+  ANVIL_EXPECT_ERROR(pool.parallel_for(0, 300, 1,
+                                       [](int64_t b, int64_t) {
+                                         if (b > 0) throw Error("chunk failed");
+                                       }),
+                     "chunk failed");
   // Several threads calling parallel_for at once on one pool.
   std::atomic<int64_t> sum{0};
   std::vector<std::thread> threads;
@@ -184,7 +185,7 @@ TEST(Externs, RegistryAndDispatchThroughTheApi) {
   EXPECT_EQ(find_extern("anvil_test.nothing"), nullptr);
   const std::vector<std::string> names = registered_externs();
   EXPECT_TRUE(std::find(names.begin(), names.end(), "anvil_test.scale.default") != names.end());
-  EXPECT_THROW(register_extern("", scale_extern), Error);
+  ANVIL_EXPECT_ERROR(register_extern("", scale_extern), "register_extern: bad registration");
 
   std::vector<float> src = {1, 2, 3}, dst(3);
   AnvilRtTensor in{}, out{};
@@ -266,14 +267,15 @@ TEST(Externs, CallAccessorsAndTensorViews) {
   EXPECT_EQ(call.attr_string("name"), "x");
   EXPECT_EQ(call.attr_int("missing", 9), 9);
   EXPECT_TRUE(call.attr_bool("missing", true));
-  EXPECT_THROW(call.attr_int("name"), Error);
-  EXPECT_THROW(call.input(1), Error);
-  EXPECT_THROW(call.output(0), Error);
+  ANVIL_EXPECT_ERROR(call.attr_int("name"),
+                     "attribute 'name' has the wrong kind (expected int, got string)");
+  ANVIL_EXPECT_ERROR(call.input(1), "input index out of range");
+  ANVIL_EXPECT_ERROR(call.output(0), "output index out of range");
   AnvilRtTensor back = rt_from_tensor(v);
   EXPECT_EQ(back.data, data.data());
   EXPECT_EQ(back.strides[1], 3);
   t.dtype = 99;
-  EXPECT_THROW(call.input_tensor(0), Error);
+  ANVIL_EXPECT_ERROR(call.input_tensor(0), "unknown dtype code");
 }
 
 }  // namespace
