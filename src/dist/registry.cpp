@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/group_name.h"
 
 namespace anvil::dist {
 
@@ -39,37 +40,10 @@ void GroupRegistry::alias(const std::string& alias, const std::string& existing)
   register_group(alias, resolve(existing));
 }
 
-namespace {
-
-constexpr const char* kLegacyPrefix = "legacy/";
-
-/// Parses a legacy_name(); false when `name` is not one.
-bool parse_legacy_name(const std::string& name, std::string& tag, std::vector<int64_t>& ranks,
-                       int64_t& group_size) {
-  if (name.rfind(kLegacyPrefix, 0) != 0) return false;
-  const size_t a = std::string(kLegacyPrefix).size();
-  const size_t b = name.find('/', a);
-  const size_t c = b == std::string::npos ? b : name.find('/', b + 1);
-  if (c == std::string::npos) return false;
-  try {
-    group_size = std::stoll(name.substr(a, b - a));
-    ranks.clear();
-    std::stringstream rs(name.substr(b + 1, c - b - 1));
-    for (std::string r; std::getline(rs, r, ',');) ranks.push_back(std::stoll(r));
-  } catch (const std::exception&) {
-    return false;
-  }
-  tag = name.substr(c + 1);
-  return true;
-}
-
-}  // namespace
 
 std::string GroupRegistry::legacy_name(const std::string& tag, const std::vector<int64_t>& ranks,
                                        int64_t group_size) {
-  std::string r;
-  for (int64_t x : ranks) r += (r.empty() ? "" : ",") + std::to_string(x);
-  return str(kLegacyPrefix, group_size, "/", r, "/", tag);
+  return legacy_group_name(tag, ranks, group_size);
 }
 
 std::shared_ptr<ProcessGroup> GroupRegistry::find(const std::string& name) const {
@@ -81,7 +55,7 @@ std::shared_ptr<ProcessGroup> GroupRegistry::find(const std::string& name) const
   std::string tag;
   std::vector<int64_t> ranks;
   int64_t group_size = 0;
-  if (!parse_legacy_name(name, tag, ranks, group_size)) return nullptr;
+  if (!parse_legacy_group_name(name, tag, ranks, group_size)) return nullptr;
   try {
     return find(name_for_ranks(tag, ranks, group_size));
   } catch (const Error&) {
@@ -94,7 +68,7 @@ std::shared_ptr<ProcessGroup> GroupRegistry::resolve(const std::string& name) co
   std::string tag;
   std::vector<int64_t> ranks;
   int64_t group_size = 0;
-  if (parse_legacy_name(name, tag, ranks, group_size))  // says why no group matches
+  if (parse_legacy_group_name(name, tag, ranks, group_size))  // says why no group matches
     return resolve(name_for_ranks(tag, ranks, group_size));
   const auto known = names();
   std::string list;

@@ -2,13 +2,13 @@
 // still records `c10d_functional.*` ops, whose group is the trailing (tag, ranks, group_size)
 // instead of a group name. The importer rewrites them into the native `_c10d_functional.*` ops,
 // so everything after it (interpreter, compiler, generated code) sees native ops only. The group
-// becomes dist::GroupRegistry::legacy_name(tag, ranks, group_size), which the registry resolves
+// becomes legacy_group_name(tag, ranks, group_size) (core/group_name.h), which the registry resolves
 // at run time to the registered group over exactly those ranks (the world for tag "" and ranks
 // 0..W-1): the compiler has no live groups.
 #include <algorithm>
 #include <cstring>
 
-#include "dist/registry.h"
+#include "core/group_name.h"
 #include "frontend/pt2_internal.h"
 
 namespace anvil::frontend::detail {
@@ -76,7 +76,7 @@ void rewrite_legacy_collective(ir::Node& node, const std::string& legacy_target,
       where.fail("legacy collective: group_size does not match the number of ranks",
                  std::to_string(ranks->ints.size()), std::to_string(size->i));
     group_size = size->i;
-    group_name = dist::GroupRegistry::legacy_name(tag->s, ranks->ints, size->i);
+    group_name = legacy_group_name(tag->s, ranks->ints, size->i);
   }
   std::vector<ir::Arg> args;
   bool first_tensor = true;

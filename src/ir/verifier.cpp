@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -226,7 +227,10 @@ class Verifier {
               : std::to_string(n.schema->min_args) + " to " + std::to_string(n.schema->max_args),
           std::to_string(count));
     check_args(n, w);
-    if (n.schema->name == "aten.transpose_.default") check_metadata_mutation(n, index, w);
+    // OpSchema::name is a const char*: compare the text, not the pointer (a pointer comparison
+    // held only where the compiler merged identical literals, i.e. never at -O0).
+    if (std::string_view(n.schema->name) == "aten.transpose_.default")
+      check_metadata_mutation(n, index, w);
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       const Value* v = n.outputs[i];
       if (!v) continue;

@@ -6,8 +6,9 @@
 // Symbolic sizes: when every symbol has a finite maximum and every size grows with the symbols
 // (checked at the range corners), the plan is made at the maximum sizes; its offsets are then
 // valid for every allowed size, and the arena size is one constant (the planned peak). Otherwise
-// the offsets are symbolic expressions: each buffer goes on top of the buffers it conflicts with
-// (Max of their ends), so the plan holds for any sizes.
+// buffers share slots (greedy colouring of the lifetime-conflict graph, largest first): a slot is
+// as large as its largest member and slots are stacked, so each offset is a sum of flat Max
+// terms and the plan holds for any sizes.
 #include <algorithm>
 #include <set>
 
@@ -160,12 +161,49 @@ void plan_memory(Program& p) {
   std::vector<Placed> placed;
   int64_t peak = 0;
   SymInt arena(0);
+  if (!bounded) {
+    // Unbounded symbols: slots. Each buffer (largest probe first) joins the first slot whose
+    // buffers all have disjoint lifetimes from it; a slot is as large as its largest member
+    // (a flat Max) and slots are stacked, so an offset is a sum of flat Max terms. (Stacking
+    // each buffer on Max(ends of the buffers it conflicts with) nests those Max expressions,
+    // which grew to megabytes of generated code on a BLOOM export with unbounded batch and
+    // sequence.)
+    struct Slot {
+      std::vector<const Item*> members;
+      SymInt bytes{0};
+    };
+    std::vector<Slot> slots;
+    std::map<const Item*, size_t> slot_of;
+    for (const Item* it : order) {
+      size_t k = 0;
+      for (; k < slots.size(); ++k) {
+        bool free = true;
+        for (const Item* q : slots[k].members)
+          if (!(q->last < it->first || it->last < q->first)) free = false;
+        if (free) break;
+      }
+      if (k == slots.size()) slots.emplace_back();
+      slots[k].members.push_back(it);
+      slots[k].bytes =
+          slots[k].members.size() == 1 ? it->bytes : SymInt::max(slots[k].bytes, it->bytes);
+      slot_of[it] = k;
+    }
+    std::vector<SymInt> slot_off;
+    SymInt cursor(0);
+    for (const Slot& sl : slots) {
+      slot_off.push_back(cursor);
+      cursor = cursor + sl.bytes;
+    }
+    for (const Item* it : order) placed.push_back({it, 0, slot_off[slot_of.at(it)]});
+    arena = cursor;
+  }
   for (const Item* it : order) {
+    if (!bounded) break;
     std::vector<const Placed*> conflicts;
     for (const Placed& q : placed)
       if (!(q.item->last < it->first || it->last < q.item->first)) conflicts.push_back(&q);
     Placed me{it, 0, SymInt(0)};
-    if (bounded) {
+    {
       std::sort(conflicts.begin(), conflicts.end(),
                 [](const Placed* a, const Placed* b) { return a->off < b->off; });
       int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
@@ -180,11 +218,6 @@ void plan_memory(Program& p) {
       me.off = best >= 0 ? best : cursor;
       me.sym_off = SymInt(me.off);
       peak = std::max(peak, me.off + it->max_bytes);
-    } else {
-      SymInt off(0);
-      for (const Placed* q : conflicts) off = SymInt::max(off, q->sym_off + q->item->bytes);
-      me.sym_off = off;
-      arena = SymInt::max(arena, off + it->bytes);
     }
     placed.push_back(me);
   }

@@ -13,6 +13,8 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "driver/compile.h"
+#include "frontend/pt2_reader.h"
+#include "interp/interpreter.h"
 #include "runtime/model.h"
 
 namespace anvil {
@@ -75,6 +77,35 @@ TEST_F(DriverCompile, CompilePt2ReportsAndRuns) {
   const auto out = model.run({read_npy(fixture("mlp_small.in0.npy"))});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_LE(max_rel_diff(out[0], read_npy(fixture("mlp_small.out0.npy"))), 1e-4);
+}
+
+// A tiny HF BLOOM exported by PyTorch 2.11 with Dim.AUTO batch and sequence (ranges up to
+// infinity). It crashed the compiler (std::regex over a long kernel's text overflowed the stack)
+// and then planned its arena as nested Max expressions that made megabytes of C++.
+TEST_F(DriverCompile, BloomWithUnboundedDynamicShapesMatchesPyTorchAndServesOtherSizes) {
+  opts_.emit_source_dir = (dir_ / "src").string();
+  const std::string pkg = (dir_ / "bloom.anvil").string();
+  const driver::CompileReport r = driver::compile_pt2(fixture("bloom_dyn_auto.pt2"), pkg, opts_);
+  for (const auto& f : r.emitted_files)
+    EXPECT_LT(fs::file_size(f), 512u * 1024) << f << ": generated source this large is a plan bug";
+  const runtime::Model model = runtime::Model::load(pkg);
+  const Tensor ids = read_npy(fixture("bloom_dyn_auto.in0.npy"));
+  const auto out = model.run({ids});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(::anvil::test::close(out[0], read_npy(fixture("bloom_dyn_auto.out0.npy")), 1e-4));
+  // other batch and sequence sizes against the interpreter
+  const auto graph = frontend::load_pt2(fixture("bloom_dyn_auto.pt2"));
+  interp::Interpreter ref(*graph);
+  for (const auto& [b, t] : std::vector<std::pair<int64_t, int64_t>>{{2, 2}, {3, 7}, {5, 33}}) {
+    std::vector<int64_t> v(static_cast<size_t>(b * t));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((i * 7919 + b) % 1000);
+    const Tensor x = Tensor::from_vector(v, {b, t});
+    const auto got = model.run({x});
+    const auto want = ref.run({x});
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].sizes(), (Shape{b, t, 1000}));
+    EXPECT_TRUE(::anvil::test::close(got[0], want[0], 1e-4)) << b << " x " << t;
+  }
 }
 
 TEST_F(DriverCompile, CachedPackageHitsOnSecondCallAndKeysOnTarget) {

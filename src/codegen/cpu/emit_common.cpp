@@ -1,10 +1,10 @@
 // The preamble of every generated translation unit, and type / symbol / pointer helpers.
 #include <cctype>
 #include <sstream>
-#include <regex>
 #include <set>
 
 #include "codegen/cpu/emit_cpu.h"
+#include "codegen/text_util.h"
 #include "core/error.h"
 
 namespace anvil::codegen::cpu {
@@ -318,14 +318,12 @@ std::string symbol_decls(const passes::Program& p, const std::string& text,
                          const std::string& sym_array, const std::string& indent) {
   std::string out;
   for (size_t i = 0; i < p.symbols.size(); ++i) {
-    const std::regex word("\\b" + p.symbols[i] + "\\b");
-    if (std::regex_search(text, word))
+    if (contains_word(text, p.symbols[i]))
       out += indent + "const int64_t " + p.symbols[i] + " = " + sym_array + "[" +
              std::to_string(i) + "];\n";
   }
   for (size_t i = 0; i < p.unbacked_symbols.size(); ++i) {
-    const std::regex word("\\b" + p.unbacked_symbols[i] + "\\b");
-    if (!std::regex_search(text, word)) continue;
+    if (!contains_word(text, p.unbacked_symbols[i])) continue;
     if (sym_array != "s.sym")  // arena / output sizes are computed before the run
       throw Error("a size computed before the run uses a run-time symbol", "codegen/cpu",
                   "sizes made of the inputs' symbols", p.unbacked_symbols[i] + " (aten.item)");

@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
 #include "codegen/cpu/emit_cpu.h"
+#include "codegen/text_util.h"
 
 namespace anvil::codegen::cpu {
 
@@ -24,10 +24,6 @@ struct BaseRef {
   size_t len = 0;
   std::string expr;
 };
-
-bool is_ident_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-}
 
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
@@ -93,8 +89,29 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 /// True for a symbol declaration line of symbol_decls (`  const int64_t s7 = s.sym[0];`).
 bool is_symbol_decl(const std::string& line) {
-  static const std::regex decl(R"(^\s*const int64_t \w+ = s\.u?sym\[\d+\];$)");
-  return std::regex_match(line, decl);
+  LineScanner c(line);
+  c.eat_blanks();
+  if (!c.eat("const int64_t ") || !c.eat_ident() || !c.eat(" = s.")) return false;
+  c.eat("u");
+  return c.eat("sym[") && c.eat_digits() && c.eat("];") && c.done();
+}
+
+/// A pointer line of a loop kernel's chunk function:
+/// `  TYPE* __restrict pN = reinterpret_cast<TYPE2*>(BASE);  // comment`.
+struct PtrLine {
+  std::string type, name, cast_type, base;
+};
+bool parse_ptr_line(const std::string& line, PtrLine& out) {
+  auto type_char = [](char ch) { return is_ident_char(ch) || ch == ':'; };
+  LineScanner c(line);
+  std::string digits;
+  if (!c.eat("  ") || !c.eat_while(type_char, &out.type) || !c.eat("* __restrict p") ||
+      !c.eat_digits(&digits) || !c.eat(" = reinterpret_cast<") ||
+      !c.eat_while(type_char, &out.cast_type) || !c.eat("*>(") ||
+      !c.eat_until_last(");  // ", &out.base))
+    return false;
+  out.name = "p" + digits;
+  return true;
 }
 
 /// A step function split for de-duplication.
@@ -175,8 +192,6 @@ Parsed parse_loop(const std::string& name, const std::string& text) {
       lines[2] != "  const RunState& s = *static_cast<const RunState*>(ctx);")
     return r;
   r.header = lines[0];
-  static const std::regex ptr_line(
-      R"(^  ([\w:]+)\* __restrict (p\d+) = reinterpret_cast<([\w:]+)\*>\((.*)\);  // .*$)");
   struct Ptr {
     std::string type, name, base;
   };
@@ -186,12 +201,11 @@ Parsed parse_loop(const std::string& name, const std::string& text) {
   for (size_t i = 3; i < lines.size(); ++i) {
     const std::string& l = lines[i];
     if (is_symbol_decl(l)) continue;
-    std::smatch m;
-    if (rest.empty() && std::regex_match(l, m, ptr_line)) {
-      const std::string base = m[4].str();
-      const auto refs = find_bases(base);
-      if (m[1].str() != m[3].str() || refs.size() != 1 || refs[0].len != base.size()) return r;
-      ptrs.push_back({m[1].str(), m[2].str(), base});
+    PtrLine m;
+    if (rest.empty() && parse_ptr_line(l, m)) {
+      const auto refs = find_bases(m.base);
+      if (m.type != m.cast_type || refs.size() != 1 || refs[0].len != m.base.size()) return r;
+      ptrs.push_back({m.type, m.name, m.base});
       continue;
     }
     if (l == "ANVIL_HIDDEN void " + name + "(const RunState& s) {") {
