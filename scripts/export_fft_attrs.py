@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's values for the FFT attribute case of tests/aot/aot_complex_test.cpp
+"""PyTorch's values for the FFT attribute case of tests/aot/test_aot_complex.cpp
 (FftAttributesMatchPyTorch): rfft(n=8, dim=0, norm="ortho") then irfft, fftn with s=[4, 6] and
 norm="forward", ifft along dim 0 of a transposed complex input. The inputs come from the same
 generator as the test's make_input (an LCG), so the test can check them too.

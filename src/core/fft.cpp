@@ -145,16 +145,6 @@ Tensor hermitian_expand(const Tensor& h, int64_t dim, int64_t n) {
 
 }  // namespace
 
-std::optional<FftKind> fft_kind_of(const std::string& target) {
-  if (target == "aten.fft_fft.default") return FftKind::kFft;
-  if (target == "aten.fft_ifft.default") return FftKind::kIfft;
-  if (target == "aten.fft_fftn.default") return FftKind::kFftn;
-  if (target == "aten.fft_ifftn.default") return FftKind::kIfftn;
-  if (target == "aten.fft_rfft.default") return FftKind::kRfft;
-  if (target == "aten.fft_irfft.default") return FftKind::kIrfft;
-  return std::nullopt;
-}
-
 DType fft_result_dtype(FftKind kind, DType in) {
   DType c = in;
   if (!is_complex(in)) {
@@ -252,14 +242,6 @@ Tensor fft_compute(const Tensor& x, const FftArgs& args, const std::string& wher
   c2c(t, dims);
   if (args.kind == FftKind::kRfft) t = t.slice(dims[0], 0, lengths[0] / 2 + 1).contiguous();
   return t.to(out_dt);
-}
-
-bool fft_available() {
-#ifdef ANVIL_HAVE_FFTW
-  return true;
-#else
-  return false;
-#endif
 }
 
 }  // namespace anvil

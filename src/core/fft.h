@@ -24,9 +24,6 @@ enum class FftKind {
   kIrfft,  // irfft(self, n, dim=-1, norm): one-sided complex -> real of length n
 };
 
-/// The FftKind of an export target ("aten.fft_fftn.default"), or nullopt for other targets.
-std::optional<FftKind> fft_kind_of(const std::string& target);
-
 /// The arguments of one transform as the export records them: `sizes` is the n (1-D kinds, at
 /// most one value) or s argument (empty: the input's sizes), `dims` the dim argument (empty for
 /// the n-D kinds: the last len(s) dims, or all dims), `norm` "backward" (or empty), "forward"
@@ -57,7 +54,5 @@ Shape fft_result_sizes(const FftArgs& args, const Shape& sizes, const std::strin
 /// anvil was built without FFTW.
 Tensor fft_compute(const Tensor& x, const FftArgs& args, const std::string& where);
 
-/// True when anvil was built with FFTW (libfftw3-dev).
-bool fft_available();
 
 }  // namespace anvil

@@ -24,7 +24,6 @@ class Work {
   Work& operator=(const Work&) = delete;
   virtual ~Work() = default;
 
-  OpType op_type() const { return op_; }
   /// Sequence number of the op in its group (1 = first op posted).
   uint64_t seq() const { return seq_; }
   const std::string& where() const { return where_; }

@@ -4,21 +4,6 @@
 
 namespace anvil::ir {
 
-const char* op_category_name(OpCategory c) {
-  switch (c) {
-    case OpCategory::kPointwise: return "pointwise";
-    case OpCategory::kReduction: return "reduction";
-    case OpCategory::kView: return "view";
-    case OpCategory::kExtern: return "extern";
-    case OpCategory::kCollective: return "collective";
-    case OpCategory::kControlFlow: return "control_flow";
-    case OpCategory::kCreation: return "creation";
-    case OpCategory::kSym: return "sym";
-    case OpCategory::kMeta: return "meta";
-  }
-  return "?";
-}
-
 std::string canonical_target(const std::string& target) {
   const std::string prefix = "torch.ops.";
   return target.rfind(prefix, 0) == 0 ? target.substr(prefix.size()) : target;

@@ -24,7 +24,6 @@ enum class OpCategory {
   kSym,       // computes on symbolic ints (sym_size, operator.mul)
   kMeta,      // checks or no-ops (_assert_tensor_metadata)
 };
-const char* op_category_name(OpCategory c);
 
 /// A runtime argument or result: what a KernelContext holds per argument.
 using RValue = std::variant<std::monostate, Tensor, std::vector<Tensor>,

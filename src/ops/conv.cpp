@@ -10,7 +10,6 @@
 
 #include "core/error.h"
 #include "ops/registry.h"
-#include "runtime/kernels/conv_transpose.h"
 
 namespace anvil::ops {
 
@@ -21,8 +20,7 @@ Tensor matmul_fused(const Tensor& a, const Tensor& b, const Tensor& addend, doub
 
 namespace conv_transpose_detail {  // defined in conv_transpose.cpp
 ir::TensorType shape(const ir::Node& node);
-runtime::kern::ConvTransposeArgs kernel_args(const ir::KernelContext& ctx);
-Tensor run(const ir::KernelContext& ctx, const runtime::kern::ConvTransposeArgs& a);
+Tensor run_kernel(const ir::KernelContext& ctx);
 }  // namespace conv_transpose_detail
 
 namespace {
@@ -429,7 +427,7 @@ std::vector<ir::RValue> kernel_conv2d(ir::KernelContext& ctx) {
 
 std::vector<ir::RValue> kernel_convolution(ir::KernelContext& ctx) {
   if (ctx.bool_arg("transposed", false))
-    return {conv_transpose_detail::run(ctx, conv_transpose_detail::kernel_args(ctx))};
+    return {conv_transpose_detail::run_kernel(ctx)};
   const std::string* sp = padding_string(ctx.node());
   return {conv_forward(ctx, ctx.tensor("input"), ctx.tensor("weight"), ctx.opt_tensor("bias"),
                        ctx.ints("stride", {1}), sp,

@@ -344,10 +344,4 @@ std::string Package::source(const std::string& name) const {
   return std::string(bytes(*e));
 }
 
-std::vector<std::string> Package::entry_names() const {
-  std::vector<std::string> out;
-  for (const Entry& e : entries_) out.push_back(e.name);
-  return out;
-}
-
 }  // namespace anvil::runtime

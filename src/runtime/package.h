@@ -130,8 +130,6 @@ class Package {
   /// Names of the entries under src/ (without the "src/" prefix), and one entry's text.
   std::vector<std::string> source_names() const;
   std::string source(const std::string& name) const;
-  /// Every entry name of the archive.
-  std::vector<std::string> entry_names() const;
 
  private:
   struct Entry {

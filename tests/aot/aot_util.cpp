@@ -46,7 +46,7 @@ class Suite {
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(std::string(ANVIL_FIXTURES_DIR) + "/aot"))
       // Fixtures with a NAME.weights.json ship zeroed weights that their own test regenerates
-      // (aot_resnet_test.cpp); compiling them here would only cost time and memory.
+      // (test_aot_resnet.cpp); compiling them here would only cost time and memory.
       if (e.path().extension() == ".pt2" &&
           !fs::exists(fs::path(e.path()).replace_extension(".weights.json")))
         names.push_back(e.path().stem().string());

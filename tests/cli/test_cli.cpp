@@ -1,6 +1,6 @@
 // The anvil CLI as a real subprocess (ANVIL_CLI): inspect, run --interpret, compare, --help on
 // every command, and usage / runtime errors (one clear line, exit code 2 or 1, never a crash).
-// The AOT verbs (compile, run on packages, bench) are in cli_aot_test.cpp.
+// The AOT verbs (compile, run on packages, bench) are in test_cli_aot.cpp.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
