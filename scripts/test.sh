@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs everything CI runs: installs and builds, runs every CTest suite except `gpu`, then builds
-# the archive reader and its fuzz test under AddressSanitizer + UBSan and runs those, and runs a
+# the unit tests, the archive reader and its fuzz test in Debug under AddressSanitizer + UBSan
+# and runs those, and runs a
 # load / run / unload loop of compiled packages under LeakSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,10 +12,17 @@ scripts/setup.sh
 echo "== tests (all labels but gpu)"
 ctest --test-dir build -LE gpu --output-on-failure -j "$JOBS" --timeout 600
 
-echo "== ASan/UBSan: archive reader + fuzz"
+echo "== Debug (-O0) + ASan/UBSan: unit tests, archive reader + fuzz"
+# The unit tests run at -O0 too: a bug that optimisation hides (a pointer comparison of string
+# literals that merge at -O2) shows here.
 BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_ARGS=-DANVIL_SANITIZE=ON \
-  BUILD_TARGETS="test_fuzz test_frontend test_aot" scripts/setup.sh
+  BUILD_TARGETS="test_core test_ir test_ops test_passes test_fuzz test_frontend test_aot" \
+  scripts/setup.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+for t in test_core test_ir test_ops test_passes; do
+  echo "-- Debug $t"
+  build-asan/bin/$t --gtest_brief=1
+done
 build-asan/bin/test_frontend --gtest_brief=1
 build-asan/bin/test_fuzz --gtest_brief=1
 echo "== LeakSanitizer: compiled packages loaded, run and unloaded repeatedly"
