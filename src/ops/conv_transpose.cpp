@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/conv_transpose_geometry.h"
 #include "core/error.h"
 #include "ops/common.h"
 #include "ops/registry.h"
@@ -18,91 +19,10 @@ namespace anvil::ops {
 
 namespace conv_transpose_detail {
 
-/// The non-tensor arguments of a transposed convolution (lists of 1 value apply to every dim).
-struct Args {
-  std::vector<int64_t> stride{1};
-  std::vector<int64_t> padding{0};
-  std::vector<int64_t> output_padding{0};
-  std::vector<int64_t> dilation{1};
-  int64_t groups = 1;
-};
+using Args = ConvTransposeArgs;  // core/conv_transpose_geometry.h: checks and sizes
+using Geom = ConvTransposeGeom;
 
 namespace {
-
-/// `v` expanded to `n` values (one value applies to every dim).
-std::vector<int64_t> per_dim(const std::vector<int64_t>& v, size_t n, const char* name,
-                             const std::string& where) {
-  if (v.size() == 1) return std::vector<int64_t>(n, v[0]);
-  ANVIL_CHECK(v.size() == n, where, str("'", name, "' must have 1 or ", n, " values"),
-              str(n, " values"), std::to_string(v.size()));
-  return v;
-}
-
-/// Geometry of one transposed convolution lifted to 2-D (1-D has h = kh = 1).
-struct Geom {
-  int64_t n = 1, c = 0, h = 1, w = 0, o = 0, groups = 1, kh = 1, kw = 1;
-  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, oh = 1, ow = 0;
-  bool unbatched = false;
-  size_t spatial = 2;
-};
-
-/// Validates the input sizes `x` ([N, C, (H,) W] or unbatched [C, (H,) W]), the weight sizes
-/// `wt` ([C, O / groups, (kH,) kW]) and the arguments; computes the lifted geometry.
-Geom geometry(const Shape& x, const Shape& wt, const Args& a, const std::string& where) {
-  ANVIL_CHECK(wt.size() == 3 || wt.size() == 4, where,
-              "only 1-D and 2-D transposed convolutions are supported", "a 3-D or 4-D weight",
-              shape_str(wt));
-  Geom g;
-  g.spatial = wt.size() - 2;
-  const size_t sp = g.spatial;
-  g.unbatched = x.size() == sp + 1;
-  ANVIL_CHECK(x.size() == sp + 2 || g.unbatched, where,
-              str("a ", sp, "-D transposed convolution needs a ", sp + 2, "-D (or unbatched ",
-                  sp + 1, "-D) input"),
-              str(sp + 2, "-D"), shape_str(x));
-  const size_t b0 = g.unbatched ? 0 : 1;
-  g.n = g.unbatched ? 1 : x[0];
-  g.c = x[b0];
-  g.w = x.back();
-  g.h = sp == 2 ? x[x.size() - 2] : 1;
-  g.groups = a.groups;
-  ANVIL_CHECK(g.groups > 0, where, "groups must be positive", "> 0", std::to_string(g.groups));
-  ANVIL_CHECK(wt[0] == g.c && g.c % g.groups == 0, where,
-              str("weight does not fit the input with groups=", g.groups),
-              str("weight [", g.c, " (divisible by ", g.groups, "), O/groups, ...]"),
-              shape_str(wt));
-  g.o = wt[1] * g.groups;
-  g.kw = wt.back();
-  g.kh = sp == 2 ? wt[2] : 1;
-  const auto s = per_dim(a.stride, sp, "stride", where);
-  const auto p = per_dim(a.padding, sp, "padding", where);
-  const auto op = per_dim(a.output_padding, sp, "output_padding", where);
-  const auto d = per_dim(a.dilation, sp, "dilation", where);
-  for (size_t i = 0; i < sp; ++i) {
-    ANVIL_CHECK(s[i] > 0, where, "stride must be positive", "> 0", str(s[i]));
-    ANVIL_CHECK(d[i] > 0, where, "dilation must be positive", "> 0", str(d[i]));
-    ANVIL_CHECK(p[i] >= 0, where, "negative padding", ">= 0", str(p[i]));
-    ANVIL_CHECK(op[i] >= 0 && (op[i] < s[i] || op[i] < d[i]), where,
-                "output padding must be smaller than either stride or dilation",
-                str("0 <= output_padding < max(stride, dilation)"), str(op[i]));
-  }
-  int64_t oph = 0;
-  const int64_t opw = op.back();
-  g.sw = s.back();
-  g.pw = p.back();
-  g.dw = d.back();
-  if (sp == 2) {
-    g.sh = s[0];
-    g.ph = p[0];
-    oph = op[0];
-    g.dh = d[0];
-  }
-  g.oh = (g.h - 1) * g.sh - 2 * g.ph + g.dh * (g.kh - 1) + oph + 1;
-  g.ow = (g.w - 1) * g.sw - 2 * g.pw + g.dw * (g.kw - 1) + opw + 1;
-  ANVIL_CHECK(g.oh > 0 && g.ow > 0, where, "the output of the transposed convolution is empty",
-              "a positive output size", str(g.oh, "x", g.ow));
-  return g;
-}
 
 /// acc + a * b, wrapping for integers.
 template <typename A>
@@ -158,19 +78,6 @@ Tensor scatter_form(const Geom& g, const Tensor& x, const Tensor& w, const Tenso
 }
 
 }  // namespace
-
-/// Output sizes of a transposed convolution (see geometry()); throws Error at `where`.
-Shape conv_transpose_sizes(const Shape& x, const Shape& w, const Args& a,
-                           const std::string& where) {
-  const Geom g = geometry(x, w, a, where);
-  Shape s;
-  if (!g.unbatched) s.push_back(g.n);
-  s.push_back(g.o);
-  if (g.spatial == 2) s.push_back(g.oh);
-  s.push_back(g.ow);
-  return s;
-}
-
 
 /// Constant int list argument `name` of a shape rule (a single value stays one value).
 std::vector<int64_t> const_ints(const ir::Node& node, const char* name,
@@ -239,7 +146,7 @@ Tensor run(const ir::KernelContext& ctx, const Args& a) {
   const std::optional<Tensor> bias = ctx.opt_tensor("bias");
   const std::string where = ctx.where();
   const Shape sizes = conv_transpose_sizes(x.sizes(), w.sizes(), a, where);
-  const Geom g = geometry(x.sizes(), w.sizes(), a, where);
+  const Geom g = conv_transpose_geometry(x.sizes(), w.sizes(), a, where);
   ANVIL_CHECK(x.dtype() == w.dtype(), where, "input and weight dtypes differ",
               dtype_name(x.dtype()), dtype_name(w.dtype()));
   ANVIL_CHECK(!bias || bias->dtype() == x.dtype(), where, "input and bias dtypes differ",
