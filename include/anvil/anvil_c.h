@@ -34,7 +34,8 @@ typedef struct anvil_model anvil_model_t;
 
 /* Options of anvil_model_load; zero-initialise, then set what you need. */
 typedef struct anvil_load_options {
-  const char* device;  /* "cpu" (NULL means "cpu") */
+  const char* device;  /* "cpu", "cuda" or "cuda:N" (NULL means "cpu"); a CUDA package needs a
+                          CUDA device, a CPU package the CPU */
   int32_t num_runners; /* concurrent runs served; 0 means 1 */
   int32_t num_threads; /* threads per run, the caller included; 0 means ANVIL_NUM_THREADS or all */
 } anvil_load_options_t;
@@ -63,8 +64,10 @@ int anvil_model_load(const char* path, const anvil_load_options_t* options, anvi
 /* Frees a model (NULL is fine). No run may be in progress. */
 void anvil_model_free(anvil_model_t* model);
 
-/* Runs the model. inputs: n_inputs borrowed tensors in input-spec order. On success *outputs is
- * a new array (free with anvil_free or anvil_tensors_free) of *n_outputs new tensors. */
+/* Runs the model. inputs: n_inputs borrowed tensors in input-spec order, on the model's device
+ * (kDLCPU for a CPU package, kDLCUDA on its GPU for a CUDA package: read in place). On success
+ * *outputs is a new array (free with anvil_free or anvil_tensors_free) of *n_outputs new tensors
+ * on the same device, complete when the call returns. */
 int anvil_model_run(anvil_model_t* model, DLManagedTensor* const* inputs, size_t n_inputs,
                     DLManagedTensor*** outputs, size_t* n_outputs, char** err);
 /* Calls the deleter of each of the n tensors, then frees the array itself. */

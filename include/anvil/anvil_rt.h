@@ -28,10 +28,20 @@
 extern "C" {
 #endif
 
-#define ANVIL_MODEL_ABI_VERSION 2u
+/* Major version 3: devices (AnvilRtTensor's device, AnvilRtApi::device, AnvilRunArgs::stream).
+ * A runtime loads packages of its own major version only; an older package is refused at load
+ * with a message asking to recompile it. */
+#define ANVIL_MODEL_ABI_VERSION 3u
 /* Minor version: additions at the end of AnvilRtApi / AnvilRunArgs (1: collectives, 2: GEMM with
- * a packed constant B, 3: AnvilRunArgs::run_symbols, 4: memory sized during the run, 5: AnvilRunArgs::step_ns). */
-#define ANVIL_MODEL_ABI_MINOR_VERSION 5u
+ * a packed constant B, 3: AnvilRunArgs::run_symbols, 4: memory sized during the run, 5:
+ * AnvilRunArgs::step_ns, 6: devices — part of major 3, so every ABI 3 runtime has minors 1-6). */
+#define ANVIL_MODEL_ABI_MINOR_VERSION 6u
+
+/* Device types of AnvilRtTensor::device_type (as anvil::Device::Type). */
+#define ANVIL_DEVICE_CPU 0
+#define ANVIL_DEVICE_CUDA 1
+
+struct AnvilDeviceApi; /* include/anvil/anvil_device.h */
 
 /* A strided tensor descriptor (dtype codes are torch.export ScalarType codes, as anvil::DType). */
 typedef struct AnvilRtTensor {
@@ -40,6 +50,8 @@ typedef struct AnvilRtTensor {
   int32_t ndim;
   int64_t sizes[8];
   int64_t strides[8]; /* in elements */
+  int32_t device_type;  /* ANVIL_DEVICE_CPU or ANVIL_DEVICE_CUDA (where `data` points) */
+  int32_t device_index; /* the device's ordinal (0 for the CPU) */
 } AnvilRtTensor;
 
 /* A scalar attribute of an extern call. kind: 0 = int, 1 = float, 2 = string. */
@@ -109,6 +121,11 @@ typedef struct AnvilRtApi {
    * known only during the run): returns it and stores it in AnvilRunArgs::outputs[index], which
    * the runtime passed as null; null, with the run's error set, on failure or a second call. */
   void* (*output_alloc)(void* run_ctx, int32_t index, int64_t bytes);
+  /* ---- ABI 3 (minor 6): devices. ---- */
+  /* The device backend of the package's device (include/anvil/anvil_device.h: memory, streams,
+   * GEMM), or null for CPU packages. Every data pointer of a run of a device package (inputs,
+   * outputs, constants, arena, run_alloc memory) is memory of that device. */
+  const struct AnvilDeviceApi* device;
 } AnvilRtApi;
 
 /* Arguments of one run. */
@@ -127,6 +144,13 @@ typedef struct AnvilRunArgs {
    * manifest's "kernels" order) to step_ns[i] (profiling; null: no clock is read). A model.so
    * reads it only when api->abi_minor_version >= 5 (older runtimes pass a shorter struct). */
   int64_t* step_ns;
+  /* ABI 3 (minor 6): the device the run's memory is on (0 for the CPU) and the stream its work
+   * is queued on (a cudaStream_t for CUDA packages; null for CPU packages). run() of a device
+   * package queues its work on `stream` and may return before that work is done: the runtime
+   * synchronizes the stream (or makes the caller's stream wait on it). step_ns of a device
+   * package counts the time to queue each step unless the package says otherwise. */
+  void* stream;
+  int32_t device_index;
 } AnvilRunArgs;
 
 /* How a user output is returned (ABI >= 2): a strided view of some storage. base_kind 0: the

@@ -1,13 +1,12 @@
-// generate_cpu: passes -> Program -> C++ sources split into translation units, manifest.json,
-// constants.
+// generate: passes -> Program -> the target's sources, and the target-neutral manifest.json
+// and constants.
 #include "codegen/generate.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "anvil/anvil_rt.h"
-#include "codegen/cpu/emit_cpu.h"
-#include "codegen/toolchain.h"
+#include "codegen/target.h"
 #include "core/error.h"
 #include "passes/collectives.h"
 
@@ -28,15 +27,14 @@ json sizes_json(const std::vector<SymInt>& sizes) {
   return a;
 }
 
-std::string manifest(const passes::Program& p, const std::string& target,
-                     const std::vector<std::string>& cpu_features, const CpuCodegenOptions& o,
-                     int kernels_shared, int kernel_bodies) {
+std::string manifest(const passes::Program& p, const TargetSources& ts, const CodegenOptions& o) {
   json m;
   m["format_version"] = 1;
   m["abi_version"] = ANVIL_MODEL_ABI_VERSION;  // include/anvil/anvil_rt.h
   m["anvil_version"] = o.anvil_version;
-  m["target"] = target;
-  m["cpu_features"] = cpu_features;
+  m["target"] = ts.manifest_target;
+  m["cpu_features"] = ts.cpu_features;
+  for (const auto& [key, value] : ts.manifest_fields.items()) m[key] = value;
   m["symbols"] = json::array();
   for (const auto& s : p.symbols) {
     const SymRange& r = p.symbol_ranges.at(s);
@@ -86,8 +84,8 @@ std::string manifest(const passes::Program& p, const std::string& target,
     m["kernels"].push_back(k);
   }
   // step functions served by another step's implementation (kernel de-duplication)
-  m["kernels_shared"] = kernels_shared;
-  m["kernel_bodies"] = kernel_bodies;
+  m["kernels_shared"] = ts.kernels_shared;
+  m["kernel_bodies"] = ts.kernel_bodies;
   m["planned_peak_bytes"] = p.arena_bytes.str();
   m["collectives"] = json::array();
   for (const auto& s : p.steps) {
@@ -103,7 +101,9 @@ std::string manifest(const passes::Program& p, const std::string& target,
   return m.dump(2);
 }
 
-std::string metadata(const passes::Program& p, const std::string& target) {
+}  // namespace
+
+std::string model_metadata_json(const passes::Program& p, const std::string& target) {
   json m;
   m["target"] = target;
   m["arena_bytes"] = p.arena_bytes.str();
@@ -114,65 +114,26 @@ std::string metadata(const passes::Program& p, const std::string& target) {
   return m.dump();
 }
 
-}  // namespace
-
-CpuCodegenResult generate_cpu_program(const passes::Program& p, const CpuCodegenOptions& o) {
-  CpuCodegenResult r;
-  const TargetInfo info = resolve_target(o.target);
-  const std::string target = info.manifest_target;
-  r.target = target;
-  r.cpu_features = info.cpu_features;
-  r.compile_flags = {"-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math",
-                     "-fvisibility=hidden"};
-  // kernels, balanced over the translation units by text size
-  const int ntu = std::max(1, o.num_translation_units);
-  std::vector<std::string> tus(static_cast<size_t>(ntu));
-  int next_shared = 0;
-  auto add_kernels = [&](const passes::Program& q) {
-    std::vector<cpu::StepFunctionText> fns;
-    for (const auto& step : q.steps) {
-      if (const auto* e = std::get_if<passes::ExternStep>(&step);
-          e && (passes::is_collective_issue(*e) || passes::is_collective_wait(*e)))
-        continue;  // emitted inline in run() (emit_collective.cpp)
-      if (cpu::is_control_step(step)) continue;  // in model.cpp (emit_control.cpp)
-      cpu::StepFunctionText f;
-      f.name = passes::step_name(step);
-      if (const auto* k = std::get_if<passes::LoopKernel>(&step)) {
-        f.kind = cpu::StepFunctionText::Kind::kLoop;
-        f.text = cpu::emit_loop_kernel(q, *k, o);
-      } else if (const auto* g = std::get_if<passes::GemmStep>(&step)) {
-        f.kind = cpu::StepFunctionText::Kind::kGemm;
-        f.text = cpu::emit_gemm(q, *g);
-      } else {
-        f.text = cpu::emit_extern(q, std::get<passes::ExternStep>(step));
-      }
-      fns.push_back(std::move(f));
-    }
-    // identical computations on different buffers share one implementation (emit_dedup.cpp)
-    const cpu::DedupResult d = cpu::dedup_step_functions(q, fns, next_shared);
-    r.kernels_shared += d.kernels_shared;
-    r.kernel_bodies += d.kernel_bodies;
-    for (const auto& text : d.units) {
-      auto smallest = std::min_element(
-          tus.begin(), tus.end(),
-          [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
-      *smallest += text + "\n";
-    }
-  };
-  add_kernels(p);
-  cpu::for_each_subprogram(p, [&](const passes::Program& sub, const std::string&) {
-    add_kernels(sub);
-  });
-  r.sources.push_back({"model.cpp", cpu::emit_model(p, target, metadata(p, target), o)});
-  int k = 0;
-  for (const auto& t : tus) {
-    if (t.empty()) continue;
-    r.sources.push_back({"kernels_" + std::to_string(k++) + ".cpp",
-                         cpu::preamble(o.cpp_namespace, cpu::needs_complex(t)) +
-                             "\nnamespace " + o.cpp_namespace +
-                             " {\n\n" + t + "}  // namespace " + o.cpp_namespace + "\n"});
+CodegenResult generate_program(const passes::Program& p, const CodegenOptions& o) {
+  const Target& target = find_target(o.target);
+  const std::vector<std::string> missing = target.unsupported(p);
+  if (!missing.empty()) {
+    std::string list;
+    for (const std::string& m : missing) list += "\n  " + m;
+    throw Error(str("the ", target.name(), " target cannot compile ", missing.size(),
+                    missing.size() == 1 ? " step" : " steps", " of this model:", list),
+                "codegen(" + o.target + ")", "steps the target supports",
+                str(missing.size(), " unsupported"));
   }
-  r.manifest_json = manifest(p, target, info.cpu_features, o, r.kernels_shared, r.kernel_bodies);
+  TargetSources ts = target.emit(p, o);
+  CodegenResult r;
+  r.target = ts.manifest_target;
+  r.cpu_features = ts.cpu_features;
+  r.compile_flags = ts.compile_flags;
+  r.kernels_shared = ts.kernels_shared;
+  r.kernel_bodies = ts.kernel_bodies;
+  r.manifest_json = manifest(p, ts, o);
+  r.sources = std::move(ts.sources);
   for (const auto& c : p.constants) r.constants.push_back({c.name, c.tensor});
   r.stats = p.stats;
   r.planned_peak_bytes = p.planned_peak_bytes;
@@ -181,9 +142,32 @@ CpuCodegenResult generate_cpu_program(const passes::Program& p, const CpuCodegen
   return r;
 }
 
-CpuCodegenResult generate_cpu(const ir::Graph& graph, const CpuCodegenOptions& options) {
-  const passes::Program p = passes::compile_to_program(graph, options.pipeline);
-  return generate_cpu_program(p, options);
+passes::PipelineOptions pipeline_for(const CodegenOptions& o) {
+  passes::PipelineOptions pipeline = o.pipeline;
+  find_target(o.target).adjust_pipeline(pipeline);
+  return pipeline;
+}
+
+CodegenResult generate(const ir::Graph& graph, const CodegenOptions& options) {
+  const passes::Program p = passes::compile_to_program(graph, pipeline_for(options));
+  return generate_program(p, options);
+}
+
+namespace {
+void require_cpu_target(const CodegenOptions& o) {
+  ANVIL_CHECK(find_target(o.target).device_type() == Device::Type::kCPU, "generate_cpu",
+              "not a CPU target", "native, x86_64-*", o.target);
+}
+}  // namespace
+
+CodegenResult generate_cpu_program(const passes::Program& p, const CodegenOptions& o) {
+  require_cpu_target(o);
+  return generate_program(p, o);
+}
+
+CodegenResult generate_cpu(const ir::Graph& graph, const CodegenOptions& options) {
+  require_cpu_target(options);
+  return generate(graph, options);
 }
 
 }  // namespace anvil::codegen

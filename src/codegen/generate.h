@@ -1,8 +1,8 @@
-// generate_cpu: the CPU back end. Runs the compiler passes on a graph, then emits C++ that
-// implements include/anvil/anvil_rt.h (one function per loop kernel, GEMM and extern step, the
-// anvil_model_entry table), the package manifest (docs/package_format.md) and the constants the
-// package's weights.bin holds. The toolchain compiles the sources; the package writer assigns
-// the constants' offsets.
+// Code generation: runs the compiler passes on a graph, then has the target named by
+// CodegenOptions::target (codegen/target.h: the CPU target's C++, the CUDA target's CUDA C++)
+// emit sources implementing include/anvil/anvil_rt.h, and writes the target-neutral package
+// manifest (docs/package_format.md) and the constants the package's weights.bin holds. The
+// target's toolchain compiles the sources; the package writer assigns the constants' offsets.
 #pragma once
 
 #include <string>
@@ -15,11 +15,11 @@
 
 namespace anvil::codegen {
 
-/// Options of the CPU back end.
-struct CpuCodegenOptions {
-  /// "native", "x86_64-avx512", "x86_64-avx2" or "x86_64" (generic): the toolchain's
-  /// resolve_target (codegen/toolchain.h) gives the manifest target and CPU features; build the
-  /// sources with the same target.
+/// Options of code generation.
+struct CodegenOptions {
+  /// The target name: "native", "x86_64-avx512", "x86_64-avx2" or "x86_64" (generic) for the
+  /// CPU (the toolchain's resolve_target gives the manifest target and CPU features), or
+  /// "cuda-sm90" / "cuda-sm80" (codegen/cuda); build the sources with the same target.
   std::string target = "native";
   /// Kernels are split over at most this many translation units (plus model.cpp) so that the
   /// toolchain compiles them in parallel.
@@ -48,7 +48,7 @@ struct NamedConstant {
 };
 
 /// Everything the package writer and the toolchain need.
-struct CpuCodegenResult {
+struct CodegenResult {
   std::vector<GeneratedSource> sources;
   std::string manifest_json;  // constants' "offset" fields are 0
   std::vector<NamedConstant> constants;
@@ -69,11 +69,21 @@ struct CpuCodegenResult {
   int kernel_bodies = 0;
 };
 
-/// Compiles `graph` for the CPU. Throws Error naming the node for unsupported ops / features.
-CpuCodegenResult generate_cpu(const ir::Graph& graph, const CpuCodegenOptions& options = {});
+using CpuCodegenOptions = CodegenOptions;
+using CpuCodegenResult = CodegenResult;
 
-/// Emits the C++ and the manifest for an already lowered program.
-CpuCodegenResult generate_cpu_program(const passes::Program& program,
-                                      const CpuCodegenOptions& options = {});
+/// Runs the passes (adjusted by the target) on `graph` and generates code for options.target.
+/// Throws Error naming the node for unsupported ops / features; a target that cannot compile
+/// some steps lists them all in one error.
+CodegenResult generate(const ir::Graph& graph, const CodegenOptions& options = {});
+/// Emits the sources and the manifest of an already lowered program for options.target.
+CodegenResult generate_program(const passes::Program& program, const CodegenOptions& options = {});
+/// The passes' options as the target of `options` wants them.
+passes::PipelineOptions pipeline_for(const CodegenOptions& options);
+
+/// generate() / generate_program() for a CPU target (the names most tests use).
+CodegenResult generate_cpu(const ir::Graph& graph, const CodegenOptions& options = {});
+CodegenResult generate_cpu_program(const passes::Program& program,
+                                   const CodegenOptions& options = {});
 
 }  // namespace anvil::codegen

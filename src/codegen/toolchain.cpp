@@ -396,9 +396,15 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
               "a header under " + include_dir, "none");
 
   BuildResult result;
-  result.target = resolve_target(opt.target, compiler, cache_dir);
-  std::vector<std::string> flags{opt.opt_level, "-fPIC", "-std=c++17"};
-  flags.insert(flags.end(), result.target.flags.begin(), result.target.flags.end());
+  std::vector<std::string> flags;
+  if (opt.compile_flags.empty()) {
+    result.target = resolve_target(opt.target, compiler, cache_dir);
+    flags = {opt.opt_level, "-fPIC", "-std=c++17"};
+    flags.insert(flags.end(), result.target.flags.begin(), result.target.flags.end());
+  } else {  // a device target's own compile line
+    result.target.name = result.target.manifest_target = opt.target;
+    flags = opt.compile_flags;
+  }
   flags.insert(flags.end(), opt.extra_flags.begin(), opt.extra_flags.end());
 
   // Key material shared by every unit: compiler identity, flags, what `native` means, header.
@@ -498,7 +504,10 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
   result.cached = cached;
 
   // Link (or reuse a library linked from exactly these objects).
-  const std::vector<std::string> link_flags{"-shared", "-fPIC", "-Wl,-z,defs", "-Wl,-O1"};
+  const std::vector<std::string> link_flags =
+      opt.link_flags.empty()
+          ? std::vector<std::string>{"-shared", "-fPIC", "-Wl,-z,defs", "-Wl,-O1"}
+          : opt.link_flags;
   std::string link_key = common + "\nlink:" + shell_join(link_flags);
   for (const std::string& k : keys) link_key += "\n" + k;
   const fs::path so_cache = fs::path(cache_dir) / "so" / (sha256_hex(link_key) + ".so");

@@ -46,6 +46,11 @@ struct ToolchainOptions {
   int jobs = 0;             // parallel compiler processes; 0: hardware threads
   std::string opt_level = "-O3";
   std::vector<std::string> extra_flags;
+  /// Set by a non-CPU target (codegen/target.h): its whole compile line's flags (then `target`
+  /// is not resolved as a CPU target and no -fPIC / -std / ISA flags are added) and its link
+  /// flags (default: -shared -fPIC -Wl,-z,defs -Wl,-O1).
+  std::vector<std::string> compile_flags;
+  std::vector<std::string> link_flags;
   ProgressMode progress = ProgressMode::kAuto;
   bool use_cache = true;
 };

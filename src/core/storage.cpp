@@ -6,6 +6,7 @@
 #include <mutex>
 #include <new>
 
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace anvil {
@@ -87,6 +88,69 @@ std::shared_ptr<Storage> allocate_impl(size_t nbytes, bool zero) {
 }  // namespace
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes) { return allocate_impl(nbytes, true); }
+
+namespace {
+
+struct DeviceRegistry {
+  std::mutex mu;
+  DeviceAllocator* allocators[2] = {nullptr, nullptr};
+  std::function<void(Device::Type)> loader;
+  static DeviceRegistry& get() {
+    static DeviceRegistry* r = new DeviceRegistry();  // never destroyed: frees may come late
+    return *r;
+  }
+};
+
+}  // namespace
+
+void register_device_allocator(Device::Type type, DeviceAllocator* allocator) {
+  ANVIL_CHECK(type != Device::Type::kCPU, "register_device_allocator",
+              "host memory has a built-in allocator", "a device type", "cpu");
+  auto& r = DeviceRegistry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.allocators[static_cast<int>(type)] = allocator;
+}
+
+void set_device_backend_loader(std::function<void(Device::Type)> loader) {
+  auto& r = DeviceRegistry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.loader = std::move(loader);
+}
+
+DeviceAllocator& device_allocator(Device device) {
+  ANVIL_CHECK(!device.is_cpu(), "device_allocator", "host memory has no device allocator",
+              "a device", "cpu");
+  auto& r = DeviceRegistry::get();
+  const int t = static_cast<int>(device.type);
+  std::function<void(Device::Type)> loader;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.allocators[t]) return *r.allocators[t];
+    loader = r.loader;
+  }
+  ANVIL_CHECK(loader != nullptr, "device_allocator",
+              str("no backend for device ", device.str(),
+                  ": this program does not link the anvil runtime, which loads device backends"),
+              "a loaded device backend", "none");
+  loader(device.type);  // throws when the backend cannot be loaded
+  std::lock_guard<std::mutex> lock(r.mu);
+  ANVIL_CHECK(r.allocators[t] != nullptr, "device_allocator",
+              str("the backend of ", device.str(), " registered no allocator"),
+              "a registered allocator", "none");
+  return *r.allocators[t];
+}
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device, bool zero) {
+  if (device.is_cpu()) return allocate_impl(nbytes, zero);
+  device = concrete(device);
+  DeviceAllocator& a = device_allocator(device);
+  void* p = a.allocate(device.index, nbytes);
+  auto st = Storage::wrap(p, nbytes, [&a, index = device.index](void* q) {
+    a.deallocate(index, q);
+  }, device);
+  if (zero && nbytes > 0) a.zero(device.index, p, nbytes);
+  return st;
+}
 
 std::shared_ptr<Storage> Storage::allocate_uninitialized(size_t nbytes) {
   return allocate_impl(nbytes, false);

@@ -20,6 +20,10 @@ class Storage {
 
   /// Allocates `nbytes` of zeroed, 64-byte aligned host memory.
   static std::shared_ptr<Storage> allocate(size_t nbytes);
+  /// Allocates `nbytes` on `device` (host memory for the CPU; a device's memory through its
+  /// allocator, core/allocator.h, loading the device backend when needed), zero-filled when
+  /// `zero`. Throws Error when the device has no backend or is out of memory.
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device, bool zero = true);
   /// Like allocate() but the bytes are left as they are (for buffers the caller overwrites
   /// completely, such as compiled models' outputs). Large blocks come from a reuse cache.
   static std::shared_ptr<Storage> allocate_uninitialized(size_t nbytes);

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/allocator.h"
+
 namespace anvil {
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape sizes, Shape strides,
@@ -114,9 +116,42 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+namespace {
+
+/// Element loops below run on the host: device memory there would be a crash, not an error.
+void require_host(const Tensor& t, const char* where) {
+  ANVIL_CHECK(t.device().is_cpu(), where,
+              "the tensor is in device memory; host code cannot read it (copy it with "
+              "to(Device::cpu()) first)",
+              "a cpu tensor", t.device().str());
+}
+
+}  // namespace
+
+Tensor Tensor::to(Device device) const {
+  ANVIL_CHECK(defined(), "Tensor::to(device)", "tensor is undefined", "a defined tensor", "none");
+  device = concrete(device);
+  const Device from = this->device();
+  if (from == device) return *this;
+  if (from.is_cpu()) {
+    const Tensor src = contiguous();
+    auto st = Storage::allocate(src.nbytes(), device, /*zero=*/false);
+    if (src.nbytes() > 0)
+      device_allocator(device).copy(st->data(), device, src.data_ptr(), from, src.nbytes());
+    return Tensor(std::move(st), dtype_, sizes_, src.strides(), 0);
+  }
+  // device -> host or another device: the whole storage, so any view keeps its layout
+  const size_t n = storage_->nbytes();
+  auto st = Storage::allocate(n, device, /*zero=*/false);
+  if (n > 0)
+    device_allocator(from).copy(st->data(), device, storage_->data(), from, n);
+  return Tensor(std::move(st), dtype_, sizes_, strides_, offset_);
+}
+
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
+  require_host(*this, "Tensor::clone");
   Tensor out = empty(sizes_, dtype_);
   out.copy_from(*this);
   return out;
@@ -124,6 +159,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType dtype, bool copy) const {
   if (dtype == dtype_ && !copy) return *this;
+  require_host(*this, "Tensor::to(dtype)");
   Tensor out = empty(sizes_, dtype);
   out.copy_from(*this);
   return out;
@@ -133,6 +169,8 @@ void Tensor::copy_from(const Tensor& src) {
   ANVIL_CHECK(src.sizes() == sizes_, "Tensor::copy_from", "shape mismatch", shape_str(sizes_),
               shape_str(src.sizes()));
   if (numel() == 0) return;
+  require_host(*this, "Tensor::copy_from");
+  require_host(src, "Tensor::copy_from");
   if (src.dtype() == dtype_ && is_contiguous() && src.is_contiguous()) {
     std::memmove(data_ptr(), src.data_ptr(), nbytes());
     return;
@@ -153,6 +191,7 @@ void Tensor::copy_from(const Tensor& src) {
 }
 
 void Tensor::fill(double value) {
+  require_host(*this, "Tensor::fill");
   ANVIL_DISPATCH_ALL(dtype_, "Tensor::fill", T, {
     T* p = static_cast<T*>(data_ptr());
     T v = cast_value<T, double>(value);
@@ -345,6 +384,7 @@ double Tensor::item_at(int64_t linear) const {
     linear /= sizes_[i];
   }
   double out = 0;
+  require_host(*this, "Tensor::item_at");
   ANVIL_DISPATCH_ALL(dtype_, "Tensor::item_at", T,
                      { out = cast_value<double, T>(static_cast<const T*>(data_ptr())[off]); });
   return out;
@@ -358,6 +398,7 @@ double Tensor::item() const {
 
 std::vector<double> Tensor::to_doubles() const {
   std::vector<double> out;
+  require_host(*this, "Tensor::to_doubles");
   out.reserve(static_cast<size_t>(numel()));
   ANVIL_DISPATCH_ALL(dtype_, "Tensor::to_doubles", T, {
     const T* p = static_cast<const T*>(data_ptr());

@@ -110,6 +110,11 @@ class Tensor {
   /// A copy converted to `dtype` (this tensor, unchanged, when the dtype already matches and
   /// `copy` is false).
   Tensor to(DType dtype, bool copy = false) const;
+  /// This tensor's values on `device` (this tensor when already there): a host tensor is made
+  /// contiguous and copied over; a device tensor's whole storage is copied, keeping its sizes,
+  /// strides and offset. Loads the device's backend when needed; throws Error when there is
+  /// none or the copy fails.
+  Tensor to(Device device) const;
   /// Copies `src` (same sizes, any dtype and strides) into this tensor's elements.
   void copy_from(const Tensor& src);
   /// Fills every element with `value` (converted to dtype()).

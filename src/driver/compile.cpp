@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "codegen/generate.h"
+#include "codegen/target.h"
 #include "core/error.h"
 #include "codegen/cache.h"
 #include "frontend/pt2_reader.h"
@@ -122,20 +123,23 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   r.graph_nodes = static_cast<int64_t>(graph.num_nodes());
   const std::string cache_dir = cache_root(options);
 
-  codegen::CpuCodegenOptions co;
+  codegen::CodegenOptions co;
   co.target = options.target;
   co.num_translation_units = options.num_translation_units;
   co.anvil_version = kAnvilVersion;
   // Resolve first: an unknown target fails before any work.
-  const codegen::TargetInfo target =
-      codegen::resolve_target(options.target, options.compiler, cache_dir);
+  const codegen::Target& backend = codegen::find_target(options.target);
+  codegen::TargetInfo target;
+  if (backend.device_type() == Device::Type::kCPU)
+    target = codegen::resolve_target(options.target, options.compiler, cache_dir);
 
   auto t = Clock::now();
-  const passes::Program program = passes::compile_to_program(graph, co.pipeline);
+  const passes::Program program =
+      passes::compile_to_program(graph, codegen::pipeline_for(co));
   r.passes_s = seconds_since(t);
 
   t = Clock::now();
-  const codegen::CpuCodegenResult gen = codegen::generate_cpu_program(program, co);
+  const codegen::CodegenResult gen = codegen::generate_program(program, co);
   r.target = gen.target;
   r.cpu_features = gen.cpu_features;
   r.compile_flags = target.flags;
@@ -179,7 +183,7 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   to.progress = options.progress;
   to.use_cache = options.use_object_cache;
   const codegen::BuildResult built =
-      codegen::build_shared_library(sources, (scratch.path / "model.so").string(), to);
+      backend.build(sources, (scratch.path / "model.so").string(), to);
   r.units_compiled = built.compiled;
   r.units_cached = built.cached;
   r.build_s = seconds_since(t);
@@ -225,8 +229,11 @@ CompileReport compile_pt2(const std::string& pt2_path, const std::string& out_pa
 
 std::string package_cache_path(const std::string& pt2_path, const CompileOptions& options) {
   const std::string cache_dir = cache_root(options);
-  const codegen::TargetInfo target =
-      codegen::resolve_target(options.target, options.compiler, cache_dir);
+  codegen::TargetInfo target;
+  if (codegen::find_target(options.target).device_type() == Device::Type::kCPU)
+    target = codegen::resolve_target(options.target, options.compiler, cache_dir);
+  else
+    target.manifest_target = options.target;
   std::ostringstream key;
   key << "anvil-package-cache-v1\n"
       << "pt2 " << codegen::sha256_hex(read_file(pt2_path, "model")) << "\n"

@@ -340,7 +340,8 @@ void Lowerer::setup_signature() {
     if (!v || v->kind != ir::ValueKind::kTensor) continue;
     const std::string what = str(ir::input_kind_name(spec.kind), " '",
                                  spec.target.empty() ? v->name : spec.target, "'");
-    if (!v->type.device.is_cpu())
+    const Device::Type target = options ? options->target_device : Device::Type::kCPU;
+    if (!v->type.device.is_cpu() && v->type.device.type != target)
       devices += str(devices.empty() ? "" : ", ", what, " on ", v->type.device.str());
     if (!is_supported(v->type.dtype))  // float8 (complex computes in std::complex)
       dtypes += str(dtypes.empty() ? "" : ", ", what, " ", dtype_name(v->type.dtype));

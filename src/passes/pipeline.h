@@ -18,6 +18,9 @@ struct PipelineOptions {
   // Every user output in its own contiguous buffer (no views of inputs, of other outputs or
   // with offsets): the compiled subgraphs of control flow write into memory their caller gives.
   bool dense_outputs = false;
+  // The device type the target runs on (set by the target: codegen/target.h). A graph recorded
+  // with tensors on that device or on the CPU compiles; any other device is an error.
+  Device::Type target_device = Device::Type::kCPU;
 };
 
 /// Runs the passes on a copy of `graph` and lowers it: decompositions happen in the lowering

@@ -140,8 +140,10 @@ DLDataType dl_from_dtype(DType d) {
 Tensor wrap_dl(const DLManagedTensor* m, const std::string& where, const DType* want) {
   if (!m) throw Error("tensor is NULL", where, "a DLManagedTensor", "NULL");
   const DLTensor& t = m->dl_tensor;
-  if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost)
-    throw Error("tensor is not in host memory", where, "a kDLCPU tensor",
+  const bool cuda = t.device.device_type == kDLCUDA;
+  if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost && !cuda)
+    throw Error("tensor is neither in host memory nor on a CUDA device", where,
+                "a kDLCPU or kDLCUDA tensor",
                 str("device type ", int(t.device.device_type), ":", t.device.device_id));
   if (t.ndim < 0 || t.ndim > 8 || (t.ndim > 0 && !t.shape))
     throw Error("bad tensor rank or shape", where, "0 to 8 dims with a shape",
@@ -167,7 +169,10 @@ Tensor wrap_dl(const DLManagedTensor* m, const std::string& where, const DType* 
   if (!t.data && !empty) throw Error("tensor data is NULL", where, "a data pointer", "NULL");
   const size_t nbytes = empty ? 0 : static_cast<size_t>(extent + 1) * anvil::dtype_size(dtype);
   char* base = static_cast<char*>(t.data) + t.byte_offset;
-  auto storage = anvil::Storage::wrap(base, nbytes, nullptr);
+  // A CUDA tensor is borrowed as device memory: a CUDA package's run reads it in place, a CPU
+  // package refuses it as an input on the wrong device.
+  auto storage = anvil::Storage::wrap(
+      base, nbytes, nullptr, cuda ? anvil::Device::cuda(t.device.device_id) : anvil::Device::cpu());
   return Tensor(std::move(storage), dtype, std::move(sizes), std::move(strides), 0);
 }
 
@@ -185,7 +190,8 @@ DLManagedTensor* export_dl(const Tensor& t) {
   h->strides = t.strides();
   DLTensor& d = h->managed.dl_tensor;
   d.data = t.data_ptr();
-  d.device = {kDLCPU, 0};
+  d.device = t.device().is_cpu() ? DLDevice{kDLCPU, 0}
+                                 : DLDevice{kDLCUDA, static_cast<int32_t>(t.device().index)};
   d.ndim = static_cast<int32_t>(t.dim());
   d.dtype = dl_from_dtype(t.dtype());
   d.shape = h->shape.empty() ? nullptr : h->shape.data();

@@ -80,6 +80,9 @@ std::vector<std::string> registered_externs() {
 Tensor tensor_from_rt(const AnvilRtTensor& t, const std::string& where) {
   ANVIL_CHECK(t.ndim >= 0 && t.ndim <= 8, where, "bad tensor rank", "0 to 8",
               std::to_string(t.ndim));
+  // The runtime's extern kernels are host code.
+  ANVIL_CHECK(t.device_type == ANVIL_DEVICE_CPU, where, "extern kernels run on host memory",
+              "a cpu tensor", str("device type ", t.device_type, ":", t.device_index));
   const DType dtype = dtype_from_code(t.dtype);
   Shape sizes(t.sizes, t.sizes + t.ndim), strides(t.strides, t.strides + t.ndim);
   // Extent of the memory the view may touch (negative strides are not produced by anvil).
@@ -103,6 +106,9 @@ AnvilRtTensor rt_from_tensor(const Tensor& t) {
   r.data = t.defined() ? t.data_ptr() : nullptr;
   r.dtype = static_cast<int32_t>(t.dtype());
   r.ndim = static_cast<int32_t>(t.dim());
+  const Device dev = t.defined() ? t.device() : Device::cpu();
+  r.device_type = dev.is_cpu() ? ANVIL_DEVICE_CPU : ANVIL_DEVICE_CUDA;
+  r.device_index = dev.is_cpu() ? 0 : dev.index;
   for (int64_t d = 0; d < t.dim(); ++d) {
     r.sizes[d] = t.sizes()[d];
     r.strides[d] = t.strides()[d];

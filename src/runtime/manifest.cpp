@@ -150,6 +150,15 @@ Manifest Manifest::parse(const std::string& text, const std::string& where) {
   if (j.contains("anvil_version")) m.anvil_version = r.string(j["anvil_version"], "anvil_version");
   m.target = r.string(r.field(j, "target", "target"), "target");
   if (j.contains("cpu_features")) m.cpu_features = r.string_list(j["cpu_features"], "cpu_features");
+  if (j.contains("device")) {
+    const std::string d = r.string(j["device"], "device");
+    if (d == "cuda")
+      m.device_type = Device::Type::kCUDA;
+    else if (d != "cpu")
+      throw Error("unknown package device", r.where + ": device", "cpu or cuda", d);
+  }
+  if (j.contains("cuda_min_capability"))
+    m.cuda_min_capability = r.integer(j["cuda_min_capability"], "cuda_min_capability");
   if (j.contains("externs")) m.externs = r.string_list(j["externs"], "externs");
   if (j.contains("kernels")) {
     const Json& arr = r.array(j["kernels"], "kernels");

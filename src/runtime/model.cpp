@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "runtime/collectives.h"
 #include "runtime/cpu_features.h"
+#include "runtime/device_backend.h"
 #include "runtime/externs.h"
 #include "runtime/model_impl.h"
 #include "runtime/rt_api.h"
@@ -20,21 +21,9 @@ namespace anvil::runtime {
 
 namespace {
 
-/// Oldest model ABI this runtime loads (1: no output_layout, every output fresh and contiguous).
-constexpr uint32_t kOldestModelAbi = 1;
-
-/// The service table for a model.so built for ABI `version`: the runtime's table (a superset
-/// of older ones, since fields are only added at the end) reporting that version, so that
-/// create()'s version check of older models passes.
-const AnvilRtApi* api_for(uint32_t version) {
-  if (version == ANVIL_MODEL_ABI_VERSION) return rt_api();
-  static const AnvilRtApi v1 = [] {
-    AnvilRtApi a = *rt_api();
-    a.abi_version = 1;
-    return a;
-  }();
-  return &v1;
-}
+/// The model ABI this runtime loads: ABI 3 (devices) changed AnvilRtTensor's layout, so older
+/// packages are refused with a request to recompile them.
+constexpr uint32_t kOldestModelAbi = ANVIL_MODEL_ABI_VERSION;
 
 /// Writes all of `data` to `fd`; false on an I/O error.
 bool write_all(int fd, std::string_view data) {
@@ -105,7 +94,14 @@ Library::~Library() {
 Model::Impl::~Impl() {
   for (Runner& r : runners) {
     if (r.instance && entry && entry->destroy) entry->destroy(r.instance);
-    std::free(r.arena);
+    if (device_api && r.stream) {
+      device_api->stream_synchronize(options.device.index, r.stream);
+      device_api->stream_destroy(options.device.index, r.stream);
+    }
+    if (r.arena_storage)
+      r.arena_storage.reset();  // device memory, freed through its allocator
+    else
+      std::free(r.arena);
   }
   runners.clear();
 }
@@ -130,15 +126,44 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
   if (const char* p = std::getenv("ANVIL_PROFILE"); p && std::string(p) == "1")
     impl->profiling.store(true);
   ANVIL_CHECK(m.abi_version >= kOldestModelAbi && m.abi_version <= ANVIL_MODEL_ABI_VERSION,
-              where, "package was built for another runtime ABI version; recompile the model",
-              str(kOldestModelAbi, "..", ANVIL_MODEL_ABI_VERSION), std::to_string(m.abi_version));
+              where,
+              m.abi_version < kOldestModelAbi
+                  ? "package was built by an older anvil for runtime ABI " +
+                        std::to_string(m.abi_version) +
+                        ", which this runtime no longer loads; recompile the model with this "
+                        "anvil (anvil compile)"
+                  : std::string("package was built for a newer runtime ABI; update anvil or "
+                                "recompile the model"),
+              str("ABI ", kOldestModelAbi, "..", ANVIL_MODEL_ABI_VERSION),
+              std::to_string(m.abi_version));
   const bool cpu_target = m.target == "cpu" || m.target.rfind("cpu-", 0) == 0;
-  ANVIL_CHECK(options.device.is_cpu(), where,
-              str("cannot load on ", options.device.str(), ": this runtime runs CPU packages"),
-              "device cpu", options.device.str());
-  ANVIL_CHECK(cpu_target, where, "package was compiled for another device", "a cpu-* target",
-              m.target);
-  check_cpu_features(m.target, m.cpu_features, where);
+  if (m.device_type == Device::Type::kCPU) {
+    ANVIL_CHECK(options.device.is_cpu(), where,
+                str("cannot load a CPU package (target ", m.target, ") on ", options.device.str()),
+                "device cpu", options.device.str());
+    ANVIL_CHECK(cpu_target, where, "package was compiled for another device", "a cpu-* target",
+                m.target);
+    check_cpu_features(m.target, m.cpu_features, where);
+  } else {
+    const Device want{m.device_type, -1};
+    ANVIL_CHECK(options.device.type == m.device_type, where,
+                str("package was compiled for ", want.str(), " (target ", m.target,
+                    "); load it with that device"),
+                str("device ", want.str()), options.device.str());
+    impl->options.device = require_device(options.device, where);
+    impl->device_api = &device_backend(m.device_type);
+    if (m.device_type == Device::Type::kCUDA && m.cuda_min_capability > 0) {
+      const int cap = impl->device_api->capability(impl->options.device.index);
+      ANVIL_CHECK(cap >= m.cuda_min_capability, where,
+                  str("the package's code needs a newer GPU than ", impl->options.device.str()),
+                  str("compute capability >= ", m.cuda_min_capability / 10, ".",
+                      m.cuda_min_capability % 10),
+                  str(cap / 10, ".", cap % 10));
+    }
+  }
+  const Device device = impl->options.device;
+  impl->api = *rt_api();
+  impl->api.device = impl->device_api;
 
   register_builtin_externs();
   for (const std::string& target : m.externs)
@@ -172,7 +197,13 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
   impl->buffers.resize(m.constants.size());
   for (size_t i = 0; i < m.constants.size(); ++i) {
     Tensor t = impl->package->constant(i);
-    if (m.constants[i].is_mutable) {
+    if (!device.is_cpu()) {  // uploaded once; every runner and run reads the device copy
+      t = t.to(device);
+      if (m.constants[i].is_mutable) {
+        impl->buffers[i] = t;
+        impl->has_mutable = true;
+      }
+    } else if (m.constants[i].is_mutable) {
       t = owned_copy(t);
       impl->buffers[i] = t;
       impl->has_mutable = true;
@@ -191,7 +222,13 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
 
   impl->runners.resize(static_cast<size_t>(options.num_runners));
   for (int r = 0; r < options.num_runners; ++r) {
-    impl->runners[r].instance = entry->create(api_for(entry->abi_version));
+    if (!device.is_cpu()) {
+      impl->runners[r].stream = impl->device_api->stream_create(device.index);
+      ANVIL_CHECK(impl->runners[r].stream != nullptr, where,
+                  str("cannot create a stream on ", device.str()), "a stream",
+                  impl->device_api->last_error());
+    }
+    impl->runners[r].instance = entry->create(&impl->api);
     ANVIL_CHECK(impl->runners[r].instance != nullptr, where,
                 "model.so refused this runtime: it needs runtime services (a newer ABI minor "
                 "version) this runtime lacks, or it is damaged",
@@ -208,6 +245,12 @@ const std::vector<IOSpec>& Model::output_specs() const { return impl_->output_sp
 const Manifest& Model::manifest() const { return impl_->package->manifest(); }
 const Package& Model::package() const { return *impl_->package; }
 int Model::num_runners() const { return static_cast<int>(impl_->runners.size()); }
+Device Model::device() const { return impl_->options.device; }
+
+Device package_device(const std::string& path) {
+  const auto p = Package::open(path);
+  return p->manifest().device_type == Device::Type::kCPU ? Device::cpu() : Device::cuda(0);
+}
 ThreadPool& Model::thread_pool() const { return *impl_->pool; }
 
 std::string Model::metadata_json() const {
@@ -241,14 +284,16 @@ Tensor Model::constant(const std::string& name) const {
   const size_t i = constant_index(manifest(), name, "Model::constant");
   if (manifest().constants[i].is_mutable) {
     std::lock_guard<std::mutex> lock(impl_->buffer_mutex);
-    return impl_->buffers[i].clone();
+    const Tensor& b = impl_->buffers[i];
+    return b.device().is_cpu() ? b.clone() : b.to(Device::cpu());
   }
   std::shared_ptr<const ConstantSet> set;
   {
     std::lock_guard<std::mutex> lock(impl_->constants_mutex);
     set = impl_->active;
   }
-  return set->tensors[i].clone();
+  const Tensor& t = set->tensors[i];
+  return t.device().is_cpu() ? t.clone() : t.to(Device::cpu());
 }
 
 void Model::update_constants(const std::map<std::string, Tensor>& values, bool inactive,
@@ -278,13 +323,22 @@ void Model::update_constants(const std::map<std::string, Tensor>& values, bool i
   }
   // Copy the new values (callers may reuse their tensors) before taking any lock.
   std::vector<std::pair<size_t, Tensor>> owned;
-  for (auto& [i, value] : updates) owned.emplace_back(i, owned_copy(value));
+  // (A device package's values are uploaded: to() from the host makes the copy.)
+  const Device device = impl_->options.device;
+  for (auto& [i, value] : updates)
+    owned.emplace_back(i, device.is_cpu() ? owned_copy(value) : value.to(device));
 
   bool any_immutable = false;
   for (auto& [i, value] : owned) {
     if (m.constants[i].is_mutable) {
       std::lock_guard<std::mutex> lock(impl_->buffer_mutex);
-      impl_->buffers[i].copy_from(value);
+      if (device.is_cpu()) {
+        impl_->buffers[i].copy_from(value);
+      } else {  // the live buffer keeps its address (runs read it through ConstantSet::ptrs)
+        Tensor& live = impl_->buffers[i];
+        device_copy(*impl_->device_api, device.index, live.data_ptr(), value.data_ptr(),
+                    live.nbytes(), ANVIL_COPY_DEVICE_TO_DEVICE, nullptr, where);
+      }
     } else {
       any_immutable = true;
     }

@@ -43,6 +43,8 @@ namespace anvil::runtime {
 
 /// Options of Model::load.
 struct ModelOptions {
+  /// Where the model runs: cpu for CPU packages, cuda / cuda:N for CUDA packages (a package is
+  /// refused on a device type it was not compiled for). package_device() gives a package's.
   Device device = Device::cpu();
   /// Model instances (each with its own arena) serving concurrent run() calls; at least 1.
   int num_runners = 1;
@@ -50,6 +52,9 @@ struct ModelOptions {
   /// hardware thread count (the process-wide pool).
   int num_threads = 0;
 };
+
+/// The device type a package was compiled for, as cuda:0 or cpu (opens its manifest only).
+Device package_device(const std::string& path);
 
 /// A user input or output as the Model describes it.
 struct IOSpec {
@@ -123,6 +128,8 @@ class Model {
   /// model.so's compile-time metadata (its metadata_json()).
   std::string metadata_json() const;
   int num_runners() const;
+  /// The device the model runs on (inputs must be there; outputs come back there).
+  Device device() const;
   /// The pool runs use for parallel_for.
   ThreadPool& thread_pool() const;
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "anvil/anvil_device.h"
 #include "anvil/anvil_rt.h"
 #include "core/random.h"
 #include "core/thread_pool.h"
@@ -44,8 +45,10 @@ struct DimRule {
 /// One model instance and its scratch arena.
 struct Runner {
   void* instance = nullptr;
-  void* arena = nullptr;
+  void* arena = nullptr;  // host arena (std::aligned_alloc), or arena_storage's memory
   size_t arena_bytes = 0;
+  std::shared_ptr<Storage> arena_storage;  // a device package's arena (device memory)
+  void* stream = nullptr;                  // a device package's stream (AnvilRunArgs::stream)
 };
 
 /// A dlopened model.so and the in-memory file it was loaded from (both closed on destruction;
@@ -65,6 +68,9 @@ struct Model::Impl {
   std::shared_ptr<Package> package;
   Library library;
   const AnvilModelEntry* entry = nullptr;
+  // The services handed to model.so (rt_api() plus the device backend of a device package).
+  AnvilRtApi api{};
+  const AnvilDeviceApi* device_api = nullptr;  // null for CPU packages
   std::unique_ptr<ThreadPool> own_pool;
   ThreadPool* pool = nullptr;
 

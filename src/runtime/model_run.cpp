@@ -13,9 +13,13 @@ namespace anvil::runtime {
 
 namespace {
 
-/// A contiguous tensor in fresh 64-byte aligned memory, not zero-filled (the model writes it).
-Tensor allocate_output(const Shape& sizes, DType dtype) {
+/// A contiguous tensor in fresh memory of `device` (64-byte aligned on the host), not
+/// zero-filled (the model writes it).
+Tensor allocate_output(const Shape& sizes, DType dtype, Device device) {
   const size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * dtype_size(dtype);
+  if (!device.is_cpu())
+    return Tensor(Storage::allocate(nbytes, device, /*zero=*/false), dtype, sizes,
+                  Tensor::contiguous_strides(sizes), 0);
   // Large outputs reuse freed blocks (core/storage.cpp), so they are not page-faulted in anew
   // on every run.
   return Tensor(Storage::allocate_uninitialized(nbytes), dtype, sizes,
@@ -295,9 +299,14 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   // Inputs the generated code can read: contiguous and element-aligned (else a copy).
   std::vector<Tensor> used(inputs.size());  // what run() reads: the input or a contiguous copy
   std::vector<void*> in_ptrs(inputs.size());
+  const Device device = impl.options.device;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     const bool aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % t.element_size() == 0;
+    if (!device.is_cpu())  // no device-side gather yet: the caller makes it contiguous
+      ANVIL_CHECK(t.is_contiguous() && aligned, input_where(impl.input_specs[i], i),
+                  str("a non-contiguous input on ", device.str(), " is not supported yet"),
+                  "a contiguous tensor", str("strides ", shape_str(t.strides())));
     used[i] = t.is_contiguous() && aligned ? t : t.clone();
     in_ptrs[i] = used[i].data_ptr();
   }
@@ -319,7 +328,7 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
       ANVIL_CHECK(s >= 0, where(), str("model.so gave output ", o, " a negative size"), ">= 0",
                   shape_str(shape));
     if (!layouts) {
-      outputs.push_back(allocate_output(shape, dtype));
+      outputs.push_back(allocate_output(shape, dtype, device));
       out_ptrs.push_back(outputs.back().data_ptr());
       continue;
     }
@@ -338,7 +347,7 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
         ANVIL_CHECK(layout.storage_numel >= 0, where(),
                     str("model.so gave output ", o, " a negative storage size"), ">= 0",
                     std::to_string(layout.storage_numel));
-        base = allocate_output({layout.storage_numel}, dtype);
+        base = allocate_output({layout.storage_numel}, dtype, device);
         break;
       case 1:
         ANVIL_CHECK(layout.base_index >= 0 && static_cast<size_t>(layout.base_index) < o, where(),
@@ -393,7 +402,16 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   const int64_t arena_bytes = impl.entry->arena_bytes(symbols.data());
   ANVIL_CHECK(arena_bytes >= 0, where(), "model.so asked for a negative arena", ">= 0",
               std::to_string(arena_bytes));
-  if (static_cast<size_t>(arena_bytes) > runner.arena_bytes || runner.arena == nullptr) {
+  if (!device.is_cpu()) {
+    if (static_cast<size_t>(arena_bytes) > runner.arena_bytes || runner.arena == nullptr) {
+      runner.arena_storage.reset();  // freed before the larger one is taken
+      runner.arena_storage =
+          Storage::allocate(std::max<size_t>(static_cast<size_t>(arena_bytes), 256), device,
+                            /*zero=*/false);
+      runner.arena = runner.arena_storage->data();
+      runner.arena_bytes = runner.arena_storage->nbytes();
+    }
+  } else if (static_cast<size_t>(arena_bytes) > runner.arena_bytes || runner.arena == nullptr) {
     const size_t rounded = std::max<size_t>(
         kStorageAlignment, (static_cast<size_t>(arena_bytes) + kStorageAlignment - 1) /
                                kStorageAlignment * kStorageAlignment);
@@ -413,6 +431,8 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   args.constants = constants->ptrs.data();
   args.arena = runner.arena;
   args.run_ctx = &ctx;
+  args.stream = runner.stream;
+  args.device_index = device.is_cpu() ? 0 : device.index;
   std::vector<int64_t> run_symbols(impl.package->manifest().run_time_symbols.size(), 0);
   args.run_symbols = run_symbols.empty() ? nullptr : run_symbols.data();
   if (std::find(late.begin(), late.end(), true) != late.end())
@@ -427,7 +447,16 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
     ScopedThreadPool scope(impl.pool);
     std::unique_lock<std::mutex> buffers_lock(impl.buffer_mutex, std::defer_lock);
     if (impl.has_mutable) buffers_lock.lock();
+    if (impl.device_api && impl.device_api->set_device(device.index) != 0)
+      throw Error(str("cannot make ", device.str(), " current"), where(), "success",
+                  impl.device_api->last_error());
     rc = impl.entry->run(runner.instance, &args);
+    // A device package queued its work on the runner's stream: the outputs are ready (and the
+    // arena free for the next run) once the stream is done. Errors of queued kernels surface
+    // here.
+    if (impl.device_api && impl.device_api->stream_synchronize(device.index, runner.stream) != 0)
+      ctx.set_error(str("the run failed on ", device.str(), ": ",
+                        impl.device_api->last_error()));
   }
   // A run that failed between a collective's issue and its wait: finish the transfer before
   // the runner's arena and the outputs are reused or freed.

@@ -66,6 +66,10 @@ struct Manifest {
   std::string anvil_version;
   std::string target;                     // "cpu-x86_64-avx2", "cpu-x86_64-native", ...
   std::vector<std::string> cpu_features;  // optional: ISA features the code needs ("avx2")
+  // Where the package runs: "device" ("cpu" when absent, "cuda"), and for CUDA packages the
+  // lowest compute capability its code runs on (major * 10 + minor; "cuda_min_capability").
+  Device::Type device_type = Device::Type::kCPU;
+  int64_t cuda_min_capability = 0;
   std::vector<SymbolSpec> symbols;
   // Symbols known only during a run (aten.item values, nonzero / mask counts), in
   // AnvilRunArgs::run_symbols order. Output sizes may use them; input sizes may not.

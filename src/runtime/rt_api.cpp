@@ -342,6 +342,7 @@ const AnvilRtApi* rt_api() {
       api_extern_call,         api_set_error,
       ANVIL_MODEL_ABI_MINOR_VERSION, coll_issue, coll_wait,
       api_sgemm_const_b,       api_run_alloc, api_output_alloc,
+      nullptr,  // device: set per model by Model::load for device packages
   };
   return &api;
 }

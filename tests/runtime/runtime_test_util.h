@@ -171,7 +171,7 @@ inline std::string test_manifest(bool stateless = false, int64_t format_version 
   return std::string(R"({
   "format_version": )") +
          std::to_string(format_version) + R"(,
-  "abi_version": 1,
+  "abi_version": )" + std::to_string(ANVIL_MODEL_ABI_VERSION) + R"(,
   "anvil_version": "0.1.0",
   "target": ")" +
          target + R"(",

@@ -127,7 +127,15 @@ TEST(CApi, RoundTripWithDLPack) {
   gpu.m.dl_tensor.device = {kDLCUDA, 0};
   DLManagedTensor* on_gpu[2] = {&bx.m, &gpu.m};
   EXPECT_NE(anvil_model_run(model, on_gpu, 2, &outputs, &n_out, nullptr), 0);
-  EXPECT_NE(std::string(anvil_last_error()).find("not in host memory"), std::string::npos);
+  // a CUDA tensor is borrowed as device memory; a CPU package refuses it as on the wrong device
+  EXPECT_NE(std::string(anvil_last_error()).find("input is on the wrong device (expected cpu, got cuda:0)"),
+            std::string::npos)
+      << anvil_last_error();
+  gpu.m.dl_tensor.device = {kDLVulkan, 0};
+  EXPECT_NE(anvil_model_run(model, on_gpu, 2, &outputs, &n_out, nullptr), 0);
+  EXPECT_NE(std::string(anvil_last_error()).find("neither in host memory nor on a CUDA device"),
+            std::string::npos)
+      << anvil_last_error();
   DLManagedTensor* nulls[2] = {&bx.m, nullptr};
   EXPECT_NE(anvil_model_run(model, nulls, 2, &outputs, &n_out, nullptr), 0);
   EXPECT_NE(anvil_model_run(nullptr, inputs, 2, &outputs, &n_out, nullptr), 0);

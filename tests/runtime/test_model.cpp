@@ -344,7 +344,16 @@ TEST(Model, LoadRefusals) {
   ModelOptions cuda;
   cuda.device = Device::cuda(0);
   e = error_of([&] { Model::load(write_test_package("cuda_refused", true), cuda); });
-  EXPECT_NE(e.find("cannot load on cuda:0"), std::string::npos) << e;
+  EXPECT_NE(e.find("cannot load a CPU package (target cpu-x86_64) on cuda:0"), std::string::npos)
+      << e;
+  // A package of an older ABI (before devices) is refused with a request to recompile it.
+  std::string old = test_manifest(true);
+  const std::string abi = "\"abi_version\": " + std::to_string(ANVIL_MODEL_ABI_VERSION);
+  ASSERT_NE(old.find(abi), std::string::npos);
+  old.replace(old.find(abi), abi.size(), "\"abi_version\": 2");
+  e = error_of([&] { Model::load(write_test_package("old_abi", true, {}, {}, old)); });
+  EXPECT_NE(e.find("built by an older anvil for runtime ABI 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("recompile the model with this anvil"), std::string::npos) << e;
   ModelOptions zero;
   zero.num_runners = 0;
   e = error_of([&] { Model::load(write_test_package("zero_runners", true), zero); });

@@ -96,7 +96,7 @@ std::vector<Tensor> random_inputs(const runtime::Model& model,
     const bool real_valued = is_floating(spec.dtype) || is_complex(spec.dtype);
     // Integer inputs (token ids, indices) get 0 or 1 so that any embedding table is in range.
     for (auto& v : values) v = real_valued ? real(rng) : static_cast<double>(rng() & 1);
-    out.push_back(Tensor::from_vector(values, shape).to(spec.dtype));
+    out.push_back(Tensor::from_vector(values, shape).to(spec.dtype).to(model.device()));
   }
   return out;
 }
@@ -110,6 +110,9 @@ ArgParser bench_parser() {
       .option("--input", "-i", "FILE", "a .npy input (default: random inputs of the spec)", true)
       .option("--iters", "-n", "N", "timed runs (default 100)")
       .option("--warmup", "", "W", "untimed runs first (default 10)")
+      .option("--device", "", "DEV",
+              "where a package runs: cpu, cuda or cuda:N (default: the device it was compiled "
+              "for)")
       .option("--threads", "", "T",
               "threads of the model's pool (default: ANVIL_NUM_THREADS or the hardware threads)")
       .option("--dim", "", "SYM=N",
@@ -145,7 +148,7 @@ int cmd_bench(const ParsedArgs& args) {
   for (const auto& p : in_paths) require_file(p, "input");
   const std::string pkg = package_for(model, args, quiet);
 
-  runtime::ModelOptions mo;
+  runtime::ModelOptions mo = model_options(args, pkg);
   mo.num_threads = static_cast<int>(threads);
   const auto t_load = Clock::now();
   const runtime::Model m = runtime::Model::load(pkg, mo);

@@ -58,6 +58,9 @@ ArgParser run_parser() {
       .option("--repeat", "", "N",
               "run N times in one session; buffers mutated by the model persist from run to "
               "run; the last run's outputs are written (default 1)")
+      .option("--device", "", "DEV",
+              "where a package runs: cpu, cuda or cuda:N (default: the device it was compiled "
+              "for)")
       .option("--threads", "", "T",
               "threads of the model's pool (default: ANVIL_NUM_THREADS or "
               "the hardware threads)")
@@ -167,12 +170,13 @@ int cmd_run(const ParsedArgs& args) {
         names.push_back(o.value ? o.value->name : "?");
   } else {
     const std::string pkg = package ? model : package_for(model, args, quiet);
-    runtime::ModelOptions mo;
+    runtime::ModelOptions mo = model_options(args, pkg);
     mo.num_threads = static_cast<int>(threads);
     const runtime::Model m = runtime::Model::load(pkg, mo);
     const std::vector<Tensor> inputs = read_inputs(in_paths, m);
     for (int64_t r = 0; r < repeat; ++r) {
       outputs = m.run(inputs);
+      for (Tensor& o : outputs) o = o.to(Device::cpu());  // device outputs come to the host
       report_run(r);
     }
     for (const auto& o : m.output_specs()) names.push_back(o.name);

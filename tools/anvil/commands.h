@@ -11,6 +11,7 @@
 
 namespace anvil::runtime {
 class Model;
+struct ModelOptions;
 }
 
 namespace anvil::cli {
@@ -65,7 +66,9 @@ driver::CompileOptions compile_options(const ParsedArgs& args, bool quiet);
 std::string package_for(const std::string& model, const ParsedArgs& args, bool quiet);
 /// Reads the .npy inputs; a float32 array given for a bfloat16/float16 input is converted.
 std::vector<Tensor> read_inputs(const std::vector<std::string>& paths, const runtime::Model& model);
-/// The tensor as it goes into a .npy file: 16-bit and other non-.npy floats become float32.
+/// ModelOptions for a package: --device when given, else the device it was compiled for.
+runtime::ModelOptions model_options(const ParsedArgs& args, const std::string& package);
+/// The tensor as it goes into a .npy file (on the host): 16-bit and other non-.npy floats become float32.
 Tensor npy_ready(const Tensor& t);
 /// Sets an environment variable (used for --backend, --threads). Throws Error on failure.
 void set_env(const std::string& name, const std::string& value);

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "codegen/target.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/zip_reader.h"
@@ -17,8 +18,13 @@ namespace anvil::cli {
 namespace fs = std::filesystem;
 
 const std::vector<std::string>& target_names() {
-  static const std::vector<std::string> kNames = {"native", "x86_64-avx2", "x86_64-avx512",
-                                                  "x86_64"};
+  // every registered code generation target (codegen/target.h), "generic" being an alias
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const std::string& n : codegen::target_names())
+      if (n != "generic") names.push_back(n);
+    return names;
+  }();
   return kNames;
 }
 
@@ -77,12 +83,27 @@ std::vector<Tensor> read_inputs(const std::vector<std::string>& paths,
     if (k < specs.size() && t.dtype() == DType::kFloat32 &&
         (specs[k].dtype == DType::kBFloat16 || specs[k].dtype == DType::kFloat16))
       t = t.to(specs[k].dtype);
-    inputs.push_back(std::move(t));
+    inputs.push_back(t.to(model.device()));
   }
   return inputs;
 }
 
-Tensor npy_ready(const Tensor& t) {
+runtime::ModelOptions model_options(const ParsedArgs& args, const std::string& package) {
+  runtime::ModelOptions mo;
+  if (auto d = args.value("--device")) {
+    try {
+      mo.device = Device::parse(*d);
+    } catch (const Error&) {
+      throw UsageError("--device needs cpu, cuda or cuda:N, got '" + *d + "'");
+    }
+  } else {
+    mo.device = runtime::package_device(package);
+  }
+  return mo;
+}
+
+Tensor npy_ready(const Tensor& dev) {
+  const Tensor t = dev.device().is_cpu() ? dev : dev.to(Device::cpu());
   const DType d = t.dtype();
   if (d == DType::kBFloat16 || d == DType::kFloat16 || is_float8(d)) return t.to(DType::kFloat32);
   if (d == DType::kComplex32) return t.to(DType::kComplex64);

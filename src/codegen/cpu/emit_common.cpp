@@ -36,6 +36,7 @@ struct RunState {
   char* arena;
   int64_t* usym;  // run-time symbols (aten.item), set by item steps during the run
   void* const* dyn;  // buffers allocated during the run (api->run_alloc), by Buffer::dyn_slot
+  void* stream;      // AnvilRunArgs::stream (device targets queue their work on it)
 };
 
 // Index arithmetic with Python semantics (SymInt text uses these names).
@@ -261,57 +262,6 @@ static inline std::complex<float> round_c32(std::complex<float> v) {
 bool needs_complex(const std::string& code) {
   return code.find("std::complex") != std::string::npos ||
          code.find("anvil_c32") != std::string::npos;
-}
-
-std::string storage_type(DType t) {
-  switch (t) {
-    case DType::kFloat32:
-      return "float";
-    case DType::kFloat64:
-      return "double";
-    case DType::kFloat16:
-    case DType::kBFloat16:
-    case DType::kUInt16:
-      return "uint16_t";
-    case DType::kInt64:
-      return "int64_t";
-    case DType::kInt32:
-      return "int32_t";
-    case DType::kInt16:
-      return "int16_t";
-    case DType::kInt8:
-      return "int8_t";
-    case DType::kUInt8:
-    case DType::kBool:
-      return "uint8_t";
-    case DType::kComplex32:
-      return "anvil_c32";
-    case DType::kComplex64:
-      return "std::complex<float>";
-    case DType::kComplex128:
-      return "std::complex<double>";
-    default:
-      throw Error("dtype not supported by the CPU code generator", "codegen/cpu",
-                  "f32, f64, f16, bf16, complex, integers or bool", dtype_name(t));
-  }
-}
-
-std::string compute_type(DType t) {
-  switch (t) {
-    case DType::kFloat32:
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      return "float";
-    case DType::kFloat64:
-      return "double";
-    case DType::kComplex32:
-    case DType::kComplex64:
-      return "std::complex<float>";
-    case DType::kComplex128:
-      return "std::complex<double>";
-    default:
-      return "int64_t";
-  }
 }
 
 std::string symbol_decls(const passes::Program& p, const std::string& text,

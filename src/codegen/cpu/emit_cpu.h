@@ -4,6 +4,7 @@
 #include <functional>
 #include <string>
 
+#include "codegen/c_expr.h"
 #include "codegen/generate.h"
 #include "passes/loop_ir.h"
 
@@ -17,10 +18,8 @@ std::string preamble(const std::string& ns = "anvil_model", bool with_complex = 
 /// block: <complex> and the complex32 helpers).
 bool needs_complex(const std::string& code);
 
-/// C storage type of a dtype ("float", "uint16_t" for bf16 / f16, "uint8_t" for bool).
-std::string storage_type(DType t);
-/// C++ type expressions of a dtype compute in ("float", "double", "int64_t").
-std::string compute_type(DType t);
+using codegen::compute_type;  // codegen/c_expr.h
+using codegen::storage_type;
 
 /// Declarations of the model's symbols used by `text` (`const int64_t s77 = s.sym[0];`).
 std::string symbol_decls(const passes::Program& p, const std::string& text,
@@ -72,8 +71,11 @@ void for_each_subprogram(const passes::Program& p,
 std::string emit_control_functions(const passes::Program& p);
 
 /// The model translation unit: entry table, run(), arena / output sizes, metadata.
+/// `preamble_text` replaces the CPU preamble (a device target's, which defines RunState the
+/// same way and its own scalar helpers).
 std::string emit_model(const passes::Program& p, const std::string& target,
-                       const std::string& metadata_json, const CpuCodegenOptions& o);
+                       const std::string& metadata_json, const CpuCodegenOptions& o,
+                       const std::string& preamble_text = "");
 
 // ---- kernel de-duplication (emit_dedup.cpp) ----
 /// One emitted step function of a program, before de-duplication.

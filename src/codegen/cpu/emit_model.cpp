@@ -85,7 +85,8 @@ void emit_output_layout(const passes::Program& p, std::ostringstream& os) {
 }  // namespace
 
 std::string emit_model(const passes::Program& p, const std::string& target,
-                       const std::string& metadata_json, const CpuCodegenOptions& o) {
+                       const std::string& metadata_json, const CpuCodegenOptions& o,
+                       const std::string& preamble_text) {
   std::ostringstream os;  // everything after the preamble
   os << "\n#include <ctime>\n#include <new>\n\nnamespace " << o.cpp_namespace << " {\n\n";
   auto is_coll = [](const passes::Step& st) {
@@ -166,7 +167,8 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   if (n_dyn > 0) os << "  void* dyn[" << n_dyn << "] = {};  // buffers allocated during the run\n";
   os << "  const RunState s{m->api, args->run_ctx, args->symbols, args->inputs, args->outputs,\n"
         "                   args->constants, static_cast<char*>(args->arena), "
-     << (n_usym > 0 ? "usym" : "nullptr") << ", " << (n_dyn > 0 ? "dyn" : "nullptr") << "};\n";
+     << (n_usym > 0 ? "usym" : "nullptr") << ", " << (n_dyn > 0 ? "dyn" : "nullptr")
+     << ", args->stream};\n";
   os << "  int rc = 0;\n";
   // per-step wall time when the runtime asks for it (minor 5; older runtimes lack the field)
   os << "  int64_t* const prof = m->api->abi_minor_version >= 5 ? args->step_ns : nullptr;\n";
@@ -208,6 +210,7 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   os << "extern \"C\" __attribute__((visibility(\"default\"))) const AnvilModelEntry* "
      << o.entry_symbol << "(void) {\n  return &" << o.cpp_namespace << "::kEntry;\n}\n";
   const std::string body = os.str();
+  if (!preamble_text.empty()) return preamble_text + body;
   return preamble(o.cpp_namespace, needs_complex(body)) + body;
 }
 

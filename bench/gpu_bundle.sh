@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Packs what the GPU tests and benches need on the GPU machine into one folder (default
+# gpu_bundle/, gitignored) small enough to carry: bin/anvil, the gpu test binary, the CUDA device
+# backend, and the non-CUDA shared libraries they load (libzip, gloo, Open MPI, OpenBLAS, FFTW,
+# ...). The CUDA libraries are not packed: the GPU machine has its own on the default path.
+#   bench/gpu_bundle.sh [BUILD_DIR] [OUT_DIR]
+# On the GPU machine, from the repository root (paths compiled into the binaries point at
+# /work/main, so the script links that to the copy):
+#   bench/gpu_run.sh [gtest filter]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+out=$(realpath -m "${2:-$root/gpu_bundle}")
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+for b in anvil test_gpu; do
+  cp "$build/bin/$b" "$out/bin/"
+  strip --strip-debug "$out/bin/$b"
+done
+cp "$build/lib/libanvil_cuda.so" "$out/lib/"
+strip "$out/lib/libanvil_cuda.so"
+# shared libraries of the binaries, except the C runtime and CUDA's own
+for f in "$out"/bin/* "$out"/lib/libanvil_cuda.so; do
+  ldd "$f" | awk '/=> \// {print $3}'
+done | sort -u | grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnvrtc|libcudnn[^/]*|libnccl)\.so' |
+  while read -r lib; do cp -L "$lib" "$out/lib/"; done
+du -sh "$out"
+# one compressed file to carry (the folder itself is over a carry's 64 MiB with the tree)
+tar -C "$(dirname "$out")" -cJf "$out.tar.xz" "$(basename "$out")"
+du -sh "$out.tar.xz"

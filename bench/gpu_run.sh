@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs the gpu-labelled tests from gpu_bundle/ (bench/gpu_bundle.sh) on the GPU machine, sharded
+# over the cores, with ANVIL_REQUIRE_GPU=1 (a skip is a failure). Prints per-shard summaries and
+# the totals; exit status non-zero when any test failed.
+#   bench/gpu_run.sh [GTEST_FILTER]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ "$root" != /work/main ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
+if [ ! -d "$root/gpu_bundle" ]; then tar -C "$root" -xJf "$root/gpu_bundle.tar.xz"; fi
+export LD_LIBRARY_PATH="$root/gpu_bundle/lib:${LD_LIBRARY_PATH:-}"
+export ANVIL_INCLUDE_DIR="$root/include" ANVIL_DEVICE_BACKEND_DIR="$root/gpu_bundle/lib"
+export ANVIL_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0
+export ANVIL_CACHE_DIR=/tmp/anvil_gpu_cache
+export ANVIL_NVCC="${ANVIL_NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+shards=${ANVIL_GPU_SHARDS:-$(nproc)}
+logs=$(mktemp -d)
+for i in $(seq 0 $((shards - 1))); do
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i ANVIL_TEST_OUTDIR=/tmp/anvil_gpu_out_$i \
+    "$root/gpu_bundle/bin/test_gpu" --gtest_filter="${1:-*}" > "$logs/shard$i.log" 2>&1 &
+done
+wait
+if [ -n "${OUT:-}" ]; then cat "$logs"/shard*.log > "$OUT/gpu_tests.log"; fi
+cat "$logs"/shard*.log | grep -E '^\[  (FAILED|PASSED|SKIPPED) |refused|Failure|error|Expected|Which is|actual|relative' | grep -v '^\[  PASSED  \] [0-9]* test' | head -300
+# a test's own result line ends with its time ("(123 ms)"); summaries repeat names without it
+run=$(cat "$logs"/shard*.log | grep -cE '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$')
+ok=$(cat "$logs"/shard*.log | grep -cE '^\[       OK \] .*\([0-9]+ ms\)$')
+failed=$(cat "$logs"/shard*.log | grep -cE '^\[  FAILED  \] [A-Za-z].*\([0-9]+ ms\)$')
+refused=$(cat "$logs"/shard*.log | grep -c '^\[ refused  \]')
+echo "gpu tests: $run run, $ok passed ($refused of them refused at compile with the reason), $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,79 @@
+/* anvil_device.h — the ABI between the anvil runtime and a device backend library.
+ *
+ * A device backend (libanvil_cuda.so for CUDA) is a shared library the runtime dlopens only when
+ * a package or a tensor asks for its device, so that the CPU runtime never needs a device's
+ * libraries. It exports one symbol, `anvil_device_backend`, returning the table below. The
+ * runtime hands the same table to generated device code (AnvilRtApi::device), which calls its
+ * GEMM; memory and streams are the runtime's business.
+ *
+ * Every function returning int returns 0 on success, or non-zero with a message that
+ * last_error() returns on the same thread until the next call. Functions returning a pointer
+ * return null on failure, with the message likewise.
+ */
+#ifndef ANVIL_ANVIL_DEVICE_H_
+#define ANVIL_ANVIL_DEVICE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ANVIL_DEVICE_ABI_VERSION 1u
+
+/* Directions of AnvilDeviceApi::copy. */
+#define ANVIL_COPY_HOST_TO_DEVICE 0
+#define ANVIL_COPY_DEVICE_TO_HOST 1
+#define ANVIL_COPY_DEVICE_TO_DEVICE 2
+
+/* Epilogues of AnvilDeviceApi::gemm. */
+#define ANVIL_EPILOGUE_NONE 0
+#define ANVIL_EPILOGUE_BIAS 1 /* C[i, j] += bias[j] */
+
+typedef struct AnvilDeviceApi {
+  uint32_t abi_version; /* ANVIL_DEVICE_ABI_VERSION */
+  const char* name;     /* "cuda" */
+  int32_t device_type;  /* ANVIL_DEVICE_CUDA */
+  /* The message of the calling thread's last failure. */
+  const char* (*last_error)(void);
+  /* Number of usable devices (0 when there is none or the driver is missing; last_error says
+   * why). */
+  int (*device_count)(void);
+  /* A readable name of device `device` ("NVIDIA H100 80GB HBM3, sm_90") into buf. */
+  int (*describe)(int device, char* buf, size_t len);
+  /* The compute capability of `device` (major * 10 + minor, e.g. 90), or -1 with last_error. */
+  int (*capability)(int device);
+  /* Device memory: at least 256-byte aligned; free(null) is a no-op. */
+  void* (*alloc)(int device, size_t bytes);
+  int (*free)(int device, void* ptr);
+  /* Copies `bytes`; with a null stream the copy is complete on return, otherwise it is queued on
+   * `stream` (host memory must then stay valid until the stream reaches it). */
+  int (*copy)(int device, void* dst, const void* src, size_t bytes, int direction, void* stream);
+  int (*memset_zero)(int device, void* ptr, size_t bytes, void* stream);
+  /* Streams of `device` (non-blocking with respect to the legacy default stream). */
+  void* (*stream_create)(int device);
+  int (*stream_destroy)(int device, void* stream);
+  int (*stream_synchronize)(int device, void* stream);
+  /* Row-major batched GEMM queued on `stream`: for b in [0, batch):
+   *   C_b[m, n] = alpha * op(A_b)[m, k] * op(B_b)[k, n] (+ bias[n] with ANVIL_EPILOGUE_BIAS)
+   * where X_b = X + b * stride_x elements; op() transposes when trans_x is 1; ld* are row-major
+   * leading dimensions. dtype (anvil::DType codes): float32 (fp32 math, TF32 off unless
+   * allow_tf32), bfloat16 and float16 (fp32 accumulation); A, B, C and bias share it. */
+  int (*gemm)(int device, void* stream, int32_t dtype, int trans_a, int trans_b, int64_t m,
+              int64_t n, int64_t k, float alpha, const void* a, int64_t lda, int64_t stride_a,
+              const void* b, int64_t ldb, int64_t stride_b, void* c, int64_t ldc,
+              int64_t stride_c, int64_t batch, int epilogue, const void* bias, int allow_tf32);
+  /* Makes `device` the calling thread's current device (generated code launches its kernels
+   * there); the runtime calls it before each run of a device package. */
+  int (*set_device)(int device);
+} AnvilDeviceApi;
+
+typedef const AnvilDeviceApi* (*AnvilDeviceBackendFn)(void);
+#define ANVIL_DEVICE_BACKEND_SYMBOL "anvil_device_backend"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ANVIL_ANVIL_DEVICE_H_ */

@@ -1,0 +1,93 @@
+// The CPU target: C++ for the host's ISA (native, x86_64-avx512, x86_64-avx2, x86_64), compiled
+// by the system C++ compiler. Loop kernels go through api->parallel_for, GEMMs through the
+// runtime's packed-B kernels, other ops through its extern kernels (docs/externs.md).
+#include <algorithm>
+
+#include "codegen/cpu/emit_cpu.h"
+#include "codegen/target.h"
+#include "passes/collectives.h"
+
+namespace anvil::codegen::cpu {
+
+namespace {
+
+class CpuTarget final : public Target {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::vector<std::string> target_names() const override {
+    return {"native", "x86_64", "generic", "x86_64-avx2", "x86_64-avx512"};
+  }
+  Device::Type device_type() const override { return Device::Type::kCPU; }
+  std::vector<std::string> unsupported(const passes::Program&) const override { return {}; }
+
+  TargetSources emit(const passes::Program& p, const CodegenOptions& o) const override {
+    TargetSources r;
+    const TargetInfo info = resolve_target(o.target);
+    r.manifest_target = info.manifest_target;
+    r.cpu_features = info.cpu_features;
+    r.compile_flags = {"-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math",
+                       "-fvisibility=hidden"};
+    // kernels, balanced over the translation units by text size
+    const int ntu = std::max(1, o.num_translation_units);
+    std::vector<std::string> tus(static_cast<size_t>(ntu));
+    int next_shared = 0;
+    auto add_kernels = [&](const passes::Program& q) {
+      std::vector<StepFunctionText> fns;
+      for (const auto& step : q.steps) {
+        if (const auto* e = std::get_if<passes::ExternStep>(&step);
+            e && (passes::is_collective_issue(*e) || passes::is_collective_wait(*e)))
+          continue;  // emitted inline in run() (emit_collective.cpp)
+        if (is_control_step(step)) continue;  // in model.cpp (emit_control.cpp)
+        StepFunctionText f;
+        f.name = passes::step_name(step);
+        if (const auto* k = std::get_if<passes::LoopKernel>(&step)) {
+          f.kind = StepFunctionText::Kind::kLoop;
+          f.text = emit_loop_kernel(q, *k, o);
+        } else if (const auto* g = std::get_if<passes::GemmStep>(&step)) {
+          f.kind = StepFunctionText::Kind::kGemm;
+          f.text = emit_gemm(q, *g);
+        } else {
+          f.text = emit_extern(q, std::get<passes::ExternStep>(step));
+        }
+        fns.push_back(std::move(f));
+      }
+      // identical computations on different buffers share one implementation (emit_dedup.cpp)
+      const DedupResult d = dedup_step_functions(q, fns, next_shared);
+      r.kernels_shared += d.kernels_shared;
+      r.kernel_bodies += d.kernel_bodies;
+      for (const auto& text : d.units) {
+        auto smallest = std::min_element(
+            tus.begin(), tus.end(),
+            [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+        *smallest += text + "\n";
+      }
+    };
+    add_kernels(p);
+    for_each_subprogram(p, [&](const passes::Program& sub, const std::string&) {
+      add_kernels(sub);
+    });
+    r.sources.push_back({"model.cpp", emit_model(p, r.manifest_target,
+                                                 model_metadata_json(p, r.manifest_target), o)});
+    int k = 0;
+    for (const auto& t : tus) {
+      if (t.empty()) continue;
+      r.sources.push_back({"kernels_" + std::to_string(k++) + ".cpp",
+                           preamble(o.cpp_namespace, needs_complex(t)) + "\nnamespace " +
+                               o.cpp_namespace + " {\n\n" + t + "}  // namespace " +
+                               o.cpp_namespace + "\n"});
+    }
+    return r;
+  }
+
+  BuildResult build(const std::vector<SourceFile>& sources, const std::string& output_so,
+                    ToolchainOptions options) const override {
+    return build_shared_library(sources, output_so, options);
+  }
+};
+
+const CpuTarget kCpuTarget;
+const TargetRegistration kRegistration{&kCpuTarget};
+
+}  // namespace
+
+}  // namespace anvil::codegen::cpu

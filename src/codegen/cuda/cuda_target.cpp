@@ -1,0 +1,119 @@
+// The CUDA target: CUDA C++ compiled by nvcc into model.so (sm_90a machine code plus compute_80
+// PTX for `cuda-sm90`; compute_80 PTX and sm_80 code for `cuda-sm80`). Loop kernels become
+// __global__ functions launched on the run's stream, GEMMs go to the device backend's cuBLASLt
+// (include/anvil/anvil_device.h). Extern ops, collectives, control flow, complex values and
+// sizes known only during the run are not compiled for CUDA yet: unsupported() lists them.
+#include <cstdlib>
+
+#include "codegen/cpu/emit_cpu.h"  // emit_model: the entry table and run() are target-neutral text
+#include "codegen/cuda/emit_cuda.h"
+#include "codegen/target.h"
+#include "core/error.h"
+
+namespace anvil::codegen::cuda {
+
+namespace {
+
+std::string join_nodes(const std::vector<std::string>& nodes) {
+  std::string s;
+  for (size_t i = 0; i < nodes.size() && i < 4; ++i) s += (i ? ", " : "") + nodes[i];
+  if (nodes.size() > 4) s += ", ...";
+  return s;
+}
+
+/// The nvcc binary: $ANVIL_NVCC, else nvcc beside $CUDA_HOME / /usr/local/cuda, else "nvcc".
+std::string default_nvcc() {
+  if (const char* e = std::getenv("ANVIL_NVCC"); e && *e) return e;
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* h = std::getenv(var); h && *h) return std::string(h) + "/bin/nvcc";
+  return "/usr/local/cuda/bin/nvcc";
+}
+
+class CudaTarget final : public Target {
+ public:
+  std::string name() const override { return "cuda"; }
+  std::vector<std::string> target_names() const override { return {"cuda-sm90", "cuda-sm80"}; }
+  Device::Type device_type() const override { return Device::Type::kCUDA; }
+  void adjust_pipeline(passes::PipelineOptions& pipeline) const override {
+    pipeline.target_device = Device::Type::kCUDA;  // graphs recorded on the GPU compile too
+  }
+
+  std::vector<std::string> unsupported(const passes::Program& p) const override {
+    std::vector<std::string> out;
+    for (const auto& step : p.steps) {
+      const std::string why = unsupported_reason(p, step);
+      if (!why.empty())
+        out.push_back(passes::step_name(step) + " (" + join_nodes(passes::step_nodes(step)) +
+                      "): " + why);
+    }
+    if (!p.unbacked_symbols.empty())
+      out.push_back("sizes known only during the run (aten.item, nonzero) are not supported on "
+                    "CUDA yet");
+    for (const auto& in : p.inputs)
+      if (in.mutated)
+        out.push_back("input '" + in.name + "' is written by the model (in-place on an input): "
+                      "not supported on CUDA yet");
+    return out;
+  }
+
+  TargetSources emit(const passes::Program& p, const CodegenOptions& o) const override {
+    TargetSources r;
+    r.manifest_target = o.target;
+    r.manifest_fields["device"] = "cuda";
+    r.manifest_fields["cuda_min_capability"] = o.target == "cuda-sm90" ? 80 : 80;
+    r.manifest_fields["cuda_arch"] = o.target == "cuda-sm90"
+                                         ? nlohmann::json::array({"sm_90a", "compute_80"})
+                                         : nlohmann::json::array({"sm_80", "compute_80"});
+    std::string kernels;
+    int bodies = 0;
+    for (const auto& step : p.steps) {
+      if (const auto* k = std::get_if<passes::LoopKernel>(&step)) {
+        kernels += emit_loop_kernel(p, *k) + "\n";
+        ++bodies;
+      } else if (const auto* g = std::get_if<passes::GemmStep>(&step)) {
+        kernels += emit_gemm(p, *g) + "\n";
+        ++bodies;
+      }
+    }
+    r.kernel_bodies = bodies;
+    const std::string pre = [&] {
+      std::string t = preamble();
+      for (size_t pos = t.find("anvil_model"); pos != std::string::npos;
+           pos = t.find("anvil_model", pos + o.cpp_namespace.size()))
+        t.replace(pos, 11, o.cpp_namespace);
+      return t;
+    }();
+    r.sources.push_back({"model.cu", cpu::emit_model(p, r.manifest_target,
+                                                     model_metadata_json(p, r.manifest_target),
+                                                     o, pre)});
+    if (!kernels.empty())
+      r.sources.push_back({"kernels_0.cu", pre + "\nnamespace " + o.cpp_namespace + " {\n\n" +
+                                               kernels + "}  // namespace " + o.cpp_namespace +
+                                               "\n"});
+    return r;
+  }
+
+  BuildResult build(const std::vector<SourceFile>& sources, const std::string& output_so,
+                    ToolchainOptions options) const override {
+    if (options.compiler.empty()) options.compiler = default_nvcc();
+    options.compile_flags = {"-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xcompiler",
+                             "-fvisibility=hidden", "-cudart", "shared", "-w"};
+    if (options.target == "cuda-sm90")
+      for (const char* f : {"-gencode", "arch=compute_90a,code=sm_90a", "-gencode",
+                            "arch=compute_80,code=compute_80"})
+        options.compile_flags.push_back(f);
+    else
+      for (const char* f : {"-gencode", "arch=compute_80,code=sm_80", "-gencode",
+                            "arch=compute_80,code=compute_80"})
+        options.compile_flags.push_back(f);
+    options.link_flags = {"-shared", "-Xcompiler", "-fPIC", "-cudart", "shared"};
+    return build_shared_library(sources, output_so, options);
+  }
+};
+
+const CudaTarget kCudaTarget;
+const TargetRegistration kRegistration{&kCudaTarget};
+
+}  // namespace
+
+}  // namespace anvil::codegen::cuda

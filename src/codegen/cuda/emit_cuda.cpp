@@ -1,0 +1,334 @@
+// CUDA C++ for loop kernels and GEMM steps (codegen/cuda/emit_cuda.h). The expressions come from
+// the shared C-family emitter (codegen/c_expr.h); what is CUDA's own is the mapping of the loop
+// nest onto threads and blocks and the launches on the run's stream.
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "codegen/c_expr.h"
+#include "codegen/cpu/emit_cpu.h"  // buffer_base, symbol_decls: target-neutral RunState text
+#include "codegen/cuda/emit_cuda.h"
+#include "core/error.h"
+
+namespace anvil::codegen::cuda {
+
+namespace {
+
+using cpu::buffer_base;
+using cpu::symbol_decls;
+using passes::GemmOperand;
+using passes::GemmStep;
+using passes::LoopKernel;
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+/// "const int64_t o0 = ...;" for the dims `sizes` of linear index `lin` (prefix "o" or "r").
+std::string decompose(const std::vector<SymInt>& sizes, const std::string& lin,
+                      const std::string& prefix, const std::string& ind) {
+  std::ostringstream os;
+  const size_t n = sizes.size();
+  SymInt stride(1);
+  std::vector<std::string> strides(n);
+  for (size_t d = n; d-- > 0;) {
+    strides[d] = stride.str();
+    stride = stride * sizes[d];
+  }
+  for (size_t d = 0; d < n; ++d) {
+    std::string e = lin;
+    if (strides[d] != "1") e = "(" + e + " / (" + strides[d] + "))";
+    if (d > 0) e = "(" + e + " % (" + sizes[d].str() + "))";
+    os << ind << "const int64_t " << prefix << d << " = " << e << ";\n";
+  }
+  return os.str();
+}
+
+bool has_reduce(const std::vector<passes::Stmt>& stmts) {
+  return std::any_of(stmts.begin(), stmts.end(),
+                     [](const passes::Stmt& s) { return s.kind == passes::Stmt::Kind::kReduce; });
+}
+
+bool stores_memory(const passes::Program& p, const std::vector<passes::Stmt>& stmts) {
+  return std::any_of(stmts.begin(), stmts.end(), [&](const passes::Stmt& s) {
+    return !p.buffers[static_cast<size_t>(s.buffer)].local;
+  });
+}
+
+const char* reduce_functor(passes::ReduceOp op) {
+  switch (op) {
+    case passes::ReduceOp::kSum:
+      return "SumOp()";
+    case passes::ReduceOp::kProd:
+      return "ProdOp()";
+    case passes::ReduceOp::kMax:
+      return "MaxOp()";
+    case passes::ReduceOp::kMin:
+      return "MinOp()";
+    case passes::ReduceOp::kAny:
+      return "OrOp()";
+    case passes::ReduceOp::kAll:
+      return "AndOp()";
+  }
+  return "SumOp()";
+}
+
+/// The shared scratch array for block reductions of compute type `ct`.
+std::string scratch_name(const std::string& ct) {
+  if (ct == "float") return "red_f";
+  if (ct == "double") return "red_d";
+  if (ct == "int") return "red_n";
+  return "red_i";
+}
+
+/// Root buffers (after aliases) a kernel reads or writes in memory.
+std::set<int> kernel_roots(const passes::Program& p, const LoopKernel& k, const Body& body) {
+  std::set<int> roots;
+  for (const auto& pass : k.passes)
+    for (const auto* list : {&pass.pre, &pass.loop, &pass.post})
+      for (const passes::Stmt& s : *list) {
+        if (!p.buffers[static_cast<size_t>(s.buffer)].local) roots.insert(body.root(s.buffer));
+        std::vector<int> loads;
+        p.exprs.loads(s.expr, loads);
+        for (int l : loads) {
+          const int b = p.exprs.at(l).buffer;
+          if (!p.buffers[static_cast<size_t>(b)].local) roots.insert(body.root(b));
+        }
+      }
+  return roots;
+}
+
+int block_threads(const SymInt& inner) {
+  if (!inner.is_constant()) return 256;
+  const int64_t n = inner.constant();
+  int t = 32;
+  while (t < n && t < 256) t *= 2;
+  return t;
+}
+
+}  // namespace
+
+std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
+  std::ostringstream body_os;
+  Body body(p, body_os);
+  body.push();
+  SymInt outer_n(1), inner_n(1);
+  for (const auto& s : k.outer) outer_n = outer_n * s;
+  for (const auto& s : k.inner) inner_n = inner_n * s;
+  bool pointwise = k.passes.size() == 1 && k.passes[0].pre.empty() && k.passes[0].post.empty() &&
+                   !has_reduce(k.passes[0].loop);
+  const std::string guard = "if (threadIdx.x == 0) ";
+  std::set<std::string> scratch;  // compute types needing a shared scratch array
+  int threads = 256;
+  if (pointwise) {
+    const std::string ind = "    ";
+    body_os << ind << "const int64_t lin = idx / (" << inner_n.str() << ");\n";
+    body_os << ind << "const int64_t rr = idx - lin * (" << inner_n.str() << ");\n";
+    body_os << ind << "(void)rr;\n";
+    body_os << decompose(k.outer, "lin", "o", ind) << decompose(k.inner, "rr", "r", ind);
+    emit_stmts(body, p, k.passes[0].loop, ind, body_os);
+  } else {
+    threads = block_threads(inner_n);
+    const std::string ind = "    ";
+    body_os << decompose(k.outer, "lin", "o", ind);
+    for (const auto& pass : k.passes) {
+      emit_stmts(body, p, pass.pre, ind, body_os, guard);
+      if (stores_memory(p, pass.pre)) body_os << ind << "__syncthreads();\n";
+      if (!pass.loop.empty()) {
+        for (const passes::Stmt& s : pass.loop) {
+          if (s.kind != passes::Stmt::Kind::kReduce) continue;
+          const bool fl = is_floating(s.dtype);
+          body_os << ind << compute_type(s.dtype) << " acc" << s.acc << " = "
+                  << acc_init(s.reduce, fl) << ";\n";
+          if (fl && (s.reduce == ReduceOp::kMax || s.reduce == ReduceOp::kMin))
+            body_os << ind << "int nan" << s.acc << " = 0;\n";
+        }
+        body_os << ind << "for (int64_t rr = threadIdx.x; rr < (" << inner_n.str()
+                << "); rr += blockDim.x) {\n";
+        body_os << decompose(k.inner, "rr", "r", ind + "  ");
+        body.push();
+        emit_stmts(body, p, pass.loop, ind + "  ", body_os);
+        body.pop();
+        body_os << ind << "}\n";
+        for (const passes::Stmt& s : pass.loop) {  // combine the threads' partial results
+          if (s.kind != passes::Stmt::Kind::kReduce) continue;
+          const std::string ct = compute_type(s.dtype);
+          scratch.insert(ct);
+          body_os << ind << "acc" << s.acc << " = block_reduce(acc" << s.acc << ", "
+                  << reduce_functor(s.reduce) << ", " << scratch_name(ct) << ");\n";
+          if (is_floating(s.dtype) && (s.reduce == ReduceOp::kMax || s.reduce == ReduceOp::kMin)) {
+            scratch.insert("int");
+            body_os << ind << "nan" << s.acc << " = block_reduce(nan" << s.acc
+                    << ", OrOp(), red_n);\n";
+          }
+        }
+        finish_reductions(body, p, pass.loop, ind, body_os, guard);
+        bool reduced_store = false;
+        for (const passes::Stmt& s : pass.loop)
+          reduced_store |= s.kind == passes::Stmt::Kind::kReduce &&
+                           !p.buffers[static_cast<size_t>(s.buffer)].local;
+        if (stores_memory(p, pass.loop) || reduced_store) body_os << ind << "__syncthreads();\n";
+      }
+      emit_stmts(body, p, pass.post, ind, body_os, guard);
+      if (stores_memory(p, pass.post)) body_os << ind << "__syncthreads();\n";
+    }
+  }
+  body.pop();
+
+  const std::set<int> roots = kernel_roots(p, k, body);
+  const std::string body_text = body_os.str();
+  const std::string sizes_text = outer_n.str() + " " + inner_n.str();
+  const size_t nsym = std::max<size_t>(1, p.symbols.size());
+  std::ostringstream fn;
+  fn << "// " << k.name << ": " << join(k.nodes) << "\n";
+  fn << "__global__ void __launch_bounds__(" << threads << ") " << k.name << "_kernel(Syms<"
+     << nsym << "> sy";
+  for (int b : roots) {
+    const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype);
+    fn << ", " << st << "* __restrict__ p" << b;
+  }
+  fn << ") {\n";
+  fn << symbol_decls(p, body_text + sizes_text, "sy.v", "  ");
+  for (const std::string& ct : scratch)
+    fn << "  __shared__ " << ct << " " << scratch_name(ct) << "[32];\n";
+  if (pointwise) {
+    fn << "  const int64_t total = (" << outer_n.str() << ") * (" << inner_n.str() << ");\n";
+    fn << "  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
+          "idx < total;\n       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
+  } else {
+    fn << "  for (int64_t lin = blockIdx.x; lin < (" << outer_n.str()
+       << "); lin += gridDim.x) {\n";
+  }
+  fn << body_text << "  }\n}\n\n";
+  // host launcher
+  fn << "ANVIL_HIDDEN void " << k.name << "(const RunState& s) {\n";
+  std::ostringstream launch;
+  launch << "  const int64_t n_outer = " << outer_n.str() << ", n_inner = " << inner_n.str()
+         << ";\n";
+  if (pointwise)
+    launch << "  if (n_outer <= 0 || n_inner <= 0) return;\n";
+  else
+    launch << "  if (n_outer <= 0) return;\n  (void)n_inner;\n";
+  launch << "  Syms<" << nsym << "> sy{};\n";
+  if (!p.symbols.empty())
+    launch << "  for (int i = 0; i < " << p.symbols.size() << "; ++i) sy.v[i] = s.sym[i];\n";
+  const std::string grid = pointwise ? "anvil_blocks(n_outer * n_inner, " + std::to_string(threads) + ")"
+                                     : "anvil_blocks(n_outer, 1)";
+  launch << "  " << k.name << "_kernel<<<" << grid << ", " << threads
+         << ", 0, static_cast<cudaStream_t>(s.stream)>>>(sy";
+  for (int b : roots) {
+    const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype);
+    launch << ",\n      reinterpret_cast<" << st << "*>(" << buffer_base(p, b) << ")";
+  }
+  launch << ");\n";
+  launch << "  anvil_launch_check(s, \"" << k.name << "\");\n";
+  fn << symbol_decls(p, launch.str(), "s.sym", "  ") << launch.str() << "}\n";
+  return fn.str();
+}
+
+namespace {
+
+/// "(T*)base + offset + sum(b_d * stride_d)" over the outer batch dims (all but the last).
+std::string operand_ptr(const passes::Program& p, const GemmOperand& o, const std::string& st,
+                        size_t outer_dims) {
+  std::string e =
+      "reinterpret_cast<" + st + "*>(" + buffer_base(p, o.buffer) + ") + (" + o.offset.str() + ")";
+  for (size_t d = 0; d < outer_dims && d < o.batch_strides.size(); ++d)
+    if (!(o.batch_strides[d] == SymInt(0)))
+      e += " + b" + std::to_string(d) + " * (" + o.batch_strides[d].str() + ")";
+  return e;
+}
+
+std::string last_stride(const GemmOperand& o, size_t nb) {
+  return nb == 0 || o.batch_strides.size() < nb ? "0" : "(" + o.batch_strides[nb - 1].str() + ")";
+}
+
+}  // namespace
+
+std::string emit_gemm(const passes::Program& p, const GemmStep& g) {
+  const std::string st = storage_type(g.dtype);
+  const size_t nb = g.batch.size();
+  const size_t outer = nb > 0 ? nb - 1 : 0;
+  std::ostringstream body;
+  body << "  const int64_t m = " << g.m.str() << ", n = " << g.n.str() << ", k = " << g.k.str()
+       << ";\n";
+  body << "  if (m <= 0 || n <= 0) return 0;\n";
+  body << "  const AnvilDeviceApi* dev = s.api->device;\n";
+  body << "  if (!dev) {\n    s.api->set_error(s.run_ctx, \"" << g.name
+       << ": the runtime gave a CUDA package no device backend\");\n    return 1;\n  }\n";
+  body << "  int device = 0;\n  cudaGetDevice(&device);\n";
+  body << "  const int64_t batch = " << (nb > 0 ? g.batch[nb - 1].str() : std::string("1"))
+       << ";\n";
+  body << "  if (batch <= 0) return 0;\n";
+  std::string ind = "  ";
+  for (size_t d = 0; d < outer; ++d) {
+    body << ind << "for (int64_t b" << d << " = 0; b" << d << " < " << g.batch[d].str() << "; ++b"
+         << d << ") {\n";
+    ind += "  ";
+  }
+  char alpha[64];
+  std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha);
+  body << ind << "const int rc = dev->gemm(device, s.stream, " << static_cast<int>(g.dtype) << ", "
+       << (g.a.trans ? 1 : 0) << ", " << (g.b.trans ? 1 : 0) << ", m, n, k, static_cast<float>("
+       << alpha << "),\n"
+       << ind << "    " << operand_ptr(p, g.a, st, outer) << ", " << g.a.ld.str() << ", "
+       << last_stride(g.a, nb) << ",\n"
+       << ind << "    " << operand_ptr(p, g.b, st, outer) << ", " << g.b.ld.str() << ", "
+       << last_stride(g.b, nb) << ",\n"
+       << ind << "    " << operand_ptr(p, g.c, st, outer) << ", " << g.c.ld.str() << ", "
+       << last_stride(g.c, nb) << ", batch, ANVIL_EPILOGUE_NONE, nullptr, 0);\n";
+  body << ind << "if (rc != 0) {\n"
+       << ind << "  s.api->set_error(s.run_ctx, dev->last_error());\n"
+       << ind << "  return rc;\n"
+       << ind << "}\n";
+  for (size_t d = 0; d < outer; ++d) {
+    ind.resize(ind.size() - 2);
+    body << ind << "}\n";
+  }
+  body << "  return 0;\n";
+  std::ostringstream fn;
+  fn << "// " << g.name << ": " << join(g.nodes) << " (" << dtype_name(g.dtype)
+     << " GEMM, cuBLASLt)\n";
+  fn << "ANVIL_HIDDEN int " << g.name << "(const RunState& s) {\n";
+  fn << symbol_decls(p, body.str(), "s.sym", "  ");
+  fn << body.str() << "}\n";
+  return fn.str();
+}
+
+namespace {
+
+bool complex_or_unknown(DType t) { return is_complex(t); }
+
+}  // namespace
+
+std::string unsupported_reason(const passes::Program& p, const passes::Step& step) {
+  if (const auto* k = std::get_if<LoopKernel>(&step)) {
+    for (const auto& pass : k->passes)
+      for (const auto* list : {&pass.pre, &pass.loop, &pass.post})
+        for (const passes::Stmt& s : *list) {
+          if (complex_or_unknown(s.dtype) ||
+              complex_or_unknown(p.buffers[static_cast<size_t>(s.buffer)].dtype))
+            return "complex values are not supported on CUDA yet";
+          std::vector<int> loads;
+          p.exprs.loads(s.expr, loads);
+          for (int l : loads)
+            if (complex_or_unknown(p.exprs.at(l).dtype))
+              return "complex values are not supported on CUDA yet";
+        }
+    return "";
+  }
+  if (const auto* g = std::get_if<GemmStep>(&step)) {
+    if (g->dtype != DType::kFloat32 && g->dtype != DType::kBFloat16 &&
+        g->dtype != DType::kFloat16)
+      return str("a ", dtype_name(g->dtype), " GEMM (cuBLASLt GEMMs take float32, bfloat16, "
+                 "float16)");
+    return "";
+  }
+  const auto& e = std::get<passes::ExternStep>(step);
+  return "no CUDA kernel for " + e.target + " yet";
+}
+
+}  // namespace anvil::codegen::cuda

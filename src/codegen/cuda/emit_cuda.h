@@ -1,0 +1,29 @@
+// Internal to the CUDA target (src/codegen/cuda/*.cpp): CUDA C++ for the steps of a Program.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/generate.h"
+#include "passes/loop_ir.h"
+
+namespace anvil::codegen::cuda {
+
+/// Includes, RunState, scalar helpers (__host__ __device__), block reductions, launch checks.
+std::string preamble();
+
+/// A loop kernel as a __global__ function plus `void NAME(const RunState& s)`, which launches
+/// it on s.stream (and records a failed launch with api->set_error). Pure pointwise kernels run
+/// one thread per element (grid-stride); kernels with reductions or several passes run one
+/// block per outer point, the block's threads splitting the inner loop and combining partial
+/// results with warp shuffles.
+std::string emit_loop_kernel(const passes::Program& p, const passes::LoopKernel& k);
+
+/// `int NAME(const RunState& s)` for a GEMM step: the device backend's cuBLASLt GEMM
+/// (api->device->gemm), batched over the innermost batch dim, looping over the others.
+std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g);
+
+/// Why the CUDA target cannot compile `step` of `p`, or "" when it can.
+std::string unsupported_reason(const passes::Program& p, const passes::Step& step);
+
+}  // namespace anvil::codegen::cuda

@@ -1,0 +1,148 @@
+// The CUDA target without a GPU (CI has nvcc and the CUDA libraries, no GPU): generated CUDA
+// sources compile with nvcc into a package that records its device; models with steps the target
+// cannot compile are refused with all of them listed; a CUDA package on a machine without a GPU
+// is a clear error at load. On a GPU machine the load test checks that the package loads.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "anvil/anvil_rt.h"
+#include "codegen/target.h"
+#include "common/check.h"
+#include "core/error.h"
+#include "driver/compile.h"
+#include "ir/parser.h"
+#include "runtime/device_backend.h"
+#include "runtime/model.h"
+#include "runtime/package.h"
+
+namespace anvil {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fixture(const std::string& f) { return std::string(ANVIL_FIXTURES_DIR) + "/" + f; }
+
+class CudaTarget : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("anvil_cuda_target_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    opts_.target = "cuda-sm90";
+    opts_.cache_dir = (dir_ / "cache").string();
+    opts_.progress = codegen::ProgressMode::kQuiet;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path dir_;
+  driver::CompileOptions opts_;
+};
+
+TEST_F(CudaTarget, SourcesCompileWithNvccIntoAPackageForTheGpu) {
+  opts_.emit_source_dir = (dir_ / "src").string();
+  const std::string pkg = (dir_ / "m.anvil").string();
+  // softmax: row reductions (one block per row, warp shuffles)
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[3, 7, 16] = user_input
+  }
+  %sm: f32[3, 7, 16] = aten.softmax.int(self=%x, dim=-1)
+  outputs {
+    user_output %sm
+  }
+})");
+  const driver::CompileReport r = driver::compile_graph(*g, pkg, opts_);
+  EXPECT_EQ(r.target, "cuda-sm90");
+  EXPECT_GE(r.units_compiled, 1);
+  const auto p = runtime::Package::open(pkg);
+  EXPECT_EQ(p->manifest().device_type, Device::Type::kCUDA);
+  EXPECT_EQ(p->manifest().cuda_min_capability, 80);
+  EXPECT_EQ(p->manifest().abi_version, ANVIL_MODEL_ABI_VERSION);
+  EXPECT_FALSE(p->model_so().empty());
+  std::ifstream in(dir_ / "src" / "kernels_0.cu");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("__global__"), std::string::npos);
+  EXPECT_NE(text.find("block_reduce(acc"), std::string::npos) << "softmax should reduce per block";
+  EXPECT_NE(text.find("<<<"), std::string::npos);
+
+  const std::string mlp = (dir_ / "mlp.anvil").string();
+  driver::compile_pt2(fixture("mlp_small.pt2"), mlp, opts_);
+  std::ifstream src(dir_ / "src" / "kernels_0.cu");
+  const std::string mlp_text((std::istreambuf_iterator<char>(src)),
+                             std::istreambuf_iterator<char>());
+  EXPECT_NE(mlp_text.find("dev->gemm("), std::string::npos) << "linear layers go to cuBLASLt";
+}
+
+TEST_F(CudaTarget, UnsupportedStepsAreListedAllAtOnce) {
+  const std::string msg = ::anvil::test::error_message(
+      [&] { driver::compile_pt2(fixture("small_cnn.pt2"), (dir_ / "c.anvil").string(), opts_); });
+  EXPECT_TRUE(::anvil::test::error_says(msg, "the cuda target cannot compile 3 steps"));
+  for (const char* step : {"ext0 (conv2d, relu)", "ext1 (conv2d_1, relu_1)",
+                           "ext2 (adaptive_avg_pool2d)", "aten.adaptive_avg_pool2d.default"})
+    EXPECT_NE(msg.find(step), std::string::npos) << step << " missing from: " << msg;
+  EXPECT_FALSE(fs::exists(dir_ / "c.anvil"));
+}
+
+TEST_F(CudaTarget, GraphsRecordedOnTheGpuCompileForIt) {
+  // aot_80 was exported with its module and input on cuda:0: the CPU target refuses it (spec aot
+  // case 80), the CUDA target takes it.
+  const std::string pt2 = fixture("aot/aot_80_cuda_inputs.pt2");
+  const driver::CompileReport r = driver::compile_pt2(pt2, (dir_ / "g.anvil").string(), opts_);
+  EXPECT_EQ(r.target, "cuda-sm90");
+  driver::CompileOptions cpu = opts_;
+  cpu.target = "native";
+  ANVIL_EXPECT_ERROR(driver::compile_pt2(pt2, (dir_ / "c.anvil").string(), cpu),
+                     "Device mismatch: the graph was recorded with tensors on another device");
+}
+
+TEST_F(CudaTarget, LoadingWithoutAGpuIsAClearError) {
+  const std::string pkg = (dir_ / "m.anvil").string();
+  driver::compile_pt2(fixture("mlp_small.pt2"), pkg, opts_);
+  // on the CPU: refused whatever the machine
+  ANVIL_EXPECT_ERROR(runtime::Model::load(pkg, {}),
+                     "package was compiled for cuda (target cuda-sm90); load it with that device");
+  runtime::ModelOptions mo;
+  mo.device = Device::cuda(0);
+  std::string no_gpu;
+  try {
+    runtime::require_device(Device::cuda(0), "test");
+  } catch (const Error& e) {
+    no_gpu = e.what();
+  }
+  if (no_gpu.empty()) {  // a GPU machine: the package loads there
+    const runtime::Model m = runtime::Model::load(pkg, mo);
+    EXPECT_EQ(m.device(), Device::cuda(0));
+    return;
+  }
+  ANVIL_EXPECT_ERROR(runtime::Model::load(pkg, mo), "no cuda device is available");
+  // host tensors cannot go to a missing device either
+  ANVIL_EXPECT_ERROR(Tensor::zeros({2}, DType::kFloat32).to(Device::cuda(0)), "cuda");
+}
+
+TEST(Targets, EveryTargetNameHasOneTargetAndUnknownNamesListThem) {
+  EXPECT_EQ(codegen::find_target("native").name(), "cpu");
+  EXPECT_EQ(codegen::find_target("x86_64-avx2").name(), "cpu");
+  EXPECT_EQ(codegen::find_target("cuda-sm90").name(), "cuda");
+  EXPECT_EQ(codegen::find_target("cuda-sm80").device_type(), Device::Type::kCUDA);
+  const std::string msg =
+      ::anvil::test::error_message([] { codegen::find_target("cuda-sm75"); });
+  EXPECT_TRUE(::anvil::test::error_says(msg, "unknown compile target"));
+  EXPECT_TRUE(::anvil::test::error_says(msg, "cuda-sm80, cuda-sm90"));
+  EXPECT_TRUE(::anvil::test::error_says(msg, "native"));
+}
+
+TEST(DeviceBackend, MissingBackendLibraryNamesWhereItLooked) {
+  // the backend's file name is fixed; the search order is documented in device_backend.h
+  EXPECT_EQ(runtime::device_backend_library(Device::Type::kCUDA), "libanvil_cuda.so");
+  ANVIL_EXPECT_ERROR(runtime::device_backend(Device::Type::kCPU), "the CPU has no device backend");
+}
+
+}  // namespace
+}  // namespace anvil
