@@ -78,6 +78,16 @@ TEST_F(CudaTarget, SourcesCompileWithNvccIntoAPackageForTheGpu) {
   const std::string mlp_text((std::istreambuf_iterator<char>(src)),
                              std::istreambuf_iterator<char>());
   EXPECT_NE(mlp_text.find("dev->gemm("), std::string::npos) << "linear layers go to cuBLASLt";
+
+  // a transformer: embedding, index.Tensor, cumsum, diff and attention get generated kernels
+  const driver::CompileReport lr =
+      driver::compile_pt2(fixture("llama_tiny.pt2"), (dir_ / "llama.anvil").string(), opts_);
+  EXPECT_EQ(lr.num_externs, 7);
+  std::ifstream ls(dir_ / "src" / "kernels_0.cu");
+  const std::string llama((std::istreambuf_iterator<char>(ls)), std::istreambuf_iterator<char>());
+  for (const char* k : {"(aten.embedding.default)", "(aten.diff.default)", "(aten.cumsum.default)",
+                        "(aten.index.Tensor)", "(aten.scaled_dot_product_attention.default)"})
+    EXPECT_NE(llama.find(k), std::string::npos) << k;
 }
 
 TEST_F(CudaTarget, UnsupportedStepsAreListedAllAtOnce) {

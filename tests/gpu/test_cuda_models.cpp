@@ -52,10 +52,11 @@ fs::path out_dir() {
   return p;
 }
 
-std::vector<Tensor> read_set(const std::string& stem, const char* kind) {
+std::vector<Tensor> read_set(const std::string& stem, const char* kind,
+                             const std::string& suffix = "") {
   std::vector<Tensor> out;
   for (int k = 0;; ++k) {
-    const std::string f = stem + "." + kind + std::to_string(k) + ".npy";
+    const std::string f = stem + "." + kind + std::to_string(k) + suffix + ".npy";
     if (!fs::exists(f)) break;
     out.push_back(read_npy(f));
   }
@@ -73,45 +74,58 @@ std::string compile_cuda(const std::string& pt2) {
   return pkg;
 }
 
-/// Runs a fixture's package on cuda:0 and checks every output against PyTorch's.
+/// Runs a fixture's package on cuda:0 on each of its input sets (in<k>.npy, and in<k>_<j>.npy
+/// for exports with dynamic shapes) and checks every output against PyTorch's.
 void expect_matches_pytorch(const std::string& stem) {
   const std::string pkg = compile_cuda(stem + ".pt2");  // cached: no second nvcc run
   runtime::ModelOptions mo;
   mo.device = Device::cuda(0);
   const runtime::Model m = runtime::Model::load(pkg, mo);
   EXPECT_EQ(m.device(), Device::cuda(0));
-  std::vector<Tensor> inputs;
-  const std::vector<Tensor> host_in = read_set(stem, "in");
-  for (size_t i = 0; i < host_in.size(); ++i) {
-    Tensor t = host_in[i];
-    if (i < m.input_specs().size()) t = t.to(m.input_specs()[i].dtype);
-    inputs.push_back(t.to(Device::cuda(0)));
-    ASSERT_FALSE(inputs.back().device().is_cpu());
-  }
-  const std::vector<Tensor> want = read_set(stem, "out");
-  ASSERT_FALSE(want.empty()) << stem << ": no PyTorch outputs";
   bool stateful = false;  // mutable buffers change from run to run: PyTorch's outputs are run 1's
   for (const auto& c : m.constant_specs()) stateful |= c.is_mutable;
-  for (int rep = 0; rep < (stateful ? 1 : 2); ++rep) {  // twice: reused arena, cached GEMMs
-    const std::vector<Tensor> got = m.run(inputs);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      EXPECT_EQ(got[i].device(), Device::cuda(0)) << "output " << i;
-      Tensor h = got[i].to(Device::cpu());
-      Tensor w = want[i];
-      if (h.dtype() != w.dtype()) {  // 16-bit outputs are stored as float32 .npy files
-        const double tol = ::anvil::test::tolerance_of(h.dtype());
-        EXPECT_TRUE(::anvil::test::close(h.to(w.dtype()), w, tol)) << stem << " output " << i;
-      } else {
-        EXPECT_TRUE(::anvil::test::matches_reference(h, w)) << stem << " output " << i;
+  int sets = 0;
+  for (const std::string suffix : {"", "_0", "_1", "_2"}) {
+    const std::vector<Tensor> want = read_set(stem, "out", suffix);
+    if (want.empty()) continue;
+    if (stateful && sets > 0) break;
+    ++sets;
+    std::vector<Tensor> inputs;
+    const std::vector<Tensor> host_in = read_set(stem, "in", suffix);
+    for (size_t i = 0; i < host_in.size(); ++i) {
+      Tensor t = host_in[i];
+      if (i < m.input_specs().size()) t = t.to(m.input_specs()[i].dtype);
+      inputs.push_back(t.to(Device::cuda(0)));
+      ASSERT_FALSE(inputs.back().device().is_cpu());
+    }
+    for (int rep = 0; rep < (stateful ? 1 : 2); ++rep) {  // twice: reused arena, cached GEMMs
+      const std::vector<Tensor> got = m.run(inputs);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].device(), Device::cuda(0)) << "output " << i;
+        Tensor h = got[i].to(Device::cpu());
+        Tensor w = want[i];
+        if (h.dtype() != w.dtype()) {  // 16-bit outputs are stored as float32 .npy files
+          const double tol = ::anvil::test::tolerance_of(h.dtype());
+          EXPECT_TRUE(::anvil::test::close(h.to(w.dtype()), w, tol))
+              << stem << suffix << " output " << i;
+        } else {
+          EXPECT_TRUE(::anvil::test::matches_reference(h, w)) << stem << suffix << " output " << i;
+        }
       }
     }
   }
+  EXPECT_GT(sets, 0) << stem << ": no PyTorch outputs";
 }
 
-/// Every fixture: the model-level ones the CUDA target compiles today, and every AOT fixture.
+/// Every fixture with PyTorch outputs beside it: the model-level ones and the AOT ones.
 std::vector<std::string> all_fixtures() {
-  std::vector<std::string> out = {"mlp_small", "mlp_dynbatch", "const_and_buffer"};
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(fixture("")))
+    if (e.path().extension() == ".pt2" &&
+        fs::exists(fixture(e.path().stem().string() + ".out0.npy")))
+      out.push_back(e.path().stem().string());
+  std::sort(out.begin(), out.end());
   // Not here: fixtures whose inputs or reference the AOT tests build in code (no .npy files:
   // aot_24's dict inputs, aot_80 and aot_83's references). aot_80 (recorded on cuda) is compiled
   // by tests/codegen/test_cuda_target.cpp.

@@ -1,8 +1,10 @@
 // The CUDA target: CUDA C++ compiled by nvcc into model.so (sm_90a machine code plus compute_80
 // PTX for `cuda-sm90`; compute_80 PTX and sm_80 code for `cuda-sm80`). Loop kernels become
 // __global__ functions launched on the run's stream, GEMMs go to the device backend's cuBLASLt
-// (include/anvil/anvil_device.h). Extern ops, collectives, control flow, complex values and
-// sizes known only during the run are not compiled for CUDA yet: unsupported() lists them.
+// (include/anvil/anvil_device.h), the extern ops transformers carry (embedding, indexing, cumsum,
+// diff, attention) get generated kernels. Other extern ops, collectives, control flow, complex
+// values and sizes known only during the run are not compiled for CUDA yet: unsupported()
+// lists them.
 #include <cstdlib>
 
 #include "codegen/cpu/emit_cpu.h"  // emit_model: the entry table and run() are target-neutral text
@@ -72,6 +74,9 @@ class CudaTarget final : public Target {
         ++bodies;
       } else if (const auto* g = std::get_if<passes::GemmStep>(&step)) {
         kernels += emit_gemm(p, *g) + "\n";
+        ++bodies;
+      } else {
+        kernels += emit_extern(p, std::get<passes::ExternStep>(step)) + "\n";
         ++bodies;
       }
     }

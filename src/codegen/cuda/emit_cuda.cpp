@@ -327,8 +327,7 @@ std::string unsupported_reason(const passes::Program& p, const passes::Step& ste
                  "float16)");
     return "";
   }
-  const auto& e = std::get<passes::ExternStep>(step);
-  return "no CUDA kernel for " + e.target + " yet";
+  return extern_unsupported_reason(p, std::get<passes::ExternStep>(step));
 }
 
 }  // namespace anvil::codegen::cuda

@@ -23,6 +23,12 @@ std::string emit_loop_kernel(const passes::Program& p, const passes::LoopKernel&
 /// (api->device->gemm), batched over the innermost batch dim, looping over the others.
 std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g);
 
+/// `int NAME(const RunState& s)` and its kernel for an extern op with a CUDA kernel
+/// (emit_cuda_extern.cpp: embedding, index.Tensor, gather, cumsum, diff, attention).
+std::string emit_extern(const passes::Program& p, const passes::ExternStep& e);
+/// Why extern step `e` has no CUDA kernel, or "".
+std::string extern_unsupported_reason(const passes::Program& p, const passes::ExternStep& e);
+
 /// Why the CUDA target cannot compile `step` of `p`, or "" when it can.
 std::string unsupported_reason(const passes::Program& p, const passes::Step& step);
 

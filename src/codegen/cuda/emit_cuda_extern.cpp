@@ -1,0 +1,496 @@
+// CUDA kernels for the extern ops transformer exports carry (codegen/cuda/emit_cuda.h): gathers
+// (embedding, index.Tensor with integer indices, gather), scans (cumsum), diff, and
+// scaled_dot_product_attention. Each is generated from the step's strided views, like a loop
+// kernel: shapes and strides are expressions over the model's symbols, evaluated in the kernel.
+// Indices out of range stop the kernel with a message (as PyTorch's device-side assert does);
+// the run then fails at the stream synchronization.
+#include <algorithm>
+#include <sstream>
+
+#include "codegen/c_expr.h"
+#include "codegen/cpu/emit_cpu.h"
+#include "codegen/cuda/emit_cuda.h"
+#include "core/error.h"
+
+namespace anvil::codegen::cuda {
+
+namespace {
+
+using cpu::buffer_base;
+using cpu::symbol_decls;
+using passes::ExternAttr;
+using passes::ExternStep;
+using passes::Program;
+using passes::TensorView;
+
+int64_t int_attr(const ExternStep& e, const std::string& name, int64_t dflt) {
+  const ExternAttr* a = passes::find_attr(e, name);
+  if (!a || a->kind != 0 || !a->i.is_constant()) return dflt;
+  return a->i.constant();
+}
+
+bool has_attr(const ExternStep& e, const std::string& name) {
+  return passes::find_attr(e, name) != nullptr;
+}
+
+/// A value of `dtype` stored at `ptr[off]` in its compute type.
+std::string load(DType t, const std::string& ptr, const std::string& off) {
+  const std::string raw = ptr + "[" + off + "]";
+  switch (t) {
+    case DType::kBFloat16:
+      return "bf16_to_f32(" + raw + ")";
+    case DType::kFloat16:
+      return "f16_to_f32(" + raw + ")";
+    case DType::kFloat32:
+    case DType::kFloat64:
+      return raw;
+    default:
+      return "static_cast<int64_t>(" + raw + ")";
+  }
+}
+
+/// Statement storing compute value `v` at `ptr[off]` of `dtype`.
+std::string store(DType t, const std::string& ptr, const std::string& off, const std::string& v) {
+  std::string conv;
+  switch (t) {
+    case DType::kBFloat16:
+      conv = "f32_to_bf16(" + v + ")";
+      break;
+    case DType::kFloat16:
+      conv = "f32_to_f16(" + v + ")";
+      break;
+    case DType::kBool:
+      conv = "static_cast<uint8_t>((" + v + ") != 0)";
+      break;
+    default:
+      conv = "static_cast<" + storage_type(t) + ">(" + v + ")";
+  }
+  return ptr + "[" + off + "] = " + conv + ";";
+}
+
+std::string paren(const SymInt& s) { return "(" + s.str() + ")"; }
+
+/// "const int64_t u0 = ...;" decomposing linear `lin` over `sizes`.
+std::string decompose(const std::vector<SymInt>& sizes, const std::string& lin,
+                      const std::string& prefix, const std::string& ind) {
+  std::ostringstream os;
+  os << ind << "int64_t rest_" << prefix << " = " << lin << ";\n";
+  for (size_t d = sizes.size(); d-- > 0;) {
+    os << ind << "const int64_t " << prefix << d << " = rest_" << prefix << " % " << paren(sizes[d])
+       << ";\n";
+    os << ind << "rest_" << prefix << " /= " << paren(sizes[d]) << ";\n";
+  }
+  os << ind << "(void)rest_" << prefix << ";\n";
+  return os.str();
+}
+
+/// Element offset of view `v` at index variables vars[d] (one per view dim); a dim of size 1
+/// contributes nothing (broadcasting).
+std::string offset_of(const TensorView& v, const std::vector<std::string>& vars) {
+  std::string e;
+  for (size_t d = 0; d < v.sizes.size(); ++d) {
+    if (v.sizes[d].is_constant() && v.sizes[d].constant() == 1) continue;
+    std::string term = vars[d] + " * " + paren(v.strides[d]);
+    if (!v.sizes[d].is_constant())
+      term = "(" + paren(v.sizes[d]) + " == 1 ? 0 : " + term + ")";
+    e += (e.empty() ? "" : " + ") + term;
+  }
+  return e.empty() ? "0" : e;
+}
+
+std::string numel(const std::vector<SymInt>& sizes) {
+  SymInt n(1);
+  for (const auto& s : sizes) n = n * s;
+  return paren(n);
+}
+
+std::vector<std::string> vars(const std::string& prefix, size_t n) {
+  std::vector<std::string> v;
+  for (size_t i = 0; i < n; ++i) v.push_back(prefix + std::to_string(i));
+  return v;
+}
+
+/// The pieces every extern kernel shares: parameters (one pointer per present view, named
+/// v<i> for input i and y<i> for output i) and the launcher.
+struct KernelText {
+  std::string name;
+  std::vector<std::pair<std::string, const TensorView*>> params;  // (name, view)
+  std::string body;                                                // inside the kernel
+  std::string grid, block = "256", shared = "0";                   // launch, host expressions
+  std::string guard;  // host statement(s) before the launch (return 1 with an error to refuse)
+};
+
+std::string finish(const Program& p, const ExternStep& e, const KernelText& k) {
+  std::ostringstream fn;
+  const size_t nsym = std::max<size_t>(1, p.symbols.size());
+  std::string nodes;
+  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
+  fn << "// " << e.name << ": " << nodes << " (" << e.target << ")\n";
+  fn << "__global__ void " << e.name << "_kernel(Syms<" << nsym << "> sy";
+  for (const auto& [name, v] : k.params)
+    fn << ", " << storage_type(v->dtype) << "* __restrict__ " << name;
+  fn << ") {\n";
+  std::string sizes_text = k.body;
+  fn << symbol_decls(p, sizes_text, "sy.v", "  ") << k.body << "}\n\n";
+  std::ostringstream launch;
+  launch << k.guard;
+  launch << "  Syms<" << nsym << "> sy{};\n";
+  if (!p.symbols.empty())
+    launch << "  for (int i = 0; i < " << p.symbols.size() << "; ++i) sy.v[i] = s.sym[i];\n";
+  launch << "  " << e.name << "_kernel<<<" << k.grid << ", " << k.block << ", " << k.shared
+         << ", static_cast<cudaStream_t>(s.stream)>>>(sy";
+  for (const auto& [name, v] : k.params)
+    launch << ",\n      reinterpret_cast<" << storage_type(v->dtype) << "*>(" << buffer_base(p, v->buffer)
+           << ") + (" << v->offset.str() << ")";
+  launch << ");\n";
+  launch << "  return anvil_launch_check(s, \"" << e.name << "\");\n";
+  fn << "ANVIL_HIDDEN int " << e.name << "(const RunState& s) {\n";
+  fn << symbol_decls(p, launch.str(), "s.sym", "  ") << launch.str() << "}\n";
+  return fn.str();
+}
+
+/// One thread per output element (grid-stride) over `out`.
+std::string elementwise_loop(const TensorView& out, const std::string& inner) {
+  std::ostringstream os;
+  os << "  const int64_t total = " << numel(out.sizes) << ";\n";
+  os << "  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
+        "idx < total;\n       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
+  os << decompose(out.sizes, "idx", "u", "    ");
+  os << inner << "  }\n";
+  return os.str();
+}
+
+/// Code checking index `var` against [0, n) after wrapping negatives when `wrap`.
+std::string check_index(const ExternStep& e, const std::string& var, const std::string& n,
+                        bool wrap) {
+  std::ostringstream os;
+  if (wrap) os << "    if (" << var << " < 0) " << var << " += " << n << ";\n";
+  os << "    if (" << var << " < 0 || " << var << " >= " << n << ") {\n"
+     << "      printf(\"anvil: " << e.name << " (" << e.target
+     << "): index %lld is out of range [0, %lld)\\n\", (long long)" << var << ", (long long)(" << n
+     << "));\n"
+     << "      __trap();\n    }\n";
+  return os.str();
+}
+
+std::string elementwise_grid(const TensorView& out) {
+  return "anvil_blocks(" + numel(out.sizes) + ", 256)";
+}
+
+bool int_index(DType t) { return t == DType::kInt64 || t == DType::kInt32; }
+
+// ---- the ops ----
+
+std::string embedding(const Program& p, const ExternStep& e) {
+  const TensorView &w = e.inputs[0], &ix = e.inputs[1], &out = e.outputs[0];
+  const size_t n = ix.sizes.size();
+  std::vector<std::string> iv = vars("u", n);
+  std::ostringstream in;
+  in << "    int64_t row = " << load(ix.dtype, "v1", offset_of(ix, iv)) << ";\n";
+  in << check_index(e, "row", paren(w.sizes[0]), false);
+  in << "    " << store(out.dtype, "y0", offset_of(out, vars("u", out.sizes.size())),
+                         load(w.dtype, "v0", "row * " + paren(w.strides[0]) + " + u" +
+                                                  std::to_string(n) + " * " + paren(w.strides[1])))
+     << "\n";
+  KernelText k;
+  k.params = {{"v0", &w}, {"v1", &ix}, {"y0", &out}};
+  k.body = elementwise_loop(out, in.str());
+  k.grid = elementwise_grid(out);
+  return finish(p, e, k);
+}
+
+std::string index_tensor(const Program& p, const ExternStep& e) {
+  const TensorView& self = e.inputs[0];
+  const TensorView& out = e.outputs[0];
+  const size_t k = e.inputs.size() - 1;
+  const size_t rank = self.sizes.size();
+  const size_t nb = out.sizes.size() - (rank - k);  // broadcast dims of the index tensors
+  std::ostringstream in;
+  std::string off;
+  for (size_t j = 0; j < k; ++j) {
+    const TensorView& ix = e.inputs[j + 1];
+    std::vector<std::string> iv;
+    for (size_t d = 0; d < ix.sizes.size(); ++d)
+      iv.push_back("u" + std::to_string(nb - ix.sizes.size() + d));
+    const std::string var = "i" + std::to_string(j);
+    in << "    int64_t " << var << " = " << load(ix.dtype, "v" + std::to_string(j + 1), offset_of(ix, iv))
+       << ";\n";
+    in << check_index(e, var, paren(self.sizes[j]), true);
+    off += (off.empty() ? "" : " + ") + var + " * " + paren(self.strides[j]);
+  }
+  for (size_t r = k; r < rank; ++r)
+    off += " + u" + std::to_string(nb + r - k) + " * " + paren(self.strides[r]);
+  in << "    " << store(out.dtype, "y0", offset_of(out, vars("u", out.sizes.size())),
+                         load(self.dtype, "v0", off))
+     << "\n";
+  KernelText kt;
+  kt.params.push_back({"v0", &self});
+  for (size_t j = 0; j < k; ++j) kt.params.push_back({"v" + std::to_string(j + 1), &e.inputs[j + 1]});
+  kt.params.push_back({"y0", &out});
+  kt.body = elementwise_loop(out, in.str());
+  kt.grid = elementwise_grid(out);
+  return finish(p, e, kt);
+}
+
+int64_t wrap(int64_t d, size_t rank) { return d < 0 ? d + static_cast<int64_t>(rank) : d; }
+
+std::string gather(const Program& p, const ExternStep& e) {
+  const TensorView &self = e.inputs[0], &ix = e.inputs[1], &out = e.outputs[0];
+  const size_t rank = self.sizes.size();
+  const int64_t dim = wrap(int_attr(e, "dim", 0), rank);
+  std::vector<std::string> uv = vars("u", out.sizes.size());
+  std::ostringstream in;
+  in << "    int64_t g = " << load(ix.dtype, "v1", offset_of(ix, uv)) << ";\n";
+  in << check_index(e, "g", paren(self.sizes[static_cast<size_t>(dim)]), true);
+  std::string off;
+  for (size_t d = 0; d < rank; ++d)
+    off += (d ? " + " : "") + (static_cast<int64_t>(d) == dim ? std::string("g") : uv[d]) + " * " +
+           paren(self.strides[d]);
+  in << "    " << store(out.dtype, "y0", offset_of(out, uv), load(self.dtype, "v0", off)) << "\n";
+  KernelText k;
+  k.params = {{"v0", &self}, {"v1", &ix}, {"y0", &out}};
+  k.body = elementwise_loop(out, in.str());
+  k.grid = elementwise_grid(out);
+  return finish(p, e, k);
+}
+
+/// One thread per line along `dim`: the other dims' sizes, and the line's offset expression.
+struct Lines {
+  std::vector<SymInt> sizes;
+  std::vector<std::string> vars;  // per dim of the tensor: "w<k>" or "t" for dim
+};
+
+Lines lines_along(const std::vector<SymInt>& sizes, size_t dim) {
+  Lines l;
+  for (size_t d = 0, k = 0; d < sizes.size(); ++d) {
+    if (d == dim) {
+      l.vars.push_back("t");
+      continue;
+    }
+    l.sizes.push_back(sizes[d]);
+    l.vars.push_back("w" + std::to_string(k++));
+  }
+  return l;
+}
+
+std::string line_loop(const Lines& l, const std::string& inner) {
+  std::ostringstream os;
+  os << "  const int64_t lines = " << numel(l.sizes) << ";\n";
+  os << "  for (int64_t line = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
+        "line < lines;\n       line += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
+  os << decompose(l.sizes, "line", "w", "    ") << inner << "  }\n";
+  return os.str();
+}
+
+std::string cumsum(const Program& p, const ExternStep& e) {
+  const TensorView &self = e.inputs[0], &out = e.outputs[0];
+  const size_t rank = self.sizes.size();
+  const size_t dim = static_cast<size_t>(wrap(int_attr(e, "dim", 0), std::max<size_t>(rank, 1)));
+  KernelText k;
+  k.params = {{"v0", &self}, {"y0", &out}};
+  if (rank == 0) {  // a 0-dim cumsum is a copy
+    k.body = "  if (blockIdx.x == 0 && threadIdx.x == 0) { " +
+             store(out.dtype, "y0", "0", load(self.dtype, "v0", "0")) + " }\n";
+    k.grid = "1";
+    return finish(p, e, k);
+  }
+  const Lines l = lines_along(self.sizes, dim);
+  const std::string ct = compute_type(out.dtype);
+  std::ostringstream in;
+  in << "    " << ct << " acc = 0;\n";
+  in << "    for (int64_t t = 0; t < " << paren(self.sizes[dim]) << "; ++t) {\n";
+  in << "      acc += static_cast<" << ct << ">(" << load(self.dtype, "v0", offset_of(self, l.vars))
+     << ");\n";
+  in << "      " << store(out.dtype, "y0", offset_of(out, l.vars), "acc") << "\n    }\n";
+  k.body = line_loop(l, in.str());
+  k.grid = "anvil_blocks(" + numel(l.sizes) + ", 256)";
+  return finish(p, e, k);
+}
+
+std::string diff(const Program& p, const ExternStep& e) {
+  const TensorView& self = e.inputs[0];
+  const TensorView* pre = e.inputs.size() > 1 && e.inputs[1].buffer >= 0 ? &e.inputs[1] : nullptr;
+  const TensorView* app = e.inputs.size() > 2 && e.inputs[2].buffer >= 0 ? &e.inputs[2] : nullptr;
+  const TensorView& out = e.outputs[0];
+  const size_t rank = self.sizes.size();
+  const size_t dim = static_cast<size_t>(wrap(int_attr(e, "dim", -1), rank));
+  std::vector<std::string> uv = vars("u", rank);
+  const std::string ns = paren(self.sizes[dim]);
+  const std::string np = pre ? paren(pre->sizes[dim]) : "0";
+  // c(i): element i along dim of cat(prepend, self, append) at the other coordinates of u
+  auto at = [&](const TensorView& v, const std::string& name, const std::string& i) {
+    std::vector<std::string> w = uv;
+    w[dim] = "(" + i + ")";
+    return load(v.dtype, name, offset_of(v, w));
+  };
+  const std::string ct = compute_type(self.dtype);
+  std::ostringstream in;
+  in << "    auto c = [&](int64_t i) -> " << ct << " {\n";
+  if (pre) in << "      if (i < " << np << ") return " << at(*pre, "v1", "i") << ";\n";
+  if (app)
+    in << "      if (i >= " << np << " + " << ns << ") return " << at(*app, "v2", "i - " + np + " - " + ns)
+       << ";\n";
+  in << "      return " << at(self, "v0", "i - " + np) << ";\n    };\n";
+  const std::string d = self.dtype == DType::kBool ? "static_cast<int64_t>(c(u" + std::to_string(dim) +
+                                                         " + 1) != c(u" + std::to_string(dim) + "))"
+                                                   : "c(u" + std::to_string(dim) + " + 1) - c(u" +
+                                                         std::to_string(dim) + ")";
+  in << "    " << store(out.dtype, "y0", offset_of(out, uv), d) << "\n";
+  KernelText k;
+  k.params = {{"v0", &self}};
+  if (pre) k.params.push_back({"v1", pre});
+  if (app) k.params.push_back({"v2", app});
+  k.params.push_back({"y0", &out});
+  k.body = elementwise_loop(out, in.str());
+  k.grid = elementwise_grid(out);
+  return finish(p, e, k);
+}
+
+/// scaled_dot_product_attention, one block per query row: scores in shared memory, a block max
+/// and sum, then each thread one output feature.
+std::string sdpa(const Program& p, const ExternStep& e) {
+  const TensorView &q = e.inputs[0], &kk = e.inputs[1], &v = e.inputs[2], &out = e.outputs[0];
+  const TensorView* mask = e.inputs.size() > 3 && e.inputs[3].buffer >= 0 ? &e.inputs[3] : nullptr;
+  const bool causal = int_attr(e, "is_causal", 0) != 0;
+  const passes::ExternAttr* sa = passes::find_attr(e, "scale");
+  const std::string ct = q.dtype == DType::kFloat64 ? "double" : "float";
+  const std::string scale =
+      sa && sa->kind == 1 ? float_literal(sa->f, q.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32)
+                          : "(static_cast<" + ct + ">(1) / sqrt(static_cast<" + ct + ">(" +
+                                paren(q.sizes[3]) + ")))";
+  const std::string B = paren(q.sizes[0]), H = paren(q.sizes[1]), L = paren(q.sizes[2]),
+                    E = paren(q.sizes[3]), S = paren(kk.sizes[2]), Ev = paren(v.sizes[3]);
+  // grouped-query attention: key / value heads serve H / Hk query heads each
+  const std::string hk = "(h / (" + H + " / " + paren(kk.sizes[1]) + "))";
+  const std::string hv = "(h / (" + H + " / " + paren(v.sizes[1]) + "))";
+  auto at4 = [](const TensorView& t, const std::string& a, const std::string& b,
+                const std::string& c, const std::string& d) {
+    return offset_of(t, {a, b, c, d});
+  };
+  std::ostringstream in;
+  in << "  extern __shared__ unsigned char anvil_dyn_smem[];\n";
+  in << "  " << ct << "* sc = reinterpret_cast<" << ct << "*>(anvil_dyn_smem);\n";
+  in << "  __shared__ " << ct << " red[32];\n";
+  in << "  const int64_t rows = " << B << " * " << H << " * " << L << ";\n";
+  in << "  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {\n";
+  in << "    const int64_t i = row % " << L << ", h = (row / " << L << ") % " << H
+     << ", b = row / (" << L << " * " << H << ");\n";
+  in << "    " << ct << " mx = -INFINITY;\n";
+  in << "    for (int64_t j = threadIdx.x; j < " << S << "; j += blockDim.x) {\n";
+  in << "      " << ct << " acc = 0;\n";
+  in << "      for (int64_t d = 0; d < " << E << "; ++d)\n";
+  in << "        acc += static_cast<" << ct << ">(" << load(q.dtype, "v0", at4(q, "b", "h", "i", "d"))
+     << ") * static_cast<" << ct << ">(" << load(kk.dtype, "v1", at4(kk, "b", hk, "j", "d"))
+     << ");\n";
+  in << "      acc *= " << scale << ";\n";
+  if (causal) in << "      if (j > i) acc = -INFINITY;\n";
+  if (mask) {
+    std::vector<std::string> mv;  // the mask's dims align to (b, h, i, j) from the right
+    const std::vector<std::string> all = {"b", "h", "i", "j"};
+    for (size_t d = 0; d < mask->sizes.size(); ++d)
+      mv.push_back(all[4 - mask->sizes.size() + d]);
+    const std::string m = load(mask->dtype, "v3", offset_of(*mask, mv));
+    if (mask->dtype == DType::kBool)
+      in << "      if (" << m << " == 0) acc = -INFINITY;\n";
+    else
+      in << "      acc += static_cast<" << ct << ">(" << m << ");\n";
+  }
+  in << "      sc[j] = acc;\n      mx = acc > mx ? acc : mx;\n    }\n";
+  in << "    mx = block_reduce(mx, MaxOp(), red);\n";
+  in << "    " << ct << " sum = 0;\n";
+  in << "    for (int64_t j = threadIdx.x; j < " << S << "; j += blockDim.x) {\n";
+  in << "      const " << ct << " pj = exp(sc[j] - mx);\n      sc[j] = pj;\n      sum += pj;\n    }\n";
+  in << "    sum = block_reduce(sum, SumOp(), red);  // its barriers publish sc[]\n";
+  in << "    for (int64_t d = threadIdx.x; d < " << Ev << "; d += blockDim.x) {\n";
+  in << "      " << ct << " acc = 0;\n";
+  in << "      for (int64_t j = 0; j < " << S << "; ++j)\n";
+  in << "        acc += sc[j] * static_cast<" << ct << ">(" << load(v.dtype, "v2", at4(v, "b", hv, "j", "d"))
+     << ");\n";
+  in << "      " << store(out.dtype, "y0", at4(out, "b", "h", "i", "d"), "acc / sum") << "\n    }\n";
+  in << "    __syncthreads();  // sc[] is rewritten by the next row\n  }\n";
+  KernelText k;
+  k.params = {{"v0", &q}, {"v1", &kk}, {"v2", &v}};
+  if (mask) k.params.push_back({"v3", mask});
+  k.params.push_back({"y0", &out});
+  k.body = in.str();
+  k.block = "128";
+  k.shared = "smem";
+  k.grid = "anvil_blocks(" + B + " * " + H + " * " + L + ", 1)";
+  std::ostringstream guard;
+  guard << "  const size_t smem = static_cast<size_t>(" << S << ") * sizeof(" << ct << ");\n";
+  guard << "  if (" << B << " * " << H << " * " << L << " <= 0) return 0;\n";
+  guard << "  if (smem > 99 * 1024) {\n"
+        << "    s.api->set_error(s.run_ctx, \"" << e.name
+        << ": the CUDA attention kernel keeps a row of scores in shared memory; this key length "
+           "is too long for it\");\n    return 1;\n  }\n";
+  guard << "  if (smem > 48 * 1024)\n"
+        << "    cudaFuncSetAttribute(" << e.name
+        << "_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));\n";
+  k.guard = guard.str();
+  return finish(p, e, k);
+}
+
+}  // namespace
+
+std::string extern_unsupported_reason(const passes::Program& p, const passes::ExternStep& e) {
+  auto floating = [](DType t) {
+    return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 ||
+           t == DType::kFloat64;
+  };
+  const std::string& t = e.target;
+  if (t == "aten.embedding.default") {
+    if (e.inputs.size() < 2 || e.inputs[0].sizes.size() != 2 || !int_index(e.inputs[1].dtype))
+      return "embedding needs a 2-D weight and integer indices";
+    return "";
+  }
+  if (t == "aten.index.Tensor") {
+    for (size_t j = 1; j < e.inputs.size(); ++j)
+      if (e.inputs[j].buffer < 0 || !int_index(e.inputs[j].dtype))
+        return "index.Tensor with None or boolean indices has no CUDA kernel yet";
+    if (e.inputs.size() - 1 > e.inputs[0].sizes.size()) return "too many indices";
+    return "";
+  }
+  if (t == "aten.gather.default") {
+    if (e.inputs.size() < 2 || !int_index(e.inputs[1].dtype)) return "gather needs integer indices";
+    return "";
+  }
+  if (t == "aten.cumsum.default") {
+    if (is_complex(e.outputs[0].dtype)) return "complex cumsum";
+    return "";
+  }
+  if (t == "aten.diff.default") {
+    if (int_attr(e, "n", 1) != 1) return "diff with n != 1 has no CUDA kernel yet";
+    if (e.inputs[0].sizes.empty()) return "diff of a 0-dim tensor";
+    if (is_complex(e.inputs[0].dtype)) return "complex diff";
+    return "";
+  }
+  if (t == "aten.scaled_dot_product_attention.default") {
+    const auto& in = e.inputs;
+    if (in.size() < 3 || in[0].sizes.size() != 4 || in[1].sizes.size() != 4 ||
+        in[2].sizes.size() != 4 || e.outputs[0].sizes.size() != 4)
+      return "attention with other than 4-D query, key and value has no CUDA kernel yet";
+    if (!floating(in[0].dtype)) return "attention needs floating inputs";
+    if (in.size() > 3 && in[3].buffer >= 0 && in[3].sizes.size() > 4) return "attention mask rank";
+    if (has_attr(e, "dropout_p")) {
+      const passes::ExternAttr* d = passes::find_attr(e, "dropout_p");
+      if (d->kind == 1 && d->f != 0.0) return "dropout is not supported at inference";
+    }
+    return "";
+  }
+  (void)p;
+  return "no CUDA kernel for " + t + " yet";
+}
+
+std::string emit_extern(const passes::Program& p, const passes::ExternStep& e) {
+  const std::string& t = e.target;
+  if (t == "aten.embedding.default") return embedding(p, e);
+  if (t == "aten.index.Tensor") return index_tensor(p, e);
+  if (t == "aten.gather.default") return gather(p, e);
+  if (t == "aten.cumsum.default") return cumsum(p, e);
+  if (t == "aten.diff.default") return diff(p, e);
+  if (t == "aten.scaled_dot_product_attention.default") return sdpa(p, e);
+  throw Error("internal error: no CUDA kernel for an extern the target accepted", "codegen/cuda",
+              "a supported extern", t);
+}
+
+}  // namespace anvil::codegen::cuda
