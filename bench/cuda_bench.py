@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """anvil's CUDA packages beside PyTorch eager and torch.compile, same GPU, same run.
 
-Models: the anchors' MLP 1024->4096->4096->1024 with GELU at batch 64 (../shared/anchors/
-compile_bench_defs.py), fp32 and bf16. Each is exported with torch.export on the CPU, compiled by
+Models: the anchors' GPU bench models (../shared/anchors/compile_bench_defs.py, redefined here so
+the script runs on the GPU machine alone): MLP 1024->4096->4096->1024 with GELU at batch 64, and the
+LLaMA-style decoder block d1024, 16 heads, T=256, B=4 (RMSNorm, RoPE, causal SDPA, SwiGLU 2816);
+fp32 and bf16. Each is exported with torch.export on the CPU, compiled by
 `anvil compile --target cuda-sm90`, checked against eager on the GPU, and timed with `anvil bench`
 (per call: inputs already on the GPU, the run's stream synchronized). PyTorch is timed the same
 way: per call, torch.cuda.synchronize() after each, median of the calls.
@@ -25,6 +27,44 @@ class MLP(nn.Module):  # as in compile_bench_defs.py
         return s.l3(F.gelu(s.l2(F.gelu(s.l1(x)))))
 
 
+class RMSNorm(nn.Module):
+    def __init__(s, d):
+        super().__init__(); s.w = nn.Parameter(torch.ones(d))
+
+    def forward(s, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * s.w
+
+
+class Block(nn.Module):  # LLaMA-style decoder block, as in compile_bench_defs.py
+    def __init__(s, d=1024, nh=16, ff=2816):
+        super().__init__(); s.nh = nh; s.n1 = RMSNorm(d); s.n2 = RMSNorm(d)
+        s.qkv = nn.Linear(d, 3 * d, bias=False); s.o = nn.Linear(d, d, bias=False)
+        s.g = nn.Linear(d, ff, bias=False); s.u = nn.Linear(d, ff, bias=False)
+        s.dn = nn.Linear(ff, d, bias=False)
+
+    def rope(s, x):
+        T, hd = x.shape[-2], x.shape[-1]
+        inv = 1.0 / (10000 ** (torch.arange(0, hd, 2, device=x.device, dtype=torch.float32) / hd))
+        f = torch.outer(torch.arange(T, device=x.device, dtype=torch.float32), inv)
+        c, sn = f.cos().to(x.dtype), f.sin().to(x.dtype)
+        x1, x2 = x[..., ::2], x[..., 1::2]
+        return torch.stack([x1 * c - x2 * sn, x1 * sn + x2 * c], -1).flatten(-2)
+
+    def forward(s, x):
+        B, T, D = x.shape
+        q, k, v = s.qkv(s.n1(x)).view(B, T, 3, s.nh, D // s.nh).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(s.rope(q), s.rope(k), v, is_causal=True)
+        x = x + s.o(a.transpose(1, 2).reshape(B, T, D))
+        h = s.n2(x)
+        return x + s.dn(F.silu(s.g(h)) * s.u(h))
+
+
+MODELS = {
+    "mlp_1024x4096": (MLP, lambda dt: torch.randn(64, 1024, dtype=dt)),
+    "llama_block_d1024_t256": (Block, lambda dt: torch.randn(4, 256, 1024, dtype=dt)),
+}
+
+
 def time_torch(fn, x, iters, warmup=20):
     for _ in range(warmup):
         fn(x)
@@ -43,15 +83,18 @@ def main():
     ap.add_argument("--anvil", default="gpu_bundle/bin/anvil")
     ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--json", default="")
+    ap.add_argument("--models", default=",".join(MODELS))
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = torch.device("cuda")
     results = []
     work = tempfile.mkdtemp()
-    for dt in (torch.float32, torch.bfloat16):
-        name = f"mlp_1024x4096_{str(dt).split('.')[-1]}"
-        m = MLP().to(dt).eval()
-        x = torch.randn(64, 1024, dtype=dt)
+    ap_models = a.models.split(",")
+    for mname, dt in [(mn, d) for mn in ap_models for d in (torch.float32, torch.bfloat16)]:
+        name = f"{mname}_{str(dt).split('.')[-1]}"
+        cls, make_x = MODELS[mname]
+        m = cls().to(dt).eval()
+        x = make_x(dt)
         with torch.no_grad():
             ep = torch.export.export(m, (x,))
         pt2 = os.path.join(work, name + ".pt2")

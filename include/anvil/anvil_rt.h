@@ -147,8 +147,8 @@ typedef struct AnvilRunArgs {
   /* ABI 3 (minor 6): the device the run's memory is on (0 for the CPU) and the stream its work
    * is queued on (a cudaStream_t for CUDA packages; null for CPU packages). run() of a device
    * package queues its work on `stream` and may return before that work is done: the runtime
-   * synchronizes the stream (or makes the caller's stream wait on it). step_ns of a device
-   * package counts the time to queue each step unless the package says otherwise. */
+   * synchronizes the stream (or makes the caller's stream wait on it). While step_ns is set, a
+   * device package synchronizes its stream around each step, so step_ns counts device time. */
   void* stream;
   int32_t device_index;
 } AnvilRunArgs;

@@ -39,6 +39,9 @@ struct RunState {
   void* stream;      // AnvilRunArgs::stream (device targets queue their work on it)
 };
 
+// Profiling waits for nothing on the CPU (a device target's preamble waits for its stream).
+static inline void anvil_prof_sync(const RunState&) {}
+
 // Index arithmetic with Python semantics (SymInt text uses these names).
 static inline int64_t FloorDiv(int64_t a, int64_t b) {
   if (b == 0) return 0;

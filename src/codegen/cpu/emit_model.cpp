@@ -179,8 +179,11 @@ std::string emit_model(const passes::Program& p, const std::string& target,
     const passes::Step& step = p.steps[si];
     for (; next_alloc < p.run_allocs.size() && p.run_allocs[next_alloc].first <= si; ++next_alloc)
       os << emit_run_alloc(p, p.run_allocs[next_alloc].second);
-    os << "  if (prof) t0 = now_ns();\n";
-    const std::string timed = "  if (prof) prof[" + std::to_string(si) + "] += now_ns() - t0;\n";
+    // anvil_prof_sync (each preamble's): nothing on the CPU; a device target waits for its
+    // stream, so that a step's time is the device's, not the time to queue it
+    os << "  if (prof) {\n    anvil_prof_sync(s);\n    t0 = now_ns();\n  }\n";
+    const std::string timed = "  if (prof) {\n    anvil_prof_sync(s);\n    prof[" +
+                              std::to_string(si) + "] += now_ns() - t0;\n  }\n";
     if (is_coll(step)) {
       os << emit_collective_step(p, std::get<passes::ExternStep>(step)) << timed;
       continue;

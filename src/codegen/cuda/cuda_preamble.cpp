@@ -37,6 +37,11 @@ struct RunState {
   void* stream;  // the cudaStream_t every kernel of the run is queued on
 };
 
+/// Profiling (AnvilRunArgs::step_ns): a step's time is the device's, so wait for the stream.
+static inline void anvil_prof_sync(const RunState& s) {
+  cudaStreamSynchronize(static_cast<cudaStream_t>(s.stream));
+}
+
 /// Symbol values passed to kernels by value.
 template <int N>
 struct Syms {

@@ -430,6 +430,111 @@ std::string sdpa(const Program& p, const ExternStep& e) {
   return finish(p, e, k);
 }
 
+/// scaled_dot_product_attention with compile-time head sizes (E, Ev <= 128), flash-style: a
+/// block of 128 threads takes 32 query rows of one (batch, head), four threads per row, each
+/// with the query and its own output accumulator in registers and every fourth key of each tile;
+/// key and value tiles are staged in shared memory (rows padded by one element so the four
+/// lanes' different keys fall in different banks) and the softmax runs online (running max and
+/// sum per thread, merged across the four lanes with shuffles at the end), so scores never leave
+/// registers. Causal blocks stop at their last row's diagonal.
+std::string sdpa_tiled(const Program& p, const ExternStep& e) {
+  const TensorView &q = e.inputs[0], &kk = e.inputs[1], &v = e.inputs[2], &out = e.outputs[0];
+  const TensorView* mask = e.inputs.size() > 3 && e.inputs[3].buffer >= 0 ? &e.inputs[3] : nullptr;
+  const bool causal = int_attr(e, "is_causal", 0) != 0;
+  const passes::ExternAttr* sa = passes::find_attr(e, "scale");
+  const bool f64 = q.dtype == DType::kFloat64;
+  const std::string ct = f64 ? "double" : "float";
+  const int64_t E = q.sizes[3].constant(), EV = v.sizes[3].constant();
+  const int64_t BK = (E + EV + 2) * (f64 ? 8 : 4) * 64 <= 48 * 1024 ? 64 : 32;  // keys per tile
+  const std::string scale =
+      sa && sa->kind == 1 ? float_literal(sa->f, f64 ? DType::kFloat64 : DType::kFloat32)
+                          : "(static_cast<" + ct + ">(1) / sqrt(static_cast<" + ct + ">(" +
+                                std::to_string(E) + ")))";
+  const std::string B = paren(q.sizes[0]), H = paren(q.sizes[1]), L = paren(q.sizes[2]),
+                    S = paren(kk.sizes[2]);
+  const std::string hk = "(h / (" + H + " / " + paren(kk.sizes[1]) + "))";
+  const std::string hv = "(h / (" + H + " / " + paren(v.sizes[1]) + "))";
+  std::ostringstream in;
+  in << "  constexpr int E = " << E << ", EV = " << EV << ", BQ = 32, LANES = 4, BK = " << BK
+     << ";\n";
+  in << "  __shared__ " << ct << " ks[BK][E + 1];\n  __shared__ " << ct << " vs[BK][EV + 1];\n";
+  in << "  const int64_t b = blockIdx.z, h = blockIdx.y;\n";
+  in << "  const int lane = threadIdx.x % LANES;\n";
+  in << "  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * BQ, i = i0 + threadIdx.x / LANES;\n";
+  in << "  const bool live = i < " << L << ";\n";
+  in << "  " << ct << " qr[E], acc[EV];\n";
+  in << "  #pragma unroll\n  for (int d = 0; d < E; ++d)\n";
+  in << "    qr[d] = live ? static_cast<" << ct << ">("
+     << load(q.dtype, "v0", offset_of(q, {"b", "h", "i", "d"})) << ") * " << scale << " : 0;\n";
+  in << "  #pragma unroll\n  for (int d = 0; d < EV; ++d) acc[d] = 0;\n";
+  in << "  " << ct << " m = -INFINITY, l = 0;\n";
+  std::string kend = S;
+  if (causal) kend = "(" + S + " < i0 + BQ ? " + S + " : i0 + BQ)";
+  in << "  const int64_t kend = " << kend << ";\n";
+  in << "  for (int64_t k0 = 0; k0 < kend; k0 += BK) {\n";
+  in << "    const int nk = static_cast<int>(kend - k0 < BK ? kend - k0 : BK);\n";
+  in << "    __syncthreads();  // the previous tile is no longer read\n";
+  in << "    for (int t = threadIdx.x; t < nk * E; t += blockDim.x) {\n";
+  in << "      const int jj = t / E, d = t % E;\n      const int64_t j = k0 + jj;\n";
+  in << "      ks[jj][d] = static_cast<" << ct << ">("
+     << load(kk.dtype, "v1", offset_of(kk, {"b", hk, "j", "d"})) << ");\n    }\n";
+  in << "    for (int t = threadIdx.x; t < nk * EV; t += blockDim.x) {\n";
+  in << "      const int jj = t / EV, d = t % EV;\n      const int64_t j = k0 + jj;\n";
+  in << "      vs[jj][d] = static_cast<" << ct << ">("
+     << load(v.dtype, "v2", offset_of(v, {"b", hv, "j", "d"})) << ");\n    }\n";
+  in << "    __syncthreads();\n";
+  in << "    if (!live) continue;\n";
+  in << "    for (int jj = lane; jj < nk; jj += LANES) {\n";
+  in << "      const int64_t j = k0 + jj;\n";
+  in << "      " << ct << " sc = 0;\n";
+  in << "      #pragma unroll\n      for (int d = 0; d < E; ++d) sc += qr[d] * ks[jj][d];\n";
+  if (causal) in << "      if (j > i) sc = -INFINITY;\n";
+  if (mask) {
+    std::vector<std::string> mv;
+    const std::vector<std::string> all = {"b", "h", "i", "j"};
+    for (size_t d = 0; d < mask->sizes.size(); ++d) mv.push_back(all[4 - mask->sizes.size() + d]);
+    const std::string mval = load(mask->dtype, "v3", offset_of(*mask, mv));
+    if (mask->dtype == DType::kBool)
+      in << "      if (" << mval << " == 0) sc = -INFINITY;\n";
+    else
+      in << "      sc += static_cast<" << ct << ">(" << mval << ");\n";
+  }
+  in << "      if (sc == -INFINITY) continue;  // masked: contributes exp(-inf) = 0\n";
+  in << "      if (sc > m) {\n";
+  in << "        const " << ct << " r = exp(m - sc);\n";
+  in << "        l *= r;\n        #pragma unroll\n        for (int d = 0; d < EV; ++d) acc[d] *= r;\n";
+  in << "        m = sc;\n      }\n";
+  in << "      const " << ct << " pj = exp(sc - m);\n      l += pj;\n";
+  in << "      #pragma unroll\n      for (int d = 0; d < EV; ++d) acc[d] += pj * vs[jj][d];\n";
+  in << "    }\n  }\n";
+  // merge the four lanes of a row (adjacent threads of one warp)
+  in << "  #pragma unroll\n  for (int o = 1; o < LANES; o <<= 1) {\n";
+  in << "    const " << ct << " mo = __shfl_xor_sync(0xffffffffu, m, o);\n";
+  in << "    const " << ct << " lo = __shfl_xor_sync(0xffffffffu, l, o);\n";
+  in << "    const " << ct << " mn = mo > m ? mo : m;\n";
+  in << "    const " << ct << " a = mn == -INFINITY ? 0 : exp(m - mn), c = mn == -INFINITY ? 0 : exp(mo - mn);\n";
+  in << "    #pragma unroll\n    for (int d = 0; d < EV; ++d) {\n";
+  in << "      const " << ct << " ao = __shfl_xor_sync(0xffffffffu, acc[d], o);\n";
+  in << "      acc[d] = acc[d] * a + ao * c;\n    }\n";
+  in << "    l = l * a + lo * c;\n    m = mn;\n  }\n";
+  // A row with every key masked: PyTorch's math path gives NaN (softmax of all -inf).
+  in << "  if (live) {\n    const " << ct << " inv = l > 0 ? 1 / l : static_cast<" << ct
+     << ">(NAN);\n";
+  // (a static index keeps acc[] in registers: lane l writes the features d = l mod 4)
+  in << "    #pragma unroll\n    for (int d = 0; d < EV; ++d)\n      if (d % LANES == lane) "
+     << store(out.dtype, "y0", offset_of(out, {"b", "h", "i", "d"}), "acc[d] * inv") << "\n  }\n";
+  KernelText k;
+  k.params = {{"v0", &q}, {"v1", &kk}, {"v2", &v}};
+  if (mask) k.params.push_back({"v3", mask});
+  k.params.push_back({"y0", &out});
+  k.body = in.str();
+  k.block = "128";
+  k.grid = "dim3(static_cast<unsigned>((" + L + " + 31) / 32), static_cast<unsigned>(" + H +
+           "), static_cast<unsigned>(" + B + "))";
+  k.guard = "  if (" + B + " * " + H + " * " + L + " <= 0) return 0;\n";
+  return finish(p, e, k);
+}
+
 }  // namespace
 
 std::string extern_unsupported_reason(const passes::Program& p, const passes::ExternStep& e) {
@@ -488,7 +593,12 @@ std::string emit_extern(const passes::Program& p, const passes::ExternStep& e) {
   if (t == "aten.gather.default") return gather(p, e);
   if (t == "aten.cumsum.default") return cumsum(p, e);
   if (t == "aten.diff.default") return diff(p, e);
-  if (t == "aten.scaled_dot_product_attention.default") return sdpa(p, e);
+  if (t == "aten.scaled_dot_product_attention.default") {
+    const TensorView &q = e.inputs[0], &v = e.inputs[2];
+    const bool fixed = q.sizes[3].is_constant() && v.sizes[3].is_constant() &&
+                       q.sizes[3].constant() <= 128 && v.sizes[3].constant() <= 128;
+    return fixed ? sdpa_tiled(p, e) : sdpa(p, e);
+  }
   throw Error("internal error: no CUDA kernel for an extern the target accepted", "codegen/cuda",
               "a supported extern", t);
 }
