@@ -26,6 +26,10 @@ struct CodegenOptions {
   int num_translation_units = 4;
   /// Elements a kernel must touch before its outer loop goes through api->parallel_for.
   int64_t parallel_min_work = 32768;
+  /// Reductions over one long row (>= 128 Ki elements, at most 16 rows) run split over the
+  /// pool, partial results combined in order (codegen/cpu/emit_kernel.cpp). Off with
+  /// ANVIL_SPLIT_REDUCTIONS=0 at compile time (the driver reads it) for comparisons.
+  bool split_reductions = true;
   /// Which compiler passes run.
   passes::PipelineOptions pipeline;
   std::string anvil_version = "0.1.0";

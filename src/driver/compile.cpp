@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -127,6 +128,8 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   co.target = options.target;
   co.num_translation_units = options.num_translation_units;
   co.anvil_version = kAnvilVersion;
+  if (const char* e = std::getenv("ANVIL_SPLIT_REDUCTIONS"); e && std::string(e) == "0")
+    co.split_reductions = false;
   // Resolve first: an unknown target fails before any work.
   const codegen::Target& backend = codegen::find_target(options.target);
   codegen::TargetInfo target;

@@ -96,6 +96,27 @@ std::unique_ptr<testing::TestLibrary> GraphCodegen::lib_;
 TEST_F(GraphCodegen, BroadcastChain) { check("broadcast_chain"); }
 TEST_F(GraphCodegen, UnaryMath) { check("unary_math"); }
 TEST_F(GraphCodegen, Reductions) { check("reductions"); }
+TEST(SplitReductions, OnlyLongRowsAreSplitAndTheOptionTurnsItOff) {
+  auto text_of = [](const char* name, bool split) {
+    for (const Case& c : kCases)
+      if (std::string(c.name) == name) {
+        codegen::CpuCodegenOptions o;
+        o.split_reductions = split;
+        std::string all;
+        for (const auto& src : codegen::generate_cpu(*ir::parse_graph(c.text), o).sources)
+          all += src.text;
+        return all;
+      }
+    return std::string();
+  };
+  EXPECT_NE(text_of("split_reductions", true).find("(split reduction)"), std::string::npos);
+  EXPECT_EQ(text_of("split_reductions", false).find("(split reduction)"), std::string::npos);
+  EXPECT_EQ(text_of("reductions", true).find("(split reduction)"), std::string::npos);
+}
+
+// Rows of 300 000 and 600 000 elements: reductions split over the pool (checks NaN-free sums,
+// max / min, means of a fused product, an int64 total).
+TEST_F(GraphCodegen, LongRowReductionsSplitOverThePool) { check("split_reductions"); }
 TEST_F(GraphCodegen, SoftmaxLayerNormRmsNorm) { check("norms"); }
 TEST_F(GraphCodegen, ViewsAndNonContiguousLayouts) { check("views"); }
 TEST_F(GraphCodegen, CatAndStack) { check("joins"); }

@@ -55,9 +55,192 @@ std::string acc_decls(const std::vector<Stmt>& stmts, const std::string& ind,
   return out;
 }
 
+
+/// Root buffers (after aliases) a kernel touches in memory.
+std::set<int> memory_roots(const Program& p, const LoopKernel& k, const Body& body) {
+  std::set<int> roots;
+  for (const auto& pass : k.passes)
+    for (const auto* list : {&pass.pre, &pass.loop, &pass.post})
+      for (const Stmt& s : *list) {
+        if (!p.buffers[static_cast<size_t>(s.buffer)].local) roots.insert(body.root(s.buffer));
+        std::vector<int> loads;
+        p.exprs.loads(s.expr, loads);
+        for (int l : loads) {
+          const int b = p.exprs.at(l).buffer;
+          if (!p.buffers[static_cast<size_t>(b)].local) roots.insert(body.root(b));
+        }
+      }
+  return roots;
+}
+
+std::string pointer_decls(const Program& p, const std::set<int>& roots) {
+  std::ostringstream ptrs;
+  for (int b : roots) {
+    const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype);
+    ptrs << "  " << st << "* __restrict p" << b << " = reinterpret_cast<" << st << "*>("
+         << buffer_base(p, b) << ");  // " << p.buffers[static_cast<size_t>(b)].name << "\n";
+  }
+  return ptrs.str();
+}
+
+/// "const int64_t o<d> = ...;" for linear outer index `lin`.
+std::string outer_vars(const LoopKernel& k, const std::string& lin, const std::string& ind) {
+  std::ostringstream os;
+  SymInt stride(1);
+  std::vector<std::string> strides(k.outer.size());
+  for (size_t d = k.outer.size(); d-- > 0;) {
+    strides[d] = stride.str();
+    stride = stride * k.outer[d];
+  }
+  for (size_t d = 0; d < k.outer.size(); ++d) {
+    std::string e = lin;
+    if (strides[d] != "1") e = "(" + e + " / (" + strides[d] + "))";
+    if (d > 0) e = "(" + e + " % (" + k.outer[d].str() + "))";
+    os << ind << "const int64_t o" << d << " = " << e << ";\n";
+  }
+  return os.str();
+}
+
+/// Whether `k` is a reduction over one long row (or a few) that runs split over the pool: one
+/// pass of reductions only (statements after it allowed), one inner dim of at least 128 Ki
+/// elements (or symbolic), at most 16 outer points.
+bool splittable(const LoopKernel& k, const CpuCodegenOptions& o) {
+  if (!o.split_reductions || k.passes.size() != 1 || k.inner.size() != 1) return false;
+  const passes::Pass& pass = k.passes[0];
+  if (!pass.pre.empty() || pass.loop.empty()) return false;
+  for (const Stmt& st : pass.loop)
+    if (st.kind != Stmt::Kind::kReduce || is_complex(st.dtype)) return false;
+  SymInt outer_n(1);
+  for (const auto& s : k.outer) outer_n = outer_n * s;
+  if (!outer_n.is_constant() || outer_n.constant() > 16 || outer_n.constant() < 1) return false;
+  return !k.inner[0].is_constant() || k.inner[0].constant() >= (int64_t{1} << 17);
+}
+
+/// A split reduction: the row is cut into at most 256 chunks of at least 64 Ki elements; the
+/// pool computes each (outer point, chunk)'s partial accumulators, then the calling thread
+/// combines them in chunk order (deterministic for a given thread count and size) and runs the
+/// statements after the loop.
+std::string emit_split_reduction(const Program& p, const LoopKernel& k,
+                                 const CpuCodegenOptions& o) {
+  const passes::Pass& pass = k.passes[0];
+  const std::string R = k.inner[0].str();
+  SymInt outer_n(1);
+  for (const auto& s : k.outer) outer_n = outer_n * s;
+  // partial accumulators
+  std::ostringstream part;
+  part << "struct " << k.name << "_part {\n";
+  for (const Stmt& s : pass.loop) {
+    part << "  " << compute_type(s.dtype) << " acc" << s.acc << ";\n";
+    if (is_floating(s.dtype) && (s.reduce == ReduceOp::kMax || s.reduce == ReduceOp::kMin))
+      part << "  int nan" << s.acc << ";\n";
+  }
+  part << "};\n";
+  part << "struct " << k.name << "_ctx {\n  const RunState* s;\n  " << k.name
+       << "_part* parts;\n  int64_t nchunk, chunk;\n};\n\n";
+  // the chunk function
+  std::ostringstream cb;
+  Body cbody(p, cb);
+  cbody.push();
+  cb << outer_vars(k, "(it / c.nchunk)", "    ");
+  cb << "    const int64_t c0 = (it % c.nchunk) * c.chunk;\n";
+  cb << "    const int64_t c1 = c0 + c.chunk < R ? c0 + c.chunk : R;\n";
+  std::string clauses;
+  cb << acc_decls(pass.loop, "    ", clauses);
+  cb << "#pragma omp simd" << clauses << "\n";
+  cb << "    for (int64_t r0 = c0; r0 < c1; ++r0) {\n";
+  cbody.push();
+  emit_stmts(cbody, p, pass.loop, "      ", cb);
+  cbody.pop();
+  cb << "    }\n";
+  for (const Stmt& s : pass.loop) {
+    cb << "    c.parts[it].acc" << s.acc << " = acc" << s.acc << ";\n";
+    if (is_floating(s.dtype) && (s.reduce == ReduceOp::kMax || s.reduce == ReduceOp::kMin))
+      cb << "    c.parts[it].nan" << s.acc << " = nan" << s.acc << ";\n";
+  }
+  cbody.pop();
+  const std::set<int> roots = memory_roots(p, k, cbody);
+  const std::string ptrs = pointer_decls(p, roots);
+  std::ostringstream fn;
+  std::string nodes;
+  for (size_t i = 0; i < k.nodes.size(); ++i) nodes += (i ? ", " : "") + k.nodes[i];
+  fn << "// " << k.name << ": " << nodes << " (split reduction)\n";
+  fn << part.str();
+  fn << "static void " << k.name << "_chunk(void* ctx, int64_t begin, int64_t end) {\n";
+  fn << "  const " << k.name << "_ctx& c = *static_cast<const " << k.name << "_ctx*>(ctx);\n";
+  fn << "  const RunState& s = *c.s;\n";
+  const std::string chunk_text = ptrs + cb.str() + R;
+  fn << symbol_decls(p, chunk_text, "s.sym", "  ");
+  fn << ptrs << "  const int64_t R = " << R << ";\n";
+  fn << "  for (int64_t it = begin; it < end; ++it) {\n" << cb.str() << "  }\n}\n\n";
+  // the step: split, then combine and finish per outer point
+  std::ostringstream mb;
+  Body mbody(p, mb);
+  mbody.push();
+  mb << outer_vars(k, "lin", "    ");
+  for (const Stmt& s : pass.loop) {
+    const std::string a = "acc" + std::to_string(s.acc);
+    const bool nan = is_floating(s.dtype) && (s.reduce == ReduceOp::kMax || s.reduce == ReduceOp::kMin);
+    mb << "    " << compute_type(s.dtype) << " " << a << " = parts[lin * nchunk]." << a << ";\n";
+    if (nan) mb << "    int nan" << s.acc << " = parts[lin * nchunk].nan" << s.acc << ";\n";
+    mb << "    for (int64_t q = 1; q < nchunk; ++q) {\n";
+    const std::string v = "parts[lin * nchunk + q]." + a;
+    switch (s.reduce) {
+      case ReduceOp::kSum:
+        mb << "      " << a << " += " << v << ";\n";
+        break;
+      case ReduceOp::kProd:
+        mb << "      " << a << " *= " << v << ";\n";
+        break;
+      case ReduceOp::kMax:
+        mb << "      " << a << " = " << v << " > " << a << " ? " << v << " : " << a << ";\n";
+        break;
+      case ReduceOp::kMin:
+        mb << "      " << a << " = " << v << " < " << a << " ? " << v << " : " << a << ";\n";
+        break;
+      case ReduceOp::kAny:
+        mb << "      " << a << " |= " << v << ";\n";
+        break;
+      case ReduceOp::kAll:
+        mb << "      " << a << " &= " << v << ";\n";
+        break;
+    }
+    if (nan) mb << "      nan" << s.acc << " |= parts[lin * nchunk + q].nan" << s.acc << ";\n";
+    mb << "    }\n";
+  }
+  finish_reductions(mbody, p, pass.loop, "    ", mb);
+  emit_stmts(mbody, p, pass.post, "    ", mb);
+  mbody.pop();
+  std::ostringstream head;
+  head << "  const int64_t R = " << R << ", n_outer = " << outer_n.str() << ";\n";
+  head << "  if (R <= 0 || n_outer <= 0) return " << k.name << "_serial(s);\n";
+  head << "  const int64_t chunk = (R + 255) / 256 > 65536 ? (R + 255) / 256 : 65536;\n";
+  head << "  const int64_t nchunk = (R + chunk - 1) / chunk;\n";
+  head << "  " << k.name << "_part parts[16 * 256];\n";
+  head << "  " << k.name << "_ctx c{&s, parts, nchunk, chunk};\n";
+  head << "  s.api->parallel_for(0, n_outer * nchunk, 1, " << k.name << "_chunk, &c);\n";
+  fn << "ANVIL_HIDDEN void " << k.name << "(const RunState& s) {\n";
+  const std::string main_text = ptrs + head.str() + mb.str();
+  fn << symbol_decls(p, main_text, "s.sym", "  ");
+  fn << ptrs << head.str();
+  fn << "  for (int64_t lin = 0; lin < n_outer; ++lin) {\n" << mb.str() << "  }\n}\n";
+  (void)o;
+  return fn.str();
+}
+
 }  // namespace
 
 std::string emit_loop_kernel(const Program& p, const LoopKernel& k, const CpuCodegenOptions& o) {
+  if (splittable(k, o)) {
+    // The serial form stays for empty rows (identity results) under another name.
+    LoopKernel serial = k;
+    serial.name = k.name + "_serial";
+    CpuCodegenOptions so = o;
+    so.split_reductions = false;
+    std::string text = emit_loop_kernel(p, serial, so);
+    const std::string hidden = "ANVIL_HIDDEN void " + serial.name;
+    text.replace(text.find(hidden), hidden.size(), "static void " + serial.name);
+    return text + "\n" + emit_split_reduction(p, k, o);
+  }
   std::ostringstream body_os;
   Body body(p, body_os);
   body.push();
