@@ -80,13 +80,16 @@ Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype)
 
 int64_t Tensor::numel() const { return shape_numel(sizes_); }
 
-int64_t Tensor::wrap_dim(int64_t d, bool for_insert) const {
-  int64_t n = dim() + (for_insert ? 1 : 0);
-  int64_t lo = n == 0 ? -1 : -n, hi = n == 0 ? 0 : n - 1;
-  if (d < lo || d > hi)
-    throw Error("dimension out of range", "Tensor::wrap_dim", str("[", lo, ", ", hi, "]"),
+int64_t wrap_dim(int64_t d, int64_t rank, const std::string& where) {
+  const int64_t n = rank == 0 ? 1 : rank;
+  if (d < -n || d >= n)
+    throw Error("dimension out of range", where, str("a dim in [", -n, ", ", n - 1, "]"),
                 std::to_string(d));
-  return d < 0 ? d + (n == 0 ? 1 : n) : d;
+  return d < 0 ? d + n : d;
+}
+
+int64_t Tensor::wrap_dim(int64_t d, bool for_insert) const {
+  return ::anvil::wrap_dim(d, dim() + (for_insert ? 1 : 0), "Tensor::wrap_dim");
 }
 
 size_t Tensor::index_dim(int64_t d, const char* where) const {

@@ -59,6 +59,11 @@ inline To cast_value(From v) {
   }
 }
 
+/// Normalises a possibly negative dim `d` against `rank` (a 0-dim tensor accepts -1 and 0, as
+/// torch does); throws Error("dimension out of range", where, "a dim in [lo, hi]", d) otherwise.
+/// The one implementation: the op table, the passes, the runtime kernels and Tensor use it.
+int64_t wrap_dim(int64_t d, int64_t rank, const std::string& where);
+
 /// A strided tensor. A default-constructed Tensor is "undefined" (no storage).
 class Tensor {
  public:

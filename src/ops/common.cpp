@@ -263,13 +263,6 @@ Tensor as_input(const Operand& op, DType result, bool exact_scalar) {
   return scalar_tensor(op.scalar, result).to(compute);
 }
 
-Shape broadcast_operands(const std::vector<Operand>& ops, const std::string& where) {
-  Shape out;
-  for (const Operand& op : ops)
-    if (op.is_tensor()) out = broadcast_shapes(out, op.tensor->sizes(), where);
-  return out;
-}
-
 namespace detail {
 Tensor loop_input(const Tensor& t, DType dtype, const Shape& shape) {
   Tensor c = t.to(dtype);

@@ -222,9 +222,6 @@ Tensor scalar_tensor(const Scalar& s, DType dtype);
 /// through `result` (comparisons, selections).
 Tensor as_input(const Operand& op, DType result, bool exact_scalar);
 
-/// Broadcast sizes of the tensor operands (numbers broadcast as 0-dim). Throws Error at `where`.
-Shape broadcast_operands(const std::vector<Operand>& ops, const std::string& where);
-
 namespace detail {
 /// `t` converted to `dtype` (no copy when equal) and expanded to `shape`.
 Tensor loop_input(const Tensor& t, DType dtype, const Shape& shape);
@@ -294,15 +291,6 @@ void assign_inplace(const Tensor& self, const Tensor& value, const std::string& 
   throw Error(what, where, expected, actual);
 }
 
-/// Normalises dim `d` against `rank` (a 0-dim tensor accepts -1 and 0, like torch); throws
-/// Error at `where` when it is out of range.
-inline int64_t wrap_dim(const std::string& where, int64_t d, int64_t rank) {
-  const int64_t n = rank == 0 ? 1 : rank;
-  if (d < -n || d >= n)
-    fail_at(where, "dimension out of range", str("a dim in [", -n, ", ", n - 1, "]"),
-            std::to_string(d));
-  return d < 0 ? d + n : d;
-}
 
 /// True when `x` is the constant `v`.
 inline bool is_const(const SymInt& x, int64_t v) {

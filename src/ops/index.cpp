@@ -276,7 +276,7 @@ std::vector<TensorType> shape_index_select(const Node& node) {
   const TensorType& index = sa::type(node, "index");
   const std::string where = node_where(node);
   check_select_index(where, index.dtype, index.sizes.size());
-  int64_t d = wrap_dim(where, sa::int_(node, "dim"), static_cast<int64_t>(in.sizes.size()));
+  int64_t d = wrap_dim(sa::int_(node, "dim"), static_cast<int64_t>(in.sizes.size()), where);
   SymInt n = index.sizes.empty() ? SymInt(1) : index.sizes[0];
   SymShape out = in.sizes;
   if (out.empty()) {
@@ -293,7 +293,7 @@ std::vector<RValue> kernel_index_select(KernelContext& ctx) {
   const Tensor& index = ctx.tensor("index");
   const std::string where = ctx.where();
   check_select_index(where, index.dtype(), static_cast<size_t>(index.dim()));
-  int64_t d = wrap_dim(where, ctx.int_arg("dim"), in.dim());
+  int64_t d = wrap_dim(ctx.int_arg("dim"), in.dim(), where);
   std::vector<int64_t> v = index_values(index);
   if (in.dim() == 0) {
     if (v.size() != 1)
@@ -341,7 +341,7 @@ std::vector<TensorType> shape_gather(const Node& node) {
   const TensorType& in = sa::type(node, "self");
   const TensorType& index = sa::type(node, "index");
   const std::string where = node_where(node);
-  int64_t d = wrap_dim(where, sa::int_(node, "dim"), static_cast<int64_t>(in.sizes.size()));
+  int64_t d = wrap_dim(sa::int_(node, "dim"), static_cast<int64_t>(in.sizes.size()), where);
   check_gather(where, in.sizes, index.sizes, index.dtype, d);
   return {typed(in, index.sizes)};
 }
@@ -350,7 +350,7 @@ std::vector<RValue> kernel_gather(KernelContext& ctx) {
   const Tensor& in0 = ctx.tensor("self");
   const Tensor& index = ctx.tensor("index");
   const std::string where = ctx.where();
-  int64_t d = wrap_dim(where, ctx.int_arg("dim"), in0.dim());
+  int64_t d = wrap_dim(ctx.int_arg("dim"), in0.dim(), where);
   check_gather(where, in0.sizes(), index.sizes(), index.dtype(), d);
   // Treat 0-dim tensors as 1-element vectors.
   Tensor in = in0.dim() == 0 ? in0.as_strided({1}, {1}, in0.storage_offset()) : in0;

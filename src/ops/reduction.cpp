@@ -21,15 +21,6 @@ using ir::TensorType;
 /// "node NAME (TARGET)", the location shape-rule errors name.
 std::string node_where(const Node& node) { return "node " + node.name + " (" + node.target + ")"; }
 
-/// Wraps a possibly negative dim against `rank`; a 0-dim tensor accepts 0 and -1, like torch.
-int64_t wrap_dim(int64_t d, int64_t rank, const std::string& where) {
-  const int64_t r = std::max<int64_t>(rank, 1);
-  if (d < -r || d >= r)
-    throw Error("dimension out of range", where, str("a dim in [", -r, ", ", r - 1, "]"),
-                std::to_string(d));
-  return d < 0 ? d + r : d;
-}
-
 /// Which of `rank` dims a reduction over `dims` covers (empty `dims` = every dim). Repeated dims
 /// are an error, as in torch. A 0-dim tensor gives an empty mask.
 std::vector<bool> reduce_mask(const std::vector<int64_t>& dims, int64_t rank,

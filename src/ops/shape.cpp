@@ -136,8 +136,8 @@ SymShape expand_sizes(const std::string& where, const SymShape& in, const SymSha
 SymShape flatten_sizes(const std::string& where, const SymShape& in, int64_t start, int64_t end) {
   if (in.empty()) return {SymInt(1)};
   int64_t rank = static_cast<int64_t>(in.size());
-  start = wrap_dim(where, start, rank);
-  end = wrap_dim(where, end, rank);
+  start = wrap_dim(start, rank, where);
+  end = wrap_dim(end, rank, where);
   if (start > end)
     fail_at(where, "flatten: start_dim cannot come after end_dim", "start_dim <= end_dim",
             str(start, " > ", end));
@@ -151,7 +151,7 @@ SymShape flatten_sizes(const std::string& where, const SymShape& in, int64_t sta
 SymShape unflatten_sizes(const std::string& where, const SymShape& in, int64_t dim,
                          const SymShape& sizes) {
   if (sizes.empty()) fail_at(where, "unflatten: sizes must be non-empty", "sizes", "[]");
-  dim = wrap_dim(where, dim, static_cast<int64_t>(in.size()));
+  dim = wrap_dim(dim, static_cast<int64_t>(in.size()), where);
   if (in.empty()) fail_at(where, "unflatten: cannot unflatten a 0-dim tensor", "rank >= 1", "0");
   SymShape inner = infer_size(where, sizes, in[dim]);
   SymShape out(in.begin(), in.begin() + dim);
@@ -168,7 +168,7 @@ Shape check_permutation(const std::string& where, const Shape& dims, int64_t ran
   Shape out(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
-    out[i] = wrap_dim(where, dims[i], rank);
+    out[i] = wrap_dim(dims[i], rank, where);
     if (seen[out[i]]) fail_at(where, "permute: repeated dim", "a permutation", shape_str(dims));
     seen[out[i]] = true;
   }
@@ -180,7 +180,7 @@ std::vector<bool> squeeze_mask(const std::string& where, const SymShape& in, con
   std::vector<bool> drop(in.size(), false);
   std::vector<bool> seen(std::max<size_t>(in.size(), 1), false);
   for (int64_t d : dims) {
-    int64_t w = wrap_dim(where, d, static_cast<int64_t>(in.size()));
+    int64_t w = wrap_dim(d, static_cast<int64_t>(in.size()), where);
     if (seen[w])
       fail_at(where, str("squeeze: dim ", w, " appears more than once"), "unique dims",
               shape_str(dims));
@@ -239,7 +239,7 @@ TensorType cat_type(const std::string& where, const std::vector<TensorType>& ins
     return t;
   }
   int64_t rank = static_cast<int64_t>(ref->sizes.size());
-  int64_t d = wrap_dim(where, dim, rank);
+  int64_t d = wrap_dim(dim, rank, where);
   SymShape out = ref->sizes;
   out[d] = 0;
   for (size_t i = 0; i < ins.size(); ++i) {
@@ -276,7 +276,7 @@ TensorType stack_type(const std::string& where, const std::vector<TensorType>& i
       fail_at(where, str("stack expects each tensor to be equal size (entry ", i, ")"),
               sym_shape_str(ins[0].sizes), sym_shape_str(ins[i].sizes));
   }
-  int64_t d = wrap_dim(where, dim, static_cast<int64_t>(ins[0].sizes.size()) + 1);
+  int64_t d = wrap_dim(dim, static_cast<int64_t>(ins[0].sizes.size()) + 1, where);
   SymShape out = ins[0].sizes;
   out.insert(out.begin() + d, SymInt(static_cast<int64_t>(ins.size())));
   TensorType t = typed(ins[0], out);
@@ -393,16 +393,16 @@ std::vector<RValue> kernel_permute(KernelContext& ctx) {
 std::vector<TensorType> shape_transpose_int(const Node& node) {
   const TensorType& in = sa::type(node, "self");
   int64_t rank = static_cast<int64_t>(in.sizes.size());
-  int64_t d0 = wrap_dim(node_where(node), sa::int_(node, "dim0"), rank);
-  int64_t d1 = wrap_dim(node_where(node), sa::int_(node, "dim1"), rank);
+  int64_t d0 = wrap_dim(sa::int_(node, "dim0"), rank, node_where(node));
+  int64_t d1 = wrap_dim(sa::int_(node, "dim1"), rank, node_where(node));
   SymShape out = in.sizes;
   if (rank > 0) std::swap(out[d0], out[d1]);
   return {typed(in, out)};
 }
 std::vector<RValue> kernel_transpose_int(KernelContext& ctx) {
   const Tensor& t = ctx.tensor("self");
-  int64_t d0 = wrap_dim(ctx.where(), ctx.int_arg("dim0"), t.dim());
-  int64_t d1 = wrap_dim(ctx.where(), ctx.int_arg("dim1"), t.dim());
+  int64_t d0 = wrap_dim(ctx.int_arg("dim0"), t.dim(), ctx.where());
+  int64_t d1 = wrap_dim(ctx.int_arg("dim1"), t.dim(), ctx.where());
   return {t.transpose(d0, d1)};
 }
 
@@ -431,14 +431,14 @@ std::vector<RValue> kernel_t(KernelContext& ctx) {
 std::vector<TensorType> shape_unsqueeze(const Node& node) {
   const TensorType& in = sa::type(node, "self");
   int64_t rank = static_cast<int64_t>(in.sizes.size());
-  int64_t d = wrap_dim(node_where(node), sa::int_(node, "dim"), rank + 1);
+  int64_t d = wrap_dim(sa::int_(node, "dim"), rank + 1, node_where(node));
   SymShape out = in.sizes;
   out.insert(out.begin() + d, SymInt(1));
   return {typed(in, out)};
 }
 std::vector<RValue> kernel_unsqueeze(KernelContext& ctx) {
   const Tensor& t = ctx.tensor("self");
-  return {t.unsqueeze(wrap_dim(ctx.where(), ctx.int_arg("dim"), t.dim() + 1))};
+  return {t.unsqueeze(wrap_dim(ctx.int_arg("dim"), t.dim() + 1, ctx.where()))};
 }
 
 namespace {
@@ -517,7 +517,7 @@ std::vector<TensorType> shape_slice_Tensor(const Node& node) {
   std::string where = node_where(node);
   if (in.sizes.empty())
     sa::fail(node, "slice() cannot be applied to a 0-dim tensor", "rank >= 1", "0");
-  int64_t d = wrap_dim(where, sa::int_(node, "dim", 0), static_cast<int64_t>(in.sizes.size()));
+  int64_t d = wrap_dim(sa::int_(node, "dim", 0), static_cast<int64_t>(in.sizes.size()), where);
   std::optional<SymInt> start, end;
   if (sa::has(node, "start")) start = sa::symint(node, "start");
   if (sa::has(node, "end")) end = sa::symint(node, "end");
@@ -529,7 +529,7 @@ std::vector<TensorType> shape_slice_Tensor(const Node& node) {
 std::vector<RValue> kernel_slice_Tensor(KernelContext& ctx) {
   const Tensor& t = ctx.tensor("self");
   if (t.dim() == 0) ctx.fail("slice() cannot be applied to a 0-dim tensor", "rank >= 1", "0");
-  int64_t d = wrap_dim(ctx.where(), ctx.int_arg("dim", 0), t.dim());
+  int64_t d = wrap_dim(ctx.int_arg("dim", 0), t.dim(), ctx.where());
   std::optional<SymInt> start, end;
   if (ctx.has("start")) start = SymInt(ctx.int_arg("start"));
   if (ctx.has("end")) end = SymInt(ctx.int_arg("end"));
@@ -546,7 +546,7 @@ std::vector<TensorType> shape_select_int(const Node& node) {
   std::string where = node_where(node);
   if (in.sizes.empty())
     sa::fail(node, "select() cannot be applied to a 0-dim tensor", "rank >= 1", "0");
-  int64_t d = wrap_dim(where, sa::int_(node, "dim"), static_cast<int64_t>(in.sizes.size()));
+  int64_t d = wrap_dim(sa::int_(node, "dim"), static_cast<int64_t>(in.sizes.size()), where);
   SymInt index = sa::symint(node, "index");
   auto ic = index.maybe_constant(), nc = in.sizes[d].maybe_constant();
   if (ic && nc && (*ic < -*nc || *ic >= *nc))
@@ -559,7 +559,7 @@ std::vector<TensorType> shape_select_int(const Node& node) {
 std::vector<RValue> kernel_select_int(KernelContext& ctx) {
   const Tensor& t = ctx.tensor("self");
   if (t.dim() == 0) ctx.fail("select() cannot be applied to a 0-dim tensor", "rank >= 1", "0");
-  int64_t d = wrap_dim(ctx.where(), ctx.int_arg("dim"), t.dim());
+  int64_t d = wrap_dim(ctx.int_arg("dim"), t.dim(), ctx.where());
   int64_t i = ctx.int_arg("index"), n = t.size(d);
   if (i < -n || i >= n)
     ctx.fail(str("select(): index ", i, " out of range for dim ", d, " of size ", n),
@@ -587,7 +587,7 @@ std::vector<TensorType> shape_narrow(const Node& node) {
   std::string where = node_where(node);
   if (in.sizes.empty())
     sa::fail(node, "narrow() cannot be applied to a 0-dim tensor", "rank >= 1", "0");
-  int64_t d = wrap_dim(where, sa::int_(node, "dim"), static_cast<int64_t>(in.sizes.size()));
+  int64_t d = wrap_dim(sa::int_(node, "dim"), static_cast<int64_t>(in.sizes.size()), where);
   SymInt start = sa::symint(node, "start"), length = sa::symint(node, "length");
   auto sc = start.maybe_constant(), lc = length.maybe_constant(), nc = in.sizes[d].maybe_constant();
   if (sc && lc && nc) narrow_start(where, *nc, *sc, *lc);
@@ -598,7 +598,7 @@ std::vector<TensorType> shape_narrow(const Node& node) {
 std::vector<RValue> kernel_narrow(KernelContext& ctx) {
   const Tensor& t = ctx.tensor("self");
   if (t.dim() == 0) ctx.fail("narrow() cannot be applied to a 0-dim tensor", "rank >= 1", "0");
-  int64_t d = wrap_dim(ctx.where(), ctx.int_arg("dim"), t.dim());
+  int64_t d = wrap_dim(ctx.int_arg("dim"), t.dim(), ctx.where());
   int64_t length = ctx.int_arg("length");
   int64_t start = narrow_start(ctx.where(), t.size(d), ctx.int_arg("start"), length);
   return {t.slice(d, start, start + length)};
@@ -615,7 +615,7 @@ std::vector<RValue> kernel_cat(KernelContext& ctx) {
   TensorType ty = cat_type(ctx.where(), list_types(ts), dim);
   Tensor out = Tensor::empty(to_ints(ty.sizes), ty.dtype);
   if (ty.sizes.size() == 1 && out.numel() == 0) return {out};
-  int64_t d = wrap_dim(ctx.where(), dim, out.dim());
+  int64_t d = wrap_dim(dim, out.dim(), ctx.where());
   int64_t off = 0;
   for (const Tensor& t : ts) {
     if (t.dim() == 1 && t.size(0) == 0) continue;
@@ -633,7 +633,7 @@ std::vector<RValue> kernel_stack(KernelContext& ctx) {
   int64_t dim = ctx.int_arg("dim", 0);
   TensorType ty = stack_type(ctx.where(), list_types(ts), dim);
   Tensor out = Tensor::empty(to_ints(ty.sizes), ty.dtype);
-  int64_t d = wrap_dim(ctx.where(), dim, out.dim());
+  int64_t d = wrap_dim(dim, out.dim(), ctx.where());
   for (size_t i = 0; i < ts.size(); ++i) out.select(d, static_cast<int64_t>(i)).copy_from(ts[i]);
   return {out};
 }

@@ -90,7 +90,7 @@ std::vector<TensorType> split_types(const TensorType& in, int64_t dim, const Sym
 int64_t split_dim(const std::string& where, int64_t rank, int64_t dim, const char* op) {
   if (rank == 0)
     fail_at(where, str(op, " expects at least a 1-dimensional tensor"), "rank >= 1", "0");
-  return wrap_dim(where, dim, rank);
+  return wrap_dim(dim, rank, where);
 }
 
 }  // namespace

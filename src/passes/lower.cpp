@@ -294,9 +294,11 @@ TRefPtr Lowerer::reduce(const TRefPtr& in, const std::vector<int64_t>& dims, boo
 }
 
 int64_t Lowerer::wrap_dim(int64_t d, size_t rank) const {
-  const int64_t r = std::max<int64_t>(static_cast<int64_t>(rank), 1);
-  if (d < -r || d >= r) fail("dimension out of range", str("[", -r, ", ", r - 1, "]"), str(d));
-  return d < 0 ? d + r : d;
+  try {
+    return ::anvil::wrap_dim(d, static_cast<int64_t>(rank), "lowering");
+  } catch (const Error& e) {
+    fail(e.what_part(), e.expected(), e.actual());  // names the node
+  }
 }
 
 SymInt Lowerer::symint_arg(const std::string& name, std::optional<SymInt> dflt) {

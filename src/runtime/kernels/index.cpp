@@ -234,7 +234,7 @@ int index_select_extern(ExternCall& call) {
   const Tensor self = call.input_tensor(0), index = call.input_tensor(1);
   ANVIL_CHECK(index.dim() <= 1, where, "index_select(): index must be a vector or a scalar",
               "rank <= 1", std::to_string(index.dim()));
-  const int64_t d = kern::wrap_dim(where, call.attr_int("dim"), self.dim());
+  const int64_t d = wrap_dim(call.attr_int("dim"), self.dim(), where);
   const std::vector<int64_t> v = kern::read_indices(index, where, "index");
   if (self.dim() == 0) {
     ANVIL_CHECK(v.size() == 1, where, "index_select(): a 0-dim input needs exactly one index",
@@ -263,7 +263,7 @@ int index_select_extern(ExternCall& call) {
 int gather_extern(ExternCall& call) {
   const std::string where = call.target();
   const Tensor self0 = call.input_tensor(0), index = call.input_tensor(1);
-  const int64_t d = kern::wrap_dim(where, call.attr_int("dim"), self0.dim());
+  const int64_t d = wrap_dim(call.attr_int("dim"), self0.dim(), where);
   ANVIL_CHECK(index.dtype() == DType::kInt64, where, "gather(): expected dtype int64 for index",
               "int64", dtype_name(index.dtype()));
   ANVIL_CHECK(std::max<int64_t>(self0.dim(), 1) == std::max<int64_t>(index.dim(), 1), where,

@@ -12,14 +12,6 @@ std::optional<Tensor> opt_input(const ExternCall& call, int32_t i) {
   return call.input_tensor(i);
 }
 
-int64_t wrap_dim(const std::string& where, int64_t d, int64_t rank) {
-  const int64_t n = rank == 0 ? 1 : rank;
-  if (d < -n || d >= n)
-    throw Error("dimension out of range", where, str("a dim in [", -n, ", ", n - 1, "]"),
-                std::to_string(d));
-  return d < 0 ? d + n : d;
-}
-
 Tensor checked_output(const ExternCall& call, int32_t i, const Shape& sizes,
                       std::optional<DType> dtype) {
   ANVIL_CHECK(i < call.num_outputs(), call.target(), "missing output", str(i + 1, " output(s)"),

@@ -26,9 +26,6 @@ namespace anvil::runtime::kern {
 /// descriptor (data == NULL, ndim == -1) there.
 std::optional<Tensor> opt_input(const ExternCall& call, int32_t i);
 
-/// Normalises dim `d` against `rank` (a 0-d tensor accepts -1 and 0, like torch).
-int64_t wrap_dim(const std::string& where, int64_t d, int64_t rank);
-
 /// Output `i` as a Tensor after checking that its sizes are `sizes` (and its dtype `dtype` when
 /// given): a mismatch means the generated code allocated it from a different shape rule.
 Tensor checked_output(const ExternCall& call, int32_t i, const Shape& sizes,

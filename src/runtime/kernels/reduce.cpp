@@ -38,7 +38,7 @@ Shape drop(const Shape& v, int64_t d) {
 int cumsum_extern(ExternCall& call) {
   const std::string where = call.target();
   const Tensor self = call.input_tensor(0);
-  const int64_t d = kern::wrap_dim(where, call.attr_int("dim"), self.dim());
+  const int64_t d = wrap_dim(call.attr_int("dim"), self.dim(), where);
   const DType dt = call.has_attr("dtype")            ? dtype_from_code(call.attr_int("dtype"))
                    : is_integral(self.dtype(), true) ? DType::kInt64
                                                      : self.dtype();
@@ -84,7 +84,7 @@ int diff_extern(ExternCall& call) {
               "rank >= 1", "rank 0");
   const int64_t n = call.attr_int("n", 1);
   ANVIL_CHECK(n >= 0, where, "diff expects n to be non-negative", "n >= 0", std::to_string(n));
-  const int64_t d = kern::wrap_dim(where, call.attr_int("dim", -1), self.dim());
+  const int64_t d = wrap_dim(call.attr_int("dim", -1), self.dim(), where);
   const std::optional<Tensor> pre = kern::opt_input(call, 1), app = kern::opt_input(call, 2);
   DType dt = self.dtype();
   std::vector<Tensor> parts;
@@ -160,7 +160,7 @@ int argmax_extern(ExternCall& call) {
   Shape out_sizes, lines, line_strides;
   int64_t len, step;
   if (has_dim) {
-    const int64_t d = kern::wrap_dim(where, call.attr_int("dim"), self.dim());
+    const int64_t d = wrap_dim(call.attr_int("dim"), self.dim(), where);
     const bool scalar = self.dim() == 0;
     len = scalar ? 1 : self.size(d);
     step = scalar ? 0 : self.stride(d);

@@ -314,7 +314,7 @@ Tensor self_copy_output(ExternCall& call, const Tensor& self) {
 /// aten.scatter.src (self, index, src; dim) and aten.scatter.value (self, index; dim, value).
 int scatter_extern(ExternCall& call) {
   const Tensor self = call.input_tensor(0), index = call.input_tensor(1);
-  const int64_t dim = kern::wrap_dim(call.target(), call.attr_int("dim"), self.dim());
+  const int64_t dim = wrap_dim(call.attr_int("dim"), self.dim(), call.target());
   const bool scalar = call.num_inputs() < 3;
   const Tensor src =
       scalar ? Tensor::scalar(call.attr_float("value"), self.dtype()) : call.input_tensor(2);
@@ -330,7 +330,7 @@ int scatter_extern(ExternCall& call) {
 int scatter_reduce_extern(ExternCall& call) {
   const Tensor self = call.input_tensor(0), index = call.input_tensor(1),
                src = call.input_tensor(2);
-  const int64_t dim = kern::wrap_dim(call.target(), call.attr_int("dim"), self.dim());
+  const int64_t dim = wrap_dim(call.attr_int("dim"), self.dim(), call.target());
   const auto reduce = kern::parse_scatter_reduce(call.attr_string("reduce", "sum"), call.target());
   kern::check_scatter_args(self.sizes(), dim, index, &src.sizes(), call.target());
   const Tensor out = self_copy_output(call, self);

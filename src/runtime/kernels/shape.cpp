@@ -42,7 +42,7 @@ int cat_extern(ExternCall& call) {
     return 0;
   }
   const int64_t rank = ref->dim();
-  const int64_t d = kern::wrap_dim(where, call.attr_int("dim", 0), rank);
+  const int64_t d = wrap_dim(call.attr_int("dim", 0), rank, where);
   Shape sizes = ref->sizes();
   sizes[d] = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
@@ -74,7 +74,7 @@ int stack_extern(ExternCall& call) {
     ANVIL_CHECK(ts[i].sizes() == ts[0].sizes(), where,
                 str("stack expects each tensor to be equal size (entry ", i, ")"),
                 shape_str(ts[0].sizes()), shape_str(ts[i].sizes()));
-  const int64_t d = kern::wrap_dim(where, call.attr_int("dim", 0), ts[0].dim() + 1);
+  const int64_t d = wrap_dim(call.attr_int("dim", 0), ts[0].dim() + 1, where);
   Shape sizes = ts[0].sizes();
   sizes.insert(sizes.begin() + d, static_cast<int64_t>(ts.size()));
   const Tensor out = kern::checked_output(call, 0, sizes);
