@@ -31,6 +31,16 @@ std::string compute_type(DType t);
 std::string float_literal(double v, DType ct);
 /// Wraps an int64 expression to the value range of an integral dtype.
 std::string narrow(DType t, const std::string& e);
+/// The scalar helpers every target's preamble defines with the same semantics (Python index
+/// arithmetic FloorDiv / Mod / Max / Min / Pow, bf16 / f16 conversions rounding to nearest even,
+/// NaN-propagating max / min, floor and truncating division, integer powers, float -> int
+/// conversions), each function declared with `qualifier` ("static inline"; CUDA adds
+/// __host__ __device__) and the math functions taken from `math_ns` ("std::" or "").
+std::string scalar_helpers(const std::string& qualifier, const std::string& math_ns);
+/// A stored element `raw` (e.g. "p3[i]") of dtype `t` as its compute value.
+std::string from_storage(DType t, const std::string& raw);
+/// Compute value `v` converted to dtype `t`'s storage.
+std::string to_storage(DType t, const std::string& v);
 /// The identity of a reduction ("0", "-INFINITY", ...).
 const char* acc_init(ReduceOp op, bool fl);
 
@@ -132,19 +142,7 @@ class Body {
 
   /// Storage conversion of a compute value to buffer b's dtype.
   std::string store_code(int b, const std::string& v) const {
-    const DType t = p_.buffers[static_cast<size_t>(b)].dtype;
-    switch (t) {
-      case DType::kBFloat16:
-        return "f32_to_bf16(" + v + ")";
-      case DType::kFloat16:
-        return "f32_to_f16(" + v + ")";
-      case DType::kComplex32:
-        return "c64_to_c32(" + v + ")";
-      case DType::kBool:
-        return "static_cast<uint8_t>((" + v + ") != 0)";
-      default:
-        return "static_cast<" + storage_type(t) + ">(" + v + ")";
-    }
+    return to_storage(p_.buffers[static_cast<size_t>(b)].dtype, v);
   }
 
  private:
@@ -153,23 +151,7 @@ class Body {
   }
 
   std::string load_code(int b, const SymInt& index) const {
-    const DType t = p_.buffers[static_cast<size_t>(b)].dtype;
-    const std::string raw = ptr(b) + "[" + index.str() + "]";
-    switch (t) {
-      case DType::kBFloat16:
-        return "bf16_to_f32(" + raw + ")";
-      case DType::kFloat16:
-        return "f16_to_f32(" + raw + ")";
-      case DType::kComplex32:
-        return "c32_to_c64(" + raw + ")";
-      case DType::kFloat32:
-      case DType::kFloat64:
-      case DType::kComplex64:
-      case DType::kComplex128:
-        return raw;
-      default:
-        return "static_cast<int64_t>(" + raw + ")";
-    }
+    return from_storage(p_.buffers[static_cast<size_t>(b)].dtype, ptr(b) + "[" + index.str() + "]");
   }
 
   /// Conversion of value `v` (computed for dtype `from`) to dtype `to`.
@@ -315,6 +297,10 @@ class Body {
   std::set<int> loaded_;  // root buffers this kernel has loaded from memory
   int next_ = 0;
 };
+
+/// Root buffers (after aliases) loop kernel `k` reads or writes in memory (kernel-local buffers
+/// live in registers): the pointers its code needs.
+std::set<int> kernel_roots(const Program& p, const passes::LoopKernel& k);
 
 /// Emits the statements of one block (pre / post, or a loop body). Stores are prefixed with
 /// `store_guard` (e.g. "if (threadIdx.x == 0) " where every thread of a block computes the same

@@ -26,6 +26,7 @@ using passes::Stmt;
 using codegen::Body;
 using codegen::emit_stmts;
 using codegen::finish_reductions;
+using codegen::kernel_roots;
 
 /// Declarations of the accumulators of `stmts` and the omp simd reduction clauses.
 std::string acc_decls(const std::vector<Stmt>& stmts, const std::string& ind,
@@ -55,23 +56,6 @@ std::string acc_decls(const std::vector<Stmt>& stmts, const std::string& ind,
   return out;
 }
 
-
-/// Root buffers (after aliases) a kernel touches in memory.
-std::set<int> memory_roots(const Program& p, const LoopKernel& k, const Body& body) {
-  std::set<int> roots;
-  for (const auto& pass : k.passes)
-    for (const auto* list : {&pass.pre, &pass.loop, &pass.post})
-      for (const Stmt& s : *list) {
-        if (!p.buffers[static_cast<size_t>(s.buffer)].local) roots.insert(body.root(s.buffer));
-        std::vector<int> loads;
-        p.exprs.loads(s.expr, loads);
-        for (int l : loads) {
-          const int b = p.exprs.at(l).buffer;
-          if (!p.buffers[static_cast<size_t>(b)].local) roots.insert(body.root(b));
-        }
-      }
-  return roots;
-}
 
 std::string pointer_decls(const Program& p, const std::set<int>& roots) {
   std::ostringstream ptrs;
@@ -158,7 +142,7 @@ std::string emit_split_reduction(const Program& p, const LoopKernel& k,
       cb << "    c.parts[it].nan" << s.acc << " = nan" << s.acc << ";\n";
   }
   cbody.pop();
-  const std::set<int> roots = memory_roots(p, k, cbody);
+  const std::set<int> roots = kernel_roots(p, k);
   const std::string ptrs = pointer_decls(p, roots);
   std::ostringstream fn;
   std::string nodes;
@@ -337,18 +321,7 @@ std::string emit_loop_kernel(const Program& p, const LoopKernel& k, const CpuCod
     }
   }
   // pointers of the buffers the body touches
-  std::set<int> roots;
-  for (const auto& pass : k.passes)
-    for (const auto* list : {&pass.pre, &pass.loop, &pass.post})
-      for (const Stmt& s : *list) {
-        if (!p.buffers[static_cast<size_t>(s.buffer)].local) roots.insert(body.root(s.buffer));
-        std::vector<int> loads;
-        p.exprs.loads(s.expr, loads);
-        for (int l : loads) {
-          const int b = p.exprs.at(l).buffer;
-          if (!p.buffers[static_cast<size_t>(b)].local) roots.insert(body.root(b));
-        }
-      }
+  const std::set<int> roots = kernel_roots(p, k);
   std::ostringstream ptrs;
   for (int b : roots) {
     const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype);

@@ -1,4 +1,5 @@
 // The text every generated CUDA translation unit starts with (codegen/cuda/emit_cuda.h).
+#include "codegen/c_expr.h"
 #include "codegen/cuda/emit_cuda.h"
 
 namespace anvil::codegen::cuda {
@@ -48,126 +49,7 @@ struct Syms {
   int64_t v[N];
 };
 
-// Index arithmetic with Python semantics (SymInt text uses these names).
-ANVIL_HD int64_t FloorDiv(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-ANVIL_HD int64_t Mod(int64_t a, int64_t b) { return b == 0 ? 0 : a - FloorDiv(a, b) * b; }
-ANVIL_HD int64_t Max(int64_t a, int64_t b) { return a > b ? a : b; }
-ANVIL_HD int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
-ANVIL_HD int64_t Pow(int64_t b, int64_t e) {
-  int64_t r = 1;
-  while (e-- > 0) r *= b;
-  return r;
-}
-
-// 16-bit floats: storage is uint16_t, arithmetic is float (round to nearest even, as torch).
-ANVIL_HD float bf16_to_f32(uint16_t h) {
-  uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-ANVIL_HD uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-ANVIL_HD float f16_to_f32(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
-  if (exp == 0) {
-    if (man == 0) {
-      u = sign;
-    } else {
-      exp = 127 - 15 + 1;
-      while (!(man & 0x400u)) {
-        man <<= 1;
-        --exp;
-      }
-      man &= 0x3ffu;
-      u = sign | (exp << 23) | (man << 13);
-    }
-  } else if (exp == 0x1f) {
-    u = sign | 0x7f800000u | (man << 13);
-  } else {
-    u = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-ANVIL_HD uint16_t f32_to_f16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  uint32_t sign = (u >> 16) & 0x8000u, absu = u & 0x7fffffffu;
-  if (absu > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
-  if (absu >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (absu < 0x38800000u) {
-    if (absu < 0x33000000u) return static_cast<uint16_t>(sign);
-    uint32_t exp = absu >> 23, man = (absu & 0x7fffffu) | 0x800000u, shift = 126 - exp;
-    uint32_t rem = man & ((1u << shift) - 1u), halfway = 1u << (shift - 1), hm = man >> shift;
-    if (rem > halfway || (rem == halfway && (hm & 1u))) ++hm;
-    return static_cast<uint16_t>(sign | hm);
-  }
-  uint32_t h = (((absu >> 23) - 127 + 15) << 10) | ((absu >> 13) & 0x3ffu), rem = absu & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-ANVIL_HD float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
-ANVIL_HD float round_f16(float x) { return f16_to_f32(f32_to_f16(x)); }
-
-// Scalar helpers with the reference kernels' semantics.
-template <typename T>
-ANVIL_HD T max_nan(T a, T b) { return (a != a || b != b) ? (a != a ? a : b) : (a > b ? a : b); }
-template <typename T>
-ANVIL_HD T min_nan(T a, T b) { return (a != a || b != b) ? (a != a ? a : b) : (a < b ? a : b); }
-template <typename T>
-ANVIL_HD T floordiv_f(T a, T b) {
-  if (b == 0) return a / b;
-  T mod = fmod(a, b);
-  T div = (a - mod) / b;
-  if (mod != 0 && ((b < 0) != (mod < 0))) div -= T(1);
-  if (div == 0) return copysign(T(0), a / b);
-  T fl = floor(div);
-  if (div - fl > T(0.5)) fl += T(1);
-  return fl;
-}
-ANVIL_HD int64_t floordiv_i(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  if (b == -1) return static_cast<int64_t>(0 - static_cast<uint64_t>(a));
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-ANVIL_HD int64_t truncdiv_i(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  if (b == -1) return static_cast<int64_t>(0 - static_cast<uint64_t>(a));
-  return a / b;
-}
-ANVIL_HD int64_t int_pow(int64_t base, int64_t exp) {
-  if (exp < 0) return base == 1 ? 1 : base == -1 ? ((exp & 1) ? -1 : 1) : 0;
-  uint64_t r = 1, b = static_cast<uint64_t>(base);
-  while (exp) {
-    if (exp & 1) r *= b;
-    b *= b;
-    exp >>= 1;
-  }
-  return static_cast<int64_t>(r);
-}
-ANVIL_HD int64_t f2i(double v) {  // float -> int64 like the reference (x86 semantics)
-  return (v >= -9223372036854775808.0 && v < 9223372036854775808.0) ? static_cast<int64_t>(v)
-                                                                     : INT64_MIN;
-}
-ANVIL_HD int64_t f2i32(double v) {
-  return (v >= -2147483648.0 && v < 2147483648.0) ? static_cast<int64_t>(static_cast<int32_t>(v))
-                                                  : static_cast<int64_t>(INT32_MIN);
-}
+)anvil" + scalar_helpers("ANVIL_HD", "") + R"anvil(
 // Transcendentals: CUDA's accurate single-precision functions (no fast-math).
 ANVIL_HD float fast_exp(float x) { return expf(x); }
 ANVIL_HD float fast_tanh(float x) { return tanhf(x); }

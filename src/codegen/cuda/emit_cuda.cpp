@@ -84,23 +84,6 @@ std::string scratch_name(const std::string& ct) {
   return "red_i";
 }
 
-/// Root buffers (after aliases) a kernel reads or writes in memory.
-std::set<int> kernel_roots(const passes::Program& p, const LoopKernel& k, const Body& body) {
-  std::set<int> roots;
-  for (const auto& pass : k.passes)
-    for (const auto* list : {&pass.pre, &pass.loop, &pass.post})
-      for (const passes::Stmt& s : *list) {
-        if (!p.buffers[static_cast<size_t>(s.buffer)].local) roots.insert(body.root(s.buffer));
-        std::vector<int> loads;
-        p.exprs.loads(s.expr, loads);
-        for (int l : loads) {
-          const int b = p.exprs.at(l).buffer;
-          if (!p.buffers[static_cast<size_t>(b)].local) roots.insert(body.root(b));
-        }
-      }
-  return roots;
-}
-
 int block_threads(const SymInt& inner) {
   if (!inner.is_constant()) return 256;
   const int64_t n = inner.constant();
@@ -178,7 +161,7 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
   }
   body.pop();
 
-  const std::set<int> roots = kernel_roots(p, k, body);
+  const std::set<int> roots = kernel_roots(p, k);
   const std::string body_text = body_os.str();
   const std::string sizes_text = outer_n.str() + " " + inner_n.str();
   const size_t nsym = std::max<size_t>(1, p.symbols.size());

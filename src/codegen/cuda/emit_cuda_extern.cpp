@@ -35,37 +35,12 @@ bool has_attr(const ExternStep& e, const std::string& name) {
 
 /// A value of `dtype` stored at `ptr[off]` in its compute type.
 std::string load(DType t, const std::string& ptr, const std::string& off) {
-  const std::string raw = ptr + "[" + off + "]";
-  switch (t) {
-    case DType::kBFloat16:
-      return "bf16_to_f32(" + raw + ")";
-    case DType::kFloat16:
-      return "f16_to_f32(" + raw + ")";
-    case DType::kFloat32:
-    case DType::kFloat64:
-      return raw;
-    default:
-      return "static_cast<int64_t>(" + raw + ")";
-  }
+  return from_storage(t, ptr + "[" + off + "]");
 }
 
 /// Statement storing compute value `v` at `ptr[off]` of `dtype`.
 std::string store(DType t, const std::string& ptr, const std::string& off, const std::string& v) {
-  std::string conv;
-  switch (t) {
-    case DType::kBFloat16:
-      conv = "f32_to_bf16(" + v + ")";
-      break;
-    case DType::kFloat16:
-      conv = "f32_to_f16(" + v + ")";
-      break;
-    case DType::kBool:
-      conv = "static_cast<uint8_t>((" + v + ") != 0)";
-      break;
-    default:
-      conv = "static_cast<" + storage_type(t) + ">(" + v + ")";
-  }
-  return ptr + "[" + off + "] = " + conv + ";";
+  return ptr + "[" + off + "] = " + to_storage(t, v) + ";";
 }
 
 std::string paren(const SymInt& s) { return "(" + s.str() + ")"; }
@@ -346,23 +321,57 @@ std::string diff(const Program& p, const ExternStep& e) {
   return finish(p, e, k);
 }
 
+/// What both attention kernels read off the step: operands, dtype of the math, scale, sizes
+/// as expressions, the key / value head of query head `h` (grouped-query attention: each key /
+/// value head serves H / Hk query heads), and the masking of a score.
+struct Attention {
+  const TensorView &q, &k, &v, &out;
+  const TensorView* mask;
+  bool causal, f64;
+  std::string ct, B, H, L, S, hk, hv;
+  explicit Attention(const ExternStep& e)
+      : q(e.inputs[0]), k(e.inputs[1]), v(e.inputs[2]), out(e.outputs[0]),
+        mask(e.inputs.size() > 3 && e.inputs[3].buffer >= 0 ? &e.inputs[3] : nullptr),
+        causal(int_attr(e, "is_causal", 0) != 0), f64(q.dtype == DType::kFloat64),
+        ct(f64 ? "double" : "float"), B(paren(q.sizes[0])), H(paren(q.sizes[1])),
+        L(paren(q.sizes[2])), S(paren(k.sizes[2])),
+        hk("(h / (" + H + " / " + paren(k.sizes[1]) + "))"),
+        hv("(h / (" + H + " / " + paren(v.sizes[1]) + "))") {}
+  /// The softmax scale: the step's, else 1 / sqrt(head size `e`).
+  std::string scale(const ExternStep& e, const std::string& head) const {
+    const passes::ExternAttr* sa = passes::find_attr(e, "scale");
+    if (sa && sa->kind == 1) return float_literal(sa->f, f64 ? DType::kFloat64 : DType::kFloat32);
+    return "(static_cast<" + ct + ">(1) / sqrt(static_cast<" + ct + ">(" + head + ")))";
+  }
+  /// Statements applying causality and the mask (its dims aligned to (b, h, i, j) from the
+  /// right, read from parameter v3) to score variable `sc` of row i and key j.
+  std::string masking(const std::string& sc, const std::string& ind) const {
+    std::string out_text;
+    if (causal) out_text += ind + "if (j > i) " + sc + " = -INFINITY;\n";
+    if (mask) {
+      std::vector<std::string> mv;
+      const std::vector<std::string> all = {"b", "h", "i", "j"};
+      for (size_t d = 0; d < mask->sizes.size(); ++d)
+        mv.push_back(all[4 - mask->sizes.size() + d]);
+      const std::string m = load(mask->dtype, "v3", offset_of(*mask, mv));
+      if (mask->dtype == DType::kBool)
+        out_text += ind + "if (" + m + " == 0) " + sc + " = -INFINITY;\n";
+      else
+        out_text += ind + sc + " += static_cast<" + ct + ">(" + m + ");\n";
+    }
+    return out_text;
+  }
+};
+
 /// scaled_dot_product_attention, one block per query row: scores in shared memory, a block max
 /// and sum, then each thread one output feature.
 std::string sdpa(const Program& p, const ExternStep& e) {
-  const TensorView &q = e.inputs[0], &kk = e.inputs[1], &v = e.inputs[2], &out = e.outputs[0];
-  const TensorView* mask = e.inputs.size() > 3 && e.inputs[3].buffer >= 0 ? &e.inputs[3] : nullptr;
-  const bool causal = int_attr(e, "is_causal", 0) != 0;
-  const passes::ExternAttr* sa = passes::find_attr(e, "scale");
-  const std::string ct = q.dtype == DType::kFloat64 ? "double" : "float";
-  const std::string scale =
-      sa && sa->kind == 1 ? float_literal(sa->f, q.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32)
-                          : "(static_cast<" + ct + ">(1) / sqrt(static_cast<" + ct + ">(" +
-                                paren(q.sizes[3]) + ")))";
-  const std::string B = paren(q.sizes[0]), H = paren(q.sizes[1]), L = paren(q.sizes[2]),
-                    E = paren(q.sizes[3]), S = paren(kk.sizes[2]), Ev = paren(v.sizes[3]);
-  // grouped-query attention: key / value heads serve H / Hk query heads each
-  const std::string hk = "(h / (" + H + " / " + paren(kk.sizes[1]) + "))";
-  const std::string hv = "(h / (" + H + " / " + paren(v.sizes[1]) + "))";
+  const Attention a(e);
+  const TensorView &q = a.q, &kk = a.k, &v = a.v, &out = a.out;
+  const TensorView* mask = a.mask;
+  const std::string &ct = a.ct, &B = a.B, &H = a.H, &L = a.L, &S = a.S, &hk = a.hk, &hv = a.hv;
+  const std::string E = paren(q.sizes[3]), Ev = paren(v.sizes[3]);
+  const std::string scale = a.scale(e, E);
   auto at4 = [](const TensorView& t, const std::string& a, const std::string& b,
                 const std::string& c, const std::string& d) {
     return offset_of(t, {a, b, c, d});
@@ -383,18 +392,7 @@ std::string sdpa(const Program& p, const ExternStep& e) {
      << ") * static_cast<" << ct << ">(" << load(kk.dtype, "v1", at4(kk, "b", hk, "j", "d"))
      << ");\n";
   in << "      acc *= " << scale << ";\n";
-  if (causal) in << "      if (j > i) acc = -INFINITY;\n";
-  if (mask) {
-    std::vector<std::string> mv;  // the mask's dims align to (b, h, i, j) from the right
-    const std::vector<std::string> all = {"b", "h", "i", "j"};
-    for (size_t d = 0; d < mask->sizes.size(); ++d)
-      mv.push_back(all[4 - mask->sizes.size() + d]);
-    const std::string m = load(mask->dtype, "v3", offset_of(*mask, mv));
-    if (mask->dtype == DType::kBool)
-      in << "      if (" << m << " == 0) acc = -INFINITY;\n";
-    else
-      in << "      acc += static_cast<" << ct << ">(" << m << ");\n";
-  }
+  in << a.masking("acc", "      ");
   in << "      sc[j] = acc;\n      mx = acc > mx ? acc : mx;\n    }\n";
   in << "    mx = block_reduce(mx, MaxOp(), red);\n";
   in << "    " << ct << " sum = 0;\n";
@@ -438,22 +436,14 @@ std::string sdpa(const Program& p, const ExternStep& e) {
 /// sum per thread, merged across the four lanes with shuffles at the end), so scores never leave
 /// registers. Causal blocks stop at their last row's diagonal.
 std::string sdpa_tiled(const Program& p, const ExternStep& e) {
-  const TensorView &q = e.inputs[0], &kk = e.inputs[1], &v = e.inputs[2], &out = e.outputs[0];
-  const TensorView* mask = e.inputs.size() > 3 && e.inputs[3].buffer >= 0 ? &e.inputs[3] : nullptr;
-  const bool causal = int_attr(e, "is_causal", 0) != 0;
-  const passes::ExternAttr* sa = passes::find_attr(e, "scale");
-  const bool f64 = q.dtype == DType::kFloat64;
-  const std::string ct = f64 ? "double" : "float";
+  const Attention a(e);
+  const TensorView &q = a.q, &kk = a.k, &v = a.v, &out = a.out;
+  const TensorView* mask = a.mask;
+  const bool causal = a.causal, f64 = a.f64;
+  const std::string &ct = a.ct, &B = a.B, &H = a.H, &L = a.L, &S = a.S, &hk = a.hk, &hv = a.hv;
   const int64_t E = q.sizes[3].constant(), EV = v.sizes[3].constant();
   const int64_t BK = (E + EV + 2) * (f64 ? 8 : 4) * 64 <= 48 * 1024 ? 64 : 32;  // keys per tile
-  const std::string scale =
-      sa && sa->kind == 1 ? float_literal(sa->f, f64 ? DType::kFloat64 : DType::kFloat32)
-                          : "(static_cast<" + ct + ">(1) / sqrt(static_cast<" + ct + ">(" +
-                                std::to_string(E) + ")))";
-  const std::string B = paren(q.sizes[0]), H = paren(q.sizes[1]), L = paren(q.sizes[2]),
-                    S = paren(kk.sizes[2]);
-  const std::string hk = "(h / (" + H + " / " + paren(kk.sizes[1]) + "))";
-  const std::string hv = "(h / (" + H + " / " + paren(v.sizes[1]) + "))";
+  const std::string scale = a.scale(e, std::to_string(E));
   std::ostringstream in;
   in << "  constexpr int E = " << E << ", EV = " << EV << ", BQ = 32, LANES = 4, BK = " << BK
      << ";\n";
@@ -488,17 +478,7 @@ std::string sdpa_tiled(const Program& p, const ExternStep& e) {
   in << "      const int64_t j = k0 + jj;\n";
   in << "      " << ct << " sc = 0;\n";
   in << "      #pragma unroll\n      for (int d = 0; d < E; ++d) sc += qr[d] * ks[jj][d];\n";
-  if (causal) in << "      if (j > i) sc = -INFINITY;\n";
-  if (mask) {
-    std::vector<std::string> mv;
-    const std::vector<std::string> all = {"b", "h", "i", "j"};
-    for (size_t d = 0; d < mask->sizes.size(); ++d) mv.push_back(all[4 - mask->sizes.size() + d]);
-    const std::string mval = load(mask->dtype, "v3", offset_of(*mask, mv));
-    if (mask->dtype == DType::kBool)
-      in << "      if (" << mval << " == 0) sc = -INFINITY;\n";
-    else
-      in << "      sc += static_cast<" << ct << ">(" << mval << ");\n";
-  }
+  in << a.masking("sc", "      ");
   in << "      if (sc == -INFINITY) continue;  // masked: contributes exp(-inf) = 0\n";
   in << "      if (sc > m) {\n";
   in << "        const " << ct << " r = exp(m - sc);\n";
