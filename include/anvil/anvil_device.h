@@ -59,7 +59,8 @@ typedef struct AnvilDeviceApi {
    *   C_b[m, n] = alpha * op(A_b)[m, k] * op(B_b)[k, n] (+ bias[n] with ANVIL_EPILOGUE_BIAS)
    * where X_b = X + b * stride_x elements; op() transposes when trans_x is 1; ld* are row-major
    * leading dimensions. dtype (anvil::DType codes): float32 (fp32 math, TF32 off unless
-   * allow_tf32), bfloat16 and float16 (fp32 accumulation); A, B, C and bias share it. */
+   * allow_tf32), float64 (fp64 math), bfloat16 and float16 (fp32 accumulation); A, B, C and
+   * bias share it. */
   int (*gemm)(int device, void* stream, int32_t dtype, int trans_a, int trans_b, int64_t m,
               int64_t n, int64_t k, float alpha, const void* a, int64_t lda, int64_t stride_a,
               const void* b, int64_t ldb, int64_t stride_b, void* c, int64_t ldc,

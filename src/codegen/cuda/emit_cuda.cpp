@@ -305,9 +305,9 @@ std::string unsupported_reason(const passes::Program& p, const passes::Step& ste
   }
   if (const auto* g = std::get_if<GemmStep>(&step)) {
     if (g->dtype != DType::kFloat32 && g->dtype != DType::kBFloat16 &&
-        g->dtype != DType::kFloat16)
-      return str("a ", dtype_name(g->dtype), " GEMM (cuBLASLt GEMMs take float32, bfloat16, "
-                 "float16)");
+        g->dtype != DType::kFloat16 && g->dtype != DType::kFloat64)
+      return str("a ", dtype_name(g->dtype), " GEMM (cuBLASLt GEMMs take float32, float64, "
+                 "bfloat16, float16)");
     return "";
   }
   return extern_unsupported_reason(p, std::get<passes::ExternStep>(step));

@@ -545,6 +545,7 @@ int backend_stream_synchronize(int device, void* stream) {
 // anvil::DType codes (torch.export ScalarType codes; src/core/dtype.h).
 constexpr int32_t kDTypeFloat16 = 6;
 constexpr int32_t kDTypeFloat32 = 7;
+constexpr int32_t kDTypeFloat64 = 8;
 constexpr int32_t kDTypeBFloat16 = 13;
 
 struct GemmType {
@@ -563,6 +564,9 @@ bool gemm_type(int32_t dtype, GemmType* out) {
       return true;
     case kDTypeBFloat16:
       *out = {CUDA_R_16BF, 2, "bfloat16"};
+      return true;
+    case kDTypeFloat64:
+      *out = {CUDA_R_64F, 8, "float64"};
       return true;
     default:
       return false;
@@ -597,9 +601,10 @@ struct GemmDescs {
 // Returns a cuBLAS status and names the failing step in *step.
 cublasStatus_t build_descs(GemmDescs& d, const GemmKey& key, const GemmType& type, const void* bias,
                            const char** step) {
-  const bool fp32 = key.dtype == kDTypeFloat32;
-  const cublasComputeType_t compute =
-      fp32 && key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const bool fp32 = key.dtype == kDTypeFloat32, fp64 = key.dtype == kDTypeFloat64;
+  const cublasComputeType_t compute = fp64               ? CUBLAS_COMPUTE_64F
+                                      : fp32 && key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                         : CUBLAS_COMPUTE_32F;
   cublasStatus_t st;
 #define ANVIL_LT(call, what)           \
   do {                                 \
@@ -609,7 +614,8 @@ cublasStatus_t build_descs(GemmDescs& d, const GemmKey& key, const GemmType& typ
       return st;                       \
     }                                  \
   } while (0)
-  ANVIL_LT(cublasLtMatmulDescInit(d.op(), compute, CUDA_R_32F), "cublasLtMatmulDescInit");
+  ANVIL_LT(cublasLtMatmulDescInit(d.op(), compute, fp64 ? CUDA_R_64F : CUDA_R_32F),
+           "cublasLtMatmulDescInit");
   const int32_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt A = our B
   const int32_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt B = our A
   ANVIL_LT(cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a),
@@ -734,9 +740,9 @@ int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans
     GemmType type{};
     if (!gemm_type(dtype, &type)) {
       return fail(
-          "%s: unsupported dtype code %d (the CUDA GEMM takes float32 = %d, float16 = %d "
-          "and bfloat16 = %d)",
-          call().c_str(), dtype, kDTypeFloat32, kDTypeFloat16, kDTypeBFloat16);
+          "%s: unsupported dtype code %d (the CUDA GEMM takes float32 = %d, float64 = %d, "
+          "float16 = %d and bfloat16 = %d)",
+          call().c_str(), dtype, kDTypeFloat32, kDTypeFloat64, kDTypeFloat16, kDTypeBFloat16);
     }
     if ((trans_a != 0 && trans_a != 1) || (trans_b != 0 && trans_b != 1)) {
       return fail("%s: trans_a and trans_b must be 0 or 1", call().c_str());
@@ -887,7 +893,12 @@ int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans
     }
 
     const float beta = 0.0f;
-    st = cublasLtMatmul(handle, descs.op(), &alpha, b, descs.a(), a, descs.b(), &beta, c, descs.d(),
+    // float64 GEMMs scale in double (the descriptor's scale type)
+    const double alpha64 = alpha, beta64 = 0.0;
+    const bool f64 = key.dtype == kDTypeFloat64;
+    st = cublasLtMatmul(handle, descs.op(), f64 ? static_cast<const void*>(&alpha64) : &alpha, b,
+                        descs.a(), a, descs.b(), f64 ? static_cast<const void*>(&beta64) : &beta,
+                        c, descs.d(),
                         c, descs.d(), &plan.algo, workspace, kWorkspaceBytes, cu_stream);
     if (st != CUBLAS_STATUS_SUCCESS) {
       // cuBLASLt may leave a CUDA error (e.g. a failed launch) in the runtime's slot.
