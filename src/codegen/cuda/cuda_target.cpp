@@ -62,7 +62,8 @@ class CudaTarget final : public Target {
     TargetSources r;
     r.manifest_target = o.target;
     r.manifest_fields["device"] = "cuda";
-    r.manifest_fields["cuda_min_capability"] = o.target == "cuda-sm90" ? 80 : 80;
+    // both targets carry compute_80 PTX, which the driver compiles for any newer GPU
+    r.manifest_fields["cuda_min_capability"] = 80;
     r.manifest_fields["cuda_arch"] = o.target == "cuda-sm90"
                                          ? nlohmann::json::array({"sm_90a", "compute_80"})
                                          : nlohmann::json::array({"sm_80", "compute_80"});

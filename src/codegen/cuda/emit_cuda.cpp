@@ -281,24 +281,18 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g) {
   return fn.str();
 }
 
-namespace {
-
-bool complex_or_unknown(DType t) { return is_complex(t); }
-
-}  // namespace
-
 std::string unsupported_reason(const passes::Program& p, const passes::Step& step) {
   if (const auto* k = std::get_if<LoopKernel>(&step)) {
     for (const auto& pass : k->passes)
       for (const auto* list : {&pass.pre, &pass.loop, &pass.post})
         for (const passes::Stmt& s : *list) {
-          if (complex_or_unknown(s.dtype) ||
-              complex_or_unknown(p.buffers[static_cast<size_t>(s.buffer)].dtype))
+          if (is_complex(s.dtype) ||
+              is_complex(p.buffers[static_cast<size_t>(s.buffer)].dtype))
             return "complex values are not supported on CUDA yet";
           std::vector<int> loads;
           p.exprs.loads(s.expr, loads);
           for (int l : loads)
-            if (complex_or_unknown(p.exprs.at(l).dtype))
+            if (is_complex(p.exprs.at(l).dtype))
               return "complex values are not supported on CUDA yet";
         }
     return "";
