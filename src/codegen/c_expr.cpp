@@ -90,6 +90,23 @@ std::string narrow(DType t, const std::string& e) {
   }
 }
 
+std::string run_state_struct() {
+  return R"anvil(/// Pointers and symbol values of one run.
+struct RunState {
+  const AnvilRtApi* api;
+  void* run_ctx;
+  const int64_t* sym;
+  void* const* in;
+  void* const* out;
+  void* const* cst;
+  char* arena;
+  int64_t* usym;  // run-time symbols (aten.item), set by item steps during the run
+  void* const* dyn;  // buffers allocated during the run (api->run_alloc), by Buffer::dyn_slot
+  void* stream;      // AnvilRunArgs::stream (device targets queue their work on it)
+};
+)anvil";
+}
+
 std::string scalar_helpers(const std::string& qualifier, const std::string& math_ns) {
   std::string text = R"anvil(// Index arithmetic with Python semantics (SymInt text uses these names).
 @Q@ int64_t FloorDiv(int64_t a, int64_t b) {

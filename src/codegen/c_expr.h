@@ -31,6 +31,9 @@ std::string compute_type(DType t);
 std::string float_literal(double v, DType ct);
 /// Wraps an int64 expression to the value range of an integral dtype.
 std::string narrow(DType t, const std::string& e);
+/// `struct RunState` of generated code (the run's pointers, symbol values and stream), which
+/// every target's preamble and emit_model's run() share.
+std::string run_state_struct();
 /// The scalar helpers every target's preamble defines with the same semantics (Python index
 /// arithmetic FloorDiv / Mod / Max / Min / Pow, bf16 / f16 conversions rounding to nearest even,
 /// NaN-propagating max / min, floor and truncating division, integer powers, float -> int

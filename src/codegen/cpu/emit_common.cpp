@@ -25,20 +25,7 @@ std::string preamble(const std::string& ns, bool with_complex) {
 
 namespace anvil_model {
 
-/// Pointers and symbol values of one run.
-struct RunState {
-  const AnvilRtApi* api;
-  void* run_ctx;
-  const int64_t* sym;
-  void* const* in;
-  void* const* out;
-  void* const* cst;
-  char* arena;
-  int64_t* usym;  // run-time symbols (aten.item), set by item steps during the run
-  void* const* dyn;  // buffers allocated during the run (api->run_alloc), by Buffer::dyn_slot
-  void* stream;      // AnvilRunArgs::stream (device targets queue their work on it)
-};
-
+)" + run_state_struct() + R"(
 // Profiling waits for nothing on the CPU (a device target's preamble waits for its stream).
 static inline void anvil_prof_sync(const RunState&) {}
 

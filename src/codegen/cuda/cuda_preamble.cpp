@@ -24,20 +24,7 @@ std::string preamble() {
 
 namespace anvil_model {
 
-/// Pointers and symbol values of one run (device pointers; symbols in host memory).
-struct RunState {
-  const AnvilRtApi* api;
-  void* run_ctx;
-  const int64_t* sym;
-  void* const* in;
-  void* const* out;
-  void* const* cst;
-  char* arena;
-  int64_t* usym;
-  void* const* dyn;
-  void* stream;  // the cudaStream_t every kernel of the run is queued on
-};
-
+)anvil" + run_state_struct() + R"anvil(
 /// Profiling (AnvilRunArgs::step_ns): a step's time is the device's, so wait for the stream.
 static inline void anvil_prof_sync(const RunState& s) {
   cudaStreamSynchronize(static_cast<cudaStream_t>(s.stream));
