@@ -1,0 +1,104 @@
+// Internal to the CUDA device backend (src/runtime/cuda/*.cpp): error reporting, per-device
+// state and the allocator's block functions the GEMM file shares with the rest. Not installed;
+// nothing outside libanvil_cuda.so sees these names (hidden visibility).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace anvil::cuda_backend {
+
+/// The calling thread's last failure (AnvilDeviceApi::last_error).
+extern thread_local std::string t_last_error;
+
+/// printf-style formatting into a std::string.
+[[gnu::format(printf, 1, 2)]] std::string format(const char* fmt, ...);
+/// Sets the message; returns -1 so that int entry points can `return fail(...)`.
+[[gnu::format(printf, 1, 2)]] int fail(const char* fmt, ...);
+/// "<cudaErrorName>: <description>".
+std::string cuda_text(cudaError_t e);
+/// As fail(), appending ": <cudaErrorName>: <description>", and clearing the runtime's
+/// per-thread last error.
+[[gnu::format(printf, 2, 3)]] int fail_cuda(cudaError_t e, const char* fmt, ...);
+/// As fail(), appending the cuBLAS status name and text.
+[[gnu::format(printf, 2, 3)]] int fail_blas(cublasStatus_t s, const char* fmt, ...);
+
+// Runs `body` (returning int) and turns any escaping exception into an error return.
+template <class F>
+int guarded(const char* fn, F&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return fail("%s: internal error: %s", fn, e.what());
+  } catch (...) {
+    return fail("%s: internal error: unknown exception", fn);
+  }
+}
+
+constexpr size_t kMiB = size_t{1} << 20;
+constexpr size_t kSmallRound = 512;   // granularity of blocks up to kSmallLimit
+constexpr size_t kSmallLimit = kMiB;  // above this, blocks are multiples of kLargeRound
+constexpr size_t kLargeRound = 2 * kMiB;
+constexpr size_t kWorkspaceBytes = 32 * kMiB;  // cuBLASLt workspace per (device, stream)
+
+// A cached GEMM decision: the heuristic's algorithm for one problem shape.
+struct GemmPlan {
+  cublasLtMatmulAlgo_t algo;
+};
+
+// Everything that changes the heuristic's answer. Strides are zero when batch == 1.
+struct GemmKey {
+  int32_t dtype;
+  int32_t trans_a, trans_b;
+  int64_t m, n, k;
+  int64_t lda, ldb, ldc;
+  int64_t stride_a, stride_b, stride_c;
+  int64_t batch;
+  int32_t epilogue;
+  int32_t tf32;
+  uint32_t align_a, align_b, align_c, align_bias;
+  auto operator<=>(const GemmKey&) const = default;
+};
+
+struct DeviceState {
+  // Caching allocator: rounded size -> free blocks, and live block -> rounded size.
+  std::mutex alloc_mu;
+  std::multimap<size_t, void*> cached;
+  std::unordered_map<void*, size_t> live;
+  size_t cached_bytes = 0;
+  size_t live_bytes = 0;
+
+  // cuBLASLt. Lock order: blas_mu before alloc_mu (workspaces come from the allocator).
+  std::mutex blas_mu;
+  cublasLtHandle_t handle = nullptr;
+  // One workspace per stream: GEMMs queued on different streams may run concurrently, so they
+  // must not share scratch memory; GEMMs on one stream are ordered by the stream.
+  std::unordered_map<void*, void*> workspaces;
+  std::map<GemmKey, GemmPlan> plans;
+};
+
+/// Validates `device` for function `fn`; the DeviceState on success, null with last_error.
+DeviceState* device_state(const char* fn, int device);
+/// device_state() plus cudaSetDevice(device).
+DeviceState* enter(const char* fn, int device);
+/// A cached or new block of at least `bytes` on the current device `device`; null with
+/// last_error.
+void* alloc_block(DeviceState& s, const char* fn, int device, size_t bytes);
+/// Returns a live block to the cache. False (no message) when `ptr` is not live on `s`.
+bool free_block(DeviceState& s, void* ptr);
+
+/// AnvilDeviceApi::gemm (cuda_gemm.cpp).
+int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans_b, int64_t m,
+                 int64_t n, int64_t k, float alpha, const void* a, int64_t lda, int64_t stride_a,
+                 const void* b, int64_t ldb, int64_t stride_b, void* c, int64_t ldc,
+                 int64_t stride_c, int64_t batch, int epilogue, const void* bias, int allow_tf32);
+
+}  // namespace anvil::cuda_backend

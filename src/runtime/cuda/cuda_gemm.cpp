@@ -1,0 +1,395 @@
+// cuda_gemm.cpp — AnvilDeviceApi::gemm of the CUDA device backend: row-major batched GEMMs on
+// cuBLASLt (heuristic's first algorithm, cached per shape; one workspace per device and stream).
+// Shared state and error reporting: cuda_backend_internal.h.
+#include <algorithm>
+#include <cinttypes>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "anvil/anvil_device.h"
+#include "runtime/cuda/cuda_backend_internal.h"
+
+namespace anvil::cuda_backend {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// GEMM
+// ---------------------------------------------------------------------------------------------
+
+// anvil::DType codes (torch.export ScalarType codes; src/core/dtype.h).
+constexpr int32_t kDTypeFloat16 = 6;
+constexpr int32_t kDTypeFloat32 = 7;
+constexpr int32_t kDTypeFloat64 = 8;
+constexpr int32_t kDTypeBFloat16 = 13;
+
+struct GemmType {
+  cudaDataType_t data;
+  size_t elem;
+  const char* name;
+};
+
+bool gemm_type(int32_t dtype, GemmType* out) {
+  switch (dtype) {
+    case kDTypeFloat32:
+      *out = {CUDA_R_32F, 4, "float32"};
+      return true;
+    case kDTypeFloat16:
+      *out = {CUDA_R_16F, 2, "float16"};
+      return true;
+    case kDTypeBFloat16:
+      *out = {CUDA_R_16BF, 2, "bfloat16"};
+      return true;
+    case kDTypeFloat64:
+      *out = {CUDA_R_64F, 8, "float64"};
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The largest power of two (at most 256) dividing the address of every batch's matrix; the
+// heuristic must only pick kernels whose alignment needs the operands meet.
+uint32_t alignment(const void* ptr, int64_t stride_bytes) {
+  uint64_t bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr)) |
+                  static_cast<uint64_t>(stride_bytes) | 256u;
+  return static_cast<uint32_t>(bits & (~bits + 1));
+}
+
+// Descriptors initialised in place (cublasLt*Init: no heap allocation, nothing to destroy), so
+// building them per call is cheap and threads never share a mutable descriptor — the bias
+// pointer lives in the matmul descriptor and differs from call to call.
+struct GemmDescs {
+  cublasLtMatmulDescOpaque_t op_storage;
+  cublasLtMatrixLayoutOpaque_t a_storage, b_storage, d_storage;
+  cublasLtMatmulDesc_t op() { return &op_storage; }
+  cublasLtMatrixLayout_t a() { return &a_storage; }
+  cublasLtMatrixLayout_t b() { return &b_storage; }
+  cublasLtMatrixLayout_t d() { return &d_storage; }
+};
+
+// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: a row-major matrix is its
+// transpose in column-major, so cuBLASLt's "A" is our B, its "B" is our A, its output is n x m
+// with leading dimension ldc, and each operand keeps its own transpose flag. The row-major bias
+// over columns n becomes a bias over the rows of the column-major output — what
+// CUBLASLT_EPILOGUE_BIAS adds (its vector length is the number of rows of D).
+// Returns a cuBLAS status and names the failing step in *step.
+cublasStatus_t build_descs(GemmDescs& d, const GemmKey& key, const GemmType& type, const void* bias,
+                           const char** step) {
+  const bool fp32 = key.dtype == kDTypeFloat32, fp64 = key.dtype == kDTypeFloat64;
+  const cublasComputeType_t compute = fp64               ? CUBLAS_COMPUTE_64F
+                                      : fp32 && key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                         : CUBLAS_COMPUTE_32F;
+  cublasStatus_t st;
+#define ANVIL_LT(call, what)           \
+  do {                                 \
+    st = (call);                       \
+    if (st != CUBLAS_STATUS_SUCCESS) { \
+      *step = what;                    \
+      return st;                       \
+    }                                  \
+  } while (0)
+  ANVIL_LT(cublasLtMatmulDescInit(d.op(), compute, fp64 ? CUDA_R_64F : CUDA_R_32F),
+           "cublasLtMatmulDescInit");
+  const int32_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt A = our B
+  const int32_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt B = our A
+  ANVIL_LT(cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a),
+           "CUBLASLT_MATMUL_DESC_TRANSA");
+  ANVIL_LT(cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b),
+           "CUBLASLT_MATMUL_DESC_TRANSB");
+  if (key.epilogue == ANVIL_EPILOGUE_BIAS) {
+    const uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+    const int32_t bias_type = type.data;
+    ANVIL_LT(
+        cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
+        "CUBLASLT_MATMUL_DESC_EPILOGUE");
+    ANVIL_LT(cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                            sizeof bias),
+             "CUBLASLT_MATMUL_DESC_BIAS_POINTER");
+    ANVIL_LT(cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                            sizeof bias_type),
+             "CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE");
+    // CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE keeps its default 0: one bias for every batch.
+  }
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  const int64_t m = key.m, n = key.n, k = key.k;
+  ANVIL_LT(cublasLtMatrixLayoutInit(d.a(), type.data, u(key.trans_b ? k : n),
+                                    u(key.trans_b ? n : k), key.ldb),
+           "cublasLtMatrixLayoutInit(B)");
+  ANVIL_LT(cublasLtMatrixLayoutInit(d.b(), type.data, u(key.trans_a ? m : k),
+                                    u(key.trans_a ? k : m), key.lda),
+           "cublasLtMatrixLayoutInit(A)");
+  ANVIL_LT(cublasLtMatrixLayoutInit(d.d(), type.data, u(n), u(m), key.ldc),
+           "cublasLtMatrixLayoutInit(C)");
+  if (key.batch > 1) {
+    const int32_t count = static_cast<int32_t>(key.batch);
+    const struct {
+      cublasLtMatrixLayout_t layout;
+      int64_t stride;
+      const char* what;
+    } batched[] = {{d.a(), key.stride_b, "batch layout of B"},
+                   {d.b(), key.stride_a, "batch layout of A"},
+                   {d.d(), key.stride_c, "batch layout of C"}};
+    for (const auto& l : batched) {
+      ANVIL_LT(cublasLtMatrixLayoutSetAttribute(l.layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                &count, sizeof count),
+               l.what);
+      ANVIL_LT(
+          cublasLtMatrixLayoutSetAttribute(l.layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                           &l.stride, sizeof l.stride),
+          l.what);
+    }
+  }
+#undef ANVIL_LT
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// Whether batches of an m x n row-major block with leading dimension ld, `stride` apart, overlap.
+bool batches_overlap(int64_t m, int64_t n, int64_t ld, int64_t stride, int64_t batch) {
+  if (batch <= 1) return false;
+  // extent of one block = (m - 1) * ld + n elements; computed without overflow.
+  if (m - 1 > (INT64_MAX - n) / ld) return true;
+  return stride < (m - 1) * ld + n;
+}
+
+// C = 0 (or every row = bias) for k == 0, queued on `stream`. The device is current.
+int gemm_k_zero(int device, cudaStream_t stream, const GemmKey& key, const GemmType& type, void* c,
+                const void* bias) {
+  const size_t elem = type.elem;
+  const size_t row_bytes = static_cast<size_t>(key.n) * elem;
+  const size_t pitch = static_cast<size_t>(key.ldc) * elem;
+  const size_t rows = static_cast<size_t>(key.m);
+  char* base = static_cast<char*>(c);
+  const auto batch_ptr = [&](int64_t b) {
+    return base + static_cast<size_t>(b) * static_cast<size_t>(key.stride_c) * elem;
+  };
+  cudaError_t e = cudaSuccess;
+  if (key.epilogue != ANVIL_EPILOGUE_BIAS) {
+    if (key.batch == 1 || key.stride_c == key.m * key.ldc) {
+      // The batches form one pitched block of batch * m rows.
+      e = cudaMemset2DAsync(base, pitch, 0, row_bytes, rows * static_cast<size_t>(key.batch),
+                            stream);
+    } else {
+      for (int64_t b = 0; b < key.batch && e == cudaSuccess; ++b) {
+        e = cudaMemset2DAsync(batch_ptr(b), pitch, 0, row_bytes, rows, stream);
+      }
+    }
+  } else {
+    // Row 0 of batch 0 = bias, then double the filled rows with pitched copies (log2(m) copies),
+    // then copy batch 0 to the other batches (the caller checked that batches do not overlap).
+    e = cudaMemcpyAsync(base, bias, row_bytes, cudaMemcpyDeviceToDevice, stream);
+    for (size_t filled = 1; filled < rows && e == cudaSuccess;) {
+      const size_t count = std::min(filled, rows - filled);
+      e = cudaMemcpy2DAsync(base + filled * pitch, pitch, base, pitch, row_bytes, count,
+                            cudaMemcpyDeviceToDevice, stream);
+      filled += count;
+    }
+    for (int64_t b = 1; b < key.batch && e == cudaSuccess; ++b) {
+      e = cudaMemcpy2DAsync(batch_ptr(b), pitch, base, pitch, row_bytes, rows,
+                            cudaMemcpyDeviceToDevice, stream);
+    }
+  }
+  if (e != cudaSuccess) {
+    return fail_cuda(e,
+                     "gemm(device=%d, dtype=%s, m=%" PRId64 ", n=%" PRId64 ", k=0, ldc=%" PRId64
+                     ", batch=%" PRId64 ", epilogue=%d): filling C for k = 0 failed",
+                     device, type.name, key.m, key.n, key.ldc, key.batch, key.epilogue);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans_b, int64_t m,
+                 int64_t n, int64_t k, float alpha, const void* a, int64_t lda, int64_t stride_a,
+                 const void* b, int64_t ldb, int64_t stride_b, void* c, int64_t ldc,
+                 int64_t stride_c, int64_t batch, int epilogue, const void* bias, int allow_tf32) {
+  return guarded("gemm", [&]() -> int {
+    // The call, for messages (built only on failure).
+    const auto call = [&]() {
+      return format("gemm(device=%d, stream=%p, dtype=%d, trans_a=%d, trans_b=%d, m=%" PRId64
+                    ", n=%" PRId64 ", k=%" PRId64 ", lda=%" PRId64 ", stride_a=%" PRId64
+                    ", ldb=%" PRId64 ", stride_b=%" PRId64 ", ldc=%" PRId64 ", stride_c=%" PRId64
+                    ", batch=%" PRId64 ", epilogue=%d, allow_tf32=%d)",
+                    device, stream, dtype, trans_a, trans_b, m, n, k, lda, stride_a, ldb, stride_b,
+                    ldc, stride_c, batch, epilogue, allow_tf32);
+    };
+    GemmType type{};
+    if (!gemm_type(dtype, &type)) {
+      return fail(
+          "%s: unsupported dtype code %d (the CUDA GEMM takes float32 = %d, float64 = %d, "
+          "float16 = %d and bfloat16 = %d)",
+          call().c_str(), dtype, kDTypeFloat32, kDTypeFloat64, kDTypeFloat16, kDTypeBFloat16);
+    }
+    if ((trans_a != 0 && trans_a != 1) || (trans_b != 0 && trans_b != 1)) {
+      return fail("%s: trans_a and trans_b must be 0 or 1", call().c_str());
+    }
+    if (epilogue != ANVIL_EPILOGUE_NONE && epilogue != ANVIL_EPILOGUE_BIAS) {
+      return fail("%s: unknown epilogue %d (expected %d none or %d bias)", call().c_str(), epilogue,
+                  ANVIL_EPILOGUE_NONE, ANVIL_EPILOGUE_BIAS);
+    }
+    if (m < 0 || n < 0 || k < 0 || batch < 0) {
+      return fail("%s: negative size", call().c_str());
+    }
+    if (batch > INT32_MAX) {
+      return fail("%s: batch exceeds cuBLASLt's limit of %d", call().c_str(), INT32_MAX);
+    }
+    if (stride_a < 0 || stride_b < 0 || stride_c < 0) {
+      return fail("%s: negative batch stride", call().c_str());
+    }
+    DeviceState* s = device_state("gemm", device);
+    if (s == nullptr) return -1;
+    if (m == 0 || n == 0 || batch == 0) return 0;  // empty output
+    if (c == nullptr) return fail("%s: C is null", call().c_str());
+    const bool with_bias = epilogue == ANVIL_EPILOGUE_BIAS;
+    if (with_bias && bias == nullptr) {
+      return fail("%s: the bias epilogue needs a bias pointer", call().c_str());
+    }
+    if (ldc < n) return fail("%s: ldc must be at least n", call().c_str());
+    if (batches_overlap(m, n, ldc, stride_c, batch)) {
+      return fail(
+          "%s: stride_c must be at least (m - 1) * ldc + n so that the batches of C do "
+          "not overlap",
+          call().c_str());
+    }
+    if (k > 0) {
+      if (a == nullptr || b == nullptr) return fail("%s: A or B is null", call().c_str());
+      if (lda < (trans_a ? m : k)) {
+        return fail("%s: lda must be at least %s (A is stored row-major as %s)", call().c_str(),
+                    trans_a ? "m" : "k", trans_a ? "k x m" : "m x k");
+      }
+      if (ldb < (trans_b ? k : n)) {
+        return fail("%s: ldb must be at least %s (B is stored row-major as %s)", call().c_str(),
+                    trans_b ? "k" : "n", trans_b ? "n x k" : "k x n");
+      }
+    }
+
+    GemmKey key{};
+    key.dtype = dtype;
+    key.trans_a = trans_a;
+    key.trans_b = trans_b;
+    key.m = m;
+    key.n = n;
+    key.k = k;
+    key.lda = k > 0 ? lda : 0;
+    key.ldb = k > 0 ? ldb : 0;
+    key.ldc = ldc;
+    key.batch = batch;
+    key.stride_a = batch > 1 ? stride_a : 0;
+    key.stride_b = batch > 1 ? stride_b : 0;
+    key.stride_c = batch > 1 ? stride_c : 0;
+    key.epilogue = epilogue;
+    key.tf32 = dtype == kDTypeFloat32 && allow_tf32 != 0 ? 1 : 0;
+
+    if (enter("gemm", device) == nullptr) return -1;
+    const auto cu_stream = static_cast<cudaStream_t>(stream);
+    if (k == 0) return gemm_k_zero(device, cu_stream, key, type, c, with_bias ? bias : nullptr);
+
+    const int64_t elem = static_cast<int64_t>(type.elem);
+    key.align_a = alignment(a, key.stride_a * elem);
+    key.align_b = alignment(b, key.stride_b * elem);
+    key.align_c = alignment(c, key.stride_c * elem);
+    key.align_bias = with_bias ? alignment(bias, 0) : 0;
+
+    GemmDescs descs;
+    const char* step = "";
+    cublasStatus_t st = build_descs(descs, key, type, with_bias ? bias : nullptr, &step);
+    if (st != CUBLAS_STATUS_SUCCESS) return fail_blas(st, "%s: %s failed", call().c_str(), step);
+
+    cublasLtHandle_t handle = nullptr;
+    void* workspace = nullptr;
+    GemmPlan plan{};
+    {
+      std::lock_guard<std::mutex> lock(s->blas_mu);
+      if (s->handle == nullptr) {
+        st = cublasLtCreate(&s->handle);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+          s->handle = nullptr;
+          return fail_blas(st, "%s: cublasLtCreate failed", call().c_str());
+        }
+      }
+      handle = s->handle;
+      auto ws = s->workspaces.find(stream);
+      if (ws == s->workspaces.end()) {
+        void* block = alloc_block(*s, "gemm workspace", device, kWorkspaceBytes);
+        if (block == nullptr) {
+          return fail("%s: allocating the %zu-byte cuBLASLt workspace failed: %s", call().c_str(),
+                      kWorkspaceBytes, t_last_error.c_str());
+        }
+        ws = s->workspaces.emplace(stream, block).first;
+      }
+      workspace = ws->second;
+      auto found = s->plans.find(key);
+      if (found != s->plans.end()) {
+        plan = found->second;
+      } else {
+        cublasLtMatmulPreferenceOpaque_t pref_storage;
+        cublasLtMatmulPreference_t pref = &pref_storage;
+        const uint64_t max_ws = kWorkspaceBytes;
+        // cuBLASLt's "A" is our B and its "B" our A (see build_descs).
+        const uint32_t aligns[4] = {key.align_b, key.align_a, key.align_c, key.align_c};
+        const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+        st = cublasLtMatmulPreferenceInit(pref);
+        if (st == CUBLAS_STATUS_SUCCESS) {
+          st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &max_ws, sizeof max_ws);
+        }
+        for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i) {
+          st = cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &aligns[i],
+                                                    sizeof aligns[i]);
+        }
+        if (st == CUBLAS_STATUS_SUCCESS && dtype != kDTypeFloat32) {
+          // fp32 accumulation for 16-bit data: no split-K partial sums rounded to the output
+          // type (in place or in the workspace), only reductions in the compute type.
+          const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+          st = cublasLtMatmulPreferenceSetAttribute(
+              pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask);
+        }
+        if (st != CUBLAS_STATUS_SUCCESS) {
+          return fail_blas(st, "%s: setting up the cuBLASLt heuristic preference failed",
+                           call().c_str());
+        }
+        cublasLtMatmulHeuristicResult_t result{};
+        int returned = 0;
+        st = cublasLtMatmulAlgoGetHeuristic(handle, descs.op(), descs.a(), descs.b(), descs.d(),
+                                            descs.d(), pref, 1, &result, &returned);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+          return fail_blas(st, "%s: cublasLtMatmulAlgoGetHeuristic failed", call().c_str());
+        }
+        if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+          return fail_blas(returned == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : result.state,
+                           "%s: cuBLASLt has no algorithm for this problem (alignments in bytes: "
+                           "A %u, B %u, C %u, bias %u)",
+                           call().c_str(), key.align_a, key.align_b, key.align_c, key.align_bias);
+        }
+        plan.algo = result.algo;
+        s->plans.emplace(key, plan);
+      }
+    }
+
+    const float beta = 0.0f;
+    // float64 GEMMs scale in double (the descriptor's scale type)
+    const double alpha64 = alpha, beta64 = 0.0;
+    const bool f64 = key.dtype == kDTypeFloat64;
+    st = cublasLtMatmul(handle, descs.op(), f64 ? static_cast<const void*>(&alpha64) : &alpha, b,
+                        descs.a(), a, descs.b(), f64 ? static_cast<const void*>(&beta64) : &beta,
+                        c, descs.d(),
+                        c, descs.d(), &plan.algo, workspace, kWorkspaceBytes, cu_stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      // cuBLASLt may leave a CUDA error (e.g. a failed launch) in the runtime's slot.
+      const cudaError_t ce = cudaGetLastError();
+      if (ce != cudaSuccess) {
+        return fail_blas(st, "%s: cublasLtMatmul failed (CUDA: %s)", call().c_str(),
+                         cuda_text(ce).c_str());
+      }
+      return fail_blas(st, "%s: cublasLtMatmul failed", call().c_str());
+    }
+    return 0;
+  });
+}
+
+}  // namespace anvil::cuda_backend
