@@ -211,8 +211,11 @@ struct GemmOperand {
   std::vector<SymInt> batch_strides;
 };
 
-/// C[b] = alpha * op(A[b]) * op(B[b]) for every batch index b; row-major, m x k times k x n.
-/// f32 / f64 call api->sgemm / dgemm; other dtypes go through extern "aten.mm.default".
+/// C[b] = alpha * op(A[b]) * op(B[b]) for every batch index b; row-major, m x k times k x n,
+/// every operand of `dtype`, with its own leading dimension, transpose and batch strides. Which
+/// engine runs which dtype is the target's choice (the CPU target: api->sgemm / dgemm for f32 /
+/// f64, the extern "aten.mm.default" otherwise; CUDA: cuBLASLt through the device backend).
+/// Bias and activation epilogues are pointwise loop kernels the scheduler fuses after it.
 struct GemmStep {
   std::string name;
   std::vector<std::string> nodes;

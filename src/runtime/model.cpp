@@ -82,7 +82,6 @@ void open_library(std::string_view bytes, const std::string& where, Library& lib
 }
 
 /// A contiguous, 64-byte aligned copy of `t` in new memory.
-Tensor owned_copy(const Tensor& t) { return t.clone(); }
 
 }  // namespace
 
@@ -193,23 +192,17 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
   impl->entry = entry;
 
   // Constants: views into the mapping; mutable buffers copied out (they are written by runs).
-  auto set = std::make_shared<ConstantSet>();
+  // A device package's constants are uploaded once; every runner and run reads the device copy.
+  auto set = std::make_shared<ConstantSet>(device);
   impl->buffers.resize(m.constants.size());
   for (size_t i = 0; i < m.constants.size(); ++i) {
-    Tensor t = impl->package->constant(i);
-    if (!device.is_cpu()) {  // uploaded once; every runner and run reads the device copy
-      t = t.to(device);
-      if (m.constants[i].is_mutable) {
-        impl->buffers[i] = t;
-        impl->has_mutable = true;
-      }
-    } else if (m.constants[i].is_mutable) {
-      t = owned_copy(t);
+    const bool mut = m.constants[i].is_mutable;
+    Tensor t = ConstantSet::place(impl->package->constant(i), device, /*copy=*/mut);
+    if (mut) {
       impl->buffers[i] = t;
       impl->has_mutable = true;
     }
-    set->tensors.push_back(t);
-    set->ptrs.push_back(t.data_ptr());
+    set->set(i, t);
   }
   impl->active = std::move(set);
 
@@ -323,10 +316,9 @@ void Model::update_constants(const std::map<std::string, Tensor>& values, bool i
   }
   // Copy the new values (callers may reuse their tensors) before taking any lock.
   std::vector<std::pair<size_t, Tensor>> owned;
-  // (A device package's values are uploaded: to() from the host makes the copy.)
   const Device device = impl_->options.device;
   for (auto& [i, value] : updates)
-    owned.emplace_back(i, device.is_cpu() ? owned_copy(value) : value.to(device));
+    owned.emplace_back(i, ConstantSet::place(value, device, /*copy=*/true));
 
   bool any_immutable = false;
   for (auto& [i, value] : owned) {
@@ -348,12 +340,9 @@ void Model::update_constants(const std::map<std::string, Tensor>& values, bool i
   const std::shared_ptr<const ConstantSet>& base =
       inactive && impl_->inactive ? impl_->inactive : impl_->active;
   auto next = std::make_shared<ConstantSet>(*base);
-  for (auto& [i, value] : owned) {
-    if (m.constants[i].is_mutable) continue;
-    next->tensors[i] = value;
-    next->ptrs[i] = value.data_ptr();
-  }
-  next->packed = base->packed->carried_over(next->ptrs);
+  for (auto& [i, value] : owned)
+    if (!m.constants[i].is_mutable) next->set(i, value);
+  next->carry_packed_from(*base);
   if (inactive)
     impl_->inactive = std::move(next);
   else
@@ -367,6 +356,26 @@ void Model::swap_constants() {
               "update_constants(values, /*inactive=*/true) first", "no inactive set");
   impl_->active = std::move(impl_->inactive);
   impl_->inactive = nullptr;
+}
+
+Tensor ConstantSet::place(const Tensor& value, Device device, bool copy) {
+  if (!device.is_cpu()) return value.to(device);  // to() from the host makes the copy
+  return copy ? value.clone() : value;
+}
+
+void ConstantSet::set(size_t i, Tensor t) {
+  ANVIL_INTERNAL_ASSERT(i <= tensors.size(), "ConstantSet::set out of order");
+  if (i == tensors.size()) {
+    ptrs.push_back(t.data_ptr());
+    tensors.push_back(std::move(t));
+    return;
+  }
+  ptrs[i] = t.data_ptr();
+  tensors[i] = std::move(t);
+}
+
+void ConstantSet::carry_packed_from(const ConstantSet& base) {
+  packed = base.packed ? base.packed->carried_over(ptrs) : nullptr;
 }
 
 }  // namespace anvil::runtime

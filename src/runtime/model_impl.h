@@ -19,12 +19,26 @@
 
 namespace anvil::runtime {
 
-/// One set of constant values (manifest order) with the raw pointers handed to run(), and the
-/// packed copies of its GEMM operands (filled by runs; runtime/packed_weights.h).
+/// One set of constant values (manifest order) on the package's device, with the raw pointers
+/// handed to run(). A CPU set also owns the packed copies of its GEMM operands (CPU backend
+/// state, filled by runs; runtime/packed_weights.h); a device set has none.
 struct ConstantSet {
+  explicit ConstantSet(Device d)
+      : device(d), packed(d.is_cpu() ? std::make_shared<PackedWeightCache>() : nullptr) {}
+  /// `value` as a constant of a set on `device`: uploaded to a device, or on the host the value
+  /// itself (a view of the mapping) unless `copy` asks for a private copy (written by runs, or
+  /// a caller's tensor that may be reused).
+  static Tensor place(const Tensor& value, Device device, bool copy);
+  /// Sets constant `i` (appending when i == size) to an already placed tensor.
+  void set(size_t i, Tensor t);
+  /// A copy of this set sharing its tensors; the packed cache keeps the entries of unchanged
+  /// pointers once the new values are set (call carry_packed_from after the last set()).
+  void carry_packed_from(const ConstantSet& base);
+
+  Device device;
   std::vector<Tensor> tensors;
   std::vector<void*> ptrs;
-  std::shared_ptr<PackedWeightCache> packed = std::make_shared<PackedWeightCache>();
+  std::shared_ptr<PackedWeightCache> packed;  // CPU sets only
 };
 
 /// How run() checks one input dim.
