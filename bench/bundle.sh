@@ -22,10 +22,10 @@ mkdir -p "$out/lib" "$out/pkg"
 mpi_lib=$(mpicxx --showme:libdirs 2>/dev/null | tr ' ' '\n' | sed 's/^/-L/' | tr '\n' ' ' || true)
 fftw_libs=$(pkg-config --libs fftw3f fftw3 2>/dev/null || true)
 c++ -std=c++20 -O2 -I"$root/src" -I"$root/include" "$root/bench/overlap_bench.cpp" \
-  "$build/lib/libanvil_rt.a" "$build/lib/libanvil_dist.a" "$build/lib/libanvil_core.a" \
+  "$build/lib/libanvil_rt.so" "$build/lib/libanvil_dist.so" "$build/lib/libanvil_core.so" -Wl,-rpath,"$build/lib" \
   -lgloo $mpi_lib -lmpi -lopenblas -lzip -lz $fftw_libs -ldl -lpthread -o "$out/overlap_bench"
 c++ -std=c++20 -O2 -DANVIL_HAVE_GLOO=1 -DANVIL_HAVE_MPI=1 -I"$root/src" "$root/bench/dist_bench.cpp" \
-  "$build/lib/libanvil_dist.a" "$build/lib/libanvil_core.a" -lgloo $mpi_lib -lmpi -lzip -lz \
+  "$build/lib/libanvil_dist.so" "$build/lib/libanvil_core.so" -lgloo $mpi_lib -lmpi -lzip -lz \
   $fftw_libs -lpthread -o "$out/dist_bench"
 cp "$build/bin/anvil" "$out/anvil"
 strip "$out/overlap_bench" "$out/dist_bench" "$out/anvil"

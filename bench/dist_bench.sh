@@ -3,7 +3,7 @@
 # 64 MiB, N ranks on this host (default 2). Runs the three engines in alternation ROUNDS times
 # (default 3) and prints the median latency and bus bandwidth of each cell side by side.
 #   bench/dist_bench.sh [BUILD_DIR] [N] [ROUNDS]
-# BUILD_DIR (default build) must hold lib/libanvil_dist.a and lib/libanvil_core.a.
+# BUILD_DIR (default build) must hold lib/libanvil_dist.so and lib/libanvil_core.so.
 # DIST_BENCH_MODE=bucket measures what the compiler's bucketing trades instead (4 all_reduces vs
 # one coalesced call per tensor size, anvil's gloo and mpi backends; no torch).
 # Environment: PYTHON (default /usr/bin/python3, needs torch), BENCH_BIN (a prebuilt dist_bench:
@@ -22,11 +22,10 @@ if [ -z "$bench" ]; then
   # Build the bench against the build's libraries (kept out of the main CMake build).
   build=$(cd "${1:-$root/build}" && pwd)
   mpi_inc=$(mpicxx --showme:incdirs 2>/dev/null | tr ' ' '\n' | sed 's/^/-isystem /' | tr '\n' ' ' || true)
-  # libanvil_core needs FFTW when the build found it (pkg-config fftw3f fftw3).
-  fftw_libs=$(pkg-config --libs fftw3f fftw3 2>/dev/null || true)
+    fftw_libs=$(pkg-config --libs fftw3f fftw3 2>/dev/null || true)
   mpi_lib=$(mpicxx --showme:libdirs 2>/dev/null | tr ' ' '\n' | sed 's/^/-L/' | tr '\n' ' ' || true)
   c++ -std=c++20 -O2 -DANVIL_HAVE_GLOO=1 -DANVIL_HAVE_MPI=1 -I"$root/src" $mpi_inc \
-    "$root/bench/dist_bench.cpp" "$build/lib/libanvil_dist.a" "$build/lib/libanvil_core.a" \
+    "$root/bench/dist_bench.cpp" "$build/lib/libanvil_dist.so" "$build/lib/libanvil_core.so" -Wl,-rpath,"$build/lib" \
     -lgloo $mpi_lib -lmpi -lzip -lz $fftw_libs -lpthread -o "$work/dist_bench"
   bench="$work/dist_bench"
 fi

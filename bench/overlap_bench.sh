@@ -8,7 +8,7 @@
 # - coll_bucket: 4 small all_reduces bucketed into one coalesced call vs 4 calls.
 # Each package runs ITERS timed iterations (default 300) per round; ROUNDS (default 3) rounds
 # alternate the variants; the median over rounds of rank 0's median latency is printed.
-# BUILD_DIR (default build) must hold bin/anvil and lib/libanvil_{rt,dist,core}.a.
+# BUILD_DIR (default build) must hold bin/anvil and lib/libanvil_{rt,dist,core}.so.
 # Environment: ANVIL_BACKEND (gloo, mpi: default gloo), BENCH_THREADS (threads per rank, default
 # 1), BATCH (rows of the scaled tp_overlap, default 2048).
 set -euo pipefail
@@ -23,11 +23,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 anvil="$build/bin/anvil"
 
-# libanvil_core needs FFTW when the build found it (pkg-config fftw3f fftw3).
 fftw_libs=$(pkg-config --libs fftw3f fftw3 2>/dev/null || true)
 mpi_lib=$(mpicxx --showme:libdirs 2>/dev/null | tr ' ' '\n' | sed 's/^/-L/' | tr '\n' ' ' || true)
 c++ -std=c++20 -O2 -I"$root/src" -I"$root/include" "$root/bench/overlap_bench.cpp" \
-  "$build/lib/libanvil_rt.a" "$build/lib/libanvil_dist.a" "$build/lib/libanvil_core.a" \
+  "$build/lib/libanvil_rt.so" "$build/lib/libanvil_dist.so" "$build/lib/libanvil_core.so" -Wl,-rpath,"$build/lib" \
   -lgloo $mpi_lib -lmpi -lopenblas -lzip -lz $fftw_libs -ldl -lpthread -o "$work/overlap_bench"
 
 compile() {  # NAME FIXTURE REORDER BUCKET

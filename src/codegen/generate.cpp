@@ -87,6 +87,14 @@ std::string manifest(const passes::Program& p, const TargetSources& ts, const Co
   m["kernels_shared"] = ts.kernels_shared;
   m["kernel_bodies"] = ts.kernel_bodies;
   m["planned_peak_bytes"] = p.arena_bytes.str();
+  // Steps where the host waits on the run's values (passes::host_syncs): none = the program can
+  // be captured as one device graph.
+  m["host_syncs"] = json::array();
+  for (const auto& h : passes::host_syncs(p))
+    m["host_syncs"].push_back(
+        {{"step", h.step < p.steps.size() ? passes::step_name(p.steps[h.step]) : "end"},
+         {"why", h.why}});
+  m["graph_capturable"] = m["host_syncs"].empty();
   m["collectives"] = json::array();
   for (const auto& s : p.steps) {
     const auto* e = std::get_if<passes::ExternStep>(&s);

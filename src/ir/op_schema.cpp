@@ -1,5 +1,7 @@
 #include "ir/op_schema.h"
 
+#include <unordered_map>
+
 #include "core/error.h"
 
 namespace anvil::ir {
@@ -7,6 +9,38 @@ namespace anvil::ir {
 std::string canonical_target(const std::string& target) {
   const std::string prefix = "torch.ops.";
   return target.rfind(prefix, 0) == 0 ? target.substr(prefix.size()) : target;
+}
+
+const char* lowering_name(Lowering lowering) {
+  static const char* kNames[] = {"Pointwise",     "Reduction", "View", "Creation",   "Gemm",
+                                 "InPlace",       "Extern",    "DataDependent",   "Decompose",
+                                 "Sym",           "Meta",      "Collective",      "ControlFlow",
+                                 "None"};
+  return kNames[static_cast<int>(lowering)];
+}
+
+namespace {
+// Set once by the ops layer before main (a constant-initialised pointer: no ordering issue).
+const std::vector<OpSchema>* g_op_table = nullptr;
+}  // namespace
+
+void register_op_table(const std::vector<OpSchema>* table) { g_op_table = table; }
+
+const std::vector<OpSchema>& all_ops() {
+  if (!g_op_table)
+    throw Error("no op table is registered", "anvil::ir::all_ops",
+                "the ops layer (libanvil_ops, linked whole) in the program", "none");
+  return *g_op_table;
+}
+
+const OpSchema* find_op(const std::string& target) {
+  static const std::unordered_map<std::string, const OpSchema*> kByName = [] {
+    std::unordered_map<std::string, const OpSchema*> m;
+    for (const auto& op : all_ops()) m.emplace(op.name, &op);
+    return m;
+  }();
+  auto it = kByName.find(canonical_target(target));
+  return it == kByName.end() ? nullptr : it->second;
 }
 
 namespace {

@@ -25,6 +25,27 @@ enum class OpCategory {
   kMeta,      // checks or no-ops (_assert_tensor_metadata)
 };
 
+/// How the compiler lowers an op: the `lowering` column of src/ops/ops.def, which
+/// passes/lower.cpp dispatches on.
+enum class Lowering {
+  kPointwise,      // loop-kernel expressions, fused with neighbours (passes/lower_pointwise.cpp)
+  kReduction,      // reduction kernels (passes/lower_reduce.cpp)
+  kView,           // strided views, or copies into one buffer (passes/lower_view.cpp)
+  kCreation,       // tensors from sizes and values (passes/lower_pointwise.cpp)
+  kGemm,           // a GemmStep (passes/lower_matmul.cpp)
+  kInPlace,        // the pure op's lowering, stored into the mutated argument
+  kExtern,         // an extern step: a runtime kernel (CPU) or a generated kernel (CUDA)
+  kDataDependent,  // output sizes known at run time (passes/lower_dynamic.cpp)
+  kDecompose,      // rewritten into other ops before lowering (passes/decompose_loss.cpp)
+  kSym,            // symbolic-int arithmetic (aten.item: a run-time symbol)
+  kMeta,           // checks and no-ops
+  kCollective,     // collective steps (passes/collectives.cpp)
+  kControlFlow,    // cond / while_loop / map (passes/lower_control.cpp)
+  kNone,           // interpreter only: a compile lists every such node at once
+};
+/// "Pointwise", "Extern", ... (the spelling of ops.def).
+const char* lowering_name(Lowering lowering);
+
 /// A runtime argument or result: what a KernelContext holds per argument.
 using RValue = std::variant<std::monostate, Tensor, std::vector<Tensor>,
                             std::vector<std::optional<Tensor>>, int64_t, double, bool, std::string,
@@ -110,12 +131,16 @@ struct OpSchema {
   int mutates_arg;       // index of the argument an in-place op writes, else -1
   ShapeFn shape;
   KernelFn kernel;
+  Lowering lowering = Lowering::kNone;  // how the compiler lowers it
 };
 
 /// Schema for an export target (with or without the "torch.ops." prefix), or null.
 const OpSchema* find_op(const std::string& target);
-/// Every registered schema, in table order.
+/// Every registered schema, in table order. Throws Error when no table is registered.
 const std::vector<OpSchema>& all_ops();
+/// Installs the op table. The ops layer (src/ops/registry.cpp, above this one) calls it at static
+/// initialisation, so the IR parses targets without depending on the layer that defines them.
+void register_op_table(const std::vector<OpSchema>* table);
 /// Strips "torch.ops." so "torch.ops.aten.add.Tensor" becomes "aten.add.Tensor".
 std::string canonical_target(const std::string& target);
 

@@ -1,27 +1,23 @@
 #include "ops/registry.h"
 
-#include <unordered_map>
+namespace anvil::ops {
 
-namespace anvil::ir {
+namespace {
 
-const std::vector<OpSchema>& all_ops() {
-  static const std::vector<OpSchema> kOps = {
-#define ANVIL_OP(ID, NAME, CAT, MINA, MAXA, MUT) \
-  {NAME, OpCategory::CAT, MINA, MAXA, MUT, &ops::shape_##ID, &ops::kernel_##ID},
+const std::vector<ir::OpSchema>& table() {
+  static const std::vector<ir::OpSchema> kOps = {
+#define ANVIL_OP(ID, NAME, CAT, MINA, MAXA, MUT, LOWER)                                   \
+  {NAME,        ir::OpCategory::CAT, MINA, MAXA, MUT, &shape_##ID, &kernel_##ID, \
+   ir::Lowering::k##LOWER},
 #include "ops/ops.def"
 #undef ANVIL_OP
   };
   return kOps;
 }
 
-const OpSchema* find_op(const std::string& target) {
-  static const std::unordered_map<std::string, const OpSchema*> kByName = [] {
-    std::unordered_map<std::string, const OpSchema*> m;
-    for (const auto& op : all_ops()) m.emplace(op.name, &op);
-    return m;
-  }();
-  auto it = kByName.find(canonical_target(target));
-  return it == kByName.end() ? nullptr : it->second;
-}
+// The IR layer looks targets up in this table (ir::find_op); installed before main.
+const bool kRegistered = (ir::register_op_table(&table()), true);
 
-}  // namespace anvil::ir
+}  // namespace
+
+}  // namespace anvil::ops

@@ -6,7 +6,7 @@
 
 namespace anvil::ops {
 
-#define ANVIL_OP(ID, NAME, CAT, MINA, MAXA, MUT)                          \
+#define ANVIL_OP(ID, NAME, CAT, MINA, MAXA, MUT, LOWER)                       \
   std::vector<ir::TensorType> shape_##ID(const ir::Node& node);           \
   std::vector<ir::RValue> kernel_##ID(ir::KernelContext& ctx);
 #include "ops/ops.def"

@@ -290,3 +290,24 @@ int propagate_shapes(ir::Graph& graph) {
 }
 
 }  // namespace anvil::passes
+
+namespace anvil::passes {
+
+std::vector<std::string> unlowered_nodes(const ir::Graph& graph) {
+  std::vector<std::string> out;
+  for (const ir::Node* n : graph.nodes()) {
+    if (n->schema && (n->schema->lowering == ir::Lowering::kNone ||
+                      n->schema->lowering == ir::Lowering::kDecompose))
+      out.push_back(n->name + " (" + n->target + "): " +
+                    (n->schema->lowering == ir::Lowering::kNone
+                         ? "no lowering (ops.def: None)"
+                         : "a decomposition the compiler did not apply"));
+    for (const auto& sub : n->subgraphs) {
+      if (!sub) continue;
+      for (auto& line : unlowered_nodes(*sub)) out.push_back(n->name + "/" + line);
+    }
+  }
+  return out;
+}
+
+}  // namespace anvil::passes

@@ -100,6 +100,10 @@ int propagate_shapes(ir::Graph& graph);
 /// of nodes decomposed.
 int decompose_losses(std::unique_ptr<ir::Graph>& graph);
 
+/// Every node of `graph` (its subgraphs included) whose op has no compiled lowering: a row with
+/// lowering None, or Decompose left undecomposed. One line each: "node (target): why".
+std::vector<std::string> unlowered_nodes(const ir::Graph& graph);
+
 /// Names of the graph inputs that some node writes in place or that a buffer / parameter
 /// mutation output targets (their constants are mutable).
 std::set<const ir::Value*> mutated_inputs(const ir::Graph& graph);

@@ -442,4 +442,24 @@ void step_accesses(const Program& p, const Step& step, std::set<int>& reads,
   }
 }
 
+std::vector<HostSync> host_syncs(const Program& program) {
+  std::vector<HostSync> out;
+  size_t alloc = 0;  // run_allocs are in step order
+  for (size_t i = 0; i < program.steps.size(); ++i) {
+    if (const auto* e = std::get_if<ExternStep>(&program.steps[i])) {
+      if (e->target == "anvil.item" || e->target == "anvil.assert")
+        out.push_back({i, e->target + ": reads a tensor value on the host"});
+      else if (e->target == "anvil.cond" || e->target == "anvil.while")
+        out.push_back({i, e->target + ": the host reads the predicate"});
+    }
+    bool allocates = false;
+    for (; alloc < program.run_allocs.size() && program.run_allocs[alloc].first <= i; ++alloc)
+      allocates = true;
+    if (allocates) out.push_back({i, "allocates a buffer sized during the run"});
+  }
+  if (alloc < program.run_allocs.size())
+    out.push_back({program.steps.size(), "allocates a buffer sized during the run"});
+  return out;
+}
+
 }  // namespace anvil::passes

@@ -309,6 +309,18 @@ std::map<std::string, SymInt> sizes_before_run(const Program& p);
 /// Bytes a step moves if it reads and writes each buffer (view, GEMM operand) it touches once:
 /// the denominator of profiling's GB/s (sizes_before_run for run-time symbols).
 SymInt step_bytes(const Program& p, const Step& step);
+/// A step at which the host waits for a value the run computes, so that a device target cannot
+/// capture the program as one graph (CUDA graphs): the step's index in Program::steps and why.
+struct HostSync {
+  size_t step;
+  std::string why;
+};
+/// Every host-synchronising step of `program`: "anvil.item" / "anvil.assert" (a tensor's value
+/// read into a run-time symbol: aten.item, the counts of nonzero and mask indexing),
+/// "anvil.cond" / "anvil.while" (the predicate is read on the host) and the steps before which
+/// a run-time-sized buffer is allocated (Program::run_allocs). Empty: the program can be
+/// captured whole.
+std::vector<HostSync> host_syncs(const Program& program);
 /// Buffers (indices into Program::buffers, not following alias_of) a step reads and writes:
 /// loop-kernel loads and stores, GEMM operands (c written), extern inputs and outputs.
 void step_accesses(const Program& p, const Step& step, std::set<int>& reads,

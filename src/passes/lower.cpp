@@ -533,27 +533,59 @@ void Lowerer::lower_inplace(const ir::Node& n) {
 
 void Lowerer::lower_node(const ir::Node& n) {
   if (!n.schema) fail("op not in the op table");
-  switch (n.schema->category) {
-    case ir::OpCategory::kSym:
+  using ir::Lowering;
+  const Lowering how = n.schema->lowering;  // the row's `lowering` column in src/ops/ops.def
+  switch (how) {
+    case Lowering::kSym:
       if (n.target == "aten.item.default") return lower_item(n);  // a run-time symbol
       return;  // SymInt values carry their expressions
-    case ir::OpCategory::kMeta:
+    case Lowering::kMeta:
       if (n.target == "aten._assert_scalar.default") return lower_assert(n);
       return;  // assertions over the inputs' symbols hold for the ranges
-    case ir::OpCategory::kCollective:
+    case Lowering::kCollective:
       return lower_collective(*this, n);
-    case ir::OpCategory::kControlFlow:
+    case Lowering::kControlFlow:
       return lower_control_flow(*this, n);
+    case Lowering::kNone:
+    case Lowering::kDecompose:  // compile_to_program lists these before lowering starts
+      fail("op has no compiled lowering", "an op whose ops.def row names a lowering",
+           ir::lowering_name(how));
     default:
       break;
   }
   wait_collectives_for(*this, n);
-  if (lower_data_dependent(*this, n)) return;
-  if (n.schema->mutates_arg >= 0) return lower_inplace(n);
-  if (lower_view(*this, n) || lower_pointwise(*this, n) || lower_reduction(*this, n) ||
-      lower_matmul(*this, n))
-    return;
-  lower_extern(*this, n);
+  if (lower_data_dependent(*this, n)) return;  // nonzero, x[mask]: sizes known at run time
+  bool done = false;
+  switch (how) {
+    case Lowering::kInPlace:
+      if (n.schema->mutates_arg < 0) break;
+      lower_inplace(n);
+      return;
+    case Lowering::kView:
+      done = lower_view(*this, n);
+      break;
+    case Lowering::kPointwise:
+    case Lowering::kCreation:
+      done = lower_pointwise(*this, n);
+      break;
+    case Lowering::kReduction:
+      done = lower_reduction(*this, n);
+      break;
+    case Lowering::kGemm:
+      done = lower_matmul(*this, n);
+      break;
+    case Lowering::kExtern:
+      lower_extern(*this, n);
+      return;
+    default:
+      break;
+  }
+  // The table and the lowering code disagree: a bug in anvil, not in the model.
+  if (!done)
+    fail("the op table names a lowering that does not handle this op",
+         std::string("a ") + ir::lowering_name(how) + " lowering for " + n.target +
+             " (src/ops/ops.def)",
+         "none in passes/lower*.cpp");
 }
 
 void Lowerer::run() {

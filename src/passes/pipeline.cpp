@@ -24,6 +24,13 @@ Program compile_to_program(const ir::Graph& graph, const PipelineOptions& option
   propagate_shapes(*g);
   check("propagate_shapes");
   if (decompose_losses(g) > 0) check("decompose_losses");
+  if (auto missing = unlowered_nodes(*g); !missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += "\n  " + m;
+    throw Error(std::to_string(missing.size()) + " node(s) use ops the compiler cannot lower",
+                "compile", "ops whose src/ops/ops.def row names a lowering",
+                "ops with none (they run in the interpreter only):" + list);
+  }
   std::set<std::string> folded;
   program.stats.dce_removed += dce(*g);
   check("dce");

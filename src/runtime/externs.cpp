@@ -15,10 +15,10 @@ ANVIL_EXTERN_FAMILIES(ANVIL_DECLARE_EXTERN_FAMILY_)
 
 namespace {
 
-/// The target -> kernel table.
+/// The (device, target) -> kernel table.
 struct Registry {
   std::shared_mutex mutex;
-  std::map<std::string, ExternFn, std::less<>> fns;
+  std::map<std::pair<Device::Type, std::string>, ExternFn> fns;
 };
 
 Registry& registry() {
@@ -52,28 +52,29 @@ void register_builtin_externs() {
   });
 }
 
-void register_extern(const char* target, ExternFn fn) {
+void register_extern(const char* target, ExternFn fn, Device::Type device) {
   ANVIL_CHECK(target != nullptr && *target != '\0' && fn != nullptr, "runtime::register_extern",
               "bad registration", "a target name and a kernel", "null or empty");
   Registry& r = registry();
   std::unique_lock<std::shared_mutex> lock(r.mutex);
-  r.fns[target] = fn;
+  r.fns[{device, target}] = fn;
 }
 
-ExternFn find_extern(const std::string& target) {
+ExternFn find_extern(const std::string& target, Device::Type device) {
   register_builtin_externs();
   Registry& r = registry();
   std::shared_lock<std::shared_mutex> lock(r.mutex);
-  auto it = r.fns.find(target);
+  auto it = r.fns.find({device, target});
   return it == r.fns.end() ? nullptr : it->second;
 }
 
-std::vector<std::string> registered_externs() {
+std::vector<std::string> registered_externs(Device::Type device) {
   register_builtin_externs();
   Registry& r = registry();
   std::shared_lock<std::shared_mutex> lock(r.mutex);
   std::vector<std::string> out;
-  for (const auto& [name, fn] : r.fns) out.push_back(name);
+  for (const auto& [key, fn] : r.fns)
+    if (key.first == device) out.push_back(key.second);
   return out;
 }
 

@@ -6,7 +6,7 @@
 //   - define `void register_FAMILY_externs()` in namespace anvil::runtime, calling register_extern()
 //     once per target it implements;
 //   - add `X(FAMILY)` to ANVIL_EXTERN_FAMILIES below (an explicit list, not static initialisers:
-//     anvil_rt is a static library and unreferenced objects would be dropped by the linker).
+//     the families register on the first lookup, in one known order).
 // An ExternFn returns 0 on success. It reports failure by throwing anvil::Error (the dispatcher
 // catches it and records the message for the run) or by returning call.fail("message").
 // Output tensors are preallocated by the generated code (sizes/strides/dtype already set); the
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "anvil/anvil_rt.h"
+#include "core/device.h"
 #include "core/random.h"
 #include "core/tensor.h"
 
@@ -100,12 +101,15 @@ class ExternCall {
 /// An extern kernel: returns 0 on success (see the contract at the top of this file).
 using ExternFn = int (*)(ExternCall& call);
 
-/// Registers `fn` for export target `target` (replacing an earlier registration). Thread-safe.
-void register_extern(const char* target, ExternFn fn);
-/// The kernel registered for `target` (after registering the built-in families), or null.
-ExternFn find_extern(const std::string& target);
-/// Every registered target, sorted.
-std::vector<std::string> registered_externs();
+/// Registers `fn` for export target `target` on `device` (replacing an earlier registration).
+/// Kernels are keyed by (target, device): a device backend registers its own kernels for the
+/// ops its packages reach through the runtime. Thread-safe.
+void register_extern(const char* target, ExternFn fn, Device::Type device = Device::Type::kCPU);
+/// The kernel registered for (`target`, `device`) (after registering the built-in families), or
+/// null.
+ExternFn find_extern(const std::string& target, Device::Type device = Device::Type::kCPU);
+/// Every target registered for `device`, sorted.
+std::vector<std::string> registered_externs(Device::Type device = Device::Type::kCPU);
 /// Registers the built-in families listed in ANVIL_EXTERN_FAMILIES, once per process. Called
 /// by find_extern / registered_externs and by Model::load; safe to call again.
 void register_builtin_externs();

@@ -167,9 +167,9 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
 
   register_builtin_externs();
   for (const std::string& target : m.externs)
-    ANVIL_CHECK(find_extern(target) != nullptr, where,
+    ANVIL_CHECK(find_extern(target, device.type) != nullptr, where,
                 "package calls an extern op this runtime does not implement",
-                "a registered runtime kernel", target);
+                str("a runtime kernel registered for ", device.str()), target);
 
   impl->plan_input_checks();
   join_world_for_package(m.json, where);  // packages with collectives join the world group

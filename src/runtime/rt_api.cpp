@@ -144,8 +144,8 @@ void init_blas() {
 }
 
 template <typename T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+void gemm_impl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+               int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   init_blas();
   ThreadPool& pool = current_thread_pool();
   const int threads = ThreadPool::in_parallel_region() ? 1 : pool.num_threads();
@@ -231,12 +231,12 @@ void api_parallel_for(int64_t begin, int64_t end, int64_t grain,
 
 void api_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  gemm<float>(ta != 0, tb != 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_impl<float>(ta != 0, tb != 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void api_dgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
                int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  gemm<double>(ta != 0, tb != 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_impl<double>(ta != 0, tb != 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void api_set_error(void* run_ctx, const char* message) {
@@ -271,14 +271,14 @@ int api_extern_call(void* run_ctx, const char* target, const AnvilRtTensor* inpu
 
 }  // namespace
 
-void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm_impl<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-           int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  gemm_impl<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void sgemm_const_b(PackedWeightCache* cache, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
@@ -286,7 +286,7 @@ void sgemm_const_b(PackedWeightCache* cache, bool ta, bool tb, int64_t m, int64_
                    float* c, int64_t ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || const_b_uses_blas()) {
-    gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
+    gemm_impl<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
     return;
   }
   if (ta) lda = fix_ld(k, m, lda);

@@ -84,11 +84,13 @@ void sgemm_prepacked(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha,
 /// The process-wide AnvilRtApi table.
 const AnvilRtApi* rt_api();
 
-/// Row-major C = alpha * op(A) * op(B) + beta * C on the current thread pool (see above).
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-void dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
-           int64_t ldc);
+/// The host GEMM every runtime path uses (api->sgemm / dgemm, the extern kernels): row-major
+/// C = alpha * op(A) * op(B) + beta * C on the current thread pool (serial inside a
+/// parallel_for; see above).
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+          const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+          int64_t ldc);
 
 }  // namespace anvil::runtime

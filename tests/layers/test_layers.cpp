@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -18,20 +20,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// layer -> the layers it may use (besides itself). Keep in step with docs/architecture.md.
+/// layer -> the layers it may use (besides itself), read from src/layers.txt: the table the build
+/// makes each layer's include root from.
 const std::map<std::string, std::set<std::string>>& may_use() {
-  static const std::map<std::string, std::set<std::string>> kTable = {
-      {"core", {}},
-      {"dist", {"core"}},
-      {"ir", {"core"}},
-      {"ops", {"ir", "core"}},
-      {"interp", {"ops", "ir", "dist", "core"}},
-      {"frontend", {"ir", "ops", "core"}},
-      {"passes", {"ir", "ops", "core"}},
-      {"codegen", {"passes", "ir", "ops", "core"}},
-      {"runtime", {"core", "dist"}},
-      {"driver", {"frontend", "passes", "codegen", "runtime", "ir", "ops", "core"}},
-  };
+  static const std::map<std::string, std::set<std::string>> kTable = [] {
+    std::map<std::string, std::set<std::string>> t;
+    std::ifstream in(fs::path(ANVIL_SOURCE_DIR) / "src" / "layers.txt");
+    for (std::string l; std::getline(in, l);) {
+      const size_t colon = l.find(':');
+      if (l.empty() || l[0] == '#' || colon == std::string::npos) continue;
+      auto& uses = t[l.substr(0, colon)];
+      std::istringstream rest(l.substr(colon + 1));
+      for (std::string u; rest >> u;) uses.insert(u);
+    }
+    return t;
+  }();
   return kTable;
 }
 
@@ -112,6 +115,31 @@ TEST(Layers, APlantedUpwardIncludeIsReported) {
   EXPECT_EQ(v[0].line, 3);
   EXPECT_NE(v[0].text.find("runtime/kernels/scatter.h"), std::string::npos);
   fs::remove_all(root);
+}
+
+// The build enforces the table too: a layer's sources see only its include root
+// (build/layer_roots/<layer>/), so an upward include does not compile while a downward one does.
+TEST(Layers, TheBuildRefusesAnUpwardInclude) {
+  ASSERT_EQ(may_use().at("ops"), (std::set<std::string>{"ir", "core"}));
+  const fs::path dir = fs::temp_directory_path() / ("anvil_layers_cc_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto compiles = [&](const std::string& include, std::string& log) {
+    const fs::path file = dir / "planted.cpp", out = dir / "log.txt";
+    std::ofstream(file) << "#include \"" << include << "\"\nint main() { return 0; }\n";
+    const std::string cmd = std::string(ANVIL_CXX) + " -std=c++20 -fsyntax-only -I" +
+                            ANVIL_LAYER_ROOTS + "/ops -I" + ANVIL_SOURCE_DIR + "/include " +
+                            file.string() + " > " + out.string() + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream in(out);
+    log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return rc == 0;
+  };
+  std::string log;
+  EXPECT_TRUE(compiles("ir/graph.h", log)) << log;  // ops may use ir
+  EXPECT_FALSE(compiles("runtime/kernels/scatter.h", log));
+  EXPECT_NE(log.find("runtime/kernels/scatter.h"), std::string::npos) << log;
+  EXPECT_FALSE(compiles("passes/loop_ir.h", log));  // nor a layer above it
+  fs::remove_all(dir);
 }
 
 // Generated code is unbounded input: no std::regex may scan it (libstdc++'s regex recursed per

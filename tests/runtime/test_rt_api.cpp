@@ -179,6 +179,19 @@ int scale_extern(ExternCall& call) {
   return 0;
 }
 
+// Kernels are keyed by (target, device): a kernel registered for one device is not found for
+// another, and each device lists its own.
+TEST(Externs, KeyedByTargetAndDevice) {
+  register_extern("anvil_test.keyed.default", scale_extern, Device::Type::kCUDA);
+  EXPECT_EQ(find_extern("anvil_test.keyed.default", Device::Type::kCUDA), &scale_extern);
+  EXPECT_EQ(find_extern("anvil_test.keyed.default"), nullptr);  // CPU: none
+  const auto cuda = registered_externs(Device::Type::kCUDA), cpu = registered_externs();
+  EXPECT_TRUE(std::find(cuda.begin(), cuda.end(), "anvil_test.keyed.default") != cuda.end());
+  EXPECT_TRUE(std::find(cpu.begin(), cpu.end(), "anvil_test.keyed.default") == cpu.end());
+  EXPECT_TRUE(std::find(cpu.begin(), cpu.end(), "aten.gather.default") != cpu.end());
+  EXPECT_TRUE(std::find(cuda.begin(), cuda.end(), "aten.gather.default") == cuda.end());
+}
+
 TEST(Externs, RegistryAndDispatchThroughTheApi) {
   register_extern("anvil_test.scale.default", scale_extern);
   EXPECT_EQ(find_extern("anvil_test.scale.default"), &scale_extern);

@@ -2,6 +2,8 @@
 // by the system C++ compiler. Loop kernels go through api->parallel_for, GEMMs through the
 // runtime's packed-B kernels, other ops through its extern kernels (docs/externs.md).
 #include <algorithm>
+#include <set>
+#include <string>
 
 #include "codegen/cpu/emit_cpu.h"
 #include "codegen/target.h"
@@ -31,6 +33,7 @@ class CpuTarget final : public Target {
     const int ntu = std::max(1, o.num_translation_units);
     std::vector<std::string> tus(static_cast<size_t>(ntu));
     int next_shared = 0;
+    std::set<std::string> externs;  // the runtime kernels the package calls (checked at load)
     auto add_kernels = [&](const passes::Program& q) {
       std::vector<StepFunctionText> fns;
       for (const auto& step : q.steps) {
@@ -38,6 +41,9 @@ class CpuTarget final : public Target {
             e && (passes::is_collective_issue(*e) || passes::is_collective_wait(*e)))
           continue;  // emitted inline in run() (emit_collective.cpp)
         if (is_control_step(step)) continue;  // in model.cpp (emit_control.cpp)
+        if (const auto* e = std::get_if<passes::ExternStep>(&step);
+            e && e->target != "anvil.item" && e->target != "anvil.assert")  // generated inline
+          externs.insert(e->target);
         StepFunctionText f;
         f.name = passes::step_name(step);
         if (const auto* k = std::get_if<passes::LoopKernel>(&step)) {
@@ -66,6 +72,7 @@ class CpuTarget final : public Target {
     for_each_subprogram(p, [&](const passes::Program& sub, const std::string&) {
       add_kernels(sub);
     });
+    r.manifest_fields["externs"] = std::vector<std::string>(externs.begin(), externs.end());
     r.sources.push_back({"model.cpp", emit_model(p, r.manifest_target,
                                                  model_metadata_json(p, r.manifest_target), o)});
     int k = 0;

@@ -9,6 +9,7 @@
 // Work is split into (batch x head, block of query rows) units on the thread pool; each unit runs
 // two GEMMs on operands used in place when they are f32/f64 with unit-stride rows or columns.
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/rt_api.h"
 
 namespace anvil::runtime {
 
@@ -98,7 +99,7 @@ void sdpa_block(const Sdpa& a, int64_t b, int64_t i0, int64_t i1, Scratch<F>& sc
   sc.scores.resize(static_cast<size_t>(std::max<int64_t>(m * s, 1)));
   F* scores = sc.scores.data();
   const int64_t lds = std::max<int64_t>(s, 1);
-  kern::gemm(qa.trans, !ka.trans, m, s, a.e, static_cast<F>(a.scale), qa.data, qa.ld, ka.data,
+  runtime::gemm(qa.trans, !ka.trans, m, s, a.e, static_cast<F>(a.scale), qa.data, qa.ld, ka.data,
              ka.ld, F(0), scores, lds);
   for (int64_t i = 0; i < m; ++i) {
     const int64_t gi = i0 + i;
@@ -120,12 +121,12 @@ void sdpa_block(const Sdpa& a, int64_t b, int64_t i0, int64_t i1, Scratch<F>& sc
   const int64_t out_off = (b * a.l + i0) * a.ev;
   if (a.out.dtype() == dtype_of<F>()) {
     F* o = static_cast<F*>(a.out.data_ptr()) + out_off;
-    kern::gemm(false, va.trans, m, a.ev, s, F(1), scores, lds, va.data, va.ld, F(0), o,
+    runtime::gemm(false, va.trans, m, a.ev, s, F(1), scores, lds, va.data, va.ld, F(0), o,
                std::max<int64_t>(a.ev, 1));
     return;
   }
   sc.out.resize(static_cast<size_t>(std::max<int64_t>(m * a.ev, 1)));
-  kern::gemm(false, va.trans, m, a.ev, s, F(1), scores, lds, va.data, va.ld, F(0), sc.out.data(),
+  runtime::gemm(false, va.trans, m, a.ev, s, F(1), scores, lds, va.data, va.ld, F(0), sc.out.data(),
              std::max<int64_t>(a.ev, 1));
   ANVIL_DISPATCH_FLOAT(a.out.dtype(), "aten.scaled_dot_product_attention.default", T, {
     T* o = static_cast<T*>(a.out.data_ptr()) + out_off;

@@ -343,7 +343,7 @@ void im2col_packed(const ConvGeom& g, const float* x, float* packed, int64_t gro
 template <typename A>
 void product(int64_t m, int64_t n, int64_t k, const A* a, const A* b, A* out) {
   if constexpr (std::is_same_v<A, float> || std::is_same_v<A, double>) {
-    kern::gemm(false, false, m, n, k, A(1), a, k, b, n, A(0), out, n);
+    runtime::gemm(false, false, m, n, k, A(1), a, k, b, n, A(0), out, n);
   } else {
     for (int64_t i = 0; i < m; ++i) {
       uint64_t* acc = reinterpret_cast<uint64_t*>(out + i * n);

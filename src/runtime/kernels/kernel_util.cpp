@@ -1,7 +1,6 @@
 // Shared helpers of the runtime's extern kernels (see kernel_util.h).
 #include "runtime/kernels/kernel_util.h"
 
-#include "runtime/rt_api.h"
 
 namespace anvil::runtime::kern {
 
@@ -120,17 +119,6 @@ std::vector<int64_t> read_indices(const Tensor& index, const std::string& where,
                 dtype_name(index.dtype()));
   }
   return v;
-}
-
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  runtime::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-          const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
-          int64_t ldc) {
-  runtime::dgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace anvil::runtime::kern

@@ -137,15 +137,7 @@ inline void copy_element(char* dst, const char* src, size_t es) {
 std::vector<int64_t> read_indices(const Tensor& index, const std::string& where,
                                   const std::string& what);
 
-/// Row-major C = alpha * op(A) * op(B) + beta * C on the runtime's GEMM (thread pool aware:
-/// serial inside a parallel_for).
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-          const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
-          int64_t ldc);
-
-/// A matrix operand for gemm(): `data` with leading dimension `ld`, transposed when `trans`.
+/// A matrix operand for runtime::gemm() (runtime/rt_api.h): `data` with leading dimension `ld`, transposed when `trans`.
 template <typename F>
 struct MatArg {
   const F* data = nullptr;

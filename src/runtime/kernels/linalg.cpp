@@ -4,6 +4,7 @@
 // integer dtypes use a direct loop with wrapping int64 accumulation. bmm splits its batch over
 // the thread pool when the batch is large, else the GEMM itself runs in parallel.
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/rt_api.h"
 
 namespace anvil::runtime {
 
@@ -21,12 +22,12 @@ void float_product(const Tensor& a, int64_t a_off, const Tensor& b, int64_t b_of
       kern::matrix_arg<F>(b, b_off, k, n, b.stride(-2), b.stride(-1), scratch[1]);
   const int64_t ldc = std::max<int64_t>(n, 1);
   if (out.dtype() == dtype_of<F>()) {
-    kern::gemm(aa.trans, ba.trans, m, n, k, F(1), aa.data, aa.ld, ba.data, ba.ld, F(0),
+    runtime::gemm(aa.trans, ba.trans, m, n, k, F(1), aa.data, aa.ld, ba.data, ba.ld, F(0),
                static_cast<F*>(out.data_ptr()) + out_off, ldc);
     return;
   }
   scratch[2].resize(static_cast<size_t>(std::max<int64_t>(m * n, 1)));
-  kern::gemm(aa.trans, ba.trans, m, n, k, F(1), aa.data, aa.ld, ba.data, ba.ld, F(0),
+  runtime::gemm(aa.trans, ba.trans, m, n, k, F(1), aa.data, aa.ld, ba.data, ba.ld, F(0),
              scratch[2].data(), ldc);
   ANVIL_DISPATCH_FLOAT(out.dtype(), "runtime::mm", T, {
     T* o = static_cast<T*>(out.data_ptr()) + out_off;
