@@ -34,8 +34,9 @@ extern "C" {
 #define ANVIL_MODEL_ABI_VERSION 3u
 /* Minor version: additions at the end of AnvilRtApi / AnvilRunArgs (1: collectives, 2: GEMM with
  * a packed constant B, 3: AnvilRunArgs::run_symbols, 4: memory sized during the run, 5:
- * AnvilRunArgs::step_ns, 6: devices — part of major 3, so every ABI 3 runtime has minors 1-6). */
-#define ANVIL_MODEL_ABI_MINOR_VERSION 6u
+ * AnvilRunArgs::step_ns, 6: devices — part of major 3, so every ABI 3 runtime has minors 1-6;
+ * 7: collectives on a stream). */
+#define ANVIL_MODEL_ABI_MINOR_VERSION 7u
 
 /* Device types of AnvilRtTensor::device_type (as anvil::Device::Type). */
 #define ANVIL_DEVICE_CPU 0
@@ -97,12 +98,14 @@ typedef struct AnvilRtApi {
    * reduce_scatter; all_to_all_single takes one). attrs: "reduce_op" (string), "src",
    * "group_size" (int), "output_split_sizes" / "input_split_sizes" (int lists). Returns a
    * handle > 0, or 0 with a message written through set_error. The buffers must stay untouched
-   * until coll_wait on the handle returns. */
+   * until coll_wait on the handle returns. The collective is ordered after the run's stream
+   * (AnvilRunArgs::stream; see coll_issue_stream, minor 7). */
   int64_t (*coll_issue)(void* run_ctx, const char* op, const char* group,
                         const AnvilRtTensor* inputs, int32_t n_inputs, AnvilRtTensor* outputs,
                         int32_t n_outputs, const AnvilRtScalar* attrs, int32_t n_attrs);
   /* Waits for the collective behind `handle` (bounded by the group's timeout) and releases the
-   * handle. Returns 0, or non-zero with a message written through set_error. */
+   * handle: the same as coll_wait_stream (minor 7) on the run's stream (AnvilRunArgs::stream).
+   * Returns 0, or non-zero with a message written through set_error. */
   int (*coll_wait)(void* run_ctx, int64_t handle);
   /* ---- ABI minor 2: GEMM with a constant B. Read only when abi_minor_version >= 2. ---- */
   /* Row-major C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] (beta = 0) where B is an immutable
@@ -126,6 +129,21 @@ typedef struct AnvilRtApi {
    * GEMM), or null for CPU packages. Every data pointer of a run of a device package (inputs,
    * outputs, constants, arena, run_alloc memory) is memory of that device. */
   const struct AnvilDeviceApi* device;
+  /* ---- ABI minor 7: collectives on a stream. Read only when abi_minor_version >= 7. ---- */
+  /* coll_issue with the stream the calling code has queued the inputs' producers on (a
+   * cudaStream_t of the run's device; null for CPU packages): a device group starts the
+   * collective after the work queued on `stream` so far. Host groups (gloo, mpi) take host
+   * memory only, which is ready when the call is made. */
+  int64_t (*coll_issue_stream)(void* run_ctx, void* stream, const char* op, const char* group,
+                               const AnvilRtTensor* inputs, int32_t n_inputs,
+                               AnvilRtTensor* outputs, int32_t n_outputs,
+                               const AnvilRtScalar* attrs, int32_t n_attrs);
+  /* coll_wait that makes `stream` wait for the collective: a collective that completes on a
+   * device event (a GPU group) has the wait queued on `stream` and the call returns without
+   * blocking the host; a host group's collective, or a null stream, blocks the calling thread
+   * until it is done (bounded by the group's timeout). Releases the handle either way. Returns
+   * 0, or non-zero with a message written through set_error. */
+  int (*coll_wait_stream)(void* run_ctx, int64_t handle, void* stream);
 } AnvilRtApi;
 
 /* Arguments of one run. */

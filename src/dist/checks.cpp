@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "dist/reduce.h"
 
@@ -13,17 +14,25 @@ std::string tensor_desc(const Tensor& t) {
   return t.defined() ? t.type_str() : std::string("undefined");
 }
 
-void check_tensor(const Tensor& t, const std::string& where, const std::string& role) {
+void check_tensor(const Tensor& t, const Device& device, const std::string& where,
+                  const std::string& role) {
   if (!t.defined())
     throw Error(str("the ", role, " tensor is undefined"), where, "a defined tensor", "undefined");
-  if (!t.device().is_cpu())
-    throw Error(str("the ", role, " tensor is not on the CPU (this backend moves host memory)"),
-                where, "cpu", t.device().str());
+  const Device d = t.device();
+  const bool same = d.type == device.type &&
+                    (device.is_cpu() || device.index < 0 || concrete(d).index == device.index);
+  if (!same)
+    throw Error(device.is_cpu() ? str("the ", role, " tensor is on ", d.str(),
+                                      ", not on the CPU (this backend moves host memory)")
+                                : str("the ", role, " tensor is on ", d.str(),
+                                      ", not on the group's device ", device.str()),
+                where, device.str(), d.str());
   check_collective_dtype(t.dtype(), str(where, " (", role, ")"));
 }
 
-void check_output(const Tensor& t, const std::string& where, const std::string& role) {
-  check_tensor(t, where, role);
+void check_output(const Tensor& t, const Device& device, const std::string& where,
+                  const std::string& role) {
+  check_tensor(t, device, where, role);
   for (int64_t d = 0; d < t.dim(); ++d)
     if (t.size(d) > 1 && t.stride(d) == 0)
       throw Error(str("the ", role,

@@ -1,19 +1,25 @@
-// Argument checks of spec A (and spec/collectives.md §5), run on the caller's thread before an op
-// is posted, plus the cross-rank fingerprint of the consistency check. Internal to src/dist.
+// Argument checks of spec A (and spec/collectives.md §5), run by ProcessGroup's ops on the
+// caller's thread before any backend sees an op (so they hold for every backend, host or
+// device), plus the cross-rank fingerprint of the host engine's consistency check. Internal to
+// src/dist.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/tensor.h"
 #include "dist/types.h"
 
 namespace anvil::dist::detail {
 
-/// Defined, on the CPU, a collective dtype. `role` ("input", "output 3") names it in messages.
-void check_tensor(const Tensor& t, const std::string& where, const std::string& role);
+/// Defined, on `device` (the group's: the CPU for host backends; a device with index -1 accepts
+/// any index), a collective dtype. `role` ("input", "output 3") names it in messages.
+void check_tensor(const Tensor& t, const Device& device, const std::string& where,
+                  const std::string& role);
 /// check_tensor, plus: an output must not overlap itself (an expanded view, stride 0).
-void check_output(const Tensor& t, const std::string& where, const std::string& role);
+void check_output(const Tensor& t, const Device& device, const std::string& where,
+                  const std::string& role);
 /// 0 <= rank < size; `role` = "src", "dst", ...
 void check_rank(int rank, int size, const std::string& where, const std::string& role);
 /// Same dtype for input and output.

@@ -6,7 +6,7 @@
 namespace anvil::dist {
 
 FakeProcessGroup::FakeProcessGroup(int rank, int size, GroupOptions options)
-    : ProcessGroup(rank, size, {}, options) {}
+    : HostProcessGroup(rank, size, {}, options) {}
 
 FakeProcessGroup::~FakeProcessGroup() { stop_threads(); }
 
@@ -38,10 +38,10 @@ void FakeProcessGroup::run_all_to_all(Tensor& out, const Tensor& in,
 void FakeProcessGroup::run_broadcast(Tensor&, int, Millis) {}
 void FakeProcessGroup::run_barrier(Millis) {}
 
-ProcessGroup::P2PWaiter FakeProcessGroup::post_send(const Tensor&, int dst, int) {
+HostProcessGroup::P2PWaiter FakeProcessGroup::post_send(const Tensor&, int dst, int) {
   return [dst](Millis) { return dst; };
 }
-ProcessGroup::P2PWaiter FakeProcessGroup::post_recv(Tensor&, int src, int) {
+HostProcessGroup::P2PWaiter FakeProcessGroup::post_recv(Tensor&, int src, int) {
   return [src](Millis) { return src; };
 }
 

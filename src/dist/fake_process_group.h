@@ -3,15 +3,15 @@
 // rank's data), which is enough to compile, run and AOT-compile graphs with collectives.
 #pragma once
 
-#include "dist/process_group.h"
+#include "dist/host_process_group.h"
 
 namespace anvil::dist {
 
-/// A ProcessGroup that never communicates. all_reduce leaves data unchanged (sum/avg/min/max of
-/// identical copies, except that sum and product then differ from a real W-rank run), all_gather
+/// A host-engine group that never communicates. all_reduce leaves data unchanged (sum/avg/min/max
+/// of identical copies, except that sum and product then differ from a real W-rank run), all_gather
 /// repeats the input W times, reduce_scatter keeps this rank's chunk, all_to_all copies this
 /// rank's own block into every slot, broadcast and barrier do nothing, recv leaves its buffer.
-class FakeProcessGroup : public ProcessGroup {
+class FakeProcessGroup : public HostProcessGroup {
  public:
   FakeProcessGroup(int rank, int size, GroupOptions options = {});
   ~FakeProcessGroup() override;

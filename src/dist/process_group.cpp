@@ -1,37 +1,15 @@
-// ProcessGroup: queues, progress threads, shutdown, sub-groups and the consistency check.
-// The ops themselves (checks + bodies) are in process_group_ops.cpp.
+// ProcessGroup: the interface's own part — identity, names, and every op's argument checks
+// (spec A) before the backend's issue_* entry point sees it.
 #include "dist/process_group.h"
 
-#include <chrono>
-#include <cstdlib>
 #include <numeric>
+#include <tuple>
 
 #include "core/error.h"
 #include "dist/checks.h"
+#include "dist/reduce.h"
 
 namespace anvil::dist {
-
-namespace {
-
-/// A cross-rank disagreement found by the consistency check: reported, but it leaves the group
-/// usable (every rank saw the same fingerprints and failed the same op).
-class ConsistencyError : public Error {
- public:
-  using Error::Error;
-};
-
-/// The message of an exception_ptr.
-std::string message_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
-}  // namespace
 
 ProcessGroup::ProcessGroup(int rank, int size, std::vector<int> global_ranks, GroupOptions options)
     : rank_(rank),
@@ -54,31 +32,19 @@ ProcessGroup::ProcessGroup(int rank, int size, std::vector<int> global_ranks, Gr
                 str(options_.timeout.count(), " ms"));
 }
 
-ProcessGroup::~ProcessGroup() { stop_threads(); }
-
 std::string ProcessGroup::name() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  std::lock_guard<std::mutex> lk(name_mu_);
   return name_;
 }
 
 void ProcessGroup::set_name(const std::string& name) {
-  std::lock_guard<std::mutex> lk(mu_);
+  std::lock_guard<std::mutex> lk(name_mu_);
   name_ = name;
 }
 
-uint64_t ProcessGroup::sequence_number() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return seq_;
-}
-
 std::string ProcessGroup::where(OpType op, uint64_t seq) const {
-  std::string n;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    n = name_;
-  }
   return str(backend_name(), " ", op_type_name(op), seq ? str(" #", seq) : std::string(),
-             " on group '", n, "' (rank ", rank_, " of ", size_, ")");
+             " on group '", name(), "' (rank ", rank_, " of ", size_, ")");
 }
 
 Millis ProcessGroup::op_timeout(const OpOptions& opts) const {
@@ -88,129 +54,125 @@ Millis ProcessGroup::op_timeout(const OpOptions& opts) const {
   return opts.timeout.count() > 0 ? opts.timeout : options_.timeout;
 }
 
-std::shared_ptr<Work> ProcessGroup::post(OpType op, const OpOptions& opts,
-                                         std::vector<Tensor> outputs, Body body, bool p2p) {
-  const Millis timeout = op_timeout(opts);
-  const std::string backend = backend_name();
-  std::lock_guard<std::mutex> lk(mu_);
-  const uint64_t seq = ++seq_;
-  const std::string w = str(backend, " ", op_type_name(op), " #", seq, " on group '", name_,
-                            "' (rank ", rank_, " of ", size_, ")");
-  if (stop_) throw Error("the process group was shut down", w, "a live group", "shut down");
-  auto work = std::make_shared<Work>(op, seq, w);
-  work->set_result(std::move(outputs));
-  if (!p2p) {
-    // A caller that waits without a bound runs the op itself when it is next in line: this
-    // saves two thread hand-offs per op (it matters on machines with few cores).
-    std::weak_ptr<ProcessGroup> self = weak_from_this();
-    const Work* raw = work.get();
-    work->set_inline_runner([self, raw] {
-      auto pg = self.lock();
-      return pg && pg->run_inline(raw);
-    });
+void ProcessGroup::check_tensor(const Tensor& t, const std::string& where,
+                                const std::string& role) const {
+  detail::check_tensor(t, device(), where, role);
+}
+
+void ProcessGroup::check_output(const Tensor& t, const std::string& where,
+                                const std::string& role) const {
+  detail::check_output(t, device(), where, role);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& t, ReduceOp op, const OpOptions& opts) {
+  const std::string w = where(OpType::kAllReduce, 0);
+  check_output(t, w, "input");
+  check_reduce_op(t.dtype(), op, w);
+  return issue_all_reduce(t, op, opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& ts, ReduceOp op,
+                                                         const OpOptions& opts) {
+  const std::string w = where(OpType::kAllReduceCoalesced, 0);
+  for (size_t i = 0; i < ts.size(); ++i) {
+    check_output(ts[i], w, str("input ", i));
+    check_reduce_op(ts[i].dtype(), op, w);
   }
-  (p2p ? p2p_queue_ : queue_).push_back(Job{work, std::move(body), timeout});
-  std::thread& th = p2p ? p2p_thread_ : thread_;
-  if (!th.joinable()) th = std::thread([this, p2p] { progress_loop(p2p); });
-  cv_.notify_all();
-  return work;
+  return issue_all_reduce_coalesced(ts, op, opts);
 }
 
-void ProcessGroup::progress_loop(bool p2p) {
-  std::deque<Job>& q = p2p ? p2p_queue_ : queue_;
-  std::unique_lock<std::mutex> lk(mu_);
-  // A collective waits until no other collective runs (a waiter may be running one inline).
-  auto ready = [&] { return !q.empty() && (p2p || running_collectives_ == 0); };
-  static const Millis::rep grace_us = [] {
-    const char* v = std::getenv("ANVIL_INLINE_GRACE_US");
-    return v ? std::atol(v) : 50;
-  }();
-  while (true) {
-    cv_.wait(lk, [&] { return ready() || (stop_ && q.empty()); });
-    if (!ready()) return;  // stop_ and drained
-    if (!p2p && grace_us > 0 && !stop_) {
-      // A caller that waits right after posting runs the op itself (run_inline), which saves
-      // two thread hand-offs; give it that chance before taking the job here.
-      const Work* head = q.front().work.get();
-      cv_.wait_for(lk, std::chrono::microseconds(grace_us),
-                   [&] { return stop_ || q.empty() || q.front().work.get() != head; });
-      if (!ready() || q.front().work.get() != head) continue;
-    }
-    Job job = std::move(q.front());
-    q.pop_front();
-    run_job(job, p2p, lk);
+std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(Tensor& out, const Tensor& in,
+                                                           const OpOptions& opts) {
+  const std::string w = where(OpType::kAllGather, 0);
+  check_tensor(in, w, "input");
+  check_output(out, w, "output");
+  detail::check_all_gather(out, in, size_, w);
+  return issue_all_gather(out, in, opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor_coalesced(std::vector<Tensor>& outs,
+                                                                     const std::vector<Tensor>& ins,
+                                                                     const OpOptions& opts) {
+  const std::string w = where(OpType::kAllGatherCoalesced, 0);
+  detail::check_list_sizes(outs.size(), ins.size(), w);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    check_tensor(ins[i], w, str("input ", i));
+    check_output(outs[i], w, str("output ", i));
+    detail::check_all_gather(outs[i], ins[i], size_, w);
   }
+  return issue_all_gather_coalesced(outs, ins, opts);
 }
 
-void ProcessGroup::run_job(Job& job, bool p2p, std::unique_lock<std::mutex>& lk) {
-  ++busy_;
-  if (!p2p) ++running_collectives_;
-  const std::exception_ptr broken = p2p ? nullptr : broken_;
-  lk.unlock();
-  std::exception_ptr err;
-  bool breaks = false;
-  if (broken) {
-    err = std::make_exception_ptr(Error("the group is unusable after an earlier failure",
-                                        job.work->where(), "a healthy group", message_of(broken)));
-  } else {
-    try {
-      job.body(*job.work, job.timeout);
-    } catch (const ConsistencyError&) {
-      err = std::current_exception();
-    } catch (const Error& e) {
-      err = std::current_exception();
-      breaks = true;
-    } catch (const std::exception& e) {
-      err = std::make_exception_ptr(Error(str("backend failure: ", e.what()), job.work->where()));
-      breaks = true;
-    } catch (...) {
-      err =
-          std::make_exception_ptr(Error("backend failure (unknown exception)", job.work->where()));
-      breaks = true;
-    }
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(Tensor& out, const Tensor& in,
+                                                          ReduceOp op, const OpOptions& opts) {
+  const std::string w = where(OpType::kReduceScatter, 0);
+  check_tensor(in, w, "input");
+  check_output(out, w, "output");
+  detail::check_reduce_scatter(out, in, size_, w);
+  check_reduce_op(in.dtype(), op, w);
+  return issue_reduce_scatter(out, in, op, opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor_coalesced(std::vector<Tensor>& outs,
+                                                                    const std::vector<Tensor>& ins,
+                                                                    ReduceOp op,
+                                                                    const OpOptions& opts) {
+  const std::string w = where(OpType::kReduceScatterCoalesced, 0);
+  detail::check_list_sizes(outs.size(), ins.size(), w);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    check_tensor(ins[i], w, str("input ", i));
+    check_output(outs[i], w, str("output ", i));
+    detail::check_reduce_scatter(outs[i], ins[i], size_, w);
+    check_reduce_op(ins[i].dtype(), op, w);
   }
-  lk.lock();
-  if (breaks && !p2p && !broken_) broken_ = err;
-  lk.unlock();
-  job.work->finish(err);
-  lk.lock();
-  --busy_;
-  if (!p2p) --running_collectives_;
-  cv_.notify_all();
+  return issue_reduce_scatter_coalesced(outs, ins, op, opts);
 }
 
-bool ProcessGroup::run_inline(const Work* work) {
-  std::unique_lock<std::mutex> lk(mu_);
-  // Only the queue's head, and only when no other collective runs: FIFO order is kept.
-  if (queue_.empty() || queue_.front().work.get() != work || running_collectives_ > 0) return false;
-  Job job = std::move(queue_.front());
-  queue_.pop_front();
-  run_job(job, false, lk);
-  return true;
-}
-
-bool ProcessGroup::shutdown(Millis grace) {
-  std::unique_lock<std::mutex> lk(mu_);
-  stop_ = true;
-  cv_.notify_all();
-  bool drained = true;
-  if (grace.count() >= 0)
-    drained =
-        cv_.wait_for(lk, grace, [&] { return queue_.empty() && p2p_queue_.empty() && busy_ == 0; });
-  lk.unlock();
-  for (std::thread* th : {&thread_, &p2p_thread_}) {
-    if (!th->joinable() || th->get_id() == std::this_thread::get_id()) continue;
-    if (drained)
-      th->join();
-    else
-      th->detach();
+std::shared_ptr<Work> ProcessGroup::all_to_all_single(Tensor& out, const Tensor& in,
+                                                      const std::vector<int64_t>& out_splits,
+                                                      const std::vector<int64_t>& in_splits,
+                                                      const OpOptions& opts) {
+  const std::string w = where(OpType::kAllToAll, 0);
+  check_tensor(in, w, "input");
+  check_output(out, w, "output");
+  AllToAllCounts c;
+  std::tie(c.out_counts, c.in_counts) =
+      detail::check_all_to_all(out, in, out_splits, in_splits, size_, w);
+  const int64_t row = in.dim() > 0 && in.size(0) > 0 ? in.numel() / in.size(0) : 1;
+  c.out_rows.resize(c.out_counts.size());
+  c.in_rows.resize(c.in_counts.size());
+  for (size_t j = 0; j < c.out_counts.size(); ++j) {
+    c.out_rows[j] = row ? c.out_counts[j] / row : 0;
+    c.in_rows[j] = row ? c.in_counts[j] / row : 0;
   }
-  return drained;
+  return issue_all_to_all(out, in, c, opts);
 }
 
-void ProcessGroup::run_in_order(const std::function<void()>& fn, OpType kind) {
-  auto work = post(kind, {}, {}, [fn](Work&, Millis) { fn(); });
-  work->wait();
+std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& t, int src, const OpOptions& opts) {
+  const std::string w = where(OpType::kBroadcast, 0);
+  check_output(t, w, "input");
+  detail::check_rank(src, size_, w, "src");
+  return issue_broadcast(t, src, opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::barrier(const OpOptions& opts) { return issue_barrier(opts); }
+
+std::shared_ptr<Work> ProcessGroup::send(const Tensor& t, int dst, int tag, const OpOptions& opts) {
+  const std::string w = where(OpType::kSend, 0);
+  check_tensor(t, w, "input");
+  detail::check_rank(dst, size_, w, "dst");
+  if (dst == rank_) throw Error("cannot send to self", w, "a peer rank", std::to_string(dst));
+  if (tag < 0) throw Error("tag must be non-negative", w, ">= 0", std::to_string(tag));
+  return issue_send(t, dst, tag, opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::recv(Tensor& t, int src, int tag, const OpOptions& opts) {
+  const std::string w = where(OpType::kRecv, 0);
+  check_output(t, w, "output");
+  detail::check_rank(src, size_, w, "src");
+  if (src == rank_) throw Error("cannot receive from self", w, "a peer rank", std::to_string(src));
+  if (tag < 0) throw Error("tag must be non-negative", w, ">= 0", std::to_string(tag));
+  return issue_recv(t, src, tag, opts);
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int>& ranks,
@@ -227,54 +189,6 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int>&
   auto pg = make_subgroup(ranks, name);
   if (pg) pg->set_name(name);
   return pg;
-}
-
-void ProcessGroup::check_consistency(const Work& work, const std::string& desc, Millis timeout,
-                                     const std::vector<int64_t>* out_rows,
-                                     const std::vector<int64_t>* in_rows) {
-  if (!options_.check_consistency || size_ == 1) return;
-  const int64_t fb = detail::kFingerprintBytes;
-  Tensor mine = detail::encode_fingerprint(desc);
-  Tensor all = Tensor::empty({size_ * fb}, DType::kUInt8);
-  run_all_gather(all, mine, timeout);
-  const uint8_t* p = all.data<uint8_t>();
-  uint64_t my_hash = 0;
-  detail::decode_fingerprint(mine.data<uint8_t>(), my_hash);
-  for (int j = 0; j < size_; ++j) {
-    uint64_t h = 0;
-    const std::string other = detail::decode_fingerprint(p + j * fb, h);
-    if (h != my_hash)
-      throw ConsistencyError(str("collective mismatch across ranks: rank ", rank_, " called '",
-                                 desc, "' but rank ", j, " called '", other, "'"),
-                             work.where(), str("rank ", j, " to call '", desc, "'"),
-                             str("'", other, "'"));
-  }
-  if (!out_rows || !in_rows) return;
-  // all_to_all: every rank checks the whole matrix (so all ranks fail together): what rank i
-  // expects from rank j must be what rank j sends to rank i.
-  const int64_t W = size_;
-  std::vector<int64_t> mine_rows = *in_rows;
-  mine_rows.insert(mine_rows.end(), out_rows->begin(), out_rows->end());
-  Tensor every = Tensor::empty({W * 2 * W}, DType::kInt64);
-  run_all_gather(every, Tensor::from_vector(mine_rows), timeout);
-  const int64_t* e = every.data<int64_t>();
-  for (int64_t i = 0; i < W; ++i)
-    for (int64_t j = 0; j < W; ++j) {
-      const int64_t expects = e[i * 2 * W + W + j], sends = e[j * 2 * W + i];
-      if (expects != sends)
-        throw ConsistencyError(str("all_to_all_single split sizes disagree: rank ", i, " expects ",
-                                   expects, " rows from rank ", j, ", which sends ", sends),
-                               work.where(), str(expects, " rows from rank ", j, " to rank ", i),
-                               str(sends, " rows"));
-    }
-}
-
-void ProcessGroup::run_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, Millis timeout) {
-  // Generic form: all_reduce a copy, keep this rank's chunk.
-  Tensor tmp = in.clone();
-  run_all_reduce(tmp, op, timeout);
-  const int64_t n = out.numel();
-  out.reshape({n}).copy_from(tmp.reshape({tmp.numel()}).slice(0, rank_ * n, (rank_ + 1) * n));
 }
 
 }  // namespace anvil::dist

@@ -44,6 +44,10 @@ inline constexpr Millis kWaitForever{-1};
 /// Per-operation options. A zero timeout means "the group's timeout".
 struct OpOptions {
   Millis timeout{0};
+  /// The caller's stream (a device stream handle, e.g. a cudaStream_t; null: none): a device
+  /// backend starts the op after the work queued on it so far. Host backends ignore it (their
+  /// tensors are host memory, ready when the op is posted).
+  void* stream = nullptr;
 };
 
 }  // namespace anvil::dist

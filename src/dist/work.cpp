@@ -1,8 +1,10 @@
-// Work, reduce-op and op-type names.
+// Work (host and event completion), reduce-op and op-type names.
 #include "dist/work.h"
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <thread>
 
 #include "core/error.h"
 
@@ -68,32 +70,132 @@ const char* op_type_name(OpType op) {
   return "?";
 }
 
+namespace {
+
+/// The message of an exception_ptr.
+std::string message_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+Error timed_out(Millis timeout, const std::string& where) {
+  return Error(str("Work.wait timed out after ", timeout.count(),
+                   " ms; the operation is still in flight (it ends by its own timeout)"),
+               where, str("completion within ", timeout.count(), " ms"), "not completed");
+}
+
+}  // namespace
+
 Work::Work(OpType op, uint64_t seq, std::string where)
     : op_(op), seq_(seq), where_(std::move(where)) {}
 
+bool Work::is_completed() const {
+  if (!done_.load(std::memory_order_acquire)) return false;
+  if (fired_.load(std::memory_order_acquire)) return true;  // a host op, or a passed event
+  std::shared_ptr<DeviceEvent> ev;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!event_ || fired_.load()) return true;
+    ev = event_;
+  }
+  try {
+    if (!ev->query()) return false;
+    fired_.store(true);
+  } catch (...) {
+    device_failure(std::current_exception());
+  }
+  return true;
+}
+
 bool Work::is_success() const {
+  if (!is_completed()) return false;
   std::lock_guard<std::mutex> lk(mu_);
-  return done_.load() && !error_;
+  return !error_;
 }
 
 std::exception_ptr Work::exception() const {
+  is_completed();  // a device op: polls its event, which may record a device error
   std::lock_guard<std::mutex> lk(mu_);
   return error_;
 }
 
-bool Work::wait(Millis timeout) {
-  if (timeout.count() < 0 && inline_runner_ && !is_completed()) inline_runner_();
+bool Work::completes_on_event() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return event_ != nullptr;
+}
+
+std::exception_ptr Work::device_failure(const std::exception_ptr& e) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!error_)
+    error_ = std::make_exception_ptr(
+        Error(str("the operation failed on ", event_->device(), ": ", message_of(e)), where_));
+  fired_.store(true);
+  return error_;
+}
+
+void Work::wait_host(Millis timeout) {
+  if (timeout.count() < 0 && inline_runner_ && !done_.load(std::memory_order_acquire))
+    inline_runner_();
   std::unique_lock<std::mutex> lk(mu_);
   auto done = [&] { return done_.load(std::memory_order_acquire); };
-  if (timeout.count() < 0) {
+  if (timeout.count() < 0)
     cv_.wait(lk, done);
-  } else if (!cv_.wait_for(lk, timeout, done)) {
-    throw Error(str("Work.wait timed out after ", timeout.count(),
-                    " ms; the operation is still in flight (it ends by its own timeout)"),
-                where_, str("completion within ", timeout.count(), " ms"), "not completed");
-  }
+  else if (!cv_.wait_for(lk, timeout, done))
+    throw timed_out(timeout, where_);
   if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::wait(Millis timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  wait_host(timeout);
+  std::shared_ptr<DeviceEvent> ev;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (error_) std::rethrow_exception(error_);
+    if (!event_ || fired_.load()) return true;  // a host op is complete with its host part
+    ev = event_;
+  }
+  bool passed = false;
+  try {
+    if (timeout.count() < 0) {
+      ev->synchronize();
+      passed = true;
+    } else {
+      const auto deadline = start + timeout;
+      while (!(passed = ev->query()) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  } catch (...) {
+    std::rethrow_exception(device_failure(std::current_exception()));
+  }
+  if (!passed) throw timed_out(timeout, where_);
+  fired_.store(true);
   return true;
+}
+
+void Work::wait_stream(void* stream, Millis timeout) {
+  if (!stream) {  // no stream to order: the host is the consumer
+    wait(timeout);
+    return;
+  }
+  wait_host(timeout);  // a host op: that is the whole op
+  std::shared_ptr<DeviceEvent> ev;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (error_) std::rethrow_exception(error_);
+    if (!event_ || fired_.load()) return;
+    ev = event_;
+  }
+  try {
+    ev->block_stream(stream);
+  } catch (...) {
+    std::rethrow_exception(device_failure(std::current_exception()));
+  }
 }
 
 std::vector<Tensor> Work::result() const {
@@ -113,10 +215,21 @@ void Work::set_result(std::vector<Tensor> outputs) {
   outputs_ = std::move(outputs);
 }
 
+void Work::finish_on(std::shared_ptr<DeviceEvent> event) {
+  ANVIL_INTERNAL_ASSERT(event != nullptr, "Work::finish_on without an event");
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    event_ = std::move(event);
+    done_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
 void Work::finish(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     error_ = std::move(error);
+    fired_.store(true, std::memory_order_release);  // no event to wait for
     done_.store(true, std::memory_order_release);
   }
   cv_.notify_all();

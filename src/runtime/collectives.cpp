@@ -1,8 +1,11 @@
-// Collective services for generated code: api->coll_issue posts the collective on the group
-// named in the call (GroupRegistry, so group names resolve at run time) and returns a handle;
-// api->coll_wait waits on it. Handles live in a process-wide table (thread-safe), so runs on
-// several runners may have collectives in flight at once (their issue order must then be the
-// same on every rank, as for any two threads posting on one group).
+// Collective services for generated code: api->coll_issue_stream posts the collective on the
+// group named in the call (GroupRegistry, so group names resolve at run time), ordered after the
+// caller's stream, and returns a handle; api->coll_wait_stream makes the caller's stream wait on
+// it (Work::wait_stream: a device group's event is waited on the stream, a host group's Work on
+// the host). The minor-1 entries coll_issue / coll_wait use the run's stream. Handles live in a
+// process-wide table (thread-safe), so runs on several runners may have collectives in flight at
+// once (their issue order must then be the same on every rank, as for any two threads posting on
+// one group).
 #include "runtime/collectives.h"
 
 #include <cstdlib>
@@ -69,25 +72,40 @@ void check_group_size(const dist::ProcessGroup& pg, int64_t group_size, const st
               str(pg.size(), " (group '", pg.name(), "')"), std::to_string(group_size));
 }
 
+/// A view of a descriptor as a Tensor on the descriptor's device (the group's checks then refuse
+/// a device the group does not work on, naming it; extern kernels take host memory only).
+Tensor collective_tensor(const AnvilRtTensor& t, const std::string& where) {
+  if (t.device_type == ANVIL_DEVICE_CPU) return tensor_from_rt(t, where);
+  ANVIL_CHECK(t.device_type == ANVIL_DEVICE_CUDA, where, "unknown device type of a tensor",
+              "ANVIL_DEVICE_CPU or ANVIL_DEVICE_CUDA", std::to_string(t.device_type));
+  AnvilRtTensor host = t;
+  host.device_type = ANVIL_DEVICE_CPU;
+  const Tensor v = tensor_from_rt(host, where);  // the checks of the layout; memory not touched
+  auto storage =
+      Storage::wrap(t.data, v.storage()->nbytes(), nullptr, Device::cuda(t.device_index));
+  return Tensor(std::move(storage), v.dtype(), v.sizes(), v.strides(), 0);
+}
+
 /// Posts collective `op` on `group` with the call's descriptors; returns its Work.
 std::shared_ptr<dist::Work> post(const std::string& op, const std::string& group,
                                  const AnvilRtTensor* inputs, int32_t n_inputs,
                                  AnvilRtTensor* outputs, int32_t n_outputs,
-                                 const AnvilRtScalar* attrs, int32_t n_attrs) {
+                                 const AnvilRtScalar* attrs, int32_t n_attrs,
+                                 const dist::OpOptions& opts) {
   const std::string where = str("compiled ", op, " on group '", group, "'");
   auto pg = dist::GroupRegistry::instance().resolve(group);
   std::vector<Tensor> outs, ins;
-  for (int32_t i = 0; i < n_outputs; ++i) outs.push_back(tensor_from_rt(outputs[i], where));
-  for (int32_t i = 0; i < n_inputs; ++i) ins.push_back(tensor_from_rt(inputs[i], where));
+  for (int32_t i = 0; i < n_outputs; ++i) outs.push_back(collective_tensor(outputs[i], where));
+  for (int32_t i = 0; i < n_inputs; ++i) ins.push_back(collective_tensor(inputs[i], where));
   ANVIL_CHECK(!outs.empty(), where, "collective without output tensors", ">= 1", "0");
   if (op == "all_reduce") {
     const auto rop = dist::reduce_op_from_name(string_attr(attrs, n_attrs, "reduce_op", where));
-    if (outs.size() == 1) return pg->all_reduce(outs[0], rop);
-    return pg->all_reduce_coalesced(outs, rop);
+    if (outs.size() == 1) return pg->all_reduce(outs[0], rop, opts);
+    return pg->all_reduce_coalesced(outs, rop, opts);
   }
   if (op == "broadcast") {
     ANVIL_CHECK(outs.size() == 1, where, "broadcast of several tensors", "1", str(outs.size()));
-    return pg->broadcast(outs[0], static_cast<int>(int_attr(attrs, n_attrs, "src", where)));
+    return pg->broadcast(outs[0], static_cast<int>(int_attr(attrs, n_attrs, "src", where)), opts);
   }
   // all_gather / reduce_scatter: input i -> output i; several pairs = the coalesced form.
   ANVIL_CHECK(ins.size() == outs.size() && (ins.size() == 1 || op != "all_to_all_single"), where,
@@ -95,18 +113,18 @@ std::shared_ptr<dist::Work> post(const std::string& op, const std::string& group
               str(ins.size(), " and ", outs.size()));
   if (op == "all_gather_into_tensor") {
     check_group_size(*pg, int_attr(attrs, n_attrs, "group_size", where), where);
-    if (outs.size() == 1) return pg->all_gather_into_tensor(outs[0], ins[0]);
-    return pg->all_gather_into_tensor_coalesced(outs, ins);
+    if (outs.size() == 1) return pg->all_gather_into_tensor(outs[0], ins[0], opts);
+    return pg->all_gather_into_tensor_coalesced(outs, ins, opts);
   }
   if (op == "reduce_scatter_tensor") {
     check_group_size(*pg, int_attr(attrs, n_attrs, "group_size", where), where);
     const auto rop = dist::reduce_op_from_name(string_attr(attrs, n_attrs, "reduce_op", where));
-    if (outs.size() == 1) return pg->reduce_scatter_tensor(outs[0], ins[0], rop);
-    return pg->reduce_scatter_tensor_coalesced(outs, ins, rop);
+    if (outs.size() == 1) return pg->reduce_scatter_tensor(outs[0], ins[0], rop, opts);
+    return pg->reduce_scatter_tensor_coalesced(outs, ins, rop, opts);
   }
   if (op == "all_to_all_single")
     return pg->all_to_all_single(outs[0], ins[0], ints_attr(attrs, n_attrs, "output_split_sizes"),
-                                 ints_attr(attrs, n_attrs, "input_split_sizes"));
+                                 ints_attr(attrs, n_attrs, "input_split_sizes"), opts);
   throw Error("unknown collective", where,
               "all_reduce, broadcast, all_gather_into_tensor, reduce_scatter_tensor or "
               "all_to_all_single",
@@ -116,6 +134,11 @@ std::shared_ptr<dist::Work> post(const std::string& op, const std::string& group
 /// Records an error on the run.
 void record(void* run_ctx, const std::string& msg) {
   if (run_ctx) static_cast<RunContext*>(run_ctx)->set_error(msg);
+}
+
+/// The run's stream (null without a run context).
+void* run_stream(void* run_ctx) {
+  return run_ctx ? static_cast<RunContext*>(run_ctx)->stream : nullptr;
 }
 
 }  // namespace
@@ -158,9 +181,22 @@ void join_world_for_package(const std::string& manifest_json, const std::string&
 int64_t coll_issue(void* run_ctx, const char* op, const char* group, const AnvilRtTensor* inputs,
                    int32_t n_inputs, AnvilRtTensor* outputs, int32_t n_outputs,
                    const AnvilRtScalar* attrs, int32_t n_attrs) {
+  return coll_issue_stream(run_ctx, run_stream(run_ctx), op, group, inputs, n_inputs, outputs,
+                           n_outputs, attrs, n_attrs);
+}
+
+int coll_wait(void* run_ctx, int64_t handle) {
+  return coll_wait_stream(run_ctx, handle, run_stream(run_ctx));
+}
+
+int64_t coll_issue_stream(void* run_ctx, void* stream, const char* op, const char* group,
+                          const AnvilRtTensor* inputs, int32_t n_inputs, AnvilRtTensor* outputs,
+                          int32_t n_outputs, const AnvilRtScalar* attrs, int32_t n_attrs) {
   const std::string o = op ? op : "(null)", g = group ? group : "(null)";
   try {
-    auto work = post(o, g, inputs, n_inputs, outputs, n_outputs, attrs, n_attrs);
+    dist::OpOptions opts;
+    opts.stream = stream;
+    auto work = post(o, g, inputs, n_inputs, outputs, n_outputs, attrs, n_attrs, opts);
     HandleTable& t = handles();
     std::lock_guard<std::mutex> lk(t.mu);
     const int64_t h = t.next++;
@@ -175,7 +211,7 @@ int64_t coll_issue(void* run_ctx, const char* op, const char* group, const Anvil
   return 0;
 }
 
-int coll_wait(void* run_ctx, int64_t handle) {
+int coll_wait_stream(void* run_ctx, int64_t handle, void* stream) {
   if (run_ctx) static_cast<RunContext*>(run_ctx)->waited(handle);
   std::shared_ptr<dist::Work> work;
   {
@@ -190,7 +226,7 @@ int coll_wait(void* run_ctx, int64_t handle) {
     t.works.erase(it);
   }
   try {
-    work->wait();
+    work->wait_stream(stream);  // a device event: queued on `stream`; a host Work: waited here
     return 0;
   } catch (const std::exception& e) {
     record(run_ctx, str("collective wait: ", e.what()));

@@ -17,11 +17,19 @@ namespace anvil::runtime {
 /// environment throws Error saying what to set. `where` names the package in messages.
 void join_world_for_package(const std::string& manifest_json, const std::string& where);
 
-/// api->coll_issue: posts the collective, returns a handle > 0 (0 on error, through set_error).
+/// api->coll_issue_stream (ABI minor 7): posts the collective ordered after `stream`
+/// (dist::OpOptions::stream), returns a handle > 0 (0 on error, through set_error).
+int64_t coll_issue_stream(void* run_ctx, void* stream, const char* op, const char* group,
+                          const AnvilRtTensor* inputs, int32_t n_inputs, AnvilRtTensor* outputs,
+                          int32_t n_outputs, const AnvilRtScalar* attrs, int32_t n_attrs);
+/// api->coll_wait_stream (ABI minor 7): releases a handle after Work::wait_stream(stream) (a
+/// device event's wait queued on `stream`; a host Work, or a null stream: the host waits); 0,
+/// or non-zero with the error recorded.
+int coll_wait_stream(void* run_ctx, int64_t handle, void* stream);
+/// api->coll_issue / coll_wait (minor 1): the same on the run's stream (RunContext::stream).
 int64_t coll_issue(void* run_ctx, const char* op, const char* group, const AnvilRtTensor* inputs,
                    int32_t n_inputs, AnvilRtTensor* outputs, int32_t n_outputs,
                    const AnvilRtScalar* attrs, int32_t n_attrs);
-/// api->coll_wait: waits for and releases a handle; 0, or non-zero with the error recorded.
 int coll_wait(void* run_ctx, int64_t handle);
 /// Waits for collectives issued on the inputs' storage before Model::run (the functional API's
 /// WorkRegistry): a compiled wait_tensor on a graph input then sees finished values, and a run

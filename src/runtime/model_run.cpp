@@ -442,6 +442,7 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   args.step_ns = step_ns.empty() ? nullptr : step_ns.data();
   ctx.packed_weights = constants->packed.get();
   ctx.generator = impl.generator.get();
+  ctx.stream = runner.stream;
   int rc = 0;
   {
     ScopedThreadPool scope(impl.pool);

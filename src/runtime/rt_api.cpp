@@ -343,6 +343,7 @@ const AnvilRtApi* rt_api() {
       ANVIL_MODEL_ABI_MINOR_VERSION, coll_issue, coll_wait,
       api_sgemm_const_b,       api_run_alloc, api_output_alloc,
       nullptr,  // device: set per model by Model::load for device packages
+      coll_issue_stream,       coll_wait_stream,
   };
   return &api;
 }

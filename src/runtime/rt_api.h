@@ -33,6 +33,9 @@ class RunContext {
   PackedWeightCache* packed_weights = nullptr;
   /// The Model's random generator (randn / rand externs); null: the process-wide one.
   RandomGenerator* generator = nullptr;
+  /// The run's stream (AnvilRunArgs::stream; null for CPU packages): the stream of the
+  /// collective services without one of their own (api->coll_issue / coll_wait).
+  void* stream = nullptr;
 
   /// Collective handles this run issued and has not waited yet (api->coll_issue / coll_wait):
   /// a run that fails between an issue and its wait leaves them for Model::run to finish.

@@ -1,6 +1,9 @@
 // C++ for collective steps (passes/collectives.h), emitted inline in run(): an issue step fills
-// descriptors and stores api->coll_issue's handle in coll_h[id]; a wait step calls
-// api->coll_wait on it once (the waits of a bucket share one handle: the first releases it).
+// descriptors and stores the handle of api->coll_issue_stream in coll_h[id]; a wait step calls
+// api->coll_wait_stream on it once (the waits of a bucket share one handle: the first releases
+// it). Both pass the run's stream (s.stream), so a device group orders the collective after the
+// work queued on it and makes the stream, not the host, wait. A runtime older than ABI minor 7
+// gets the stream-less coll_issue / coll_wait (it orders on the run's stream itself).
 #include <sstream>
 
 #include "codegen/cpu/emit_cpu.h"
@@ -27,7 +30,11 @@ std::string emit_collective_step(const passes::Program& p, const passes::ExternS
   if (passes::is_collective_wait(e)) {
     body << "  // " << e.name << ": wait (" << nodes << ")\n";
     body << "  if (" << h << " != 0) {\n";
-    body << "    if (s.api->coll_wait(s.run_ctx, " << h << ") != 0) return 1;\n";
+    body << "    if ((s.api->abi_minor_version >= 7 ? s.api->coll_wait_stream(s.run_ctx, " << h
+         << ", s.stream)\n"
+         << "                                       : s.api->coll_wait(s.run_ctx, " << h
+         << ")) != 0)\n"
+         << "      return 1;\n";
     body << "    " << h << " = 0;\n  }\n";
     return body.str();
   }
@@ -61,9 +68,12 @@ std::string emit_collective_step(const passes::Program& p, const passes::ExternS
       inner << "    " << t << ".n_ints = " << a.ints.size() << ";\n";
     }
   }
-  inner << "    " << h << " = s.api->coll_issue(s.run_ctx, " << quoted(op) << ", "
-        << quoted(passes::collective_attr(e, "group")) << ", in, " << ni << ", out, " << no
-        << ", at, " << attrs.size() << ");\n";
+  const std::string args = quoted(op) + ", " + quoted(passes::collective_attr(e, "group")) +
+                           ", in, " + std::to_string(ni) + ", out, " + std::to_string(no) +
+                           ", at, " + std::to_string(attrs.size()) + ")";
+  inner << "    " << h << " = s.api->abi_minor_version >= 7\n"
+        << "        ? s.api->coll_issue_stream(s.run_ctx, s.stream, " << args << "\n"
+        << "        : s.api->coll_issue(s.run_ctx, " << args << ";\n";
   inner << "    if (" << h << " == 0) return 1;\n";
   body << "  {  // " << e.name << ": issue " << op << " on group '"
        << passes::collective_attr(e, "group") << "' (" << nodes << ")\n";

@@ -142,7 +142,7 @@ GlooDeviceSpec gloo_device_from_env(const std::string& master_addr) {
 GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, int rank, int size,
                                    std::vector<int> global_ranks, GroupOptions options,
                                    GlooDeviceSpec device)
-    : ProcessGroup(rank, size, std::move(global_ranks), options),
+    : HostProcessGroup(rank, size, std::move(global_ranks), options),
       store_(std::move(store)),
       device_spec_(std::move(device)) {
   if (!store_) throw Error("the gloo backend needs a store", "GlooProcessGroup", "a store", "null");
@@ -233,7 +233,7 @@ void GlooProcessGroup::run_barrier(Millis timeout) {
   gloo::barrier(o);
 }
 
-ProcessGroup::P2PWaiter GlooProcessGroup::post_send(const Tensor& t, int dst, int tag) {
+HostProcessGroup::P2PWaiter GlooProcessGroup::post_send(const Tensor& t, int dst, int tag) {
   std::shared_ptr<gloo::transport::UnboundBuffer> buf =
       context_->createUnboundBuffer(t.data_ptr(), t.nbytes());
   buf->send(dst, p2p_slot(tag));
@@ -245,7 +245,7 @@ ProcessGroup::P2PWaiter GlooProcessGroup::post_send(const Tensor& t, int dst, in
   };
 }
 
-ProcessGroup::P2PWaiter GlooProcessGroup::post_recv(Tensor& t, int src, int tag) {
+HostProcessGroup::P2PWaiter GlooProcessGroup::post_recv(Tensor& t, int src, int tag) {
   std::shared_ptr<gloo::transport::UnboundBuffer> buf =
       context_->createUnboundBuffer(t.data_ptr(), t.nbytes());
   buf->recv(src, p2p_slot(tag));

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/process_group.h"
+#include "dist/host_process_group.h"
 #include "dist/store.h"
 
 namespace gloo {
@@ -27,8 +27,8 @@ struct GlooDeviceSpec {
 };
 GlooDeviceSpec gloo_device_from_env(const std::string& master_addr);
 
-/// A ProcessGroup over a gloo context.
-class GlooProcessGroup : public ProcessGroup {
+/// A process group over a gloo context (on the host engine).
+class GlooProcessGroup : public HostProcessGroup {
  public:
   /// Connects the full mesh through `store` (keys live under the store's namespace, so give
   /// each group its own PrefixStore); blocks until every rank arrived or the store's timeout.

@@ -321,7 +321,7 @@ std::shared_ptr<ProcessGroup> make_mpi_world(int rank, int size, GroupOptions op
 
 MpiProcessGroup::MpiProcessGroup(std::unique_ptr<Comm> comm, int rank, int size,
                                  std::vector<int> global_ranks, GroupOptions options)
-    : ProcessGroup(rank, size, std::move(global_ranks), options), comm_(std::move(comm)) {}
+    : HostProcessGroup(rank, size, std::move(global_ranks), options), comm_(std::move(comm)) {}
 
 MpiProcessGroup::~MpiProcessGroup() {
   stop_threads();
@@ -420,7 +420,7 @@ int check_tag(int tag, const std::string& where) {
 }
 }  // namespace
 
-ProcessGroup::P2PWaiter MpiProcessGroup::post_send(const Tensor& t, int dst, int tag) {
+HostProcessGroup::P2PWaiter MpiProcessGroup::post_send(const Tensor& t, int dst, int tag) {
   const std::string w = where(OpType::kSend, 0);
   auto req = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
   check(MPI_Isend(t.data_ptr(), as_count(static_cast<int64_t>(t.nbytes()), w), MPI_BYTE, dst,
@@ -433,7 +433,7 @@ ProcessGroup::P2PWaiter MpiProcessGroup::post_send(const Tensor& t, int dst, int
   };
 }
 
-ProcessGroup::P2PWaiter MpiProcessGroup::post_recv(Tensor& t, int src, int tag) {
+HostProcessGroup::P2PWaiter MpiProcessGroup::post_recv(Tensor& t, int src, int tag) {
   const std::string w = where(OpType::kRecv, 0);
   auto req = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
   check(MPI_Irecv(t.data_ptr(), as_count(static_cast<int64_t>(t.nbytes()), w), MPI_BYTE, src,

@@ -14,15 +14,15 @@
 #include <string>
 #include <vector>
 
-#include "dist/process_group.h"
+#include "dist/host_process_group.h"
 
 namespace anvil::dist {
 
 /// The world group over MPI_COMM_WORLD. `rank` / `size` (when >= 0) must equal MPI's.
 std::shared_ptr<ProcessGroup> make_mpi_world(int rank, int size, GroupOptions options);
 
-/// A ProcessGroup over one MPI communicator.
-class MpiProcessGroup : public ProcessGroup {
+/// A process group over one MPI communicator (on the host engine).
+class MpiProcessGroup : public HostProcessGroup {
  public:
   struct Comm;  // the communicator (mpi.h stays out of this header)
   MpiProcessGroup(std::unique_ptr<Comm> comm, int rank, int size, std::vector<int> global_ranks,

@@ -1,10 +1,10 @@
-// ProcessGroup ops: argument checks on the caller's thread, then a body for the progress thread
-// that runs the backend primitive on contiguous buffers and copies results back.
+// HostProcessGroup ops (the interface checked their arguments already): a body for the progress
+// thread that runs the backend primitive on contiguous buffers and copies results back.
 #include <map>
 
 #include "core/error.h"
 #include "dist/checks.h"
-#include "dist/process_group.h"
+#include "dist/host_process_group.h"
 #include "dist/reduce.h"
 
 namespace anvil::dist {
@@ -45,10 +45,8 @@ std::string list_desc(const std::vector<Tensor>& ts) {
 
 }  // namespace
 
-std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& t, ReduceOp op, const OpOptions& opts) {
-  const std::string w = where(OpType::kAllReduce, 0);
-  detail::check_output(t, w, "input");
-  check_reduce_op(t.dtype(), op, w);
+std::shared_ptr<Work> HostProcessGroup::issue_all_reduce(Tensor& t, ReduceOp op,
+                                                         const OpOptions& opts) {
   Tensor buf = contiguous_buffer(t);
   const std::string desc = str("all_reduce ", detail::tensor_desc(t), " ", reduce_op_name(op));
   return post(OpType::kAllReduce, opts, {t}, [this, t, buf, op, desc](Work& wk, Millis to) mutable {
@@ -61,13 +59,9 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& t, ReduceOp op, const OpO
   });
 }
 
-std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& ts, ReduceOp op,
-                                                         const OpOptions& opts) {
-  const std::string w = where(OpType::kAllReduceCoalesced, 0);
-  for (size_t i = 0; i < ts.size(); ++i) {
-    detail::check_output(ts[i], w, str("input ", i));
-    check_reduce_op(ts[i].dtype(), op, w);
-  }
+std::shared_ptr<Work> HostProcessGroup::issue_all_reduce_coalesced(std::vector<Tensor>& ts,
+                                                                   ReduceOp op,
+                                                                   const OpOptions& opts) {
   const std::string desc = str("all_reduce_coalesced ", list_desc(ts), " ", reduce_op_name(op));
   std::vector<Tensor> targets = ts;
   return post(OpType::kAllReduceCoalesced, opts, ts,
@@ -95,12 +89,8 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& ts
               });
 }
 
-std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(Tensor& out, const Tensor& in,
-                                                           const OpOptions& opts) {
-  const std::string w = where(OpType::kAllGather, 0);
-  detail::check_tensor(in, w, "input");
-  detail::check_output(out, w, "output");
-  detail::check_all_gather(out, in, size(), w);
+std::shared_ptr<Work> HostProcessGroup::issue_all_gather(Tensor& out, const Tensor& in,
+                                                         const OpOptions& opts) {
   Tensor in_c = contiguous_buffer(in), out_buf = output_buffer(out);
   const std::string desc = str("all_gather_into_tensor ", detail::tensor_desc(in));
   return post(OpType::kAllGather, opts, {out},
@@ -111,18 +101,11 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(Tensor& out, const Te
               });
 }
 
-std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor_coalesced(std::vector<Tensor>& outs,
-                                                                     const std::vector<Tensor>& ins,
-                                                                     const OpOptions& opts) {
-  const std::string w = where(OpType::kAllGatherCoalesced, 0);
-  detail::check_list_sizes(outs.size(), ins.size(), w);
+std::shared_ptr<Work> HostProcessGroup::issue_all_gather_coalesced(std::vector<Tensor>& outs,
+                                                                   const std::vector<Tensor>& ins,
+                                                                   const OpOptions& opts) {
   std::vector<Tensor> in_c;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    detail::check_tensor(ins[i], w, str("input ", i));
-    detail::check_output(outs[i], w, str("output ", i));
-    detail::check_all_gather(outs[i], ins[i], size(), w);
-    in_c.push_back(contiguous_buffer(ins[i]));
-  }
+  for (const Tensor& in : ins) in_c.push_back(contiguous_buffer(in));
   const std::string desc = str("all_gather_into_tensor_coalesced ", list_desc(ins));
   std::vector<Tensor> targets = outs;
   return post(
@@ -156,13 +139,8 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor_coalesced(std::vector
       });
 }
 
-std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(Tensor& out, const Tensor& in,
-                                                          ReduceOp op, const OpOptions& opts) {
-  const std::string w = where(OpType::kReduceScatter, 0);
-  detail::check_tensor(in, w, "input");
-  detail::check_output(out, w, "output");
-  detail::check_reduce_scatter(out, in, size(), w);
-  check_reduce_op(in.dtype(), op, w);
+std::shared_ptr<Work> HostProcessGroup::issue_reduce_scatter(Tensor& out, const Tensor& in,
+                                                             ReduceOp op, const OpOptions& opts) {
   Tensor in_c = contiguous_buffer(in), out_buf = output_buffer(out);
   const std::string desc =
       str("reduce_scatter_tensor ", detail::tensor_desc(in), " ", reduce_op_name(op));
@@ -177,20 +155,10 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(Tensor& out, const Ten
               });
 }
 
-std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor_coalesced(std::vector<Tensor>& outs,
-                                                                    const std::vector<Tensor>& ins,
-                                                                    ReduceOp op,
-                                                                    const OpOptions& opts) {
-  const std::string w = where(OpType::kReduceScatterCoalesced, 0);
-  detail::check_list_sizes(outs.size(), ins.size(), w);
+std::shared_ptr<Work> HostProcessGroup::issue_reduce_scatter_coalesced(
+    std::vector<Tensor>& outs, const std::vector<Tensor>& ins, ReduceOp op, const OpOptions& opts) {
   std::vector<Tensor> in_c;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    detail::check_tensor(ins[i], w, str("input ", i));
-    detail::check_output(outs[i], w, str("output ", i));
-    detail::check_reduce_scatter(outs[i], ins[i], size(), w);
-    check_reduce_op(ins[i].dtype(), op, w);
-    in_c.push_back(contiguous_buffer(ins[i]));
-  }
+  for (const Tensor& in : ins) in_c.push_back(contiguous_buffer(in));
   const std::string desc =
       str("reduce_scatter_tensor_coalesced ", list_desc(ins), " ", reduce_op_name(op));
   std::vector<Tensor> targets = outs;
@@ -226,39 +194,22 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor_coalesced(std::vector<
       });
 }
 
-std::shared_ptr<Work> ProcessGroup::all_to_all_single(Tensor& out, const Tensor& in,
-                                                      const std::vector<int64_t>& out_splits,
-                                                      const std::vector<int64_t>& in_splits,
-                                                      const OpOptions& opts) {
-  const std::string w = where(OpType::kAllToAll, 0);
-  detail::check_tensor(in, w, "input");
-  detail::check_output(out, w, "output");
-  auto [out_counts, in_counts] =
-      detail::check_all_to_all(out, in, out_splits, in_splits, size(), w);
+std::shared_ptr<Work> HostProcessGroup::issue_all_to_all(Tensor& out, const Tensor& in,
+                                                         const AllToAllCounts& counts,
+                                                         const OpOptions& opts) {
   Tensor in_c = contiguous_buffer(in), out_buf = output_buffer(out);
-  // Rows per peer, for the consistency check.
-  const int64_t row = in.dim() > 0 && in.size(0) > 0 ? in.numel() / in.size(0) : 1;
-  std::vector<int64_t> out_rows(out_counts.size()), in_rows(in_counts.size());
-  for (size_t j = 0; j < out_counts.size(); ++j) {
-    out_rows[j] = row ? out_counts[j] / row : 0;
-    in_rows[j] = row ? in_counts[j] / row : 0;
-  }
   const Shape row_shape(in.sizes().begin() + 1, in.sizes().end());
   const std::string desc =
       str("all_to_all_single ", dtype_name(in.dtype()), " rows ", shape_str(row_shape));
   return post(OpType::kAllToAll, opts, {out},
-              [this, out, in_c, out_buf, out_counts = out_counts, in_counts = in_counts, out_rows,
-               in_rows, desc](Work& wk, Millis to) mutable {
-                check_consistency(wk, desc, to, &out_rows, &in_rows);
-                run_all_to_all(out_buf, in_c, out_counts, in_counts, to);
+              [this, out, in_c, out_buf, counts, desc](Work& wk, Millis to) mutable {
+                check_consistency(wk, desc, to, &counts.out_rows, &counts.in_rows);
+                run_all_to_all(out_buf, in_c, counts.out_counts, counts.in_counts, to);
                 copy_back(out, out_buf);
               });
 }
 
-std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& t, int src, const OpOptions& opts) {
-  const std::string w = where(OpType::kBroadcast, 0);
-  detail::check_output(t, w, "input");
-  detail::check_rank(src, size(), w, "src");
+std::shared_ptr<Work> HostProcessGroup::issue_broadcast(Tensor& t, int src, const OpOptions& opts) {
   Tensor buf = contiguous_buffer(t);
   const std::string desc = str("broadcast ", detail::tensor_desc(t), " src ", src);
   return post(OpType::kBroadcast, opts, {t},
@@ -269,19 +220,15 @@ std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& t, int src, const OpOption
               });
 }
 
-std::shared_ptr<Work> ProcessGroup::barrier(const OpOptions& opts) {
+std::shared_ptr<Work> HostProcessGroup::issue_barrier(const OpOptions& opts) {
   return post(OpType::kBarrier, opts, {}, [this](Work& wk, Millis to) {
     check_consistency(wk, "barrier", to);
     run_barrier(to);
   });
 }
 
-std::shared_ptr<Work> ProcessGroup::send(const Tensor& t, int dst, int tag, const OpOptions& opts) {
-  const std::string w = where(OpType::kSend, 0);
-  detail::check_tensor(t, w, "input");
-  detail::check_rank(dst, size(), w, "dst");
-  if (dst == rank()) throw Error("cannot send to self", w, "a peer rank", std::to_string(dst));
-  if (tag < 0) throw Error("tag must be non-negative", w, ">= 0", std::to_string(tag));
+std::shared_ptr<Work> HostProcessGroup::issue_send(const Tensor& t, int dst, int tag,
+                                                   const OpOptions& opts) {
   Tensor buf = t.contiguous();
   P2PWaiter waiter = post_send(buf, dst, tag);
   return post(
@@ -289,12 +236,8 @@ std::shared_ptr<Work> ProcessGroup::send(const Tensor& t, int dst, int tag, cons
       [waiter, buf](Work& wk, Millis to) { wk.set_source_rank(waiter(to)); }, true);
 }
 
-std::shared_ptr<Work> ProcessGroup::recv(Tensor& t, int src, int tag, const OpOptions& opts) {
-  const std::string w = where(OpType::kRecv, 0);
-  detail::check_output(t, w, "output");
-  detail::check_rank(src, size(), w, "src");
-  if (src == rank()) throw Error("cannot receive from self", w, "a peer rank", std::to_string(src));
-  if (tag < 0) throw Error("tag must be non-negative", w, ">= 0", std::to_string(tag));
+std::shared_ptr<Work> HostProcessGroup::issue_recv(Tensor& t, int src, int tag,
+                                                   const OpOptions& opts) {
   Tensor buf = output_buffer(t);
   P2PWaiter waiter = post_recv(buf, src, tag);
   return post(
