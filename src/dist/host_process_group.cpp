@@ -19,17 +19,6 @@ class ConsistencyError : public Error {
   using Error::Error;
 };
 
-/// The message of an exception_ptr.
-std::string message_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
 }  // namespace
 
 HostProcessGroup::HostProcessGroup(int rank, int size, std::vector<int> global_ranks,

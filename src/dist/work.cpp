@@ -70,9 +70,6 @@ const char* op_type_name(OpType op) {
   return "?";
 }
 
-namespace {
-
-/// The message of an exception_ptr.
 std::string message_of(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
@@ -82,6 +79,8 @@ std::string message_of(const std::exception_ptr& e) {
     return "unknown error";
   }
 }
+
+namespace {
 
 Error timed_out(Millis timeout, const std::string& where) {
   return Error(str("Work.wait timed out after ", timeout.count(),

@@ -40,6 +40,9 @@ class DeviceEvent {
   virtual std::string device() const = 0;
 };
 
+/// The message of an exception (what() of a std::exception, else "unknown error").
+std::string message_of(const std::exception_ptr& e);
+
 /// One posted collective or point-to-point operation.
 class Work {
  public:
