@@ -59,4 +59,11 @@ std::vector<std::string> target_names() {
   return out;
 }
 
+TargetInfo Target::describe(const std::string& target_name, const std::string&,
+                           const std::string&) const {
+  TargetInfo t;
+  t.name = t.manifest_target = target_name;
+  return t;
+}
+
 }  // namespace anvil::codegen

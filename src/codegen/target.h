@@ -44,6 +44,11 @@ class Target {
   bool serves(const std::string& target_name) const;
   /// Where its packages run.
   virtual Device::Type device_type() const = 0;
+  /// What `target_name` means before any code is generated: the manifest target, the ISA flags
+  /// and the CPU features (the package cache key and the compile report use it). Default: the
+  /// name itself, no flags, no features.
+  virtual TargetInfo describe(const std::string& target_name, const std::string& compiler,
+                              const std::string& cache_dir) const;
   /// Adjusts the compiler passes for this target (e.g. no CPU-only packed GEMM forms).
   virtual void adjust_pipeline(passes::PipelineOptions& pipeline) const {}
   /// Every step of `program` this target cannot compile, one line each naming the step, its

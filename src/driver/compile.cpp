@@ -132,9 +132,7 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
     co.split_reductions = false;
   // Resolve first: an unknown target fails before any work.
   const codegen::Target& backend = codegen::find_target(options.target);
-  codegen::TargetInfo target;
-  if (backend.device_type() == Device::Type::kCPU)
-    target = codegen::resolve_target(options.target, options.compiler, cache_dir);
+  const codegen::TargetInfo target = backend.describe(options.target, options.compiler, cache_dir);
 
   auto t = Clock::now();
   const passes::Program program =
@@ -232,11 +230,8 @@ CompileReport compile_pt2(const std::string& pt2_path, const std::string& out_pa
 
 std::string package_cache_path(const std::string& pt2_path, const CompileOptions& options) {
   const std::string cache_dir = cache_root(options);
-  codegen::TargetInfo target;
-  if (codegen::find_target(options.target).device_type() == Device::Type::kCPU)
-    target = codegen::resolve_target(options.target, options.compiler, cache_dir);
-  else
-    target.manifest_target = options.target;
+  const codegen::TargetInfo target =
+      codegen::find_target(options.target).describe(options.target, options.compiler, cache_dir);
   std::ostringstream key;
   key << "anvil-package-cache-v1\n"
       << "pt2 " << codegen::sha256_hex(read_file(pt2_path, "model")) << "\n"

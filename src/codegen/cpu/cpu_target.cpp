@@ -20,6 +20,10 @@ class CpuTarget final : public Target {
     return {"native", "x86_64", "generic", "x86_64-avx2", "x86_64-avx512"};
   }
   Device::Type device_type() const override { return Device::Type::kCPU; }
+  TargetInfo describe(const std::string& target_name, const std::string& compiler,
+                      const std::string& cache_dir) const override {
+    return resolve_target(target_name, compiler, cache_dir);
+  }
   std::vector<std::string> unsupported(const passes::Program&) const override { return {}; }
 
   TargetSources emit(const passes::Program& p, const CodegenOptions& o) const override {
