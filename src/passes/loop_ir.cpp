@@ -2,6 +2,7 @@
 #include "passes/loop_ir.h"
 
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -460,6 +461,92 @@ std::vector<HostSync> host_syncs(const Program& program) {
   if (alloc < program.run_allocs.size())
     out.push_back({program.steps.size(), "allocates a buffer sized during the run"});
   return out;
+}
+
+namespace {
+
+/// Serialises steps with buffers and expressions renumbered by first use.
+class KeyWriter {
+ public:
+  explicit KeyWriter(const Program& p) : p_(p) {}
+  std::string out;
+
+  void buffer(int b) {
+    auto [it, fresh] = buffers_.emplace(b, static_cast<int>(buffers_.size()));
+    out += "b" + std::to_string(it->second);
+    if (fresh && b >= 0) {
+      const Buffer& buf = p_.buffers[static_cast<size_t>(b)];
+      out += std::string("{") + dtype_name(buf.dtype) + (buf.local ? ",local" : "") + "}";
+    }
+  }
+  void expr(int id) {
+    auto [it, fresh] = exprs_.emplace(id, static_cast<int>(exprs_.size()));
+    out += "e" + std::to_string(it->second);
+    if (!fresh) return;  // a shared subexpression: referenced, not repeated
+    const Expr& e = p_.exprs.at(id);
+    out += std::string("=") + expr_op_name(e.op) + ":" + dtype_name(e.dtype);
+    if (e.op == ExprOp::kConst) out += ":" + (is_floating(e.dtype) ? fmt_double(e.f) : std::to_string(e.i));
+    if (e.op == ExprOp::kLoad) {
+      out += ":";
+      buffer(e.buffer);
+    }
+    if (e.op == ExprOp::kLoad || e.op == ExprOp::kIndex) out += "[" + e.index.str() + "]";
+    out += "(";
+    for (int a : e.args)
+      if (a >= 0) {
+        expr(a);
+        out += ",";
+      }
+    out += ")";
+  }
+  void sizes(const std::vector<SymInt>& v) {
+    out += "[";
+    for (const auto& x : v) out += x.str() + ",";
+    out += "]";
+  }
+  void operand(const GemmOperand& o) {
+    buffer(o.buffer);
+    out += "@" + o.offset.str() + "/" + o.ld.str() + (o.trans ? "T" : "N");
+    sizes(o.batch_strides);
+  }
+
+ private:
+  const Program& p_;
+  std::map<int, int> buffers_, exprs_;
+};
+
+}  // namespace
+
+std::string structural_key(const Program& program, const Step& step) {
+  KeyWriter w(program);
+  if (const auto* k = std::get_if<LoopKernel>(&step)) {
+    w.out = "loop";
+    w.sizes(k->outer);
+    w.sizes(k->inner);
+    for (const Pass& pass : k->passes)
+      for (const auto* part : {&pass.pre, &pass.loop, &pass.post}) {
+        w.out += "|";
+        for (const Stmt& st : *part) {
+          w.out += st.kind == Stmt::Kind::kStore ? "S" : std::string("R") + reduce_op_name(st.reduce);
+          w.out += std::string(":") + dtype_name(st.dtype) + ":a" + std::to_string(st.acc) + ":";
+          w.buffer(st.buffer);
+          w.out += "[" + st.index.str() + "]=";
+          w.expr(st.expr);
+          w.out += ";";
+        }
+      }
+    return w.out;
+  }
+  if (const auto* g = std::get_if<GemmStep>(&step)) {
+    w.out = std::string("gemm:") + dtype_name(g->dtype) + ":" + g->m.str() + "x" + g->n.str() +
+            "x" + g->k.str() + ":" + fmt_double(g->alpha);
+    w.sizes(g->batch);
+    w.operand(g->a);
+    w.operand(g->b);
+    w.operand(g->c);
+    return w.out;
+  }
+  return "";
 }
 
 }  // namespace anvil::passes

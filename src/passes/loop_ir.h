@@ -312,6 +312,13 @@ std::map<std::string, SymInt> sizes_before_run(const Program& p);
 /// Bytes a step moves if it reads and writes each buffer (view, GEMM operand) it touches once:
 /// the denominator of profiling's GB/s (sizes_before_run for run-time symbols).
 SymInt step_bytes(const Program& p, const Step& step);
+/// The structure of a loop kernel or GEMM step, independent of which buffers it touches: two
+/// steps with the same key compute the same thing on (possibly) different buffers, so one
+/// implementation can serve both with the buffers' base pointers as parameters. Buffers are
+/// numbered by first use and described by dtype and whether they are kernel-local; loop bounds,
+/// statements, expression DAGs (shared subexpressions kept shared), index expressions, GEMM
+/// shapes, layouts and alpha are compared exactly. Empty for other steps.
+std::string structural_key(const Program& program, const Step& step);
 /// A step at which the host waits for a value the run computes, so that a device target cannot
 /// capture the program as one graph (CUDA graphs): the step's index in Program::steps and why.
 struct HostSync {

@@ -11,6 +11,7 @@
 #include "harness.h"
 #include "interp/interpreter.h"
 #include "ir/parser.h"
+#include "passes/pipeline.h"
 
 namespace anvil {
 namespace {
@@ -173,6 +174,47 @@ TEST(KernelDedup, DifferentKernelsAreNotMerged) {
   EXPECT_EQ(r.kernels_shared, 0);
   EXPECT_EQ(manifest_shared(r), 0);
   EXPECT_EQ(all_sources(r).find("kshared"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace anvil
+
+namespace anvil {
+namespace {
+
+// The grouping criterion itself (passes::structural_key): the two symmetric bmm branches of case
+// 57 have one key though they touch other buffers; any change of shape, layout or scale, or of
+// a loop kernel's bounds, gives another key.
+TEST(KernelDedup, StructuralKeysCompareLoopIrNotBuffers) {
+  auto graph = frontend::load_pt2(fixture("aot/aot_57_shared_branches.pt2"));
+  const passes::Program p = passes::compile_to_program(*graph);
+  std::vector<const passes::GemmStep*> gemms;
+  const passes::LoopKernel* loop = nullptr;
+  for (const auto& s : p.steps) {
+    if (const auto* g = std::get_if<passes::GemmStep>(&s)) gemms.push_back(g);
+    if (const auto* k = std::get_if<passes::LoopKernel>(&s); k && !loop) loop = k;
+  }
+  ASSERT_GE(gemms.size(), 2u);
+  const std::string k0 = passes::structural_key(p, passes::Step(*gemms[0]));
+  EXPECT_FALSE(k0.empty());
+  int same = 0;
+  for (size_t i = 1; i < gemms.size(); ++i)
+    if (passes::structural_key(p, passes::Step(*gemms[i])) == k0) {
+      ++same;
+      EXPECT_NE(gemms[i]->c.buffer, gemms[0]->c.buffer);
+    }
+  EXPECT_GE(same, 1);
+  passes::GemmStep scaled = *gemms[0];
+  scaled.alpha = 0.5;
+  EXPECT_NE(passes::structural_key(p, passes::Step(scaled)), k0);
+  passes::GemmStep transposed = *gemms[0];
+  transposed.a.trans = !transposed.a.trans;
+  EXPECT_NE(passes::structural_key(p, passes::Step(transposed)), k0);
+  ASSERT_NE(loop, nullptr);
+  passes::LoopKernel wider = *loop;
+  wider.outer.push_back(SymInt(2));
+  EXPECT_NE(passes::structural_key(p, passes::Step(wider)), passes::structural_key(p, *loop));
+  EXPECT_EQ(passes::structural_key(p, passes::Step(passes::ExternStep{})), "");
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ class CpuTarget final : public Target {
           externs.insert(e->target);
         StepFunctionText f;
         f.name = passes::step_name(step);
+        f.step = &step;
         if (const auto* k = std::get_if<passes::LoopKernel>(&step)) {
           f.kind = StepFunctionText::Kind::kLoop;
           f.text = emit_loop_kernel(q, *k, o);

@@ -84,6 +84,8 @@ struct StepFunctionText {
   Kind kind = Kind::kOther;
   std::string name;  // the step's function name
   std::string text;  // emit_loop_kernel / emit_gemm / emit_extern output
+  const passes::Step* step = nullptr;  // the step it implements (kernels are grouped by its
+                                       // passes::structural_key)
 };
 /// Step functions grouped for the translation units: a unit is one unchanged function, or one
 /// shared implementation plus the forwarders of the steps it serves.

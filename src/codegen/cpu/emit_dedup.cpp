@@ -317,12 +317,20 @@ DedupResult dedup_step_functions(const passes::Program& p,
                                  const std::vector<StepFunctionText>& steps, int& next_shared) {
   DedupResult out;
   std::vector<Parsed> parsed(steps.size());
+  // Steps are grouped by the structure of their loop IR (passes::structural_key). The normalised
+  // text is what the shared body is built from; a member whose text does not normalise to the
+  // group's (it would not fit the shared body) stays on its own.
   std::map<std::string, std::vector<size_t>> groups;  // key -> members, in step order
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepFunctionText& s = steps[i];
+    if (!s.step) continue;
     if (s.kind == StepFunctionText::Kind::kLoop) parsed[i] = parse_loop(s.name, s.text);
     if (s.kind == StepFunctionText::Kind::kGemm) parsed[i] = parse_gemm(s.name, s.text);
-    if (parsed[i].ok) groups[parsed[i].key].push_back(i);
+    if (!parsed[i].ok) continue;
+    const std::string structure = passes::structural_key(p, *s.step);
+    if (structure.empty()) continue;
+    parsed[i].key = structure + "\n--\n" + parsed[i].key;
+    groups[parsed[i].key].push_back(i);
   }
   std::set<std::string> names;
   for (const auto& s : p.steps) names.insert(passes::step_name(s));
