@@ -48,7 +48,7 @@ C float_fn(C x, FloatFn fn) {
 }
 
 /// Activations that need a floating input (torch has no integer kernels for them).
-enum class Activation { kGeluNone, kGeluTanh, kSilu };
+enum class Activation { kGeluNone, kGeluTanh, kSilu, kHardswish, kHardsigmoid };
 
 template <typename C>
 C activation(C x, Activation fn) {
@@ -62,6 +62,10 @@ C activation(C x, Activation fn) {
     }
     case Activation::kSilu:
       return x / (C(1) + std::exp(-x));
+    case Activation::kHardsigmoid:  // relu6(x + 3) / 6
+      return std::min(std::max(x + C(3), C(0)), C(6)) / C(6);
+    case Activation::kHardswish:  // x * relu6(x + 3) / 6
+      return x * std::min(std::max(x + C(3), C(0)), C(6)) / C(6);
   }
   return x;
 }
@@ -245,6 +249,17 @@ std::vector<RValue> kernel_gelu(KernelContext& ctx) {
 std::vector<TensorType> shape_silu(const Node& n) { return {activation_type(n, "silu")}; }
 std::vector<RValue> kernel_silu(KernelContext& c) {
   return activation_kernel(c, Activation::kSilu, "silu");
+}
+
+std::vector<TensorType> shape_hardswish(const Node& n) { return {activation_type(n, "hardswish")}; }
+std::vector<RValue> kernel_hardswish(KernelContext& c) {
+  return activation_kernel(c, Activation::kHardswish, "hardswish");
+}
+std::vector<TensorType> shape_hardsigmoid(const Node& n) {
+  return {activation_type(n, "hardsigmoid")};
+}
+std::vector<RValue> kernel_hardsigmoid(KernelContext& c) {
+  return activation_kernel(c, Activation::kHardsigmoid, "hardsigmoid");
 }
 
 // ---- logical_not / bitwise_not

@@ -164,7 +164,7 @@ TRefPtr arith(Lowerer& L, const std::string& t, DType rt, const ir::TensorType& 
               });
 }
 
-/// gelu / silu as expressions over x (dtype rt).
+/// gelu / silu / hardswish / hardsigmoid as expressions over x (dtype rt).
 int activation(ExprPool& E, const std::string& t, int x, DType rt, const std::string& approx) {
   auto c = [&](double v) { return E.constant(v, rt); };
   auto mul = [&](int a, int b) { return E.binary(ExprOp::kMul, a, b, rt); };
@@ -172,6 +172,12 @@ int activation(ExprPool& E, const std::string& t, int x, DType rt, const std::st
   if (t == "aten.silu.default")
     return E.binary(ExprOp::kDiv, x,
                     addf(c(1), E.unary(ExprOp::kExp, E.unary(ExprOp::kNeg, x, rt), rt)), rt);
+  if (t == "aten.hardsigmoid.default" || t == "aten.hardswish.default") {  // relu6(x + 3) / 6
+    const int r6 =
+        E.binary(ExprOp::kMin, E.binary(ExprOp::kMax, addf(x, c(3)), c(0), rt), c(6), rt);
+    const int hs = E.binary(ExprOp::kDiv, r6, c(6), rt);
+    return t == "aten.hardswish.default" ? mul(x, hs) : hs;
+  }
   if (approx == "tanh") {
     const double k_beta = M_SQRT2 * M_2_SQRTPI * 0.5;
     int inner = mul(c(k_beta), addf(x, mul(mul(mul(c(0.044715), x), x), x)));
@@ -434,7 +440,8 @@ bool lower_pointwise(Lowerer& L, const ir::Node& n) {
   const ExprOp ff = float_fn(t);
   if (ff != ExprOp::kConst || t == "aten.neg.default" || t == "aten.abs.default" ||
       t == "aten.relu.default" || t == "aten.logical_not.default" ||
-      t == "aten.bitwise_not.default" || t == "aten.gelu.default" || t == "aten.silu.default") {
+      t == "aten.bitwise_not.default" || t == "aten.gelu.default" || t == "aten.silu.default" ||
+      t == "aten.hardswish.default" || t == "aten.hardsigmoid.default") {
     Operand X = *operand(L, "self");
     std::string approx = "none";
     if (const ir::Arg* a = n.arg("approximate"); a && a->kind == ir::Arg::Kind::kString)

@@ -66,6 +66,11 @@ const std::vector<UnaryCase>& float_cases() {
        false,
        {0.3112296760082245, -0.27837517857551575, 1.7615940570831299, 3.9280550479888916, 0.0,
         -0.14227761328220367}},
+      // PyTorch's definitions: hardsigmoid = relu6(x + 3) / 6, hardswish = x * hardsigmoid(x)
+      {"aten.hardswish.default",
+       false,
+       {0.5 * 3.5 / 6, -1.25 * 1.75 / 6, 2.0 * 5 / 6, 4.0, 0.0, 0.0}},
+      {"aten.hardsigmoid.default", false, {3.5 / 6, 1.75 / 6, 5.0 / 6, 1.0, 0.5, 0.0}},
       {"aten.gelu.default",
        false,
        {0.3457311987876892, -0.13206231594085693, 1.9544999599456787, 3.999873161315918, 0.0,
@@ -147,7 +152,8 @@ TEST(OpsUnary, IntegerKeepingOps) {
     ANVIL_EXPECT_ERROR(OpRunner(op).tensor("self", boolean({1}, {1})).run(),
                        "is not supported for bool tensors")
         << op;
-  for (const char* op : {"aten.gelu.default", "aten.silu.default"})
+  for (const char* op : {"aten.gelu.default", "aten.silu.default", "aten.hardswish.default",
+                         "aten.hardsigmoid.default"})
     ANVIL_EXPECT_ERROR(OpRunner(op).tensor("self", i64({1}, {1})).run(),
                        "is only implemented for floating dtypes")
         << op;
