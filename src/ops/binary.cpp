@@ -469,5 +469,10 @@ std::vector<TensorType> shape_minimum(const Node& n) { return {extremum_type(n)}
 std::vector<RValue> kernel_minimum(KernelContext& c) {
   return {extremum(c.tensor("self"), c.tensor("other"), false, c.where())};
 }
+// torch.max(a, b) / torch.min(a, b): the same ops under their other export names
+std::vector<TensorType> shape_max_other(const Node& n) { return shape_maximum(n); }
+std::vector<RValue> kernel_max_other(KernelContext& c) { return kernel_maximum(c); }
+std::vector<TensorType> shape_min_other(const Node& n) { return shape_minimum(n); }
+std::vector<RValue> kernel_min_other(KernelContext& c) { return kernel_minimum(c); }
 
 }  // namespace anvil::ops

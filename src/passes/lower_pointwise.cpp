@@ -374,9 +374,11 @@ bool lower_pointwise(Lowerer& L, const ir::Node& n) {
            }));
     return true;
   }
-  if (t == "aten.maximum.default" || t == "aten.minimum.default") {
+  if (t == "aten.maximum.default" || t == "aten.minimum.default" || t == "aten.max.other" ||
+      t == "aten.min.other") {
     Operand A = *operand(L, "self"), B = *operand(L, "other");
-    const ExprOp op = t == "aten.maximum.default" ? ExprOp::kMax : ExprOp::kMin;
+    const ExprOp op =
+        t == "aten.maximum.default" || t == "aten.max.other" ? ExprOp::kMax : ExprOp::kMin;
     L.bind(0, make(L, out, {A, B}, [&L, &E, A, B, rt, sizes, op](const Index& idx) {
              return E.binary(op, value(L, A, rt, sizes, idx), value(L, B, rt, sizes, idx), rt);
            }));

@@ -386,6 +386,11 @@ TEST(OpsBinary, MaximumMinimumPropagateNaN) {
   EXPECT_TRUE(matches(y, DType::kFloat32, {2, 3}, {2.0, kNaN, kNaN, 2.0, 2.0, kNaN}));
   y = OpRunner("aten.minimum.default").tensor("self", a).tensor("other", b).run1();
   EXPECT_TRUE(matches(y, DType::kFloat32, {2, 3}, {1.0, kNaN, kNaN, -1.0, 0.0, kNaN}));
+  // torch.max(a, b) / torch.min(a, b) export as aten.max.other / aten.min.other
+  y = OpRunner("aten.max.other").tensor("self", a).tensor("other", b).run1();
+  EXPECT_TRUE(matches(y, DType::kFloat32, {2, 3}, {2.0, kNaN, kNaN, 2.0, 2.0, kNaN}));
+  y = OpRunner("aten.min.other").tensor("self", a).tensor("other", b).run1();
+  EXPECT_TRUE(matches(y, DType::kFloat32, {2, 3}, {1.0, kNaN, kNaN, -1.0, 0.0, kNaN}));
   y = OpRunner("aten.maximum.default")
           .tensor("self", i64({2, 2}, {1, 7, 5, -2}).transpose(0, 1))
           .tensor("other", i64({2}, {3, 0}))
