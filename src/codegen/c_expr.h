@@ -228,6 +228,14 @@ class Body {
         return "fast_sigmoid(" + a(0) + ")";
       case ExprOp::kRelu:
         return a(0) + " < 0 ? static_cast<" + ct + ">(0) : " + a(0);
+      case ExprOp::kFloor:
+        return "std::floor(" + a(0) + ")";
+      case ExprOp::kCeil:
+        return "std::ceil(" + a(0) + ")";
+      case ExprOp::kRound:
+        return "std::nearbyint(" + a(0) + ")";
+      case ExprOp::kTrunc:
+        return "std::trunc(" + a(0) + ")";
       case ExprOp::kLogicalNot:
         return "static_cast<int64_t>(" + a(0) + " == 0)";
       case ExprOp::kBitNot:

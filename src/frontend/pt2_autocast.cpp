@@ -8,6 +8,9 @@
 // autocast's "promote" policy does; the ops autocast forces to float32 (losses, fft, linalg) are
 // cast to float32. float64 tensors are never cast. Disabled regions are inlined unchanged, and
 // so are the ops of a nested region (inlined first, it marks its nodes with its own policy).
+// torch.no_grad() / torch.enable_grad() regions (higher_order.wrap_with_set_grad_enabled, which
+// LLaMA-family exports carry around their rotary embeddings) are inlined unchanged: grad mode
+// changes nothing at inference.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -70,26 +73,43 @@ std::string fresh(const ir::Graph& g, const std::set<std::string>& names, const 
 
 }  // namespace
 
-std::vector<ir::Value*> inline_autocast(ir::Graph& g, const ir::Node& hop,
-                                        std::set<std::string>& node_names) {
+std::vector<ir::Value*> inline_region(ir::Graph& g, const ir::Node& hop,
+                                      std::set<std::string>& node_names) {
   const std::string where = "node " + hop.name + " (" + hop.target + ")";
+  const bool autocast = hop.target == "higher_order.wrap_with_autocast";
+  const std::string what = autocast ? "wrap_with_autocast" : "wrap_with_set_grad_enabled";
   const ir::Arg* fn = hop.arg("fn");
   const ir::Arg* dt = hop.arg("dtype");
   const ir::Arg* en = hop.arg("enabled");
   const ir::Arg* dev = hop.arg("device_type");
-  if (!fn || fn->kind != ir::Arg::Kind::kGraph || !dt || dt->kind != ir::Arg::Kind::kScalarType)
-    throw Error("malformed wrap_with_autocast", where, "(device_type, dtype, enabled, "
-                "cache_enabled, fn, *args)", "other arguments");
-  const bool enabled = !en || en->kind != ir::Arg::Kind::kBool || en->b;
+  if (!fn || fn->kind != ir::Arg::Kind::kGraph)
+    throw Error("malformed " + what, where,
+                autocast ? "(device_type, dtype, enabled, cache_enabled, fn, *args)"
+                         : "(enabled, fn, *args)",
+                "other arguments");
+  if (autocast && (!dt || dt->kind != ir::Arg::Kind::kScalarType))
+    throw Error("malformed wrap_with_autocast", where,
+                "(device_type, dtype, enabled, cache_enabled, fn, *args)", "no dtype");
+  // A set_grad_enabled region casts nothing and leaves the policy of autocast regions around it.
+  const bool enabled = autocast && (!en || en->kind != ir::Arg::Kind::kBool || en->b);
   if (enabled && dev && dev->kind == ir::Arg::Kind::kString && dev->s != "cpu")
     throw Error("autocast for another device than the CPU", where, "device_type 'cpu'", dev->s);
-  const DType low = dt->dtype;
+  const DType low = autocast ? dt->dtype : DType::kFloat32;
   const ir::Graph& sub = hop.subgraph("fn");
   std::vector<ir::Value*> operands;
-  for (const ir::Arg& a : hop.args)
-    if (a.name.rfind("arg", 0) == 0 && a.kind == ir::Arg::Kind::kTensor) operands.push_back(a.value);
+  for (const ir::Arg& a : hop.args) {
+    if (a.name.rfind("arg", 0) != 0) continue;
+    if (a.kind == ir::Arg::Kind::kTensor) {
+      operands.push_back(a.value);
+    } else if (a.kind == ir::Arg::Kind::kSymInt && a.symints.size() == 1 && a.symints[0].value) {
+      operands.push_back(a.symints[0].value);  // a dynamic size the region reads
+    } else {
+      throw Error(what + " operand of an unsupported kind", where + ", argument " + a.name,
+                  "a tensor or a symbolic int", "a constant or list");
+    }
+  }
   if (operands.size() != sub.inputs().size())
-    throw Error("wrap_with_autocast operands do not match its subgraph", where,
+    throw Error(what + " operands do not match its subgraph", where,
                 std::to_string(sub.inputs().size()), std::to_string(operands.size()));
   std::map<const ir::Value*, ir::Value*> map;
   for (size_t i = 0; i < operands.size(); ++i) map[sub.inputs()[i]] = operands[i];
@@ -97,7 +117,7 @@ std::vector<ir::Value*> inline_autocast(ir::Graph& g, const ir::Node& hop,
     if (!v) return v;
     auto it = map.find(v);
     if (it == map.end())
-      throw Error("wrap_with_autocast subgraph reads a value it does not define", where,
+      throw Error(what + " subgraph reads a value it does not define", where,
                   "a subgraph input or node output", v->name);
     return it->second;
   };
@@ -115,7 +135,7 @@ std::vector<ir::Value*> inline_autocast(ir::Graph& g, const ir::Node& hop,
     const bool decided = n->metadata.count(kAutocastKey) > 0;  // by a nested region
     const bool to_low = enabled && !decided && lower_precision_op(n->target);
     const bool to_f32 = enabled && !decided && float32_op(n->target);
-    if (!decided) node->metadata[kAutocastKey] = enabled ? dtype_name(low) : "disabled";
+    if (!decided && autocast) node->metadata[kAutocastKey] = enabled ? dtype_name(low) : "disabled";
     for (ir::Arg& a : node->args) {
       a.value = remap(a.value);
       for (ir::Value*& v : a.values) v = remap(v);

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "frontend/pt2_internal.h"
+#include "ir/inplace.h"
 #include "ir/op_schema.h"
 
 namespace anvil::frontend::detail {
@@ -32,7 +33,9 @@ const std::vector<std::string>* higher_order_arg_names(const std::string& target
                                                   "additional_inputs"};
   static const std::vector<std::string> kAutocast = {"device_type", "dtype", "enabled",
                                                      "cache_enabled", "fn"};
+  static const std::vector<std::string> kSetGrad = {"enabled", "fn"};
   if (target == "higher_order.wrap_with_autocast") return &kAutocast;
+  if (target == "higher_order.wrap_with_set_grad_enabled") return &kSetGrad;
   if (target == "higher_order.cond") return &kCond;
   if (target == "higher_order.while_loop") return &kWhile;
   return nullptr;
@@ -112,7 +115,9 @@ class GraphBuilder {
     for (const JField& n : nodes.items()) {
       n.expect_object();
       const std::string& target = n.at("target").as_string();
-      if (ir::find_op(target) || native_collective(ir::canonical_target(target))) continue;
+      if (ir::find_op(target) || ir::inplace_functional(target) ||
+          native_collective(ir::canonical_target(target)))
+        continue;
       std::string t = ir::canonical_target(target);
       auto it =
           std::find_if(unknown.begin(), unknown.end(), [&](const auto& p) { return p.first == t; });
@@ -329,7 +334,8 @@ class GraphBuilder {
     const std::string canonical = ir::canonical_target(target);
     const char* native = native_collective(canonical);  // legacy c10d_functional namespace
     node->schema = ir::find_op(native ? std::string(native) : target);
-    ANVIL_INTERNAL_ASSERT(node->schema, "target vanished from the op table: " + target);
+    const ir::OpSchema* functional = node->schema ? nullptr : ir::inplace_functional(target);
+    ANVIL_INTERNAL_ASSERT(node->schema || functional, "target vanished from the op table: " + target);
     node->target = native ? std::string(native) : canonical;
     pending_subgraphs_.clear();
     const std::vector<std::string>* positional = higher_order_arg_names(node->target);
@@ -347,7 +353,9 @@ class GraphBuilder {
     if (native) rewrite_legacy_collective(*node, canonical, n);
     node->subgraphs = std::move(pending_subgraphs_);
     pending_subgraphs_.clear();
-    if (node->target == "higher_order.wrap_with_autocast") return inline_autocast_node(n, *node);
+    if (node->target == "higher_order.wrap_with_autocast" ||
+        node->target == "higher_order.wrap_with_set_grad_enabled")
+      return inline_region_node(n, *node);
     JField outs = n.at("outputs");
     std::vector<JField> out_items = outs.items();
     for (const JField& o : out_items) {
@@ -397,15 +405,27 @@ class GraphBuilder {
     if (auto md = n.get("metadata")) {
       for (const auto& [key, val] : md->members()) node->metadata[key] = val.as_string();
     }
+    if (functional) {  // aten.X_.O: the functional op plus a write (ir/inplace.h)
+      const ir::Node* copy = nullptr;
+      try {
+        copy = ir::append_inplace(g_, std::move(node), *functional);
+      } catch (const Error& e) {  // the functional op's shape rule refused the arguments
+        n.fail("in-place op cannot be imported as its functional form",
+               std::string(functional->name) + " plus copy_", e.what());
+      }
+      node_names_.insert(copy->args[1].value->name);
+      return;
+    }
     g_.append(std::move(node));
   }
 
-  /// An autocast region: its nodes go into the graph (pt2_autocast.cpp); each output of the
-  /// region is an alias of the inlined result.
-  void inline_autocast_node(const JField& n, ir::Node& hop) {
-    hop.name = "autocast";
+  /// An autocast or set_grad_enabled region: its nodes go into the graph (pt2_autocast.cpp);
+  /// each output of the region is an alias of the inlined result.
+  void inline_region_node(const JField& n, ir::Node& hop) {
+    const std::string what = hop.target.substr(hop.target.find('.') + 1);  // wrap_with_autocast
+    hop.name = what == "wrap_with_autocast" ? "autocast" : "set_grad";
     if (auto nm = n.get("name"); nm && !nm->as_string().empty()) hop.name = nm->as_string();
-    const std::vector<ir::Value*> results = inline_autocast(g_, hop, node_names_);
+    const std::vector<ir::Value*> results = inline_region(g_, hop, node_names_);
     std::vector<JField> names;
     for (const JField& o : n.at("outputs").items()) {
       auto [kind, v] = o.union_member();
@@ -413,14 +433,14 @@ class GraphBuilder {
       else if (kind == "as_tensors")
         for (const JField& t : v.items()) names.push_back(t);
       else
-        o.fail("unsupported output kind of wrap_with_autocast", "as_tensor or as_tensors", kind);
+        o.fail("unsupported output kind of " + what, "as_tensor or as_tensors", kind);
     }
     if (names.size() != results.size())
-      n.fail("wrap_with_autocast outputs do not match its subgraph", str(results.size()),
+      n.fail(what + " outputs do not match its subgraph", str(results.size()),
              str(names.size()));
     for (size_t k = 0; k < names.size(); ++k) {
       if (!results[k] || !results[k]->is_tensor())
-        n.fail("wrap_with_autocast returns a non-tensor", "tensor outputs", "another kind");
+        n.fail(what + " returns a non-tensor", "tensor outputs", "another kind");
       auto alias = std::make_unique<ir::Node>();
       alias->schema = ir::find_op("aten.alias.default");
       alias->target = "aten.alias.default";

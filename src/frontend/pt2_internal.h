@@ -94,10 +94,11 @@ SymInt parse_sym_expr(const std::string& text, const JField& f);
 std::unique_ptr<ir::Graph> build_graph(const Json& model, const JsonSource& src);
 
 /// Appends the nodes of a higher_order.wrap_with_autocast region `hop` (not itself in `g`) to
-/// `g`, with the casts CPU autocast applies made explicit (pt2_autocast.cpp); returns the values
-/// of the region's outputs. `node_names` are the names taken so far.
-std::vector<ir::Value*> inline_autocast(ir::Graph& g, const ir::Node& hop,
-                                        std::set<std::string>& node_names);
+/// `g`, with the casts CPU autocast applies made explicit, or those of a
+/// higher_order.wrap_with_set_grad_enabled region unchanged (pt2_autocast.cpp); returns the
+/// values of the region's outputs. `node_names` are the names taken so far.
+std::vector<ir::Value*> inline_region(ir::Graph& g, const ir::Node& hop,
+                                      std::set<std::string>& node_names);
 
 /// The native `_c10d_functional` target of a legacy `c10d_functional` collective (canonical
 /// target, without "torch.ops."), or null (pt2_legacy.cpp).

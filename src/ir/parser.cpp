@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "ir/inplace.h"
 #include "ir/op_schema.h"
 #include "ir/parser_internal.h"
 #include "ir/printer.h"
@@ -193,7 +194,8 @@ void TextParser::parse_node() {
   node->target = peek() == '"' ? string_lit() : dotted_ident();
   if (node->target.empty()) fail_at(tpos, "an op target such as aten.add.Tensor", describe(tpos));
   node->schema = find_op(node->target);
-  if (!node->schema) {
+  const OpSchema* functional = node->schema ? nullptr : inplace_functional(node->target);
+  if (!node->schema && !functional) {
     auto& u = unknown_[node->target];
     if (u.first++ == 0) u.second = tpos;
   }
@@ -212,6 +214,10 @@ void TextParser::parse_node() {
         node->name = v->name;
         break;
       }
+  }
+  if (functional) {  // aten.X_.O: the functional op plus a write (ir/inplace.h)
+    append_inplace(*graph_, std::move(node), *functional);
+    return;
   }
   graph_->append(std::move(node));
 }

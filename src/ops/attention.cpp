@@ -9,6 +9,7 @@
 //   * enable_gqa repeat_interleaves key/value heads (dim -3) up to the query's head count; without
 //     it, batch dims (heads included) follow ordinary broadcasting and a mismatch is an Error;
 //   * dropout_p must be 0 (inference only).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -258,7 +259,25 @@ std::vector<ir::RValue> kernel_sdpa(ir::KernelContext& ctx) {
   else
     safe_softmax_rows<float>(scores);
   Tensor out = linalg_detail::matmul_fused(scores, vf, Tensor(), 1.0, 0.0, ctx.where());
-  return {out.to(dt)};
+  // PyTorch's CPU kernel for 4-D inputs with unit-stride, equal head dims gives the output
+  // the query's layout (empty_like(query): the same dim order by stride). Later views rely on
+  // those strides (torchvision's attention views the permuted output), so the reference gives
+  // the same layout; other inputs get the math backend's contiguous result.
+  const bool like_query = query.dim() == 4 && key.dim() == 4 && value.dim() == 4 &&
+                          out.dim() == 4 && query.size(-1) == value.size(-1) &&
+                          query.stride(-1) == 1 && key.stride(-1) == 1 && value.stride(-1) == 1;
+  if (!like_query) return {out.to(dt)};
+  Shape order = {0, 1, 2, 3};  // dims from outermost to innermost in the query's memory
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return query.stride(a) > query.stride(b); });
+  Shape sizes, inverse(4);
+  for (size_t k = 0; k < 4; ++k) {
+    sizes.push_back(out.size(order[k]));
+    inverse[static_cast<size_t>(order[k])] = static_cast<int64_t>(k);
+  }
+  Tensor laid = Tensor::empty(sizes, dt).permute(inverse);
+  laid.copy_from(out.to(dt));
+  return {laid};
 }
 
 }  // namespace anvil::ops

@@ -411,45 +411,6 @@ std::vector<RValue> kernel_div_Tensor_mode(KernelContext& ctx) {
   return arith_kernel(ctx, div_mode(mode, ctx.where()), false);
 }
 
-// ---- in-place arithmetic (write into self, honoring its strides; return self)
-
-std::vector<TensorType> shape_add__Tensor(const Node& n) {
-  return {arith_type(n, Arith::kAdd, true)};
-}
-std::vector<RValue> kernel_add__Tensor(KernelContext& c) {
-  return arith_kernel(c, Arith::kAdd, true);
-}
-std::vector<TensorType> shape_add__Scalar(const Node& n) {
-  return {arith_type(n, Arith::kAdd, true)};
-}
-std::vector<RValue> kernel_add__Scalar(KernelContext& c) {
-  return arith_kernel(c, Arith::kAdd, true);
-}
-std::vector<TensorType> shape_sub__Tensor(const Node& n) {
-  return {arith_type(n, Arith::kSub, true)};
-}
-std::vector<RValue> kernel_sub__Tensor(KernelContext& c) {
-  return arith_kernel(c, Arith::kSub, true);
-}
-std::vector<TensorType> shape_mul__Tensor(const Node& n) {
-  return {arith_type(n, Arith::kMul, true)};
-}
-std::vector<RValue> kernel_mul__Tensor(KernelContext& c) {
-  return arith_kernel(c, Arith::kMul, true);
-}
-std::vector<TensorType> shape_mul__Scalar(const Node& n) {
-  return {arith_type(n, Arith::kMul, true)};
-}
-std::vector<RValue> kernel_mul__Scalar(KernelContext& c) {
-  return arith_kernel(c, Arith::kMul, true);
-}
-std::vector<TensorType> shape_div__Tensor(const Node& n) {
-  return {arith_type(n, Arith::kDiv, true)};
-}
-std::vector<RValue> kernel_div__Tensor(KernelContext& c) {
-  return arith_kernel(c, Arith::kDiv, true);
-}
-
 // ---- pow
 
 std::vector<TensorType> shape_pow_Tensor_Scalar(const Node& n) { return {pow_type(n)}; }

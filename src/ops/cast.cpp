@@ -174,12 +174,14 @@ std::vector<RValue> kernel_detach(KernelContext& ctx) { return {ctx.tensor("self
 std::vector<TensorType> shape_dropout(const Node& node) {
   check_dropout(ir::shape_args::float_(node, "p"), ir::shape_args::bool_(node, "train", false),
                 node_where(node));
-  return {cast_type(in_type(node, "input"), std::nullopt, std::nullopt)};
+  // dropout's tensor is `input`; dropout_ (run as dropout plus a write, ir/inplace.h) calls it self
+  const char* x = ir::shape_args::has(node, "input") ? "input" : "self";
+  return {cast_type(in_type(node, x), std::nullopt, std::nullopt)};
 }
 
 std::vector<RValue> kernel_dropout(KernelContext& ctx) {
   check_dropout(ctx.float_arg("p"), ctx.bool_arg("train", false), ctx.where());
-  return {ctx.tensor("input")};
+  return {ctx.tensor(ctx.has("input") ? "input" : "self")};
 }
 
 std::vector<TensorType> shape_assert_tensor_metadata(const Node& node) {

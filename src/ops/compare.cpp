@@ -305,6 +305,46 @@ std::vector<RValue> kernel_clamp(KernelContext& ctx) {
   return {out.to(rt)};
 }
 
+// clamp_min / clamp_max: clamp with one bound (the argument names match clamp's).
+std::vector<TensorType> shape_clamp_min(const Node& n) { return shape_clamp(n); }
+std::vector<RValue> kernel_clamp_min(KernelContext& c) { return kernel_clamp(c); }
+std::vector<TensorType> shape_clamp_max(const Node& n) { return shape_clamp(n); }
+std::vector<RValue> kernel_clamp_max(KernelContext& c) { return kernel_clamp(c); }
+
+// hardtanh(self, min_val=-1, max_val=1) and relu6 = hardtanh(self, 0, 6): clamps to fixed
+// bounds in self's dtype (bool refused, as PyTorch does).
+namespace {
+std::pair<double, double> hardtanh_bounds(const Node& node) {
+  if (node.target == "aten.relu6.default") return {0.0, 6.0};
+  return {ir::shape_args::float_(node, "min_val", -1.0), ir::shape_args::float_(node, "max_val", 1.0)};
+}
+}  // namespace
+
+
+std::vector<TensorType> shape_hardtanh(const Node& node) {
+  const TensorType& self = ir::shape_args::type(node, "self");
+  if (self.dtype == DType::kBool)
+    ir::shape_args::fail(node, "hardtanh of a bool tensor", "a numeric tensor", "bool");
+  hardtanh_bounds(node);
+  TensorType t = self;
+  t.strides.clear();
+  return {t};
+}
+
+std::vector<RValue> kernel_hardtanh(KernelContext& ctx) {
+  const Tensor& self = ctx.tensor("self");
+  shape_hardtanh(ctx.node());
+  const auto [lo, hi] = hardtanh_bounds(ctx.node());
+  Tensor out;
+  ANVIL_DISPATCH_COMPUTE(self.dtype(), ctx.where(), C, {
+    const C l = static_cast<C>(lo), h = static_cast<C>(hi);
+    out = map1<C, C>(self, [=](C x) { return clamp_elem(x, true, l, true, h); });
+  });
+  return {out.to(self.dtype())};
+}
+std::vector<TensorType> shape_relu6(const Node& n) { return shape_hardtanh(n); }
+std::vector<RValue> kernel_relu6(KernelContext& c) { return kernel_hardtanh(c); }
+
 // ---- copy_ / fill_ (in place: write into self, return self)
 
 std::vector<TensorType> shape_copy_(const Node& node) {
@@ -318,32 +358,39 @@ std::vector<RValue> kernel_copy_(KernelContext& ctx) {
   return {self};
 }
 
-std::vector<TensorType> shape_fill__Scalar(const Node& node) {
-  const TensorType& self = ir::shape_args::type(node, "self");
+// fill.Scalar / fill.Tensor: a tensor of self's type holding one value (the functional form of
+// fill_, which ir/inplace.h writes back into self). fill.Tensor's value is a 0-dim tensor.
+std::vector<TensorType> shape_fill_Scalar(const Node& node) {
+  TensorType t = ir::shape_args::type(node, "self");
   scalar_kind(node, "value");
-  return {self};
+  t.strides.clear();
+  return {t};
 }
 
-std::vector<RValue> kernel_fill__Scalar(KernelContext& ctx) {
+std::vector<RValue> kernel_fill_Scalar(KernelContext& ctx) {
   const Tensor& self = ctx.tensor("self");
   const Scalar v = scalar_arg(ctx, "value");
   check_fill_value(v, self.dtype(), ctx.where());
-  assign_inplace(self, scalar_tensor(v, self.dtype()), ctx.where(), /*any_cast=*/true);
-  return {self};
+  return {scalar_tensor(v, self.dtype()).expand(self.sizes()).contiguous()};
 }
 
-// ---- relu_ (in place; the values are relu's, written into self)
-
-std::vector<TensorType> shape_relu_(const Node& node) {
-  shape_relu(node);  // relu's dtype checks (no bool)
-  return {ir::shape_args::type(node, "self")};
+std::vector<TensorType> shape_fill_Tensor(const Node& node) {
+  TensorType t = ir::shape_args::type(node, "self");
+  const TensorType& v = ir::shape_args::type(node, "value");
+  if (!v.sizes.empty())
+    ir::shape_args::fail(node, "fill's value is not a 0-dim tensor", "a 0-dim tensor",
+                         v.str());
+  t.strides.clear();
+  return {t};
 }
 
-std::vector<RValue> kernel_relu_(KernelContext& ctx) {
+std::vector<RValue> kernel_fill_Tensor(KernelContext& ctx) {
   const Tensor& self = ctx.tensor("self");
-  const std::vector<RValue> value = kernel_relu(ctx);
-  assign_inplace(self, std::get<Tensor>(value.at(0)), ctx.where());
-  return {self};
+  const Tensor& v = ctx.tensor("value");
+  if (v.dim() != 0)
+    ctx.fail("fill's value is not a 0-dim tensor", "a 0-dim tensor",
+             std::to_string(v.dim()) + " dimensions");
+  return {v.to(self.dtype()).expand(self.sizes()).contiguous()};
 }
 
 }  // namespace anvil::ops

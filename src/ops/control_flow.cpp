@@ -115,4 +115,16 @@ std::vector<ir::RValue> kernel_hop_wrap_with_autocast(ir::KernelContext& ctx) {
            "a wrap_with_autocast node");
 }
 
+// wrap_with_set_grad_enabled (a torch.no_grad() region, e.g. rotary embeddings of LLaMA-family
+// exports) never reaches a graph either: grad mode means nothing at inference, so the importer
+// inlines its ops unchanged (frontend/pt2_autocast.cpp).
+std::vector<TensorType> shape_hop_wrap_with_set_grad_enabled(const Node& node) {
+  return output_types(node, node.subgraph("fn"), "set_grad_enabled region");
+}
+
+std::vector<ir::RValue> kernel_hop_wrap_with_set_grad_enabled(ir::KernelContext& ctx) {
+  ctx.fail("set_grad_enabled regions are inlined when a model is imported", "an inlined region",
+           "a wrap_with_set_grad_enabled node");
+}
+
 }  // namespace anvil::ops

@@ -388,6 +388,14 @@ std::vector<TensorType> shape_conv2d(const ir::Node& node) {
   return {conv_shape(node, {1}, false)};
 }
 
+// conv1d: the same rule and kernel with a 3-D weight (conv_forward handles 1 or 2 spatial dims).
+std::vector<TensorType> shape_conv1d(const ir::Node& node) {
+  if (ir::shape_args::type(node, "weight").sizes.size() != 3)
+    ir::shape_args::fail(node, "conv1d needs a 3-D weight", "[out, in / groups, k]",
+                         ir::shape_args::type(node, "weight").str());
+  return shape_conv2d(node);
+}
+
 std::vector<TensorType> shape_convolution(const ir::Node& node) {
   if (ir::shape_args::bool_(node, "transposed", false))
     return {conv_transpose_detail::shape(node)};
@@ -424,6 +432,8 @@ std::vector<ir::RValue> kernel_conv2d(ir::KernelContext& ctx) {
                        sp ? std::vector<int64_t>{} : ctx.ints("padding", {0}),
                        ctx.ints("dilation", {1}), ctx.int_arg("groups", 1))};
 }
+
+std::vector<ir::RValue> kernel_conv1d(ir::KernelContext& ctx) { return kernel_conv2d(ctx); }
 
 std::vector<ir::RValue> kernel_convolution(ir::KernelContext& ctx) {
   if (ctx.bool_arg("transposed", false))

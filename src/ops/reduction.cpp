@@ -1,4 +1,4 @@
-// Reductions and scans: sum, mean, amax/amin, argmax, any, cumsum, diff. Shape rules and
+// Reductions and scans: sum, mean, amax/amin, argmax, any, cumsum, diff, linalg_vector_norm. Shape rules and
 // reference kernels with torch's semantics (output dtypes, keepdim, empty-dim rules, NaN
 // propagation). Accumulation: 16-bit floats in float, float32/float64 in double, integers in
 // int64; results are rounded once to the output dtype.
@@ -499,6 +499,75 @@ std::vector<RValue> kernel_diff(KernelContext& ctx) {
     cur = next;
   }
   return {cur};
+}
+
+// ---- linalg_vector_norm(self, ord=2, dim=None, keepdim=False, dtype=None): the p-norm of
+// |x| over `dim` (every dim when None), accumulated in double: ord inf / -inf give max / min
+// |x|, 0 the count of non-zeros, other p (sum |x|^p)^(1/p). Floating inputs only (PyTorch
+// refuses integers); `dtype` casts the input first. The compiler decomposes it into abs, pow,
+// sum / amax / amin and sqrt (passes/decompose_loss.cpp).
+
+namespace {
+
+DType vector_norm_dtype(DType in, std::optional<DType> want, const std::string& where) {
+  if (!is_floating(in))
+    throw Error("linalg.vector_norm expects a floating point input", where,
+                "a float16 / bfloat16 / float32 / float64 tensor", dtype_name(in));
+  if (want && !is_floating(*want))
+    throw Error("linalg.vector_norm dtype must be floating", where, "a floating dtype",
+                dtype_name(*want));
+  return want ? *want : in;
+}
+
+}  // namespace
+
+std::vector<TensorType> shape_linalg_vector_norm(const Node& node) {
+  const TensorType& in = ir::shape_args::type(node, "self");
+  if (ir::shape_args::has(node, "ord")) ir::shape_args::float_(node, "ord");
+  return reduce_shape(node, static_ints(node, "dim", {}),
+                      ir::shape_args::bool_(node, "keepdim", false),
+                      vector_norm_dtype(in.dtype, ir::shape_args::dtype(node, "dtype"),
+                                        node_where(node)));
+}
+
+std::vector<RValue> kernel_linalg_vector_norm(KernelContext& ctx) {
+  const Tensor& self = ctx.tensor("self");
+  const DType rt = vector_norm_dtype(self.dtype(), ctx.dtype_arg("dtype"), ctx.where());
+  const double ord = ctx.float_arg("ord", 2.0);
+  auto mask = reduce_mask(kernel_dims(ctx), self.dim(), ctx.where());
+  const Tensor x = self.to(rt).to(DType::kFloat64);
+  ReducePlan p = plan_reduce(x, mask, ctx.bool_arg("keepdim", false));
+  if (p.group_size == 0 && p.groups > 0 && (ord < 0 || std::isinf(ord)))
+    ctx.fail("linalg.vector_norm of an empty reduction with ord < 0 or inf",
+             "a non-empty reduction", "0 elements");
+  const bool inf = std::isinf(ord) && ord > 0, ninf = std::isinf(ord) && ord < 0;
+  std::vector<double> acc(static_cast<size_t>(p.groups), inf ? 0.0 : ninf ? INFINITY : 0.0);
+  const double* data = p.moved.data<double>();
+  for_each_grouped(p, [&](int64_t g, int64_t, int64_t off) {
+    const double a = std::fabs(data[off]);
+    double& r = acc[static_cast<size_t>(g)];
+    if (std::isnan(a) || std::isnan(r)) {
+      r = NAN;
+    } else if (inf) {
+      r = std::max(r, a);
+    } else if (ninf) {
+      r = std::min(r, a);
+    } else if (ord == 0) {
+      r += a != 0;
+    } else if (ord == 1) {
+      r += a;
+    } else if (ord == 2) {
+      r += a * a;
+    } else {
+      r += std::pow(a, ord);
+    }
+  });
+  for (double& r : acc) {
+    if (ord == 2) r = std::sqrt(r);
+    else if (!inf && !ninf && ord != 0 && ord != 1) r = std::pow(r, 1.0 / ord);
+  }
+  Tensor out = Tensor::from_vector(acc, p.out_sizes);
+  return {out.to(rt)};
 }
 
 }  // namespace anvil::ops

@@ -340,6 +340,17 @@ std::vector<RValue> kernel_reshape(KernelContext& ctx) {
   return {at_node(ctx, [&] { return t.reshape(sizes); })};
 }
 
+// reshape_as(self, other): reshape to other's sizes.
+std::vector<TensorType> shape_reshape_as(const Node& node) {
+  const TensorType& in = sa::type(node, "self");
+  return {typed(in, infer_size(node_where(node), sa::type(node, "other").sizes, product(in.sizes)))};
+}
+std::vector<RValue> kernel_reshape_as(KernelContext& ctx) {
+  const Tensor& t = ctx.tensor("self");
+  const Shape sizes = ctx.tensor("other").sizes();
+  return {at_node(ctx, [&] { return t.reshape(sizes); })};
+}
+
 std::vector<TensorType> shape_unsafe_view(const Node& node) { return shape_view(node); }
 std::vector<RValue> kernel_unsafe_view(KernelContext& ctx) {
   const Tensor& t = ctx.tensor("self");
@@ -424,6 +435,20 @@ std::vector<RValue> kernel_t(KernelContext& ctx) {
   const Tensor& t = ctx.tensor("self");
   if (t.dim() > 2) ctx.fail("t() expects a tensor with <= 2 dims", "rank <= 2", t.type_str());
   return {t.dim() < 2 ? t : t.transpose(0, 1)};
+}
+
+// numpy_T (x.T): every dim reversed, a view.
+std::vector<TensorType> shape_numpy_T(const Node& node) {
+  const TensorType& in = sa::type(node, "self");
+  SymShape out = in.sizes;
+  std::reverse(out.begin(), out.end());
+  return {typed(in, out)};
+}
+std::vector<RValue> kernel_numpy_T(KernelContext& ctx) {
+  const Tensor& t = ctx.tensor("self");
+  Shape p(static_cast<size_t>(t.dim()));
+  for (int64_t d = 0; d < t.dim(); ++d) p[static_cast<size_t>(d)] = t.dim() - 1 - d;
+  return {t.permute(p)};
 }
 
 // ---- unsqueeze / squeeze ---------------------------------------------------------------------

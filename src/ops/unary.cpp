@@ -223,6 +223,49 @@ ANVIL_FLOAT_FN_(erf, FloatFn::kErf)
 ANVIL_FLOAT_FN_(sigmoid, FloatFn::kSigmoid)
 #undef ANVIL_FLOAT_FN_
 
+// ---- floor / ceil / round / trunc: integers and their dtype unchanged (PyTorch returns a copy),
+// floating values rounded in their compute type; round is half-to-even, as torch.round.
+
+namespace {
+enum class RoundFn { kFloor, kCeil, kRound, kTrunc };
+
+TensorType round_type(const Node& node) {
+  TensorType t = ir::shape_args::type(node, "self");
+  if (t.dtype == DType::kBool || is_complex(t.dtype))
+    ir::shape_args::fail(node, "rounding of a bool or complex tensor",
+                         "a real numeric tensor (PyTorch refuses these too)", dtype_name(t.dtype));
+  t.strides.clear();
+  return t;
+}
+
+std::vector<RValue> round_kernel(KernelContext& ctx, RoundFn fn) {
+  round_type(ctx.node());
+  const Tensor& x = ctx.tensor("self");
+  if (!is_floating(x.dtype())) return {x.contiguous().clone()};
+  Tensor out;
+  ANVIL_DISPATCH_COMPUTE(x.dtype(), ctx.where(), C, {
+    out = map1<C, C>(x, [fn](C v) -> C {
+      switch (fn) {
+        case RoundFn::kFloor: return std::floor(v);
+        case RoundFn::kCeil: return std::ceil(v);
+        case RoundFn::kRound: return std::nearbyint(v);
+        default: return std::trunc(v);
+      }
+    });
+  });
+  return {out.to(x.dtype())};
+}
+}  // namespace
+
+std::vector<TensorType> shape_floor(const Node& n) { return {round_type(n)}; }
+std::vector<RValue> kernel_floor(KernelContext& c) { return round_kernel(c, RoundFn::kFloor); }
+std::vector<TensorType> shape_ceil(const Node& n) { return {round_type(n)}; }
+std::vector<RValue> kernel_ceil(KernelContext& c) { return round_kernel(c, RoundFn::kCeil); }
+std::vector<TensorType> shape_round(const Node& n) { return {round_type(n)}; }
+std::vector<RValue> kernel_round(KernelContext& c) { return round_kernel(c, RoundFn::kRound); }
+std::vector<TensorType> shape_trunc(const Node& n) { return {round_type(n)}; }
+std::vector<RValue> kernel_trunc(KernelContext& c) { return round_kernel(c, RoundFn::kTrunc); }
+
 // ---- neg / abs / relu
 
 std::vector<TensorType> shape_neg(const Node& n) { return {signed_fn_type(n, SignedFn::kNeg)}; }

@@ -1,128 +1,25 @@
-// Graph-level decomposition of aten.cross_entropy_loss.default into ops the lowering fuses
+// Graph-level decompositions: aten.cross_entropy_loss.default into ops the lowering fuses
 // (log_softmax, a one-hot selection with arange / eq / where, sums, pointwise arithmetic); see
-// decompose_losses in graph_passes.h for the formulas.
+// decompose_losses in graph_passes.h for the formulas. The norms (linalg_vector_norm,
+// group_norm, _weight_norm) are in decompose_norm.cpp; this file's pass runs them all.
 #include <cmath>
 #include <functional>
 
 #include "core/error.h"
 #include "ir/op_schema.h"
+#include "passes/decompose_util.h"
 #include "passes/graph_passes.h"
 
 namespace anvil::passes {
 
 namespace {
 
+using namespace detail;  // NOLINT: the decomposition building blocks
+
 constexpr const char* kCrossEntropy = "aten.cross_entropy_loss.default";
-
-/// Argument builders for the new nodes: a tensor, int, float, int list, bool or dtype argument
-/// called `name`.
-ir::Arg tensor_arg(const std::string& name, ir::Value* v) {
-  ir::Arg a;
-  a.name = name;
-  a.kind = ir::Arg::Kind::kTensor;
-  a.value = v;
-  return a;
-}
-
-ir::Arg int_arg(const std::string& name, int64_t i) {
-  ir::Arg a;
-  a.name = name;
-  a.kind = ir::Arg::Kind::kInt;
-  a.i = i;
-  return a;
-}
-
-ir::Arg float_arg(const std::string& name, double f) {
-  ir::Arg a;
-  a.name = name;
-  a.kind = ir::Arg::Kind::kFloat;
-  a.f = f;
-  return a;
-}
-
-ir::Arg ints_arg(const std::string& name, std::vector<int64_t> ints) {
-  ir::Arg a;
-  a.name = name;
-  a.kind = ir::Arg::Kind::kInts;
-  a.ints = std::move(ints);
-  return a;
-}
-
-ir::Arg bool_arg(const std::string& name, bool b) {
-  ir::Arg a;
-  a.name = name;
-  a.kind = ir::Arg::Kind::kBool;
-  a.b = b;
-  return a;
-}
-
-ir::Arg dtype_arg(const std::string& name, DType dt, bool kwarg) {
-  ir::Arg a;
-  a.name = name;
-  a.kind = ir::Arg::Kind::kScalarType;
-  a.dtype = dt;
-  a.kwarg = kwarg;
-  return a;
-}
-
-/// Appends the nodes of one decomposition to a graph: each new node is named after the node it
-/// replaces (NAME_ce<k>, the last one NAME itself), carries its metadata, and its output type
-/// comes from the op table's shape rule.
-class Emitter {
- public:
-  Emitter(ir::Graph& graph, const ir::Node& source) : graph_(graph), source_(source) {}
-
-  /// Appends `target(args)` and returns its output; `last` names it like the replaced output.
-  ir::Value* op(const std::string& target, std::vector<ir::Arg> args, bool last = false) {
-    auto node = std::make_unique<ir::Node>();
-    node->schema = ir::find_op(target);
-    ANVIL_INTERNAL_ASSERT(node->schema != nullptr, "decompose_losses: unknown op " + target);
-    const std::string name =
-        last ? source_.outputs[0]->name : source_.name + "_ce" + std::to_string(next_++);
-    node->name = name;
-    node->target = target;
-    node->args = std::move(args);
-    node->metadata = source_.metadata;
-    const std::vector<ir::TensorType> types = node->schema->shape(*node);
-    ANVIL_INTERNAL_ASSERT(types.size() == 1, "decompose_losses: " + target + " has no type");
-    ir::Value* v = graph_.new_value(name);
-    v->type = types[0];
-    node->outputs.push_back(v);
-    graph_.append(std::move(node));
-    return v;
-  }
-
-  /// Shorthands for the ops the decomposition uses.
-  ir::Value* unsqueeze(ir::Value* x, int64_t dim) {
-    return op("aten.unsqueeze.default", {tensor_arg("self", x), int_arg("dim", dim)});
-  }
-  /// sum over `dim` (keepdim false), or over everything when `dim` < 0.
-  ir::Value* sum(ir::Value* x, int64_t dim, bool last = false) {
-    if (dim < 0) return op("aten.sum.default", {tensor_arg("self", x)}, last);
-    return op("aten.sum.dim_IntList",
-              {tensor_arg("self", x), ints_arg("dim", {dim}), bool_arg("keepdim", false)}, last);
-  }
-  ir::Value* neg(ir::Value* x, bool last = false) {
-    return op("aten.neg.default", {tensor_arg("self", x)}, last);
-  }
-  ir::Value* mul(ir::Value* a, ir::Value* b) {
-    return op("aten.mul.Tensor", {tensor_arg("self", a), tensor_arg("other", b)});
-  }
-  ir::Value* scale(ir::Value* a, double s) {
-    return op("aten.mul.Scalar", {tensor_arg("self", a), float_arg("other", s)});
-  }
-  /// where(cond, x, 0.0).
-  ir::Value* where_zero(ir::Value* cond, ir::Value* x, bool last = false) {
-    return op("aten.where.ScalarOther",
-              {tensor_arg("condition", cond), tensor_arg("self", x), float_arg("other", 0.0)},
-              last);
-  }
-
- private:
-  ir::Graph& graph_;
-  const ir::Node& source_;
-  int next_ = 0;
-};
+constexpr const char* kVectorNorm = "aten.linalg_vector_norm.default";
+constexpr const char* kGroupNorm = "aten.group_norm.default";
+constexpr const char* kWeightNorm = "aten._weight_norm.default";
 
 /// Throws the compile error for a variant the decomposition cannot express.
 [[noreturn]] void unsupported(const ir::Node& n, const std::string& what,
@@ -241,13 +138,21 @@ ir::Value* decompose_cross_entropy(ir::Graph& g, const ir::Node& n,
 
 int decompose_losses(std::unique_ptr<ir::Graph>& graph) {
   int count = 0;
-  for (const ir::Node* n : graph->nodes()) count += n->target == kCrossEntropy;
+  for (const ir::Node* n : graph->nodes())
+    count += n->target == kCrossEntropy || n->target == kVectorNorm ||
+             n->target == kGroupNorm || n->target == kWeightNorm;
   if (count == 0) return 0;
   GraphRebuilder b(*graph);
   const std::function<ir::Value*(ir::Value*)> remap = [&b](ir::Value* v) { return b.remap(v); };
   for (const ir::Node* n : graph->nodes()) {
     if (n->target == kCrossEntropy && !n->outputs.empty() && n->outputs[0])
       b.bind(n->outputs[0], decompose_cross_entropy(b.graph(), *n, remap));
+    else if (n->target == kVectorNorm && !n->outputs.empty() && n->outputs[0])
+      b.bind(n->outputs[0], decompose_vector_norm(b.graph(), *n, remap));
+    else if (n->target == kGroupNorm && !n->outputs.empty() && n->outputs[0])
+      b.bind(n->outputs[0], decompose_group_norm(b.graph(), *n, remap));
+    else if (n->target == kWeightNorm && !n->outputs.empty() && n->outputs[0])
+      b.bind(n->outputs[0], decompose_weight_norm(b.graph(), *n, remap));
     else
       b.copy(*n);
   }

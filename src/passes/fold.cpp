@@ -296,7 +296,8 @@ int fold_batch_norm(ir::Graph& graph, std::set<std::string>& folded) {
     if (!in || !in->value || !in->value->producer || uses[in->value] != 1) continue;
     ir::Node* prod = in->value->producer;
     const bool conv =
-        prod->target == "aten.conv2d.default" || prod->target == "aten.convolution.default";
+        prod->target == "aten.conv2d.default" || prod->target == "aten.conv1d.default" ||
+        prod->target == "aten.convolution.default";
     const bool lin = prod->target == "aten.linear.default";
     if (!conv && !lin) continue;
     if (prod->target == "aten.convolution.default") {

@@ -97,7 +97,9 @@ int propagate_shapes(ir::Graph& graph);
 /// / sum of w[t] over the kept targets), mixed with the smoothing term as
 /// (1 - ls) * nll + ls / C * smooth. Rebuilds `graph` only when it has such a node; throws Error
 /// naming the node for variants it cannot express (a symbolic class count). Returns the number
-/// of nodes decomposed.
+/// of nodes decomposed. aten.linalg_vector_norm.default is decomposed here too: |x| reduced by
+/// amax / amin (ord +-inf), a count of non-zeros (0), sum (1), sqrt of the sum of squares (2) or
+/// (sum |x|^p)^(1/p), in float32 for 16-bit inputs.
 int decompose_losses(std::unique_ptr<ir::Graph>& graph);
 
 /// Every node of `graph` (its subgraphs included) whose op has no compiled lowering: a row with

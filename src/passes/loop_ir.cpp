@@ -60,6 +60,14 @@ const char* expr_op_name(ExprOp op) {
       return "sigmoid";
     case ExprOp::kRelu:
       return "relu";
+    case ExprOp::kFloor:
+      return "floor";
+    case ExprOp::kCeil:
+      return "ceil";
+    case ExprOp::kRound:
+      return "round";
+    case ExprOp::kTrunc:
+      return "trunc";
     case ExprOp::kLogicalNot:
       return "not";
     case ExprOp::kBitNot:

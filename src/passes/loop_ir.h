@@ -88,6 +88,10 @@ enum class ExprOp {
   kWhere,  // args[0] ? args[1] : args[2]
   kReal,   // real part of a complex args[0] (dtype: the real dtype)
   kImag,   // imaginary part of a complex args[0]
+  kFloor,
+  kCeil,
+  kRound,  // half to even (torch.round)
+  kTrunc,
 };
 const char* expr_op_name(ExprOp op);
 

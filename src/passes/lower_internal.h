@@ -196,6 +196,8 @@ class Lowerer {
 // ---- rule families (return false when the op is not theirs) ----------------------------------
 bool lower_pointwise(Lowerer& L, const ir::Node& n);
 bool lower_view(Lowerer& L, const ir::Node& n);
+/// pad (every mode), constant_pad_nd, reflection / replication pads and roll (lower_pad.cpp).
+bool lower_pad(Lowerer& L, const ir::Node& n);
 bool lower_reduction(Lowerer& L, const ir::Node& n);
 bool lower_matmul(Lowerer& L, const ir::Node& n);
 /// Lowers a `_c10d_functional` node (collectives.cpp): an issue step on an owned buffer (the

@@ -384,6 +384,7 @@ namespace anvil::passes {
 const std::vector<std::string>* extern_tensor_args(const std::string& target) {
   static const std::map<std::string, std::vector<std::string>> kArgs = {
       {"aten.convolution.default", {"input", "weight", "bias"}},
+      {"aten.conv1d.default", {"input", "weight", "bias"}},
       {"aten.conv2d.default", {"input", "weight", "bias"}},
       {"aten.max_pool2d.default", {"self"}},
       {"aten.avg_pool2d.default", {"self"}},

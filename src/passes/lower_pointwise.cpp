@@ -256,7 +256,9 @@ bool fuse_relu_into_conv(Lowerer& L, const ir::Node& n) {
   SNode& last = L.snodes().back();
   if (last.kind != SNode::Kind::kExtern || !last.ext) return false;
   ExternStep& e = *last.ext;
-  if (e.target != "aten.convolution.default" && e.target != "aten.conv2d.default") return false;
+  if (e.target != "aten.convolution.default" && e.target != "aten.conv2d.default" &&
+      e.target != "aten.conv1d.default")
+    return false;
   for (const auto& at : e.attrs)
     if ((at.name == "transposed" && !is_const(at.i, 0)) || at.name == "fused_relu") return false;
   TRefPtr x = L.ref(a->value);
@@ -351,6 +353,7 @@ bool lower_pointwise(Lowerer& L, const ir::Node& n) {
            "view_as_real, eq, ne, where, copies)",
            t);
   if (lower_complex_parts(L, n)) return true;
+  if (lower_pad(L, n)) return true;
   auto& E = L.ex();
   const ir::TensorType& out = L.out_type();
   const DType rt = out.dtype;
@@ -421,9 +424,18 @@ bool lower_pointwise(Lowerer& L, const ir::Node& n) {
            }));
     return true;
   }
-  if (t == "aten.clamp.default") {
+  if (t == "aten.clamp.default" || t == "aten.clamp_min.default" ||
+      t == "aten.clamp_max.default" || t == "aten.hardtanh.default" || t == "aten.relu6.default") {
     Operand X = *operand(L, "self");
     auto lo = operand(L, "min"), hi = operand(L, "max");
+    if (t == "aten.hardtanh.default" || t == "aten.relu6.default") {  // fixed bounds
+      const bool relu6 = t == "aten.relu6.default";
+      lo = Operand{};
+      hi = Operand{};
+      lo->is_float = hi->is_float = true;
+      lo->f = relu6 ? 0.0 : ir::shape_args::float_(n, "min_val", -1.0);
+      hi->f = relu6 ? 6.0 : ir::shape_args::float_(n, "max_val", 1.0);
+    }
     L.bind(0, make(L, out, {X}, [&L, &E, X, lo, hi, rt, sizes](const Index& idx) {
              int x = value(L, X, rt, sizes, idx);
              if (lo) {
@@ -464,11 +476,59 @@ bool lower_pointwise(Lowerer& L, const ir::Node& n) {
            }));
     return true;
   }
+  if (t == "aten.addcmul.default" || t == "aten.addcdiv.default") {
+    // self + (value * tensor1) * tensor2 (or / tensor2), PyTorch's order of operations
+    auto s = operand(L, "self"), a = operand(L, "tensor1"), b = operand(L, "tensor2");
+    if (!s || !a || !b) L.fail("addcmul / addcdiv need self, tensor1 and tensor2");
+    std::optional<Operand> v = operand(L, "value");
+    const bool div = t == "aten.addcdiv.default";
+    const Operand S = *s, A = *a, B = *b;
+    L.bind(0, make(L, out, {S, A, B}, [&L, &E, S, A, B, v, rt, sizes, div](const Index& idx) {
+             int p = value(L, A, rt, sizes, idx);
+             if (v) p = E.binary(ExprOp::kMul, value(L, *v, rt, sizes, idx), p, rt);
+             p = E.binary(div ? ExprOp::kDiv : ExprOp::kMul, p, value(L, B, rt, sizes, idx), rt);
+             return E.binary(ExprOp::kAdd, value(L, S, rt, sizes, idx), p, rt);
+           }));
+    return true;
+  }
+  if (t == "aten.floor.default" || t == "aten.ceil.default" || t == "aten.round.default" ||
+      t == "aten.trunc.default") {
+    TRefPtr x = L.arg("self");
+    if (!x) L.fail("rounding needs self");
+    if (!is_floating(rt)) {  // integers round to themselves
+      L.bind(0, L.computed(sizes, rt, [&L, x](const Index& idx) { return L.load(*x, idx); }, {x}));
+      return true;
+    }
+    const ExprOp op = t == "aten.floor.default"  ? ExprOp::kFloor
+                      : t == "aten.ceil.default" ? ExprOp::kCeil
+                      : t == "aten.round.default" ? ExprOp::kRound
+                                                  : ExprOp::kTrunc;
+    L.bind(0, L.computed(sizes, rt,
+                         [&L, &E, x, op, rt](const Index& idx) {
+                           return E.unary(op, E.cast(L.load(*x, idx), rt), rt);
+                         },
+                         {x}));
+    return true;
+  }
+  if (t == "aten.fill.Scalar") {
+    const int c = fill_value(L, "value", rt);
+    L.bind(0, L.computed(sizes, rt, [c](const Index&) { return c; }, {}));
+    return true;
+  }
+  if (t == "aten.fill.Tensor") {
+    TRefPtr v = L.arg("value");
+    if (!v) L.fail("fill needs a value tensor");
+    L.bind(0, L.computed(
+                  sizes, rt, [&L, &E, v, rt](const Index&) { return E.cast(L.load(*v, {}), rt); },
+                  {v}));
+    return true;
+  }
   if (t == "aten.to.dtype" || t == "aten.to.dtype_layout" || t == "aten.to.device" ||
       t == "aten._to_copy.default" || t == "aten.type_as.default" || t == "aten.clone.default" ||
       t == "aten.contiguous.default" || t == "aten.lift_fresh_copy.default" ||
       t == "aten.dropout.default") {
-    const ir::Arg* a = n.arg(t == "aten.dropout.default" ? "input" : "self");
+    // dropout's argument is `input`; dropout_ (ir/inplace.h) keeps the name `self`
+    const ir::Arg* a = n.arg(t == "aten.dropout.default" && n.arg("input") ? "input" : "self");
     if (!a || !a->value) L.fail("cast without an input");
     if (t == "aten.dropout.default")
       if (const ir::Arg* tr = n.arg("train"); tr && tr->kind == ir::Arg::Kind::kBool && tr->b)
@@ -488,37 +548,12 @@ bool lower_pointwise(Lowerer& L, const ir::Node& n) {
 }
 
 TRefPtr inplace_value(Lowerer& L, const ir::Node& n) {
-  const std::string& t = n.target;
-  const ir::TensorType& st = n.args[static_cast<size_t>(n.schema->mutates_arg)].value->type;
-  ir::TensorType out = st;
-  if (t == "aten.copy_.default") {
-    TRefPtr src = L.arg("src");
-    if (!src) L.fail("copy_ needs src");
-    return src;
-  }
-  if (t == "aten.relu_.default") {
-    TRefPtr x = L.arg("self");
-    if (!x) L.fail("relu_ needs self");
-    auto& E = L.ex();
-    return L.computed(
-        st.sizes, st.dtype,
-        [&L, &E, x, dt = st.dtype](const Index& idx) {
-          return E.unary(ExprOp::kRelu, L.load(*x, idx), dt);
-        },
-        {x});
-  }
-  if (t == "aten.fill_.Scalar") {
-    const int c = fill_value(L, "value", st.dtype);
-    return L.computed(st.sizes, st.dtype, [c](const Index&) { return c; }, {});
-  }
-  const bool div = t.rfind("aten.div_", 0) == 0;
-  const DType rt = arith_dtype(n, div);
-  out.dtype = rt;
-  std::string ft = "aten.add.Tensor";
-  if (t.rfind("aten.sub_", 0) == 0) ft = "aten.sub.Tensor";
-  if (t.rfind("aten.mul_", 0) == 0) ft = "aten.mul.Tensor";
-  if (div) ft = "aten.div.Tensor";
-  return arith(L, ft, rt, out);
+  // aten.copy_.default is the one in-place op with a row: the importers write every other
+  // aten.X_.O as aten.X.O plus copy_ (ir/inplace.h).
+  if (n.target != "aten.copy_.default") L.fail("in-place op without a lowering");
+  TRefPtr src = L.arg("src");
+  if (!src) L.fail("copy_ needs src");
+  return src;
 }
 
 }  // namespace anvil::passes::detail

@@ -278,7 +278,8 @@ bool lower_view(Lowerer& L, const ir::Node& n) {
     return true;
   }
   if (t == "aten.view.default" || t == "aten.reshape.default" || t == "aten._unsafe_view.default" ||
-      t == "aten.flatten.using_ints" || t == "aten.unflatten.int") {
+      t == "aten.flatten.using_ints" || t == "aten.unflatten.int" ||
+      t == "aten.reshape_as.default") {
     L.bind(0, reshape(L, in, L.out_type().sizes));
     return true;
   }
@@ -286,6 +287,12 @@ bool lower_view(Lowerer& L, const ir::Node& n) {
     std::vector<int64_t> dims;
     for (const auto& d : ir::shape_args::symints(n, "dims"))
       dims.push_back(L.wrap_dim(d.constant(), rank));
+    L.bind(0, permute(L, in, dims));
+    return true;
+  }
+  if (t == "aten.numpy_T.default") {  // x.T: every dim reversed
+    std::vector<int64_t> dims(rank);
+    for (size_t d = 0; d < rank; ++d) dims[d] = static_cast<int64_t>(rank - 1 - d);
     L.bind(0, permute(L, in, dims));
     return true;
   }

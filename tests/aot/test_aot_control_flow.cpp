@@ -137,9 +137,12 @@ TEST(AotControlFlow, BranchWritingAnOperandIsAClearError) {
   for (ir::Node* n : g->nodes())
     for (auto& sub : n->subgraphs)
       for (ir::Node* s : sub->nodes())
-        if (s->target == "aten.add.Tensor") {
-          s->target = "aten.add_.Tensor";
+        if (s->target == "aten.add.Tensor" && s->arg("other") &&
+            s->arg("other")->kind == ir::Arg::Kind::kTensor) {
+          s->target = "aten.copy_.default";  // add(self, other) -> copy_(self, src=other)
           s->schema = ir::find_op(s->target);
+          for (ir::Arg& a : s->args)
+            if (a.name == "other") a.name = "src";
           ++changed;
         }
   ASSERT_GT(changed, 0);

@@ -145,6 +145,13 @@ TEST_F(GraphCodegen, NanAndInfPassThrough) {
         }()});
 }
 
+// Padding in every mode, roll, flip, rounding, addcmul, clamp_min, in-place forms imported by
+// the general rule (silu_, hardtanh_) and a decomposed vector norm, with a symbolic batch.
+TEST_F(GraphCodegen, PadRollFlipRoundInPlace) {
+  const ir::Graph& g = *graphs_.at("pad_roll_inplace");
+  for (int64_t s0 : {1, 3, 16}) check("pad_roll_inplace", make_inputs(g, s0, static_cast<uint64_t>(s0)));
+}
+
 TEST_F(GraphCodegen, SymbolicSizesEveryValue) {
   const ir::Graph& g = *graphs_.at("dynamic");
   for (int64_t s0 : {1, 2, 5, 16}) check("dynamic", make_inputs(g, s0, static_cast<uint64_t>(s0)));

@@ -46,9 +46,11 @@ struct FixtureFacts {
 };
 
 TEST(Pt2Reader, EveryFixtureLoadsWithItsSignature) {
+  // const_and_buffer's 9 exported nodes import as 12: each of its 3 in-place ops becomes the
+  // functional op plus aten.copy_ (ir/inplace.h).
   const FixtureFacts facts[] = {
       {"mlp_small", 7, 6, 0, 0, 1, 5, 1},        {"mlp_dynbatch", 7, 6, 0, 0, 1, 5, 1},
-      {"small_cnn", 12, 8, 3, 0, 1, 8, 1},       {"const_and_buffer", 6, 2, 2, 1, 1, 9, 2},
+      {"small_cnn", 12, 8, 3, 0, 1, 8, 1},       {"const_and_buffer", 6, 2, 2, 1, 1, 12, 2},
       {"llama_tiny", 24, 21, 2, 0, 1, 211, 1},   {"gpt2_tiny", 30, 29, 0, 0, 1, 124, 1},
       {"bert_tiny", 43, 39, 2, 0, 2, 90, 2},     {"block_tiny", 8, 7, 0, 0, 1, 75, 1},
       {"tp_mlp_allreduce", 4, 3, 0, 0, 1, 6, 1}, {"tp_overlap", 8, 7, 0, 0, 1, 10, 1},
@@ -255,18 +257,27 @@ TEST(Pt2Reader, ConstAndBufferSignature) {
   EXPECT_FLOAT_EQ(g->constants.at("l.weight").item_at(0), -0.35053861141204834f);
   EXPECT_FLOAT_EQ(g->constants.at("l.weight").item_at(63), -0.15670804679393768f);
 
-  // In-place ops stay in the graph, reading the buffers.
+  // In-place ops run as the functional op plus a write into the buffer (ir/inplace.h): node
+  // mul_ is aten.copy_ of aten.mul.Tensor's result into the buffer.
   const ir::Node* mul_ = node(*g, "mul_");
   ASSERT_NE(mul_, nullptr);
-  EXPECT_EQ(mul_->target, "aten.mul_.Tensor");
+  EXPECT_EQ(mul_->target, "aten.copy_.default");
   EXPECT_EQ(mul_->schema->mutates_arg, 0);
   EXPECT_EQ(mul_->arg("self")->value, specs[2].value);
-  EXPECT_EQ(mul_->arg("other")->kind, ir::Arg::Kind::kFloat);
-  EXPECT_DOUBLE_EQ(mul_->arg("other")->f, 0.9);
+  const ir::Node* mul = mul_->arg("src")->value->producer;
+  ASSERT_NE(mul, nullptr);
+  EXPECT_EQ(mul->target, "aten.mul.Tensor");
+  EXPECT_EQ(mul->metadata.at("anvil_inplace_of"), "aten.mul_.Tensor");
+  EXPECT_EQ(mul->arg("self")->value, specs[2].value);
+  EXPECT_EQ(mul->arg("other")->kind, ir::Arg::Kind::kFloat);
+  EXPECT_DOUBLE_EQ(mul->arg("other")->f, 0.9);
   const ir::Node* add2 = node(*g, "add__1");
   ASSERT_NE(add2, nullptr);
-  EXPECT_EQ(add2->arg("other")->kind, ir::Arg::Kind::kInt);
-  EXPECT_EQ(add2->arg("other")->i, 1);
+  ASSERT_EQ(add2->target, "aten.copy_.default");
+  const ir::Node* add = add2->arg("src")->value->producer;
+  EXPECT_EQ(add->target, "aten.add.Tensor");
+  EXPECT_EQ(add->arg("other")->kind, ir::Arg::Kind::kInt);
+  EXPECT_EQ(add->arg("other")->i, 1);
   EXPECT_EQ(g->output_specs()[1].value->type.str(), "i64[]");
 }
 
@@ -333,7 +344,7 @@ TEST(Pt2Reader, LoadsFromBytesUnderAGivenName) {
   std::string bytes = test::read_file_bytes(test::fixture_path("const_and_buffer"));
   auto g = frontend::load_pt2_bytes(bytes, "in-memory.pt2");
   EXPECT_EQ(g->attributes.at("archive"), "in-memory.pt2");
-  EXPECT_EQ(g->num_nodes(), 9u);
+  EXPECT_EQ(g->num_nodes(), 12u);  // 9 exported; its 3 in-place ops import as op + copy_
   EXPECT_EQ(g->constants.size(), 5u);
 }
 

@@ -23,6 +23,7 @@
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "ir/inplace.h"
 #include "ir/op_schema.h"
 
 namespace anvil::testing {
@@ -231,6 +232,10 @@ class OpRunner {
 
   /// Runs the shape rule.
   std::vector<ir::TensorType> shape() const {
+    if (!node_.schema && ir::inplace_functional(node_.target)) {
+      const ir::Node* copy = inplace_pair().second;
+      return copy->schema->shape(*copy);  // copy_'s rule: the result must fit self exactly
+    }
     check_schema();
     return node_.schema->shape(node_);
   }
@@ -239,6 +244,7 @@ class OpRunner {
   /// sizes against the shape rule's types (symbolic sizes, e.g. the unbacked size of a boolean
   /// mask's result, are not compared).
   std::vector<ir::RValue> run() const {
+    if (!node_.schema && ir::inplace_functional(node_.target)) return run_inplace();
     check_schema();
     std::vector<ir::TensorType> types = node_.schema->shape(node_);
     ir::KernelContext ctx(node_, values_);
@@ -300,6 +306,26 @@ class OpRunner {
     r.value = graph_->new_value(fresh(), ir::ValueKind::kSymInt);
     r.value->sym = s;
     return r;
+  }
+  /// An in-place target without a row (aten.X_.O): the node as the importers write it, the
+  /// functional op plus aten.copy_.default (ir/inplace.h), appended to this runner's graph.
+  std::pair<const ir::Node*, const ir::Node*> inplace_pair() const {
+    auto n = std::make_unique<ir::Node>(node_);
+    ir::Value* out = graph_->new_value("inplace_out" + std::to_string(graph_->nodes().size()));
+    if (!node_.args.empty() && node_.args[0].value) out->type = node_.args[0].value->type;
+    n->outputs = {out};
+    const ir::Node* copy = ir::append_inplace(*graph_, std::move(n), *ir::inplace_functional(node_.target));
+    const std::vector<ir::Node*> nodes = graph_->nodes();
+    return {nodes[nodes.size() - 2], copy};
+  }
+  /// run() of an in-place target: the functional kernel, then copy_ into self.
+  std::vector<ir::RValue> run_inplace() const {
+    auto [f, copy] = inplace_pair();
+    ir::KernelContext fctx(*f, values_);
+    std::vector<ir::RValue> value = f->schema->kernel(fctx);
+    copy->schema->shape(*copy);
+    ir::KernelContext cctx(*copy, {values_.at(0), value.at(0)});
+    return copy->schema->kernel(cctx);
   }
   void check_schema() const {
     if (!node_.schema) throw Error("unknown op", node_.target, "a target in ops.def", node_.target);

@@ -553,6 +553,7 @@ int conv_extern(ExternCall& call) {
 void register_conv_externs() {
   register_extern("aten.convolution.default", conv_extern);
   register_extern("aten.conv2d.default", conv_extern);
+  register_extern("aten.conv1d.default", conv_extern);
 }
 
 }  // namespace anvil::runtime

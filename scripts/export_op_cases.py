@@ -1,0 +1,199 @@
+"""Export the op-surface fixtures of issue 18 (tests/aot/test_aot_op_cases.cpp) with PyTorch 2.11:
+small modules whose exports carry the ops real models stopped on — in-place forms (silu_,
+hardswish_, dropout_, fill_.Tensor, clamp_, masked_fill_ ...), pad in every mode, roll,
+linalg_vector_norm, addcmul / addcdiv, reshape_as, numpy_T, max / min of two tensors, and a
+torch.no_grad() region (higher_order.wrap_with_set_grad_enabled) with a dynamic size.
+
+    python scripts/export_op_cases.py [OUTDIR [NAME,NAME...]]   (default tests/fixtures/aot, all)
+
+Writes ops_NAME.pt2 with ops_NAME.in{i}.npy / .out{i}.npy (PyTorch eager's outputs; extra shape
+sets as _0, _1 for dynamic exports) and prints each export's distinct ops. Non-strict export
+without decompositions, as users run it."""
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/aot"
+Dim = torch.export.Dim
+
+
+def save_io(name, inputs, outputs, suffix=""):
+    for i, t in enumerate(inputs):
+        np.save(os.path.join(OUT, f"{name}.in{i}{suffix}.npy"), t.detach().numpy())
+    outs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    for i, t in enumerate(outs):
+        np.save(os.path.join(OUT, f"{name}.out{i}{suffix}.npy"), t.detach().numpy())
+
+
+def export(name, model, inputs, dynamic_shapes=None, extra=()):
+    model = model.eval()
+    ep = torch.export.export(model, tuple(inputs), dynamic_shapes=dynamic_shapes, strict=False)
+    torch.export.save(ep, os.path.join(OUT, f"{name}.pt2"))
+    with torch.no_grad():
+        save_io(name, inputs, model(*[t.clone() for t in inputs]))
+        for k, more in enumerate(extra):
+            save_io(name, more, model(*[t.clone() for t in more]), suffix=f"_{k}")
+    ops = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})
+    print(f"exported {name}: {', '.join(ops)}")
+
+
+class InPlace(nn.Module):
+    """In-place forms as activations and buffers write them (ResNet / MobileNet / EfficientNet
+    style `inplace=True`), on an intermediate so the input stays untouched."""
+
+    def forward(self, x, m):
+        y = x * 1.5
+        F.silu(y, inplace=True)
+        z = x - 0.25
+        F.hardswish(z, inplace=True)
+        F.hardsigmoid(x + 0.5, inplace=True)
+        w = F.dropout(z.clone(), p=0.1, training=False, inplace=True)
+        v = torch.empty_like(x)
+        v.fill_(x.sum())                      # fill_.Tensor
+        u = x.clone()
+        u.clamp_(min=-0.3, max=0.4)
+        u.masked_fill_(m, 2.0)
+        u.add_(y, alpha=0.5).mul_(2.0).sub_(w)
+        r = (x * 3).relu_()
+        h = F.relu6(x * 4, inplace=True)
+        return y, z, w, v, u, r, h
+
+
+class Pad(nn.Module):
+    def forward(self, x3, x4):
+        return (
+            F.pad(x4, (1, 2, 0, 3), value=0.5),             # constant
+            F.pad(x4, (-1, 1, 2, -2)),                      # negative: crops
+            F.pad(x4, (2, 1, 1, 3), mode="reflect"),
+            F.pad(x4, (3, 0, 2, 1), mode="replicate"),
+            F.pad(x4, (2, 2, 1, 0), mode="circular"),
+            F.pad(x3, (3, 2), mode="reflect"),
+            F.pad(x3, (1, 4), mode="replicate"),
+            F.pad(x3, (2, 3), mode="circular"),
+            F.pad(x3, (1, 1, 2, 0, 1, 0)),                  # constant over 3 dims
+        )
+
+
+class PadDynamic(nn.Module):
+    def forward(self, x):
+        return F.pad(x, (1, 2, 2, 1), mode="reflect") * 2, F.pad(x, (0, 3), value=-1.0)
+
+
+class Roll(nn.Module):
+    def forward(self, x):
+        return torch.roll(x, shifts=(1, -2), dims=(1, 2)), torch.roll(x, 7), torch.roll(x, -1, 0)
+
+
+class Norms(nn.Module):
+    def forward(self, x):
+        return (
+            torch.linalg.vector_norm(x),
+            torch.linalg.vector_norm(x, dim=-1, keepdim=True),
+            torch.linalg.vector_norm(x, ord=1, dim=(0, 2)),
+            torch.linalg.vector_norm(x, ord=float("inf"), dim=1),
+            torch.linalg.vector_norm(x, ord=float("-inf"), dim=2),
+            torch.linalg.vector_norm(x, ord=3.0, dim=-1),
+            torch.linalg.vector_norm(x.round(), ord=0, dim=1),
+            x / x.norm(dim=-1, keepdim=True).clamp_min(1e-6),
+            F.normalize(x, dim=1),
+        )
+
+
+class AddC(nn.Module):
+    def forward(self, a, b, c):
+        return (torch.addcmul(a, b, c, value=0.5), torch.addcdiv(a, b, c.abs() + 1, value=-2),
+                torch.addcmul(a, b, c))
+
+
+class Views(nn.Module):
+    def forward(self, x, y, m):
+        return x.reshape_as(y) + y, m.T * 2, torch.max(x, x.flip(0)), torch.min(m, m * 0.5)
+
+
+class NoGrad(nn.Module):
+    """A rotary-style table built under torch.no_grad() from a dynamic length (LLaMA-family
+    exports carry it as higher_order.wrap_with_set_grad_enabled)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8)))
+
+    def forward(self, x):
+        with torch.no_grad():
+            t = torch.arange(x.shape[1], dtype=torch.float32)
+            freqs = torch.outer(t, self.inv_freq)
+            emb = torch.cat((freqs, freqs), dim=-1)
+            cos, sin = emb.cos(), emb.sin()
+        x1, x2 = x[..., :4], x[..., 4:]
+        rot = torch.cat((-x2, x1), dim=-1)
+        return x * cos + rot * sin
+
+
+class ConvNorms(nn.Module):
+    """wav2vec2's feature encoder pieces: conv1d, group_norm, and a weight-normed conv
+    (aten._weight_norm)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(2, 8, 5, stride=2)
+        self.gn = nn.GroupNorm(4, 8)
+        self.pos = nn.utils.parametrizations.weight_norm(nn.Conv1d(8, 8, 3, padding=1), dim=2)
+        self.gn2 = nn.GroupNorm(8, 8, affine=False)
+
+    def forward(self, x):
+        y = F.gelu(self.gn(self.conv(x)))
+        return self.gn2(y + self.pos(y))
+
+
+class Attention(nn.Module):
+    """torchvision's ViT attention: nn.MultiheadAttention (batch_first) whose sdpa output is
+    viewed with the strides PyTorch's CPU kernel gives it."""
+
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(16, 4, batch_first=True)
+
+    def forward(self, x):
+        y, _ = self.mha(x, x, x, need_weights=False)
+        return y
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    g = torch.Generator().manual_seed(18)
+
+    only = set(sys.argv[2].split(",")) if len(sys.argv) > 2 else None
+    global export
+    full_export = export
+
+    def export(name, *args, **kwargs):  # noqa: F811 (the --only filter)
+        if only is None or name in only:
+            full_export(name, *args, **kwargs)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g)
+
+    x = r(3, 5)
+    export("ops_inplace", InPlace(), (x, x > 0.8))
+    export("ops_pad", Pad(), (r(2, 3, 6), r(2, 3, 5, 6)))
+    b = Dim("b", min=2, max=16)
+    export("ops_pad_dynamic", PadDynamic(), (r(2, 3, 5, 6),), dynamic_shapes=({0: b},),
+           extra=[(r(5, 3, 5, 6),)])
+    export("ops_roll", Roll(), (r(2, 4, 5),))
+    export("ops_norms", Norms(), (r(3, 4, 6) * 2,))
+    export("ops_addc", AddC(), (r(2, 3), r(3), r(2, 1)))
+    export("ops_views", Views(), (r(4, 3), r(2, 6), r(3, 5)))
+    s = Dim("s", min=2, max=64)
+    export("ops_no_grad", NoGrad(), (r(2, 5, 8),), dynamic_shapes=({1: s},),
+           extra=[(r(2, 17, 8),)])
+    torch.manual_seed(18)
+    export("ops_conv_norms", ConvNorms(), (r(2, 2, 33),))
+    export("ops_attention_view", Attention(), (r(2, 5, 16),))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+// The op surface of issue 18, end to end against PyTorch 2.11 (fixtures of
+// scripts/export_op_cases.py): each export is compiled into a package, run on every stored
+// shape set and compared with PyTorch eager's outputs; the reference interpreter must give the
+// same values. The exports carry in-place forms (silu_, hardswish_, hardsigmoid_, dropout_,
+// fill_.Tensor, clamp_, masked_fill_, relu6_, add_ / mul_ / sub_, imported as the functional op
+// plus copy_, ir/inplace.h), pad in every mode, roll, flip, linalg_vector_norm (decomposed),
+// addcmul / addcdiv, reshape_as, numpy_T, max / min of two tensors, round, clamp_min and a
+// torch.no_grad() region over a dynamic size (wrap_with_set_grad_enabled, inlined); conv1d,
+// group_norm, _weight_norm, and sdpa's output layout under a later view.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "aot_util.h"
+#include "frontend/pt2_reader.h"
+#include "interp/interpreter.h"
+
+namespace anvil::aot_test {
+namespace {
+
+/// Every shape set of `name`: the package and the interpreter against PyTorch's outputs.
+void check_against_pytorch(const std::string& name) {
+  ANVIL_AOT_LOAD(model, name);
+  auto graph = frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/" + name + ".pt2");
+  interp::Interpreter ref(*graph);
+  int sets = 0;
+  for (const std::string suffix : {"", "_0", "_1"}) {
+    const auto ins = read_set(name, "in", suffix);
+    const auto want = read_set(name, "out", suffix);
+    if (want.empty()) continue;
+    ++sets;
+    expect_outputs(model.run(inputs_for(model, ins)), want, name + suffix + " (package)");
+    expect_outputs(ref.run(inputs_for(model, ins)), want, name + suffix + " (interpreter)");
+  }
+  EXPECT_GT(sets, 0) << name << ": no fixture outputs";
+}
+
+/// The distinct targets of a fixture's graph after import.
+std::set<std::string> imported_targets(const std::string& name) {
+  auto g = frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/" + name + ".pt2");
+  std::set<std::string> t;
+  for (const ir::Node* n : g->nodes()) t.insert(n->target);
+  return t;
+}
+
+TEST(AotOps, InPlaceFormsRunAsFunctionalOpPlusCopy) {
+  check_against_pytorch("ops_inplace");
+  const auto t = imported_targets("ops_inplace");
+  for (const char* gone : {"aten.silu_.default", "aten.hardswish_.default",
+                           "aten.dropout_.default", "aten.fill_.Tensor", "aten.add_.Tensor"})
+    EXPECT_EQ(t.count(gone), 0u) << gone << " should be imported as its functional op";
+  for (const char* f : {"aten.silu.default", "aten.hardswish.default", "aten.hardsigmoid.default",
+                        "aten.dropout.default", "aten.fill.Tensor", "aten.clamp.default",
+                        "aten.masked_fill.Scalar", "aten.relu6.default", "aten.copy_.default"})
+    EXPECT_EQ(t.count(f), 1u) << f;
+}
+
+TEST(AotOps, PadInEveryMode) { check_against_pytorch("ops_pad"); }
+TEST(AotOps, PadWithDynamicBatch) { check_against_pytorch("ops_pad_dynamic"); }
+TEST(AotOps, Roll) { check_against_pytorch("ops_roll"); }
+TEST(AotOps, VectorNormsAndNormalize) { check_against_pytorch("ops_norms"); }
+TEST(AotOps, AddcmulAddcdiv) { check_against_pytorch("ops_addc"); }
+TEST(AotOps, ReshapeAsNumpyTFlipMaxMin) { check_against_pytorch("ops_views"); }
+
+TEST(AotOps, NoGradRegionIsInlined) {
+  check_against_pytorch("ops_no_grad");
+  const auto t = imported_targets("ops_no_grad");
+  EXPECT_EQ(t.count("higher_order.wrap_with_set_grad_enabled"), 0u);
+  EXPECT_EQ(t.count("aten.outer.default"), 1u);
+}
+
+// wav2vec2's feature-encoder pieces: conv1d, group_norm (with and without affine) and a
+// weight-normed conv (aten._weight_norm, folded over the constant weights when compiled).
+TEST(AotOps, Conv1dGroupNormWeightNorm) {
+  check_against_pytorch("ops_conv_norms");
+  const auto t = imported_targets("ops_conv_norms");
+  for (const char* op : {"aten.conv1d.default", "aten.group_norm.default", "aten._weight_norm.default"})
+    EXPECT_EQ(t.count(op), 1u) << op;
+}
+
+// nn.MultiheadAttention (batch_first), as torchvision's ViT runs it: the reference interpreter
+// must give sdpa's output PyTorch's CPU layout for the later view to be legal.
+TEST(AotOps, AttentionOutputViewedAsPyTorchLaysItOut) { check_against_pytorch("ops_attention_view"); }
+
+}  // namespace
+}  // namespace anvil::aot_test
