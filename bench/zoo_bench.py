@@ -8,7 +8,8 @@ outputs match PyTorch's; writes the table to docs/models.md.
 
 Needs PyTorch 2.11 with torchvision, timm and transformers (the eager models are rebuilt with
 scripts/export_zoo.py's builders and the same formula weights). Dynamic models are timed at
-their largest checked shape (8x128). A model anvil cannot compile is listed with its error.
+their largest checked shape (8x128). A model anvil cannot compile is listed with its error. Text after the notes marker
+line of docs/models.md is kept when the table is rewritten.
 """
 import argparse
 import json
@@ -30,6 +31,7 @@ import export_zoo  # noqa: E402
 from formula_weights import fill, formula  # noqa: E402
 
 ZOO = os.path.join(ROOT, "tests", "fixtures", "zoo")
+NOTES_MARKER = "<!-- notes: kept by bench/zoo_bench.py -->"
 
 
 def refill(name, out_path):
@@ -173,7 +175,8 @@ def write_table(rows, zoo, a, path):
         "`tests/fixtures/zoo/EXPECTED_FAILURES.txt`.",
         "",
         f"Figures from `bench/zoo_bench.py` on {cpu_name()} ({os.cpu_count()} cores), "
-        f"{a.threads} threads, median of {a.iters} runs; compile time with an empty object "
+        f"{a.threads} thread{'s' if a.threads > 1 else ''}, median of {a.iters} runs; "
+        "compile time with an empty object "
         "cache. Latency at the shape shown (the largest checked shape of dynamic models); "
         "error relative to max |PyTorch output|." + (" " + a.note if a.note else ""),
         "",
@@ -184,8 +187,14 @@ def write_table(rows, zoo, a, path):
         lines.append(f"| {r['name']} | {r['source']} | {r['family']} | {fmt_params(r['params'])} | "
                      f"{r.get('shape', '-')} | {r.get('compile_s', 0):.1f} | "
                      f"{ms(r.get('anvil_ms'))} | {ms(r.get('eager_ms'))} | {r['status']} |")
+    notes = ""  # what follows the notes marker is written by hand and kept
+    if os.path.exists(path):
+        with open(path) as f:
+            old = f.read()
+        if NOTES_MARKER in old:
+            notes = old[old.index(NOTES_MARKER):]
     with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write("\n".join(lines) + "\n" + ("\n" + notes if notes else ""))
 
 
 def main():
