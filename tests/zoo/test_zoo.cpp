@@ -95,16 +95,19 @@ TEST_P(Zoo, MatchesPyTorch) {
     const ExpectedFailure& want = expected;
     if (!want.missing_ops.empty()) {
       EXPECT_EQ(join(missing_ops_of(error)), join(want.missing_ops))
-          << "the missing ops changed: update EXPECTED_FAILURES.txt\n" << error;
+          << "the missing ops changed: update EXPECTED_FAILURES.txt\n"
+          << error;
     } else {
       EXPECT_TRUE(aot_test::contains(error, want.error_substring))
-          << "the compile error changed: update EXPECTED_FAILURES.txt\n" << error;
+          << "the compile error changed: update EXPECTED_FAILURES.txt\n"
+          << error;
     }
     std::printf("[zoo] %s: compile fails as expected: %s\n", m.name.c_str(), error.c_str());
     return;
   }
   ASSERT_TRUE(error.empty()) << m.name << " does not compile (list it in "
-                             << "EXPECTED_FAILURES.txt only with its exact reason):\n" << error;
+                             << "EXPECTED_FAILURES.txt only with its exact reason):\n"
+                             << error;
   std::printf("[zoo] %s: compiled in %.1f s\n", m.name.c_str(), seconds_since(t0));
 
   const runtime::Model model = runtime::Model::load(package);
@@ -121,7 +124,8 @@ TEST_P(Zoo, MatchesPyTorch) {
     ASSERT_FALSE(why.empty()) << "the interpreter runs " << m.name << " now: remove its interp "
                               << "line from EXPECTED_FAILURES.txt";
     EXPECT_TRUE(aot_test::contains(why, expected.interp_error_substring))
-        << "the interpreter's error changed: update EXPECTED_FAILURES.txt\n" << why;
+        << "the interpreter's error changed: update EXPECTED_FAILURES.txt\n"
+        << why;
     std::printf("[zoo] %s: the interpreter fails as expected: %s\n", m.name.c_str(), why.c_str());
     return;
   }
@@ -158,9 +162,7 @@ TEST(ZooFixtures, MissingOpsOfParsesTheFrontendError) {
   EXPECT_TRUE(missing_ops_of("a compiler failure").empty());
 }
 
-std::string model_name(const ::testing::TestParamInfo<ZooModel>& info) {
-  return info.param.name;
-}
+std::string model_name(const ::testing::TestParamInfo<ZooModel>& info) { return info.param.name; }
 
 INSTANTIATE_TEST_SUITE_P(Models, Zoo, ::testing::ValuesIn(zoo_models()), model_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Zoo);
