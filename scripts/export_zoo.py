@@ -1,7 +1,7 @@
 """Export the model zoo (issue 18 part 3) into tests/fixtures/zoo/ (needs PyTorch 2.11,
 torchvision 0.26, timm and transformers):
 
-    python scripts/export_zoo.py [--out tests/fixtures/zoo] [--only a,b] [--list]
+    python scripts/export_zoo.py [--out tests/fixtures/zoo] [--only a,b] [--list] [--ci-sample]
 
 Every model gets random but seeded weights: each floating-point parameter and buffer is a formula
 of its element index (scripts/formula_weights.py), scaled so activations stay in a sane range; its
@@ -17,8 +17,10 @@ writes
 Decoders and the text encoders are exported with Dim.AUTO batch and sequence and checked at
 2x5, 3x17 and 8x128 (the exported program must agree with eager at each). ZOO.json lists, per
 model: family, source, dynamic, shapes, parameter count, the distinct op targets, the tolerance
-and whether it is in the CI sample. A model that fails to export prints FAILED with the reason;
-the others continue, and ZOO.json keeps earlier entries of models not exported this run.
+and whether it is in the CI sample (ci_sample(): seeded, preferring models that
+EXPECTED_FAILURES.txt does not list; --ci-sample recomputes it alone). A model that fails to
+export prints FAILED with the reason; the others continue, and ZOO.json keeps earlier entries of
+models not exported this run.
 """
 import argparse
 import json
@@ -228,10 +230,21 @@ CI_SEED = 18
 CI_FAMILIES = ("cnn", "vit", "decoder", "encoder")
 
 
-def ci_sample(zoo):
+def compile_failures(out):
+    """Models EXPECTED_FAILURES.txt lists as not compiling ("ops" or "error" lines)."""
+    path = os.path.join(out, "EXPECTED_FAILURES.txt")
+    if not os.path.exists(path):
+        return set()
+    with open(path) as f:
+        words = [line.split() for line in f if line.strip() and not line.startswith("#")]
+    return {w[0] for w in words if len(w) > 1 and w[1] in ("ops", "error")}
+
+
+def ci_sample(zoo, failing=frozenset()):
     """The models CI runs (the rest need ANVIL_ZOO_ALL=1): a seeded choice of one cheap model
     (input of 64x64 or smaller, under 15M parameters) per family of CI_FAMILIES plus one more
-    cheap model of any family; the same ZOO.json models give the same sample."""
+    cheap model; within a family, models anvil compiles (not in `failing`) are preferred so CI
+    runs them end to end. The same ZOO.json and failure list give the same sample."""
     import random
     rng = random.Random(CI_SEED)
     cheap = sorted(n for n, r in zoo.items()
@@ -241,9 +254,11 @@ def ci_sample(zoo):
     pick = []
     for fam in CI_FAMILIES:
         pool = [n for n in cheap if zoo[n]["family"] == fam]
+        pool = [n for n in pool if n not in failing] or pool
         if pool:
             pick.append(rng.choice(pool))
     rest = [n for n in cheap if n not in pick]
+    rest = [n for n in rest if n not in failing] or rest
     if rest:
         pick.append(rng.choice(rest))
     for n, r in zoo.items():
@@ -324,6 +339,9 @@ def main():
                                                   "..", "tests", "fixtures", "zoo"))
     ap.add_argument("--only", default="", help="comma-separated model names")
     ap.add_argument("--list", action="store_true", help="print the model names and exit")
+    ap.add_argument("--ci-sample", action="store_true",
+                    help="only recompute the CI sample of ZOO.json (after EXPECTED_FAILURES.txt "
+                         "changes) and exit")
     a = ap.parse_args()
     if a.list:
         print("\n".join(MODELS))
@@ -339,6 +357,13 @@ def main():
     if os.path.exists(zoo_path):
         with open(zoo_path) as f:
             zoo = json.load(f)["models"]
+    if a.ci_sample:
+        with open(zoo_path) as f:
+            whole = json.load(f)
+        print("CI sample:", ", ".join(ci_sample(whole["models"], compile_failures(a.out))))
+        with open(zoo_path, "w") as f:
+            json.dump(whole, f, indent=1)
+        return 0
     import transformers
     import timm
     import torchvision
@@ -360,7 +385,7 @@ def main():
         print(f"ok {name}: {rec['source']} {rec['family']}, {rec['params']} params, shapes "
               f"{rec['shapes']}, {len(rec['ops'])} ops, {rec['fixture_bytes'] // 1024} KB, "
               f"{rec['export_seconds']} s", flush=True)
-    print("CI sample:", ", ".join(ci_sample(zoo)))
+    print("CI sample:", ", ".join(ci_sample(zoo, compile_failures(a.out))))
     with open(zoo_path, "w") as f:
         json.dump(dict(torch=torch.__version__, torchvision=torchvision.__version__,
                        timm=timm.__version__, transformers=transformers.__version__,
