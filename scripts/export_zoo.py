@@ -270,6 +270,14 @@ def as_tuple(o):
     return tuple(o) if isinstance(o, (tuple, list)) else (o,)
 
 
+def target_name(t):
+    """aten.add.Tensor for OpOverloads, _operator.getitem (as the archive spells it) for
+    Python callables."""
+    if isinstance(t, torch._ops.OpOverload):
+        return str(t)
+    return f"{getattr(t, '__module__', None) or '_operator'}.{getattr(t, '__name__', t)}"
+
+
 def deflate_all(path):
     """Rewrites the archive with every entry deflated (save_zeroed stores the graph JSON)."""
     tmp = path + ".tmp"
@@ -324,7 +332,7 @@ def export_model(name, out):
     j["sets"] = set_records
     with open(side, "w") as f:
         json.dump(j, f, indent=1)
-    ops = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})
+    ops = sorted({target_name(n.target) for n in ep.graph.nodes if n.op == "call_function"})
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out)
                if f.startswith(name + "."))
     return dict(family=family, source=source, dynamic=dynamic, tolerance=tol, ci=False,
