@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -55,15 +57,31 @@ std::string formula_bytes(uint64_t n, DType dtype, int64_t seed, double scale, d
 }
 
 DType dtype_of(const nlohmann::json& j) {
-  const std::string d = j.value("dtype", std::string("float64"));
-  if (d == "float32") return DType::kFloat32;
-  if (d == "float64") return DType::kFloat64;
-  throw Error("formula weights: unsupported dtype", "formula_archive", "float32 or float64", d);
+  return formula_dtype(j.value("dtype", std::string("float64")));
 }
 
 }  // namespace
 
+DType formula_dtype(const std::string& name) {
+  if (name == "float32") return DType::kFloat32;
+  if (name == "float64") return DType::kFloat64;
+  if (name == "int64") return DType::kInt64;
+  throw Error("formula weights: unsupported dtype", "formula_archive",
+              "float32, float64 or int64", name);
+}
+
 Tensor formula_tensor(const Shape& sizes, DType dtype, int64_t seed, double scale, double offset) {
+  if (dtype == DType::kInt64) {
+    Tensor t = Tensor::empty(sizes, dtype);
+    auto* p = static_cast<int64_t*>(t.data_ptr());
+    const auto top = static_cast<int64_t>(scale) - 1;
+    for (int64_t i = 0; i < shape_numel(sizes); ++i) {
+      const auto v = static_cast<int64_t>(
+          std::floor(formula_value(static_cast<uint64_t>(i), seed, scale, offset)));
+      p[i] = std::clamp<int64_t>(v, 0, top);
+    }
+    return t;
+  }
   const std::string bytes =
       formula_bytes(static_cast<uint64_t>(shape_numel(sizes)), dtype, seed, scale, offset);
   Tensor t = Tensor::empty(sizes, dtype);
@@ -71,8 +89,10 @@ Tensor formula_tensor(const Shape& sizes, DType dtype, int64_t seed, double scal
   return t;
 }
 
-std::vector<Tensor> rebuild_formula_archive(const std::string& name, const std::string& out_path) {
-  const std::string base = std::string(ANVIL_FIXTURES_DIR) + "/aot/" + name;
+std::vector<Tensor> rebuild_formula_archive(const std::string& name, const std::string& out_path,
+                                            const std::string& folder) {
+  const std::string base =
+      (folder.empty() ? std::string(ANVIL_FIXTURES_DIR) + "/aot" : folder) + "/" + name;
   std::ifstream f(base + ".weights.json");
   ANVIL_CHECK(f.good(), "rebuild_formula_archive", "missing sidecar", base + ".weights.json",
               "no file");

@@ -32,12 +32,19 @@ class TempDir {
 /// Element i of a formula tensor (in float64; round it once to the tensor's dtype).
 double formula_value(uint64_t i, int64_t seed, double scale, double offset);
 
-/// A tensor of `sizes` and `dtype` (float32 or float64) filled by the formula.
+/// A tensor of `sizes` and `dtype` filled by the formula: float32 / float64 round each value
+/// once; int64 (token ids) takes floor(value) clamped to [0, scale - 1], so scale = vocab and
+/// offset = vocab / 2 give ids in [0, vocab).
 Tensor formula_tensor(const Shape& sizes, DType dtype, int64_t seed, double scale, double offset);
 
-/// Writes tests/fixtures/aot/NAME.pt2 with every entry listed in NAME.weights.json replaced by
-/// its formula bytes to `out_path` (other entries copied). Returns the inputs the sidecar
-/// describes ("inputs": [{shape, seed, scale, offset, dtype}], or one "input" in float64).
-std::vector<Tensor> rebuild_formula_archive(const std::string& name, const std::string& out_path);
+/// The dtype a sidecar names ("float32", "float64" or "int64"; float64 when absent).
+DType formula_dtype(const std::string& name);
+
+/// Writes FOLDER/NAME.pt2 with every entry listed in FOLDER/NAME.weights.json replaced by its
+/// formula bytes to `out_path` (other entries copied); FOLDER defaults to tests/fixtures/aot.
+/// Returns the inputs the sidecar describes ("inputs": [{shape, seed, scale, offset, dtype}],
+/// or one "input" in float64).
+std::vector<Tensor> rebuild_formula_archive(const std::string& name, const std::string& out_path,
+                                            const std::string& folder = "");
 
 }  // namespace anvil::aot_test
