@@ -162,6 +162,18 @@ class Attention(nn.Module):
         return y
 
 
+class Upsample(nn.Module):
+    """F.interpolate as segmentation heads use it (DeepLabV3 / LRASPP: bilinear to a size)."""
+
+    def forward(self, x):
+        return (F.interpolate(x, size=(9, 13), mode="bilinear", align_corners=False),
+                F.interpolate(x, scale_factor=2, mode="bilinear"),
+                F.interpolate(x, size=(7, 4), mode="bilinear", align_corners=True),
+                F.interpolate(x, scale_factor=2, mode="nearest"),
+                F.interpolate(x, size=(11, 9), mode="nearest"),
+                F.interpolate(x, size=(3, 2), mode="bilinear"))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     g = torch.Generator().manual_seed(18)
@@ -193,6 +205,7 @@ def main():
     torch.manual_seed(18)
     export("ops_conv_norms", ConvNorms(), (r(2, 2, 33),))
     export("ops_attention_view", Attention(), (r(2, 5, 16),))
+    export("ops_upsample", Upsample(), (r(2, 3, 5, 6),))
 
 
 if __name__ == "__main__":

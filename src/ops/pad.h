@@ -27,6 +27,16 @@ struct RollInfo {
 };
 RollInfo roll_info(const ir::Node& node);
 
+/// An upsample_bilinear2d / upsample_nearest2d node (.vec or .default) on an (N, C, H, W)
+/// input: input and output sizes of H and W, and the scale factor the user gave per dim (0:
+/// none, the kernel uses in / out). Throws Error at the node for bad arguments.
+struct UpsampleInfo {
+  bool bilinear = false, align_corners = false;
+  std::vector<SymInt> in, out;
+  std::vector<double> scale;
+};
+UpsampleInfo upsample_info(const ir::Node& node);
+
 /// A flip node's dims, normalised to >= 0. Throws Error at the node for repeated dims.
 std::vector<int64_t> flip_dims(const ir::Node& node);
 

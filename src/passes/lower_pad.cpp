@@ -8,7 +8,11 @@
 //   replicate: clamp(j, 0, n-1)
 //   circular:  j mod n
 // roll reads (i - shift) mod n along each rolled dim, or along the flattened tensor; flip reads
-// n-1-i along each flipped dim.
+// n-1-i along each flipped dim; bilinear / nearest upsampling reads its source pixels with the
+// scale as an exact ratio of sizes.
+#include <cmath>
+#include <optional>
+
 #include "core/error.h"
 #include "ops/pad.h"
 #include "passes/lower_internal.h"
@@ -132,12 +136,96 @@ bool lower_flip(Lowerer& L, const ir::Node& n) {
   return true;
 }
 
+/// The exact source-scale ratio num / den of one upsampled dim, or nullopt when the kernel's
+/// scale (1 / scale_factor) is not a ratio of the sizes the loop IR can index with.
+std::optional<std::pair<SymInt, SymInt>> upsample_ratio(const ops::UpsampleInfo& u, size_t k) {
+  const SymInt& in = u.in[k];
+  const SymInt& out = u.out[k];
+  if (u.align_corners) {
+    if (is_const(out, 1)) return std::make_pair(SymInt(0), SymInt(1));
+    return std::make_pair(in - SymInt(1), out - SymInt(1));
+  }
+  const double s = u.scale[k];
+  if (s <= 0) return std::make_pair(in, out);
+  if (s == std::floor(s) && s >= 1) return std::make_pair(SymInt(1), SymInt(static_cast<int64_t>(s)));
+  const auto ic = in.maybe_constant(), oc = out.maybe_constant();
+  if (ic && oc && static_cast<double>(*ic) * s == static_cast<double>(*oc))
+    return std::make_pair(in, out);
+  return std::nullopt;
+}
+
+/// Bilinear / nearest upsampling with scale p / q per dim (exact integer index arithmetic):
+///   bilinear: num = p * (2 dst + 1) - q, den = 2 q (align_corners: num = p dst, den = q),
+///             h0 = floor(max(num, 0) / den), h1 = min(h0 + 1, in - 1), l = rem / den
+///   nearest:  min(floor(dst * p / q), in - 1)
+bool lower_upsample(Lowerer& L, const ir::Node& n) {
+  const ops::UpsampleInfo u = ops::upsample_info(n);
+  TRefPtr x = L.arg(n.arg("input") ? "input" : "self");
+  if (!x) L.fail("upsampling needs an input");
+  std::vector<std::pair<SymInt, SymInt>> ratio;
+  for (size_t k = 0; k < 2; ++k) {
+    auto r = upsample_ratio(u, k);
+    if (!r)
+      L.fail("upsampling with a scale factor whose inverse is not the ratio of the sizes",
+             "an integer scale factor or one with in * scale == out",
+             str(u.scale[k], " for ", u.in[k].str(), " -> ", u.out[k].str()));
+    ratio.push_back(*r);
+  }
+  const ir::TensorType& out = L.out_type();
+  const DType rt = out.dtype, ct = rt == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  auto& E = L.ex();
+  L.bind(0, L.computed(
+                out.sizes, rt,
+                [&L, &E, x, u, ratio, rt, ct](const Index& idx) {
+                  if (!u.bilinear) {
+                    Index src = idx;
+                    for (size_t k = 0; k < 2; ++k) {
+                      const auto& [p, q] = ratio[k];
+                      src[2 + k] = SymInt::min((idx[2 + k] * p).floordiv(q), u.in[k] - SymInt(1));
+                    }
+                    return E.cast(L.load(*x, src), rt);
+                  }
+                  SymInt lo[2], hi[2];
+                  int l1[2], l0[2];
+                  for (size_t k = 0; k < 2; ++k) {
+                    const auto& [p, q] = ratio[k];
+                    const SymInt& dst = idx[2 + k];
+                    SymInt num = u.align_corners ? dst * p : p * (dst * SymInt(2) + SymInt(1)) - q;
+                    const SymInt den = u.align_corners ? q : q * SymInt(2);
+                    num = SymInt::max(num, SymInt(0));
+                    lo[k] = num.floordiv(den);
+                    hi[k] = SymInt::min(lo[k] + SymInt(1), u.in[k] - SymInt(1));
+                    l1[k] = E.binary(ExprOp::kDiv,
+                                     E.cast(E.index_value(num - lo[k] * den, DType::kInt64), ct),
+                                     E.cast(E.index_value(den, DType::kInt64), ct), ct);
+                    l0[k] = E.binary(ExprOp::kSub, E.constant(1.0, ct), l1[k], ct);
+                  }
+                  auto at = [&](const SymInt& h, const SymInt& w) {
+                    Index src = idx;
+                    src[2] = h;
+                    src[3] = w;
+                    return E.cast(L.load(*x, src), ct);
+                  };
+                  auto mix = [&](int a, int wa, int b, int wb) {
+                    return E.binary(ExprOp::kAdd, E.binary(ExprOp::kMul, wa, a, ct),
+                                    E.binary(ExprOp::kMul, wb, b, ct), ct);
+                  };
+                  const int top = mix(at(lo[0], lo[1]), l0[1], at(lo[0], hi[1]), l1[1]);
+                  const int bottom = mix(at(hi[0], lo[1]), l0[1], at(hi[0], hi[1]), l1[1]);
+                  return E.cast(mix(top, l0[0], bottom, l1[0]), rt);
+                },
+                {x}));
+  return true;
+}
+
 }  // namespace
 
 bool lower_pad(Lowerer& L, const ir::Node& n) {
   const std::string& t = n.target;
   if (t == "aten.roll.default") return lower_roll(L, n);
   if (t == "aten.flip.default") return lower_flip(L, n);
+  if (t.rfind("aten.upsample_bilinear2d.", 0) == 0 || t.rfind("aten.upsample_nearest2d.", 0) == 0)
+    return lower_upsample(L, n);
   if (t == "aten.pad.default" || t == "aten.constant_pad_nd.default" ||
       t.rfind("aten.reflection_pad", 0) == 0 || t.rfind("aten.replication_pad", 0) == 0)
     return lower_pad_op(L, n);

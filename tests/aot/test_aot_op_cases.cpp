@@ -82,5 +82,9 @@ TEST(AotOps, Conv1dGroupNormWeightNorm) {
 // must give sdpa's output PyTorch's CPU layout for the later view to be legal.
 TEST(AotOps, AttentionOutputViewedAsPyTorchLaysItOut) { check_against_pytorch("ops_attention_view"); }
 
+// F.interpolate: bilinear to a size, by a scale factor and with align_corners, nearest by a
+// factor and to a size (upsample_bilinear2d.vec / upsample_nearest2d.vec).
+TEST(AotOps, UpsampleBilinearAndNearest) { check_against_pytorch("ops_upsample"); }
+
 }  // namespace
 }  // namespace anvil::aot_test
