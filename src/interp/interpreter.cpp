@@ -166,6 +166,26 @@ void check_result(const ir::Node& n, const ir::Value& v, const Tensor& t, SymEnv
   }
 }
 
+/// The stride differences of result `t` against PyTorch's recorded strides (dims of size > 1;
+/// nothing when the graph records none), for Interpreter::audit_strides.
+void audit_result(const ir::Node& n, size_t k, const ir::Value& v, const Tensor& t,
+                  const SymEnv& symbols, std::vector<std::string>& out) {
+  const auto& want = v.type.strides;
+  if (want.empty() || want.size() != static_cast<size_t>(t.dim()) || t.numel() == 0) return;
+  bool differ = false;
+  std::string ws, gs;
+  for (size_t d = 0; d < want.size(); ++d) {
+    if (!all_bound(want[d], symbols)) return;
+    const int64_t w = want[d].evaluate(symbols), g = t.stride(static_cast<int64_t>(d));
+    ws += (d ? ", " : "") + std::to_string(w);
+    gs += (d ? ", " : "") + std::to_string(g);
+    if (t.size(static_cast<int64_t>(d)) > 1 && w != g) differ = true;
+  }
+  if (differ)
+    out.push_back(str(node_where(n), " output ", k, " ", v.name, " ", t.type_str(), ": strides [",
+                      gs, "], PyTorch [", ws, "]"));
+}
+
 /// True when `a` and `b` view the same elements of the same storage.
 bool same_view(const Tensor& a, const Tensor& b) {
   return a.storage() == b.storage() && a.storage_offset() == b.storage_offset() &&
@@ -466,6 +486,7 @@ std::vector<Tensor> Interpreter::run(const std::vector<Tensor>& user_inputs) {
           throw Error(str("kernel result ", o, " is not a tensor"), node_where(n), "Tensor",
                       "another kind");
         check_result(n, *v, *t, symbols_);
+        if (stride_audit_) audit_result(n, o, *v, *t, symbols_, *stride_audit_);
       } else if (v->kind == ir::ValueKind::kSymInt) {
         if (auto* b = std::get_if<bool>(&r)) r = static_cast<int64_t>(*b);
         if (!std::holds_alternative<int64_t>(r))

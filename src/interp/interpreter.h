@@ -34,6 +34,12 @@ class Interpreter {
   /// The symbol values bound by the last run.
   const SymEnv& last_symbols() const { return symbols_; }
 
+  /// Stride audit: when set, every node result whose graph type records strides (what PyTorch
+  /// gave that value when the model was exported) is compared with the reference kernel's
+  /// strides over the dims of size > 1, and each difference is appended to `*out` as
+  /// "node (target) output k: strides [..], PyTorch [..]". Null turns it off.
+  void audit_strides(std::vector<std::string>* out) { stride_audit_ = out; }
+
  private:
   /// Checks the user inputs against the signature, binds symbols_, and returns the tensors the
   /// graph will read (float32 inputs converted for 16-bit float slots).
@@ -53,6 +59,7 @@ class Interpreter {
   std::vector<size_t> user_input_specs_;
   /// Per node: the values whose last reader it is (freed right after it runs).
   std::vector<std::vector<const ir::Value*>> free_after_;
+  std::vector<std::string>* stride_audit_ = nullptr;
 };
 
 }  // namespace anvil::interp

@@ -61,7 +61,8 @@ TensorType cast_type(const TensorType& t, std::optional<DType> dtype,
 }
 
 /// Casts `x` to `dtype` on `device` (both optional). Returns `x` itself when the dtype does not
-/// change and `copy` is false; otherwise a contiguous copy.
+/// change and `copy` is false; otherwise a copy in x's layout (PyTorch's preserve_format), or a
+/// contiguous one when the node asks for memory_format=torch.contiguous_format.
 Tensor cast(const KernelContext& ctx, const Tensor& x, std::optional<DType> dtype,
             std::optional<Device> device, bool copy) {
   if (device && device->type != x.device().type)
@@ -70,7 +71,9 @@ Tensor cast(const KernelContext& ctx, const Tensor& x, std::optional<DType> dtyp
   const DType dt = dtype.value_or(x.dtype());
   check_supported(dt, ctx.where());
   if (dt == x.dtype() && !copy) return x;
-  return x.to(dt, /*copy=*/true);
+  if (const ir::Arg* mf = ctx.node().arg("memory_format"); mf && mf->kind == ir::Arg::Kind::kMemoryFormat && mf->i == 1)
+    return x.to(dt, /*copy=*/true);
+  return to_preserving(x, dt, /*copy=*/true);
 }
 
 /// dropout's inference-only rule: train with p > 0 is not supported; p must lie in [0, 1].
@@ -143,7 +146,12 @@ std::vector<RValue> kernel_type_as(KernelContext& ctx) {
 std::vector<TensorType> shape_clone(const Node& node) {
   return {cast_type(in_type(node), std::nullopt, std::nullopt)};
 }
-std::vector<RValue> kernel_clone(KernelContext& ctx) { return {ctx.tensor("self").clone()}; }
+std::vector<RValue> kernel_clone(KernelContext& ctx) {
+  const Tensor& x = ctx.tensor("self");
+  if (const ir::Arg* mf = ctx.node().arg("memory_format"); mf && mf->kind == ir::Arg::Kind::kMemoryFormat && mf->i == 1)
+    return {x.clone()};
+  return {to_preserving(x, x.dtype(), /*copy=*/true)};  // preserve_format, as torch.clone
+}
 
 std::vector<TensorType> shape_contiguous(const Node& node) {
   return {cast_type(in_type(node), std::nullopt, std::nullopt)};

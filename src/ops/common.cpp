@@ -1,5 +1,7 @@
 #include "ops/common.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <sstream>
 
@@ -256,8 +258,79 @@ Tensor scalar_tensor(const Scalar& s, DType dtype) {
   return t;
 }
 
+Tensor to_preserving(const Tensor& t, DType dtype, bool copy) {
+  if (t.dtype() == dtype && !copy) return t;
+  if (t.is_contiguous() || t.dim() < 2) return t.to(dtype, copy);
+  // non-overlapping and dense: the strides are a permutation of some contiguous layout
+  std::vector<int64_t> order(static_cast<size_t>(t.dim()));
+  for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int64_t>(k);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return t.stride(x) > t.stride(y); });
+  int64_t expect = 1;
+  bool dense = true;
+  for (size_t k = order.size(); k-- > 0;) {
+    const int64_t d = order[k];
+    if (t.size(d) == 1) continue;
+    if (t.stride(d) != expect) dense = false;
+    expect *= t.size(d);
+  }
+  if (!dense) return t.to(dtype, copy);
+  Tensor out = Tensor::empty({t.numel()}, dtype).as_strided(t.sizes(), t.strides(), 0);
+  out.copy_from(t);
+  return out;
+}
+
+Shape pointwise_strides(const Shape& shape, const std::vector<const Tensor*>& ins) {
+  const size_t nd = shape.size();
+  Shape strides(nd, 0);
+  // perm[0] is the fastest dim; start from the row-major order (TensorIterator's
+  // reorder_dimensions) and insertion-sort by the inputs' strides.
+  std::vector<size_t> perm(nd);
+  for (size_t k = 0; k < nd; ++k) perm[k] = nd - 1 - k;
+  auto should_swap = [&](size_t d0, size_t d1) {
+    for (const Tensor* t : ins) {
+      if (!t || t->dim() != static_cast<int64_t>(nd)) continue;
+      const int64_t s0 = t->stride(static_cast<int64_t>(d0)), s1 = t->stride(static_cast<int64_t>(d1));
+      if (s0 == 0 || s1 == 0) continue;
+      if (s0 < s1) return -1;
+      if (s0 > s1) return 1;
+      if (shape[d0] > shape[d1]) return 1;
+    }
+    return 0;
+  };
+  for (size_t i = 1; i < nd; ++i) {
+    size_t d1 = i;
+    for (size_t d0 = i; d0-- > 0;) {
+      const int c = should_swap(perm[d0], perm[d1]);
+      if (c > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  int64_t running = 1;
+  for (size_t k = 0; k < nd; ++k) {
+    strides[perm[k]] = running;
+    running *= std::max<int64_t>(shape[perm[k]], 1);
+  }
+  // dims of size 1 take the stride row-major order gives them, as a contiguous tensor would
+  bool inverted = true;
+  for (size_t k = 0; k < nd; ++k) inverted = inverted && perm[k] == nd - 1 - k;
+  return inverted ? Tensor::contiguous_strides(shape) : strides;
+}
+
+Tensor empty_pointwise(const Shape& shape, DType dtype, const std::vector<const Tensor*>& ins) {
+  const Shape strides = pointwise_strides(shape, ins);
+  if (strides == Tensor::contiguous_strides(shape)) return Tensor::empty(shape, dtype);
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return Tensor::empty({n}, dtype).as_strided(shape, strides, 0);
+}
+
 Tensor as_input(const Operand& op, DType result, bool exact_scalar) {
-  if (op.is_tensor()) return op.tensor->to(result);
+  if (op.is_tensor()) return to_preserving(*op.tensor, result);
   const DType compute = compute_dtype(result, "as_input");
   if (exact_scalar) return scalar_tensor(op.scalar, compute);
   return scalar_tensor(op.scalar, result).to(compute);
@@ -265,7 +338,7 @@ Tensor as_input(const Operand& op, DType result, bool exact_scalar) {
 
 namespace detail {
 Tensor loop_input(const Tensor& t, DType dtype, const Shape& shape) {
-  Tensor c = t.to(dtype);
+  Tensor c = to_preserving(t, dtype);
   return c.sizes() == shape ? c : c.expand(shape);
 }
 }  // namespace detail

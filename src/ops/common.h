@@ -222,22 +222,35 @@ Tensor scalar_tensor(const Scalar& s, DType dtype);
 /// through `result` (comparisons, selections).
 Tensor as_input(const Operand& op, DType result, bool exact_scalar);
 
+/// `t` converted to `dtype` keeping its layout when it is non-overlapping and dense (PyTorch's
+/// preserve_format: a transposed or channels-last input stays so); no copy when equal unless
+/// `copy`.
+Tensor to_preserving(const Tensor& t, DType dtype, bool copy = false);
+
 namespace detail {
-/// `t` converted to `dtype` (no copy when equal) and expanded to `shape`.
+/// `t` converted to `dtype` (no copy when equal; layout kept, to_preserving) and expanded to
+/// `shape`.
 Tensor loop_input(const Tensor& t, DType dtype, const Shape& shape);
 }  // namespace detail
 
-/// out = f(a) elementwise; `a` is converted to A first. Returns a new contiguous tensor of
-/// dtype_of<R>().
+/// The strides PyTorch's TensorIterator gives the output of a pointwise op whose inputs, already
+/// broadcast (expanded) to `shape`, are `ins`: dims ordered by the inputs' strides (the first
+/// input whose strides tell two dims apart decides; broadcast dims do not count), so a result of
+/// transposed or channels-last inputs keeps their layout; contiguous when nothing says otherwise.
+Shape pointwise_strides(const Shape& shape, const std::vector<const Tensor*>& ins);
+/// An uninitialised tensor of `shape` / `dtype` with pointwise_strides(shape, ins).
+Tensor empty_pointwise(const Shape& shape, DType dtype, const std::vector<const Tensor*>& ins);
+
+/// out = f(a) elementwise; `a` is converted to A first. Returns a new tensor of dtype_of<R>()
+/// laid out as PyTorch lays out a pointwise result (pointwise_strides).
 template <typename A, typename R, typename F>
 Tensor map1(const Tensor& a, F&& f) {
   Tensor ta = detail::loop_input(a, dtype_of<A>(), a.sizes());
-  Tensor out = Tensor::empty(a.sizes(), dtype_of<R>());
+  Tensor out = empty_pointwise(a.sizes(), dtype_of<R>(), {&ta});
   R* o = out.data<R>();
   const A* pa = ta.data<A>();
-  int64_t i = 0;
-  for_each_offsets<1>(a.sizes(), {ta.strides()},
-                      [&](const std::array<int64_t, 1>& off) { o[i++] = f(pa[off[0]]); });
+  for_each_offsets<2>(a.sizes(), {ta.strides(), out.strides()},
+                      [&](const std::array<int64_t, 2>& off) { o[off[1]] = f(pa[off[0]]); });
   return out;
 }
 
@@ -248,14 +261,12 @@ Tensor map2(const Tensor& a, const Tensor& b, F&& f, const std::string& where) {
   const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), where);
   Tensor ta = detail::loop_input(a, dtype_of<A>(), shape);
   Tensor tb = detail::loop_input(b, dtype_of<B>(), shape);
-  Tensor out = Tensor::empty(shape, dtype_of<R>());
+  Tensor out = empty_pointwise(shape, dtype_of<R>(), {&ta, &tb});
   R* o = out.data<R>();
   const A* pa = ta.data<A>();
   const B* pb = tb.data<B>();
-  int64_t i = 0;
-  for_each_offsets<2>(shape, {ta.strides(), tb.strides()}, [&](const std::array<int64_t, 2>& off) {
-    o[i++] = f(pa[off[0]], pb[off[1]]);
-  });
+  for_each_offsets<3>(shape, {ta.strides(), tb.strides(), out.strides()},
+                      [&](const std::array<int64_t, 3>& off) { o[off[2]] = f(pa[off[0]], pb[off[1]]); });
   return out;
 }
 
@@ -267,15 +278,15 @@ Tensor map3(const Tensor& a, const Tensor& b, const Tensor& c, F&& f, const std:
   Tensor ta = detail::loop_input(a, dtype_of<A>(), shape);
   Tensor tb = detail::loop_input(b, dtype_of<B>(), shape);
   Tensor tc = detail::loop_input(c, dtype_of<C>(), shape);
-  Tensor out = Tensor::empty(shape, dtype_of<R>());
+  Tensor out = empty_pointwise(shape, dtype_of<R>(), {&ta, &tb, &tc});
   R* o = out.data<R>();
   const A* pa = ta.data<A>();
   const B* pb = tb.data<B>();
   const C* pc = tc.data<C>();
-  int64_t i = 0;
-  for_each_offsets<3>(
-      shape, {ta.strides(), tb.strides(), tc.strides()},
-      [&](const std::array<int64_t, 3>& off) { o[i++] = f(pa[off[0]], pb[off[1]], pc[off[2]]); });
+  for_each_offsets<4>(shape, {ta.strides(), tb.strides(), tc.strides(), out.strides()},
+                      [&](const std::array<int64_t, 4>& off) {
+                        o[off[3]] = f(pa[off[0]], pb[off[1]], pc[off[2]]);
+                      });
   return out;
 }
 

@@ -18,6 +18,9 @@ int launch_main(const std::vector<std::string>& args);
 // `anvil cache` (cmd_cache.cpp).
 ArgParser cache_parser();
 int cmd_cache(const ParsedArgs& args);
+// `anvil ops` (cmd_ops.cpp).
+ArgParser ops_parser();
+int cmd_ops(const ParsedArgs& args);
 
 const std::vector<Command>& commands() {
   // clang-format off
@@ -29,6 +32,7 @@ const std::vector<Command>& commands() {
       {"compare", &compare_parser, &cmd_compare},
       {"launch", &launch_parser, &cmd_launch},
       {"cache", &cache_parser, &cmd_cache},
+      {"ops", &ops_parser, &cmd_ops},
   };
   // clang-format on
   return kCommands;
