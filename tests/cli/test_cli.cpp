@@ -131,6 +131,21 @@ TEST_F(CliTest, InspectConstAndBufferListsWeightKindsAndNoIrFlag) {
   EXPECT_EQ(r.out.find("\nir:"), std::string::npos);
 }
 
+// `anvil ops` lists the table with each target's lowering; --filter narrows it, --json is one
+// object target -> lowering.
+TEST_F(CliTest, OpsListsTheTableWithLowerings) {
+  const CliResult r = cli("ops --filter pad");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_HAS(r.out, "aten.pad.default");
+  EXPECT_HAS(r.out, "Pointwise");
+  EXPECT_HAS(r.out, "aten.reflection_pad2d.default");
+  EXPECT_EQ(r.out.find("aten.add.Tensor"), std::string::npos);
+  const CliResult j = cli("ops --json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  EXPECT_HAS(j.out, "\"aten.linalg_vector_norm.default\": \"Decompose\"");
+  EXPECT_HAS(j.out, "\"aten.copy_.default\": \"InPlace\"");
+}
+
 TEST_F(CliTest, InspectJson) {
   const CliResult r = cli("inspect " + sh_quote(fixture("mlp_dynbatch.pt2")) + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
