@@ -174,6 +174,48 @@ class Upsample(nn.Module):
                 F.interpolate(x, size=(3, 2), mode="bilinear"))
 
 
+class Strides(nn.Module):
+    """Table ops on non-contiguous inputs (a channels-last view, a transposed view), so the
+    export records the strides PyTorch gives each result; tests/interp/test_strides.cpp audits
+    the interpreter's against them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 6, 3, padding=1)
+
+    def forward(self, x, m):
+        cl = x.contiguous(memory_format=torch.channels_last)       # N, C, H, W in NHWC memory
+        t = x.transpose(-1, -2)                                     # a transposed view
+        b = m.transpose(-1, -2)
+        outs = [
+            cl + 1.5, cl - 2, 3 - cl, cl * 0.5, cl / 4, torch.div(cl, 3, rounding_mode="floor"),
+            torch.maximum(cl, t.transpose(-1, -2)), torch.minimum(t, t * 2),
+            cl == 0.5, t != t * 2, cl < 0, t <= 0.1, cl > t.transpose(-1, -2), t >= 0,
+            b & (t > 0), b | (t > 0), torch.logical_and(b, t < 1), torch.logical_or(b, t > 1),
+            torch.where(b, t, t * 2), torch.where(b, t, 0.0), torch.where(b, 1.0, t),
+            t.masked_fill(b, 0.25), t.masked_fill(b, torch.tensor(2.0)),
+            cl.clamp(-0.5, 0.5), cl.clamp(max=0.2), F.hardtanh(t), F.relu6(cl * 4),
+            cl.abs().sqrt(), t.exp(), (cl.abs() + 1).log(), t.erf(), (t * 3).floor(),
+            (cl * 3).ceil(), (t * 3).trunc(), (cl * 3).round(), F.hardswish(t), F.hardsigmoid(cl),
+            torch.logical_not(b), ~b, cl.to(torch.float64), t.type_as(x), t.detach(),
+            torch.full_like(cl, 2.0), torch.zeros_like(t), torch.ones_like(cl), t.new_ones(3, 2),
+            t.new_zeros(2, 3), t.new_full((2, 2), 7.0), cl.sum(), t.mean(), cl.amax(dim=1),
+            t.amin(dim=-1), cl.argmax(dim=1), b.any(dim=2), torch.softmax(cl, dim=1),
+            torch.log_softmax(t, dim=-1), F.max_pool2d(cl, 2), F.avg_pool2d(cl, 2),
+            self.conv(cl), t.index_select(2, torch.tensor([0, 2])), t.narrow(3, 1, 2),
+            *cl.split([1, 3], dim=1), *t.chunk(2, dim=2), t.repeat(1, 1, 2, 1),
+            t[:, :1].squeeze(1), cl[:, :, :1].squeeze(), F.pad(cl, (1, 1)),
+            F.pad(t, (1, 2, 0, 1), mode="reflect"), F.pad(cl, (2, 0, 1, 1), mode="replicate"),
+            F.interpolate(cl, scale_factor=2, mode="nearest"),
+            F.interpolate(cl, size=(7, 9), mode="bilinear"), torch.roll(t, 1, 2), t.flip(1),
+            torch.addcmul(cl, t.transpose(-1, -2), cl), F.silu(t), F.gelu(cl), torch.tanh(t),
+            torch.sigmoid(cl), t.neg(), cl.reciprocal(), t.sin(),
+            cl.cos(), t.pow(2), cl.pow(t.transpose(-1, -2).abs()), t.cumsum(dim=3),
+            F.layer_norm(t, (5,)), F.group_norm(cl, 2), torch.linalg.vector_norm(cl, dim=1),
+        ]
+        return tuple(outs)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     g = torch.Generator().manual_seed(18)
@@ -206,6 +248,8 @@ def main():
     export("ops_conv_norms", ConvNorms(), (r(2, 2, 33),))
     export("ops_attention_view", Attention(), (r(2, 5, 16),))
     export("ops_upsample", Upsample(), (r(2, 3, 5, 6),))
+    torch.manual_seed(19)
+    export("ops_strides", Strides(), (r(2, 4, 5, 4), r(2, 4, 5, 4) > 0.3))
 
 
 if __name__ == "__main__":

@@ -201,7 +201,7 @@ Tensor arith(Arith op, const Operand& a, const Operand& b, std::optional<Scalar>
       }
     }
   });
-  return out.to(rt);
+  return to_preserving(out, rt);
 }
 
 /// Shape rule shared by the arithmetic ops: `self` and `other` (tensor or number), optional alpha.
@@ -291,7 +291,7 @@ Tensor pow_impl(const Operand& base, const Operand& exp, const std::string& wher
     out = map2<C, C, C>(
         tb, te, [=](C x, C e) { return pow_elem(x, e, scalar_exp); }, where);
   });
-  return out.to(rt);
+  return to_preserving(out, rt);
 }
 
 /// Shape rule of the pow overloads (arguments `self` and `exponent`).
@@ -317,7 +317,7 @@ Tensor extremum(const Tensor& a, const Tensor& b, bool is_max, const std::string
     out = map2<C, C, C>(
         a.to(rt), b.to(rt), [=](C x, C y) { return extremum_elem(x, y, is_max); }, where);
   });
-  return out.to(rt);
+  return to_preserving(out, rt);
 }
 
 TensorType extremum_type(const Node& node) {

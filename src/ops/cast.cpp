@@ -60,6 +60,13 @@ TensorType cast_type(const TensorType& t, std::optional<DType> dtype,
   return out;
 }
 
+/// The node's memory_format argument (torch.export's code), if given.
+std::optional<int64_t> memory_format(const KernelContext& ctx) {
+  const ir::Arg* mf = ctx.node().arg("memory_format");
+  if (mf && mf->kind == ir::Arg::Kind::kMemoryFormat) return mf->i;
+  return std::nullopt;
+}
+
 /// Casts `x` to `dtype` on `device` (both optional). Returns `x` itself when the dtype does not
 /// change and `copy` is false; otherwise a copy in x's layout (PyTorch's preserve_format), or a
 /// contiguous one when the node asks for memory_format=torch.contiguous_format.
@@ -71,9 +78,7 @@ Tensor cast(const KernelContext& ctx, const Tensor& x, std::optional<DType> dtyp
   const DType dt = dtype.value_or(x.dtype());
   check_supported(dt, ctx.where());
   if (dt == x.dtype() && !copy) return x;
-  if (const ir::Arg* mf = ctx.node().arg("memory_format"); mf && mf->kind == ir::Arg::Kind::kMemoryFormat && mf->i == 1)
-    return x.to(dt, /*copy=*/true);
-  return to_preserving(x, dt, /*copy=*/true);
+  return copy_in_format(x, dt, memory_format(ctx));
 }
 
 /// dropout's inference-only rule: train with p > 0 is not supported; p must lie in [0, 1].
@@ -148,16 +153,20 @@ std::vector<TensorType> shape_clone(const Node& node) {
 }
 std::vector<RValue> kernel_clone(KernelContext& ctx) {
   const Tensor& x = ctx.tensor("self");
-  if (const ir::Arg* mf = ctx.node().arg("memory_format"); mf && mf->kind == ir::Arg::Kind::kMemoryFormat && mf->i == 1)
-    return {x.clone()};
-  return {to_preserving(x, x.dtype(), /*copy=*/true)};  // preserve_format, as torch.clone
+  return {copy_in_format(x, x.dtype(), memory_format(ctx))};  // preserve_format by default
 }
 
 std::vector<TensorType> shape_contiguous(const Node& node) {
   return {cast_type(in_type(node), std::nullopt, std::nullopt)};
 }
 std::vector<RValue> kernel_contiguous(KernelContext& ctx) {
-  return {ctx.tensor("self").contiguous()};
+  const Tensor& x = ctx.tensor("self");
+  const std::optional<int64_t> mf = memory_format(ctx);
+  if (mf && (*mf == 2 || *mf == 3)) {  // x.contiguous(memory_format=torch.channels_last)
+    if (x.strides() == memory_format_strides(x.sizes(), *mf)) return {x};
+    return {copy_in_format(x, x.dtype(), mf)};
+  }
+  return {x.contiguous()};
 }
 
 std::vector<TensorType> shape_lift_fresh_copy(const Node& node) {

@@ -258,25 +258,85 @@ Tensor scalar_tensor(const Scalar& s, DType dtype) {
   return t;
 }
 
-Tensor to_preserving(const Tensor& t, DType dtype, bool copy) {
-  if (t.dtype() == dtype && !copy) return t;
-  if (t.is_contiguous() || t.dim() < 2) return t.to(dtype, copy);
-  // non-overlapping and dense: the strides are a permutation of some contiguous layout
+namespace {
+/// True when `t`'s elements tile its storage span exactly once in some dim order (PyTorch's
+/// is_non_overlapping_and_dense): a permutation of a contiguous layout.
+bool non_overlapping_dense(const Tensor& t) {
   std::vector<int64_t> order(static_cast<size_t>(t.dim()));
   for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int64_t>(k);
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t x, int64_t y) { return t.stride(x) > t.stride(y); });
   int64_t expect = 1;
-  bool dense = true;
   for (size_t k = order.size(); k-- > 0;) {
     const int64_t d = order[k];
     if (t.size(d) == 1) continue;
-    if (t.stride(d) != expect) dense = false;
+    if (t.stride(d) != expect) return false;
     expect *= t.size(d);
   }
-  if (!dense) return t.to(dtype, copy);
-  Tensor out = Tensor::empty({t.numel()}, dtype).as_strided(t.sizes(), t.strides(), 0);
+  return true;
+}
+
+Tensor empty_strided(const Shape& sizes, const Shape& strides, DType dtype) {
+  if (strides == Tensor::contiguous_strides(sizes)) return Tensor::empty(sizes, dtype);
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return Tensor::empty({n}, dtype).as_strided(sizes, strides, 0);
+}
+}  // namespace
+
+Tensor to_preserving(const Tensor& t, DType dtype, bool copy) {
+  if (t.dtype() == dtype && !copy) return t;
+  if (t.is_contiguous() || t.dim() < 2 || !non_overlapping_dense(t)) return t.to(dtype, copy);
+  Tensor out = empty_strided(t.sizes(), t.strides(), dtype);
   out.copy_from(t);
+  return out;
+}
+
+Shape memory_format_strides(const Shape& sizes, int64_t code) {
+  const size_t nd = sizes.size();
+  if (!((code == 2 && nd == 4) || (code == 3 && nd == 5))) return Tensor::contiguous_strides(sizes);
+  Shape strides(nd);
+  int64_t running = 1;
+  // channels (dim 1) fastest, then the spatial dims from the last, then the batch
+  strides[1] = running;
+  running *= std::max<int64_t>(sizes[1], 1);
+  for (size_t d = nd - 1; d >= 2; --d) {
+    strides[d] = running;
+    running *= std::max<int64_t>(sizes[d], 1);
+  }
+  strides[0] = running;
+  return strides;
+}
+
+Tensor copy_in_format(const Tensor& t, DType dtype, std::optional<int64_t> code) {
+  if (code && (*code == 2 || *code == 3)) {
+    Tensor out = empty_strided(t.sizes(), memory_format_strides(t.sizes(), *code), dtype);
+    out.copy_from(t);
+    return out;
+  }
+  if (code && *code == 1) return t.to(dtype, /*copy=*/true);
+  return to_preserving(t, dtype, /*copy=*/true);
+}
+
+Tensor empty_like_layout(const Tensor& like, DType dtype) {
+  if (like.is_contiguous() || like.dim() < 2 || !non_overlapping_dense(like))
+    return Tensor::empty(like.sizes(), dtype);
+  return empty_strided(like.sizes(), like.strides(), dtype);
+}
+
+Tensor channels_last_like(const Tensor& value, const Tensor& input) {
+  if (input.dim() != 4 || value.dim() != 4 || input.is_contiguous() ||
+      input.strides() != memory_format_strides(input.sizes(), 2))
+    return value;
+  if (value.strides() == memory_format_strides(value.sizes(), 2)) return value;
+  return copy_in_format(value, value.dtype(), 2);
+}
+
+Tensor layout_like(const Tensor& value, const Tensor& like) {
+  if (like.is_contiguous() || value.sizes() != like.sizes()) return value;
+  Tensor out = empty_like_layout(like, value.dtype());
+  if (out.is_contiguous()) return value;
+  out.copy_from(value);
   return out;
 }
 
@@ -322,11 +382,7 @@ Shape pointwise_strides(const Shape& shape, const std::vector<const Tensor*>& in
 }
 
 Tensor empty_pointwise(const Shape& shape, DType dtype, const std::vector<const Tensor*>& ins) {
-  const Shape strides = pointwise_strides(shape, ins);
-  if (strides == Tensor::contiguous_strides(shape)) return Tensor::empty(shape, dtype);
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return Tensor::empty({n}, dtype).as_strided(shape, strides, 0);
+  return empty_strided(shape, pointwise_strides(shape, ins), dtype);
 }
 
 Tensor as_input(const Operand& op, DType result, bool exact_scalar) {

@@ -227,6 +227,23 @@ Tensor as_input(const Operand& op, DType result, bool exact_scalar);
 /// `copy`.
 Tensor to_preserving(const Tensor& t, DType dtype, bool copy = false);
 
+/// The strides memory format `code` gives `sizes` (torch.export's MemoryFormat: 2 channels_last
+/// for rank 4, 3 channels_last_3d for rank 5); row-major strides for any other code or rank.
+Shape memory_format_strides(const Shape& sizes, int64_t code);
+/// A copy of `t` in `dtype` laid out as memory format `code` asks: 1 contiguous, 2 / 3 channels
+/// last, anything else (4 preserve, none) `t`'s own layout when it is dense (to_preserving).
+Tensor copy_in_format(const Tensor& t, DType dtype, std::optional<int64_t> code);
+/// An uninitialised tensor of `like`'s sizes in `dtype` with `like`'s layout when it is dense
+/// (the *_like ops' preserve_format).
+Tensor empty_like_layout(const Tensor& like, DType dtype);
+
+/// `value` laid out channels-last when `input` is (PyTorch's suggest_memory_format: a rank-4
+/// input whose strides are channels-last and not row-major), as convolutions, pooling,
+/// constant padding, upsampling and group_norm give their results; else `value` itself.
+Tensor channels_last_like(const Tensor& value, const Tensor& input);
+/// `value` (of `like`'s sizes) in `like`'s layout when that is dense (empty_like(like)).
+Tensor layout_like(const Tensor& value, const Tensor& like);
+
 namespace detail {
 /// `t` converted to `dtype` (no copy when equal; layout kept, to_preserving) and expanded to
 /// `shape`.

@@ -73,7 +73,7 @@ Tensor bitwise(bool is_and, const Operand& a, const Operand& b, const std::strin
   Tensor out = map2<int64_t, int64_t, int64_t>(
       as_input(a, rt, true), as_input(b, rt, true),
       [=](int64_t x, int64_t y) { return is_and ? (x & y) : (x | y); }, where);
-  return out.to(rt);
+  return to_preserving(out, rt);
 }
 
 TensorType bitwise_type(const Node& node) {
@@ -118,7 +118,7 @@ Tensor select(const Tensor& cond, const Operand& a, const Operand& b, const std:
     out = map3<bool, C, C, C>(
         cond, ta, tb, [](bool c, C x, C y) { return c ? x : y; }, where);
   });
-  return out.to(rt);
+  return to_preserving(out, rt);
 }
 
 TensorType where_type(const Node& node) {
@@ -157,7 +157,8 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value,
     out = map3<bool, C, C, C>(
         mask, self, tv, [](bool m, C x, C v) { return m ? v : x; }, where);
   });
-  return out.to(rt);
+  // PyTorch's masked_fill clones self with MemoryFormat::Contiguous first: row-major result
+  return out.contiguous().to(rt);
 }
 
 TensorType masked_fill_type(const Node& node, bool tensor_value) {
@@ -302,7 +303,7 @@ std::vector<RValue> kernel_clamp(KernelContext& ctx) {
     const bool has_lo = lo.has_value(), has_hi = hi.has_value();
     out = map1<C, C>(self.to(rt), [=](C x) { return clamp_elem(x, has_lo, l, has_hi, h); });
   });
-  return {out.to(rt)};
+  return {to_preserving(out, rt)};
 }
 
 // clamp_min / clamp_max: clamp with one bound (the argument names match clamp's).
@@ -340,7 +341,7 @@ std::vector<RValue> kernel_hardtanh(KernelContext& ctx) {
     const C l = static_cast<C>(lo), h = static_cast<C>(hi);
     out = map1<C, C>(self, [=](C x) { return clamp_elem(x, true, l, true, h); });
   });
-  return {out.to(self.dtype())};
+  return {to_preserving(out, self.dtype())};
 }
 std::vector<TensorType> shape_relu6(const Node& n) { return shape_hardtanh(n); }
 std::vector<RValue> kernel_relu6(KernelContext& c) { return kernel_hardtanh(c); }

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "ops/common.h"
 #include "ops/registry.h"
 
 namespace anvil::ops {
@@ -425,7 +426,7 @@ std::vector<TensorType> shape_adaptive_avg_pool2d(const ir::Node& node) {
   return {t};
 }
 
-std::vector<ir::RValue> kernel_conv2d(ir::KernelContext& ctx) {
+static std::vector<ir::RValue> conv2d_rows(ir::KernelContext& ctx) {
   const std::string* sp = padding_string(ctx.node());
   return {conv_forward(ctx, ctx.tensor("input"), ctx.tensor("weight"), ctx.opt_tensor("bias"),
                        ctx.ints("stride", {1}), sp,
@@ -435,7 +436,7 @@ std::vector<ir::RValue> kernel_conv2d(ir::KernelContext& ctx) {
 
 std::vector<ir::RValue> kernel_conv1d(ir::KernelContext& ctx) { return kernel_conv2d(ctx); }
 
-std::vector<ir::RValue> kernel_convolution(ir::KernelContext& ctx) {
+static std::vector<ir::RValue> convolution_rows(ir::KernelContext& ctx) {
   if (ctx.bool_arg("transposed", false))
     return {conv_transpose_detail::run_kernel(ctx)};
   const std::string* sp = padding_string(ctx.node());
@@ -445,7 +446,7 @@ std::vector<ir::RValue> kernel_convolution(ir::KernelContext& ctx) {
                        ctx.ints("dilation", {1}), ctx.int_arg("groups", 1))};
 }
 
-std::vector<ir::RValue> kernel_max_pool2d(ir::KernelContext& ctx) {
+static std::vector<ir::RValue> max_pool2d_rows(ir::KernelContext& ctx) {
   const Tensor& x = ctx.tensor("self");
   const Window2d w = pool_window(ctx.ints("kernel_size"), ctx.ints("stride", {}),
                                  ctx.ints("padding", {0}), ctx.ints("dilation", {1}), ctx.where());
@@ -481,7 +482,7 @@ std::vector<ir::RValue> kernel_max_pool2d(ir::KernelContext& ctx) {
   })};
 }
 
-std::vector<ir::RValue> kernel_avg_pool2d(ir::KernelContext& ctx) {
+static std::vector<ir::RValue> avg_pool2d_rows(ir::KernelContext& ctx) {
   const Tensor& x = ctx.tensor("self");
   const Window2d w = pool_window(ctx.ints("kernel_size"), ctx.ints("stride", {}),
                                  ctx.ints("padding", {0}), {1}, ctx.where());
@@ -519,7 +520,7 @@ std::vector<ir::RValue> kernel_avg_pool2d(ir::KernelContext& ctx) {
   })};
 }
 
-std::vector<ir::RValue> kernel_adaptive_avg_pool2d(ir::KernelContext& ctx) {
+static std::vector<ir::RValue> adaptive_avg_pool2d_rows(ir::KernelContext& ctx) {
   const Tensor& x = ctx.tensor("self");
   if (x.dim() != 3 && x.dim() != 4)
     ctx.fail("pooling needs a 3-D or 4-D input", "[N, C, H, W] or [C, H, W]", x.type_str());
@@ -545,6 +546,41 @@ std::vector<ir::RValue> kernel_adaptive_avg_pool2d(ir::KernelContext& ctx) {
       }
     }
   })};
+}
+
+// conv2d keeps a channels-last input's layout, as PyTorch's CPU kernel does.
+std::vector<ir::RValue> kernel_conv2d(ir::KernelContext& ctx) {
+  std::vector<ir::RValue> r = conv2d_rows(ctx);
+  if (auto* t = std::get_if<Tensor>(&r[0])) *t = channels_last_like(*t, ctx.tensor("input"));
+  return r;
+}
+
+// convolution keeps a channels-last input's layout, as PyTorch's CPU kernel does.
+std::vector<ir::RValue> kernel_convolution(ir::KernelContext& ctx) {
+  std::vector<ir::RValue> r = convolution_rows(ctx);
+  if (auto* t = std::get_if<Tensor>(&r[0])) *t = channels_last_like(*t, ctx.tensor("input"));
+  return r;
+}
+
+// max_pool2d keeps a channels-last input's layout, as PyTorch's CPU kernel does.
+std::vector<ir::RValue> kernel_max_pool2d(ir::KernelContext& ctx) {
+  std::vector<ir::RValue> r = max_pool2d_rows(ctx);
+  if (auto* t = std::get_if<Tensor>(&r[0])) *t = channels_last_like(*t, ctx.tensor("self"));
+  return r;
+}
+
+// avg_pool2d keeps a channels-last input's layout, as PyTorch's CPU kernel does.
+std::vector<ir::RValue> kernel_avg_pool2d(ir::KernelContext& ctx) {
+  std::vector<ir::RValue> r = avg_pool2d_rows(ctx);
+  if (auto* t = std::get_if<Tensor>(&r[0])) *t = channels_last_like(*t, ctx.tensor("self"));
+  return r;
+}
+
+// adaptive_avg_pool2d keeps a channels-last input's layout, as PyTorch's CPU kernel does.
+std::vector<ir::RValue> kernel_adaptive_avg_pool2d(ir::KernelContext& ctx) {
+  std::vector<ir::RValue> r = adaptive_avg_pool2d_rows(ctx);
+  if (auto* t = std::get_if<Tensor>(&r[0])) *t = channels_last_like(*t, ctx.tensor("self"));
+  return r;
 }
 
 }  // namespace anvil::ops

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "ops/common.h"
 #include "ops/registry.h"
 
 namespace anvil::ops {
@@ -319,29 +320,44 @@ std::vector<RValue> kernel_scalar_tensor(KernelContext& ctx) {
 
 // ---- *_like
 
+namespace {
+/// `value` (a filled tensor of self's sizes) in self's layout: the *_like ops' preserve_format
+/// (a transposed or channels-last self gives a result laid out the same way), unless the node
+/// asks for another memory_format.
+Tensor like_layout(const KernelContext& ctx, const Tensor& value) {
+  const ir::Arg* mf = ctx.node().arg("memory_format");
+  const std::optional<int64_t> code =
+      mf && mf->kind == ir::Arg::Kind::kMemoryFormat ? std::optional<int64_t>(mf->i) : std::nullopt;
+  if (code && *code != 4) return copy_in_format(value, value.dtype(), code);
+  Tensor out = empty_like_layout(ctx.tensor("self"), value.dtype());
+  out.copy_from(value);
+  return out;
+}
+}  // namespace
+
 std::vector<TensorType> shape_full_like(const Node& node) {
   scalar_arg_dtype(node, "fill_value");
   return like_shape(node);
 }
 std::vector<RValue> kernel_full_like(KernelContext& ctx) {
-  return {filled(ctx, ctx.tensor("self").sizes(), self_dtype(ctx), "fill_value")};
+  return {like_layout(ctx, filled(ctx, ctx.tensor("self").sizes(), self_dtype(ctx), "fill_value"))};
 }
 
 std::vector<TensorType> shape_zeros_like(const Node& node) { return like_shape(node); }
 std::vector<RValue> kernel_zeros_like(KernelContext& ctx) {
-  return {filled_const(ctx, ctx.tensor("self").sizes(), self_dtype(ctx), 0)};
+  return {like_layout(ctx, filled_const(ctx, ctx.tensor("self").sizes(), self_dtype(ctx), 0))};
 }
 
 std::vector<TensorType> shape_ones_like(const Node& node) { return like_shape(node); }
 std::vector<RValue> kernel_ones_like(KernelContext& ctx) {
-  return {filled_const(ctx, ctx.tensor("self").sizes(), self_dtype(ctx), 1)};
+  return {like_layout(ctx, filled_const(ctx, ctx.tensor("self").sizes(), self_dtype(ctx), 1))};
 }
 
 // empty_like: zero-filled like empty (torch leaves it uninitialised; exports use it as the
 // destination of a non-functional collective's copy_).
 std::vector<TensorType> shape_empty_like(const Node& node) { return like_shape(node); }
 std::vector<RValue> kernel_empty_like(KernelContext& ctx) {
-  return {filled_const(ctx, ctx.tensor("self").sizes(), self_dtype(ctx), 0)};
+  return {like_layout(ctx, filled_const(ctx, ctx.tensor("self").sizes(), self_dtype(ctx), 0))};
 }
 
 // ---- new_*

@@ -74,7 +74,7 @@ std::vector<RValue> kernel_group_norm(KernelContext& ctx) {
       po[s * group + i] = (row[i] - mean) * inv * w[static_cast<size_t>(ch)] + b[static_cast<size_t>(ch)];
     }
   }
-  return {out.to(input.dtype())};
+  return {channels_last_like(out.to(input.dtype()), input)};
 }
 
 // ---- _weight_norm(v, g, dim=0)

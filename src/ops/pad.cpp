@@ -179,7 +179,7 @@ std::vector<RValue> pad_kernel(KernelContext& ctx) {
       dst = dst.slice(d, std::max<int64_t>(0, l), std::max<int64_t>(0, l) + (s1 - s0));
     }
     dst.copy_from(src);
-    return {out};
+    return {channels_last_like(out, self)};  // constant_pad_nd keeps channels-last
   }
   // Non-constant modes: pad one dimension at a time, copying slices from their source index.
   Tensor cur = self;
@@ -295,7 +295,7 @@ std::vector<RValue> kernel_flip(KernelContext& ctx) {
     for (int64_t i = 0; i < n; ++i) next.select(d, i).copy_from(cur.select(d, n - 1 - i));
     cur = next;
   }
-  return {cur.contiguous()};
+  return {layout_like(cur.contiguous(), self)};  // flip's result is empty_like(self)
 }
 
 // ---- the rows

@@ -60,7 +60,7 @@ std::vector<RValue> addc_kernel(KernelContext& ctx, bool div) {
         [v, div](C s, C a, C b) { return static_cast<C>(div ? s + v * a / b : s + v * a * b); },
         ctx.where());
   });
-  return {out.to(rt)};
+  return {to_preserving(out, rt)};
 }
 
 }  // namespace

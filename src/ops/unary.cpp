@@ -133,7 +133,7 @@ std::vector<RValue> float_fn_kernel(KernelContext& ctx, FloatFn fn) {
     if constexpr (std::is_floating_point_v<C>)
       out = map1<C, C>(x, [=](C v) { return float_fn(v, fn); });
   });
-  return {out.to(rt)};
+  return {to_preserving(out, rt)};
 }
 
 /// Throws unless `dtype` is floating (gelu, silu).
@@ -157,7 +157,7 @@ std::vector<RValue> activation_kernel(KernelContext& ctx, Activation fn, const s
     if constexpr (std::is_floating_point_v<C>)
       out = map1<C, C>(x, [=](C v) { return activation(v, fn); });
   });
-  return {out.to(x.dtype())};
+  return {to_preserving(out, x.dtype())};
 }
 
 /// gelu's `approximate`: "none" (erf) or "tanh".
@@ -201,7 +201,7 @@ std::vector<RValue> signed_fn_kernel(KernelContext& ctx, SignedFn fn) {
   Tensor out;
   ANVIL_DISPATCH_COMPUTE(x.dtype(), ctx.where(), C,
                          { out = map1<C, C>(x, [=](C v) { return signed_fn(v, fn); }); });
-  return {out.to(x.dtype())};
+  return {to_preserving(out, x.dtype())};
 }
 
 }  // namespace
@@ -253,7 +253,7 @@ std::vector<RValue> round_kernel(KernelContext& ctx, RoundFn fn) {
       }
     });
   });
-  return {out.to(x.dtype())};
+  return {to_preserving(out, x.dtype())};
 }
 }  // namespace
 

@@ -146,7 +146,7 @@ std::vector<RValue> upsample_kernel(KernelContext& ctx) {
     }
     out = y;
   });
-  return {out.to(input.dtype())};
+  return {channels_last_like(out.to(input.dtype()), input)};
 }
 
 }  // namespace
