@@ -214,6 +214,57 @@ class Strides(nn.Module):
             F.layer_norm(t, (5,)), F.group_norm(cl, 2), torch.linalg.vector_norm(cl, dim=1),
         ]
         return tuple(outs)
+class ReductionsMore(nn.Module):
+    """Reductions with index results, NaN-free ties (argmin / max / min take the first index),
+    the variance family, logsumexp, scans and sorting (topk on distinct values)."""
+
+    def forward(self, x, m):
+        mx = x.max(dim=1)
+        mn = x.min(dim=0, keepdim=True)
+        vm = torch.var_mean(x, dim=1, correction=0)
+        srt = x.sort(dim=1, descending=True)
+        tk = x.topk(2, dim=1)
+        tks = x.topk(3, dim=0, largest=False)
+        r = x.round()                                  # ties for argmin / sort
+        return (
+            m.any(), m.any(dim=(0, 1)), m.all(), m.all(dim=1),
+            x.argmin(dim=1), r.argmin(), mx.values, mx.indices, mn.values, mn.indices,
+            x.prod(), (x * 0.5 + 1).prod(dim=0),
+            x.var(dim=1), x.var(), x.std(dim=0, unbiased=False), vm[0], vm[1],
+            torch.std_mean(x, dim=1)[0],
+            torch.logsumexp(x, dim=1), torch.logsumexp(x, dim=(0, 1), keepdim=True),
+            (x * 0.5 + 1).cumprod(dim=1),
+            srt.values, srt.indices, tk.values, tk.indices, tks.values, tks.indices,
+            r.sort(dim=1).indices, r.argsort(dim=0, descending=True),
+        )
+
+
+class CoreForms(nn.Module):
+    """Core ATen forms as run_decompositions() leaves them, called directly: the native norms
+    with their statistics, _log_softmax, native_dropout, _adaptive_avg_pool2d, var.correction,
+    plus diagonal, select_scatter / slice_scatter, copy, masked_scatter and empty_strided."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.linspace(0.5, 1.5, 6))
+        self.b = nn.Parameter(torch.linspace(-0.2, 0.3, 6))
+
+    def forward(self, x, img, m, src):
+        aten = torch.ops.aten
+        ln = aten.native_layer_norm.default(x, [6], self.w, self.b, 1e-5)
+        gn = aten.native_group_norm.default(img, self.w, self.b, 2, 6, 20, 3, 1e-5)
+        dr = aten.native_dropout.default(x, 0.3, False)
+        e = aten.empty_strided.default([4, 6], [1, 4]).fill_(0.5)
+        return (
+            ln[0], ln[1], ln[2], gn[0], gn[1], gn[2],
+            aten._log_softmax.default(x, 1, False), dr[0], dr[1],
+            aten._adaptive_avg_pool2d.default(img, [3, 2]),
+            aten.var.correction(x, [0], correction=0, keepdim=True),
+            aten.diagonal.default(img, 1, 2, 3), x.diagonal(-1),
+            torch.select_scatter(x, src[:6], 0, 2),
+            torch.slice_scatter(x, src.reshape(2, 6), 0, 1, 4, 2),
+            aten.copy.default(x, src[:6] * 2), x.masked_scatter(m, src.repeat(2)) + e,
+        )
 
 
 def main():
@@ -248,6 +299,9 @@ def main():
     export("ops_conv_norms", ConvNorms(), (r(2, 2, 33),))
     export("ops_attention_view", Attention(), (r(2, 5, 16),))
     export("ops_upsample", Upsample(), (r(2, 3, 5, 6),))
+    x = r(4, 6)
+    export("ops_reductions_more", ReductionsMore(), (x, x > 0.3))
+    export("ops_core_forms", CoreForms(), (x * 2, r(2, 6, 4, 5), x > 0, r(12)))
     torch.manual_seed(19)
     export("ops_strides", Strides(), (r(2, 4, 5, 4), r(2, 4, 5, 4) > 0.3))
 

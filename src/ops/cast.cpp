@@ -201,6 +201,28 @@ std::vector<RValue> kernel_dropout(KernelContext& ctx) {
   return {ctx.tensor(ctx.has("input") ? "input" : "self")};
 }
 
+// native_dropout(input, p, train) -> (output, mask): train=False (or p == 0) gives the input and
+// an all-True bool mask; train=None means training, as in ATen.
+
+std::vector<TensorType> shape_native_dropout(const Node& node) {
+  const bool train = !ir::shape_args::has(node, "train") || ir::shape_args::bool_(node, "train", true);
+  check_dropout(ir::shape_args::float_(node, "p"), train, node_where(node));
+  TensorType out = cast_type(in_type(node, "input"), std::nullopt, std::nullopt);
+  TensorType mask = out;
+  mask.dtype = DType::kBool;
+  return {out, mask};
+}
+
+std::vector<RValue> kernel_native_dropout(KernelContext& ctx) {
+  const bool train = !ctx.has("train") || ctx.bool_arg("train", true);
+  check_dropout(ctx.float_arg("p"), train, ctx.where());
+  const Tensor& x = ctx.tensor("input");
+  Tensor mask = Tensor::empty(x.sizes(), DType::kBool);
+  bool* m = mask.data<bool>();
+  for (int64_t i = 0; i < mask.numel(); ++i) m[i] = true;
+  return {x, mask};
+}
+
 std::vector<TensorType> shape_assert_tensor_metadata(const Node& node) {
   const TensorType& t = in_type(node, "a");
   if (std::optional<DType> dt = ir::shape_args::dtype(node, "dtype"); dt && *dt != t.dtype)

@@ -583,4 +583,12 @@ std::vector<ir::RValue> kernel_adaptive_avg_pool2d(ir::KernelContext& ctx) {
   return r;
 }
 
+// _adaptive_avg_pool2d: the same op under its ATen-internal name (core ATen exports use it).
+std::vector<TensorType> shape_adaptive_avg_pool2d_internal(const ir::Node& node) {
+  return shape_adaptive_avg_pool2d(node);
+}
+std::vector<ir::RValue> kernel_adaptive_avg_pool2d_internal(ir::KernelContext& ctx) {
+  return kernel_adaptive_avg_pool2d(ctx);
+}
+
 }  // namespace anvil::ops

@@ -308,6 +308,19 @@ std::vector<RValue> kernel_empty_memory_format(KernelContext& ctx) {
   return {filled_const(ctx, ctx.ints("size"), ctx.dtype_arg("dtype").value_or(kDefaultFloat), 0)};
 }
 
+// empty_strided(size, stride): zero-filled like empty; the values do not depend on the strides,
+// so the result is contiguous.
+std::vector<TensorType> shape_empty_strided(const Node& node) {
+  const auto sizes = sa::symints(node, "size"), strides = sa::symints(node, "stride");
+  if (sizes.size() != strides.size())
+    sa::fail(node, "empty_strided: size and stride must have the same length",
+             str(sizes.size(), " strides"), str(strides.size()));
+  return factory_shape(node);
+}
+std::vector<RValue> kernel_empty_strided(KernelContext& ctx) {
+  return {filled_const(ctx, ctx.ints("size"), ctx.dtype_arg("dtype").value_or(kDefaultFloat), 0)};
+}
+
 // scalar_tensor: a 0-dim tensor, float32 unless dtype is given (whatever the scalar's type).
 std::vector<TensorType> shape_scalar_tensor(const Node& node) {
   scalar_arg_dtype(node, "s");  // checks that s is a number

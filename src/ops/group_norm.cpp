@@ -1,4 +1,4 @@
-// group_norm and _weight_norm (rows under "group_norm.cpp" in ops.def). group_norm(input,
+// group_norm, native_group_norm and _weight_norm (rows under "group_norm.cpp" in ops.def). group_norm(input,
 // num_groups, weight, bias, eps) normalises each (sample, group) over its C / G channels and all
 // spatial positions (biased variance), then applies the per-channel affine; _weight_norm(v, g,
 // dim) is v * (g / ||v||), the 2-norm taken over every dim but `dim` (all dims for dim -1), as
@@ -48,17 +48,21 @@ std::vector<TensorType> shape_group_norm(const Node& node) {
   return {t};
 }
 
-std::vector<RValue> kernel_group_norm(KernelContext& ctx) {
-  const Tensor& input = ctx.tensor("input");
-  const int64_t g = check_group_norm(ctx.node(), sa::type(ctx.node(), "input"));
-  const double eps = ctx.float_arg("eps", 1e-5);
+namespace {
+
+/// group_norm of `input` with `g` groups in double, rounded once to the input's dtype; also the
+/// mean and 1/sqrt(var + eps) of each (sample, group), shaped (N, G), as native_group_norm
+/// returns them.
+std::vector<RValue> group_norm_impl(const KernelContext& ctx, const Tensor& input, int64_t g,
+                                    double eps) {
   const Tensor x = input.contiguous().to(DType::kFloat64, true);
-  const int64_t n = x.size(0), c = x.size(1), per_c = c ? x.numel() / (n * c) : 0;
+  const int64_t n = x.size(0), c = x.size(1), per_c = c && n ? x.numel() / (n * c) : 0;
   const int64_t group = c / g * per_c;  // elements of one (sample, group)
   std::vector<double> w(static_cast<size_t>(c), 1.0), b(static_cast<size_t>(c), 0.0);
   if (auto wt = ctx.opt_tensor("weight")) w = wt->to_doubles();
   if (auto bt = ctx.opt_tensor("bias")) b = bt->to_doubles();
   Tensor out = Tensor::empty(x.sizes(), DType::kFloat64);
+  std::vector<double> means(static_cast<size_t>(n * g)), rstds(means.size());
   const double* px = x.data<double>();
   double* po = out.data<double>();
   for (int64_t s = 0; s < n * g; ++s) {
@@ -69,12 +73,58 @@ std::vector<RValue> kernel_group_norm(KernelContext& ctx) {
     for (int64_t i = 0; i < group; ++i) var += (row[i] - mean) * (row[i] - mean);
     var /= static_cast<double>(std::max<int64_t>(group, 1));
     const double inv = 1.0 / std::sqrt(var + eps);
+    means[static_cast<size_t>(s)] = mean;
+    rstds[static_cast<size_t>(s)] = inv;
     for (int64_t i = 0; i < group; ++i) {
       const int64_t ch = (s % g) * (c / g) + i / per_c;
       po[s * group + i] = (row[i] - mean) * inv * w[static_cast<size_t>(ch)] + b[static_cast<size_t>(ch)];
     }
   }
-  return {channels_last_like(out.to(input.dtype()), input)};
+  const DType dt = input.dtype();
+  return {channels_last_like(out.to(dt), input), Tensor::from_vector(means, {n, g}).to(dt),
+          Tensor::from_vector(rstds, {n, g}).to(dt)};
+}
+
+}  // namespace
+
+std::vector<RValue> kernel_group_norm(KernelContext& ctx) {
+  const Tensor& input = ctx.tensor("input");
+  const int64_t g = check_group_norm(ctx.node(), sa::type(ctx.node(), "input"));
+  return {group_norm_impl(ctx, input, g, ctx.float_arg("eps", 1e-5))[0]};
+}
+
+// ---- native_group_norm(input, weight, bias, N, C, HxW, group, eps) -> (out, mean, rstd); mean
+// and rstd are (N, group) in the input's dtype. N, C and HxW must describe the input.
+
+namespace {
+
+int64_t check_native_group_norm(const Node& node, const TensorType& x) {
+  if (x.sizes.size() < 2) sa::fail(node, "native_group_norm needs an (N, C, *) input", "rank >= 2", x.str());
+  if (!is_floating(x.dtype)) sa::fail(node, "group_norm needs a floating input", "a floating dtype", dtype_name(x.dtype));
+  const int64_t g = sa::int_(node, "group");
+  if (g <= 0) sa::fail(node, "group_norm needs a positive group count", "group > 0", std::to_string(g));
+  const SymInt c = sa::symint(node, "C");
+  if (c != x.sizes[1]) sa::fail(node, "native_group_norm: C does not match the input", x.sizes[1].str(), c.str());
+  if (auto cc = c.maybe_constant(); cc && *cc % g != 0)
+    sa::fail(node, "group_norm: channels must be divisible by the group count",
+             "C % group == 0", str("C = ", *cc, ", group = ", g));
+  return g;
+}
+
+}  // namespace
+
+std::vector<TensorType> shape_native_group_norm(const Node& node) {
+  TensorType t = sa::type(node, "input");
+  const int64_t g = check_native_group_norm(node, t);
+  t.strides.clear();
+  TensorType stat = t;
+  stat.sizes = {t.sizes[0], SymInt(g)};
+  return {t, stat, stat};
+}
+
+std::vector<RValue> kernel_native_group_norm(KernelContext& ctx) {
+  const int64_t g = check_native_group_norm(ctx.node(), sa::type(ctx.node(), "input"));
+  return group_norm_impl(ctx, ctx.tensor("input"), g, ctx.float_arg("eps"));
 }
 
 // ---- _weight_norm(v, g, dim=0)

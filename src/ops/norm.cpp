@@ -1,4 +1,5 @@
-// Softmax and normalisations: softmax.int, _softmax, log_softmax.int, layer_norm, batch_norm
+// Softmax and normalisations: softmax.int, _softmax, log_softmax.int, _log_softmax, layer_norm,
+// native_layer_norm (with mean and rstd), batch_norm
 // (inference) and _native_batch_norm_legit_no_training. Shape rules and reference kernels with
 // torch's semantics. Softmax subtracts the row maximum; everything computes in float for 16-bit
 // inputs and in double otherwise, and rounds once to the output dtype.
@@ -173,7 +174,11 @@ std::vector<TensorType> shape_layer_norm(const Node& node) {
   return {out};
 }
 
-std::vector<RValue> kernel_layer_norm(KernelContext& ctx) {
+namespace {
+
+/// layer_norm's output, and the mean and 1/sqrt(var + eps) of each normalised row (sizes of the
+/// input with the normalised dims as 1, the input's dtype), as native_layer_norm returns them.
+std::vector<RValue> layer_norm_impl(KernelContext& ctx) {
   const Tensor x = ctx.tensor("input").contiguous();
   const Shape norm = ctx.ints("normalized_shape");
   const int64_t nd = static_cast<int64_t>(norm.size());
@@ -189,8 +194,10 @@ std::vector<RValue> kernel_layer_norm(KernelContext& ctx) {
   auto b = param_values(ctx, "bias", m);
   const double eps = ctx.float_arg("eps", 1e-5);
   Tensor out = Tensor::empty(x.sizes(), x.dtype());
-  if (x.numel() == 0 || m == 0) return {out};
-  const int64_t rows = x.numel() / m;
+  Shape stat_sizes = x.sizes();
+  for (int64_t i = 0; i < nd; ++i) stat_sizes[static_cast<size_t>(x.dim() - nd + i)] = 1;
+  Tensor mean_t = Tensor::empty(stat_sizes, x.dtype()), rstd_t = Tensor::empty(stat_sizes, x.dtype());
+  const int64_t rows = m == 0 ? shape_numel(stat_sizes) : x.numel() / m;
   ANVIL_DISPATCH_FLOAT(x.dtype(), ctx.where(), T, {
     using C = Compute<T>;
     const T* px = x.data<T>();
@@ -207,6 +214,8 @@ std::vector<RValue> kernel_layer_norm(KernelContext& ctx) {
       }
       var /= static_cast<C>(m);
       const C rstd = C(1) / std::sqrt(var + static_cast<C>(eps));
+      mean_t.data<T>()[r] = cast_value<T, C>(mean);
+      rstd_t.data<T>()[r] = cast_value<T, C>(rstd);
       for (int64_t j = 0; j < m; ++j) {
         C y = (cast_value<C, T>(row[j]) - mean) * rstd;
         if (w) y *= static_cast<C>((*w)[j]);
@@ -215,7 +224,36 @@ std::vector<RValue> kernel_layer_norm(KernelContext& ctx) {
       }
     }
   });
-  return {out};
+  return {out, mean_t, rstd_t};
+}
+
+}  // namespace
+
+std::vector<RValue> kernel_layer_norm(KernelContext& ctx) { return {layer_norm_impl(ctx)[0]}; }
+
+// ---- native_layer_norm: (out, mean, rstd); mean / rstd keep the normalised dims as 1.
+
+std::vector<TensorType> shape_native_layer_norm(const Node& node) {
+  TensorType out = shape_layer_norm(node)[0];
+  TensorType stat = out;
+  const size_t nd = sa::symints(node, "normalized_shape").size();
+  for (size_t i = out.sizes.size() - nd; i < out.sizes.size(); ++i) stat.sizes[i] = SymInt(1);
+  return {out, stat, stat};
+}
+
+std::vector<RValue> kernel_native_layer_norm(KernelContext& ctx) { return layer_norm_impl(ctx); }
+
+// ---- _log_softmax(self, dim, half_to_float)
+
+std::vector<TensorType> shape_log_softmax_internal(const Node& node) {
+  return shape_softmax_internal(node);
+}
+
+std::vector<RValue> kernel_log_softmax_internal(KernelContext& ctx) {
+  const Tensor& self = ctx.tensor("self");
+  const DType out =
+      internal_softmax_dtype(self.dtype(), ctx.bool_arg("half_to_float", false), ctx.where());
+  return {softmax_impl(ctx, self, ctx.int_arg("dim"), self.dtype(), out, true)};
 }
 
 // ---- batch norm (inference): y = (x - running_mean) / sqrt(running_var + eps) * w + b over

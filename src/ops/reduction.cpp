@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "ops/reduce_util.h"
 #include "ops/registry.h"
 
 namespace anvil::ops {
@@ -17,112 +18,7 @@ using ir::KernelContext;
 using ir::Node;
 using ir::RValue;
 using ir::TensorType;
-
-/// "node NAME (TARGET)", the location shape-rule errors name.
-std::string node_where(const Node& node) { return "node " + node.name + " (" + node.target + ")"; }
-
-/// Which of `rank` dims a reduction over `dims` covers (empty `dims` = every dim). Repeated dims
-/// are an error, as in torch. A 0-dim tensor gives an empty mask.
-std::vector<bool> reduce_mask(const std::vector<int64_t>& dims, int64_t rank,
-                              const std::string& where) {
-  std::vector<bool> mask(static_cast<size_t>(rank), dims.empty());
-  std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(rank, 1)), false);
-  for (int64_t d : dims) {
-    const int64_t w = wrap_dim(d, rank, where);
-    if (seen[w])
-      throw Error(str("dim ", w, " appears multiple times in the list of dims"), where,
-                  "distinct dims", str(d));
-    seen[w] = true;
-    if (rank > 0) mask[w] = true;
-  }
-  return mask;
-}
-
-/// Output sizes of a reduction: reduced dims become 1 (keepdim) or disappear.
-template <typename S>
-std::vector<S> reduced_sizes(const std::vector<S>& sizes, const std::vector<bool>& mask,
-                             bool keepdim) {
-  std::vector<S> out;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (!mask[i])
-      out.push_back(sizes[i]);
-    else if (keepdim)
-      out.push_back(S(1));
-  }
-  return out;
-}
-
-/// A reduction laid out for a kernel: `moved` is the input with kept dims first and reduced dims
-/// last, so its row-major element k belongs to output element k / group_size.
-struct ReducePlan {
-  Tensor moved;
-  int64_t groups = 1;
-  int64_t group_size = 1;
-  Shape out_sizes;
-};
-
-/// Lays out the reduction of `t` over the dims set in `mask`.
-ReducePlan plan_reduce(const Tensor& t, const std::vector<bool>& mask, bool keepdim) {
-  ReducePlan p;
-  Shape perm;
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (!mask[d]) {
-      perm.push_back(d);
-      p.groups *= t.size(d);
-    }
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (mask[d]) {
-      perm.push_back(d);
-      p.group_size *= t.size(d);
-    }
-  p.moved = t.permute(perm);
-  p.out_sizes = reduced_sizes(t.sizes(), mask, keepdim);
-  return p;
-}
-
-/// Calls f(group, index_in_group, offset) for every element of the plan's input.
-template <typename F>
-void for_each_grouped(const ReducePlan& p, F&& f) {
-  int64_t k = 0;
-  const int64_t r = p.group_size;
-  for_each_offset(p.moved.sizes(), p.moved.strides(), [&](int64_t off) {
-    f(k / r, k % r, off);
-    ++k;
-  });
-}
-
-/// Sum accumulator: float for 16-bit floats, double for float32/64, int64 for integers and bool.
-template <typename T>
-struct SumAcc {
-  using type = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
-};
-template <>
-struct SumAcc<Half> {
-  using type = float;
-};
-template <>
-struct SumAcc<BFloat16> {
-  using type = float;
-};
-
-/// Comparison type: 16-bit floats compare as float, everything else natively.
-template <typename T>
-using CmpType = typename AccType<T>::type;
-
-/// True for NaN (always false for integer types).
-template <typename T>
-bool is_nan_value(T v) {
-  if constexpr (std::is_floating_point_v<CmpType<T>>)
-    return std::isnan(static_cast<CmpType<T>>(v));
-  else
-    return false;
-}
-
-/// Default result dtype of sum/cumsum: integral (and bool) inputs give int64.
-DType sum_dtype(DType in, std::optional<DType> requested) {
-  if (requested) return *requested;
-  return is_integral(in, /*include_bool=*/true) ? DType::kInt64 : in;
-}
+using namespace reduce;  // NOLINT: the shared reduction helpers (reduce_util.h)
 
 /// Result dtype of mean: floating (or complex) only, like torch.
 DType mean_dtype(DType in, std::optional<DType> requested, const std::string& where) {
@@ -136,32 +32,6 @@ DType mean_dtype(DType in, std::optional<DType> requested, const std::string& wh
     throw Error("mean(): could not infer output dtype; the input must be floating (or pass dtype)",
                 where, "a floating input dtype", dtype_name(in));
   return in;
-}
-
-/// Constant int list argument of a shape rule (symbolic entries are an error).
-std::vector<int64_t> static_ints(const Node& node, const std::string& name,
-                                 std::vector<int64_t> dflt) {
-  if (!ir::shape_args::has(node, name)) return dflt;
-  std::vector<int64_t> out;
-  for (const SymInt& s : ir::shape_args::symints(node, name)) {
-    if (!s.is_constant())
-      ir::shape_args::fail(node, "argument '" + name + "' must be constant", "constant ints",
-                           s.str());
-    out.push_back(s.constant());
-  }
-  return out;
-}
-
-/// Shape rule shared by the reductions: `dims` over self, keepdim, result dtype.
-std::vector<TensorType> reduce_shape(const Node& node, const std::vector<int64_t>& dims,
-                                     bool keepdim, DType dtype) {
-  const TensorType& in = ir::shape_args::type(node, "self");
-  auto mask = reduce_mask(dims, static_cast<int64_t>(in.sizes.size()), node_where(node));
-  TensorType out;
-  out.dtype = dtype;
-  out.sizes = reduced_sizes(in.sizes, mask, keepdim);
-  out.device = in.device;
-  return {out};
 }
 
 /// Sum (or mean) of `self` converted to `out_dtype`, over `dims` (empty = all).

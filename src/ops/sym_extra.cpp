@@ -76,6 +76,10 @@ std::vector<RValue> kernel_item(KernelContext& ctx) {
   return {out};
 }
 
+// _local_scalar_dense: aten.item's core-ATen form (the same value).
+std::vector<TensorType> shape_local_scalar_dense(const Node& node) { return shape_item(node); }
+std::vector<RValue> kernel_local_scalar_dense(KernelContext& ctx) { return kernel_item(ctx); }
+
 // ---- _operator comparisons -------------------------------------------------------------------
 
 std::vector<TensorType> shape_op_ge(const Node&) { return {}; }

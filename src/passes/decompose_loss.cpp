@@ -139,8 +139,7 @@ ir::Value* decompose_cross_entropy(ir::Graph& g, const ir::Node& n,
 int decompose_losses(std::unique_ptr<ir::Graph>& graph) {
   int count = 0;
   for (const ir::Node* n : graph->nodes())
-    count += n->target == kCrossEntropy || n->target == kVectorNorm ||
-             n->target == kGroupNorm || n->target == kWeightNorm;
+    count += n->schema && n->schema->lowering == ir::Lowering::kDecompose;
   if (count == 0) return 0;
   GraphRebuilder b(*graph);
   const std::function<ir::Value*(ir::Value*)> remap = [&b](ir::Value* v) { return b.remap(v); };
@@ -153,6 +152,13 @@ int decompose_losses(std::unique_ptr<ir::Graph>& graph) {
       b.bind(n->outputs[0], decompose_group_norm(b.graph(), *n, remap));
     else if (n->target == kWeightNorm && !n->outputs.empty() && n->outputs[0])
       b.bind(n->outputs[0], decompose_weight_norm(b.graph(), *n, remap));
+    else if (auto outs = n->schema && n->schema->lowering == ir::Lowering::kDecompose
+                             ? decompose_reduction(b.graph(), *n, remap)
+                             : std::vector<ir::Value*>{};
+             !outs.empty())
+      for (size_t i = 0; i < outs.size() && i < n->outputs.size(); ++i) {
+        if (n->outputs[i] && outs[i]) b.bind(n->outputs[i], outs[i]);
+      }
     else
       b.copy(*n);
   }

@@ -72,11 +72,19 @@ class Emitter {
 
   /// Appends `target(args)` and returns its output; `last` names it like the replaced output.
   ir::Value* op(const std::string& target, std::vector<ir::Arg> args, bool last = false) {
+    return op_out(target, std::move(args), last ? 0 : -1);
+  }
+
+  /// Appends `target(args)`, naming its output like the replaced node's output `out` (when that
+  /// output exists; -1: an intermediate name).
+  ir::Value* op_out(const std::string& target, std::vector<ir::Arg> args, int out) {
     auto node = std::make_unique<ir::Node>();
     node->schema = ir::find_op(target);
     ANVIL_INTERNAL_ASSERT(node->schema != nullptr, "decompose_losses: unknown op " + target);
-    const std::string name =
-        last ? source_.outputs[0]->name : source_.name + "_ce" + std::to_string(next_++);
+    const bool named = out >= 0 && static_cast<size_t>(out) < source_.outputs.size() &&
+                       source_.outputs[static_cast<size_t>(out)] != nullptr;
+    const std::string name = named ? source_.outputs[static_cast<size_t>(out)]->name
+                                   : source_.name + "_ce" + std::to_string(next_++);
     node->name = name;
     node->target = target;
     node->args = std::move(args);
@@ -130,5 +138,11 @@ using ValueMap = std::function<ir::Value*(ir::Value*)>;
 ir::Value* decompose_vector_norm(ir::Graph& g, const ir::Node& n, const ValueMap& in);
 ir::Value* decompose_group_norm(ir::Graph& g, const ir::Node& n, const ValueMap& in);
 ir::Value* decompose_weight_norm(ir::Graph& g, const ir::Node& n, const ValueMap& in);
+
+/// The decompositions of decompose_reduce.cpp (max.dim / min.dim, the variance family,
+/// logsumexp, native_group_norm, native_dropout): appends the nodes replacing `n` and returns
+/// one value per output of `n` (null for outputs nothing reads), or an empty vector when `n` is
+/// not one of them.
+std::vector<ir::Value*> decompose_reduction(ir::Graph& g, const ir::Node& n, const ValueMap& in);
 
 }  // namespace anvil::passes::detail

@@ -537,7 +537,8 @@ void Lowerer::lower_node(const ir::Node& n) {
   const Lowering how = n.schema->lowering;  // the row's `lowering` column in src/ops/ops.def
   switch (how) {
     case Lowering::kSym:
-      if (n.target == "aten.item.default") return lower_item(n);  // a run-time symbol
+      if (n.target == "aten.item.default" || n.target == "aten._local_scalar_dense.default")
+        return lower_item(n);  // a run-time symbol
       return;  // SymInt values carry their expressions
     case Lowering::kMeta:
       if (n.target == "aten._assert_scalar.default") return lower_assert(n);
@@ -629,7 +630,8 @@ void Lowerer::run() {
   // values never stored in a buffer use (checked again on the buffers after lowering).
   std::set<std::string> run_time;
   for (const ir::Node* n : nodes) {
-    if (n->target == "aten.item.default" && !n->outputs.empty() && n->outputs[0])
+    if ((n->target == "aten.item.default" || n->target == "aten._local_scalar_dense.default") &&
+        !n->outputs.empty() && n->outputs[0])
       n->outputs[0]->sym.collect_symbols(run_time);
     if (is_data_dependent_producer(*n) && !n->outputs.empty() && n->outputs[0] &&
         n->outputs[0]->is_tensor() && !n->outputs[0]->type.sizes.empty())

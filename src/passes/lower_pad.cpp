@@ -9,7 +9,9 @@
 //   circular:  j mod n
 // roll reads (i - shift) mod n along each rolled dim, or along the flattened tensor; flip reads
 // n-1-i along each flipped dim; bilinear / nearest upsampling reads its source pixels with the
-// scale as an exact ratio of sizes.
+// scale as an exact ratio of sizes. select_scatter / slice_scatter pick src where the index of
+// `dim` is the selected one (or in the slice: j = i - start, 0 <= j, j % step == 0, j / step <
+// len), self elsewhere; copy reads src broadcast to self's sizes.
 #include <cmath>
 #include <optional>
 
@@ -218,10 +220,86 @@ bool lower_upsample(Lowerer& L, const ir::Node& n) {
   return true;
 }
 
+/// select_scatter / slice_scatter: self, with the positions of the selected index (or slice) of
+/// `dim` read from src instead; copy: src broadcast to self's sizes in self's dtype.
+bool lower_scatter_copy(Lowerer& L, const ir::Node& n) {
+  const std::string& t = n.target;
+  auto& E = L.ex();
+  TRefPtr self = L.arg("self"), src = L.arg("src");
+  const ir::TensorType& out = L.out_type();
+  const DType rt = out.dtype;
+  const std::vector<SymInt> sizes = out.sizes;
+  if (t == "aten.copy.default") {
+    L.bind(0, L.computed(sizes, rt,
+                         [&L, &E, src, sizes, rt](const Index& idx) {
+                           return E.cast(L.load(*src, Lowerer::broadcast_index(*src, sizes, idx)), rt);
+                         },
+                         {src}));
+    return true;
+  }
+  const size_t d = static_cast<size_t>(L.wrap_dim(ir::shape_args::int_(n, "dim", 0), sizes.size()));
+  const SymInt size = sizes[d];
+  auto normalise = [&](SymInt v) {
+    if (auto c = v.maybe_constant(); c && *c < 0) v = size + *c;
+    if (auto c = v.maybe_constant(), sc = size.maybe_constant(); c && sc)
+      v = SymInt(std::clamp<int64_t>(*c, 0, *sc));
+    return v;
+  };
+  if (t == "aten.select_scatter.default") {
+    const SymInt index = normalise(L.symint_arg("index"));
+    L.bind(0, L.computed(sizes, rt,
+                         [&L, &E, self, src, d, index, rt](const Index& idx) {
+                           Index si = idx;
+                           si.erase(si.begin() + static_cast<long>(d));
+                           const int hit = E.binary(ExprOp::kEq, E.index_value(idx[d], DType::kInt64),
+                                                    E.index_value(index, DType::kInt64), DType::kBool);
+                           return E.where(hit, E.cast(L.load(*src, si), rt),
+                                          E.cast(L.load(*self, idx), rt), rt);
+                         },
+                         {self, src}));
+    return true;
+  }
+  // slice_scatter: src's size along dim is the slice's length.
+  const SymInt start = ir::shape_args::has(n, "start") ? normalise(L.symint_arg("start")) : SymInt(0);
+  const int64_t step = ir::shape_args::int_(n, "step", 1);
+  const SymInt len = src->sizes[d];
+  if (is_const(len, 0)) {
+    L.bind(0, L.computed(sizes, rt, [&L, &E, self, rt](const Index& idx) {
+      return E.cast(L.load(*self, idx), rt);
+    }, {self}));
+    return true;
+  }
+  L.bind(0, L.computed(
+                sizes, rt,
+                [&L, &E, self, src, d, start, step, len, rt](const Index& idx) {
+                  const SymInt j = idx[d] - start;
+                  Index si = idx;
+                  si[d] = SymInt::min(SymInt::max(j, SymInt(0)).floordiv(step), len - SymInt(1));
+                  const int jv = E.index_value(j, DType::kInt64);
+                  auto b = [&](ExprOp op, int x, int y) { return E.binary(op, x, y, DType::kBool); };
+                  int hit = b(ExprOp::kLogicalAnd,
+                              b(ExprOp::kGe, jv, E.int_constant(0, DType::kInt64)),
+                              b(ExprOp::kLt, jv, E.index_value(len * SymInt(step) - SymInt(step - 1),
+                                                               DType::kInt64)));
+                  if (step != 1)
+                    hit = b(ExprOp::kLogicalAnd, hit,
+                            b(ExprOp::kEq, E.index_value(SymInt::max(j, SymInt(0)).mod(SymInt(step)),
+                                                         DType::kInt64),
+                              E.int_constant(0, DType::kInt64)));
+                  return E.where(hit, E.cast(L.load(*src, si), rt), E.cast(L.load(*self, idx), rt),
+                                 rt);
+                },
+                {self, src}));
+  return true;
+}
+
 }  // namespace
 
 bool lower_pad(Lowerer& L, const ir::Node& n) {
   const std::string& t = n.target;
+  if (t == "aten.select_scatter.default" || t == "aten.slice_scatter.default" ||
+      t == "aten.copy.default")
+    return lower_scatter_copy(L, n);
   if (t == "aten.roll.default") return lower_roll(L, n);
   if (t == "aten.flip.default") return lower_flip(L, n);
   if (t.rfind("aten.upsample_bilinear2d.", 0) == 0 || t.rfind("aten.upsample_nearest2d.", 0) == 0)

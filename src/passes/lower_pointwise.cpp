@@ -236,6 +236,7 @@ bool lower_creation(Lowerer& L, const ir::Node& n) {
     c = E.cast(E.int_constant(1, DType::kInt64), rt);
   else if (t == "aten.zeros.default" || t == "aten.zeros_like.default" ||
            t == "aten.new_zeros.default" || t == "aten.empty.memory_format" ||
+           t == "aten.empty_strided.default" ||
            t == "aten.empty_like.default" || t == "aten.new_empty.default")
     c = E.cast(E.int_constant(0, DType::kInt64), rt);
   else

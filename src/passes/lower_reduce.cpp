@@ -123,20 +123,45 @@ bool lower_reduction(Lowerer& L, const ir::Node& n) {
     }
     return true;
   }
-  if (t == "aten.softmax.int" || t == "aten._softmax.default" || t == "aten.log_softmax.int") {
+  if (t == "aten.any.default" || t == "aten.any.dims" || t == "aten.all.default" ||
+      t == "aten.all.dim") {  // on the input as bool; uint8 inputs give uint8
+    TRefPtr x = L.arg("self");
+    const size_t rank = x->sizes.size();
+    std::vector<int64_t> dims = reduce_dims(L, n, "__none__", rank);
+    if (t == "aten.any.dims") dims = reduce_dims(L, n, "dim", rank);
+    if (t == "aten.all.dim") dims = {L.wrap_dim(ir::shape_args::int_(n, "dim"), rank)};
+    if (rank == 0) dims.clear();
+    const bool all = t.rfind("aten.all", 0) == 0;
+    L.bind(0, L.reduce(as_dtype(L, x, DType::kBool), dims, ir::shape_args::bool_(n, "keepdim", false),
+                       all ? ReduceOp::kAll : ReduceOp::kAny, L.out_type().dtype));
+    return true;
+  }
+  if (t == "aten.prod.default" || t == "aten.prod.dim_int") {  // in the result dtype
+    TRefPtr x = L.arg("self");
+    const size_t rank = x->sizes.size();
+    std::vector<int64_t> dims = reduce_dims(L, n, "__none__", rank);
+    if (t == "aten.prod.dim_int") dims = {L.wrap_dim(ir::shape_args::int_(n, "dim"), rank)};
+    if (rank == 0) dims.clear();
+    const DType dt = L.out_type().dtype;
+    L.bind(0, L.reduce(as_dtype(L, x, dt), dims, ir::shape_args::bool_(n, "keepdim", false),
+                       ReduceOp::kProd, dt));
+    return true;
+  }
+  if (t == "aten.softmax.int" || t == "aten._softmax.default" || t == "aten.log_softmax.int" ||
+      t == "aten._log_softmax.default") {
     TRefPtr x = L.arg("self");
     const ir::TensorType& out = L.out_type();
     const int64_t dim = L.wrap_dim(ir::shape_args::int_(n, "dim"), x->sizes.size());
+    const bool log = t == "aten.log_softmax.int" || t == "aten._log_softmax.default";
     if (x->sizes.empty()) {  // softmax of a scalar is 1 (log: 0)
-      const bool log = t == "aten.log_softmax.int";
       const int c = E.constant(log ? 0.0 : 1.0, out.dtype);
       L.bind(0, L.computed({}, out.dtype, [c](const Index&) { return c; }, {x}));
       return true;
     }
-    L.bind(0, softmax(L, x, dim, acc_float(out.dtype), out.dtype, t == "aten.log_softmax.int"));
+    L.bind(0, softmax(L, x, dim, acc_float(out.dtype), out.dtype, log));
     return true;
   }
-  if (t == "aten.layer_norm.default") {
+  if (t == "aten.layer_norm.default" || t == "aten.native_layer_norm.default") {
     TRefPtr x0 = L.arg("input");
     TRefPtr w = L.arg("weight"), b = L.arg("bias");
     const DType dt = x0->dtype, ct = acc_float(dt);
@@ -177,6 +202,18 @@ bool lower_reduction(Lowerer& L, const ir::Node& n) {
                     return E.cast(y, dt);
                   },
                   {x, mu, var, w, b}));
+    if (t == "aten.native_layer_norm.default") {  // mean and rstd, keepdim over the norm dims
+      const auto ssz = mu->sizes;
+      if (n.outputs.size() > 1 && n.outputs[1]) L.bind(1, as_dtype(L, mu, dt));
+      if (n.outputs.size() > 2 && n.outputs[2])
+        L.bind(2, L.computed(ssz, dt,
+                             [&L, &E, var, ct, dt, eps](const Index& idx) {
+                               int v = E.binary(ExprOp::kAdd, L.load(*var, idx),
+                                                E.constant(eps, ct), ct);
+                               return E.cast(E.unary(ExprOp::kRsqrt, v, ct), dt);
+                             },
+                             {var}));
+    }
     return true;
   }
   if (t == "aten.batch_norm.default" || t == "aten._native_batch_norm_legit_no_training.default") {

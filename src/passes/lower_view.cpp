@@ -363,6 +363,34 @@ bool lower_view(Lowerer& L, const ir::Node& n) {
     L.bind(0, select(L, in, static_cast<size_t>(d), idx));
     return true;
   }
+  if (t == "aten.diagonal.default") {  // dim1, dim2 removed; the diagonal last
+    const int64_t off = ir::shape_args::int_(n, "offset", 0);
+    const size_t d1 = static_cast<size_t>(L.wrap_dim(ir::shape_args::int_(n, "dim1", 0), rank));
+    const size_t d2 = static_cast<size_t>(L.wrap_dim(ir::shape_args::int_(n, "dim2", 1), rank));
+    const std::vector<SymInt> sizes = L.out_type().sizes;
+    const SymInt s1 = off >= 0 ? SymInt(0) : SymInt(-off), s2 = off >= 0 ? SymInt(off) : SymInt(0);
+    if (in->is_buffer()) {
+      std::vector<SymInt> st;
+      for (size_t k = 0; k < rank; ++k)
+        if (k != d1 && k != d2) st.push_back(in->strides[k]);
+      st.push_back(in->strides[d1] + in->strides[d2]);
+      const bool empty = is_const(sizes.back(), 0);
+      L.bind(0, strided(L, in, sizes, st,
+                        empty ? in->offset
+                              : in->offset + s1 * in->strides[d1] + s2 * in->strides[d2]));
+      return true;
+    }
+    L.bind(0, map_view(L, in, sizes, [rank, d1, d2, s1, s2](const Index& idx) {
+      Index r(rank, SymInt(0));
+      size_t k = 0;
+      for (size_t d = 0; d < rank; ++d)
+        if (d != d1 && d != d2) r[d] = idx[k++];
+      r[d1] = idx.back() + s1;
+      r[d2] = idx.back() + s2;
+      return r;
+    }));
+    return true;
+  }
   if (t == "aten.split.Tensor" || t == "aten.split_with_sizes.default" ||
       t == "aten.chunk.default") {
     const int64_t d = L.wrap_dim(ir::shape_args::int_(n, "dim", 0), rank);

@@ -86,5 +86,21 @@ TEST(AotOps, AttentionOutputViewedAsPyTorchLaysItOut) { check_against_pytorch("o
 // factor and to a size (upsample_bilinear2d.vec / upsample_nearest2d.vec).
 TEST(AotOps, UpsampleBilinearAndNearest) { check_against_pytorch("ops_upsample"); }
 
+// Reductions of issue 18: any / all, argmin, max.dim / min.dim (values and first indices), prod,
+// var / std / var_mean / std_mean, logsumexp, cumprod, sort / argsort (ties: stable order) and
+// topk, as users' exports carry them.
+TEST(AotOps, ReductionsMore) {
+  check_against_pytorch("ops_reductions_more");
+  const auto t = imported_targets("ops_reductions_more");
+  for (const char* op : {"aten.max.dim", "aten.var_mean.correction", "aten.std_mean.dim",
+                         "aten.topk.default", "aten.argsort.default", "aten.any.dims"})
+    EXPECT_EQ(t.count(op), 1u) << op;
+}
+
+// Core ATen forms (native_layer_norm / native_group_norm with their statistics, _log_softmax,
+// native_dropout, _adaptive_avg_pool2d, var.correction) and diagonal, select_scatter,
+// slice_scatter, copy, masked_scatter and empty_strided.
+TEST(AotOps, CoreAtenForms) { check_against_pytorch("ops_core_forms"); }
+
 }  // namespace
 }  // namespace anvil::aot_test

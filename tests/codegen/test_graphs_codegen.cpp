@@ -152,6 +152,22 @@ TEST_F(GraphCodegen, PadRollFlipRoundInPlace) {
   for (int64_t s0 : {1, 3, 16}) check("pad_roll_inplace", make_inputs(g, s0, static_cast<uint64_t>(s0)));
 }
 
+// Issue 18's reductions and core ATen forms: any / all, prod, the variance family, logsumexp,
+// _log_softmax, native_layer_norm / native_group_norm with their statistics, native_dropout,
+// diagonal, select_scatter / slice_scatter, copy and empty_strided (generated code), with a
+// symbolic batch.
+TEST_F(GraphCodegen, ReductionsMoreAndCoreForms) {
+  const ir::Graph& g = *graphs_.at("reductions_more");
+  for (int64_t s0 : {1, 5}) check("reductions_more", make_inputs(g, s0, static_cast<uint64_t>(s0)));
+}
+
+// The index results and sorting as extern calls: argmin, max.dim / min.dim (amax + argmax),
+// cumprod, sort, topk, argsort, masked_scatter and _adaptive_avg_pool2d.
+TEST_F(GraphCodegen, ReductionsWithIndicesAndSorting) {
+  const ir::Graph& g = *graphs_.at("reductions_extern");
+  check("reductions_extern", make_inputs(g, 1, 3));
+}
+
 TEST_F(GraphCodegen, SymbolicSizesEveryValue) {
   const ir::Graph& g = *graphs_.at("dynamic");
   for (int64_t s0 : {1, 2, 5, 16}) check("dynamic", make_inputs(g, s0, static_cast<uint64_t>(s0)));

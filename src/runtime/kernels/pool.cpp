@@ -278,6 +278,7 @@ void register_pool_externs() {
   register_extern("aten.max_pool2d.default", max_pool2d_extern);
   register_extern("aten.avg_pool2d.default", avg_pool2d_extern);
   register_extern("aten.adaptive_avg_pool2d.default", adaptive_avg_pool2d_extern);
+  register_extern("aten._adaptive_avg_pool2d.default", adaptive_avg_pool2d_extern);
 }
 
 }  // namespace anvil::runtime

@@ -1,5 +1,5 @@
 // Runtime extern kernels for the scans and index reductions: aten.cumsum.default,
-// aten.diff.default and aten.argmax.default, with the reference kernels' semantics
+// aten.cumprod.default, aten.diff.default, aten.argmax.default and aten.argmin.default, with the reference kernels' semantics
 // (src/ops/reduction.cpp): cumsum converts to the result dtype first and accumulates in f64 for
 // f32 / f64, fp32 for f16 / bf16 and int64 for integers; diff concatenates prepend / self /
 // append and takes n forward differences (bool: xor), rounding each step to the result dtype;
@@ -34,8 +34,9 @@ Shape drop(const Shape& v, int64_t d) {
 
 // ---- cumsum -----------------------------------------------------------------------------------
 
-/// The runtime kernel of aten.cumsum.default.
-int cumsum_extern(ExternCall& call) {
+/// The runtime kernel of aten.cumsum.default (aten.cumprod.default when `Prod`).
+template <bool Prod>
+int scan_extern(ExternCall& call) {
   const std::string where = call.target();
   const Tensor self = call.input_tensor(0);
   const int64_t d = wrap_dim(call.attr_int("dim"), self.dim(), where);
@@ -63,9 +64,15 @@ int cumsum_extern(ExternCall& call) {
     T* o = static_cast<T*>(out.data_ptr());
     parallel_for(0, shape_numel(lines), kern::grain_for(len), [&](int64_t b, int64_t e) {
       kern::for_each_offsets<2>(lines, st, b, e, [&](const std::array<int64_t, 2>& off) {
-        Acc acc = 0;
+        Acc acc = Prod ? 1 : 0;
         for (int64_t j = 0; j < len; ++j) {
-          acc += static_cast<Acc>(static_cast<kern::CmpType<T>>(in[off[0] + j * in_step]));
+          const Acc v = static_cast<Acc>(static_cast<kern::CmpType<T>>(in[off[0] + j * in_step]));
+          if constexpr (!Prod)
+            acc += v;
+          else if constexpr (std::is_integral_v<Acc>)  // wraps like torch's int64 product
+            acc = static_cast<Acc>(static_cast<uint64_t>(acc) * static_cast<uint64_t>(v));
+          else
+            acc *= v;
           o[off[1] + j * out_step] = cast_value<T, Acc>(acc);
         }
       });
@@ -149,11 +156,13 @@ int diff_extern(ExternCall& call) {
 
 // ---- argmax -----------------------------------------------------------------------------------
 
-/// The runtime kernel of aten.argmax.default.
-int argmax_extern(ExternCall& call) {
+/// The runtime kernel of aten.argmax.default (aten.argmin.default when not `Max`).
+template <bool Max>
+int argext_extern(ExternCall& call) {
   const std::string where = call.target();
   const Tensor self = call.input_tensor(0);
-  ANVIL_CHECK(self.dtype() != DType::kBool, where, "argmax is not defined for bool tensors",
+  ANVIL_CHECK(self.dtype() != DType::kBool, where,
+              Max ? "argmax is not defined for bool tensors" : "argmin is not defined for bool tensors",
               "a numeric dtype", "bool");
   const bool keepdim = call.attr_bool("keepdim", false);
   const bool has_dim = call.has_attr("dim");
@@ -180,7 +189,9 @@ int argmax_extern(ExternCall& call) {
   }
   const int64_t groups = shape_numel(lines);
   ANVIL_CHECK(len > 0 || groups == 0, where,
-              "argmax(): expected reduction dim to have non-zero size", "a non-empty reduction",
+              Max ? "argmax(): expected reduction dim to have non-zero size"
+                  : "argmin(): expected reduction dim to have non-zero size",
+              "a non-empty reduction",
               "0 elements");
   const Tensor out = kern::checked_output(call, 0, out_sizes, DType::kInt64);
   if (out.numel() == 0) return 0;
@@ -195,7 +206,7 @@ int argmax_extern(ExternCall& call) {
       kern::for_each_offsets<1>(
           self.sizes(), {self.strides()}, 0, len, [&](const std::array<int64_t, 1>& o) {
             const C v = static_cast<C>(in[o[0]]);
-            if (j == 0 || (!kern::is_nan_value(best) && (kern::is_nan_value(v) || v > best))) {
+            if (j == 0 || (!kern::is_nan_value(best) && (kern::is_nan_value(v) || (Max ? v > best : v < best)))) {
               best = v;
               best_j = j;
             }
@@ -211,7 +222,7 @@ int argmax_extern(ExternCall& call) {
           int64_t best_j = 0;
           for (int64_t j = 1; j < len && !kern::is_nan_value(best); ++j) {
             const C v = static_cast<C>(in[o[0] + j * step]);
-            if (kern::is_nan_value(v) || v > best) {
+            if (kern::is_nan_value(v) || (Max ? v > best : v < best)) {
               best = v;
               best_j = j;
             }
@@ -228,9 +239,11 @@ int argmax_extern(ExternCall& call) {
 
 /// Registers the scan / index-reduction externs.
 void register_reduce_externs() {
-  register_extern("aten.cumsum.default", cumsum_extern);
+  register_extern("aten.cumsum.default", scan_extern<false>);
+  register_extern("aten.cumprod.default", scan_extern<true>);
   register_extern("aten.diff.default", diff_extern);
-  register_extern("aten.argmax.default", argmax_extern);
+  register_extern("aten.argmax.default", argext_extern<true>);
+  register_extern("aten.argmin.default", argext_extern<false>);
 }
 
 }  // namespace anvil::runtime

@@ -1,5 +1,5 @@
 // Runtime extern kernels for the joining / tiling ops: aten.cat.default, aten.stack.default and
-// aten.repeat.default. Inputs may have any strides and (cat / stack) differing dtypes: each is
+// aten.repeat.default, and aten.masked_scatter.default. Inputs may have any strides and (cat / stack) differing dtypes: each is
 // converted into the preallocated output's dtype (the promoted one) while it is copied. cat
 // skips legacy empty 1-D tensors ([0]) like torch.
 #include "runtime/kernels/kernel_util.h"
@@ -113,6 +113,43 @@ int repeat_extern(ExternCall& call) {
   return 0;
 }
 
+/// The runtime kernel of aten.masked_scatter.default: self broadcast with mask, the positions
+/// where mask is True (row-major) filled from source's elements in order.
+int masked_scatter_extern(ExternCall& call) {
+  const std::string where = call.target();
+  const Tensor self = call.input_tensor(0), mask = call.input_tensor(1);
+  const Tensor source = call.input_tensor(2);
+  ANVIL_CHECK(mask.dtype() == DType::kBool, where, "masked_scatter needs a bool mask", "bool",
+              dtype_name(mask.dtype()));
+  const Shape sizes = broadcast_shapes(self.sizes(), mask.sizes(), where);
+  const Tensor out = kern::checked_output(call, 0, sizes, self.dtype());
+  if (out.numel() == 0) return 0;
+  kern::copy_cast(out, self.expand(sizes));
+  const Tensor m = mask.expand(sizes);
+  const Tensor src = source.contiguous();
+  const size_t es = out.element_size();
+  char* po = static_cast<char*>(out.data_ptr());
+  const char* ps = static_cast<const char*>(src.data_ptr());
+  const bool* pm = static_cast<const bool*>(m.data_ptr());
+  int64_t i = 0, k = 0;
+  bool short_source = false;
+  for_each_offset(m.sizes(), m.strides(), [&](int64_t off) {
+    if (pm[off] && !short_source) {
+      if (k >= src.numel()) {
+        short_source = true;
+      } else {
+        std::memcpy(po + i * es, ps + k * es, es);
+        ++k;
+      }
+    }
+    ++i;
+  });
+  ANVIL_CHECK(!short_source, where,
+              "masked_scatter: source has fewer elements than mask has True values",
+              str(">= ", k + 1, " elements"), str(src.numel()));
+  return 0;
+}
+
 }  // namespace
 
 /// Registers the join / tile externs.
@@ -120,6 +157,7 @@ void register_shape_externs() {
   register_extern("aten.cat.default", cat_extern);
   register_extern("aten.stack.default", stack_extern);
   register_extern("aten.repeat.default", repeat_extern);
+  register_extern("aten.masked_scatter.default", masked_scatter_extern);
 }
 
 }  // namespace anvil::runtime
