@@ -1,8 +1,9 @@
 """Export the op-surface fixtures of issue 18 (tests/aot/test_aot_op_cases.cpp) with PyTorch 2.11:
 small modules whose exports carry the ops real models stopped on — in-place forms (silu_,
 hardswish_, dropout_, fill_.Tensor, clamp_, masked_fill_ ...), pad in every mode, roll,
-linalg_vector_norm, addcmul / addcdiv, reshape_as, numpy_T, max / min of two tensors, and a
-torch.no_grad() region (higher_order.wrap_with_set_grad_enabled) with a dynamic size.
+linalg_vector_norm, addcmul / addcdiv, reshape_as, numpy_T, max / min of two tensors, a
+torch.no_grad() region (higher_order.wrap_with_set_grad_enabled) with a dynamic size, and the
+Core ATen pointwise ops (inverse trigonometric / hyperbolic functions, fmod, remainder, xor, ...).
 
     python scripts/export_op_cases.py [OUTDIR [NAME,NAME...]]   (default tests/fixtures/aot, all)
 
@@ -265,6 +266,41 @@ class CoreForms(nn.Module):
             torch.slice_scatter(x, src.reshape(2, 6), 0, 1, 4, 2),
             aten.copy.default(x, src[:6] * 2), x.masked_scatter(m, src.repeat(2)) + e,
         )
+class PointwiseMore(nn.Module):
+    """Core ATen pointwise ops on inputs holding NaN, infinities and -0.0: inverse trigonometric /
+    hyperbolic functions, expm1 / log1p / log2 / log10, atan2, sign, isnan / isinf, xor and the
+    Scalar forms of bitwise and / or (also as ^ & |), fmod / remainder of floats, integers and
+    bfloat16, clamp with tensor bounds, div.Scalar_mode, elu and leaky_relu. Each output stacks
+    one family: floating math, bool tests, integer results, modulo and clamping of floats."""
+
+    def forward(self, x, y, i, j, lo, hi):
+        u = x * 0.5
+        math = torch.stack([
+            torch.acos(u), torch.asin(u), torch.atan(x), torch.acosh(x), torch.asinh(x),
+            torch.atanh(u), torch.tan(x), torch.sinh(x), torch.cosh(x), torch.expm1(x),
+            torch.log1p(x), torch.log2(x), torch.log10(x), torch.log2(i),
+            torch.atan2(x, y), torch.sign(x),
+            F.elu(x), F.elu(x, 0.5), torch.ops.aten.elu.default(x, 0.5, 2.0, 3.0),
+            F.leaky_relu(x), F.leaky_relu(x, 0.2),
+        ])
+        tests = torch.stack([
+            torch.isinf(x / y), torch.isnan(torch.log1p(x)), torch.isnan(i),
+            torch.logical_xor(x, i),
+        ])
+        im = i - 2
+        ints = torch.stack([
+            torch.sign(im), torch.bitwise_xor(im, j), torch.bitwise_xor(im, 5),
+            torch.bitwise_and(im, 6), torch.bitwise_or(im, 9), im ^ j, im & 3, im | 4, im ^ 7,
+            torch.fmod(im, j), torch.fmod(im, -3), torch.remainder(im, j), torch.remainder(im, -3),
+            torch.ops.aten.div.Scalar_mode(im, -2, rounding_mode="trunc"),
+        ])
+        mods = torch.stack([
+            torch.fmod(x, -0.75), torch.fmod(x, y), torch.remainder(x, -0.75),
+            torch.remainder(x, y), torch.remainder(x.to(torch.bfloat16), 0.3).float(),
+            torch.clamp(x, min=lo, max=hi), torch.clamp(x, max=hi), torch.clamp(i, min=lo),
+            torch.ops.aten.div.Scalar_mode(x, 0.4, rounding_mode="floor"),
+        ])
+        return math, tests, ints, mods
 
 
 def main():
@@ -304,6 +340,17 @@ def main():
     export("ops_core_forms", CoreForms(), (x * 2, r(2, 6, 4, 5), x > 0, r(12)))
     torch.manual_seed(19)
     export("ops_strides", Strides(), (r(2, 4, 5, 4), r(2, 4, 5, 4) > 0.3))
+    # its own generator: the inputs stay the same when cases are added above
+    gp = torch.Generator().manual_seed(18)
+    x = torch.randn(3, 5, generator=gp) * 1.5
+    x[0, 1], x[1, 2], x[2, 3], x[0, 4] = float("nan"), float("inf"), float("-inf"), -0.0
+    y = torch.randn(3, 5, generator=gp)
+    i = torch.randint(-2, 5, (3, 5), generator=gp)
+    j = torch.randint(1, 6, (3, 5), generator=gp)   # divisors: no integer division by zero
+    lo = torch.randn(5, generator=gp) * 0.5 - 0.5
+    lo[2] = float("nan")
+    hi = torch.randn(3, 1, generator=gp) * 0.5 + 0.5
+    export("ops_pointwise_more", PointwiseMore(), (x, y, i, j, lo, hi))
 
 
 if __name__ == "__main__":

@@ -224,6 +224,32 @@ class Body {
         return "fast_tanh(" + a(0) + ")";
       case ExprOp::kErf:
         return "fast_erf(" + a(0) + ")";
+      case ExprOp::kTan:
+        return "std::tan(" + a(0) + ")";
+      case ExprOp::kAsin:
+        return "std::asin(" + a(0) + ")";
+      case ExprOp::kAcos:
+        return "std::acos(" + a(0) + ")";
+      case ExprOp::kAtan:
+        return "std::atan(" + a(0) + ")";
+      case ExprOp::kSinh:
+        return "std::sinh(" + a(0) + ")";
+      case ExprOp::kCosh:
+        return "std::cosh(" + a(0) + ")";
+      case ExprOp::kAsinh:
+        return "std::asinh(" + a(0) + ")";
+      case ExprOp::kAcosh:
+        return "std::acosh(" + a(0) + ")";
+      case ExprOp::kAtanh:
+        return "std::atanh(" + a(0) + ")";
+      case ExprOp::kExpm1:
+        return "std::expm1(" + a(0) + ")";
+      case ExprOp::kLog1p:
+        return "std::log1p(" + a(0) + ")";
+      case ExprOp::kLog2:
+        return "std::log2(" + a(0) + ")";
+      case ExprOp::kLog10:
+        return "std::log10(" + a(0) + ")";
       case ExprOp::kSigmoid:
         return "fast_sigmoid(" + a(0) + ")";
       case ExprOp::kRelu:
@@ -286,6 +312,15 @@ class Body {
         return wrap(a(0) + " & " + a(1));
       case ExprOp::kBitOr:
         return wrap(a(0) + " | " + a(1));
+      case ExprOp::kBitXor:
+        return wrap(a(0) + " ^ " + a(1));
+      case ExprOp::kAtan2:
+        return "std::atan2(" + a(0) + ", " + a(1) + ")";
+      case ExprOp::kFmod: {  // integers: C's %; x % -1 = 0, x % 0 = 0 (the reference throws)
+        const std::string x = a(0), y = a(1);
+        if (fl) return "std::fmod(" + x + ", " + y + ")";
+        return wrap("(" + y + " == 0 || " + y + " == -1) ? INT64_C(0) : " + x + " % " + y);
+      }
       case ExprOp::kReal:
         return "std::real(" + a(0) + ")";
       case ExprOp::kImag:

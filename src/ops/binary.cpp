@@ -393,6 +393,11 @@ std::vector<RValue> kernel_div_Scalar(KernelContext& c) {
   return arith_kernel(c, Arith::kDiv, false);
 }
 
+// div.Scalar_mode: a Python number `other`; div.Tensor_mode's rule and kernel (declared by
+// registry.h) take tensors and numbers alike.
+std::vector<TensorType> shape_div_Scalar_mode(const Node& n) { return shape_div_Tensor_mode(n); }
+std::vector<RValue> kernel_div_Scalar_mode(KernelContext& c) { return kernel_div_Tensor_mode(c); }
+
 std::vector<TensorType> shape_div_Tensor_mode(const Node& node) {
   std::optional<std::string> mode;
   if (ir::shape_args::has(node, "rounding_mode")) {

@@ -1,4 +1,4 @@
-// Comparisons (eq / ne / lt / le / gt / ge), bitwise and logical and / or, selection (where,
+// Comparisons (eq / ne / lt / le / gt / ge), bitwise and logical and / or / xor, selection (where,
 // masked_fill), clamp, and the in-place copy_ / fill_ / relu_. Part of the "binary.cpp" rows of
 // ops.def.
 #include <cmath>
@@ -62,27 +62,41 @@ std::vector<RValue> compare_kernel(KernelContext& ctx, Cmp op) {
   return {compare(op, operand_arg(ctx, "self"), operand_arg(ctx, "other"), ctx.where())};
 }
 
-// ---- bitwise and logical and / or
+// ---- bitwise and logical and / or / xor
 
-/// Bitwise and / or in the promoted dtype (bool or integers only).
-Tensor bitwise(bool is_and, const Operand& a, const Operand& b, const std::string& where) {
+enum class Bitwise { kAnd, kOr, kXor };
+
+/// The message for operands that are not bool or integers (torch: "not implemented for 'Float'").
+const char* bitwise_dtype_error(Bitwise op) {
+  return op == Bitwise::kXor ? "bitwise xor needs bool or integer operands"
+                             : "bitwise and / or need bool or integer operands";
+}
+
+/// Bitwise and / or / xor in the promoted dtype (bool or integers only; a Python int with a
+/// bool tensor gives int64, as torch.result_type says).
+Tensor bitwise(Bitwise op, const Operand& a, const Operand& b, const std::string& where) {
   const DType rt = result_type({a, b});
   if (!is_integral(rt, /*include_bool=*/true))
-    throw Error("bitwise and / or need bool or integer operands", where, "bool or integer dtype",
-                dtype_name(rt));
+    throw Error(bitwise_dtype_error(op), where, "bool or integer dtype", dtype_name(rt));
   Tensor out = map2<int64_t, int64_t, int64_t>(
       as_input(a, rt, true), as_input(b, rt, true),
-      [=](int64_t x, int64_t y) { return is_and ? (x & y) : (x | y); }, where);
+      [=](int64_t x, int64_t y) {
+        return op == Bitwise::kAnd ? (x & y) : op == Bitwise::kOr ? (x | y) : (x ^ y);
+      },
+      where);
   return to_preserving(out, rt);
 }
 
-TensorType bitwise_type(const Node& node) {
+TensorType bitwise_type(const Node& node, Bitwise op = Bitwise::kAnd) {
   const TypeOperand a = type_operand(node, "self"), b = type_operand(node, "other");
   const DType rt = result_type({a, b});
   if (!is_integral(rt, /*include_bool=*/true))
-    ir::shape_args::fail(node, "bitwise and / or need bool or integer operands",
-                         "bool or integer dtype", dtype_name(rt));
+    ir::shape_args::fail(node, bitwise_dtype_error(op), "bool or integer dtype", dtype_name(rt));
   return pointwise_type(node, {a, b}, rt);
+}
+
+std::vector<RValue> bitwise_kernel(KernelContext& c, Bitwise op) {
+  return {bitwise(op, operand_arg(c, "self"), operand_arg(c, "other"), c.where())};
 }
 
 /// An operand as a bool tensor (nonzero -> true).
@@ -90,9 +104,14 @@ Tensor truth(const Operand& op) {
   return op.is_tensor() ? op.tensor->to(DType::kBool) : scalar_tensor(op.scalar, DType::kBool);
 }
 
-Tensor logical(bool is_and, const Operand& a, const Operand& b, const std::string& where) {
+/// Logical and / or / xor: operands as truth values, a bool result.
+Tensor logical(Bitwise op, const Operand& a, const Operand& b, const std::string& where) {
   return map2<bool, bool, bool>(
-      truth(a), truth(b), [=](bool x, bool y) { return is_and ? (x && y) : (x || y); }, where);
+      truth(a), truth(b),
+      [=](bool x, bool y) {
+        return op == Bitwise::kAnd ? (x && y) : op == Bitwise::kOr ? (x || y) : (x != y);
+      },
+      where);
 }
 
 TensorType logical_type(const Node& node) {
@@ -222,25 +241,39 @@ std::vector<RValue> kernel_ge_Scalar(KernelContext& c) { return compare_kernel(c
 // ---- bitwise / logical
 
 std::vector<TensorType> shape_and_Tensor(const Node& n) { return {bitwise_type(n)}; }
-std::vector<RValue> kernel_and_Tensor(KernelContext& c) {
-  return {bitwise(true, operand_arg(c, "self"), operand_arg(c, "other"), c.where())};
-}
+std::vector<RValue> kernel_and_Tensor(KernelContext& c) { return bitwise_kernel(c, Bitwise::kAnd); }
 std::vector<TensorType> shape_or_Tensor(const Node& n) { return {bitwise_type(n)}; }
-std::vector<RValue> kernel_or_Tensor(KernelContext& c) {
-  return {bitwise(false, operand_arg(c, "self"), operand_arg(c, "other"), c.where())};
-}
+std::vector<RValue> kernel_or_Tensor(KernelContext& c) { return bitwise_kernel(c, Bitwise::kOr); }
 std::vector<TensorType> shape_bitwise_and_Tensor(const Node& n) { return {bitwise_type(n)}; }
 std::vector<RValue> kernel_bitwise_and_Tensor(KernelContext& c) { return kernel_and_Tensor(c); }
 std::vector<TensorType> shape_bitwise_or_Tensor(const Node& n) { return {bitwise_type(n)}; }
 std::vector<RValue> kernel_bitwise_or_Tensor(KernelContext& c) { return kernel_or_Tensor(c); }
+// The Scalar overloads (a Python number `other`) and xor share the rule and the loop; `x & 3`,
+// `x | 3`, `x ^ y` export as the __and__ / __or__ / __xor__ names.
+#define ANVIL_BITWISE_(ID, OP)                                                        \
+  std::vector<TensorType> shape_##ID(const Node& n) { return {bitwise_type(n, OP)}; } \
+  std::vector<RValue> kernel_##ID(KernelContext& c) { return bitwise_kernel(c, OP); }
+ANVIL_BITWISE_(bitwise_and_Scalar, Bitwise::kAnd)
+ANVIL_BITWISE_(bitwise_or_Scalar, Bitwise::kOr)
+ANVIL_BITWISE_(bitwise_xor_Tensor, Bitwise::kXor)
+ANVIL_BITWISE_(bitwise_xor_Scalar, Bitwise::kXor)
+ANVIL_BITWISE_(and_Scalar, Bitwise::kAnd)
+ANVIL_BITWISE_(or_Scalar, Bitwise::kOr)
+ANVIL_BITWISE_(xor_Tensor, Bitwise::kXor)
+ANVIL_BITWISE_(xor_Scalar, Bitwise::kXor)
+#undef ANVIL_BITWISE_
 
 std::vector<TensorType> shape_logical_and(const Node& n) { return {logical_type(n)}; }
 std::vector<RValue> kernel_logical_and(KernelContext& c) {
-  return {logical(true, operand_arg(c, "self"), operand_arg(c, "other"), c.where())};
+  return {logical(Bitwise::kAnd, operand_arg(c, "self"), operand_arg(c, "other"), c.where())};
 }
 std::vector<TensorType> shape_logical_or(const Node& n) { return {logical_type(n)}; }
 std::vector<RValue> kernel_logical_or(KernelContext& c) {
-  return {logical(false, operand_arg(c, "self"), operand_arg(c, "other"), c.where())};
+  return {logical(Bitwise::kOr, operand_arg(c, "self"), operand_arg(c, "other"), c.where())};
+}
+std::vector<TensorType> shape_logical_xor(const Node& n) { return {logical_type(n)}; }
+std::vector<RValue> kernel_logical_xor(KernelContext& c) {
+  return {logical(Bitwise::kXor, operand_arg(c, "self"), operand_arg(c, "other"), c.where())};
 }
 
 // ---- where / masked_fill

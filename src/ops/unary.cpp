@@ -1,4 +1,5 @@
-// Unary math and activations (neg, abs, sqrt, exp, ..., gelu, silu), logical / bitwise not.
+// Unary math and activations (neg, abs, sqrt, exp, trigonometric and hyperbolic functions and
+// their inverses, expm1 / log1p / log2 / log10, ..., gelu, silu), logical / bitwise not.
 // Casts, copies and no-ops (to.*, _to_copy, clone, alias, dropout, _assert_tensor_metadata) live
 // in cast.cpp. Part of the "unary.cpp" rows of ops.def.
 #include <cmath>
@@ -17,7 +18,31 @@ using ir::RValue;
 using ir::TensorType;
 
 /// The floating unary functions: integer and bool inputs compute in float32.
-enum class FloatFn { kRsqrt, kSqrt, kReciprocal, kExp, kLog, kCos, kSin, kTanh, kErf, kSigmoid };
+enum class FloatFn {
+  kRsqrt,
+  kSqrt,
+  kReciprocal,
+  kExp,
+  kLog,
+  kCos,
+  kSin,
+  kTanh,
+  kErf,
+  kSigmoid,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kExpm1,
+  kLog1p,
+  kLog2,
+  kLog10
+};
 
 /// One element of a floating unary function, in compute type C (float or double).
 template <typename C>
@@ -43,6 +68,32 @@ C float_fn(C x, FloatFn fn) {
       return std::erf(x);
     case FloatFn::kSigmoid:
       return C(1) / (C(1) + std::exp(-x));
+    case FloatFn::kTan:
+      return std::tan(x);
+    case FloatFn::kAsin:
+      return std::asin(x);
+    case FloatFn::kAcos:
+      return std::acos(x);
+    case FloatFn::kAtan:
+      return std::atan(x);
+    case FloatFn::kSinh:
+      return std::sinh(x);
+    case FloatFn::kCosh:
+      return std::cosh(x);
+    case FloatFn::kAsinh:
+      return std::asinh(x);
+    case FloatFn::kAcosh:
+      return std::acosh(x);
+    case FloatFn::kAtanh:
+      return std::atanh(x);
+    case FloatFn::kExpm1:
+      return std::expm1(x);
+    case FloatFn::kLog1p:
+      return std::log1p(x);
+    case FloatFn::kLog2:
+      return std::log2(x);
+    case FloatFn::kLog10:
+      return std::log10(x);
   }
   return x;
 }
@@ -221,6 +272,19 @@ ANVIL_FLOAT_FN_(sin, FloatFn::kSin)
 ANVIL_FLOAT_FN_(tanh, FloatFn::kTanh)
 ANVIL_FLOAT_FN_(erf, FloatFn::kErf)
 ANVIL_FLOAT_FN_(sigmoid, FloatFn::kSigmoid)
+ANVIL_FLOAT_FN_(tan, FloatFn::kTan)
+ANVIL_FLOAT_FN_(asin, FloatFn::kAsin)
+ANVIL_FLOAT_FN_(acos, FloatFn::kAcos)
+ANVIL_FLOAT_FN_(atan, FloatFn::kAtan)
+ANVIL_FLOAT_FN_(sinh, FloatFn::kSinh)
+ANVIL_FLOAT_FN_(cosh, FloatFn::kCosh)
+ANVIL_FLOAT_FN_(asinh, FloatFn::kAsinh)
+ANVIL_FLOAT_FN_(acosh, FloatFn::kAcosh)
+ANVIL_FLOAT_FN_(atanh, FloatFn::kAtanh)
+ANVIL_FLOAT_FN_(expm1, FloatFn::kExpm1)
+ANVIL_FLOAT_FN_(log1p, FloatFn::kLog1p)
+ANVIL_FLOAT_FN_(log2, FloatFn::kLog2)
+ANVIL_FLOAT_FN_(log10, FloatFn::kLog10)
 #undef ANVIL_FLOAT_FN_
 
 // ---- floor / ceil / round / trunc: integers and their dtype unchanged (PyTorch returns a copy),

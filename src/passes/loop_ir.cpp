@@ -56,6 +56,32 @@ const char* expr_op_name(ExprOp op) {
       return "tanh";
     case ExprOp::kErf:
       return "erf";
+    case ExprOp::kTan:
+      return "tan";
+    case ExprOp::kAsin:
+      return "asin";
+    case ExprOp::kAcos:
+      return "acos";
+    case ExprOp::kAtan:
+      return "atan";
+    case ExprOp::kSinh:
+      return "sinh";
+    case ExprOp::kCosh:
+      return "cosh";
+    case ExprOp::kAsinh:
+      return "asinh";
+    case ExprOp::kAcosh:
+      return "acosh";
+    case ExprOp::kAtanh:
+      return "atanh";
+    case ExprOp::kExpm1:
+      return "expm1";
+    case ExprOp::kLog1p:
+      return "log1p";
+    case ExprOp::kLog2:
+      return "log2";
+    case ExprOp::kLog10:
+      return "log10";
     case ExprOp::kSigmoid:
       return "sigmoid";
     case ExprOp::kRelu:
@@ -110,6 +136,12 @@ const char* expr_op_name(ExprOp op) {
       return "bitand";
     case ExprOp::kBitOr:
       return "bitor";
+    case ExprOp::kBitXor:
+      return "bitxor";
+    case ExprOp::kAtan2:
+      return "atan2";
+    case ExprOp::kFmod:
+      return "fmod";
     case ExprOp::kWhere:
       return "where";
     case ExprOp::kReal:

@@ -62,6 +62,19 @@ enum class ExprOp {
   kCos,
   kTanh,
   kErf,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kExpm1,
+  kLog1p,
+  kLog2,
+  kLog10,
   kSigmoid,
   kRelu,
   kLogicalNot,
@@ -85,6 +98,9 @@ enum class ExprOp {
   kLogicalOr,
   kBitAnd,
   kBitOr,
+  kBitXor,
+  kAtan2,  // atan2(args[0], args[1])
+  kFmod,   // C's fmod / integer %: the sign of args[0]; x % 0 gives 0 (the reference throws)
   kWhere,  // args[0] ? args[1] : args[2]
   kReal,   // real part of a complex args[0] (dtype: the real dtype)
   kImag,   // imaginary part of a complex args[0]

@@ -6,85 +6,11 @@
 #include "core/error.h"
 #include "ops/common.h"
 #include "passes/lower_internal.h"
+#include "passes/pointwise_operand.h"
 
 namespace anvil::passes::detail {
 
 namespace {
-
-/// A pointwise operand: a tensor, or a number (possibly a symbolic int).
-struct Operand {
-  TRefPtr t;
-  bool is_float = false, is_bool = false, symbolic = false;
-  double f = 0;
-  int64_t i = 0;
-  SymInt sym;
-};
-
-std::optional<Operand> operand(Lowerer& L, const std::string& name) {
-  const ir::Arg* a = L.node().arg(name);
-  if (!a) return std::nullopt;
-  Operand o;
-  switch (a->kind) {
-    case ir::Arg::Kind::kTensor:
-      if (!a->value) return std::nullopt;
-      if (a->value->kind == ir::ValueKind::kSymInt) {
-        o.symbolic = true;
-        o.sym = a->value->sym;
-        if (auto c = o.sym.maybe_constant()) {
-          o.symbolic = false;
-          o.i = *c;
-        }
-        return o;
-      }
-      o.t = L.ref(a->value);
-      return o;
-    case ir::Arg::Kind::kInt:
-      o.i = a->i;
-      return o;
-    case ir::Arg::Kind::kFloat:
-      o.is_float = true;
-      o.f = a->f;
-      return o;
-    case ir::Arg::Kind::kBool:
-      o.is_bool = true;
-      o.i = a->b ? 1 : 0;
-      return o;
-    case ir::Arg::Kind::kSymInt:
-      if (a->symints.empty()) return std::nullopt;
-      if (a->symints[0].value) {
-        o.symbolic = true;
-        o.sym = a->symints[0].value->sym;
-      } else {
-        o.i = a->symints[0].constant;
-      }
-      return o;
-    default:
-      return std::nullopt;
-  }
-}
-
-/// The value of `o` at `idx` (an index of `sizes`) in dtype `rt`. Numbers are exact in rt's
-/// compute type when `exact`, else rounded through rt (comparisons, selections).
-int value(Lowerer& L, const Operand& o, DType rt, const std::vector<SymInt>& sizes,
-          const Index& idx, bool exact = true) {
-  auto& E = L.ex();
-  if (o.t) return E.cast(L.load(*o.t, Lowerer::broadcast_index(*o.t, sizes, idx)), rt);
-  if (o.symbolic) return E.cast(E.index_value(o.sym, DType::kInt64), rt);
-  const double v = o.is_float ? o.f : static_cast<double>(o.i);
-  if (exact && is_floating(rt))  // torch's arithmetic uses the number unrounded in the compute type
-    return E.constant(v, rt == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32);
-  if (o.is_float) return E.cast(E.constant(v, DType::kFloat64), rt);
-  return E.cast(E.int_constant(o.i, DType::kInt64), rt);
-}
-
-/// Result of one pointwise op over `ops` with output type `out`.
-TRefPtr make(Lowerer& L, const ir::TensorType& out, const std::vector<Operand>& ops,
-             std::function<int(const Index&)> fn) {
-  std::vector<TRefPtr> ins;
-  for (const auto& o : ops)
-    if (o.t) ins.push_back(o.t);
-  return L.computed(out.sizes, out.dtype, std::move(fn), ins);
-}
 
 ExprOp float_fn(const std::string& t) {
   if (t == "aten.rsqrt.default") return ExprOp::kRsqrt;
@@ -97,6 +23,19 @@ ExprOp float_fn(const std::string& t) {
   if (t == "aten.tanh.default") return ExprOp::kTanh;
   if (t == "aten.erf.default") return ExprOp::kErf;
   if (t == "aten.sigmoid.default") return ExprOp::kSigmoid;
+  if (t == "aten.tan.default") return ExprOp::kTan;
+  if (t == "aten.asin.default") return ExprOp::kAsin;
+  if (t == "aten.acos.default") return ExprOp::kAcos;
+  if (t == "aten.atan.default") return ExprOp::kAtan;
+  if (t == "aten.sinh.default") return ExprOp::kSinh;
+  if (t == "aten.cosh.default") return ExprOp::kCosh;
+  if (t == "aten.asinh.default") return ExprOp::kAsinh;
+  if (t == "aten.acosh.default") return ExprOp::kAcosh;
+  if (t == "aten.atanh.default") return ExprOp::kAtanh;
+  if (t == "aten.expm1.default") return ExprOp::kExpm1;
+  if (t == "aten.log1p.default") return ExprOp::kLog1p;
+  if (t == "aten.log2.default") return ExprOp::kLog2;
+  if (t == "aten.log10.default") return ExprOp::kLog10;
   return ExprOp::kConst;
 }
 
@@ -363,7 +302,7 @@ bool lower_pointwise(Lowerer& L, const ir::Node& n) {
   if (t == "aten.add.Tensor" || t == "aten.add.Scalar" || t == "aten.sub.Tensor" ||
       t == "aten.sub.Scalar" || t == "aten.rsub.Scalar" || t == "aten.rsub.Tensor" ||
       t == "aten.mul.Tensor" || t == "aten.mul.Scalar" || t == "aten.div.Tensor" ||
-      t == "aten.div.Scalar" || t == "aten.div.Tensor_mode") {
+      t == "aten.div.Scalar" || t == "aten.div.Tensor_mode" || t == "aten.div.Scalar_mode") {
     L.bind(0, arith(L, t, rt, out));
     return true;
   }
@@ -451,6 +390,7 @@ bool lower_pointwise(Lowerer& L, const ir::Node& n) {
            }));
     return true;
   }
+  if (lower_math(L, n)) return true;
   if (t == "aten.relu.default" && fuse_relu_into_conv(L, n)) return true;
   const ExprOp ff = float_fn(t);
   if (ff != ExprOp::kConst || t == "aten.neg.default" || t == "aten.abs.default" ||

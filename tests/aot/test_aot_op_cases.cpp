@@ -6,7 +6,8 @@
 // plus copy_, ir/inplace.h), pad in every mode, roll, flip, linalg_vector_norm (decomposed),
 // addcmul / addcdiv, reshape_as, numpy_T, max / min of two tensors, round, clamp_min and a
 // torch.no_grad() region over a dynamic size (wrap_with_set_grad_enabled, inlined); conv1d,
-// group_norm, _weight_norm, and sdpa's output layout under a later view.
+// group_norm, _weight_norm, sdpa's output layout under a later view, and the Core ATen pointwise
+// ops (inverse trigonometric / hyperbolic functions, fmod, remainder, xor, elu, ...).
 #include <gtest/gtest.h>
 
 #include <set>
@@ -101,6 +102,29 @@ TEST(AotOps, ReductionsMore) {
 // native_dropout, _adaptive_avg_pool2d, var.correction) and diagonal, select_scatter,
 // slice_scatter, copy, masked_scatter and empty_strided.
 TEST(AotOps, CoreAtenForms) { check_against_pytorch("ops_core_forms"); }
+
+// Core ATen pointwise ops over NaN, infinities and -0.0: acos ... log10, atan2, sign, isnan /
+// isinf, logical / bitwise xor, the Scalar forms of bitwise and / or (also as __and__ / __or__ /
+// __xor__), fmod / remainder of floats, integers and bfloat16, clamp.Tensor, div.Scalar_mode,
+// elu and leaky_relu.
+TEST(AotOps, PointwiseMathMore) {
+  check_against_pytorch("ops_pointwise_more");
+  const auto t = imported_targets("ops_pointwise_more");
+  for (const char* op :
+       {"aten.acos.default",       "aten.acosh.default",      "aten.asin.default",
+        "aten.asinh.default",      "aten.atan.default",       "aten.atanh.default",
+        "aten.tan.default",        "aten.sinh.default",       "aten.cosh.default",
+        "aten.expm1.default",      "aten.log1p.default",      "aten.log2.default",
+        "aten.log10.default",      "aten.atan2.default",      "aten.sign.default",
+        "aten.isinf.default",      "aten.isnan.default",      "aten.logical_xor.default",
+        "aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar", "aten.bitwise_and.Scalar",
+        "aten.bitwise_or.Scalar",  "aten.__xor__.Tensor",     "aten.__xor__.Scalar",
+        "aten.__and__.Scalar",     "aten.__or__.Scalar",      "aten.fmod.Scalar",
+        "aten.fmod.Tensor",        "aten.remainder.Scalar",   "aten.remainder.Tensor",
+        "aten.clamp.Tensor",       "aten.div.Scalar_mode",    "aten.elu.default",
+        "aten.leaky_relu.default"})
+    EXPECT_EQ(t.count(op), 1u) << op;
+}
 
 }  // namespace
 }  // namespace anvil::aot_test

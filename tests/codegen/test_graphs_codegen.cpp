@@ -129,6 +129,23 @@ TEST_F(GraphCodegen, BufferUpdatesPersistAcrossRuns) { check("buffer_update", {}
 TEST_F(GraphCodegen, ZeroSizeTensors) { check("zero_size"); }
 TEST_F(GraphCodegen, LongRowsSplitIntoChunks) { check("long_rows"); }
 
+// Inverse trigonometric / hyperbolic functions, expm1 / log1p / log2 / log10, atan2, sign,
+// isnan / isinf, xor, the Scalar forms of bitwise and / or, fmod / remainder (float, int,
+// bf16), clamp with tensor bounds, div.Scalar_mode, elu and leaky_relu; then again with NaN
+// and infinities in x.
+TEST_F(GraphCodegen, PointwiseMathMore) {
+  const ir::Graph& g = *graphs_.at("pointwise_more");
+  check("pointwise_more");
+  auto ins = make_inputs(g, 1, 29);
+  float* x = ins[0].data<float>();
+  x[1] = NAN;
+  x[4] = INFINITY;
+  x[8] = -INFINITY;
+  x[11] = -0.0f;
+  ins[4].data<float>()[2] = NAN;  // a NaN lower bound of clamp
+  check("pointwise_more", ins);
+}
+
 TEST_F(GraphCodegen, NanAndInfPassThrough) {
   const ir::Graph& g = *graphs_.at("broadcast_chain");
   auto ins = make_inputs(g, 1, 3);
