@@ -318,7 +318,22 @@ std::vector<TensorType> shape_empty_strided(const Node& node) {
   return factory_shape(node);
 }
 std::vector<RValue> kernel_empty_strided(KernelContext& ctx) {
-  return {filled_const(ctx, ctx.ints("size"), ctx.dtype_arg("dtype").value_or(kDefaultFloat), 0)};
+  const Tensor zeros =
+      filled_const(ctx, ctx.ints("size"), ctx.dtype_arg("dtype").value_or(kDefaultFloat), 0);
+  // the requested strides when they lay the elements out densely (a permuted layout, as
+  // torch.empty_strided((4, 6), (1, 4)) gives); row-major otherwise
+  const Shape strides = ctx.ints("stride");
+  if (strides.size() != static_cast<size_t>(zeros.dim()) || strides == zeros.strides()) return {zeros};
+  const Tensor probe = zeros.as_strided(zeros.sizes(), zeros.strides(), 0);
+  Tensor out = Tensor::empty({zeros.numel()}, zeros.dtype());
+  int64_t max_off = 0;
+  for (size_t d = 0; d < strides.size(); ++d)
+    if (strides[d] < 0) return {zeros};
+    else if (zeros.size(static_cast<int64_t>(d)) > 0) max_off += strides[d] * (zeros.size(static_cast<int64_t>(d)) - 1);
+  if (max_off + 1 != zeros.numel()) return {zeros};  // not dense: keep row-major
+  out = out.as_strided(zeros.sizes(), strides, 0);
+  out.copy_from(probe);
+  return {out};
 }
 
 // scalar_tensor: a 0-dim tensor, float32 unless dtype is given (whatever the scalar's type).

@@ -99,7 +99,7 @@ std::vector<RValue> kernel_sign(KernelContext& ctx) {
   Tensor out;
   ANVIL_DISPATCH_COMPUTE(x.dtype(), ctx.where(), C,
                          { out = map1<C, C>(x, [](C v) { return sign_elem(v); }); });
-  return {out.to(x.dtype())};
+  return {to_preserving(out, x.dtype())};
 }
 
 std::vector<TensorType> shape_isnan(const Node& n) { return {float_test_type(n)}; }
@@ -122,7 +122,7 @@ std::vector<RValue> kernel_elu(KernelContext& ctx) {
       out = map1<C, C>(x, [=](C v) { return v <= C(0) ? std::expm1(v * in) * neg : v * pos; });
     }
   });
-  return {out.to(x.dtype())};
+  return {to_preserving(out, x.dtype())};
 }
 
 // leaky_relu(x) = x > 0 ? x : x * negative_slope (NaN stays NaN, -0.0 stays -0.0).
@@ -138,7 +138,7 @@ std::vector<RValue> kernel_leaky_relu(KernelContext& ctx) {
     const C s = static_cast<C>(slope);
     out = map1<C, C>(x, [=](C v) { return v > C(0) ? v : v * s; });
   });
-  return {out.to(x.dtype())};
+  return {to_preserving(out, x.dtype())};
 }
 
 }  // namespace anvil::ops
