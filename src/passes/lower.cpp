@@ -275,7 +275,11 @@ TRefPtr Lowerer::reduce(const TRefPtr& in, const std::vector<int64_t>& dims, boo
   s.sizes = in->sizes;
   s.reduced = red;
   s.reduce = op;
-  s.body = [this, in, dtype](const Index& idx) { return ex().cast(load(*in, idx), dtype); };
+  // The input as it is now: a computed input realized later (into a buffer whose store comes
+  // after this reduction) must still be read as the expression it was here.
+  s.body = [this, in_now = TRef(*in), dtype](const Index& idx) {
+    return ex().cast(load(in_now, idx), dtype);
+  };
   s.buffer = b;
   s.offset = SymInt(0);
   s.dtype = dtype;

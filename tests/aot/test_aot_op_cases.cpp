@@ -15,6 +15,8 @@
 #include "aot_util.h"
 #include "frontend/pt2_reader.h"
 #include "interp/interpreter.h"
+#include "ir/parser.h"
+#include "runtime/model.h"
 
 namespace anvil::aot_test {
 namespace {
@@ -124,6 +126,34 @@ TEST(AotOps, PointwiseMathMore) {
         "aten.clamp.Tensor",       "aten.div.Scalar_mode",    "aten.elu.default",
         "aten.leaky_relu.default"})
     EXPECT_EQ(t.count(op), 1u) << op;
+}
+
+// A value a reduction reads lazily and an extern later needs in a buffer (x.bfloat16() read by
+// sum and by argmax): the reduction must still see the value, not the buffer whose store comes
+// after it (the sum was garbage before the reduction captured its input by value).
+TEST(AotOps, ReductionOfAValueRealizedLaterForAnExtern) {
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[4, 6] = user_input
+  }
+  %b: bf16[4, 6] = aten._to_copy.default(self=%x, *dtype=bf16)
+  %s: bf16[4] = aten.sum.dim_IntList(self=%b, dim=[1])
+  %a: i64[4] = aten.argmax.default(self=%b, dim=1)
+  %f: f32[4] = aten._to_copy.default(self=%s, *dtype=f32)
+  outputs {
+    user_output %f
+    user_output %a
+  }
+})");
+  const Built& b = build_graph("reduce_then_realize", *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  runtime::Model model = runtime::Model::load(b.package);
+  std::vector<double> xv;
+  for (int i = 0; i < 24; ++i) xv.push_back(0.37 * i - 4.1 + (i % 5) * 0.91);
+  const Tensor x = Tensor::from_vector(xv, {4, 6}).to(DType::kFloat32, true);
+  const auto got = model.run({x});
+  interp::Interpreter ref(*g);
+  expect_outputs(got, ref.run({x}), "reduce_then_realize");
 }
 
 }  // namespace
