@@ -443,6 +443,8 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   ctx.packed_weights = constants->packed.get();
   ctx.generator = impl.generator.get();
   ctx.stream = runner.stream;
+  ctx.device_api = device.is_cpu() ? nullptr : impl.device_api;
+  ctx.device_index = device.is_cpu() ? 0 : device.index;
   int rc = 0;
   {
     ScopedThreadPool scope(impl.pool);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "runtime/collectives.h"
 #include "runtime/externs.h"
+#include "runtime/host_staging.h"
 #include "runtime/kernels/gemm_packed.h"
 
 #ifdef ANVIL_HAVE_OPENBLAS
@@ -254,12 +255,22 @@ int api_extern_call(void* run_ctx, const char* target, const AnvilRtTensor* inpu
                     str("no runtime kernel is registered for extern op '", name, "'").c_str());
       return 1;
     }
-    ExternCall call(target, inputs, n_inputs, attrs, n_attrs, outputs, n_outputs);
-    if (run_ctx) call.set_generator(static_cast<RunContext*>(run_ctx)->generator);
-    const int rc = fn(call);
-    if (rc != 0)
-      api_set_error(run_ctx,
-                    str(name, ": ", call.error().empty() ? "failed" : call.error()).c_str());
+    auto* ctx = static_cast<RunContext*>(run_ctx);
+    std::string error;
+    auto run = [&](const AnvilRtTensor* in, AnvilRtTensor* out) {
+      ExternCall call(target, in, n_inputs, attrs, n_attrs, out, n_outputs);
+      if (ctx) call.set_generator(ctx->generator);
+      const int rc = fn(call);
+      if (rc != 0) error = call.error();
+      return rc;
+    };
+    // A device package's tensors are device memory: the CPU kernel runs on host copies.
+    const int rc = ctx && ctx->device_api
+                       ? run_on_host(*ctx->device_api, ctx->device_index, ctx->stream,
+                                     "host step " + name, inputs, n_inputs, outputs, n_outputs,
+                                     run)
+                       : run(inputs, outputs);
+    if (rc != 0) api_set_error(run_ctx, str(name, ": ", error.empty() ? "failed" : error).c_str());
     return rc;
   } catch (const std::exception& e) {
     api_set_error(run_ctx, str(name, ": ", e.what()).c_str());

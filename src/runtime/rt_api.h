@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "anvil/anvil_device.h"
 #include "anvil/anvil_rt.h"
 #include "core/random.h"
 #include "core/storage.h"
@@ -36,6 +37,11 @@ class RunContext {
   /// The run's stream (AnvilRunArgs::stream; null for CPU packages): the stream of the
   /// collective services without one of their own (api->coll_issue / coll_wait).
   void* stream = nullptr;
+  /// The device backend and ordinal of a device package's run (null for CPU packages): the
+  /// extern calls of such a run get device memory and are staged through the host
+  /// (runtime/host_staging.h).
+  const AnvilDeviceApi* device_api = nullptr;
+  int device_index = 0;
 
   /// Collective handles this run issued and has not waited yet (api->coll_issue / coll_wait):
   /// a run that fails between an issue and its wait leaves them for Model::run to finish.

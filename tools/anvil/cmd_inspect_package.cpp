@@ -121,6 +121,7 @@ int inspect_package(const std::string& path, bool as_json) {
                                 {"mutable", c.is_mutable}});
     j["kernels"] = kernels;
     j["kernels_shared"] = raw.value("kernels_shared", 0);
+    if (raw.contains("host_steps")) j["host_steps"] = raw["host_steps"];
     j["planned_peak_bytes"] = m.planned_peak_bytes;
     if (peak >= 0) j["planned_peak_bytes_at_max"] = peak;
     j["sources"] = pkg->source_names();
@@ -172,6 +173,17 @@ int inspect_package(const std::string& path, bool as_json) {
     if (k.contains("target") && k["target"].is_string())
       std::cout << "  -> " << k["target"].get<std::string>();
     std::cout << "\n";
+  }
+  if (raw.contains("host_steps") && raw["host_steps"].is_array()) {
+    // Device packages: the steps that run their CPU kernel on host copies of the tensors.
+    const json& hs = raw["host_steps"];
+    std::cout << "\nhost steps: " << hs.size()
+              << (hs.empty() ? " (every step runs on the device)"
+                             : " (CPU kernels on host copies: the stream is drained around each)")
+              << "\n";
+    for (const auto& h : hs)
+      std::cout << "  " << std::left << std::setw(16) << h.value("name", "?") << " "
+                << h.value("target", "?") << "  (" << h.value("why", "") << ")\n";
   }
   std::cout << "\nplanned memory: ";
   if (m.planned_peak_bytes.empty())

@@ -6,6 +6,7 @@
 // values and sizes known only during the run are not compiled for CUDA yet: unsupported()
 // lists them.
 #include <cstdlib>
+#include <set>
 
 #include "codegen/cpu/emit_cpu.h"  // emit_model: the entry table and run() are target-neutral text
 #include "codegen/cuda/emit_cuda.h"
@@ -69,6 +70,20 @@ class CudaTarget final : public Target {
                                          : nlohmann::json::array({"sm_80", "compute_80"});
     std::string kernels;
     int bodies = 0;
+    // Extern steps with no CUDA kernel run their CPU kernel on host copies (`anvil inspect`
+    // lists them; a model with none runs wholly on the GPU).
+    nlohmann::json host_steps = nlohmann::json::array();
+    for (const auto& step : p.steps)
+      if (const auto* e = std::get_if<passes::ExternStep>(&step))
+        if (const std::string gap = cuda_kernel_gap(p, *e); !gap.empty())
+          host_steps.push_back({{"name", e->name},
+                                {"target", e->target},
+                                {"nodes", passes::step_nodes(step)},
+                                {"why", gap}});
+    r.manifest_fields["host_steps"] = host_steps;
+    std::set<std::string> externs;  // the runtime kernels host steps call (checked at load)
+    for (const auto& h : host_steps) externs.insert(h["target"].get<std::string>());
+    r.manifest_fields["externs"] = std::vector<std::string>(externs.begin(), externs.end());
     for (const auto& step : p.steps) {
       if (const auto* k = std::get_if<passes::LoopKernel>(&step)) {
         kernels += emit_loop_kernel(p, *k) + "\n";

@@ -23,10 +23,17 @@ std::string emit_loop_kernel(const passes::Program& p, const passes::LoopKernel&
 /// (api->device->gemm), batched over the innermost batch dim, looping over the others.
 std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g);
 
-/// `int NAME(const RunState& s)` and its kernel for an extern op with a CUDA kernel
-/// (emit_cuda_extern.cpp: embedding, index.Tensor, gather, cumsum, diff, attention).
+/// `int NAME(const RunState& s)` for an extern op: with its CUDA kernel where it has one
+/// (emit_cuda_extern.cpp: embedding, index.Tensor, gather, cumsum, diff, attention), else a
+/// host step — the CPU runtime kernel through api->extern_call, which stages the tensors
+/// through host memory (runtime/host_staging.h).
 std::string emit_extern(const passes::Program& p, const passes::ExternStep& e);
-/// Why extern step `e` has no CUDA kernel, or "".
+/// Why extern step `e` has no CUDA kernel, or "" when it has one.
+std::string cuda_kernel_gap(const passes::Program& p, const passes::ExternStep& e);
+/// True when extern step `e` can run as a host step: an op of the table with a CPU runtime
+/// kernel (not anvil's internal control-flow, item and data-dependent-size steps).
+bool runs_on_host(const passes::Program& p, const passes::ExternStep& e);
+/// Why the CUDA target cannot compile extern step `e` at all, or "".
 std::string extern_unsupported_reason(const passes::Program& p, const passes::ExternStep& e);
 
 /// Why the CUDA target cannot compile `step` of `p`, or "" when it can.

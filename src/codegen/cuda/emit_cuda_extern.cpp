@@ -11,6 +11,7 @@
 #include "codegen/cpu/emit_cpu.h"
 #include "codegen/cuda/emit_cuda.h"
 #include "core/error.h"
+#include "passes/collectives.h"
 
 namespace anvil::codegen::cuda {
 
@@ -517,7 +518,7 @@ std::string sdpa_tiled(const Program& p, const ExternStep& e) {
 
 }  // namespace
 
-std::string extern_unsupported_reason(const passes::Program& p, const passes::ExternStep& e) {
+std::string cuda_kernel_gap(const passes::Program& p, const passes::ExternStep& e) {
   auto floating = [](DType t) {
     return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 ||
            t == DType::kFloat64;
@@ -566,8 +567,30 @@ std::string extern_unsupported_reason(const passes::Program& p, const passes::Ex
   return "no CUDA kernel for " + t + " yet";
 }
 
+bool runs_on_host(const passes::Program& p, const passes::ExternStep& e) {
+  (void)p;
+  // anvil.* steps (cond, while, item, assert, nonzero, mask_rows) are the program's control and
+  // its run-time sizes, and collectives are issued and waited by run(): they need device-aware
+  // code, not a staged kernel.
+  return e.target.rfind("anvil.", 0) != 0 && !passes::is_collective_issue(e) &&
+         !passes::is_collective_wait(e);
+}
+
+std::string extern_unsupported_reason(const passes::Program& p, const passes::ExternStep& e) {
+  std::string gap = cuda_kernel_gap(p, e);
+  if (gap.empty() || runs_on_host(p, e)) return "";
+  return gap;
+}
+
 std::string emit_extern(const passes::Program& p, const passes::ExternStep& e) {
   const std::string& t = e.target;
+  if (const std::string gap = cuda_kernel_gap(p, e); !gap.empty()) {
+    if (!runs_on_host(p, e))
+      throw Error("internal error: an extern the CUDA target refuses reached emission",
+                  "codegen/cuda", "a supported extern", t + ": " + gap);
+    return "// host step (" + gap + "): the CPU kernel on host copies of the tensors\n" +
+           cpu::emit_extern(p, e);
+  }
   if (t == "aten.embedding.default") return embedding(p, e);
   if (t == "aten.index.Tensor") return index_tensor(p, e);
   if (t == "aten.gather.default") return gather(p, e);
