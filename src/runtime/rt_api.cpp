@@ -50,9 +50,16 @@ std::vector<int64_t> RunContext::take_in_flight() {
   return std::exchange(in_flight_, {});
 }
 
+std::shared_ptr<Storage> RunContext::allocate(int64_t bytes) const {
+  const auto n = static_cast<size_t>(std::max<int64_t>(bytes, 1));
+  if (device_api)  // a device package's run: every pointer it gets is the device's memory
+    return Storage::allocate(n, Device::cuda(device_index), /*zero=*/false);
+  return Storage::allocate_uninitialized(n);
+}
+
 void* RunContext::alloc_scratch(int64_t bytes) {
   ANVIL_CHECK(bytes >= 0, "api->run_alloc", "negative size", ">= 0 bytes", std::to_string(bytes));
-  auto st = Storage::allocate_uninitialized(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+  auto st = allocate(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   scratch_.push_back(std::move(st));
   return scratch_.back()->data();
@@ -77,7 +84,7 @@ void* RunContext::alloc_output(int32_t index, int64_t bytes) {
   }
   ANVIL_CHECK(bytes >= 0, "api->output_alloc", "negative size", ">= 0 bytes",
               std::to_string(bytes));
-  auto st = Storage::allocate_uninitialized(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+  auto st = allocate(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   late_storage_[i] = std::move(st);
   out_slots_[i] = late_storage_[i]->data();

@@ -62,6 +62,9 @@ class RunContext {
   const std::shared_ptr<Storage>& late_output(size_t index) const;
 
  private:
+  /// `bytes` (at least 1) of the run's memory: host, or the device's for a device package.
+  std::shared_ptr<Storage> allocate(int64_t bytes) const;
+
   std::vector<int64_t> in_flight_;
   std::vector<std::shared_ptr<Storage>> scratch_;
   void** out_slots_ = nullptr;

@@ -28,6 +28,17 @@ namespace anvil_model {
 )" + run_state_struct() + R"(
 // Profiling waits for nothing on the CPU (a device target's preamble waits for its stream).
 static inline void anvil_prof_sync(const RunState&) {}
+// Host reads of run memory (a predicate, an item) and copies between buffers of the run
+// (control flow); a device target's preamble defines them over its stream.
+template <typename T>
+static inline int anvil_fetch(const RunState&, T* dst, const void* src) {
+  std::memcpy(dst, src, sizeof(T));
+  return 0;
+}
+static inline int anvil_copy(const RunState&, void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return 0;
+}
 
 )" + scalar_helpers("static inline", "std::") + R"(
 // Vectorisable float math (branch-free, so `#pragma omp simd` loops vectorise them). Accuracy:

@@ -55,14 +55,16 @@ std::string emit_cond(const Program& p, const ExternStep& e) {
     b << "  const bool pred = (" << cond->s << ");\n";
   } else {
     const passes::TensorView& v = e.inputs[0];
-    b << "  const bool pred = *reinterpret_cast<const " << storage_type(v.dtype) << "*>("
-      << view_data(p, v) << ") != 0;\n";
+    b << "  " << storage_type(v.dtype) << " pred_value{};\n";
+    b << "  if (anvil_fetch(s, &pred_value, " << view_data(p, v) << ") != 0) return 1;\n";
+    b << "  const bool pred = pred_value != 0;\n";
   }
   for (int branch = 0; branch < 2; ++branch) {
     const std::string ind = branch == 0 ? "    " : "  ";
     if (branch == 0) b << "  if (pred) {\n";
     b << sub_symbols(*e.subprograms[branch], "sym", ind);
-    b << ind << "const RunState t{s.api, s.run_ctx, sym, in, out, nullptr, scratch, nullptr};\n";
+    b << ind << "const RunState t{s.api, s.run_ctx, sym, in, out, nullptr, scratch, nullptr, nullptr, "
+         "s.stream};\n";
     b << ind << "return " << sub_program_name(e, branch) << "(t);\n";
     if (branch == 0) b << "  }\n";
   }
@@ -88,8 +90,8 @@ std::string emit_while(const Program& p, const ExternStep& e) {
   for (size_t i = 0; i < nc; ++i) {
     const auto* off = passes::find_attr(e, "carry_off", i);
     check_shape(e, off != nullptr);
-    b << "  std::memcpy(a[" << i << "], " << view_data(p, e.inputs[i]) << ", static_cast<size_t>(bytes["
-      << i << "]));\n";
+    b << "  if (anvil_copy(s, a[" << i << "], " << view_data(p, e.inputs[i])
+      << ", static_cast<size_t>(bytes[" << i << "])) != 0) return 1;\n";
     b << "  cur[" << i << "] = a[" << i << "];\n";
     b << "  nxt[" << i << "] = scratch + (" << off->i.str() << ");\n";
   }
@@ -99,18 +101,23 @@ std::string emit_while(const Program& p, const ExternStep& e) {
   b << sub_symbols(*e.subprograms[0], "sym_c", "  ");
   b << sub_symbols(*e.subprograms[1], "sym_b", "  ");
   b << "  for (;;) {\n";
-  b << "    const RunState c{s.api, s.run_ctx, sym_c, cur, pred_out, nullptr, scratch, nullptr};\n";
+  b << "    const RunState c{s.api, s.run_ctx, sym_c, cur, pred_out, nullptr, scratch, nullptr, "
+       "nullptr, s.stream};\n";
   b << "    int rc = " << sub_program_name(e, 0) << "(c);\n";
   b << "    if (rc != 0) return rc;\n";
-  b << "    if (*static_cast<const unsigned char*>(pred_out[0]) == 0) break;\n";
-  b << "    const RunState t{s.api, s.run_ctx, sym_b, cur, nxt, nullptr, scratch, nullptr};\n";
+  b << "    unsigned char go = 0;\n";
+  b << "    if (anvil_fetch(s, &go, pred_out[0]) != 0) return 1;\n";
+  b << "    if (go == 0) break;\n";
+  b << "    const RunState t{s.api, s.run_ctx, sym_b, cur, nxt, nullptr, scratch, nullptr, nullptr, "
+       "s.stream};\n";
   b << "    rc = " << sub_program_name(e, 1) << "(t);\n";
   b << "    if (rc != 0) return rc;\n";
   b << "    for (int i = 0; i < " << nc << "; ++i) {\n";
   b << "      void* x = cur[i];\n      cur[i] = nxt[i];\n      nxt[i] = x;\n    }\n";
   b << "  }\n";
   b << "  for (int i = 0; i < " << nc << "; ++i)\n";
-  b << "    if (cur[i] != a[i]) std::memcpy(a[i], cur[i], static_cast<size_t>(bytes[i]));\n";
+  b << "    if (cur[i] != a[i] && anvil_copy(s, a[i], cur[i], static_cast<size_t>(bytes[i])) != 0)\n";
+  b << "      return 1;\n";
   b << "  return 0;\n";
   return b.str();
 }

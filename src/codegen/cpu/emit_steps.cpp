@@ -135,9 +135,10 @@ std::string emit_run_time_symbol_step(const Program& p, const ExternStep& e) {
     if (!sym || it == ub.end() || e.inputs.size() != 1)
       throw Error("malformed anvil.item step", "codegen/cpu " + e.name);
     const passes::TensorView& v = e.inputs[0];
-    body << "  s.usym[" << (it - ub.begin()) << "] = static_cast<int64_t>(*(reinterpret_cast<const "
-         << storage_type(v.dtype) << "*>(" << buffer_base(p, v.buffer) << ") + (" << v.offset.str()
-         << ")));\n";
+    body << "  " << storage_type(v.dtype) << " value{};\n";
+    body << "  if (anvil_fetch(s, &value, reinterpret_cast<const " << storage_type(v.dtype) << "*>("
+         << buffer_base(p, v.buffer) << ") + (" << v.offset.str() << ")) != 0)\n    return 1;\n";
+    body << "  s.usym[" << (it - ub.begin()) << "] = static_cast<int64_t>(value);\n";
   } else {
     const auto* cond = passes::find_attr(e, "condition");
     const auto* msg = passes::find_attr(e, "message");

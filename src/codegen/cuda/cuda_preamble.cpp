@@ -30,6 +30,29 @@ static inline void anvil_prof_sync(const RunState& s) {
   cudaStreamSynchronize(static_cast<cudaStream_t>(s.stream));
 }
 
+/// A failed CUDA call of host code: records the error for the run and returns 1.
+static inline int anvil_cuda_fail(const RunState& s, const char* what, cudaError_t e) {
+  char msg[256];
+  std::snprintf(msg, sizeof msg, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+  s.api->set_error(s.run_ctx, msg);
+  return 1;
+}
+/// Reads a value of device memory on the host (a predicate, an item): waits for the stream.
+template <typename T>
+static inline int anvil_fetch(const RunState& s, T* dst, const void* src) {
+  const cudaStream_t st = static_cast<cudaStream_t>(s.stream);
+  cudaError_t e = cudaMemcpyAsync(dst, src, sizeof(T), cudaMemcpyDeviceToHost, st);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  return e == cudaSuccess ? 0 : anvil_cuda_fail(s, "reading a value of the run on the host", e);
+}
+/// Copies between device buffers of the run, queued on its stream.
+static inline int anvil_copy(const RunState& s, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return 0;
+  const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                        static_cast<cudaStream_t>(s.stream));
+  return e == cudaSuccess ? 0 : anvil_cuda_fail(s, "copying a loop's state", e);
+}
+
 /// Symbol values passed to kernels by value.
 template <int N>
 struct Syms {

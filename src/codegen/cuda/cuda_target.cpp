@@ -2,9 +2,10 @@
 // PTX for `cuda-sm90`; compute_80 PTX and sm_80 code for `cuda-sm80`). Loop kernels become
 // __global__ functions launched on the run's stream, GEMMs go to the device backend's cuBLASLt
 // (include/anvil/anvil_device.h), the extern ops transformers carry (embedding, indexing, cumsum,
-// diff, attention) get generated kernels. Other extern ops, collectives, control flow, complex
-// values and sizes known only during the run are not compiled for CUDA yet: unsupported()
-// lists them.
+// diff, attention) get generated kernels; other extern ops run as host steps (their CPU
+// kernel on host copies, runtime/host_staging.h). Control flow and run-time sizes (aten.item,
+// nonzero) are generated host code reading the values they need from the device. Collectives
+// and complex values are not compiled for CUDA yet: unsupported() lists them.
 #include <cstdlib>
 #include <set>
 
@@ -43,15 +44,18 @@ class CudaTarget final : public Target {
 
   std::vector<std::string> unsupported(const passes::Program& p) const override {
     std::vector<std::string> out;
-    for (const auto& step : p.steps) {
-      const std::string why = unsupported_reason(p, step);
-      if (!why.empty())
-        out.push_back(passes::step_name(step) + " (" + join_nodes(passes::step_nodes(step)) +
-                      "): " + why);
-    }
-    if (!p.unbacked_symbols.empty())
-      out.push_back("sizes known only during the run (aten.item, nonzero) are not supported on "
-                    "CUDA yet");
+    auto check = [&](const passes::Program& q, const std::string& where) {
+      for (const auto& step : q.steps) {
+        const std::string why = unsupported_reason(q, step);
+        if (!why.empty())
+          out.push_back(where + passes::step_name(step) + " (" +
+                        join_nodes(passes::step_nodes(step)) + "): " + why);
+      }
+    };
+    check(p, "");
+    cpu::for_each_subprogram(p, [&](const passes::Program& sub, const std::string& name) {
+      check(sub, name + ": ");
+    });
     for (const auto& in : p.inputs)
       if (in.mutated)
         out.push_back("input '" + in.name + "' is written by the model (in-place on an input): "
@@ -73,29 +77,33 @@ class CudaTarget final : public Target {
     // Extern steps with no CUDA kernel run their CPU kernel on host copies (`anvil inspect`
     // lists them; a model with none runs wholly on the GPU).
     nlohmann::json host_steps = nlohmann::json::array();
-    for (const auto& step : p.steps)
-      if (const auto* e = std::get_if<passes::ExternStep>(&step))
-        if (const std::string gap = cuda_kernel_gap(p, *e); !gap.empty())
-          host_steps.push_back({{"name", e->name},
-                                {"target", e->target},
-                                {"nodes", passes::step_nodes(step)},
-                                {"why", gap}});
+    auto add_kernels = [&](const passes::Program& q) {
+      for (const auto& step : q.steps) {
+        if (cpu::is_control_step(step)) continue;  // in model.cu (emit_control.cpp)
+        if (const auto* k = std::get_if<passes::LoopKernel>(&step)) {
+          kernels += emit_loop_kernel(q, *k) + "\n";
+        } else if (const auto* g = std::get_if<passes::GemmStep>(&step)) {
+          kernels += emit_gemm(q, *g) + "\n";
+        } else {
+          const auto& e = std::get<passes::ExternStep>(step);
+          if (const std::string gap = cuda_kernel_gap(q, e); !gap.empty())
+            host_steps.push_back({{"name", e.name},
+                                  {"target", e.target},
+                                  {"nodes", passes::step_nodes(step)},
+                                  {"why", gap}});
+          kernels += emit_extern(q, e) + "\n";
+        }
+        ++bodies;
+      }
+    };
+    add_kernels(p);
+    cpu::for_each_subprogram(p, [&](const passes::Program& sub, const std::string&) {
+      add_kernels(sub);
+    });
     r.manifest_fields["host_steps"] = host_steps;
     std::set<std::string> externs;  // the runtime kernels host steps call (checked at load)
     for (const auto& h : host_steps) externs.insert(h["target"].get<std::string>());
     r.manifest_fields["externs"] = std::vector<std::string>(externs.begin(), externs.end());
-    for (const auto& step : p.steps) {
-      if (const auto* k = std::get_if<passes::LoopKernel>(&step)) {
-        kernels += emit_loop_kernel(p, *k) + "\n";
-        ++bodies;
-      } else if (const auto* g = std::get_if<passes::GemmStep>(&step)) {
-        kernels += emit_gemm(p, *g) + "\n";
-        ++bodies;
-      } else {
-        kernels += emit_extern(p, std::get<passes::ExternStep>(step)) + "\n";
-        ++bodies;
-      }
-    }
     r.kernel_bodies = bodies;
     const std::string pre = [&] {
       std::string t = preamble();

@@ -9,6 +9,7 @@
 #include "codegen/c_expr.h"
 #include "codegen/cpu/emit_cpu.h"  // buffer_base, symbol_decls: target-neutral RunState text
 #include "codegen/cuda/emit_cuda.h"
+#include "codegen/text_util.h"
 #include "core/error.h"
 
 namespace anvil::codegen::cuda {
@@ -164,17 +165,16 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
   const std::set<int> roots = kernel_roots(p, k);
   const std::string body_text = body_os.str();
   const std::string sizes_text = outer_n.str() + " " + inner_n.str();
-  const size_t nsym = std::max<size_t>(1, p.symbols.size());
   std::ostringstream fn;
   fn << "// " << k.name << ": " << join(k.nodes) << "\n";
   fn << "__global__ void __launch_bounds__(" << threads << ") " << k.name << "_kernel(Syms<"
-     << nsym << "> sy";
+     << kernel_sym_count(p) << "> sy";
   for (int b : roots) {
     const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype);
     fn << ", " << st << "* __restrict__ p" << b;
   }
   fn << ") {\n";
-  fn << symbol_decls(p, body_text + sizes_text, "sy.v", "  ");
+  fn << kernel_symbol_decls(p, body_text + sizes_text, "  ");
   for (const std::string& ct : scratch)
     fn << "  __shared__ " << ct << " " << scratch_name(ct) << "[32];\n";
   if (pointwise) {
@@ -195,9 +195,7 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
     launch << "  if (n_outer <= 0 || n_inner <= 0) return;\n";
   else
     launch << "  if (n_outer <= 0) return;\n  (void)n_inner;\n";
-  launch << "  Syms<" << nsym << "> sy{};\n";
-  if (!p.symbols.empty())
-    launch << "  for (int i = 0; i < " << p.symbols.size() << "; ++i) sy.v[i] = s.sym[i];\n";
+  launch << kernel_syms_fill(p);
   const std::string grid = pointwise ? "anvil_blocks(n_outer * n_inner, " + std::to_string(threads) + ")"
                                      : "anvil_blocks(n_outer, 1)";
   launch << "  " << k.name << "_kernel<<<" << grid << ", " << threads
@@ -279,6 +277,33 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g) {
   fn << symbol_decls(p, body.str(), "s.sym", "  ");
   fn << body.str() << "}\n";
   return fn.str();
+}
+
+size_t kernel_sym_count(const passes::Program& p) {
+  return std::max<size_t>(1, p.symbols.size() + p.unbacked_symbols.size());
+}
+
+std::string kernel_syms_fill(const passes::Program& p) {
+  std::ostringstream os;
+  os << "  Syms<" << kernel_sym_count(p) << "> sy{};\n";
+  if (!p.symbols.empty())
+    os << "  for (int i = 0; i < " << p.symbols.size() << "; ++i) sy.v[i] = s.sym[i];\n";
+  if (!p.unbacked_symbols.empty())  // set by the item steps run so far
+    os << "  for (int i = 0; i < " << p.unbacked_symbols.size() << "; ++i) sy.v["
+       << p.symbols.size() << " + i] = s.usym[i];\n";
+  return os.str();
+}
+
+std::string kernel_symbol_decls(const passes::Program& p, const std::string& text,
+                                const std::string& indent) {
+  std::string out;
+  const size_t n = p.symbols.size();
+  for (size_t i = 0; i < n + p.unbacked_symbols.size(); ++i) {
+    const std::string& name = i < n ? p.symbols[i] : p.unbacked_symbols[i - n];
+    if (contains_word(text, name))
+      out += indent + "const int64_t " + name + " = sy.v[" + std::to_string(i) + "];\n";
+  }
+  return out;
 }
 
 std::string unsupported_reason(const passes::Program& p, const passes::Step& step) {

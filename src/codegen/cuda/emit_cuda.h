@@ -36,6 +36,14 @@ bool runs_on_host(const passes::Program& p, const passes::ExternStep& e);
 /// Why the CUDA target cannot compile extern step `e` at all, or "".
 std::string extern_unsupported_reason(const passes::Program& p, const passes::ExternStep& e);
 
+/// Kernels get the model's symbols and the run-time ones (aten.item, counts of nonzero) by
+/// value in one Syms<kernel_sym_count(p)>: `kernel_syms_fill` is the launcher's text filling
+/// `sy`, `kernel_symbol_decls` the kernel's declarations of the names `text` uses.
+size_t kernel_sym_count(const passes::Program& p);
+std::string kernel_syms_fill(const passes::Program& p);
+std::string kernel_symbol_decls(const passes::Program& p, const std::string& text,
+                                const std::string& indent);
+
 /// Why the CUDA target cannot compile `step` of `p`, or "" when it can.
 std::string unsupported_reason(const passes::Program& p, const passes::Step& step);
 

@@ -98,21 +98,18 @@ struct KernelText {
 
 std::string finish(const Program& p, const ExternStep& e, const KernelText& k) {
   std::ostringstream fn;
-  const size_t nsym = std::max<size_t>(1, p.symbols.size());
   std::string nodes;
   for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
   fn << "// " << e.name << ": " << nodes << " (" << e.target << ")\n";
-  fn << "__global__ void " << e.name << "_kernel(Syms<" << nsym << "> sy";
+  fn << "__global__ void " << e.name << "_kernel(Syms<" << kernel_sym_count(p) << "> sy";
   for (const auto& [name, v] : k.params)
     fn << ", " << storage_type(v->dtype) << "* __restrict__ " << name;
   fn << ") {\n";
   std::string sizes_text = k.body;
-  fn << symbol_decls(p, sizes_text, "sy.v", "  ") << k.body << "}\n\n";
+  fn << kernel_symbol_decls(p, sizes_text, "  ") << k.body << "}\n\n";
   std::ostringstream launch;
   launch << k.guard;
-  launch << "  Syms<" << nsym << "> sy{};\n";
-  if (!p.symbols.empty())
-    launch << "  for (int i = 0; i < " << p.symbols.size() << "; ++i) sy.v[i] = s.sym[i];\n";
+  launch << kernel_syms_fill(p);
   launch << "  " << e.name << "_kernel<<<" << k.grid << ", " << k.block << ", " << k.shared
          << ", static_cast<cudaStream_t>(s.stream)>>>(sy";
   for (const auto& [name, v] : k.params)
@@ -518,7 +515,18 @@ std::string sdpa_tiled(const Program& p, const ExternStep& e) {
 
 }  // namespace
 
+namespace {
+
+/// Steps whose code is generated host code on every target: control flow (model.cu's control
+/// functions, emit_control.cpp) and run-time symbols (a value read into s.usym, a check).
+bool is_generated_host_code(const std::string& t) {
+  return t == "anvil.cond" || t == "anvil.while" || t == "anvil.item" || t == "anvil.assert";
+}
+
+}  // namespace
+
 std::string cuda_kernel_gap(const passes::Program& p, const passes::ExternStep& e) {
+  if (is_generated_host_code(e.target)) return "";
   auto floating = [](DType t) {
     return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 ||
            t == DType::kFloat64;
@@ -569,11 +577,12 @@ std::string cuda_kernel_gap(const passes::Program& p, const passes::ExternStep& 
 
 bool runs_on_host(const passes::Program& p, const passes::ExternStep& e) {
   (void)p;
-  // anvil.* steps (cond, while, item, assert, nonzero, mask_rows) are the program's control and
-  // its run-time sizes, and collectives are issued and waited by run(): they need device-aware
-  // code, not a staged kernel.
-  return e.target.rfind("anvil.", 0) != 0 && !passes::is_collective_issue(e) &&
-         !passes::is_collective_wait(e);
+  // Collectives are issued and waited by run() on a process group: not a kernel. Of anvil's own
+  // steps, the data-dependent ones (nonzero, boolean-mask rows: runtime kernels writing at a
+  // capacity) stage like any extern; the rest are generated code.
+  if (passes::is_collective_issue(e) || passes::is_collective_wait(e)) return false;
+  return e.target.rfind("anvil.", 0) != 0 || e.target == "anvil.nonzero" ||
+         e.target == "anvil.mask_rows";
 }
 
 std::string extern_unsupported_reason(const passes::Program& p, const passes::ExternStep& e) {
@@ -584,6 +593,10 @@ std::string extern_unsupported_reason(const passes::Program& p, const passes::Ex
 
 std::string emit_extern(const passes::Program& p, const passes::ExternStep& e) {
   const std::string& t = e.target;
+  if (t == "anvil.item" || t == "anvil.assert") return cpu::emit_extern(p, e);  // anvil_fetch
+  if (is_generated_host_code(t))
+    throw Error("internal error: a control-flow step reached the kernel emitter", "codegen/cuda",
+                "kernels only", t);
   if (const std::string gap = cuda_kernel_gap(p, e); !gap.empty()) {
     if (!runs_on_host(p, e))
       throw Error("internal error: an extern the CUDA target refuses reached emission",
