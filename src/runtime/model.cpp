@@ -165,10 +165,15 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
   impl->api.device = impl->device_api;
 
   register_builtin_externs();
+  // A device package's externs are its host steps: a kernel registered for the device runs
+  // on its memory, else the CPU kernel runs on host copies (runtime/host_staging.h).
   for (const std::string& target : m.externs)
-    ANVIL_CHECK(find_extern(target, device.type) != nullptr, where,
-                "package calls an extern op this runtime does not implement",
-                str("a runtime kernel registered for ", device.str()), target);
+    ANVIL_CHECK(find_extern(target, device.type) != nullptr ||
+                    find_extern(target, Device::Type::kCPU) != nullptr,
+                where, "package calls an extern op this runtime does not implement",
+                str("a runtime kernel registered for ", device.str(),
+                    device.is_cpu() ? "" : " or the CPU"),
+                target);
 
   impl->plan_input_checks();
   join_world_for_package(m.json, where);  // packages with collectives join the world group

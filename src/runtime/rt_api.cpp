@@ -256,13 +256,19 @@ int api_extern_call(void* run_ctx, const char* target, const AnvilRtTensor* inpu
                     AnvilRtTensor* outputs, int32_t n_outputs) {
   const std::string name = target ? target : "(null)";
   try {
-    ExternFn fn = find_extern(name);
+    auto* ctx = static_cast<RunContext*>(run_ctx);
+    // A device run: a kernel registered for the device takes its memory as is; otherwise the
+    // CPU kernel runs on host copies.
+    ExternFn device_fn =
+        ctx && ctx->device_api
+            ? find_extern(name, static_cast<Device::Type>(ctx->device_api->device_type))
+            : nullptr;
+    ExternFn fn = device_fn ? device_fn : find_extern(name);
     if (!fn) {
       api_set_error(run_ctx,
                     str("no runtime kernel is registered for extern op '", name, "'").c_str());
       return 1;
     }
-    auto* ctx = static_cast<RunContext*>(run_ctx);
     std::string error;
     auto run = [&](const AnvilRtTensor* in, AnvilRtTensor* out) {
       ExternCall call(target, in, n_inputs, attrs, n_attrs, out, n_outputs);
@@ -272,7 +278,7 @@ int api_extern_call(void* run_ctx, const char* target, const AnvilRtTensor* inpu
       return rc;
     };
     // A device package's tensors are device memory: the CPU kernel runs on host copies.
-    const int rc = ctx && ctx->device_api
+    const int rc = ctx && ctx->device_api && !device_fn
                        ? run_on_host(*ctx->device_api, ctx->device_index, ctx->stream,
                                      "host step " + name, inputs, n_inputs, outputs, n_outputs,
                                      run)
