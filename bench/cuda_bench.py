@@ -6,12 +6,15 @@ the script runs on the GPU machine alone): MLP 1024->4096->4096->1024 with GELU 
 LLaMA-style decoder block d1024, 16 heads, T=256, B=4 (RMSNorm, RoPE, causal SDPA, SwiGLU 2816);
 fp32 and bf16. Each is exported with torch.export on the CPU, compiled by
 `anvil compile --target cuda-sm90`, checked against eager on the GPU, and timed with `anvil bench`
-(per call: inputs already on the GPU, the run's stream synchronized). PyTorch is timed the same
-way: per call, torch.cuda.synchronize() after each, median of the calls.
+(inputs already on the GPU): single = median of calls each followed by a synchronize; b2b = per
+call over calls queued back to back (anvil: Model::enqueue, one synchronize at the end; PyTorch:
+CUDA events around the loop, as ../shared/anchors/gpu_modes.py). anvil with CUDA graphs (the
+default) and without; PyTorch eager and torch.compile in the --modes given (default and
+reduce-overhead, i.e. CUDA graphs).
 
     python3 bench/cuda_bench.py [--anvil gpu_bundle/bin/anvil] [--iters 300] [--json out.json]
 """
-import argparse, json, os, re, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, statistics, subprocess, sys, tempfile, time
 
 import numpy as np
 import torch
@@ -78,12 +81,34 @@ def time_torch(fn, x, iters, warmup=20):
     return statistics.median(ms)
 
 
+def time_torch_b2b(fn, x, iters, warmup=20):
+    """Per call over `iters` calls back to back (CUDA events), as the anchors' gpu_modes.py."""
+    for _ in range(warmup):
+        fn(x)
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    s.record()
+    for _ in range(iters):
+        fn(x)
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) / iters
+
+
+def anvil_bench(anvil, pkg, iters, extra=()):
+    out = subprocess.run([anvil, "bench", pkg, "--iters", str(iters), "--warmup", "30", "-q",
+                          *extra], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--anvil", default="gpu_bundle/bin/anvil")
     ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--json", default="")
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--modes", default="default,reduce-overhead",
+                    help="torch.compile modes to time (max-autotune compiles for minutes)")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = torch.device("cuda")
@@ -113,19 +138,23 @@ def main():
         with torch.no_grad():
             want = mg(xg).float().cpu()
         rel = ((got - want).abs().max() / want.abs().max().clamp(min=1)).item()
-        bench = subprocess.run([a.anvil, "bench", pkg, "--iters", str(a.iters), "--warmup", "30"],
-                               check=True, capture_output=True, text=True).stdout
-        p50 = float(re.search(r"p50 ([0-9.]+) ms", bench).group(1))
+        graphs = anvil_bench(a.anvil, pkg, a.iters)
+        plain = anvil_bench(a.anvil, pkg, a.iters, ["--no-cuda-graphs"])
+        r = {"model": name, "gpu": torch.cuda.get_device_name(),
+             "anvil_single_ms": graphs["single_ms"], "anvil_b2b_ms": graphs["b2b_ms"],
+             "anvil_cuda_graphs": graphs["cuda_graphs"],
+             "anvil_nographs_single_ms": plain["single_ms"], "anvil_nographs_b2b_ms": plain["b2b_ms"],
+             "anvil_compile_s": compile_s, "max_rel_err_vs_eager": rel}
         with torch.no_grad():
-            eager = time_torch(mg, xg, a.iters)
-            cm = torch.compile(mg)
-            compiled = time_torch(cm, xg, a.iters)
-        r = {"model": name, "gpu": torch.cuda.get_device_name(), "anvil_ms": p50,
-             "eager_ms": eager, "torch_compile_ms": compiled, "anvil_compile_s": compile_s,
-             "max_rel_err_vs_eager": rel}
+            r["eager_single_ms"] = time_torch(mg, xg, a.iters)
+            r["eager_b2b_ms"] = time_torch_b2b(mg, xg, a.iters)
+            for mode in a.modes.split(","):
+                torch._dynamo.reset()
+                cm = torch.compile(mg, mode=None if mode == "default" else mode)
+                r[f"compile_{mode}_single_ms"] = time_torch(cm, xg, a.iters)
+                r[f"compile_{mode}_b2b_ms"] = time_torch_b2b(cm, xg, a.iters)
         results.append(r)
-        print(f"{name:24s} anvil {p50:.4f} ms  eager {eager:.4f} ms  torch.compile {compiled:.4f} ms"
-              f"  (anvil/eager {p50 / eager:.2f}x, anvil compile {compile_s:.1f} s, rel err {rel:.1e})")
+        print(json.dumps(r))
         sys.stdout.flush()
     if a.json:
         with open(a.json, "w") as f:

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define ANVIL_DEVICE_ABI_VERSION 1u
+#define ANVIL_DEVICE_ABI_VERSION 2u
 
 /* Directions of AnvilDeviceApi::copy. */
 #define ANVIL_COPY_HOST_TO_DEVICE 0
@@ -68,6 +68,16 @@ typedef struct AnvilDeviceApi {
   /* Makes `device` the calling thread's current device (generated code launches its kernels
    * there); the runtime calls it before each run of a device package. */
   int (*set_device)(int device);
+  /* ---- ABI 2: graphs (CUDA graphs). ---- */
+  /* Starts recording the work queued on `stream` (not the default stream) from the calling
+   * thread instead of running it. */
+  int (*graph_begin)(int device, void* stream);
+  /* Ends the recording on `stream` and instantiates it into *exec (a replayable graph); with
+   * exec null the recording is discarded. Fails when something recorded cannot be captured. */
+  int (*graph_end)(int device, void* stream, void** exec);
+  /* Queues a replay of `exec` on `stream`. */
+  int (*graph_launch)(int device, void* exec, void* stream);
+  int (*graph_destroy)(int device, void* exec);
 } AnvilDeviceApi;
 
 typedef const AnvilDeviceApi* (*AnvilDeviceBackendFn)(void);

@@ -160,6 +160,12 @@ Manifest Manifest::parse(const std::string& text, const std::string& where) {
   if (j.contains("cuda_min_capability"))
     m.cuda_min_capability = r.integer(j["cuda_min_capability"], "cuda_min_capability");
   if (j.contains("externs")) m.externs = r.string_list(j["externs"], "externs");
+  if (j.contains("graph_capturable")) {
+    if (!j["graph_capturable"].is_boolean())
+      r.fail("graph_capturable", "true or false", j["graph_capturable"]);
+    m.graph_capturable = j["graph_capturable"].get<bool>();
+  }
+  if (j.contains("host_steps")) m.host_steps = r.array(j["host_steps"], "host_steps").size();
   if (j.contains("kernels")) {
     const Json& arr = r.array(j["kernels"], "kernels");
     for (size_t i = 0; i < arr.size(); ++i) {

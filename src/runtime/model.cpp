@@ -92,6 +92,8 @@ Library::~Library() {
 
 Model::Impl::~Impl() {
   for (Runner& r : runners) {
+    if (device_api && r.stream) device_api->stream_synchronize(options.device.index, r.stream);
+    drop_graphs(r);
     if (r.instance && entry && entry->destroy) entry->destroy(r.instance);
     if (device_api && r.stream) {
       device_api->stream_synchronize(options.device.index, r.stream);
@@ -234,6 +236,11 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
                     ANVIL_MODEL_ABI_VERSION, ".", ANVIL_MODEL_ABI_MINOR_VERSION, ")"),
                 "null from create()");
     impl->free_runners.push_back(r);
+  }
+  if (!device.is_cpu()) {
+    const char* env = std::getenv("ANVIL_CUDA_GRAPHS");
+    impl->graphs = options.cuda_graphs && !(env && std::string(env) == "0") &&
+                   m.graph_capturable && m.host_steps == 0 && impl->device_api->graph_begin;
   }
   return Model(std::move(impl));
 }

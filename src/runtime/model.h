@@ -51,6 +51,10 @@ struct ModelOptions {
   /// Threads of the Model's pool (the calling thread included); 0: ANVIL_NUM_THREADS or the
   /// hardware thread count (the process-wide pool).
   int num_threads = 0;
+  /// Device packages: capture each input-shape set's run as a CUDA graph (on its second run)
+  /// and replay it, where the package allows it (no step waits on the host: `anvil inspect`
+  /// says so). ANVIL_CUDA_GRAPHS=0 in the environment at load turns it off as well.
+  bool cuda_graphs = true;
 };
 
 /// The device type a package was compiled for, as cuda:0 or cpu (opens its manifest only).
@@ -91,6 +95,16 @@ class Model {
 
   /// Runs the model on `inputs` (manifest order) and returns its outputs. Thread-safe.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  /// Device packages: run() that queues the work on the runner's stream and returns without
+  /// waiting for it. The outputs hold the results once synchronize() returns; the inputs must
+  /// stay alive and unchanged until then. Runs queued on one runner run in order; errors of
+  /// the queued work surface in synchronize(). For CPU packages it is run(). Thread-safe.
+  std::vector<Tensor> enqueue(const std::vector<Tensor>& inputs) const;
+  /// Waits for every run enqueue() queued; throws Error when one failed on the device.
+  void synchronize() const;
+  /// True when runs are captured and replayed as CUDA graphs (ModelOptions::cuda_graphs and a
+  /// package with no step that waits on the host).
+  bool uses_cuda_graphs() const;
 
   const std::vector<IOSpec>& input_specs() const;
   const std::vector<IOSpec>& output_specs() const;
@@ -138,6 +152,7 @@ class Model {
 
  private:
   explicit Model(std::unique_ptr<Impl> impl);
+  std::vector<Tensor> run_impl(const std::vector<Tensor>& inputs, bool wait) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,12 +58,25 @@ struct DimRule {
 };
 
 /// One model instance and its scratch arena.
+/// A device run captured as a CUDA graph (model_graph.cpp): replayed with the inputs copied into
+/// `in_stage` and the outputs copied out of `out_stage`, the buffers the capture saw.
+struct RunGraph {
+  void* exec = nullptr;  // AnvilDeviceApi::graph_end's instance
+  int runs = 0;          // runs with this key so far (the first runs plainly: a warm-up)
+  bool failed = false;   // the capture failed: runs with this key stay plain
+  std::vector<std::shared_ptr<Storage>> in_stage, out_stage;
+  std::vector<int> out_slot;  // output -> out_stage index (outputs sharing storage share one)
+};
+
 struct Runner {
   void* instance = nullptr;
   void* arena = nullptr;  // host arena (std::aligned_alloc), or arena_storage's memory
   size_t arena_bytes = 0;
   std::shared_ptr<Storage> arena_storage;  // a device package's arena (device memory)
   void* stream = nullptr;                  // a device package's stream (AnvilRunArgs::stream)
+  // Captured runs by key (the symbols, the arena and constant pointers: everything a capture
+  // bakes in besides the staged inputs and outputs), at most kMaxGraphs per runner.
+  std::map<std::vector<int64_t>, RunGraph> graphs;
 };
 
 /// A dlopened model.so and the in-memory file it was loaded from (both closed on destruction;
@@ -117,7 +131,19 @@ struct Model::Impl {
   int64_t profile_runs = 0;
   std::vector<int64_t> profile_symbols;
 
+  // CUDA graphs (ModelOptions::cuda_graphs, decided at load): the package is capturable (no
+  // host synchronization, no host steps) and the backend has graphs.
+  bool graphs = false;
+
   ~Impl();
+  /// Runs `args` on runner `r` as a replay of its captured graph for this key (capturing it on
+  /// the key's second run); false when this run must go the plain way (then nothing was queued).
+  /// `in_bytes` / `out_bytes`: bytes of each input and output storage the run reads / writes.
+  bool graph_run(Runner& r, const AnvilRunArgs& args, RunContext& ctx,
+                 const std::vector<int64_t>& symbols, const std::vector<size_t>& in_bytes,
+                 const std::vector<size_t>& out_bytes, int& rc);
+  /// Destroys runner `r`'s graphs and their staging buffers.
+  void drop_graphs(Runner& r);
   /// Builds the per-input dim rules and symbol bind sites (load time).
   void plan_input_checks();
   /// Checks `inputs` and fills the symbol values; throws Error naming input, dim, expected, actual.

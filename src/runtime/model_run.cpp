@@ -288,6 +288,28 @@ void Model::Impl::check_written_inputs(const std::vector<Tensor>& inputs) const 
 }
 
 std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
+  return run_impl(inputs, /*wait=*/true);
+}
+
+std::vector<Tensor> Model::enqueue(const std::vector<Tensor>& inputs) const {
+  return run_impl(inputs, /*wait=*/false);
+}
+
+void Model::synchronize() const {
+  ANVIL_CHECK(impl_ != nullptr, "Model::synchronize", "model was moved from", "a loaded model",
+              "none");
+  Impl& impl = *impl_;
+  if (!impl.device_api) return;
+  for (const Runner& r : impl.runners)  // fixed at load: no lock needed to read the streams
+    if (impl.device_api->stream_synchronize(impl.options.device.index, r.stream) != 0)
+      throw Error(str("a queued run failed on ", impl.options.device.str(), ": ",
+                      impl.device_api->last_error()),
+                  "Model::synchronize(" + impl.path + ")");
+}
+
+bool Model::uses_cuda_graphs() const { return impl_ && impl_->graphs; }
+
+std::vector<Tensor> Model::run_impl(const std::vector<Tensor>& inputs, bool wait) const {
   ANVIL_CHECK(impl_ != nullptr, "Model::run", "model was moved from", "a loaded model", "none");
   Impl& impl = *impl_;
   std::vector<int64_t> symbols;
@@ -453,11 +475,30 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
     if (impl.device_api && impl.device_api->set_device(device.index) != 0)
       throw Error(str("cannot make ", device.str(), " current"), where(), "success",
                   impl.device_api->last_error());
-    rc = impl.entry->run(runner.instance, &args);
+    bool graphed = false;
+    if (impl.graphs && !profiling && std::find(late.begin(), late.end(), true) == late.end() &&
+        std::none_of(impl.input_specs.begin(), impl.input_specs.end(),
+                     [](const IOSpec& s) { return s.mutated; })) {
+      std::vector<size_t> in_bytes, out_bytes;
+      for (const Tensor& t : used) in_bytes.push_back(static_cast<size_t>(t.numel()) * t.element_size());
+      for (size_t o = 0; o < outputs.size(); ++o) {  // the rest of the storage the pointer is in
+        const auto& st = outputs[o].storage();
+        out_bytes.push_back(st->nbytes() - static_cast<size_t>(static_cast<char*>(out_ptrs[o]) -
+                                                               static_cast<char*>(st->data())));
+      }
+      graphed = impl.graph_run(runner, args, ctx, symbols, in_bytes, out_bytes, rc);
+    }
+    if (!graphed) rc = impl.entry->run(runner.instance, &args);
     // A device package queued its work on the runner's stream: the outputs are ready (and the
     // arena free for the next run) once the stream is done. Errors of queued kernels surface
     // here.
-    if (impl.device_api && impl.device_api->stream_synchronize(device.index, runner.stream) != 0)
+    // (enqueue(): the outputs are ready when synchronize() returns; a run needing values of the
+    // device on the host waited inside run().)
+    const bool must_wait = wait || profiling || rc != 0 || ctx.failed() ||
+                           std::find(late.begin(), late.end(), true) != late.end() ||
+                           !run_symbols.empty();
+    if (impl.device_api && must_wait &&
+        impl.device_api->stream_synchronize(device.index, runner.stream) != 0)
       ctx.set_error(str("the run failed on ", device.str(), ": ",
                         impl.device_api->last_error()));
   }

@@ -78,6 +78,11 @@ struct Manifest {
   std::vector<TensorSpec> outputs;
   std::vector<ConstantSpec> constants;
   std::vector<std::string> externs;  // optional: extern targets the code calls
+  // Device packages: no step waits on the host ("graph_capturable") and how many extern steps
+  // run their CPU kernel on host copies ("host_steps"): a run can be a CUDA graph when both
+  // say so.
+  bool graph_capturable = false;
+  size_t host_steps = 0;
   std::vector<KernelSpec> kernels;   // optional: the steps of run(), in order
   std::string planned_peak_bytes;    // text (a SymInt expression) or empty
   std::string json;                  // the manifest text as stored

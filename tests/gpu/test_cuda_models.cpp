@@ -17,64 +17,14 @@
 #include "runtime/device_backend.h"
 #include "runtime/model.h"
 #include "runtime/package.h"
+#include "gpu/gpu_test_util.h"
 #include "aot/formula_archive.h"
 
 namespace anvil {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string fixture(const std::string& name) { return std::string(ANVIL_FIXTURES_DIR) + "/" + name; }
-
-/// Empty when cuda:0 can run packages; else why not.
-std::string gpu_missing() {
-  try {
-    runtime::require_device(Device::cuda(0), "tests/gpu");
-    return "";
-  } catch (const Error& e) {
-    return e.what();
-  }
-}
-
-#define ANVIL_REQUIRE_GPU()                                                               \
-  do {                                                                                    \
-    static const std::string why = gpu_missing();                                         \
-    if (!why.empty()) {                                                                   \
-      const char* req = std::getenv("ANVIL_REQUIRE_GPU");                                 \
-      if (req && std::string(req) == "1") FAIL() << "ANVIL_REQUIRE_GPU=1 but: " << why;   \
-      GTEST_SKIP() << "no GPU: " << why;                                                  \
-    }                                                                                     \
-  } while (0)
-
-fs::path out_dir() {
-  const char* d = std::getenv("ANVIL_TEST_OUTDIR");
-  fs::path p = d && *d ? fs::path(d) : fs::temp_directory_path();
-  p /= "anvil_gpu_" + std::to_string(::getpid());
-  fs::create_directories(p);
-  return p;
-}
-
-std::vector<Tensor> read_set(const std::string& stem, const char* kind,
-                             const std::string& suffix = "") {
-  std::vector<Tensor> out;
-  for (int k = 0;; ++k) {
-    const std::string f = stem + "." + kind + std::to_string(k) + suffix + ".npy";
-    if (!fs::exists(f)) break;
-    out.push_back(read_npy(f));
-  }
-  return out;
-}
-
-/// Compiles `pt2` for cuda-sm90 (object cache shared by the suite).
-std::string compile_cuda(const std::string& pt2) {
-  driver::CompileOptions o;
-  o.target = "cuda-sm90";
-  o.progress = codegen::ProgressMode::kQuiet;
-  o.cache_dir = (out_dir() / "cache").string();
-  const std::string pkg = (out_dir() / (fs::path(pt2).stem().string() + ".anvil")).string();
-  driver::compile_pt2(pt2, pkg, o);
-  return pkg;
-}
+using namespace gpu_test;  // NOLINT: the suite's helpers
 
 /// Runs a fixture's package on cuda:0 on each of its input sets (in<k>.npy, and in<k>_<j>.npy
 /// for exports with dynamic shapes) and checks every output against PyTorch's.

@@ -119,6 +119,8 @@ ArgParser bench_parser() {
               "size of a symbolic dim for random inputs (default: its lower bound)", true)
       .option("--target", "", "T", "target when compiling a .pt2 (default native)")
       .option("--cache-dir", "", "D", "package and object cache when compiling a .pt2")
+      .flag("--no-cuda-graphs", "", "device packages: run every step as launched, without "
+                                    "capturing the run as a CUDA graph")
       .flag("--profile", "", "after the timed runs, run as many again with per-step timing and "
                              "print each step's time and bandwidth")
       .flag("--quiet", "-q", "print only the JSON line")
@@ -127,6 +129,9 @@ ArgParser bench_parser() {
           "calling thread. The last line is one JSON object with the keys model, package,\n"
           "iters, warmup, threads, p50_ms, p90_ms, min_ms, max_ms, mean_ms, load_ms, inputs\n"
           "(and, with --profile, \"profile\": per step name, kind, ms per call, bytes, GB/s).\n"
+          "Device packages add single_ms (p50 of one call followed by a synchronize: the\n"
+          "latency above), b2b_ms (the wall time of `iters` calls queued back to back with\n"
+          "Model::enqueue and one synchronize at the end, per call) and cuda_graphs.\n"
           "--profile times each step of the generated run() (its own runs, after the timed\n"
           "ones; ANVIL_PROFILE=1 does the same for any program): bytes are what a step reads\n"
           "and writes if it touches each buffer once, so GB/s shows which kernels are\n"
@@ -150,6 +155,7 @@ int cmd_bench(const ParsedArgs& args) {
 
   runtime::ModelOptions mo = model_options(args, pkg);
   mo.num_threads = static_cast<int>(threads);
+  if (args.has("--no-cuda-graphs")) mo.cuda_graphs = false;
   const auto t_load = Clock::now();
   const runtime::Model m = runtime::Model::load(pkg, mo);
   const double load_ms = ms_since(t_load);
@@ -183,6 +189,20 @@ int cmd_bench(const ParsedArgs& args) {
     for (const auto& n : notes) std::cout << "  " << n << "\n";
     std::cout << std::setprecision(4) << iters << " iters (" << warmup << " warmup): p50 " << p50
               << " ms, p90 " << p90 << " ms, min " << ms.front() << " ms, mean " << mean << " ms\n";
+  }
+  // Back to back (device packages): the calls queue on the stream, the host never waits.
+  double b2b = -1;
+  if (!m.device().is_cpu()) {
+    std::vector<std::vector<Tensor>> keep;  // outputs stay alive until the synchronize
+    keep.reserve(static_cast<size_t>(iters));
+    m.synchronize();
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < iters; ++i) keep.push_back(m.enqueue(inputs));
+    m.synchronize();
+    b2b = ms_since(t0) / static_cast<double>(iters);
+    if (!quiet)
+      std::cout << "device: single " << std::setprecision(4) << p50 << " ms, back-to-back " << b2b
+                << " ms per call (CUDA graphs " << (m.uses_cuda_graphs() ? "on" : "off") << ")\n";
   }
   nlohmann::json prof = nlohmann::json::array();
   if (args.has("--profile")) {
@@ -225,6 +245,11 @@ int cmd_bench(const ParsedArgs& args) {
                       {"mean_ms", round_ms(mean)},
                       {"load_ms", round_ms(load_ms)},
                       {"inputs", in_paths.empty() ? "random" : "files"}};
+  if (b2b >= 0) {
+    j["single_ms"] = round_ms(p50);
+    j["b2b_ms"] = round_ms(b2b);
+    j["cuda_graphs"] = m.uses_cuda_graphs();
+  }
   if (args.has("--profile")) j["profile"] = prof;
   std::cout << j.dump() << std::endl;
   return kExitOk;

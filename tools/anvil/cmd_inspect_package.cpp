@@ -121,7 +121,10 @@ int inspect_package(const std::string& path, bool as_json) {
                                 {"mutable", c.is_mutable}});
     j["kernels"] = kernels;
     j["kernels_shared"] = raw.value("kernels_shared", 0);
-    if (raw.contains("host_steps")) j["host_steps"] = raw["host_steps"];
+    if (raw.contains("host_steps")) {
+      j["host_steps"] = raw["host_steps"];
+      j["cuda_graphs"] = m.graph_capturable && m.host_steps == 0;
+    }
     j["planned_peak_bytes"] = m.planned_peak_bytes;
     if (peak >= 0) j["planned_peak_bytes_at_max"] = peak;
     j["sources"] = pkg->source_names();
@@ -184,6 +187,13 @@ int inspect_package(const std::string& path, bool as_json) {
     for (const auto& h : hs)
       std::cout << "  " << std::left << std::setw(16) << h.value("name", "?") << " "
                 << h.value("target", "?") << "  (" << h.value("why", "") << ")\n";
+    const json syncs = raw.value("host_syncs", json::array());
+    std::cout << "CUDA graphs: ";
+    if (m.graph_capturable && m.host_steps == 0)
+      std::cout << "yes (a run is captured on its shape's second run, then replayed)\n";
+    else
+      std::cout << "no (" << (hs.empty() ? "" : "host steps") << (hs.empty() || syncs.empty() ? "" : ", ")
+                << (syncs.empty() ? "" : str(syncs.size(), " step(s) wait on the host")) << ")\n";
   }
   std::cout << "\nplanned memory: ";
   if (m.planned_peak_bytes.empty())

@@ -515,6 +515,10 @@ const AnvilDeviceApi kCudaBackend = {
     &backend_stream_synchronize,
     &backend_gemm,
     &backend_set_device,
+    &backend_graph_begin,
+    &backend_graph_end,
+    &backend_graph_launch,
+    &backend_graph_destroy,
 };
 
 }  // namespace anvil::cuda_backend

@@ -101,4 +101,10 @@ int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans
                  const void* b, int64_t ldb, int64_t stride_b, void* c, int64_t ldc,
                  int64_t stride_c, int64_t batch, int epilogue, const void* bias, int allow_tf32);
 
+/// AnvilDeviceApi::graph_* (cuda_graph.cpp).
+int backend_graph_begin(int device, void* stream);
+int backend_graph_end(int device, void* stream, void** exec);
+int backend_graph_launch(int device, void* exec, void* stream);
+int backend_graph_destroy(int device, void* exec);
+
 }  // namespace anvil::cuda_backend

@@ -1,0 +1,75 @@
+// CUDA graphs for the device backend (AnvilDeviceApi::graph_*): a run captured from its stream
+// once per input-shape set and replayed with one launch (runtime/model_run.cpp decides when).
+#include <cuda_runtime_api.h>
+
+#include "anvil/anvil_device.h"
+#include "runtime/cuda/cuda_backend_internal.h"
+
+namespace anvil::cuda_backend {
+
+int backend_graph_begin(int device, void* stream) {
+  return guarded("graph_begin", [&]() -> int {
+    if (enter("graph_begin", device) == nullptr) return -1;
+    if (stream == nullptr) return fail("graph_begin(device=%d): the default stream cannot be captured", device);
+    // Thread-local mode: other threads' unsafe calls (cudaMalloc of another runner) do not
+    // invalidate this capture; this thread's do, and capture then fails cleanly.
+    const cudaError_t e =
+        cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess)
+      return fail_cuda(e, "graph_begin(device=%d, stream=%p): cudaStreamBeginCapture failed",
+                       device, stream);
+    return 0;
+  });
+}
+
+int backend_graph_end(int device, void* stream, void** exec) {
+  return guarded("graph_end", [&]() -> int {
+    if (exec) *exec = nullptr;
+    if (enter("graph_end", device) == nullptr) return -1;
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
+    if (e != cudaSuccess || graph == nullptr) {
+      if (graph) cudaGraphDestroy(graph);
+      return fail_cuda(e == cudaSuccess ? cudaErrorStreamCaptureInvalidated : e,
+                       "graph_end(device=%d, stream=%p): the capture failed (a step of the run "
+                       "is not capturable)",
+                       device, stream);
+    }
+    if (exec == nullptr) {  // capture abandoned
+      cudaGraphDestroy(graph);
+      return 0;
+    }
+    cudaGraphExec_t instance = nullptr;
+    e = cudaGraphInstantiate(&instance, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess)
+      return fail_cuda(e, "graph_end(device=%d): cudaGraphInstantiate failed", device);
+    *exec = static_cast<void*>(instance);
+    return 0;
+  });
+}
+
+int backend_graph_launch(int device, void* exec, void* stream) {
+  return guarded("graph_launch", [&]() -> int {
+    if (enter("graph_launch", device) == nullptr) return -1;
+    const cudaError_t e =
+        cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), static_cast<cudaStream_t>(stream));
+    if (e != cudaSuccess)
+      return fail_cuda(e, "graph_launch(device=%d, stream=%p): cudaGraphLaunch failed", device,
+                       stream);
+    return 0;
+  });
+}
+
+int backend_graph_destroy(int device, void* exec) {
+  return guarded("graph_destroy", [&]() -> int {
+    if (exec == nullptr) return 0;
+    if (enter("graph_destroy", device) == nullptr) return -1;
+    const cudaError_t e = cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
+    if (e != cudaSuccess)
+      return fail_cuda(e, "graph_destroy(device=%d): cudaGraphExecDestroy failed", device);
+    return 0;
+  });
+}
+
+}  // namespace anvil::cuda_backend
