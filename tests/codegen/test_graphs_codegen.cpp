@@ -124,6 +124,9 @@ TEST_F(GraphCodegen, GemmsInEveryLayout) { check("gemms"); }
 TEST_F(GraphCodegen, IntsAndBools) { check("ints_and_bools"); }
 TEST_F(GraphCodegen, BFloat16) { check("bf16"); }
 TEST_F(GraphCodegen, Float64) { check("f64"); }
+// 16-bit attention (on the GPU: the tensor-core kernel): causal, boolean and additive masks,
+// GQA, a scale, lengths that are not a multiple of the tiles.
+TEST_F(GraphCodegen, Attention16Bit) { check("attention_bf16"); }
 TEST_F(GraphCodegen, CreationOps) { check("creation"); }
 TEST_F(GraphCodegen, BufferUpdatesPersistAcrossRuns) { check("buffer_update", {}, 3); }
 TEST_F(GraphCodegen, ZeroSizeTensors) { check("zero_size"); }

@@ -11,7 +11,10 @@ std::string preamble() {
 #include <cstdio>
 #include <cstring>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include "anvil/anvil_device.h"
 #include "anvil/anvil_rt.h"

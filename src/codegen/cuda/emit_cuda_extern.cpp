@@ -5,6 +5,7 @@
 // Indices out of range stop the kernel with a message (as PyTorch's device-side assert does);
 // the run then fails at the stream synchronization.
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
 #include "codegen/c_expr.h"
@@ -513,6 +514,135 @@ std::string sdpa_tiled(const Program& p, const ExternStep& e) {
   return finish(p, e, k);
 }
 
+/// True when attention step `e` can run on tensor cores (sdpa_wmma): 16-bit q, k, v and output
+/// of one dtype, one compile-time head size that is a multiple of 16 up to 96 (the tiles of a
+/// head size of 128 would not fit in 48 KiB of static shared memory).
+bool wmma_attention(const ExternStep& e) {
+  const TensorView &q = e.inputs[0], &k = e.inputs[1], &v = e.inputs[2], &o = e.outputs[0];
+  if (q.dtype != DType::kBFloat16 && q.dtype != DType::kFloat16) return false;
+  if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype) return false;
+  if (!q.sizes[3].is_constant() || !v.sizes[3].is_constant()) return false;
+  const int64_t E = q.sizes[3].constant();
+  return E == v.sizes[3].constant() && E % 16 == 0 && E >= 16 && E <= 96;
+}
+
+/// Attention on tensor cores (WMMA, fp32 accumulation) for 16-bit inputs: a block takes 64
+/// query rows of one (b, h), a warp 16 of them. Pass 1 computes S = Q·Kᵀ tile by tile (32
+/// keys) and each row's maximum and exp-sum; pass 2 computes S again, P = exp(S·scale − max)
+/// rounded to the input dtype (as flash attention does), and O += P·V in accumulator
+/// fragments; O / sum is stored. Causal blocks stop at their last row's key.
+std::string sdpa_wmma(const Program& p, const ExternStep& e) {
+  const Attention a(e);
+  const TensorView &q = a.q, &kk = a.k, &v = a.v, &out = a.out;
+  const std::string &B = a.B, &H = a.H, &L = a.L, &S = a.S, &hk = a.hk, &hv = a.hv;
+  const int64_t E = q.sizes[3].constant();
+  const std::string wt = q.dtype == DType::kBFloat16 ? "__nv_bfloat16" : "__half";
+  const std::string scale = a.scale(e, std::to_string(E));
+  std::ostringstream in;
+  in << "  using namespace nvcuda;\n";
+  // 64 query rows, 32 keys per tile; the row pitches keep WMMA's 32-byte alignment
+  in << "  constexpr int E = " << E << ", BQ = 64, BK = 32, EP = E + 8, KP = BK + 8, SP = BK + 4;\n";
+  in << "  __shared__ __align__(32) uint16_t qs[BQ * EP];\n";
+  in << "  __shared__ __align__(32) uint16_t ks[BK * EP];\n";
+  in << "  __shared__ __align__(32) uint16_t vs[BK * EP];\n";
+  in << "  __shared__ __align__(32) float ss[4][16 * SP];\n";
+  in << "  __shared__ __align__(32) uint16_t ps[4][16 * KP];\n";
+  in << "  const int64_t b = blockIdx.z, h = blockIdx.y;\n";
+  in << "  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * BQ;\n";
+  in << "  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;\n";
+  in << "  const int r = lane / 2, half = lane % 2;  // the row and half-tile a lane scores\n";
+  in << "  const int64_t i = i0 + w * 16 + r;\n";
+  in << "  const " << a.ct << " scale = " << scale << ";\n";
+  // Q tile (zero beyond L)
+  in << "  for (int t = threadIdx.x; t < BQ * E; t += blockDim.x) {\n";
+  in << "    const int rr = t / E, d = t % E;\n    const int64_t iq = i0 + rr;\n";
+  in << "    qs[rr * EP + d] = iq < " << L << " ? "
+     << "v0[" << offset_of(q, {"b", "h", "iq", "d"}) << "] : uint16_t(0);\n  }\n";
+  in << "  __syncthreads();\n";
+  in << "  wmma::fragment<wmma::matrix_a, 16, 16, 16, " << wt << ", wmma::row_major> qf[E / 16];\n";
+  in << "  #pragma unroll\n  for (int c = 0; c < E / 16; ++c)\n";
+  in << "    wmma::load_matrix_sync(qf[c], reinterpret_cast<const " << wt
+     << "*>(qs + w * 16 * EP + c * 16), EP);\n";
+  std::string kend = S;
+  if (a.causal) kend = "(" + S + " < i0 + BQ ? " + S + " : i0 + BQ)";
+  in << "  const int64_t kend = " << kend << ";\n";
+  // loads a K (and V) tile; scores the warp's 16 rows into ss[w]
+  auto tile = [&](bool with_v) {
+    std::ostringstream t;
+    t << "    __syncthreads();\n";
+    t << "    for (int t = threadIdx.x; t < BK * E; t += blockDim.x) {\n";
+    t << "      const int jj = t / E, d = t % E;\n      const int64_t j = k0 + jj;\n";
+    t << "      const bool in = j < " << S << ";\n";
+    t << "      ks[jj * EP + d] = in ? v1[" << offset_of(kk, {"b", hk, "j", "d"}) << "] : uint16_t(0);\n";
+    if (with_v)
+      t << "      vs[jj * EP + d] = in ? v2[" << offset_of(v, {"b", hv, "j", "d"})
+        << "] : uint16_t(0);\n";
+    t << "    }\n    __syncthreads();\n";
+    t << "    #pragma unroll\n    for (int n = 0; n < BK / 16; ++n) {\n";
+    t << "      wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;\n";
+    t << "      wmma::fill_fragment(sf, 0.0f);\n";
+    t << "      #pragma unroll\n      for (int c = 0; c < E / 16; ++c) {\n";
+    t << "        wmma::fragment<wmma::matrix_b, 16, 16, 16, " << wt << ", wmma::col_major> kf;\n";
+    t << "        wmma::load_matrix_sync(kf, reinterpret_cast<const " << wt
+      << "*>(ks + n * 16 * EP + c * 16), EP);\n";
+    t << "        wmma::mma_sync(sf, qf[c], kf, sf);\n      }\n";
+    t << "      wmma::store_matrix_sync(ss[w] + n * 16, sf, SP, wmma::mem_row_major);\n    }\n";
+    t << "    __syncwarp();\n";
+    return t.str();
+  };
+  // score of (i, j) with the scale and masking applied, into `sc`
+  const std::string score = "        " + a.ct + " sc = ss[w][r * SP + jj] * scale;\n" +
+                            "        if (j >= " + S + " || i >= " + L + ") sc = -INFINITY;\n" +
+                            a.masking("sc", "        ");
+  in << "  float m = -INFINITY, l = 0;\n";
+  in << "  for (int64_t k0 = 0; k0 < kend; k0 += BK) {\n" << tile(false);
+  in << "    for (int jj = half * (BK / 2); jj < (half + 1) * (BK / 2); ++jj) {\n";
+  in << "      {\n        const int64_t j = k0 + jj;\n" << score;
+  in << "        if (sc > m) {\n          l *= expf(m - sc);\n          m = sc;\n        }\n";
+  in << "        if (sc != -INFINITY) l += expf(sc - m);\n      }\n    }\n  }\n";
+  // combine the two lanes of a row
+  in << "  {\n    const float mo = __shfl_xor_sync(0xffffffffu, m, 1), lo = __shfl_xor_sync(0xffffffffu, l, 1);\n";
+  in << "    const float mn = mo > m ? mo : m;\n";
+  in << "    l = mn == -INFINITY ? 0.0f : l * expf(m - mn) + lo * expf(mo - mn);\n    m = mn;\n  }\n";
+  // pass 2
+  in << "  wmma::fragment<wmma::accumulator, 16, 16, 16, float> of[E / 16];\n";
+  in << "  #pragma unroll\n  for (int c = 0; c < E / 16; ++c) wmma::fill_fragment(of[c], 0.0f);\n";
+  in << "  for (int64_t k0 = 0; k0 < kend; k0 += BK) {\n" << tile(true);
+  in << "    for (int jj = half * (BK / 2); jj < (half + 1) * (BK / 2); ++jj) {\n";
+  in << "      {\n        const int64_t j = k0 + jj;\n" << score;
+  in << "        const float pv = sc == -INFINITY ? 0.0f : expf(sc - m);\n";
+  in << "        ps[w][r * KP + jj] = " << to_storage(q.dtype, "pv") << ";\n      }\n    }\n";
+  in << "    __syncwarp();\n";
+  in << "    #pragma unroll\n    for (int c = 0; c < BK / 16; ++c) {\n";
+  in << "      wmma::fragment<wmma::matrix_a, 16, 16, 16, " << wt << ", wmma::row_major> pf;\n";
+  in << "      wmma::load_matrix_sync(pf, reinterpret_cast<const " << wt << "*>(ps[w] + c * 16), KP);\n";
+  in << "      #pragma unroll\n      for (int n = 0; n < E / 16; ++n) {\n";
+  in << "        wmma::fragment<wmma::matrix_b, 16, 16, 16, " << wt << ", wmma::row_major> vf;\n";
+  in << "        wmma::load_matrix_sync(vf, reinterpret_cast<const " << wt
+     << "*>(vs + c * 16 * EP + n * 16), EP);\n";
+  in << "        wmma::mma_sync(of[n], pf, vf, of[n]);\n      }\n    }\n  }\n";
+  // O / l through ss[w], 16 columns at a time; a row with every key masked gives NaN (PyTorch)
+  in << "  const float inv = l > 0 ? 1.0f / l : NAN;\n";
+  in << "  #pragma unroll\n  for (int n = 0; n < E / 16; ++n) {\n";
+  in << "    __syncwarp();\n";
+  in << "    wmma::store_matrix_sync(ss[w], of[n], SP, wmma::mem_row_major);\n    __syncwarp();\n";
+  in << "    if (i < " << L << ")\n";
+  in << "      for (int c = half * 8; c < half * 8 + 8; ++c) {\n";
+  in << "        const int64_t d = n * 16 + c;\n";
+  in << "        " << store(out.dtype, "y0", offset_of(out, {"b", "h", "i", "d"}),
+                           "ss[w][r * SP + c] * inv") << "\n      }\n  }\n";
+  KernelText k;
+  k.params = {{"v0", &q}, {"v1", &kk}, {"v2", &v}};
+  if (a.mask) k.params.push_back({"v3", a.mask});
+  k.params.push_back({"y0", &out});
+  k.body = in.str();
+  k.block = "128";
+  k.grid = "dim3(static_cast<unsigned>((" + L + " + 63) / 64), static_cast<unsigned>(" + H +
+           "), static_cast<unsigned>(" + B + "))";
+  k.guard = "  if (" + B + " * " + H + " * " + L + " <= 0) return 0;\n";
+  return finish(p, e, k);
+}
+
 }  // namespace
 
 namespace {
@@ -613,6 +743,7 @@ std::string emit_extern(const passes::Program& p, const passes::ExternStep& e) {
     const TensorView &q = e.inputs[0], &v = e.inputs[2];
     const bool fixed = q.sizes[3].is_constant() && v.sizes[3].is_constant() &&
                        q.sizes[3].constant() <= 128 && v.sizes[3].constant() <= 128;
+    if (wmma_attention(e) && !std::getenv("ANVIL_CUDA_NO_WMMA_ATTENTION")) return sdpa_wmma(p, e);
     return fixed ? sdpa_tiled(p, e) : sdpa(p, e);
   }
   throw Error("internal error: no CUDA kernel for an extern the target accepted", "codegen/cuda",
