@@ -7,7 +7,8 @@
 // addcmul / addcdiv, reshape_as, numpy_T, max / min of two tensors, round, clamp_min and a
 // torch.no_grad() region over a dynamic size (wrap_with_set_grad_enabled, inlined); conv1d,
 // group_norm, _weight_norm, sdpa's output layout under a later view, and the Core ATen pointwise
-// ops (inverse trigonometric / hyperbolic functions, fmod, remainder, xor, elu, ...).
+// ops (inverse trigonometric / hyperbolic functions, fmod, remainder, xor, elu, ...), pooling
+// with indices and 3-D pooling, grid sampling, fold / unfold and pairwise distances.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -125,6 +126,34 @@ TEST(AotOps, PointwiseMathMore) {
         "aten.fmod.Tensor",        "aten.remainder.Scalar",   "aten.remainder.Tensor",
         "aten.clamp.Tensor",       "aten.div.Scalar_mode",    "aten.elu.default",
         "aten.leaky_relu.default"})
+    EXPECT_EQ(t.count(op), 1u) << op;
+}
+
+// Pooling with indices and 3-D pooling, grid sampling and sliding blocks (scripts/
+// export_op_cases.py PoolSample): max_pool2d_with_indices (a NaN, equal maxima, a channels-last
+// input), max_pool3d(_with_indices), avg_pool3d, adaptive_avg_pool3d / _adaptive_avg_pool3d,
+// F.grid_sample in all 18 interpolation x padding x align_corners forms (grid_sampler) and
+// grid_sampler_2d, F.unfold (im2col) and F.fold (col2im); all extern calls.
+TEST(AotOps, PoolingWithIndicesPool3dGridSampleFoldUnfold) {
+  check_against_pytorch("ops_pool_sample");
+  const auto t = imported_targets("ops_pool_sample");
+  for (const char* op :
+       {"aten.max_pool2d_with_indices.default", "aten.max_pool3d.default",
+        "aten.max_pool3d_with_indices.default", "aten.avg_pool3d.default",
+        "aten.adaptive_avg_pool3d.default", "aten._adaptive_avg_pool3d.default",
+        "aten.grid_sampler.default", "aten.grid_sampler_2d.default", "aten.im2col.default",
+        "aten.col2im.default"})
+    EXPECT_EQ(t.count(op), 1u) << op;
+}
+
+// Pairwise distances (PoolSample's sibling Dist): torch.cdist for p = 0, 1, 2, inf, 3.5 with
+// broadcast batch dims and a zero distance, each compute_mode, F.pdist, and the Core ATen forms
+// _cdist_forward / _pdist_forward.
+TEST(AotOps, CdistPdist) {
+  check_against_pytorch("ops_dist");
+  const auto t = imported_targets("ops_dist");
+  for (const char* op : {"aten.cdist.default", "aten._cdist_forward.default",
+                         "aten.pdist.default", "aten._pdist_forward.default"})
     EXPECT_EQ(t.count(op), 1u) << op;
 }
 
