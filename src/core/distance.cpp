@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/for_range.h"
 
 namespace anvil::distance {
 
@@ -35,7 +36,7 @@ double row_distance(const T* a, int64_t sa, const T* b, int64_t sb, int64_t m, d
       acc += d * d;
     else if (std::isinf(p))
       acc = std::isnan(d) || std::isnan(acc) ? std::numeric_limits<double>::quiet_NaN()
-                                              : std::max(acc, d);
+                                             : std::max(acc, d);
     else
       acc += std::pow(d, p);
   }
@@ -53,8 +54,8 @@ void check_output(const Tensor& t, const Shape& sizes, DType dtype, const std::s
 
 }  // namespace
 
-Shape cdist_sizes(const Tensor& x1, const Tensor& x2, double p,
-                  std::optional<int64_t> compute_mode, const std::string& where) {
+Shape cdist_sizes(const Tensor& x1, const Tensor& x2, double p, std::optional<int64_t> compute_mode,
+                  const std::string& where) {
   check_input(x1, "x1", where);
   check_input(x2, "x2", where);
   ANVIL_CHECK(x1.dtype() == x2.dtype(), where, "cdist needs x1 and x2 of one dtype",
@@ -72,8 +73,8 @@ Shape cdist_sizes(const Tensor& x1, const Tensor& x2, double p,
   for (int64_t i = 0; i < nb; ++i) {
     const int64_t s1 = i - (nb - b1) >= 0 ? x1.size(i - (nb - b1)) : 1;
     const int64_t s2 = i - (nb - b2) >= 0 ? x2.size(i - (nb - b2)) : 1;
-    ANVIL_CHECK(s1 == s2 || s1 == 1 || s2 == 1, where, "cdist's batch dims must broadcast",
-                str(s1), str(s2));
+    ANVIL_CHECK(s1 == s2 || s1 == 1 || s2 == 1, where, "cdist's batch dims must broadcast", str(s1),
+                str(s2));
     out[static_cast<size_t>(i)] = s1 == 1 ? s2 : s1;
   }
   out.push_back(x1.size(-2));
@@ -82,7 +83,7 @@ Shape cdist_sizes(const Tensor& x1, const Tensor& x2, double p,
 }
 
 void cdist(const Tensor& x1, const Tensor& x2, double p, const Tensor& out,
-           const std::string& where) {
+           const std::string& where, bool parallel) {
   const Shape sizes = cdist_sizes(x1, x2, p, std::nullopt, where);
   check_output(out, sizes, x1.dtype(), where);
   const size_t nb = sizes.size() - 2;
@@ -102,20 +103,22 @@ void cdist(const Tensor& x1, const Tensor& x2, double p, const Tensor& out,
       const T* pa = static_cast<const T*>(a.data_ptr());
       const T* pb = static_cast<const T*>(b.data_ptr());
       T* po = out.data<T>();
-      for (int64_t bi = 0; bi < batches; ++bi) {
-        int64_t oa = 0, ob = 0, rem = bi;
-        for (size_t d = nb; d-- > 0;) {
-          const int64_t idx = rem % batch[d];
-          rem /= batch[d];
-          oa += idx * a.stride(static_cast<int64_t>(d));
-          ob += idx * b.stride(static_cast<int64_t>(d));
-        }
-        for (int64_t i = 0; i < rows1; ++i)
+      for_range(parallel, batches * rows1, rows2 * m, [&](int64_t rb, int64_t re) {
+        for (int64_t r = rb; r < re; ++r) {
+          const int64_t bi = r / rows1, i = r % rows1;
+          int64_t oa = 0, ob = 0, rem = bi;
+          for (size_t d = nb; d-- > 0;) {
+            const int64_t idx = rem % batch[d];
+            rem /= batch[d];
+            oa += idx * a.stride(static_cast<int64_t>(d));
+            ob += idx * b.stride(static_cast<int64_t>(d));
+          }
           for (int64_t j = 0; j < rows2; ++j)
-            po[(bi * rows1 + i) * rows2 + j] = static_cast<T>(
-                row_distance(pa + oa + i * a.stride(-2), a.stride(-1), pb + ob + j * b.stride(-2),
-                             b.stride(-1), m, p));
-      }
+            po[(bi * rows1 + i) * rows2 + j] =
+                static_cast<T>(row_distance(pa + oa + i * a.stride(-2), a.stride(-1),
+                                            pb + ob + j * b.stride(-2), b.stride(-1), m, p));
+        }
+      });
     }
   });
 }
@@ -128,7 +131,7 @@ Shape pdist_sizes(const Tensor& x, double p, const std::string& where) {
   return {n * (n - 1) / 2};
 }
 
-void pdist(const Tensor& x, double p, const Tensor& out, const std::string& where) {
+void pdist(const Tensor& x, double p, const Tensor& out, const std::string& where, bool parallel) {
   const Shape sizes = pdist_sizes(x, p, where);
   check_output(out, sizes, x.dtype(), where);
   const int64_t n = x.size(0), m = x.size(1);
@@ -136,11 +139,14 @@ void pdist(const Tensor& x, double p, const Tensor& out, const std::string& wher
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       const T* px = static_cast<const T*>(x.data_ptr());
       T* po = out.data<T>();
-      int64_t o = 0;
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = i + 1; j < n; ++j)
-          po[o++] = static_cast<T>(row_distance(px + i * x.stride(0), x.stride(1),
-                                                px + j * x.stride(0), x.stride(1), m, p));
+      for_range(parallel, n, n * m / 2 + 1, [&](int64_t ib, int64_t ie) {
+        for (int64_t i = ib; i < ie; ++i) {
+          int64_t o = i * (2 * n - i - 1) / 2;  // pairs (i', j) with i' < i come first
+          for (int64_t j = i + 1; j < n; ++j)
+            po[o++] = static_cast<T>(row_distance(px + i * x.stride(0), x.stride(1),
+                                                  px + j * x.stride(0), x.stride(1), m, p));
+        }
+      });
     }
   });
 }

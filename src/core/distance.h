@@ -8,6 +8,7 @@
 // entries, p = inf takes the largest |a_k - b_k|. Computed in f64 and rounded once, so the
 // results are the exact ones PyTorch's direct path approximates; its matrix-product path for
 // p = 2 (compute_mode, or more than 25 rows) loses precision near 0 that this one does not.
+// With `parallel` (the runtime's externs) the rows are split over the current thread pool.
 #pragma once
 
 #include <cstdint>
@@ -21,17 +22,18 @@ namespace anvil::distance {
 /// Checks a cdist call (x1 [.., P, M], x2 [.., R, M] of the same f32 / f64 dtype, batch dims
 /// broadcastable, p >= 0, compute_mode absent or 0, 1, 2) and returns the output sizes
 /// [broadcast batch.., P, R].
-Shape cdist_sizes(const Tensor& x1, const Tensor& x2, double p,
-                  std::optional<int64_t> compute_mode, const std::string& where);
+Shape cdist_sizes(const Tensor& x1, const Tensor& x2, double p, std::optional<int64_t> compute_mode,
+                  const std::string& where);
 
 /// cdist into `out` (contiguous, sizes from cdist_sizes).
 void cdist(const Tensor& x1, const Tensor& x2, double p, const Tensor& out,
-           const std::string& where);
+           const std::string& where, bool parallel = false);
 
 /// Checks a pdist call (a 2-D [N, M] f32 / f64 input, p >= 0) and returns [N * (N - 1) / 2].
 Shape pdist_sizes(const Tensor& x, double p, const std::string& where);
 
 /// pdist into `out`: the distances of rows (i, j), i < j, in row-major order of the pairs.
-void pdist(const Tensor& x, double p, const Tensor& out, const std::string& where);
+void pdist(const Tensor& x, double p, const Tensor& out, const std::string& where,
+           bool parallel = false);
 
 }  // namespace anvil::distance

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/for_range.h"
 
 namespace anvil::pool {
 
@@ -28,8 +29,8 @@ std::vector<int64_t> expand(const std::vector<int64_t>& v, int rank, const char*
                             const std::string& where) {
   if (v.size() == 1) return std::vector<int64_t>(static_cast<size_t>(rank), v[0]);
   if (v.size() != static_cast<size_t>(rank))
-    throw Error(str("'", name, "' must have 1 or ", rank, " values"), where,
-                str(rank, " values"), str(v.size()));
+    throw Error(str("'", name, "' must have 1 or ", rank, " values"), where, str(rank, " values"),
+                str(v.size()));
   return v;
 }
 
@@ -98,9 +99,9 @@ int64_t output_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int
   return out;
 }
 
-Window make_window(int rank, const std::vector<int64_t>& kernel,
-                   const std::vector<int64_t>& stride, const std::vector<int64_t>& pad,
-                   const std::vector<int64_t>& dilation, const std::string& where) {
+Window make_window(int rank, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                   const std::vector<int64_t>& pad, const std::vector<int64_t>& dilation,
+                   const std::string& where) {
   Window w;
   w.rank = rank;
   const auto k = expand(kernel, rank, "kernel_size", where);
@@ -136,7 +137,7 @@ Shape output_sizes(const Tensor& x, const Window& w, bool ceil_mode, const std::
 }
 
 void max_pool(const Tensor& x, const Window& w, bool ceil_mode, const Tensor& values,
-              const Tensor* indices, const std::string& where) {
+              const Tensor* indices, const std::string& where, bool parallel) {
   const Shape out_sizes = output_sizes(x, w, ceil_mode, where);
   ANVIL_CHECK(x.dtype() != DType::kBool, where, "max pooling does not support bool", "a number",
               "bool");
@@ -150,47 +151,51 @@ void max_pool(const Tensor& x, const Window& w, bool ceil_mode, const Tensor& va
     using C = Cmp<T>;
     const T* src = xc.data<T>();
     T* dst = values.data<T>();
-    for (int64_t p = 0; p < g.planes; ++p) {
-      const T* plane = src + p * g.in_plane();
-      int64_t o = p * g.out_plane();
-      for (int64_t od = 0; od < g.out[0]; ++od)
-        for (int64_t oh = 0; oh < g.out[1]; ++oh)
-          for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
-            C best = lowest<C>();
-            int64_t at = -1;
-            for (int64_t kd = 0; kd < k.kernel[0]; ++kd) {
-              const int64_t id = od * k.stride[0] - k.pad[0] + kd * k.dilation[0];
-              if (id < 0 || id >= g.in[0]) continue;
-              for (int64_t kh = 0; kh < k.kernel[1]; ++kh) {
-                const int64_t ih = oh * k.stride[1] - k.pad[1] + kh * k.dilation[1];
-                if (ih < 0 || ih >= g.in[1]) continue;
-                for (int64_t kw = 0; kw < k.kernel[2]; ++kw) {
-                  const int64_t iw = ow * k.stride[2] - k.pad[2] + kw * k.dilation[2];
-                  if (iw < 0 || iw >= g.in[2]) continue;
-                  const int64_t flat = (id * g.in[1] + ih) * g.in[2] + iw;
-                  const C v = static_cast<C>(plane[flat]);
-                  bool nan = false;
-                  if constexpr (std::is_floating_point_v<C>) nan = std::isnan(v);
-                  if (at < 0) at = flat;  // PyTorch starts at the window's first valid tap
-                  if (v > best || nan) {
-                    best = v;
-                    at = flat;
+    const int64_t cost = g.out_plane() * k.kernel[0] * k.kernel[1] * k.kernel[2];
+    for_range(parallel, g.planes, cost, [&](int64_t pb, int64_t pe) {
+      for (int64_t p = pb; p < pe; ++p) {
+        const T* plane = src + p * g.in_plane();
+        int64_t o = p * g.out_plane();
+        for (int64_t od = 0; od < g.out[0]; ++od)
+          for (int64_t oh = 0; oh < g.out[1]; ++oh)
+            for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
+              C best = lowest<C>();
+              int64_t at = -1;
+              for (int64_t kd = 0; kd < k.kernel[0]; ++kd) {
+                const int64_t id = od * k.stride[0] - k.pad[0] + kd * k.dilation[0];
+                if (id < 0 || id >= g.in[0]) continue;
+                for (int64_t kh = 0; kh < k.kernel[1]; ++kh) {
+                  const int64_t ih = oh * k.stride[1] - k.pad[1] + kh * k.dilation[1];
+                  if (ih < 0 || ih >= g.in[1]) continue;
+                  for (int64_t kw = 0; kw < k.kernel[2]; ++kw) {
+                    const int64_t iw = ow * k.stride[2] - k.pad[2] + kw * k.dilation[2];
+                    if (iw < 0 || iw >= g.in[2]) continue;
+                    const int64_t flat = (id * g.in[1] + ih) * g.in[2] + iw;
+                    const C v = static_cast<C>(plane[flat]);
+                    bool nan = false;
+                    if constexpr (std::is_floating_point_v<C>) nan = std::isnan(v);
+                    if (at < 0) at = flat;  // PyTorch starts at the window's first valid tap
+                    if (v > best || nan) {
+                      best = v;
+                      at = flat;
+                    }
                   }
                 }
               }
+              dst[o] = static_cast<T>(best);
+              if (ip) ip[o] = at;
             }
-            dst[o] = static_cast<T>(best);
-            if (ip) ip[o] = at;
-          }
-    }
+      }
+    });
   });
 }
 
 void avg_pool(const Tensor& x, const Window& w, bool ceil_mode, bool count_include_pad,
-              int64_t divisor_override, const Tensor& out, const std::string& where) {
+              int64_t divisor_override, const Tensor& out, const std::string& where,
+              bool parallel) {
   const Shape out_sizes = output_sizes(x, w, ceil_mode, where);
-  ANVIL_CHECK(x.dtype() != DType::kBool, where, "average pooling does not support bool",
-              "a number", "bool");
+  ANVIL_CHECK(x.dtype() != DType::kBool, where, "average pooling does not support bool", "a number",
+              "bool");
   check_output(out, out_sizes, x.dtype(), where);
   const Geometry g = geometry_of(x, w.rank, out_sizes, where);
   const Window k = as_3d(w);
@@ -199,38 +204,41 @@ void avg_pool(const Tensor& x, const Window& w, bool ceil_mode, bool count_inclu
     using A = Acc<T>;
     const T* src = xc.data<T>();
     T* dst = out.data<T>();
-    for (int64_t p = 0; p < g.planes; ++p) {
-      const T* plane = src + p * g.in_plane();
-      int64_t o = p * g.out_plane();
-      for (int64_t od = 0; od < g.out[0]; ++od)
-        for (int64_t oh = 0; oh < g.out[1]; ++oh)
-          for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
-            const int64_t oi[3] = {od, oh, ow};
-            int64_t lo[3], hi[3], padded = 1, inside = 1;
-            bool empty = false;
-            for (size_t d = 0; d < 3; ++d) {
-              lo[d] = oi[d] * k.stride[d] - k.pad[d];
-              hi[d] = std::min(lo[d] + k.kernel[d], g.in[d] + k.pad[d]);
-              padded *= hi[d] - lo[d];
-              lo[d] = std::max<int64_t>(lo[d], 0);
-              hi[d] = std::min(hi[d], g.in[d]);
-              empty = empty || lo[d] >= hi[d];
-              inside *= std::max<int64_t>(hi[d] - lo[d], 0);
+    const int64_t cost = g.out_plane() * k.kernel[0] * k.kernel[1] * k.kernel[2];
+    for_range(parallel, g.planes, cost, [&](int64_t pb, int64_t pe) {
+      for (int64_t p = pb; p < pe; ++p) {
+        const T* plane = src + p * g.in_plane();
+        int64_t o = p * g.out_plane();
+        for (int64_t od = 0; od < g.out[0]; ++od)
+          for (int64_t oh = 0; oh < g.out[1]; ++oh)
+            for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
+              const int64_t oi[3] = {od, oh, ow};
+              int64_t lo[3], hi[3], padded = 1, inside = 1;
+              bool empty = false;
+              for (size_t d = 0; d < 3; ++d) {
+                lo[d] = oi[d] * k.stride[d] - k.pad[d];
+                hi[d] = std::min(lo[d] + k.kernel[d], g.in[d] + k.pad[d]);
+                padded *= hi[d] - lo[d];
+                lo[d] = std::max<int64_t>(lo[d], 0);
+                hi[d] = std::min(hi[d], g.in[d]);
+                empty = empty || lo[d] >= hi[d];
+                inside *= std::max<int64_t>(hi[d] - lo[d], 0);
+              }
+              if (empty) {
+                dst[o] = T(0);
+                continue;
+              }
+              A sum = 0;
+              for (int64_t id = lo[0]; id < hi[0]; ++id)
+                for (int64_t ih = lo[1]; ih < hi[1]; ++ih)
+                  for (int64_t iw = lo[2]; iw < hi[2]; ++iw)
+                    sum += static_cast<A>(plane[(id * g.in[1] + ih) * g.in[2] + iw]);
+              const int64_t div =
+                  divisor_override != 0 ? divisor_override : (count_include_pad ? padded : inside);
+              dst[o] = static_cast<T>(sum / static_cast<A>(div));
             }
-            if (empty) {
-              dst[o] = T(0);
-              continue;
-            }
-            A sum = 0;
-            for (int64_t id = lo[0]; id < hi[0]; ++id)
-              for (int64_t ih = lo[1]; ih < hi[1]; ++ih)
-                for (int64_t iw = lo[2]; iw < hi[2]; ++iw)
-                  sum += static_cast<A>(plane[(id * g.in[1] + ih) * g.in[2] + iw]);
-            const int64_t div =
-                divisor_override != 0 ? divisor_override : (count_include_pad ? padded : inside);
-            dst[o] = static_cast<T>(sum / static_cast<A>(div));
-          }
-    }
+      }
+    });
   });
 }
 
@@ -251,13 +259,13 @@ Shape adaptive_sizes(const Tensor& x, int rank, const std::vector<int64_t>& outp
     out_numel *= os[i];
     empty_in = empty_in || x.size(static_cast<int64_t>(first + i)) == 0;
   }
-  ANVIL_CHECK(!(empty_in && out_numel > 0), where,
-              "adaptive pooling needs a non-empty input plane", "every pooled dim > 0",
-              x.type_str());
+  ANVIL_CHECK(!(empty_in && out_numel > 0), where, "adaptive pooling needs a non-empty input plane",
+              "every pooled dim > 0", x.type_str());
   return out;
 }
 
-void adaptive_avg_pool(const Tensor& x, int rank, const Tensor& out, const std::string& where) {
+void adaptive_avg_pool(const Tensor& x, int rank, const Tensor& out, const std::string& where,
+                       bool parallel) {
   std::vector<int64_t> os;
   for (int i = 0; i < rank; ++i) os.push_back(out.size(out.dim() - rank + i));
   const Shape out_sizes = adaptive_sizes(x, rank, os, where);
@@ -269,27 +277,30 @@ void adaptive_avg_pool(const Tensor& x, int rank, const Tensor& out, const std::
     using A = Acc<T>;
     const T* src = xc.data<T>();
     T* dst = out.data<T>();
-    for (int64_t p = 0; p < g.planes; ++p) {
-      const T* plane = src + p * g.in_plane();
-      int64_t o = p * g.out_plane();
-      for (int64_t od = 0; od < g.out[0]; ++od)
-        for (int64_t oh = 0; oh < g.out[1]; ++oh)
-          for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
-            const int64_t oi[3] = {od, oh, ow};
-            int64_t lo[3], hi[3], count = 1;
-            for (size_t d = 0; d < 3; ++d) {
-              lo[d] = (oi[d] * g.in[d]) / g.out[d];
-              hi[d] = ((oi[d] + 1) * g.in[d] + g.out[d] - 1) / g.out[d];
-              count *= hi[d] - lo[d];
+    const int64_t cost = std::max(g.in_plane(), g.out_plane());
+    for_range(parallel, g.planes, cost, [&](int64_t pb, int64_t pe) {
+      for (int64_t p = pb; p < pe; ++p) {
+        const T* plane = src + p * g.in_plane();
+        int64_t o = p * g.out_plane();
+        for (int64_t od = 0; od < g.out[0]; ++od)
+          for (int64_t oh = 0; oh < g.out[1]; ++oh)
+            for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
+              const int64_t oi[3] = {od, oh, ow};
+              int64_t lo[3], hi[3], count = 1;
+              for (size_t d = 0; d < 3; ++d) {
+                lo[d] = (oi[d] * g.in[d]) / g.out[d];
+                hi[d] = ((oi[d] + 1) * g.in[d] + g.out[d] - 1) / g.out[d];
+                count *= hi[d] - lo[d];
+              }
+              A sum = 0;
+              for (int64_t id = lo[0]; id < hi[0]; ++id)
+                for (int64_t ih = lo[1]; ih < hi[1]; ++ih)
+                  for (int64_t iw = lo[2]; iw < hi[2]; ++iw)
+                    sum += static_cast<A>(plane[(id * g.in[1] + ih) * g.in[2] + iw]);
+              dst[o] = static_cast<T>(sum / static_cast<A>(count));
             }
-            A sum = 0;
-            for (int64_t id = lo[0]; id < hi[0]; ++id)
-              for (int64_t ih = lo[1]; ih < hi[1]; ++ih)
-                for (int64_t iw = lo[2]; iw < hi[2]; ++iw)
-                  sum += static_cast<A>(plane[(id * g.in[1] + ih) * g.in[2] + iw]);
-            dst[o] = static_cast<T>(sum / static_cast<A>(count));
-          }
-    }
+      }
+    });
   });
 }
 

@@ -7,7 +7,8 @@
 //
 // An input is [N, C, *spatial] or [C, *spatial]; every leading (N, C) plane is pooled alone.
 // Outputs are contiguous tensors of the sizes output_sizes() / adaptive_sizes() give; the
-// functions write every element.
+// functions write every element, splitting the planes over the current thread pool when
+// `parallel` (the runtime's externs; the reference kernels run serially).
 #pragma once
 
 #include <array>
@@ -36,9 +37,9 @@ int64_t output_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int
 /// The window of kernel_size / stride / padding / dilation arguments, each with 1 or `rank`
 /// values (an empty stride means stride = kernel_size, as ATen's); refuses non-positive sizes
 /// and a padding over half the kernel with an Error naming `where`.
-Window make_window(int rank, const std::vector<int64_t>& kernel,
-                   const std::vector<int64_t>& stride, const std::vector<int64_t>& pad,
-                   const std::vector<int64_t>& dilation, const std::string& where);
+Window make_window(int rank, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                   const std::vector<int64_t>& pad, const std::vector<int64_t>& dilation,
+                   const std::string& where);
 
 /// Checks that `x` is [N, C, *spatial] or [C, *spatial] for the window's rank and returns the
 /// pooled sizes; refuses an output smaller than 1 along a dim.
@@ -48,13 +49,14 @@ Shape output_sizes(const Tensor& x, const Window& w, bool ceil_mode, const std::
 /// each maximum within its input plane, e.g. h * W + w). NaN wins (the last NaN of a window, as
 /// PyTorch's CPU kernel), otherwise the first of equal maxima. Refuses bool.
 void max_pool(const Tensor& x, const Window& w, bool ceil_mode, const Tensor& values,
-              const Tensor* indices, const std::string& where);
+              const Tensor* indices, const std::string& where, bool parallel = false);
 
 /// Average pooling into `out`: sums in fp32 (f64 for double, int64 with truncating division for
 /// integers); the divisor is `divisor_override` when non-zero, else the window size clipped to
 /// the padded input (count_include_pad) or to the input. Refuses bool.
 void avg_pool(const Tensor& x, const Window& w, bool ceil_mode, bool count_include_pad,
-              int64_t divisor_override, const Tensor& out, const std::string& where);
+              int64_t divisor_override, const Tensor& out, const std::string& where,
+              bool parallel = false);
 
 /// Checks an adaptive pooling input (rank+1 or rank+2 dims, floating, a non-empty plane unless
 /// the output is empty) and returns its output sizes; `output_size` has 1 or `rank` values.
@@ -63,6 +65,7 @@ Shape adaptive_sizes(const Tensor& x, int rank, const std::vector<int64_t>& outp
 
 /// Adaptive average pooling into `out` (sizes from adaptive_sizes): output cell o of a dim of
 /// size `in` averages input [floor(o * in / out), ceil((o + 1) * in / out)).
-void adaptive_avg_pool(const Tensor& x, int rank, const Tensor& out, const std::string& where);
+void adaptive_avg_pool(const Tensor& x, int rank, const Tensor& out, const std::string& where,
+                       bool parallel = false);
 
 }  // namespace anvil::pool

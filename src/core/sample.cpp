@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/for_range.h"
 
 namespace anvil::sample {
 
@@ -65,8 +66,8 @@ F apply_padding(F x, int64_t size, Padding padding, bool align_corners) {
 template <typename F>
 void cubic_weights(F t, F w[4]) {
   const F a = static_cast<F>(-0.75);
-  auto near = [&](F x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };          // |x| <= 1
-  auto far = [&](F x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };     // 1 < |x| < 2
+  auto near = [&](F x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };       // |x| <= 1
+  auto far = [&](F x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };  // 1 < |x| < 2
   w[0] = far(t + 1);
   w[1] = near(t);
   w[2] = near(1 - t);
@@ -92,9 +93,8 @@ Shape grid_sample_sizes(const Tensor& input, const Tensor& grid, int64_t interpo
               "the grid and the input must have the same batch size", str(input.size(0)),
               str(grid.size(0)));
   check_floating(input, "the input", where);
-  ANVIL_CHECK(grid.dtype() == input.dtype(), where,
-              "the grid must have the input's dtype", dtype_name(input.dtype()),
-              dtype_name(grid.dtype()));
+  ANVIL_CHECK(grid.dtype() == input.dtype(), where, "the grid must have the input's dtype",
+              dtype_name(input.dtype()), dtype_name(grid.dtype()));
   ANVIL_CHECK(interpolation >= 0 && interpolation <= 2, where, "unknown interpolation_mode",
               "0 (bilinear), 1 (nearest) or 2 (bicubic)", str(interpolation));
   ANVIL_CHECK(padding >= 0 && padding <= 2, where, "unknown padding_mode",
@@ -104,9 +104,9 @@ Shape grid_sample_sizes(const Tensor& input, const Tensor& grid, int64_t interpo
   return {input.size(0), input.size(1), grid.size(1), grid.size(2)};
 }
 
-void grid_sample_2d(const Tensor& input, const Tensor& grid, int64_t interpolation,
-                    int64_t padding, bool align_corners, const Tensor& out,
-                    const std::string& where) {
+void grid_sample_2d(const Tensor& input, const Tensor& grid, int64_t interpolation, int64_t padding,
+                    bool align_corners, const Tensor& out, const std::string& where,
+                    bool parallel) {
   const Shape sizes = grid_sample_sizes(input, grid, interpolation, padding, where);
   check_output(out, sizes, input.dtype(), where);
   const Tensor x = input.contiguous(), g = grid.contiguous();
@@ -119,9 +119,11 @@ void grid_sample_2d(const Tensor& input, const Tensor& grid, int64_t interpolati
     const T* xp = x.data<T>();
     const T* gp = g.data<T>();
     T* op = out.data<T>();
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t oy = 0; oy < ho; ++oy)
+    const int64_t taps = mode == Interp::kBicubic ? 16 : 4;
+    for_range(parallel, n * ho, wo * c * taps * 4, [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r)
         for (int64_t ox = 0; ox < wo; ++ox) {
+          const int64_t b = r / ho, oy = r % ho;
           const T* pt = gp + ((b * ho + oy) * wo + ox) * 2;
           const F ix = unnormalize(static_cast<F>(pt[0]), w, align_corners);
           const F iy = unnormalize(static_cast<F>(pt[1]), h, align_corners);
@@ -163,15 +165,17 @@ void grid_sample_2d(const Tensor& input, const Tensor& grid, int64_t interpolati
             op[((b * c + ch) * ho + oy) * wo + ox] = static_cast<T>(v);
           }
         }
+    });
   });
 }
 
 Blocks make_blocks(const std::vector<int64_t>& kernel, const std::vector<int64_t>& dilation,
                    const std::vector<int64_t>& padding, const std::vector<int64_t>& stride,
                    const std::string& where) {
-  const std::pair<const char*, const std::vector<int64_t>*> args[] = {
-      {"kernel_size", &kernel}, {"dilation", &dilation}, {"padding", &padding},
-      {"stride", &stride}};
+  const std::pair<const char*, const std::vector<int64_t>*> args[] = {{"kernel_size", &kernel},
+                                                                      {"dilation", &dilation},
+                                                                      {"padding", &padding},
+                                                                      {"stride", &stride}};
   for (const auto& [name, v] : args)
     ANVIL_CHECK(v->size() == 2, where, str("'", name, "' must have 2 values"), "2 values",
                 str(v->size()));
@@ -204,7 +208,8 @@ Shape im2col_sizes(const Tensor& input, const Blocks& b, const std::string& wher
   return out;
 }
 
-void im2col(const Tensor& input, const Blocks& b, const Tensor& out, const std::string& where) {
+void im2col(const Tensor& input, const Blocks& b, const Tensor& out, const std::string& where,
+            bool parallel) {
   const Shape sizes = im2col_sizes(input, b, where);
   check_output(out, sizes, input.dtype(), where);
   const Tensor x = input.contiguous();
@@ -214,10 +219,11 @@ void im2col(const Tensor& input, const Blocks& b, const Tensor& out, const std::
   ANVIL_DISPATCH_FLOAT(x.dtype(), where, T, {
     const T* xp = x.data<T>();
     T* op = out.data<T>();
-    for (int64_t s = 0; s < n; ++s)
-      for (int64_t ch = 0; ch < c; ++ch)
+    for_range(parallel, n * c, kh * kw * bh * bw, [&](int64_t pb, int64_t pe) {
+      for (int64_t pl = pb; pl < pe; ++pl)
         for (int64_t ki = 0; ki < kh; ++ki)
           for (int64_t kj = 0; kj < kw; ++kj) {
+            const int64_t s = pl / c, ch = pl % c;
             const int64_t row = (ch * kh + ki) * kw + kj;
             T* dst = op + (s * c * kh * kw + row) * bh * bw;
             const T* plane = xp + (s * c + ch) * h * w;
@@ -230,6 +236,7 @@ void im2col(const Tensor& input, const Blocks& b, const Tensor& out, const std::
               }
             }
           }
+    });
   });
 }
 
@@ -259,7 +266,8 @@ Shape col2im_sizes(const Tensor& input, const std::vector<int64_t>& output_size,
   return out;
 }
 
-void col2im(const Tensor& input, const Blocks& b, const Tensor& out, const std::string& where) {
+void col2im(const Tensor& input, const Blocks& b, const Tensor& out, const std::string& where,
+            bool parallel) {
   ANVIL_CHECK(out.dim() >= 2, where, "col2im output must have an [H, W] plane", "[.., H, W]",
               out.type_str());
   const Shape sizes = col2im_sizes(input, {out.size(-2), out.size(-1)}, b, where);
@@ -272,9 +280,10 @@ void col2im(const Tensor& input, const Blocks& b, const Tensor& out, const std::
     using F = Calc<T>;
     const T* xp = x.data<T>();
     T* op = out.data<T>();
-    std::vector<F> acc(static_cast<size_t>(h * w));
-    for (int64_t s = 0; s < n; ++s)
-      for (int64_t ch = 0; ch < c; ++ch) {
+    for_range(parallel, n * c, kh * kw * bh * bw + h * w, [&](int64_t pb, int64_t pe) {
+      std::vector<F> acc(static_cast<size_t>(h * w));
+      for (int64_t pl = pb; pl < pe; ++pl) {
+        const int64_t s = pl / c, ch = pl % c;
         std::fill(acc.begin(), acc.end(), F(0));
         for (int64_t ki = 0; ki < kh; ++ki)
           for (int64_t kj = 0; kj < kw; ++kj) {
@@ -284,13 +293,15 @@ void col2im(const Tensor& input, const Blocks& b, const Tensor& out, const std::
               if (iy < 0 || iy >= h) continue;
               for (int64_t bx = 0; bx < bw; ++bx) {
                 const int64_t ix = bx * b.stride[1] - b.pad[1] + kj * b.dilation[1];
-                if (ix >= 0 && ix < w) acc[static_cast<size_t>(iy * w + ix)] += static_cast<F>(src[by * bw + bx]);
+                if (ix >= 0 && ix < w)
+                  acc[static_cast<size_t>(iy * w + ix)] += static_cast<F>(src[by * bw + bx]);
               }
             }
           }
         T* dst = op + (s * c + ch) * h * w;
         for (int64_t i = 0; i < h * w; ++i) dst[i] = static_cast<T>(acc[static_cast<size_t>(i)]);
       }
+    });
   });
 }
 

@@ -3,7 +3,8 @@
 // kernels (src/ops/sample.cpp) and the runtime externs (src/runtime/kernels/sample.cpp); both
 // are checked against PyTorch's values (tests/ops/test_sample.cpp, the ops_pool_sample fixture).
 // Outputs are contiguous tensors of the sizes the *_sizes functions give; the functions write
-// every element and refuse bad arguments with an Error naming `where`.
+// every element (split over the current thread pool when `parallel`: the runtime's externs) and
+// refuse bad arguments with an Error naming `where`.
 #pragma once
 
 #include <cstdint>
@@ -28,9 +29,9 @@ Shape grid_sample_sizes(const Tensor& input, const Tensor& grid, int64_t interpo
 /// -1 / +1 is the centre of the first / last pixel with align_corners, else their outer edge;
 /// padding decides what out-of-range points read (zeros, the border, or the input reflected).
 /// Computed in fp32 (f64 for double).
-void grid_sample_2d(const Tensor& input, const Tensor& grid, int64_t interpolation,
-                    int64_t padding, bool align_corners, const Tensor& out,
-                    const std::string& where);
+void grid_sample_2d(const Tensor& input, const Tensor& grid, int64_t interpolation, int64_t padding,
+                    bool align_corners, const Tensor& out, const std::string& where,
+                    bool parallel = false);
 
 /// A sliding-block geometry: kernel_size, dilation, padding, stride (2 values each).
 struct Blocks {
@@ -52,7 +53,8 @@ Blocks make_blocks(const std::vector<int64_t>& kernel, const std::vector<int64_t
 Shape im2col_sizes(const Tensor& input, const Blocks& b, const std::string& where);
 /// Row c * kh * kw + ki * kw + kj, column by * bw + bx holds input[c, by * sh - ph + ki * dh,
 /// bx * sw - pw + kj * dw] (0 in the padding).
-void im2col(const Tensor& input, const Blocks& b, const Tensor& out, const std::string& where);
+void im2col(const Tensor& input, const Blocks& b, const Tensor& out, const std::string& where,
+            bool parallel = false);
 
 /// col2im of [N, C * kh * kw, L] or [C * kh * kw, L] (floating) into an [H, W] plane given by
 /// `output_size`: [N, C, H, W] (or without N); refuses a row count not divisible by kh * kw and
@@ -61,6 +63,7 @@ Shape col2im_sizes(const Tensor& input, const std::vector<int64_t>& output_size,
                    const std::string& where);
 /// The adjoint of im2col: every column entry is added to the pixel it was read from
 /// (overlapping blocks sum; padding entries are dropped). Sums in fp32 (f64 for double).
-void col2im(const Tensor& input, const Blocks& b, const Tensor& out, const std::string& where);
+void col2im(const Tensor& input, const Blocks& b, const Tensor& out, const std::string& where,
+            bool parallel = false);
 
 }  // namespace anvil::sample

@@ -75,11 +75,8 @@ std::vector<RValue> cdist_kernel(KernelContext& ctx) {
   return {out};
 }
 
-/// The input argument of pdist ("input") and _pdist_forward ("self").
-const char* pdist_input(const Node& node) { return sa::has(node, "input") ? "input" : "self"; }
-
 std::vector<TensorType> pdist_type(const Node& node) {
-  const TensorType& x = sa::type(node, pdist_input(node));
+  const TensorType& x = sa::type(node, "self");
   check_dtype(node, x, "input");
   if (x.sizes.size() != 2) sa::fail(node, "pdist needs a 2-D input", "[N, M]", x.str());
   check_p(node, sa::float_(node, "p", 2.0));
@@ -90,7 +87,7 @@ std::vector<TensorType> pdist_type(const Node& node) {
 }
 
 std::vector<RValue> pdist_kernel(KernelContext& ctx) {
-  const Tensor& x = ctx.tensor(ctx.has("input") ? "input" : "self");
+  const Tensor& x = ctx.tensor("self");
   const double p = ctx.float_arg("p", 2.0);
   Tensor out = Tensor::empty(distance::pdist_sizes(x, p, ctx.where()), x.dtype());
   distance::pdist(x, p, out, ctx.where());

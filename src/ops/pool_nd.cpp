@@ -5,16 +5,16 @@
 // half the kernel. The computation is core/pool_nd.h, which the runtime externs share
 // (runtime/kernels/pool_nd.cpp); results keep a channels-last input's layout as PyTorch's CPU
 // kernels do.
-#include "core/error.h"
 #include "core/pool_nd.h"
+
+#include "core/error.h"
 #include "ops/common.h"
 #include "ops/registry.h"
 
 namespace anvil::ops {
 
 namespace conv_detail {  // defined in conv.cpp
-SymInt pool_out_sym(const SymInt& in, int64_t k, int64_t pad, int64_t s, int64_t d,
-                    bool ceil_mode);
+SymInt pool_out_sym(const SymInt& in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode);
 }  // namespace conv_detail
 
 namespace {
@@ -54,8 +54,7 @@ TensorType pooled_type(const Node& node, int rank, bool with_dilation) {
   const size_t nd = x.sizes.size();
   if (nd != static_cast<size_t>(rank) + 1 && nd != static_cast<size_t>(rank) + 2)
     sa::fail(node, str(rank, "-D pooling needs a ", rank + 1, "-D or ", rank + 2, "-D input"),
-             rank == 3 ? "[N, C, D, H, W] or [C, D, H, W]" : "[N, C, H, W] or [C, H, W]",
-             x.str());
+             rank == 3 ? "[N, C, D, H, W] or [C, D, H, W]" : "[N, C, H, W] or [C, H, W]", x.str());
   if (x.dtype == DType::kBool) sa::fail(node, "pooling does not support bool", "a number", "bool");
   const pool::Window w = window_of(node, rank, with_dilation);
   const bool ceil_mode = sa::bool_(node, "ceil_mode", false);
@@ -129,7 +128,8 @@ std::vector<TensorType> adaptive3d_type(const Node& node) {
              dtype_name(x.dtype));
   std::vector<SymInt> os = sa::symints(node, "output_size");
   if (os.size() == 1) os = std::vector<SymInt>(3, os[0]);
-  if (os.size() != 3) sa::fail(node, "'output_size' must have 1 or 3 values", "3 values", str(os.size()));
+  if (os.size() != 3)
+    sa::fail(node, "'output_size' must have 1 or 3 values", "3 values", str(os.size()));
   TensorType t = x;
   t.strides.clear();
   for (size_t i = 0; i < 3; ++i) t.sizes[x.sizes.size() - 3 + i] = os[i];
@@ -139,8 +139,8 @@ std::vector<TensorType> adaptive3d_type(const Node& node) {
 /// Runs adaptive_avg_pool3d.
 std::vector<RValue> adaptive3d_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.tensor("self");
-  Tensor out = Tensor::empty(pool::adaptive_sizes(x, 3, ctx.ints("output_size"), ctx.where()),
-                             x.dtype());
+  Tensor out =
+      Tensor::empty(pool::adaptive_sizes(x, 3, ctx.ints("output_size"), ctx.where()), x.dtype());
   pool::adaptive_avg_pool(x, 3, out, ctx.where());
   return {layout_of_input(out, x, 3)};
 }

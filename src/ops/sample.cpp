@@ -2,8 +2,9 @@
 // and grid_sampler_2d (its Core ATen form), im2col (F.unfold) and col2im (F.fold). The
 // computation is core/sample.h, which the runtime externs share (runtime/kernels/sample.cpp);
 // results are contiguous, as PyTorch's CPU kernels give them.
-#include "core/error.h"
 #include "core/sample.h"
+
+#include "core/error.h"
 #include "ops/common.h"
 #include "ops/registry.h"
 
@@ -23,12 +24,14 @@ std::vector<TensorType> grid_type(const Node& node) {
   const TensorType& g = sa::type(node, "grid");
   if (x.sizes.size() == 5)
     sa::fail(node, "3-D grid sampling (a 5-D input) is not supported", "a 4-D input", x.str());
-  if (x.sizes.size() != 4) sa::fail(node, "2-D grid sampling needs a 4-D input", "[N, C, H, W]", x.str());
+  if (x.sizes.size() != 4)
+    sa::fail(node, "2-D grid sampling needs a 4-D input", "[N, C, H, W]", x.str());
   if (g.sizes.size() != 4 || g.sizes[3] != SymInt(2))
     sa::fail(node, "the grid must be [N, H_out, W_out, 2]", "[N, H_out, W_out, 2]", g.str());
   if (!is_floating(x.dtype) || is_float8(x.dtype) || g.dtype != x.dtype)
     sa::fail(node, "grid sampling needs a floating input and a grid of its dtype",
-             "matching f16, bf16, f32 or f64", str(dtype_name(x.dtype), " and ", dtype_name(g.dtype)));
+             "matching f16, bf16, f32 or f64",
+             str(dtype_name(x.dtype), " and ", dtype_name(g.dtype)));
   const int64_t mode = sa::int_(node, "interpolation_mode");
   const int64_t pad = sa::int_(node, "padding_mode");
   if (mode < 0 || mode > 2)
@@ -49,8 +52,7 @@ std::vector<RValue> grid_kernel(KernelContext& ctx) {
   if (x.dim() == 5)
     ctx.fail("3-D grid sampling (a 5-D input) is not supported", "a 4-D input", x.type_str());
   Tensor out = Tensor::empty(sample::grid_sample_sizes(x, g, mode, pad, ctx.where()), x.dtype());
-  sample::grid_sample_2d(x, g, mode, pad, ctx.bool_arg("align_corners", false), out,
-                         ctx.where());
+  sample::grid_sample_2d(x, g, mode, pad, ctx.bool_arg("align_corners", false), out, ctx.where());
   return {out};
 }
 
@@ -66,8 +68,7 @@ std::vector<int64_t> pair_arg(const Node& node, const char* name) {
 
 sample::Blocks blocks_of(const Node& node) {
   return sample::make_blocks(pair_arg(node, "kernel_size"), pair_arg(node, "dilation"),
-                             pair_arg(node, "padding"), pair_arg(node, "stride"),
-                             node_where(node));
+                             pair_arg(node, "padding"), pair_arg(node, "stride"), node_where(node));
 }
 
 sample::Blocks blocks_of(const KernelContext& ctx) {
@@ -129,7 +130,8 @@ std::vector<TensorType> shape_col2im(const Node& node) {
   check_floating_type(node, x);
   const sample::Blocks b = blocks_of(node);
   const std::vector<SymInt> os = sa::symints(node, "output_size");
-  if (os.size() != 2) sa::fail(node, "'output_size' must have 2 values", "2 values", str(os.size()));
+  if (os.size() != 2)
+    sa::fail(node, "'output_size' must have 2 values", "2 values", str(os.size()));
   const int64_t kk = b.kernel[0] * b.kernel[1];
   const SymInt& rows = x.sizes[nd - 2];
   if (rows.is_constant() && rows.constant() % kk != 0)

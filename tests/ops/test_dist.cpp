@@ -32,14 +32,17 @@ TEST(Cdist, EveryPWithBroadcastBatch) {
   const Tensor x1 = gen({1, 3, 2}, 3, 11, 5, 2.0, kF64);
   const std::pair<double, std::vector<double>> cases[] = {
       {0.0, {2.0, 2.0, 0.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.0, 2.0, 2.0, 2.0}},
-      {1.0, {6.0, 4.166667, 0.0, 4.166667, 5.0, 4.166667, 5.833333, 3.833333, 0.166667, 2.166667,
-             4.833333, 2.833333}},
-      {2.0, {4.242641, 3.847799, 0.0, 3.435921, 3.535534, 3.435921, 4.126473, 2.713137, 0.166667,
-             1.536591, 3.419714, 2.006932}},
-      {INFINITY, {3.0, 3.833333, 0.0, 3.333333, 2.5, 3.333333, 3.0, 2.0, 0.166667, 1.166667, 2.5,
-                  1.5}},
-      {3.5, {3.657041, 3.833546, 0.0, 3.340753, 3.047534, 3.340753, 3.55908, 2.341948, 0.166667,
-             1.33028, 2.950321, 1.734367}}};
+      {1.0,
+       {6.0, 4.166667, 0.0, 4.166667, 5.0, 4.166667, 5.833333, 3.833333, 0.166667, 2.166667,
+        4.833333, 2.833333}},
+      {2.0,
+       {4.242641, 3.847799, 0.0, 3.435921, 3.535534, 3.435921, 4.126473, 2.713137, 0.166667,
+        1.536591, 3.419714, 2.006932}},
+      {INFINITY,
+       {3.0, 3.833333, 0.0, 3.333333, 2.5, 3.333333, 3.0, 2.0, 0.166667, 1.166667, 2.5, 1.5}},
+      {3.5,
+       {3.657041, 3.833546, 0.0, 3.340753, 3.047534, 3.340753, 3.55908, 2.341948, 0.166667, 1.33028,
+        2.950321, 1.734367}}};
   for (const auto& [p, want] : cases) {
     SCOPED_TRACE(p);
     EXPECT_TRUE(matches(OpRunner("aten._cdist_forward.default")
@@ -70,14 +73,14 @@ TEST(Pdist, UpperTrianglePairs) {
       {INFINITY, {4.5, 3.5, 3.0, 4.5, 3.5, 1.0}}};
   for (const auto& [p, want] : cases) {
     SCOPED_TRACE(p);
-    EXPECT_TRUE(matches(
-        OpRunner("aten._pdist_forward.default").tensor("self", c).scalar("p", p).run1(), kF32,
-        {6}, want));
-    EXPECT_TRUE(matches(OpRunner("aten.pdist.default").tensor("input", c).scalar("p", p).run1(),
+    EXPECT_TRUE(
+        matches(OpRunner("aten._pdist_forward.default").tensor("self", c).scalar("p", p).run1(),
+                kF32, {6}, want));
+    EXPECT_TRUE(matches(OpRunner("aten.pdist.default").tensor("self", c).scalar("p", p).run1(),
                         kF32, {6}, want));
   }
-  EXPECT_TRUE(matches(OpRunner("aten.pdist.default").tensor("input", gen({1, 3})).run1(), kF32,
-                      {0}, {}));
+  EXPECT_TRUE(
+      matches(OpRunner("aten.pdist.default").tensor("self", gen({1, 3})).run1(), kF32, {0}, {}));
 }
 
 TEST(Distances, BadInputIsRefused) {
@@ -89,20 +92,38 @@ TEST(Distances, BadInputIsRefused) {
         .scalar("compute_mode", mode)
         .run1();
   };
-  expect_error([&] { cdist(gen({3, 4}, 7, 11, 5, 1.0, DType::kInt64), gen({2, 4}), 2.0, 0); },
-               {"float32 or float64", "i64"});
-  expect_error([&] { cdist(gen({3, 4}, 7, 11, 5, 1.0, DType::kFloat16), gen({2, 4}), 2.0, 0); },
-               {"float32 or float64", "f16"});
+  expect_error(
+      [&] {
+        cdist(gen({3, 4}, 7, 11, 5, 1.0, DType::kInt64), gen({2, 4}), 2.0, 0);
+      },
+      {"float32 or float64", "i64"});
+  expect_error(
+      [&] {
+        cdist(gen({3, 4}, 7, 11, 5, 1.0, DType::kFloat16), gen({2, 4}), 2.0, 0);
+      },
+      {"float32 or float64", "f16"});
   expect_error([&] { cdist(gen({3, 4}), gen({2, 4}), -1.0, 0); }, {"non-negative p", "-1"});
-  expect_error([&] { cdist(gen({3, 4}), gen({2, 5}), 2.0, 0); }, {"same number of columns", "4", "5"});
+  expect_error(
+      [&] {
+        cdist(gen({3, 4}), gen({2, 5}), 2.0, 0);
+      },
+      {"same number of columns", "4", "5"});
   expect_error([&] { cdist(gen({4}), gen({2, 4}), 2.0, 0); }, {"at least 2-D"});
   expect_error([&] { cdist(gen({3, 3, 4}), gen({2, 2, 4}), 2.0, 0); }, {"broadcast", "3", "2"});
   expect_error([&] { cdist(gen({3, 4}), gen({2, 4}), 2.0, 3); }, {"unknown compute_mode", "3"});
-  expect_error([] { OpRunner("aten._pdist_forward.default").tensor("self", gen({2, 3, 4})).run1(); },
-               {"pdist needs a 2-D input", "[2, 3, 4]"});
-  expect_error([] {
-    OpRunner("aten._pdist_forward.default").tensor("self", gen({3, 4})).scalar("p", -0.5).run1();
-  }, {"non-negative p"});
+  expect_error(
+      [] {
+        OpRunner("aten._pdist_forward.default").tensor("self", gen({2, 3, 4})).run1();
+      },
+      {"pdist needs a 2-D input", "[2, 3, 4]"});
+  expect_error(
+      [] {
+        OpRunner("aten._pdist_forward.default")
+            .tensor("self", gen({3, 4}))
+            .scalar("p", -0.5)
+            .run1();
+      },
+      {"non-negative p"});
 }
 
 }  // namespace

@@ -36,11 +36,10 @@ TEST(MaxPool2dWithIndices, ValuesAndFlatIndicesWithCeilMode) {
                         .scalar("ceil_mode", true)
                         .run());
   EXPECT_TRUE(matches(v, kF32, {1, 2, 3, 4},
-                      {2.0, 2.5, 2.5, 0.25, 2.75, 2.75, 2.25, -0.75, 1.75, 2.5, 2.0, 2.0,
-                       2.75, 2.25, 2.25, 1.0, 2.75, 2.5, 2.25, 0.0, 2.5, 2.5, 2.75, 2.75}));
-  EXPECT_TRUE(matches(i, kI64, {1, 2, 3, 4},
-                      {6, 3, 3, 5, 13, 13, 16, 11, 19, 26, 29, 29,
-                       6, 9, 9, 5, 6, 19, 9, 11, 19, 19, 29, 29}));
+                      {2.0,  2.5,  2.5,  0.25, 2.75, 2.75, 2.25, -0.75, 1.75, 2.5, 2.0,  2.0,
+                       2.75, 2.25, 2.25, 1.0,  2.75, 2.5,  2.25, 0.0,   2.5,  2.5, 2.75, 2.75}));
+  EXPECT_TRUE(matches(i, kI64, {1, 2, 3, 4}, {6, 3, 3, 5, 13, 13, 16, 11, 19, 26, 29, 29,
+                                              6, 9, 9, 5, 6,  19, 9,  11, 19, 19, 29, 29}));
 }
 
 TEST(MaxPool2dWithIndices, NaNWinsAndEqualMaximaKeepTheFirst) {
@@ -110,19 +109,19 @@ TEST(AvgPool3d, CeilModeIncludePadDivisorAndIntegers) {
                       {-0.037037, 0.046296, 0.027778, 0.240741, 0.194444, 0.231481, 0.361111,
                        0.138889, 0.25, -0.101852, -0.157407, -0.037037, 0.037037, -0.111111,
                        0.240741, 0.152778, -0.013889, 0.361111}));
-  EXPECT_TRUE(matches(OpRunner("aten.avg_pool3d.default")
-                          .tensor("self", x)
-                          .ints("kernel_size", {2, 3, 3})
-                          .ints("stride", {1, 2, 1})
-                          .ints("padding", {1, 1, 0})
-                          .scalar("ceil_mode", false)
-                          .scalar("count_include_pad", false)
-                          .run1(),
-                      kF32, {1, 1, 4, 2, 3},
-                      {-0.458333, 0.333333, 0.166667, -0.111111, 0.361111, 0.194444,
-                       -0.208333, 0.104167, -0.0625, 0.138889, 0.291667, 0.125,
-                       -0.1875, -0.354167, -0.041667, 0.0, -0.166667, 0.305556,
-                       -0.416667, -0.583333, 0.208333, -0.388889, -0.555556, 0.555556}));
+  EXPECT_TRUE(matches(
+      OpRunner("aten.avg_pool3d.default")
+          .tensor("self", x)
+          .ints("kernel_size", {2, 3, 3})
+          .ints("stride", {1, 2, 1})
+          .ints("padding", {1, 1, 0})
+          .scalar("ceil_mode", false)
+          .scalar("count_include_pad", false)
+          .run1(),
+      kF32, {1, 1, 4, 2, 3},
+      {-0.458333, 0.333333, 0.166667,  -0.111111, 0.361111, 0.194444,  -0.208333, 0.104167,
+       -0.0625,   0.138889, 0.291667,  0.125,     -0.1875,  -0.354167, -0.041667, 0.0,
+       -0.166667, 0.305556, -0.416667, -0.583333, 0.208333, -0.388889, -0.555556, 0.555556}));
   EXPECT_TRUE(matches(OpRunner("aten.avg_pool3d.default")
                           .tensor("self", x)
                           .ints("kernel_size", {2, 2, 2})
@@ -157,11 +156,10 @@ TEST(AdaptiveAvgPool3d, BothNames) {
 }
 
 TEST(Pool3d, ChannelsLast3dInputKeepsItsLayout) {
-  const Tensor x = gen({1, 2, 3, 4, 4}).permute({0, 2, 3, 4, 1}).contiguous().permute({0, 4, 1, 2, 3});
-  const Tensor v = OpRunner("aten.max_pool3d.default")
-                       .tensor("self", x)
-                       .ints("kernel_size", {2, 2, 2})
-                       .run1();
+  const Tensor x =
+      gen({1, 2, 3, 4, 4}).permute({0, 2, 3, 4, 1}).contiguous().permute({0, 4, 1, 2, 3});
+  const Tensor v =
+      OpRunner("aten.max_pool3d.default").tensor("self", x).ints("kernel_size", {2, 2, 2}).run1();
   EXPECT_EQ(v.strides(), Shape({8, 1, 8, 4, 2}));
   EXPECT_TRUE(matches(v, OpRunner("aten.max_pool3d.default")
                              .tensor("self", x.contiguous())
@@ -170,50 +168,64 @@ TEST(Pool3d, ChannelsLast3dInputKeepsItsLayout) {
 }
 
 TEST(PoolNd, BadInputIsRefused) {
-  expect_error([] {
-    OpRunner("aten.max_pool3d_with_indices.default")
-        .tensor("self", gen({2, 4, 4}))
-        .ints("kernel_size", {2, 2, 2})
-        .run();
-  }, {"3-D pooling needs a 4-D or 5-D input", "[2, 4, 4]"});
-  expect_error([] {
-    OpRunner("aten.max_pool2d_with_indices.default")
-        .tensor("self", gen({1, 1, 4, 4}))
-        .ints("kernel_size", {2, 2})
-        .ints("padding", {2, 2})
-        .run();
-  }, {"pad should be at most half of kernel size", "0 <= pad <= 1", "2"});
-  expect_error([] {
-    OpRunner("aten.max_pool3d.default")
-        .tensor("self", gen({1, 1, 4, 4, 4}))
-        .ints("kernel_size", {2, 2})
-        .run1();
-  }, {"'kernel_size' must have 1 or 3 values", "2"});
-  expect_error([] {
-    OpRunner("aten.max_pool3d.default")
-        .tensor("self", testing::boolean({1, 2, 2, 2}, {1, 0, 1, 0, 1, 0, 1, 0}))
-        .ints("kernel_size", {2, 2, 2})
-        .run1();
-  }, {"bool"});
-  expect_error([] {
-    OpRunner("aten.avg_pool3d.default")
-        .tensor("self", gen({1, 1, 2, 2, 2}))
-        .ints("kernel_size", {3, 3, 3})
-        .run1();
-  }, {"output size is too small"});
-  expect_error([] {
-    OpRunner("aten.avg_pool3d.default")
-        .tensor("self", gen({1, 1, 2, 2, 2}))
-        .ints("kernel_size", {2, 2, 2})
-        .scalar("divisor_override", 0)
-        .run1();
-  }, {"divisor must be non-zero"});
-  expect_error([] {
-    OpRunner("aten._adaptive_avg_pool3d.default")
-        .tensor("self", gen({1, 2, 2, 2}, 7, 11, 5, 1.0, kI64))
-        .ints("output_size", {1, 1, 1})
-        .run1();
-  }, {"floating", "i64"});
+  expect_error(
+      [] {
+        OpRunner("aten.max_pool3d_with_indices.default")
+            .tensor("self", gen({2, 4, 4}))
+            .ints("kernel_size", {2, 2, 2})
+            .run();
+      },
+      {"3-D pooling needs a 4-D or 5-D input", "[2, 4, 4]"});
+  expect_error(
+      [] {
+        OpRunner("aten.max_pool2d_with_indices.default")
+            .tensor("self", gen({1, 1, 4, 4}))
+            .ints("kernel_size", {2, 2})
+            .ints("padding", {2, 2})
+            .run();
+      },
+      {"pad should be at most half of kernel size", "0 <= pad <= 1", "2"});
+  expect_error(
+      [] {
+        OpRunner("aten.max_pool3d.default")
+            .tensor("self", gen({1, 1, 4, 4, 4}))
+            .ints("kernel_size", {2, 2})
+            .run1();
+      },
+      {"'kernel_size' must have 1 or 3 values", "2"});
+  expect_error(
+      [] {
+        OpRunner("aten.max_pool3d.default")
+            .tensor("self", testing::boolean({1, 2, 2, 2}, {1, 0, 1, 0, 1, 0, 1, 0}))
+            .ints("kernel_size", {2, 2, 2})
+            .run1();
+      },
+      {"bool"});
+  expect_error(
+      [] {
+        OpRunner("aten.avg_pool3d.default")
+            .tensor("self", gen({1, 1, 2, 2, 2}))
+            .ints("kernel_size", {3, 3, 3})
+            .run1();
+      },
+      {"output size is too small"});
+  expect_error(
+      [] {
+        OpRunner("aten.avg_pool3d.default")
+            .tensor("self", gen({1, 1, 2, 2, 2}))
+            .ints("kernel_size", {2, 2, 2})
+            .scalar("divisor_override", 0)
+            .run1();
+      },
+      {"divisor must be non-zero"});
+  expect_error(
+      [] {
+        OpRunner("aten._adaptive_avg_pool3d.default")
+            .tensor("self", gen({1, 2, 2, 2}, 7, 11, 5, 1.0, kI64))
+            .ints("output_size", {1, 1, 1})
+            .run1();
+      },
+      {"floating", "i64"});
 }
 
 }  // namespace

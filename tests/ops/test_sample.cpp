@@ -23,8 +23,7 @@ const std::vector<double> kGrid[3][3][2] = {
     {{{-0.6875, 0.9925, -0.04875, 0.25, -0.95, -0.17875},
       {-2.75, 1.1625, -0.6125, 1.0, -0.665, -1.61}},
      {{-2.75, 0.9925, -0.75, 1.0, -0.95, -2.75}, {-2.75, 1.1625, -0.875, 1.0, -0.665, -2.3}},
-     {{-2.75, 0.9925, -0.75, 1.0, -0.95, -2.75},
-      {-2.75, 1.1625, -1.2275, 1.0, -0.665, -1.272499}}},
+     {{-2.75, 0.9925, -0.75, 1.0, -0.95, -2.75}, {-2.75, 1.1625, -1.2275, 1.0, -0.665, -1.272499}}},
     {{{-2.75, 0.75, 0.0, 1.0, -1.25, 0.0}, {-2.75, 0.75, -0.75, 1.0, -1.25, -2.75}},
      {{-2.75, 0.75, -0.75, 1.0, -1.25, -2.75}, {-2.75, 0.75, -0.75, 1.0, -1.25, -2.75}},
      {{-2.75, 0.75, -0.75, 1.0, -1.25, -2.75}, {-2.75, 0.75, -0.75, 1.0, -1.25, -2.75}}},
@@ -72,8 +71,11 @@ TEST(GridSampler2d, BadInputIsRefused) {
   expect_error([&] { run(x, grid_points(), 0, 7); }, {"unknown padding_mode", "7"});
   expect_error([&] { run(x, grid_points().to(DType::kFloat64), 0, 0); }, {"f32", "f64"});
   expect_error([&] { run(gen({2, 3, 4}), grid_points(), 0, 0); }, {"4-D input"});
-  expect_error([&] { run(gen({1, 2, 3, 4, 2}), gen({1, 1, 1, 3, 3}), 0, 0); },
-               {"3-D grid sampling", "not supported"});
+  expect_error(
+      [&] {
+        run(gen({1, 2, 3, 4, 2}), gen({1, 1, 1, 3, 3}), 0, 0);
+      },
+      {"3-D grid sampling", "not supported"});
 }
 
 TEST(Im2col, DilationPaddingStride) {
@@ -85,55 +87,70 @@ TEST(Im2col, DilationPaddingStride) {
                           .ints("stride", {2, 1})
                           .run1(),
                       kF32, {1, 8, 4},
-                      {0.0,   0.0,  -1.5, 0.25, 0.0,  0.0,  2.0,   -2.0, -2.75, -1.0, -0.25,
-                       1.5,   0.75, 2.5,  -2.5, -0.75, 0.0, 0.0,  2.25,  -1.75, 0.0,  0.0,
-                       0.0,   1.75, 1.0,  2.75, -2.25, -0.5, -1.25, 0.5, 1.25,  -2.75}));
+                      {0.0, 0.0,  -1.5, 0.25, 0.0,   0.0,  2.0,   -2.0, -2.75, -1.0, -0.25,
+                       1.5, 0.75, 2.5,  -2.5, -0.75, 0.0,  0.0,   2.25, -1.75, 0.0,  0.0,
+                       0.0, 1.75, 1.0,  2.75, -2.25, -0.5, -1.25, 0.5,  1.25,  -2.75}));
 }
 
 TEST(Col2im, OverlappingBlocksSum) {
-  EXPECT_TRUE(matches(OpRunner("aten.col2im.default")
-                          .tensor("self", gen({1, 8, 6}, 3, 13, 6, 2.0))
-                          .ints("output_size", {3, 5})
-                          .ints("kernel_size", {2, 2})
-                          .ints("dilation", {1, 2})
-                          .ints("padding", {1, 0})
-                          .ints("stride", {2, 1})
-                          .run1(),
-                      kF32, {1, 2, 3, 5},
-                      {2.0,  -3.0, -3.5, -0.5, 1.0,  1.5,  3.0,  -4.5, -1.0, 0.5,
-                       0.0,  1.5,  5.5,  -2.5, -1.0, -1.0, 0.5,  3.5,  3.0,  -2.0,
-                       -1.5, 0.0,  2.5,  2.5,  -2.5, -3.0, -1.5, -0.5, 1.0,  2.5}));
+  EXPECT_TRUE(matches(
+      OpRunner("aten.col2im.default")
+          .tensor("self", gen({1, 8, 6}, 3, 13, 6, 2.0))
+          .ints("output_size", {3, 5})
+          .ints("kernel_size", {2, 2})
+          .ints("dilation", {1, 2})
+          .ints("padding", {1, 0})
+          .ints("stride", {2, 1})
+          .run1(),
+      kF32, {1, 2, 3, 5},
+      {2.0,  -3.0, -3.5, -0.5, 1.0,  1.5,  3.0, -4.5, -1.0, 0.5,  0.0,  1.5,  5.5,  -2.5, -1.0,
+       -1.0, 0.5,  3.5,  3.0,  -2.0, -1.5, 0.0, 2.5,  2.5,  -2.5, -3.0, -1.5, -0.5, 1.0,  2.5}));
 }
 
 TEST(Im2colCol2im, BadInputIsRefused) {
   auto blocks = [](OpRunner& r) -> OpRunner& {
     return r.ints("kernel_size", {2, 2}).ints("dilation", {1, 1}).ints("padding", {0, 0});
   };
-  expect_error([&] {
-    blocks(OpRunner("aten.im2col.default").tensor("self", gen({1, 2, 3, 4}, 7, 11, 5, 1.0, DType::kInt64)))
-        .ints("stride", {1, 1})
-        .run1();
-  }, {"floating", "i64"});
-  expect_error([&] {
-    blocks(OpRunner("aten.im2col.default").tensor("self", gen({1, 2, 3, 4})))
-        .ints("stride", {0, 1})
-        .run1();
-  }, {"stride must be positive"});
-  expect_error([&] {
-    blocks(OpRunner("aten.im2col.default").tensor("self", gen({1, 2, 1, 4})))
-        .ints("stride", {1, 1})
-        .run1();
-  }, {"no block"});
-  expect_error([&] {
-    blocks(OpRunner("aten.col2im.default").tensor("self", gen({1, 6, 6})).ints("output_size", {3, 4}))
-        .ints("stride", {1, 1})
-        .run1();
-  }, {"divisible by the product of kernel_size", "6"});
-  expect_error([&] {
-    blocks(OpRunner("aten.col2im.default").tensor("self", gen({1, 8, 5})).ints("output_size", {3, 4}))
-        .ints("stride", {1, 1})
-        .run1();
-  }, {"number of sliding blocks", "expected 6", "got 5"});
+  expect_error(
+      [&] {
+        blocks(OpRunner("aten.im2col.default")
+                   .tensor("self", gen({1, 2, 3, 4}, 7, 11, 5, 1.0, DType::kInt64)))
+            .ints("stride", {1, 1})
+            .run1();
+      },
+      {"floating", "i64"});
+  expect_error(
+      [&] {
+        blocks(OpRunner("aten.im2col.default").tensor("self", gen({1, 2, 3, 4})))
+            .ints("stride", {0, 1})
+            .run1();
+      },
+      {"stride must be positive"});
+  expect_error(
+      [&] {
+        blocks(OpRunner("aten.im2col.default").tensor("self", gen({1, 2, 1, 4})))
+            .ints("stride", {1, 1})
+            .run1();
+      },
+      {"no block"});
+  expect_error(
+      [&] {
+        blocks(OpRunner("aten.col2im.default")
+                   .tensor("self", gen({1, 6, 6}))
+                   .ints("output_size", {3, 4}))
+            .ints("stride", {1, 1})
+            .run1();
+      },
+      {"divisible by the product of kernel_size", "6"});
+  expect_error(
+      [&] {
+        blocks(OpRunner("aten.col2im.default")
+                   .tensor("self", gen({1, 8, 5}))
+                   .ints("output_size", {3, 4}))
+            .ints("stride", {1, 1})
+            .run1();
+      },
+      {"number of sliding blocks", "expected 6", "got 5"});
 }
 
 }  // namespace

@@ -14,9 +14,9 @@ int cdist_extern(ExternCall& call) {
   const double p = call.attr_float("p", 2.0);
   std::optional<int64_t> mode;
   if (call.has_attr("compute_mode")) mode = call.attr_int("compute_mode");
-  const Tensor out = kern::checked_output(
-      call, 0, distance::cdist_sizes(a, b, p, mode, call.target()), a.dtype());
-  distance::cdist(a, b, p, out, call.target());
+  const Tensor out =
+      kern::checked_output(call, 0, distance::cdist_sizes(a, b, p, mode, call.target()), a.dtype());
+  distance::cdist(a, b, p, out, call.target(), true);
   return 0;
 }
 
@@ -25,7 +25,7 @@ int pdist_extern(ExternCall& call) {
   const double p = call.attr_float("p", 2.0);
   const Tensor out =
       kern::checked_output(call, 0, distance::pdist_sizes(x, p, call.target()), x.dtype());
-  distance::pdist(x, p, out, call.target());
+  distance::pdist(x, p, out, call.target(), true);
   return 0;
 }
 

@@ -5,6 +5,7 @@
 // core/pool_nd.h, the one the reference kernels run (src/ops/pool_nd.cpp); inputs may have any
 // strides, outputs are the contiguous buffers the generated code allocates.
 #include "core/pool_nd.h"
+
 #include "runtime/kernels/kernel_util.h"
 
 namespace anvil::runtime {
@@ -13,11 +14,10 @@ namespace {
 
 /// The window of a pooling call's attributes (dilation 1 for average pooling).
 pool::Window window_of(const ExternCall& call, int rank, bool with_dilation) {
-  return pool::make_window(rank, call.attr_ints("kernel_size"), call.attr_ints("stride", {}),
-                           call.attr_ints("padding", {0}),
-                           with_dilation ? call.attr_ints("dilation", {1})
-                                         : std::vector<int64_t>{1},
-                           call.target());
+  return pool::make_window(
+      rank, call.attr_ints("kernel_size"), call.attr_ints("stride", {}),
+      call.attr_ints("padding", {0}),
+      with_dilation ? call.attr_ints("dilation", {1}) : std::vector<int64_t>{1}, call.target());
 }
 
 /// Max pooling over `rank` dims: output 0 the values, output 1 the indices when `with_indices`.
@@ -28,11 +28,11 @@ int max_pool_extern(ExternCall& call, int rank, bool with_indices) {
   const Shape sizes = pool::output_sizes(x, w, ceil_mode, call.target());
   const Tensor values = kern::checked_output(call, 0, sizes, x.dtype());
   if (!with_indices) {
-    pool::max_pool(x, w, ceil_mode, values, nullptr, call.target());
+    pool::max_pool(x, w, ceil_mode, values, nullptr, call.target(), true);
     return 0;
   }
   const Tensor indices = kern::checked_output(call, 1, sizes, DType::kInt64);
-  pool::max_pool(x, w, ceil_mode, values, &indices, call.target());
+  pool::max_pool(x, w, ceil_mode, values, &indices, call.target(), true);
   return 0;
 }
 
@@ -48,10 +48,10 @@ int avg_pool3d_extern(ExternCall& call) {
   const int64_t divisor = call.attr_int("divisor_override", 0);
   ANVIL_CHECK(!call.has_attr("divisor_override") || divisor != 0, call.target(),
               "divisor must be non-zero", "divisor_override != 0", "0");
-  const Tensor out = kern::checked_output(call, 0, pool::output_sizes(x, w, ceil_mode, call.target()),
-                                          x.dtype());
+  const Tensor out =
+      kern::checked_output(call, 0, pool::output_sizes(x, w, ceil_mode, call.target()), x.dtype());
   pool::avg_pool(x, w, ceil_mode, call.attr_bool("count_include_pad", true), divisor, out,
-                 call.target());
+                 call.target(), true);
   return 0;
 }
 
@@ -60,7 +60,7 @@ int adaptive_avg_pool3d_extern(ExternCall& call) {
   const Tensor x = call.input_tensor(0);
   const Shape sizes = pool::adaptive_sizes(x, 3, call.attr_ints("output_size"), call.target());
   const Tensor out = kern::checked_output(call, 0, sizes, x.dtype());
-  pool::adaptive_avg_pool(x, 3, out, call.target());
+  pool::adaptive_avg_pool(x, 3, out, call.target(), true);
   return 0;
 }
 

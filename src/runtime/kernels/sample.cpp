@@ -3,6 +3,7 @@
 // computation is core/sample.h, the one the reference kernels run (src/ops/sample.cpp); inputs
 // may have any strides, outputs are the contiguous buffers the generated code allocates.
 #include "core/sample.h"
+
 #include "runtime/kernels/kernel_util.h"
 
 namespace anvil::runtime {
@@ -18,7 +19,7 @@ int grid_sampler_extern(ExternCall& call) {
   const Tensor out = kern::checked_output(
       call, 0, sample::grid_sample_sizes(x, g, mode, pad, call.target()), x.dtype());
   sample::grid_sample_2d(x, g, mode, pad, call.attr_bool("align_corners", false), out,
-                         call.target());
+                         call.target(), true);
   return 0;
 }
 
@@ -32,7 +33,7 @@ int im2col_extern(ExternCall& call) {
   const sample::Blocks b = blocks_of(call);
   const Tensor out =
       kern::checked_output(call, 0, sample::im2col_sizes(x, b, call.target()), x.dtype());
-  sample::im2col(x, b, out, call.target());
+  sample::im2col(x, b, out, call.target(), true);
   return 0;
 }
 
@@ -40,9 +41,8 @@ int col2im_extern(ExternCall& call) {
   const Tensor x = call.input_tensor(0);
   const sample::Blocks b = blocks_of(call);
   const Tensor out = kern::checked_output(
-      call, 0, sample::col2im_sizes(x, call.attr_ints("output_size"), b, call.target()),
-      x.dtype());
-  sample::col2im(x, b, out, call.target());
+      call, 0, sample::col2im_sizes(x, call.attr_ints("output_size"), b, call.target()), x.dtype());
+  sample::col2im(x, b, out, call.target(), true);
   return 0;
 }
 
