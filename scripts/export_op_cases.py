@@ -306,7 +306,7 @@ class PointwiseMore(nn.Module):
 class PoolSample(nn.Module):
     """Pooling with indices and 3-D pooling, grid sampling and sliding blocks as users' exports
     keep them: max_pool2d_with_indices (nn.MaxPool2d(return_indices=True), also on a
-    channels-last input), max_pool3d / max_pool3d_with_indices, avg_pool3d (ceil_mode,
+    channels-last input), max_pool3d / max_pool3d_with_indices (also channels_last_3d), avg_pool3d (ceil_mode,
     count_include_pad, divisor_override), adaptive_avg_pool3d, grid_sampler (F.grid_sample in
     every interpolation x padding mode, align_corners both ways), im2col (F.unfold) and col2im
     (F.fold); plus the Core ATen forms run_decompositions() gives (_adaptive_avg_pool3d,
@@ -325,6 +325,10 @@ class PoolSample(nn.Module):
         a3d = F.avg_pool3d(x5, 2, divisor_override=3)
         ad3 = F.adaptive_avg_pool3d(x5, (2, 3, 2))
         ad3i = aten._adaptive_avg_pool3d.default(x5, [3, 1, 4])
+        # channels_last_3d: max pooling keeps the layout, average pooling gives contiguous
+        cl5 = x5.contiguous(memory_format=torch.channels_last_3d)
+        v3c, i3c = F.max_pool3d(cl5, (2, 3, 2), stride=1, return_indices=True)
+        a3c = F.avg_pool3d(cl5, 2) + F.adaptive_avg_pool3d(cl5, (2, 3, 3))
         samples = torch.stack([
             F.grid_sample(x4, grid, mode=m, padding_mode=p, align_corners=a)
             for m in ("bilinear", "nearest", "bicubic")
@@ -334,7 +338,8 @@ class PoolSample(nn.Module):
         g2 = aten.grid_sampler_2d.default(x4, grid, 0, 2, False)
         unf = F.unfold(x4, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1))
         fold = F.fold(cols, (5, 6), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1))
-        return (v2, i2, v2c, i2c, v3, i3, m3, a3, a3n, a3d, ad3, ad3i, samples, g2, unf, fold)
+        return (v2, i2, v2c, i2c, v3, i3, m3, a3, a3n, a3d, ad3, ad3i, samples, g2, unf, fold,
+                v3c, i3c, a3c)
 
 
 class Dist(nn.Module):

@@ -3,8 +3,9 @@
 // d * H * W + h * W + w), avg_pool3d, adaptive_avg_pool3d / _adaptive_avg_pool3d. The windows
 // follow max_pool2d's (conv.cpp): PyTorch's pooling_output_shape with ceil_mode, padding at most
 // half the kernel. The computation is core/pool_nd.h, which the runtime externs share
-// (runtime/kernels/pool_nd.cpp); results keep a channels-last input's layout as PyTorch's CPU
-// kernels do.
+// (runtime/kernels/pool_nd.cpp). Max pooling keeps a channels-last (3-D: channels_last_3d)
+// input's layout as PyTorch's CPU kernels do; avg_pool3d and adaptive_avg_pool3d results are
+// contiguous whatever the input's layout, as PyTorch's are.
 #include "core/pool_nd.h"
 
 #include "core/error.h"
@@ -114,7 +115,7 @@ std::vector<RValue> avg_pool3d_kernel(KernelContext& ctx) {
   Tensor out = Tensor::empty(pool::output_sizes(x, w, ceil_mode, ctx.where()), x.dtype());
   pool::avg_pool(x, w, ceil_mode, ctx.bool_arg("count_include_pad", true), divisor, out,
                  ctx.where());
-  return {layout_of_input(out, x, 3)};
+  return {out};  // contiguous, as PyTorch gives it even for a channels_last_3d input
 }
 
 /// Output type of adaptive_avg_pool3d.
@@ -142,7 +143,7 @@ std::vector<RValue> adaptive3d_kernel(KernelContext& ctx) {
   Tensor out =
       Tensor::empty(pool::adaptive_sizes(x, 3, ctx.ints("output_size"), ctx.where()), x.dtype());
   pool::adaptive_avg_pool(x, 3, out, ctx.where());
-  return {layout_of_input(out, x, 3)};
+  return {out};  // contiguous, as PyTorch gives it even for a channels_last_3d input
 }
 
 }  // namespace

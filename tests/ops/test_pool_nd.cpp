@@ -155,7 +155,9 @@ TEST(AdaptiveAvgPool3d, BothNames) {
   }
 }
 
-TEST(Pool3d, ChannelsLast3dInputKeepsItsLayout) {
+// As PyTorch's CPU kernels: max pooling keeps a channels_last_3d input's layout, average
+// pooling returns contiguous results.
+TEST(Pool3d, ChannelsLast3dInputLayouts) {
   const Tensor x =
       gen({1, 2, 3, 4, 4}).permute({0, 2, 3, 4, 1}).contiguous().permute({0, 4, 1, 2, 3});
   const Tensor v =
@@ -165,6 +167,18 @@ TEST(Pool3d, ChannelsLast3dInputKeepsItsLayout) {
                              .tensor("self", x.contiguous())
                              .ints("kernel_size", {2, 2, 2})
                              .run1()));
+  EXPECT_EQ(OpRunner("aten.avg_pool3d.default")
+                .tensor("self", x)
+                .ints("kernel_size", {2, 2, 2})
+                .run1()
+                .strides(),
+            Shape({8, 4, 4, 2, 1}));
+  EXPECT_EQ(OpRunner("aten._adaptive_avg_pool3d.default")
+                .tensor("self", x)
+                .ints("output_size", {1, 2, 2})
+                .run1()
+                .strides(),
+            Shape({8, 4, 4, 2, 1}));
 }
 
 TEST(PoolNd, BadInputIsRefused) {
