@@ -51,8 +51,10 @@ F reflect(F x, int64_t lo2, int64_t hi2) {
 /// reflects it about the pixel centres (align_corners) or the outer edges, then clips.
 template <typename F>
 F apply_padding(F x, int64_t size, Padding padding, bool align_corners) {
+  // A NaN coordinate clips to 0, as PyTorch's kernel does (its max(NaN, 0) gives 0).
   auto clip = [&](F v) {
-    return std::min(static_cast<F>(size - 1), std::max(v, static_cast<F>(0)));
+    return std::isnan(v) ? F(0)
+                         : std::min(static_cast<F>(size - 1), std::max(v, static_cast<F>(0)));
   };
   if (padding == Padding::kBorder) return clip(x);
   if (padding == Padding::kReflection) {

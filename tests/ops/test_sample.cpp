@@ -5,6 +5,9 @@
 // values are PyTorch 2.11 CPU's, pasted in.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+
 #include "ops/op_test_util.h"
 
 namespace anvil {
@@ -53,6 +56,44 @@ TEST(GridSampler2d, EveryModePaddingAndAlignCorners) {
                                   .run1(),
                               kF32, {1, 2, 1, 3}, kGrid[m][p][a]));
         }
+}
+
+// Nearest ties round half to even; a NaN point reads NaN through the bilinear and bicubic
+// weights, 0 for nearest with zeros padding, and the border pixel 0 where border / reflection
+// padding clips it; far-out points read 0, the border or the reflected pixel.
+TEST(GridSampler2d, TiesNaNAndFarPoints) {
+  std::vector<double> v(12);
+  for (int i = 0; i < 12; ++i) v[static_cast<size_t>(i)] = i;
+  const Tensor x = testing::f32({1, 1, 3, 4}, v);
+  auto sample = [&](const Tensor& g, int m, int p, bool a) {
+    return OpRunner("aten.grid_sampler_2d.default")
+        .tensor("input", x)
+        .tensor("grid", g)
+        .scalar("interpolation_mode", m)
+        .scalar("padding_mode", p)
+        .scalar("align_corners", a)
+        .run1();
+  };
+  const Tensor ties = testing::f32({1, 1, 3, 2}, {-0.5, -1.0 / 3, 0.0, 1.0 / 3, 0.5, 0.0});
+  EXPECT_TRUE(matches(sample(ties, 1, 0, false), DType::kFloat32, {1, 1, 1, 3}, {0, 10, 6}));
+  const double nan = std::nan("");
+  const Tensor far = testing::f32({1, 1, 3, 2}, {nan, 0.0, 5.0, 0.2, -7.0, -3.0});
+  // [interpolation][padding][align_corners], from PyTorch 2.11.
+  const std::vector<double> want[3][3][2] = {
+      {{{nan, 0, 0}, {nan, 0, 0}},
+       {{4, 8.200001, 0}, {4, 7.8, 0}},
+       {{4, 8.200001, 11}, {4, 7.8, 11}}},
+      {{{0, 0, 0}, {0, 0, 0}}, {{4, 7, 0}, {4, 7, 0}}, {{4, 7, 11}, {4, 7, 11}}},
+      {{{nan, 0, 0}, {nan, 0, 0}},
+       {{nan, 8.556993, 0}, {nan, 8.088005, 0}},
+       {{nan, 8.744493, 11.9375}, {nan, 8.184002, 11}}}};
+  for (int m = 0; m < 3; ++m)
+    for (int p = 0; p < 3; ++p)
+      for (int a = 0; a < 2; ++a) {
+        SCOPED_TRACE(std::to_string(m) + " " + std::to_string(p) + " " + std::to_string(a));
+        EXPECT_TRUE(
+            matches(sample(far, m, p, a == 1), DType::kFloat32, {1, 1, 1, 3}, want[m][p][a]));
+      }
 }
 
 TEST(GridSampler2d, BadInputIsRefused) {
