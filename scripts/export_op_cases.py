@@ -361,6 +361,21 @@ class Dist(nn.Module):
         )
 
 
+class PoolSampleDynamic(nn.Module):
+    """Pooling with indices, 3-D pooling, grid sampling, unfold / fold and cdist / pdist under a
+    dynamic batch (the extern calls' sizes are read at run time)."""
+
+    def forward(self, x4, x5, grid, c):
+        v, i = F.max_pool2d(x4, 2, return_indices=True)
+        v3, i3 = F.max_pool3d(x5, 2, stride=1, return_indices=True)
+        s = F.grid_sample(x4, grid, mode="bicubic", padding_mode="reflection", align_corners=False)
+        u = F.unfold(x4, 3, padding=1)
+        f = F.fold(u, (6, 7), 3, padding=1)
+        d = torch.cdist(c, c[:, 1:], p=1.0)
+        return (v, i, v3, i3, F.avg_pool3d(x5, 2), F.adaptive_avg_pool3d(x5, 2), s, u, f, d,
+                F.pdist(c[0]))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     g = torch.Generator().manual_seed(18)
@@ -424,6 +439,13 @@ def main():
     a[0, 0, 1, 2] = b[1, 4, 2]  # equal entries for p = 0
     c = torch.randn(7, 4, generator=gq)
     export("ops_dist", Dist(), (a, b, c))
+    nb = Dim("nb", min=1, max=8)
+    dyn = (torch.randn(2, 3, 6, 7, generator=gq), torch.randn(2, 2, 3, 4, 5, generator=gq),
+           torch.rand(2, 3, 4, 2, generator=gq) * 2.4 - 1.2, torch.randn(2, 5, 3, generator=gq))
+    more = (torch.randn(3, 3, 6, 7, generator=gq), torch.randn(3, 2, 3, 4, 5, generator=gq),
+            torch.rand(3, 3, 4, 2, generator=gq) * 2.4 - 1.2, torch.randn(3, 5, 3, generator=gq))
+    export("ops_pool_sample_dynamic", PoolSampleDynamic(), dyn,
+           dynamic_shapes=({0: nb}, {0: nb}, {0: nb}, {0: nb}), extra=[more])
 
 
 if __name__ == "__main__":

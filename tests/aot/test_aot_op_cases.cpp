@@ -147,6 +147,11 @@ TEST(AotOps, PoolingWithIndicesPool3dGridSampleFoldUnfold) {
     EXPECT_EQ(t.count(op), 1u) << op;
 }
 
+// The same externs under a dynamic batch (two shape sets): their sizes are read at run time.
+TEST(AotOps, PoolingSamplingDistancesWithDynamicBatch) {
+  check_against_pytorch("ops_pool_sample_dynamic");
+}
+
 // Pairwise distances (PoolSample's sibling Dist): torch.cdist for p = 0, 1, 2, inf, 3.5 with
 // broadcast batch dims and a zero distance, each compute_mode, F.pdist, and the Core ATen forms
 // _cdist_forward / _pdist_forward.
