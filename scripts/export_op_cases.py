@@ -303,6 +303,79 @@ class PointwiseMore(nn.Module):
         return math, tests, ints, mods
 
 
+class PoolSample(nn.Module):
+    """Pooling with indices and 3-D pooling, grid sampling and sliding blocks as users' exports
+    keep them: max_pool2d_with_indices (nn.MaxPool2d(return_indices=True), also on a
+    channels-last input), max_pool3d / max_pool3d_with_indices (also channels_last_3d), avg_pool3d (ceil_mode,
+    count_include_pad, divisor_override), adaptive_avg_pool3d, grid_sampler (F.grid_sample in
+    every interpolation x padding mode, align_corners both ways), im2col (F.unfold) and col2im
+    (F.fold); plus the Core ATen forms run_decompositions() gives (_adaptive_avg_pool3d,
+    grid_sampler_2d), called directly."""
+
+    def forward(self, x4, x5, grid, cols):
+        aten = torch.ops.aten
+        v2, i2 = F.max_pool2d(x4, 3, stride=2, padding=1, ceil_mode=True, return_indices=True)
+        cl = x4.contiguous(memory_format=torch.channels_last)
+        v2c, i2c = F.max_pool2d(cl, (2, 3), stride=(1, 2), dilation=(2, 1), return_indices=True)
+        v3, i3 = F.max_pool3d(x5, 2, stride=(1, 2, 2), padding=1, return_indices=True)
+        m3 = F.max_pool3d(x5, (2, 3, 2), stride=2, dilation=(1, 1, 2), ceil_mode=True)
+        a3 = F.avg_pool3d(x5, 3, stride=2, padding=1, ceil_mode=True)
+        a3n = F.avg_pool3d(x5, (2, 3, 3), stride=(1, 2, 1), padding=(1, 1, 0),
+                           count_include_pad=False)
+        a3d = F.avg_pool3d(x5, 2, divisor_override=3)
+        ad3 = F.adaptive_avg_pool3d(x5, (2, 3, 2))
+        ad3i = aten._adaptive_avg_pool3d.default(x5, [3, 1, 4])
+        # channels_last_3d: max pooling keeps the layout, average pooling gives contiguous
+        cl5 = x5.contiguous(memory_format=torch.channels_last_3d)
+        v3c, i3c = F.max_pool3d(cl5, (2, 3, 2), stride=1, return_indices=True)
+        a3c = F.avg_pool3d(cl5, 2) + F.adaptive_avg_pool3d(cl5, (2, 3, 3))
+        samples = torch.stack([
+            F.grid_sample(x4, grid, mode=m, padding_mode=p, align_corners=a)
+            for m in ("bilinear", "nearest", "bicubic")
+            for p in ("zeros", "border", "reflection")
+            for a in (False, True)
+        ])
+        g2 = aten.grid_sampler_2d.default(x4, grid, 0, 2, False)
+        unf = F.unfold(x4, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1))
+        fold = F.fold(cols, (5, 6), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1))
+        return (v2, i2, v2c, i2c, v3, i3, m3, a3, a3n, a3d, ad3, ad3i, samples, g2, unf, fold,
+                v3c, i3c, a3c)
+
+
+class Dist(nn.Module):
+    """Pairwise distances: torch.cdist for p = 0, 1, 2, inf and 3.5 (batch dims broadcast; p = 2
+    with the matrix-product compute_mode and without), F.pdist, and the Core ATen forms
+    run_decompositions() gives (_cdist_forward, _pdist_forward), called directly."""
+
+    def forward(self, a, b, c):
+        aten = torch.ops.aten
+        return (
+            torch.cdist(a, b), torch.cdist(a, b, p=0), torch.cdist(a, b, p=1),
+            torch.cdist(a, b, p=float("inf")), torch.cdist(a, b, p=3.5),
+            torch.cdist(a, b, compute_mode="use_mm_for_euclid_dist"),
+            torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist"),
+            torch.cdist(c, c[1:]),
+            F.pdist(c), F.pdist(c, p=1.5), F.pdist(c, p=float("inf")),
+            aten._cdist_forward.default(a, b, 2.0, None), aten._cdist_forward.default(a, b, 1.0, 2),
+            aten._pdist_forward.default(c, 2.0),
+        )
+
+
+class PoolSampleDynamic(nn.Module):
+    """Pooling with indices, 3-D pooling, grid sampling, unfold / fold and cdist / pdist under a
+    dynamic batch (the extern calls' sizes are read at run time)."""
+
+    def forward(self, x4, x5, grid, c):
+        v, i = F.max_pool2d(x4, 2, return_indices=True)
+        v3, i3 = F.max_pool3d(x5, 2, stride=1, return_indices=True)
+        s = F.grid_sample(x4, grid, mode="bicubic", padding_mode="reflection", align_corners=False)
+        u = F.unfold(x4, 3, padding=1)
+        f = F.fold(u, (6, 7), 3, padding=1)
+        d = torch.cdist(c, c[:, 1:], p=1.0)
+        return (v, i, v3, i3, F.avg_pool3d(x5, 2), F.adaptive_avg_pool3d(x5, 2), s, u, f, d,
+                F.pdist(c[0]))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     g = torch.Generator().manual_seed(18)
@@ -351,6 +424,28 @@ def main():
     lo[2] = float("nan")
     hi = torch.randn(3, 1, generator=gp) * 0.5 + 0.5
     export("ops_pointwise_more", PointwiseMore(), (x, y, i, j, lo, hi))
+    # their own generator: the inputs of the cases above stay the same
+    gq = torch.Generator().manual_seed(21)
+    x4 = torch.randn(2, 3, 7, 8, generator=gq)
+    x4[0, 1, 2, 3] = float("nan")
+    x4[1, 0, 4:6, 4:6] = 1.25  # equal maxima: the first one's index
+    x5 = torch.randn(2, 2, 5, 6, 7, generator=gq)
+    grid = torch.rand(2, 4, 5, 2, generator=gq) * 2.8 - 1.4  # some points outside [-1, 1]
+    cols = torch.randn(2, 2 * 6, 3 * 4, generator=gq)
+    export("ops_pool_sample", PoolSample(), (x4, x5, grid, cols))
+    a = torch.randn(2, 1, 4, 5, generator=gq)
+    b = torch.randn(3, 6, 5, generator=gq)
+    b[0, 2] = a[1, 0, 3]  # a zero distance
+    a[0, 0, 1, 2] = b[1, 4, 2]  # equal entries for p = 0
+    c = torch.randn(7, 4, generator=gq)
+    export("ops_dist", Dist(), (a, b, c))
+    nb = Dim("nb", min=1, max=8)
+    dyn = (torch.randn(2, 3, 6, 7, generator=gq), torch.randn(2, 2, 3, 4, 5, generator=gq),
+           torch.rand(2, 3, 4, 2, generator=gq) * 2.4 - 1.2, torch.randn(2, 5, 3, generator=gq))
+    more = (torch.randn(3, 3, 6, 7, generator=gq), torch.randn(3, 2, 3, 4, 5, generator=gq),
+            torch.rand(3, 3, 4, 2, generator=gq) * 2.4 - 1.2, torch.randn(3, 5, 3, generator=gq))
+    export("ops_pool_sample_dynamic", PoolSampleDynamic(), dyn,
+           dynamic_shapes=({0: nb}, {0: nb}, {0: nb}, {0: nb}), extra=[more])
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/pool_nd.h"
 #include "ops/common.h"
 #include "ops/registry.h"
 
@@ -73,10 +74,7 @@ std::vector<int64_t> const_list(const ir::Node& node, const char* name,
 /// torch's pooling_output_shape: floor (or ceil) division; in ceil mode the last window must
 /// start inside the input or its left padding.
 int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode) {
-  const int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-  if (ceil_mode && (out - 1) * s >= in + pad) --out;
-  return out;
+  return pool::output_size(in, k, pad, s, d, ceil_mode);
 }
 
 /// Symbolic pooling_output_shape; a constant input size uses the exact integer rule.
@@ -582,6 +580,15 @@ std::vector<ir::RValue> kernel_adaptive_avg_pool2d(ir::KernelContext& ctx) {
   if (auto* t = std::get_if<Tensor>(&r[0])) *t = channels_last_like(*t, ctx.tensor("self"));
   return r;
 }
+
+namespace conv_detail {
+// The symbolic pooling output size of the 2-D pooling rows, for the N-d pooling rows
+// (pool_nd.cpp).
+SymInt pool_out_sym(const SymInt& in, int64_t k, int64_t pad, int64_t s, int64_t d,
+                    bool ceil_mode) {
+  return ::anvil::ops::pool_out_sym(in, k, pad, s, d, ceil_mode);
+}
+}  // namespace conv_detail
 
 // _adaptive_avg_pool2d: the same op under its ATen-internal name (core ATen exports use it).
 std::vector<TensorType> shape_adaptive_avg_pool2d_internal(const ir::Node& node) {

@@ -26,7 +26,7 @@
 /// defining anvil::runtime::register_<name>_externs(). Kernel authors append to this list.
 #define ANVIL_EXTERN_FAMILIES(X)                                                                \
   X(conv) X(pool) X(attention) X(linalg) X(index) X(shape) X(reduce) X(conv_transpose) X(scatter) \
-  X(embedding_bag) X(random) X(dynamic) X(fft) X(sort)
+  X(embedding_bag) X(random) X(dynamic) X(fft) X(sort) X(pool_nd) X(sample) X(dist)
 
 namespace anvil::runtime {
 

@@ -7,9 +7,11 @@
 // addcmul / addcdiv, reshape_as, numpy_T, max / min of two tensors, round, clamp_min and a
 // torch.no_grad() region over a dynamic size (wrap_with_set_grad_enabled, inlined); conv1d,
 // group_norm, _weight_norm, sdpa's output layout under a later view, and the Core ATen pointwise
-// ops (inverse trigonometric / hyperbolic functions, fmod, remainder, xor, elu, ...).
+// ops (inverse trigonometric / hyperbolic functions, fmod, remainder, xor, elu, ...), pooling
+// with indices and 3-D pooling, grid sampling, fold / unfold and pairwise distances.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
 
 #include "aot_util.h"
@@ -126,6 +128,98 @@ TEST(AotOps, PointwiseMathMore) {
         "aten.clamp.Tensor",       "aten.div.Scalar_mode",    "aten.elu.default",
         "aten.leaky_relu.default"})
     EXPECT_EQ(t.count(op), 1u) << op;
+}
+
+// Pooling with indices and 3-D pooling, grid sampling and sliding blocks (scripts/
+// export_op_cases.py PoolSample): max_pool2d_with_indices (a NaN, equal maxima, a channels-last
+// input), max_pool3d(_with_indices), avg_pool3d, adaptive_avg_pool3d / _adaptive_avg_pool3d,
+// F.grid_sample in all 18 interpolation x padding x align_corners forms (grid_sampler) and
+// grid_sampler_2d, F.unfold (im2col) and F.fold (col2im); all extern calls.
+TEST(AotOps, PoolingWithIndicesPool3dGridSampleFoldUnfold) {
+  check_against_pytorch("ops_pool_sample");
+  const auto t = imported_targets("ops_pool_sample");
+  for (const char* op :
+       {"aten.max_pool2d_with_indices.default", "aten.max_pool3d.default",
+        "aten.max_pool3d_with_indices.default", "aten.avg_pool3d.default",
+        "aten.adaptive_avg_pool3d.default", "aten._adaptive_avg_pool3d.default",
+        "aten.grid_sampler.default", "aten.grid_sampler_2d.default", "aten.im2col.default",
+        "aten.col2im.default"})
+    EXPECT_EQ(t.count(op), 1u) << op;
+}
+
+// The same externs under a dynamic batch (two shape sets): their sizes are read at run time.
+TEST(AotOps, PoolingSamplingDistancesWithDynamicBatch) {
+  check_against_pytorch("ops_pool_sample_dynamic");
+}
+
+// Pairwise distances (PoolSample's sibling Dist): torch.cdist for p = 0, 1, 2, inf, 3.5 with
+// broadcast batch dims and a zero distance, each compute_mode, F.pdist, and the Core ATen forms
+// _cdist_forward / _pdist_forward.
+TEST(AotOps, CdistPdist) {
+  check_against_pytorch("ops_dist");
+  const auto t = imported_targets("ops_dist");
+  for (const char* op : {"aten.cdist.default", "aten._cdist_forward.default",
+                         "aten.pdist.default", "aten._pdist_forward.default"})
+    EXPECT_EQ(t.count(op), 1u) << op;
+}
+
+// The same externs on inputs large enough that the runtime kernels split their planes / rows
+// over the thread pool (core/for_range.h): every chunking must give the interpreter's serial
+// values (indices exactly).
+TEST(AotOps, PoolingSamplingDistancesSplitOverThreads) {
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[4, 8, 32, 32] = user_input
+    %v: f32[4, 8, 8, 16, 16] = user_input
+    %im: f32[2, 3, 16, 16] = user_input
+    %g: f32[2, 32, 32, 2] = user_input
+    %cols: f32[4, 64, 225] = user_input
+    %a: f32[2, 64, 16] = user_input
+    %b: f32[2, 48, 16] = user_input
+    %c: f32[100, 8] = user_input
+  }
+  [%mv: f32[4, 8, 17, 17], %mi: i64[4, 8, 17, 17]] = aten.max_pool2d_with_indices.default(self=%x, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceil_mode=True)
+  [%m3: f32[4, 8, 5, 9, 9], %i3: i64[4, 8, 5, 9, 9]] = aten.max_pool3d_with_indices.default(self=%v, kernel_size=[2, 2, 2], stride=[2, 2, 2], padding=[1, 1, 1])
+  %a3: f32[4, 8, 5, 9, 9] = aten.avg_pool3d.default(self=%v, kernel_size=[3, 3, 3], stride=[2, 2, 2], padding=[1, 1, 1], ceil_mode=True, count_include_pad=False)
+  %d3: f32[4, 8, 3, 5, 7] = aten._adaptive_avg_pool3d.default(self=%v, output_size=[3, 5, 7])
+  %gs: f32[2, 3, 32, 32] = aten.grid_sampler_2d.default(input=%im, grid=%g, interpolation_mode=2, padding_mode=2, align_corners=False)
+  %gb: f32[2, 3, 32, 32] = aten.grid_sampler.default(input=%im, grid=%g, interpolation_mode=0, padding_mode=0, align_corners=True)
+  %uf: f32[2, 27, 64] = aten.im2col.default(self=%im, kernel_size=[3, 3], dilation=[1, 1], padding=[1, 1], stride=[2, 2])
+  %fo: f32[4, 16, 16, 16] = aten.col2im.default(self=%cols, output_size=[16, 16], kernel_size=[2, 2], dilation=[1, 1], padding=[0, 0], stride=[1, 1])
+  %cd: f32[2, 64, 48] = aten._cdist_forward.default(x1=%a, x2=%b, p=2.0, compute_mode=None)
+  %c1: f32[2, 64, 48] = aten.cdist.default(x1=%a, x2=%b, p=1.0)
+  %pd: f32[4950] = aten._pdist_forward.default(self=%c, p=2.0)
+  outputs {
+    user_output %mv
+    user_output %mi
+    user_output %m3
+    user_output %i3
+    user_output %a3
+    user_output %d3
+    user_output %gs
+    user_output %gb
+    user_output %uf
+    user_output %fo
+    user_output %cd
+    user_output %c1
+    user_output %pd
+  }
+})");
+  const Built& b = build_graph("pool_sample_dist_large", *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  runtime::Model model = runtime::Model::load(b.package);
+  std::vector<Tensor> ins;
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const auto& spec : g->input_specs()) {
+    Shape sizes;
+    for (const SymInt& s : spec.value->type.sizes) sizes.push_back(s.constant());
+    std::vector<float> v(static_cast<size_t>(shape_numel(sizes)));
+    for (float& e : v) e = normal(rng);
+    ins.push_back(Tensor::from_vector(v, sizes));
+  }
+  interp::Interpreter ref(*g);
+  expect_outputs(model.run(ins), ref.run(ins), "pool_sample_dist_large");
 }
 
 // A value a reduction reads lazily and an extern later needs in a buffer (x.bfloat16() read by

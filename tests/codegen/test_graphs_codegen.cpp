@@ -188,6 +188,12 @@ TEST_F(GraphCodegen, ReductionsWithIndicesAndSorting) {
   check("reductions_extern", make_inputs(g, 1, 3));
 }
 
+// Pooling with indices, 3-D pooling, grid sampling, im2col / col2im and distances as extern
+// steps: their tensor arguments and attributes reach the kernels as docs/externs.md says.
+TEST_F(GraphCodegen, PoolingSamplingDistancesAsExternCalls) {
+  check("pool_sample_dist_extern");
+}
+
 TEST_F(GraphCodegen, SymbolicSizesEveryValue) {
   const ir::Graph& g = *graphs_.at("dynamic");
   for (int64_t s0 : {1, 2, 5, 16}) check("dynamic", make_inputs(g, s0, static_cast<uint64_t>(s0)));

@@ -1,6 +1,7 @@
 // C++ for GEMM steps (api->sgemm / dgemm per batch; other dtypes through extern mm) and extern
 // calls (descriptors + attributes, docs/externs.md).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -179,7 +180,9 @@ std::string emit_extern(const Program& p, const ExternStep& e) {
     if (a.kind == 1) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.17g", a.f);
-      body << "  " << t << ".f = " << buf << ";\n";
+      // Non-finite values (cdist's p = inf) have no literal: spell them with <cmath>'s macros.
+      const char* lit = std::isnan(a.f) ? "NAN" : std::isinf(a.f) ? (a.f > 0 ? "HUGE_VAL" : "-HUGE_VAL") : buf;
+      body << "  " << t << ".f = " << lit << ";\n";
     }
     if (a.kind == 2) body << "  " << t << ".s = " << quoted(a.s) << ";\n";
     if (a.kind == 3) {

@@ -3,6 +3,7 @@
 // Semantics follow the reference kernels (src/ops/conv.cpp): max pooling propagates NaN, average
 // pooling accumulates in fp32 (f64 for double, int64 for integers) and honours ceil_mode,
 // count_include_pad and divisor_override. Planes are split over the runtime thread pool.
+#include "core/pool_nd.h"
 #include "runtime/kernels/kernel_util.h"
 
 namespace anvil::runtime {
@@ -55,12 +56,9 @@ PoolWindow read_window(const ExternCall& call, bool with_dilation) {
   return w;
 }
 
-/// torch's pooling_output_shape.
+/// torch's pooling_output_shape (the one rule of core/pool_nd.h).
 int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode) {
-  const int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-  if (ceil_mode && (out - 1) * s >= in + pad) --out;
-  return out;
+  return pool::output_size(in, k, pad, s, d, ceil_mode);
 }
 
 /// The input as planes: element offset of each [H, W] plane and the plane strides.
