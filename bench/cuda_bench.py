@@ -107,13 +107,18 @@ def main():
     ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--json", default="")
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--serving", action="store_true",
+                    help="also serve the MLP at batch 1 from 4 threads (gpu_bundle/bin/serving_bench)")
+    ap.add_argument("--serving-calls", type=int, default=10000)
+    ap.add_argument("--work", default="", help="folder for the exports and packages (default: a temp folder)")
     ap.add_argument("--modes", default="default,reduce-overhead",
                     help="torch.compile modes to time (max-autotune compiles for minutes)")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = torch.device("cuda")
     results = []
-    work = tempfile.mkdtemp()
+    work = a.work or tempfile.mkdtemp()
+    os.makedirs(work, exist_ok=True)
     ap_models = a.models.split(",")
     for mname, dt in [(mn, d) for mn in ap_models for d in (torch.float32, torch.bfloat16)]:
         name = f"{mname}_{str(dt).split('.')[-1]}"
@@ -156,6 +161,22 @@ def main():
         results.append(r)
         print(json.dumps(r))
         sys.stdout.flush()
+    if a.serving:
+        # issue 14's serving check: the MLP at batch 1 in bf16, 4 threads on one package
+        m = MLP().to(torch.bfloat16).eval()
+        x = torch.randn(1, 1024, dtype=torch.bfloat16)
+        with torch.no_grad():
+            ep = torch.export.export(m, (x,))
+        pt2 = os.path.join(work, "mlp_b1.pt2")
+        torch.export.save(ep, pt2)
+        pkg = os.path.join(work, "mlp_b1.anvil")
+        subprocess.run([a.anvil, "compile", pt2, "-o", pkg, "--target", "cuda-sm90", "-q"], check=True)
+        sb = os.path.join(os.path.dirname(a.anvil), "serving_bench")
+        out = subprocess.run([sb, pkg, "--threads", "4", "--calls", str(a.serving_calls)],
+                             capture_output=True, text=True)
+        print(out.stdout.strip(), out.stderr.strip())
+        if out.stdout.strip():
+            results.append({"serving": json.loads(out.stdout.strip().splitlines()[-1])})
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"torch": torch.__version__, "results": results}, f, indent=1)

@@ -13,7 +13,7 @@ build=$(cd "${1:-$root/build}" && pwd)
 out=$(realpath -m "${2:-$root/gpu_bundle}")
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-for b in anvil test_gpu; do
+for b in anvil test_gpu serving_bench; do
   cp "$build/bin/$b" "$out/bin/"
   strip --strip-debug "$out/bin/$b"
 done

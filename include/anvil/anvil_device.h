@@ -78,6 +78,8 @@ typedef struct AnvilDeviceApi {
   /* Queues a replay of `exec` on `stream`. */
   int (*graph_launch)(int device, void* exec, void* stream);
   int (*graph_destroy)(int device, void* exec);
+  /* Free and total bytes of `device`'s memory (cudaMemGetInfo). */
+  int (*mem_info)(int device, size_t* free_bytes, size_t* total_bytes);
 } AnvilDeviceApi;
 
 typedef const AnvilDeviceApi* (*AnvilDeviceBackendFn)(void);

@@ -37,69 +37,7 @@ double quantile(const std::vector<double>& v, double q) {
 /// `ms` rounded to 0.1 microsecond (JSON without float noise).
 double round_ms(double ms) { return std::round(ms * 1e4) / 1e4; }
 
-/// --dim NAME=VALUE overrides, by symbol name.
-std::map<std::string, int64_t> dim_overrides(const ParsedArgs& args) {
-  std::map<std::string, int64_t> out;
-  for (const auto& d : args.values("--dim")) {
-    const size_t eq = d.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == d.size())
-      throw UsageError("--dim needs SYMBOL=VALUE, got '" + d + "'");
-    try {
-      size_t used = 0;
-      const std::string v = d.substr(eq + 1);
-      out[d.substr(0, eq)] = std::stoll(v, &used);
-      if (used != v.size()) throw std::invalid_argument(v);
-    } catch (const std::exception&) {
-      throw UsageError("--dim needs an integer value, got '" + d + "'");
-    }
-  }
-  return out;
-}
 
-/// Random inputs of the manifest's input specs. Symbolic dims take the --dim value or the
-/// lower bound of their range (the manifest has no example sizes); `notes` says which.
-std::vector<Tensor> random_inputs(const runtime::Model& model,
-                                  const std::map<std::string, int64_t>& dims,
-                                  std::vector<std::string>& notes) {
-  const runtime::Manifest& m = model.manifest();
-  SymEnv env;
-  for (const auto& [name, value] : dims)
-    if (m.symbol_index(name) < 0) {
-      std::string known;
-      for (const auto& s : m.symbols) known += (known.empty() ? "" : ", ") + s.name;
-      throw Error("--dim names an unknown symbol", name,
-                  known.empty() ? "no --dim (all shapes static)" : "one of " + known, name);
-    }
-  for (const auto& s : m.symbols) {
-    auto it = dims.find(s.name);
-    if (it != dims.end()) {
-      if (!s.range.contains(it->second))
-        throw Error("--dim value out of the symbol's range", s.name, s.range.str(),
-                    std::to_string(it->second));
-      env[s.name] = it->second;
-      notes.push_back(s.name + " = " + std::to_string(it->second) + " (--dim, range " +
-                      s.range.str() + ")");
-    } else {
-      env[s.name] = s.range.min;
-      notes.push_back(s.name + " = " + std::to_string(s.range.min) + " (lower bound of its range " +
-                      s.range.str() + "; set with --dim " + s.name + "=N)");
-    }
-  }
-  std::mt19937_64 rng(0);
-  std::uniform_real_distribution<double> real(-1.0, 1.0);
-  std::vector<Tensor> out;
-  for (const auto& spec : m.inputs) {
-    Shape shape;
-    for (const auto& d : spec.sizes) shape.push_back(d.evaluate(env));
-    const int64_t n = shape_numel(shape);
-    std::vector<double> values(static_cast<size_t>(n));
-    const bool real_valued = is_floating(spec.dtype) || is_complex(spec.dtype);
-    // Integer inputs (token ids, indices) get 0 or 1 so that any embedding table is in range.
-    for (auto& v : values) v = real_valued ? real(rng) : static_cast<double>(rng() & 1);
-    out.push_back(Tensor::from_vector(values, shape).to(spec.dtype).to(model.device()));
-  }
-  return out;
-}
 
 }  // namespace
 

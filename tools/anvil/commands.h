@@ -2,6 +2,7 @@
 // that returns the process exit code. main.cpp dispatches on the command name.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,14 @@ driver::CompileOptions compile_options(const ParsedArgs& args, bool quiet);
 std::string package_for(const std::string& model, const ParsedArgs& args, bool quiet);
 /// Reads the .npy inputs; a float32 array given for a bfloat16/float16 input is converted.
 std::vector<Tensor> read_inputs(const std::vector<std::string>& paths, const runtime::Model& model);
+/// --dim SYMBOL=VALUE options, by symbol name. Throws UsageError when malformed.
+std::map<std::string, int64_t> dim_overrides(const ParsedArgs& args);
+/// Random inputs for `model`'s input specs (floats in [-1, 1), integers 0 or 1 so that any
+/// embedding table is in range), symbolic dims from `dims` or the lower bound of their range;
+/// `notes` says which. Throws Error for an unknown symbol or a value out of its range.
+std::vector<Tensor> random_inputs(const runtime::Model& model,
+                                  const std::map<std::string, int64_t>& dims,
+                                  std::vector<std::string>& notes);
 /// ModelOptions for a package: --device when given, else the device it was compiled for.
 runtime::ModelOptions model_options(const ParsedArgs& args, const std::string& package);
 /// The tensor as it goes into a .npy file (on the host): 16-bit and other non-.npy floats become float32.

@@ -30,6 +30,7 @@ const std::vector<Command>& commands() {
       {"bench", &bench_parser, &cmd_bench},
       {"inspect", &inspect_parser, &cmd_inspect},
       {"compare", &compare_parser, &cmd_compare},
+      {"check", &check_parser, &cmd_check},
       {"launch", &launch_parser, &cmd_launch},
       {"cache", &cache_parser, &cmd_cache},
       {"ops", &ops_parser, &cmd_ops},

@@ -519,6 +519,7 @@ const AnvilDeviceApi kCudaBackend = {
     &backend_graph_end,
     &backend_graph_launch,
     &backend_graph_destroy,
+    &backend_mem_info,
 };
 
 }  // namespace anvil::cuda_backend

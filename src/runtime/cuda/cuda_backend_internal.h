@@ -106,5 +106,6 @@ int backend_graph_begin(int device, void* stream);
 int backend_graph_end(int device, void* stream, void** exec);
 int backend_graph_launch(int device, void* exec, void* stream);
 int backend_graph_destroy(int device, void* exec);
+int backend_mem_info(int device, size_t* free_bytes, size_t* total_bytes);
 
 }  // namespace anvil::cuda_backend

@@ -1,5 +1,6 @@
 // CUDA graphs for the device backend (AnvilDeviceApi::graph_*): a run captured from its stream
-// once per input-shape set and replayed with one launch (runtime/model_run.cpp decides when).
+// once per input-shape set and replayed with one launch (runtime/model_graph.cpp decides when);
+// and the device's memory figures (mem_info).
 #include <cuda_runtime_api.h>
 
 #include "anvil/anvil_device.h"
@@ -68,6 +69,18 @@ int backend_graph_destroy(int device, void* exec) {
     const cudaError_t e = cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
     if (e != cudaSuccess)
       return fail_cuda(e, "graph_destroy(device=%d): cudaGraphExecDestroy failed", device);
+    return 0;
+  });
+}
+
+int backend_mem_info(int device, size_t* free_bytes, size_t* total_bytes) {
+  return guarded("mem_info", [&]() -> int {
+    if (enter("mem_info", device) == nullptr) return -1;
+    size_t f = 0, t = 0;
+    const cudaError_t e = cudaMemGetInfo(&f, &t);
+    if (e != cudaSuccess) return fail_cuda(e, "mem_info(device=%d): cudaMemGetInfo failed", device);
+    if (free_bytes) *free_bytes = f;
+    if (total_bytes) *total_bytes = t;
     return 0;
   });
 }
