@@ -189,6 +189,14 @@ TEST(Backward, LayerNormBackwardMatchesTorch) {
   EXPECT_TRUE(matches(tensor_of(r, 1), DType::kFloat32, {3}, {1.9997123, 0.4262372, -0.3694963}));
   EXPECT_TRUE(matches(tensor_of(r, 2), DType::kFloat32, {3}, {0.3333333, -0.6666666, 0.0}));
   expect_error([&] { runner({4}).run(); }, {"normalized_shape does not match"});
+  // bfloat16: computed in double, rounded once to bf16 (within bf16's tolerance of the values)
+  auto h = OpRunner("aten.native_layer_norm_backward.default").tensor("grad_out", g.to(DType::kBFloat16))
+      .tensor("input", x.to(DType::kBFloat16)).ints("normalized_shape", {3})
+      .tensor("mean", m.to(DType::kBFloat16)).tensor("rstd", rs.to(DType::kBFloat16))
+      .tensor("weight", w.to(DType::kBFloat16)).none("bias").bools("output_mask", {true, true, false})
+      .run();
+  EXPECT_TRUE(matches(tensor_of(h, 1), DType::kBFloat16, {3}, {1.9997123, 0.4262372, -0.3694963}));
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(h[2]));
 }
 
 TEST(Backward, GroupNormBackwardMatchesTorch) {
