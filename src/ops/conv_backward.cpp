@@ -94,9 +94,9 @@ ConvGeom conv_geom(const Shape& gy, const Shape& x, const Shape& w, const std::v
     g.p[j] = pp[i];
     g.d[j] = dd[i];
     g.op[j] = transposed ? oo[i] : 0;
-    g.out[j] = transposed ? (g.in[j] - 1) * g.s[j] - 2 * g.p[j] + g.d[j] * (g.k[j] - 1) +
-                                g.op[j] + 1
-                          : (g.in[j] + 2 * g.p[j] - g.d[j] * (g.k[j] - 1) - 1) / g.s[j] + 1;
+    g.out[j] = transposed
+                   ? (g.in[j] - 1) * g.s[j] - 2 * g.p[j] + g.d[j] * (g.k[j] - 1) + g.op[j] + 1
+                   : (g.in[j] + 2 * g.p[j] - g.d[j] * (g.k[j] - 1) - 1) / g.s[j] + 1;
     if (g.out[j] <= 0)
       throw Error("convolution_backward: the convolution's output would be empty", where,
                   "an output size >= 1", str(g.out[j]));
@@ -230,8 +230,7 @@ std::vector<TensorType> shape_convolution_backward(const Node& node) {
     if (bias.size() != 1)
       sa::fail(node, "bias_sizes must have one value", "[C_out]", sym_shape_str(bias));
   }
-  return {type_of(x, x.sizes, x.dtype), type_of(w, w.sizes, w.dtype),
-          type_of(w, bias, w.dtype)};
+  return {type_of(x, x.sizes, x.dtype), type_of(w, w.sizes, w.dtype), type_of(w, bias, w.dtype)};
 }
 
 std::vector<RValue> kernel_convolution_backward(KernelContext& ctx) {
@@ -242,10 +241,10 @@ std::vector<RValue> kernel_convolution_backward(KernelContext& ctx) {
     if (t->dtype() != x.dtype() || !is_floating(x.dtype()))
       ctx.fail("convolution_backward needs floating tensors of one dtype", dtype_name(x.dtype()),
                t->type_str());
-  const ConvGeom g = conv_geom(gy.sizes(), x.sizes(), w.sizes(), ctx.ints("stride"),
-                               ctx.ints("padding"), ctx.ints("dilation"),
-                               ctx.ints("output_padding", {0}), ctx.bool_arg("transposed", false),
-                               ctx.int_arg("groups"), ctx.where());
+  const ConvGeom g =
+      conv_geom(gy.sizes(), x.sizes(), w.sizes(), ctx.ints("stride"), ctx.ints("padding"),
+                ctx.ints("dilation"), ctx.ints("output_padding", {0}),
+                ctx.bool_arg("transposed", false), ctx.int_arg("groups"), ctx.where());
   const std::vector<bool> mask = output_mask(ctx.node());
   const Tensor gyd = gy.contiguous().to(DType::kFloat64, true);
   const Tensor xd = x.contiguous().to(DType::kFloat64, true);
@@ -380,26 +379,27 @@ std::vector<RValue> kernel_avg_pool2d_backward(KernelContext& ctx) {
              gy.type_str());
   check_pooled(gy.sizes(), x.sizes(), x.dim() >= 2 ? pool_out(x.size(-2), dims[0], ceil_mode) : 0,
                x.dim() >= 2 ? pool_out(x.size(-1), dims[1], ceil_mode) : 0, ctx.where());
-  return {pool_grad(gy, x, [&](int64_t, const double* g, double* gx, int64_t h, int64_t w,
-                               int64_t oh, int64_t ow) {
-    for (int64_t y = 0; y < oh; ++y)
-      for (int64_t xo = 0; xo < ow; ++xo) {
-        int64_t y0 = y * dims[0].s - dims[0].p, x0 = xo * dims[1].s - dims[1].p;
-        int64_t y1 = std::min(y0 + dims[0].k, h + dims[0].p);
-        int64_t x1 = std::min(x0 + dims[1].k, w + dims[1].p);
-        const int64_t pool_size = (y1 - y0) * (x1 - x0);
-        y0 = std::max<int64_t>(y0, 0);
-        x0 = std::max<int64_t>(x0, 0);
-        y1 = std::min(y1, h);
-        x1 = std::min(x1, w);
-        if (y0 >= y1 || x0 >= x1) continue;
-        const int64_t div =
-            divisor != 0 ? divisor : (include_pad ? pool_size : (y1 - y0) * (x1 - x0));
-        const double share = g[y * ow + xo] / static_cast<double>(div);
-        for (int64_t iy = y0; iy < y1; ++iy)
-          for (int64_t ix = x0; ix < x1; ++ix) gx[iy * w + ix] += share;
-      }
-  })};
+  return {pool_grad(
+      gy, x,
+      [&](int64_t, const double* g, double* gx, int64_t h, int64_t w, int64_t oh, int64_t ow) {
+        for (int64_t y = 0; y < oh; ++y)
+          for (int64_t xo = 0; xo < ow; ++xo) {
+            int64_t y0 = y * dims[0].s - dims[0].p, x0 = xo * dims[1].s - dims[1].p;
+            int64_t y1 = std::min(y0 + dims[0].k, h + dims[0].p);
+            int64_t x1 = std::min(x0 + dims[1].k, w + dims[1].p);
+            const int64_t pool_size = (y1 - y0) * (x1 - x0);
+            y0 = std::max<int64_t>(y0, 0);
+            x0 = std::max<int64_t>(x0, 0);
+            y1 = std::min(y1, h);
+            x1 = std::min(x1, w);
+            if (y0 >= y1 || x0 >= x1) continue;
+            const int64_t div =
+                divisor != 0 ? divisor : (include_pad ? pool_size : (y1 - y0) * (x1 - x0));
+            const double share = g[y * ow + xo] / static_cast<double>(div);
+            for (int64_t iy = y0; iy < y1; ++iy)
+              for (int64_t ix = x0; ix < x1; ++ix) gx[iy * w + ix] += share;
+          }
+      })};
 }
 
 // _adaptive_avg_pool2d_backward(grad_output, self): output (y, x) averages rows
@@ -407,8 +407,7 @@ std::vector<RValue> kernel_avg_pool2d_backward(KernelContext& ctx) {
 std::vector<TensorType> shape_adaptive_avg_pool2d_backward(const Node& node) {
   const TensorType& gy = sa::type(node, "grad_output");
   const TensorType& x = sa::type(node, "self");
-  if (gy.sizes.size() != x.sizes.size() ||
-      (x.sizes.size() >= 2 && !(gy.sizes[0] == x.sizes[0])))
+  if (gy.sizes.size() != x.sizes.size() || (x.sizes.size() >= 2 && !(gy.sizes[0] == x.sizes[0])))
     sa::fail(node, "grad_output must have the input's rank and leading dims", x.str(), gy.str());
   return pool_grad_type(node, [&](const Shape& g, const Shape& xs) {
     check_pooled(g, xs, g[g.size() - 2], g[g.size() - 1],
@@ -425,18 +424,19 @@ std::vector<RValue> kernel_adaptive_avg_pool2d_backward(KernelContext& ctx) {
   if (gy.dim() != x.dim() || x.dim() < 3)
     ctx.fail("grad_output must have the input's rank (3 or 4)", x.type_str(), gy.type_str());
   check_pooled(gy.sizes(), x.sizes(), gy.size(-2), gy.size(-1), ctx.where());
-  return {pool_grad(gy, x, [&](int64_t, const double* g, double* gx, int64_t h, int64_t w,
-                               int64_t oh, int64_t ow) {
-    for (int64_t y = 0; y < oh; ++y) {
-      const int64_t y0 = (y * h) / oh, y1 = ((y + 1) * h + oh - 1) / oh;
-      for (int64_t xo = 0; xo < ow; ++xo) {
-        const int64_t x0 = (xo * w) / ow, x1 = ((xo + 1) * w + ow - 1) / ow;
-        const double share = g[y * ow + xo] / static_cast<double>((y1 - y0) * (x1 - x0));
-        for (int64_t iy = y0; iy < y1; ++iy)
-          for (int64_t ix = x0; ix < x1; ++ix) gx[iy * w + ix] += share;
-      }
-    }
-  })};
+  return {pool_grad(
+      gy, x,
+      [&](int64_t, const double* g, double* gx, int64_t h, int64_t w, int64_t oh, int64_t ow) {
+        for (int64_t y = 0; y < oh; ++y) {
+          const int64_t y0 = (y * h) / oh, y1 = ((y + 1) * h + oh - 1) / oh;
+          for (int64_t xo = 0; xo < ow; ++xo) {
+            const int64_t x0 = (xo * w) / ow, x1 = ((xo + 1) * w + ow - 1) / ow;
+            const double share = g[y * ow + xo] / static_cast<double>((y1 - y0) * (x1 - x0));
+            for (int64_t iy = y0; iy < y1; ++iy)
+              for (int64_t ix = x0; ix < x1; ++ix) gx[iy * w + ix] += share;
+          }
+        }
+      })};
 }
 
 // max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
@@ -473,16 +473,17 @@ std::vector<RValue> kernel_max_pool2d_with_indices_backward(KernelContext& ctx) 
              idx.type_str());
   const Tensor ic = idx.contiguous();
   const int64_t* ip = ic.data<int64_t>();
-  return {pool_grad(gy, x, [&](int64_t p, const double* g, double* gx, int64_t h, int64_t w,
-                               int64_t oh, int64_t ow) {
-    for (int64_t o = 0; o < oh * ow; ++o) {
-      const int64_t at = ip[p * oh * ow + o];
-      if (at < 0 || at >= h * w)
-        ctx.fail("max_pool2d_with_indices_backward: an index is outside the input plane",
-                 str("0 <= index < ", h * w), str(at));
-      gx[at] += g[o];
-    }
-  })};
+  return {pool_grad(
+      gy, x,
+      [&](int64_t p, const double* g, double* gx, int64_t h, int64_t w, int64_t oh, int64_t ow) {
+        for (int64_t o = 0; o < oh * ow; ++o) {
+          const int64_t at = ip[p * oh * ow + o];
+          if (at < 0 || at >= h * w)
+            ctx.fail("max_pool2d_with_indices_backward: an index is outside the input plane",
+                     str("0 <= index < ", h * w), str(at));
+          gx[at] += g[o];
+        }
+      })};
 }
 
 }  // namespace anvil::ops

@@ -401,7 +401,8 @@ std::vector<ir::RValue> kernel_embedding_dense_backward(ir::KernelContext& ctx) 
     if (k == pad) continue;
     const double f = scale ? 1.0 / static_cast<double>(count[static_cast<size_t>(k)]) : 1.0;
     for (int64_t j = 0; j < dim; ++j)
-      out[static_cast<size_t>(k * dim + j)] += gv[p * static_cast<size_t>(dim) + static_cast<size_t>(j)] * f;
+      out[static_cast<size_t>(k * dim + j)] +=
+          gv[p * static_cast<size_t>(dim) + static_cast<size_t>(j)] * f;
   }
   return {Tensor::from_vector(out, {n, dim}).to(g.dtype())};
 }

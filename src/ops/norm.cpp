@@ -1,7 +1,7 @@
 // Softmax and normalisations: softmax.int, _softmax, log_softmax.int, _log_softmax, layer_norm,
-// native_layer_norm (with mean and rstd), batch_norm
-// (inference; training in norm_backward.cpp) and _native_batch_norm_legit_no_training. Shape rules and reference kernels with
-// torch's semantics. Softmax subtracts the row maximum; everything computes in float for 16-bit
+// native_layer_norm (with mean and rstd), batch_norm (inference; training in norm_backward.cpp)
+// and _native_batch_norm_legit_no_training. Shape rules and reference kernels with torch's
+// semantics. Softmax subtracts the row maximum; everything computes in float for 16-bit
 // inputs and in double otherwise, and rounds once to the output dtype.
 #include <cmath>
 #include <optional>
@@ -319,12 +319,7 @@ Tensor batch_norm_impl(const KernelContext& ctx) {
 // the running statistics updated in place (norm_backward.cpp).
 Tensor batch_norm_train(const KernelContext& ctx);
 
-std::vector<TensorType> shape_batch_norm(const Node& node) {
-  TensorType t = batch_norm_type(node);
-  if (sa::bool_(node, "training", false) && is_float8(t.dtype))
-    sa::fail(node, "batch_norm needs a floating input", "a floating dtype", dtype_name(t.dtype));
-  return {t};
-}
+std::vector<TensorType> shape_batch_norm(const Node& node) { return {batch_norm_type(node)}; }
 
 std::vector<RValue> kernel_batch_norm(KernelContext& ctx) {
   if (ctx.bool_arg("training", false)) return {batch_norm_train(ctx)};

@@ -160,10 +160,10 @@ std::vector<RValue> kernel_native_layer_norm_backward(KernelContext& ctx) {
   Tensor dx = Tensor::zeros(x.sizes(), DType::kFloat64);
   Tensor dw = Tensor::zeros(Shape(norm.begin(), norm.end()), DType::kFloat64);
   Tensor db = Tensor::zeros(Shape(norm.begin(), norm.end()), DType::kFloat64);
-  norm_grads(rows, per, gd.data<double>(), xd.data<double>(), mean.data<double>(),
-             rstd.data<double>(), wt ? w.data<double>() : nullptr,
-             [](int64_t, int64_t i) { return i; }, dx.data<double>(), dw.data<double>(),
-             db.data<double>());
+  norm_grads(
+      rows, per, gd.data<double>(), xd.data<double>(), mean.data<double>(), rstd.data<double>(),
+      wt ? w.data<double>() : nullptr, [](int64_t, int64_t i) { return i; }, dx.data<double>(),
+      dw.data<double>(), db.data<double>());
   return masked(output_mask(ctx.node()), dx, dw, db, x.dtype(), wt ? wt->dtype() : x.dtype());
 }
 
@@ -174,14 +174,17 @@ std::vector<TensorType> shape_native_group_norm_backward(const Node& node) {
   const TensorType& g = sa::type(node, "grad_out");
   const TensorType& x = sa::type(node, "input");
   output_mask(node);
-  if (x.sizes.size() < 2) sa::fail(node, "group_norm needs an (N, C, *) input", "rank >= 2", x.str());
+  if (x.sizes.size() < 2)
+    sa::fail(node, "group_norm needs an (N, C, *) input", "rank >= 2", x.str());
   if (!is_floating(x.dtype) || g.dtype != x.dtype || !(g.sizes == x.sizes))
     sa::fail(node, "grad_out must be floating with the input's dtype and sizes", x.str(), g.str());
   const int64_t groups = sa::int_(node, "group");
   const SymInt c = sa::symint(node, "C");
-  if (groups <= 0) sa::fail(node, "group_norm needs a positive group count", "group > 0", str(groups));
+  if (groups <= 0)
+    sa::fail(node, "group_norm needs a positive group count", "group > 0", str(groups));
   if (!(c == x.sizes[1]))
-    sa::fail(node, "native_group_norm_backward: C does not match the input", x.sizes[1].str(), c.str());
+    sa::fail(node, "native_group_norm_backward: C does not match the input", x.sizes[1].str(),
+             c.str());
   if (auto cc = c.maybe_constant(); cc && *cc % groups != 0)
     sa::fail(node, "group_norm: channels must be divisible by the group count", "C % group == 0",
              str("C = ", *cc, ", group = ", groups));
@@ -201,8 +204,8 @@ std::vector<RValue> kernel_native_group_norm_backward(KernelContext& ctx) {
   const int64_t n = x.size(0), c = x.size(1);
   if (groups <= 0 || c % groups != 0 || ctx.int_arg("C") != c || ctx.int_arg("N") != n)
     ctx.fail("N, C and group must describe the input (C divisible by group)",
-             str("N = ", n, ", C = ", c), str("N = ", ctx.int_arg("N"), ", C = ",
-                                              ctx.int_arg("C"), ", group = ", groups));
+             str("N = ", n, ", C = ", c),
+             str("N = ", ctx.int_arg("N"), ", C = ", ctx.int_arg("C"), ", group = ", groups));
   const int64_t spatial = n * c ? x.numel() / (n * c) : 0, cg = c / groups;
   const Tensor mean = doubles(ctx.tensor("mean")), rstd = doubles(ctx.tensor("rstd"));
   if (mean.numel() != n * groups || rstd.numel() != n * groups)
@@ -214,10 +217,11 @@ std::vector<RValue> kernel_native_group_norm_backward(KernelContext& ctx) {
   const Tensor gd = doubles(g), xd = doubles(x);
   Tensor dx = Tensor::zeros(x.sizes(), DType::kFloat64);
   Tensor dw = Tensor::zeros({c}, DType::kFloat64), db = Tensor::zeros({c}, DType::kFloat64);
-  norm_grads(n * groups, cg * spatial, gd.data<double>(), xd.data<double>(), mean.data<double>(),
-             rstd.data<double>(), wt ? w.data<double>() : nullptr,
-             [&](int64_t r, int64_t i) { return (r % groups) * cg + i / spatial; },
-             dx.data<double>(), dw.data<double>(), db.data<double>());
+  norm_grads(
+      n * groups, cg * spatial, gd.data<double>(), xd.data<double>(), mean.data<double>(),
+      rstd.data<double>(), wt ? w.data<double>() : nullptr,
+      [&](int64_t r, int64_t i) { return (r % groups) * cg + i / spatial; }, dx.data<double>(),
+      dw.data<double>(), db.data<double>());
   return masked(output_mask(ctx.node()), dx, dw, db, x.dtype(), wt ? wt->dtype() : x.dtype());
 }
 
@@ -233,9 +237,10 @@ TensorType check_batch_norm_train(const Node& node, bool stats) {
   if (!is_floating(x.dtype) || is_float8(x.dtype))
     sa::fail(node, "batch_norm needs a floating input", "a floating dtype", dtype_name(x.dtype));
   if (!sa::bool_(node, "training", true))
-    sa::fail(node, "this batch norm form computes batch statistics: use "
-             "_native_batch_norm_legit_no_training for inference", "training=True",
-             "training=False");
+    sa::fail(node,
+             "this batch norm form computes batch statistics: use "
+             "_native_batch_norm_legit_no_training for inference",
+             "training=True", "training=False");
   for (const char* p : {"weight", "bias"}) check_param(node, p, x.dtype, x.sizes[1]);
   if (stats)
     for (const char* p : {"running_mean", "running_var"}) {
@@ -259,14 +264,15 @@ BatchNormTrain batch_norm_train_impl(const KernelContext& ctx, const Tensor& x, 
   const int64_t n = x.size(0), c = x.size(1), sp = n * c ? x.numel() / (n * c) : 0;
   const int64_t count = n * sp;
   if (count <= 1)
-    ctx.fail("batch_norm in training needs more than one value per channel",
-             "N * spatial > 1", x.type_str());
+    ctx.fail("batch_norm in training needs more than one value per channel", "N * spatial > 1",
+             x.type_str());
   const Tensor xd = doubles(x);
   const double* px = xd.data<double>();
   std::vector<double> w(static_cast<size_t>(c), 1.0), b(static_cast<size_t>(c), 0.0);
   for (const char* p : {"weight", "bias"})
     if (auto t = ctx.opt_tensor(p)) {
-      if (t->numel() != c) ctx.fail(str(p, " must have one value per channel"), str(c), t->type_str());
+      if (t->numel() != c)
+        ctx.fail(str(p, " must have one value per channel"), str(c), t->type_str());
       (p[0] == 'w' ? w : b) = t->to_doubles();
     }
   BatchNormTrain r;

@@ -48,8 +48,8 @@ ir::Arg opt_tensors_arg(const std::string& name, std::vector<ir::Value*> vs) {
 }
 
 /// Throws the compile error for a form a decomposition cannot express.
-[[noreturn]] void unsupported(const ir::Node& n, const std::string& what, const std::string& expected,
-                              const std::string& actual) {
+[[noreturn]] void unsupported(const ir::Node& n, const std::string& what,
+                              const std::string& expected, const std::string& actual) {
   throw Error(what + " is not supported by the compiler", "node " + n.name + " (" + n.target + ")",
               expected, actual);
 }
@@ -84,15 +84,16 @@ bool wanted(const ir::Node& n, size_t k) { return k < n.outputs.size() && n.outp
 struct Ops {
   Emitter& e;
   ir::Value* reshape(ir::Value* x, std::vector<int64_t> s, int out = -1) {
-    return e.op_out("aten.reshape.default", {tensor_arg("self", x), ints_arg("shape", std::move(s))},
-                    out);
+    return e.op_out("aten.reshape.default",
+                    {tensor_arg("self", x), ints_arg("shape", std::move(s))}, out);
   }
   ir::Value* permute(ir::Value* x, std::vector<int64_t> dims) {
     return e.op("aten.permute.default", {tensor_arg("self", x), ints_arg("dims", std::move(dims))});
   }
   ir::Value* slice(ir::Value* x, int64_t dim, int64_t end) {
-    return e.op("aten.slice.Tensor", {tensor_arg("self", x), int_arg("dim", dim),
-                                      int_arg("start", 0), int_arg("end", end), int_arg("step", 1)});
+    return e.op("aten.slice.Tensor",
+                {tensor_arg("self", x), int_arg("dim", dim), int_arg("start", 0),
+                 int_arg("end", end), int_arg("step", 1)});
   }
   ir::Value* conv(ir::Value* x, ir::Value* w, std::vector<int64_t> s, std::vector<int64_t> p,
                   std::vector<int64_t> d, bool transposed, std::vector<int64_t> op, int64_t groups,
@@ -191,9 +192,9 @@ std::vector<ir::Value*> convolution_backward(ir::Graph& g, const ir::Node& n, co
   if (wanted(n, 2)) {
     std::vector<int64_t> dims = {0};
     for (size_t i = 0; i < sp; ++i) dims.push_back(static_cast<int64_t>(2 + i));
-    outs[2] = e.op_out("aten.sum.dim_IntList",
-                       {tensor_arg("self", gy), ints_arg("dim", dims), bool_arg("keepdim", false)},
-                       2);
+    outs[2] =
+        e.op_out("aten.sum.dim_IntList",
+                 {tensor_arg("self", gy), ints_arg("dim", dims), bool_arg("keepdim", false)}, 2);
   }
   return outs;
 }
@@ -206,9 +207,9 @@ ir::Value* window_matrix(Ops& o, ir::Value* start, ir::Value* end, ir::Value* co
                          DType dt) {
   Emitter& e = o.e;
   ir::Value* i = e.unsqueeze(o.arange(in), 0);
-  ir::Value* inside = o.binary("aten.logical_and.default",
-                               o.binary("aten.ge.Tensor", i, e.unsqueeze(start, 1)),
-                               o.binary("aten.lt.Tensor", i, e.unsqueeze(end, 1)));
+  ir::Value* inside =
+      o.binary("aten.logical_and.default", o.binary("aten.ge.Tensor", i, e.unsqueeze(start, 1)),
+               o.binary("aten.lt.Tensor", i, e.unsqueeze(end, 1)));
   ir::Value* c = o.to(e.unsqueeze(o.scalar("aten.clamp_min.default", count, "min", 1), 1), dt);
   return o.binary("aten.div.Tensor", o.to(inside, dt), c);
 }
@@ -220,11 +221,11 @@ ir::Value* separable(Ops& o, ir::Value* gy, ir::Value* mh, ir::Value* mw) {
     return e.op("aten.matmul.default", {tensor_arg("self", a), tensor_arg("other", b)});
   };
   auto swap = [&](ir::Value* v, bool last) {
-    return e.op("aten.transpose.int", {tensor_arg("self", v), int_arg("dim0", -2),
-                                       int_arg("dim1", -1)}, last);
+    return e.op("aten.transpose.int",
+                {tensor_arg("self", v), int_arg("dim0", -2), int_arg("dim1", -1)}, last);
   };
-  ir::Value* t = swap(matmul(gy, mw), false);          // [.., W, OH]
-  ir::Value* u = swap(matmul(t, mh), false);           // [.., H, W]
+  ir::Value* t = swap(matmul(gy, mw), false);  // [.., W, OH]
+  ir::Value* u = swap(matmul(t, mh), false);   // [.., H, W]
   return e.op("aten.clone.default", {tensor_arg("self", u)}, true);
 }
 
@@ -245,11 +246,12 @@ std::vector<ir::Value*> avg_pool2d_backward(ir::Graph& g, const ir::Node& n, con
   Ops o{e};
   ir::Value* m[2];
   for (int i = 0; i < 2; ++i) {
-    ir::Value* start = o.scalar("aten.add.Scalar", o.scalar("aten.mul.Scalar", o.arange(ohw[i]),
-                                                            "other", s[i]), "other", -p[i]);
-    ir::Value* end = o.scalar("aten.clamp_max.default",
-                              o.scalar("aten.add.Scalar", start, "other", k[i]), "max",
-                              hw[i] + p[i]);
+    ir::Value* start =
+        o.scalar("aten.add.Scalar", o.scalar("aten.mul.Scalar", o.arange(ohw[i]), "other", s[i]),
+                 "other", -p[i]);
+    ir::Value* end =
+        o.scalar("aten.clamp_max.default", o.scalar("aten.add.Scalar", start, "other", k[i]), "max",
+                 hw[i] + p[i]);
     ir::Value* pool = o.binary("aten.sub.Tensor", end, start);
     ir::Value* lo = o.scalar("aten.clamp_min.default", start, "min", 0);
     ir::Value* hi = o.scalar("aten.clamp_max.default", end, "max", hw[i]);
@@ -298,12 +300,12 @@ std::vector<ir::Value*> max_pool2d_with_indices_backward(ir::Graph& g, const ir:
   const std::vector<int64_t> xs = static_tail(n, x, 1);
   Emitter e(g, n);
   Ops o{e};
-  ir::Value* z = o.reshape(e.op("aten.zeros_like.default", {tensor_arg("self", x)}),
-                           {-1, hw[0] * hw[1]});
-  ir::Value* sum = e.op("aten.scatter_add.default",
-                        {tensor_arg("self", z), int_arg("dim", 1),
-                         tensor_arg("index", o.reshape(idx, {-1, ohw[0] * ohw[1]})),
-                         tensor_arg("src", o.reshape(gy, {-1, ohw[0] * ohw[1]}))});
+  ir::Value* z =
+      o.reshape(e.op("aten.zeros_like.default", {tensor_arg("self", x)}), {-1, hw[0] * hw[1]});
+  ir::Value* sum =
+      e.op("aten.scatter_add.default", {tensor_arg("self", z), int_arg("dim", 1),
+                                        tensor_arg("index", o.reshape(idx, {-1, ohw[0] * ohw[1]})),
+                                        tensor_arg("src", o.reshape(gy, {-1, ohw[0] * ohw[1]}))});
   std::vector<int64_t> back = {-1};
   back.insert(back.end(), xs.begin(), xs.end());
   return {o.reshape(sum, back, 0)};
@@ -341,8 +343,8 @@ std::vector<ir::Value*> embedding_dense_backward(ir::Graph& g, const ir::Node& n
     ir::Value* ones = e.op("aten.ones_like.default",
                            {tensor_arg("self", ids), dtype_arg("dtype", out.dtype, true)});
     ir::Value* counts = accumulate(zeros({rows}), ids, ones, false);
-    ir::Value* per = e.op("aten.index.Tensor",
-                          {tensor_arg("self", counts), opt_tensors_arg("indices", {ids})});
+    ir::Value* per =
+        e.op("aten.index.Tensor", {tensor_arg("self", counts), opt_tensors_arg("indices", {ids})});
     rows_g = o.binary("aten.div.Tensor", rows_g, e.unsqueeze(per, 1));
   }
   return {accumulate(zeros({rows, dim}), ids, rows_g, true)};

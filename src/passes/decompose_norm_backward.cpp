@@ -23,8 +23,8 @@ namespace sa = ir::shape_args;
 
 bool is_half(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
 
-[[noreturn]] void unsupported(const ir::Node& n, const std::string& what, const std::string& expected,
-                              const std::string& actual) {
+[[noreturn]] void unsupported(const ir::Node& n, const std::string& what,
+                              const std::string& expected, const std::string& actual) {
   throw Error(what + " is not supported by the compiler", "node " + n.name + " (" + n.target + ")",
               expected, actual);
 }
@@ -42,17 +42,20 @@ struct Ops {
     return e.op_out(target, {tensor_arg("self", a), tensor_arg("other", b)}, out);
   }
   ir::Value* sub(ir::Value* a, ir::Value* b) { return bin("aten.sub.Tensor", a, b); }
-  ir::Value* mul(ir::Value* a, ir::Value* b, int out = -1) { return bin("aten.mul.Tensor", a, b, out); }
-  ir::Value* add(ir::Value* a, ir::Value* b, int out = -1) { return bin("aten.add.Tensor", a, b, out); }
+  ir::Value* mul(ir::Value* a, ir::Value* b, int out = -1) {
+    return bin("aten.mul.Tensor", a, b, out);
+  }
+  ir::Value* add(ir::Value* a, ir::Value* b, int out = -1) {
+    return bin("aten.add.Tensor", a, b, out);
+  }
   ir::Value* mean(ir::Value* x, std::vector<int64_t> dims) {
     return e.op("aten.mean.dim", {tensor_arg("self", x), ints_arg("dim", std::move(dims)),
                                   bool_arg("keepdim", true)});
   }
   ir::Value* sum(ir::Value* x, std::vector<int64_t> dims, int out = -1) {
-    return e.op_out("aten.sum.dim_IntList", {tensor_arg("self", x),
-                                             ints_arg("dim", std::move(dims)),
-                                             bool_arg("keepdim", false)},
-                    out);
+    return e.op_out(
+        "aten.sum.dim_IntList",
+        {tensor_arg("self", x), ints_arg("dim", std::move(dims)), bool_arg("keepdim", false)}, out);
   }
   ir::Value* reshape(ir::Value* x, std::vector<int64_t> s, int out = -1) {
     return e.op_out("aten.reshape.default",
@@ -98,10 +101,14 @@ std::vector<ir::Value*> layer_norm_backward(ir::Graph& g, const ir::Node& n, con
     std::vector<int64_t> s;
     for (size_t d = 0; d < rank; ++d) {
       const SymInt& v = x->type.sizes[d];
-      if (d >= axis) s.push_back(1);
-      else if (v.is_constant()) s.push_back(v.constant());
-      else if (d == 0) s.push_back(-1);
-      else unsupported(n, "statistics of a symbolic shape", "static batch dims", x->type.str());
+      if (d >= axis)
+        s.push_back(1);
+      else if (v.is_constant())
+        s.push_back(v.constant());
+      else if (d == 0)
+        s.push_back(-1);
+      else
+        unsupported(n, "statistics of a symbolic shape", "static batch dims", x->type.str());
     }
     mean = o.reshape(mean, s);
     rstd = o.reshape(rstd, s);
@@ -113,7 +120,8 @@ std::vector<ir::Value*> layer_norm_backward(ir::Graph& g, const ir::Node& n, con
   const auto wanted = [&](size_t i) { return i < n.outputs.size() && n.outputs[i]; };
   if (wanted(0)) outs[0] = o.cast(norm_dx(o, gy, xhat, rstd, w, dims), types[0].dtype, 0);
   auto over_batch = [&](ir::Value* v, int out) {
-    if (batch.empty()) return o.cast(e.op("aten.clone.default", {tensor_arg("self", v)}), types[out].dtype, out);
+    if (batch.empty())
+      return o.cast(e.op("aten.clone.default", {tensor_arg("self", v)}), types[out].dtype, out);
     if (!half && v->type.dtype == types[out].dtype) return o.sum(v, batch, out);
     return o.cast(o.sum(v, batch), types[out].dtype, out);
   };
@@ -198,9 +206,10 @@ std::vector<ir::Value*> batch_norm_train(ir::Graph& g, const ir::Node& n, const 
   ir::Value* mean = o.mean(x, dims);
   ir::Value* d = o.sub(x, mean);
   ir::Value* var = o.mean(o.mul(d, d), dims);
-  ir::Value* invstd = e.op("aten.rsqrt.default",
-                           {tensor_arg("self", e.op("aten.add.Scalar", {tensor_arg("self", var),
-                                                                        float_arg("other", eps)}))});
+  ir::Value* invstd = e.op(
+      "aten.rsqrt.default",
+      {tensor_arg("self",
+                  e.op("aten.add.Scalar", {tensor_arg("self", var), float_arg("other", eps)}))});
   const int last = half ? -1 : 0;
   ir::Value* y = o.mul(d, invstd, !w && !b ? last : -1);
   if (w) y = o.mul(y, o.reshape(o.cast(w, x->type.dtype), chan), !b ? last : -1);
@@ -221,8 +230,9 @@ std::vector<ir::Value*> batch_norm_train(ir::Graph& g, const ir::Node& n, const 
   }
   auto update = [&](ir::Value* running, ir::Value* batch, double f, int out) {
     ir::Value* bv = o.cast(o.reshape(batch, {c}), running->type.dtype);
-    return e.op_out("aten.add.Tensor", {tensor_arg("self", o.scale(running, 1 - momentum)),
-                                        tensor_arg("other", o.scale(bv, momentum * f))},
+    return e.op_out("aten.add.Tensor",
+                    {tensor_arg("self", o.scale(running, 1 - momentum)),
+                     tensor_arg("other", o.scale(bv, momentum * f))},
                     out);
   };
   const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1;
@@ -249,7 +259,8 @@ std::vector<ir::Value*> decompose_norm_backward(ir::Graph& g, const ir::Node& n,
   const std::string& t = n.target;
   if (t == "aten.native_layer_norm_backward.default") return layer_norm_backward(g, n, in);
   if (t == "aten.native_group_norm_backward.default") return group_norm_backward(g, n, in);
-  if (t == "aten._native_batch_norm_legit.default") return batch_norm_train(g, n, in, false, true, 3);
+  if (t == "aten._native_batch_norm_legit.default")
+    return batch_norm_train(g, n, in, false, true, 3);
   if (t == "aten._native_batch_norm_legit.no_stats")
     return batch_norm_train(g, n, in, false, false, 3);
   if (t == "aten._native_batch_norm_legit_functional.default")

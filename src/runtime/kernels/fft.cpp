@@ -1,7 +1,8 @@
 // FFT extern kernels: aten.fft_fft / fft_ifft / fft_fftn / fft_ifftn / fft_rfft / fft_irfft
-// (.default) and aten._fft_r2c / _fft_c2r. One tensor input `self` (any strides, real or complex), attributes n / s, dim and
-// norm as the export records them (absent = ATen default). Computed by core/fft.h (FFTW) into
-// a temporary, then copied into the preallocated output.
+// (.default) and aten._fft_r2c / _fft_c2r. One tensor input `self` (any strides, real or
+// complex), attributes n / s, dim and norm as the export records them (absent = ATen default;
+// _fft_r2c / _fft_c2r: dim, normalization, onesided / last_dim_size). Computed by core/fft.h
+// (FFTW) into a temporary, then copied into the preallocated output.
 #include "core/fft.h"
 
 #include <string>
