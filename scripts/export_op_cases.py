@@ -30,8 +30,8 @@ def save_io(name, inputs, outputs, suffix=""):
         np.save(os.path.join(OUT, f"{name}.out{i}{suffix}.npy"), t.detach().numpy())
 
 
-def export(name, model, inputs, dynamic_shapes=None, extra=()):
-    model = model.eval()
+def export(name, model, inputs, dynamic_shapes=None, extra=(), train=False):
+    model = model.train() if train else model.eval()
     ep = torch.export.export(model, tuple(inputs), dynamic_shapes=dynamic_shapes, strict=False)
     torch.export.save(ep, os.path.join(OUT, f"{name}.pt2"))
     with torch.no_grad():
@@ -374,6 +374,103 @@ class PoolSampleDynamic(nn.Module):
         d = torch.cdist(c, c[:, 1:], p=1.0)
         return (v, i, v3, i3, F.avg_pool3d(x5, 2), F.adaptive_avg_pool3d(x5, 2), s, u, f, d,
                 F.pdist(c[0]))
+class Backward(nn.Module):
+    """The gradient ops of training steps, called directly as a joint graph after
+    run_decompositions() carries them: convolution_backward (2-D; grouped with stride, padding and
+    dilation; 1-D; transposed with output_padding; output_mask leaving some gradients out),
+    avg_pool2d_backward (ceil_mode without padding counted; divisor_override),
+    _adaptive_avg_pool2d_backward, max_pool2d_with_indices_backward (its indices an input, as
+    max_pool2d_with_indices computes them), embedding_dense_backward (padding_idx with
+    scale_grad_by_freq, and plain), native_layer_norm_backward and native_group_norm_backward
+    (statistics from their forward ops)."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(7)
+        self.w1 = nn.Parameter(torch.randn(4, 3, 3, 3, generator=g))
+        self.w2 = nn.Parameter(torch.randn(6, 2, 3, 3, generator=g))
+        self.w3 = nn.Parameter(torch.randn(4, 3, 3, generator=g))
+        self.wt = nn.Parameter(torch.randn(4, 3, 3, 3, generator=g))
+        self.lw = nn.Parameter(torch.linspace(0.5, 1.5, 6))
+        self.lb = nn.Parameter(torch.linspace(-0.2, 0.3, 6))
+
+    def forward(self, x, gy, gy2, x1, gy1, xt, gyt, gp, gp2, ga, gm, idx, ids, ge, lx, lg, nx, ng):
+        aten = torch.ops.aten
+        c1 = aten.convolution_backward.default(gy, x, self.w1, [4], [1, 1], [1, 1], [1, 1], False,
+                                               [0, 0], 1, [True, True, True])
+        x4 = torch.cat([x, x[:, :1]], 1).repeat(1, 1, 2, 2)[:, :, :9, :9]
+        c2 = aten.convolution_backward.default(gy2, x4, self.w2, [6], [2, 2], [1, 1], [2, 2],
+                                               False, [0, 0], 2, [True, True, False])
+        c3 = aten.convolution_backward.default(gy1, x1, self.w3, [4], [2], [0], [1], False, [0],
+                                               1, [False, True, True])
+        ct = aten.convolution_backward.default(gyt, xt, self.wt, [3], [2, 2], [1, 1], [1, 1], True,
+                                               [1, 1], 1, [True, True, True])
+        ap = aten.avg_pool2d_backward.default(gp, x, [3, 3], [2, 2], [1, 1], True, False, None)
+        ap2 = aten.avg_pool2d_backward.default(gp2, x, [2, 2], [2, 2], [0, 0], False, True, 5)
+        aa = aten._adaptive_avg_pool2d_backward.default(ga, x[..., :5])
+        mp = aten.max_pool2d_with_indices_backward.default(gm, x, [3, 3], [2, 2], [1, 1], [1, 1],
+                                                           False, idx)
+        e1 = aten.embedding_dense_backward.default(ge, ids, 7, 2, True)
+        e2 = aten.embedding_dense_backward.default(ge, ids, 7, -1, False)
+        _, mean, rstd = aten.native_layer_norm.default(lx, [6], self.lw, self.lb, 1e-5)
+        ln = aten.native_layer_norm_backward.default(lg, lx, [6], mean, rstd, self.lw, self.lb,
+                                                     [True, True, True])
+        _, gmean, grstd = aten.native_group_norm.default(nx, self.lw, self.lb, 2, 6, 20, 3, 1e-5)
+        gn = aten.native_group_norm_backward.default(ng, nx, gmean, grstd, self.lw, 2, 6, 20, 3,
+                                                     [True, True, True])
+        return (c1[0], c1[1], c1[2], c2[0], c2[1], c3[1], c3[2], ct[0], ct[1], ct[2], ap, ap2, aa,
+                mp, e1, e2, ln[0], ln[1], ln[2], gn[0], gn[1], gn[2])
+
+
+class BatchNormTrain(nn.Module):
+    """BatchNorm2d in train() as torch.export keeps it (batch_norm with training=True, updating
+    the running statistics in place, which the later reads see), and the Core ATen training
+    forms called directly: _native_batch_norm_legit (.default on buffers, .no_stats) and
+    _native_batch_norm_legit_functional (run_decompositions()' form)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(3)
+        with torch.no_grad():
+            self.bn.weight.copy_(torch.linspace(0.5, 1.5, 3))
+            self.bn.bias.copy_(torch.linspace(-0.2, 0.3, 3))
+        self.register_buffer("rm", torch.linspace(-0.1, 0.1, 3))
+        self.register_buffer("rv", torch.linspace(0.8, 1.2, 3))
+
+    def forward(self, x):
+        aten = torch.ops.aten
+        y = self.bn(x)
+        a = aten._native_batch_norm_legit.default(x * 2, None, None, self.rm, self.rv, True, 0.2,
+                                                  1e-5)
+        b = aten._native_batch_norm_legit.no_stats(x, self.bn.weight, None, True, 0.1, 1e-3)
+        f = aten._native_batch_norm_legit_functional.default(x[:, :, 1:], None, self.bn.bias,
+                                                             self.rm * 1, self.rv, True, 0.1, 1e-5)
+        return (y, self.bn.running_mean * 1, self.bn.running_var * 1, a[0], a[1], a[2],
+                self.rm * 1, self.rv * 1, b[0], b[1], b[2], f[0], f[1], f[2], f[3], f[4])
+
+
+class TrainMisc(nn.Module):
+    """randperm (anvil's own stream: checked as a permutation through sort and a
+    permutation-invariant sum), _embedding_bag called directly (mean with padding_idx and max
+    with include_last_offset: all four outputs; sum with per_sample_weights: output and
+    offset2bag, since anvil's bag_size holds the counts where PyTorch's sum fast path leaves
+    zeros, as for embedding_bag.padding_idx) and the FFT forms run_decompositions() leaves,
+    _fft_r2c (one-sided over one dim and over two, full over one) and _fft_c2r."""
+
+    def forward(self, x, w, ids, offs, offs_last, psw, s):
+        aten = torch.ops.aten
+        p = torch.randperm(6)
+        b0 = aten._embedding_bag.default(w, ids, offs, False, 0, False, psw, False, -1)
+        b1 = aten._embedding_bag.default(w, ids, offs, False, 1, False, None, False, 2)
+        b2 = aten._embedding_bag.default(w, ids, offs_last, False, 2, False, None, True, -1)
+        r1 = aten._fft_r2c.default(s, [2], 0, True)
+        r2 = aten._fft_r2c.default(s, [1, 2], 2, True)
+        r3 = aten._fft_r2c.default(s, [1], 1, False)
+        c1 = aten._fft_c2r.default(r1, [2], 2, 7)
+        c2 = aten._fft_c2r.default(r2, [1, 2], 0, 7)
+        return (torch.sort(p).values, x[p].sum(0), b0[0], b0[1], b1[0], b1[1], b1[2], b1[3],
+                b2[0], b2[1], b2[2], b2[3], torch.view_as_real(r1), torch.view_as_real(r2),
+                torch.view_as_real(r3), c1, c2)
 
 
 def main():
@@ -446,6 +543,26 @@ def main():
             torch.rand(3, 3, 4, 2, generator=gq) * 2.4 - 1.2, torch.randn(3, 5, 3, generator=gq))
     export("ops_pool_sample_dynamic", PoolSampleDynamic(), dyn,
            dynamic_shapes=({0: nb}, {0: nb}, {0: nb}, {0: nb}), extra=[more])
+    # training ops, each with its own generator
+    gb = torch.Generator().manual_seed(21)
+
+    def rb(*shape):
+        return torch.randn(*shape, generator=gb)
+
+    x = rb(2, 3, 7, 7)
+    _, idx = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+    ids = torch.tensor([[0, 2, 5, 2, 6], [1, 2, 2, 3, 0]])
+    export("ops_backward", Backward(),
+           (x, rb(2, 4, 7, 7), rb(2, 6, 4, 4), rb(2, 3, 10), rb(2, 4, 4), rb(2, 4, 5, 5),
+            rb(2, 3, 10, 10), rb(2, 3, 4, 4), rb(2, 3, 3, 3), rb(2, 3, 3, 2), rb(2, 3, 4, 4), idx,
+            ids, rb(2, 5, 4), rb(3, 4, 6), rb(3, 4, 6), rb(2, 6, 4, 5), rb(2, 6, 4, 5)))
+    export("ops_batchnorm_train", BatchNormTrain(), (rb(4, 3, 5, 5) * 2 + 0.5,), train=True)
+    gm = torch.Generator().manual_seed(22)
+    ids = torch.tensor([1, 2, 4, 2, 0, 2, 3, 3])
+    offs = torch.tensor([0, 3, 3, 6])
+    export("ops_train_misc", TrainMisc(),
+           (torch.randn(6, 3, generator=gm), torch.randn(5, 4, generator=gm), ids, offs,
+            torch.tensor([0, 3, 3, 6, 8]), torch.rand(8, generator=gm), torch.randn(2, 5, 7, generator=gm)))
 
 
 if __name__ == "__main__":

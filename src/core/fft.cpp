@@ -244,4 +244,82 @@ Tensor fft_compute(const Tensor& x, const FftArgs& args, const std::string& wher
   return t.to(out_dt);
 }
 
+namespace {
+
+/// The norm string of _fft_r2c / _fft_c2r's `normalization` (0: none, 1: 1/sqrt(n), 2: 1/n) for
+/// a forward or an inverse transform.
+std::string norm_of(int64_t normalization, bool inverse, const std::string& where) {
+  if (normalization < 0 || normalization > 2)
+    throw Error("unknown FFT normalization", where, "0 (none), 1 (1/sqrt(n)) or 2 (1/n)",
+                std::to_string(normalization));
+  if (normalization == 1) return "ortho";
+  return (normalization == 2) != inverse ? "forward" : "backward";
+}
+
+/// `dims` normalised against `rank`, checked non-empty, in range and distinct.
+std::vector<int64_t> r2c_dims(const std::vector<int64_t>& dims, size_t rank,
+                              const std::string& where) {
+  if (dims.empty()) throw Error("an FFT needs at least one dim", where, "dim non-empty", "[]");
+  std::vector<int64_t> out;
+  const int64_t r = static_cast<int64_t>(rank);
+  for (int64_t d : dims) {
+    if (d < -r || d >= r)
+      throw Error("FFT dim out of range", where, str("[", -r, ", ", r - 1, "]"), str(d));
+    const int64_t nd = d < 0 ? d + r : d;
+    for (int64_t o : out)
+      if (o == nd) throw Error("FFT dims must be distinct", where, "distinct dims", str(d));
+    out.push_back(nd);
+  }
+  return out;
+}
+
+}  // namespace
+
+Shape fft_r2c_c2r_sizes(const Shape& sizes, const std::vector<int64_t>& dims, bool onesided,
+                        int64_t last_size, const std::string& where) {
+  const std::vector<int64_t> ds = r2c_dims(dims, sizes.size(), where);
+  Shape out = sizes;
+  const size_t last = static_cast<size_t>(ds.back());
+  if (last_size >= 0) {
+    if (last_size < 1)
+      throw Error("last_dim_size must be positive", where, ">= 1", std::to_string(last_size));
+    out[last] = last_size;
+  } else if (onesided) {
+    out[last] = sizes[last] / 2 + 1;
+  }
+  return out;
+}
+
+Tensor fft_r2c(const Tensor& x, const std::vector<int64_t>& dims, int64_t normalization,
+               bool onesided, const std::string& where) {
+  if (is_complex(x.dtype()))
+    throw Error("_fft_r2c expects a real input tensor", where, "a real dtype",
+                dtype_name(x.dtype()));
+  const std::vector<int64_t> ds = r2c_dims(dims, x.sizes().size(), where);
+  const std::string norm = norm_of(normalization, false, where);
+  if (!onesided) return fft_compute(x, {FftKind::kFftn, {}, ds, norm}, where);
+  // rfftn: the one-sided real transform along the last dim, then complex ones along the others
+  Tensor t = fft_compute(x, {FftKind::kRfft, {}, {ds.back()}, norm}, where);
+  if (ds.size() == 1) return t;
+  return fft_compute(t, {FftKind::kFftn, {}, std::vector<int64_t>(ds.begin(), ds.end() - 1), norm},
+                     where);
+}
+
+Tensor fft_c2r(const Tensor& x, const std::vector<int64_t>& dims, int64_t normalization,
+               int64_t last_dim_size, const std::string& where) {
+  if (!is_complex(x.dtype()))
+    throw Error("_fft_c2r expects a complex input tensor", where, "a complex dtype",
+                dtype_name(x.dtype()));
+  const std::vector<int64_t> ds = r2c_dims(dims, x.sizes().size(), where);
+  if (last_dim_size < 1)
+    throw Error("last_dim_size must be positive", where, ">= 1", std::to_string(last_dim_size));
+  const std::string norm = norm_of(normalization, true, where);
+  // irfftn: complex inverse transforms along all but the last dim, then the one-sided inverse
+  Tensor t = x;
+  if (ds.size() > 1)
+    t = fft_compute(x, {FftKind::kIfftn, {}, std::vector<int64_t>(ds.begin(), ds.end() - 1), norm},
+                    where);
+  return fft_compute(t, {FftKind::kIrfft, {last_dim_size}, {ds.back()}, norm}, where);
+}
+
 }  // namespace anvil

@@ -54,5 +54,19 @@ Shape fft_result_sizes(const FftArgs& args, const Shape& sizes, const std::strin
 /// anvil was built without FFTW.
 Tensor fft_compute(const Tensor& x, const FftArgs& args, const std::string& where);
 
+/// aten._fft_r2c (what run_decompositions() leaves of rfft / rfftn / fft of a real input): the
+/// forward transform of real `x` over `dims`, one-sided along the last of them (n/2+1 values)
+/// when `onesided`; `normalization` 0 scales by 1, 1 by 1/sqrt(n), 2 by 1/n. Throws Error naming
+/// `where` for a complex input, bad dims or an unknown normalization.
+Tensor fft_r2c(const Tensor& x, const std::vector<int64_t>& dims, int64_t normalization,
+               bool onesided, const std::string& where);
+/// aten._fft_c2r (irfft / irfftn): the inverse transform of one-sided complex `x` over `dims`,
+/// the last of them of length `last_dim_size` in the real result; `normalization` as above.
+Tensor fft_c2r(const Tensor& x, const std::vector<int64_t>& dims, int64_t normalization,
+               int64_t last_dim_size, const std::string& where);
+/// The result sizes of fft_r2c / fft_c2r (`last_size` < 0: r2c, one-sided when `onesided`).
+Shape fft_r2c_c2r_sizes(const Shape& sizes, const std::vector<int64_t>& dims, bool onesided,
+                        int64_t last_size, const std::string& where);
+
 
 }  // namespace anvil

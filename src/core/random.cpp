@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -170,6 +171,22 @@ void RandomGenerator::uniform_(const Tensor& t, double from, double to) {
     }
   }
   if (out.data_ptr() != t.data_ptr()) Tensor(t).copy_from(out);
+}
+
+void RandomGenerator::randperm_(const Tensor& t) {
+  ANVIL_CHECK(t.dim() == 1, "RandomGenerator::randperm_", "randperm fills a 1-D tensor", "1-D",
+              t.type_str());
+  const int64_t n = t.numel();
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) perm[static_cast<size_t>(i)] = i;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int64_t i = 0; i + 1 < n; ++i) {
+      const int64_t j = i + static_cast<int64_t>(random64() % static_cast<uint64_t>(n - i));
+      std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(j)]);
+    }
+  }
+  Tensor(t).copy_from(Tensor::from_vector(perm, {n}).to(t.dtype()));
 }
 
 RandomGenerator& default_generator() {

@@ -40,6 +40,10 @@ class RandomGenerator {
   void normal_(const Tensor& t, double mean = 0.0, double std = 1.0);
   /// Fills `t` (floating dtype, any layout) with U[from, to) samples like Tensor.uniform_.
   void uniform_(const Tensor& t, double from = 0.0, double to = 1.0);
+  /// Fills 1-D `t` (a real dtype that holds 0 .. numel-1 exactly) with a random permutation of
+  /// 0 .. numel-1 (aten.randperm): Fisher-Yates, element i swapped with i + (64-bit draw mod
+  /// (n - i)). Anvil's own stream: the values are not PyTorch's.
+  void randperm_(const Tensor& t);
 
  private:
   uint32_t random32() { return engine_(); }

@@ -342,4 +342,69 @@ std::vector<ir::RValue> kernel_repeat_interleave_Tensor(ir::KernelContext& ctx) 
   return {Tensor::from_vector(v, {total}).to(r.dtype(), true)};
 }
 
+// _embedding_bag: the same op under its ATen-internal name (run_decompositions() and direct
+// calls give it), with the same four outputs; padding_idx is an int there (-1: none).
+std::vector<ir::TensorType> shape_embedding_bag_internal(const ir::Node& node) {
+  return shape_embedding_bag_padding_idx(node);
+}
+std::vector<ir::RValue> kernel_embedding_bag_internal(ir::KernelContext& ctx) {
+  return kernel_embedding_bag_padding_idx(ctx);
+}
+
+// ---- embedding_dense_backward(grad_output, indices, num_weights, padding_idx,
+// scale_grad_by_freq): the weight's gradient [num_weights, D]; row k sums grad_output's rows
+// at the positions whose index is k (none for k == padding_idx), each divided by the number of
+// times k occurs when scale_grad_by_freq. The compiler decomposes it into index_put with
+// accumulation (passes/decompose_backward.cpp).
+
+std::vector<ir::TensorType> shape_embedding_dense_backward(const ir::Node& node) {
+  const ir::TensorType& g = sa::type(node, "grad_output");
+  const ir::TensorType& idx = sa::type(node, "indices");
+  if (idx.dtype != DType::kInt64 && idx.dtype != DType::kInt32)
+    sa::fail(node, "indices must be int64 or int32", "int64 or int32", dtype_name(idx.dtype));
+  if (!is_floating(g.dtype) || g.sizes.size() != idx.sizes.size() + 1)
+    sa::fail(node, "grad_output must be floating with the indices' sizes plus the embedding dim",
+             sym_shape_str(idx.sizes) + " + [D]", g.str());
+  for (size_t d = 0; d < idx.sizes.size(); ++d)
+    if (!(g.sizes[d] == idx.sizes[d]))
+      sa::fail(node, "grad_output's leading sizes must be the indices' sizes",
+               sym_shape_str(idx.sizes) + " + [D]", g.str());
+  const SymInt n = sa::symint(node, "num_weights");
+  if (n.is_constant() && n.constant() < 0)
+    sa::fail(node, "num_weights must not be negative", ">= 0", n.str());
+  return {make_type(g.dtype, {n, g.sizes.back()}, g.device)};
+}
+
+std::vector<ir::RValue> kernel_embedding_dense_backward(ir::KernelContext& ctx) {
+  const Tensor& g = ctx.tensor("grad_output");
+  const Tensor& idx = ctx.tensor("indices");
+  const int64_t n = ctx.int_arg("num_weights"), pad = ctx.int_arg("padding_idx", -1);
+  const bool scale = ctx.bool_arg("scale_grad_by_freq", false);
+  if (!is_floating(g.dtype()) || g.dim() != idx.dim() + 1 || n < 0)
+    ctx.fail("grad_output must be floating with the indices' sizes plus the embedding dim",
+             shape_str(idx.sizes()) + " + [D]", g.type_str());
+  const std::vector<int64_t> ks = int_values(idx, ctx.where(), "indices");
+  const int64_t dim = g.size(-1);
+  if (static_cast<int64_t>(ks.size()) * dim != g.numel())
+    ctx.fail("grad_output must have one row per index", str(ks.size(), " rows"), g.type_str());
+  std::vector<int64_t> count(static_cast<size_t>(n), 0);
+  for (int64_t k : ks) {
+    if (k < 0 || k >= n)
+      ctx.fail("embedding_dense_backward: an index is out of range", str("0 <= index < ", n),
+               str(k));
+    ++count[static_cast<size_t>(k)];
+  }
+  const std::vector<double> gv = g.contiguous().to_doubles();
+  std::vector<double> out(static_cast<size_t>(n * dim), 0.0);
+  for (size_t p = 0; p < ks.size(); ++p) {
+    const int64_t k = ks[p];
+    if (k == pad) continue;
+    const double f = scale ? 1.0 / static_cast<double>(count[static_cast<size_t>(k)]) : 1.0;
+    for (int64_t j = 0; j < dim; ++j)
+      out[static_cast<size_t>(k * dim + j)] +=
+          gv[p * static_cast<size_t>(dim) + static_cast<size_t>(j)] * f;
+  }
+  return {Tensor::from_vector(out, {n, dim}).to(g.dtype())};
+}
+
 }  // namespace anvil::ops

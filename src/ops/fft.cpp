@@ -168,4 +168,65 @@ ANVIL_FFT_OP_(fft_rfft, kRfft)
 ANVIL_FFT_OP_(fft_irfft, kIrfft)
 #undef ANVIL_FFT_OP_
 
+// ---- _fft_r2c(self, dim, normalization, onesided) / _fft_c2r(self, dim, normalization,
+// last_dim_size): the forms run_decompositions() gives rfft / rfftn / irfft (core/fft.h).
+
+namespace {
+
+/// Output type of _fft_r2c (`c2r` false) or _fft_c2r over static transformed dims.
+std::vector<TensorType> r2c_c2r_shape(const Node& node, bool c2r) {
+  namespace sa = ir::shape_args;
+  const TensorType& t = sa::type(node, "self");
+  if (c2r ? !is_complex(t.dtype) : (!is_floating(t.dtype) || is_float8(t.dtype)))
+    sa::fail(node, c2r ? "_fft_c2r expects a complex input" : "_fft_r2c expects a floating input",
+             c2r ? "a complex dtype" : "a floating dtype", dtype_name(t.dtype));
+  const int64_t norm = sa::int_(node, "normalization");
+  if (norm < 0 || norm > 2)
+    sa::fail(node, "unknown FFT normalization", "0, 1 or 2", std::to_string(norm));
+  std::vector<int64_t> dims;
+  for (const SymInt& d : sa::symints(node, "dim")) dims.push_back(d.constant());
+  constexpr int64_t kSymbolic = int64_t{1} << 40;
+  Shape sizes;
+  for (const SymInt& s : t.sizes) sizes.push_back(s.maybe_constant().value_or(kSymbolic));
+  int64_t last = -1;
+  if (c2r) {
+    const SymInt l = sa::symint(node, "last_dim_size");
+    if (!l.is_constant())
+      sa::fail(node, "a symbolic last_dim_size is not supported", "a constant", l.str());
+    last = l.constant();
+  }
+  Shape out_sizes;
+  try {
+    out_sizes = fft_r2c_c2r_sizes(sizes, dims, sa::bool_(node, "onesided", true), last,
+                                  node_where(node));
+  } catch (const Error& e) {
+    sa::fail(node, e.what(), "valid FFT dims", sym_shape_str(t.sizes));
+  }
+  TensorType out = t;
+  out.strides.clear();
+  out.dtype = c2r ? complex_to_real(t.dtype) : fft_result_dtype(FftKind::kRfft, t.dtype);
+  for (int64_t d : dims) {
+    const size_t k = static_cast<size_t>(d < 0 ? d + static_cast<int64_t>(sizes.size()) : d);
+    if (sizes[k] == kSymbolic)
+      sa::fail(node, "an FFT over a dimension of symbolic size is not supported",
+               "a static size", t.sizes[k].str());
+    out.sizes[k] = SymInt(out_sizes[k]);
+  }
+  return {out};
+}
+
+}  // namespace
+
+std::vector<TensorType> shape_fft_r2c(const Node& node) { return r2c_c2r_shape(node, false); }
+std::vector<RValue> kernel_fft_r2c(KernelContext& ctx) {
+  return {fft_r2c(ctx.tensor("self"), ctx.ints("dim"), ctx.int_arg("normalization"),
+                  ctx.bool_arg("onesided", true), ctx.where())};
+}
+
+std::vector<TensorType> shape_fft_c2r(const Node& node) { return r2c_c2r_shape(node, true); }
+std::vector<RValue> kernel_fft_c2r(KernelContext& ctx) {
+  return {fft_c2r(ctx.tensor("self"), ctx.ints("dim"), ctx.int_arg("normalization"),
+                  ctx.int_arg("last_dim_size"), ctx.where())};
+}
+
 }  // namespace anvil::ops

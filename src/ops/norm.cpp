@@ -1,7 +1,7 @@
 // Softmax and normalisations: softmax.int, _softmax, log_softmax.int, _log_softmax, layer_norm,
-// native_layer_norm (with mean and rstd), batch_norm
-// (inference) and _native_batch_norm_legit_no_training. Shape rules and reference kernels with
-// torch's semantics. Softmax subtracts the row maximum; everything computes in float for 16-bit
+// native_layer_norm (with mean and rstd), batch_norm (inference; training in norm_backward.cpp)
+// and _native_batch_norm_legit_no_training. Shape rules and reference kernels with torch's
+// semantics. Softmax subtracts the row maximum; everything computes in float for 16-bit
 // inputs and in double otherwise, and rounds once to the output dtype.
 #include <cmath>
 #include <optional>
@@ -315,17 +315,14 @@ Tensor batch_norm_impl(const KernelContext& ctx) {
 
 }  // namespace
 
-std::vector<TensorType> shape_batch_norm(const Node& node) {
-  if (sa::bool_(node, "training", false))
-    sa::fail(node, "batch_norm in training mode is not supported (export the model in eval mode)",
-             "training=False", "training=True");
-  return {batch_norm_type(node)};
-}
+// Training (what torch.export keeps for a BatchNorm module in train()): batch statistics, and
+// the running statistics updated in place (norm_backward.cpp).
+Tensor batch_norm_train(const KernelContext& ctx);
+
+std::vector<TensorType> shape_batch_norm(const Node& node) { return {batch_norm_type(node)}; }
 
 std::vector<RValue> kernel_batch_norm(KernelContext& ctx) {
-  if (ctx.bool_arg("training", false))
-    ctx.fail("batch_norm in training mode is not supported (export the model in eval mode)",
-             "training=False", "training=True");
+  if (ctx.bool_arg("training", false)) return {batch_norm_train(ctx)};
   return {batch_norm_impl(ctx)};
 }
 

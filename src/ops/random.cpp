@@ -1,4 +1,5 @@
-// Random ops: randn / rand (sizes from `size`) and randn_like / rand_like (self's sizes).
+// Random ops: randn / rand (sizes from `size`), randn_like / rand_like (self's sizes) and
+// randperm (a permutation of 0 .. n-1, anvil's own stream).
 // Shape rules: float32 unless dtype is given (the *_like ops: self's dtype), a floating dtype
 // required. Reference kernels draw from the process-wide anvil::default_generator() with
 // PyTorch CPU's algorithms (core/random.h), so a fresh process (seed 0, or ANVIL_SEED) gives the
@@ -6,7 +7,10 @@
 // (passes::has_side_effects); compiled code reaches the runtime's per-Model generator through
 // extern_call (docs/externs.md).
 #include "core/error.h"
+#include <cstdint>
+
 #include "core/random.h"
+#include "ops/common.h"
 #include "ops/registry.h"
 
 namespace anvil::ops {
@@ -101,6 +105,65 @@ std::vector<TensorType> shape_rand_like(const Node& node) { return like_type(nod
 std::vector<RValue> kernel_rand_like(KernelContext& ctx) {
   const Tensor& self = ctx.tensor("self");
   return {sample(ctx, self.sizes(), ctx.dtype_arg("dtype").value_or(self.dtype()), false)};
+}
+
+// ---- randperm(n, dtype=int64): a random permutation of 0 .. n-1 from the default generator
+// (RandomGenerator::randperm_, anvil's own stream, not PyTorch's values).
+
+namespace {
+
+/// The largest n whose permutation `dtype` holds exactly (0: not a randperm dtype).
+int64_t randperm_limit(DType dtype) {
+  switch (dtype) {
+    case DType::kInt64: return INT64_MAX;
+    case DType::kInt32: return int64_t{1} << 31;
+    case DType::kInt16: return int64_t{1} << 15;
+    case DType::kInt8: return 128;
+    case DType::kUInt8: return 256;
+    case DType::kFloat64: return (int64_t{1} << 53) + 1;
+    case DType::kFloat32: return (int64_t{1} << 24) + 1;
+    case DType::kFloat16: return (int64_t{1} << 11) + 1;
+    case DType::kBFloat16: return (int64_t{1} << 8) + 1;
+    default: return 0;
+  }
+}
+
+/// Checks randperm's n against `dtype`; `where` names the node.
+void check_randperm(int64_t n, DType dtype, const std::string& where) {
+  const int64_t limit = randperm_limit(dtype);
+  if (limit == 0)
+    throw Error("randperm needs an integer or floating dtype", where,
+                "i64, i32, i16, i8, u8, f64, f32, f16 or bf16", dtype_name(dtype));
+  if (n < 0) throw Error("randperm needs n >= 0", where, ">= 0", std::to_string(n));
+  if (n > limit)
+    throw Error("randperm: n is too large for the result dtype", where,
+                str("n <= ", limit, " for ", dtype_name(dtype)), std::to_string(n));
+}
+
+}  // namespace
+
+std::vector<TensorType> shape_randperm(const Node& node) {
+  const DType dtype = sa::dtype(node, "dtype").value_or(DType::kInt64);
+  const SymInt n = sa::symint(node, "n");
+  try {
+    check_randperm(n.is_constant() ? n.constant() : 0, dtype, node_where(node));
+  } catch (const Error& e) {
+    sa::fail(node, e.what(), "a valid n and dtype", str(n.str(), " of ", dtype_name(dtype)));
+  }
+  TensorType t;
+  t.dtype = dtype;
+  t.sizes = {n};
+  t.device = arg_device(node, Device::cpu());
+  return {t};
+}
+
+std::vector<RValue> kernel_randperm(KernelContext& ctx) {
+  const int64_t n = ctx.int_arg("n");
+  const DType dtype = ctx.dtype_arg("dtype").value_or(DType::kInt64);
+  check_randperm(n, dtype, ctx.where());
+  Tensor out = Tensor::empty({n}, dtype);
+  default_generator().randperm_(out);
+  return {out};
 }
 
 }  // namespace anvil::ops

@@ -134,12 +134,24 @@ ir::Value* decompose_cross_entropy(ir::Graph& g, const ir::Node& n,
   return mix(nll_red, smooth_red);
 }
 
+/// Whether the pass rewrites `n`: Decompose rows, and batch_norm in training.
+bool decomposed(const ir::Node& n) {
+  return n.schema && (n.schema->lowering == ir::Lowering::kDecompose || batch_norm_in_training(n));
+}
+
+/// The multi-output decompositions, tried in turn (empty: `n` is none of theirs).
+std::vector<ir::Value*> decompose_multi(ir::Graph& g, const ir::Node& n, const ValueMap& in) {
+  std::vector<ir::Value*> outs = decompose_reduction(g, n, in);
+  if (outs.empty()) outs = decompose_backward(g, n, in);
+  if (outs.empty()) outs = decompose_norm_backward(g, n, in);
+  return outs;
+}
+
 }  // namespace
 
 int decompose_losses(std::unique_ptr<ir::Graph>& graph) {
   int count = 0;
-  for (const ir::Node* n : graph->nodes())
-    count += n->schema && n->schema->lowering == ir::Lowering::kDecompose;
+  for (const ir::Node* n : graph->nodes()) count += decomposed(*n);
   if (count == 0) return 0;
   GraphRebuilder b(*graph);
   const std::function<ir::Value*(ir::Value*)> remap = [&b](ir::Value* v) { return b.remap(v); };
@@ -152,9 +164,8 @@ int decompose_losses(std::unique_ptr<ir::Graph>& graph) {
       b.bind(n->outputs[0], decompose_group_norm(b.graph(), *n, remap));
     else if (n->target == kWeightNorm && !n->outputs.empty() && n->outputs[0])
       b.bind(n->outputs[0], decompose_weight_norm(b.graph(), *n, remap));
-    else if (auto outs = n->schema && n->schema->lowering == ir::Lowering::kDecompose
-                             ? decompose_reduction(b.graph(), *n, remap)
-                             : std::vector<ir::Value*>{};
+    else if (auto outs = decomposed(*n) ? decompose_multi(b.graph(), *n, remap)
+                                        : std::vector<ir::Value*>{};
              !outs.empty())
       for (size_t i = 0; i < outs.size() && i < n->outputs.size(); ++i) {
         if (n->outputs[i] && outs[i]) b.bind(n->outputs[i], outs[i]);

@@ -145,4 +145,14 @@ ir::Value* decompose_weight_norm(ir::Graph& g, const ir::Node& n, const ValueMap
 /// not one of them.
 std::vector<ir::Value*> decompose_reduction(ir::Graph& g, const ir::Node& n, const ValueMap& in);
 
+/// The decompositions of decompose_backward.cpp (convolution_backward, the pooling gradients,
+/// embedding_dense_backward) and decompose_norm_backward.cpp (the norm gradients and training
+/// batch norm), with decompose_reduction's contract.
+std::vector<ir::Value*> decompose_backward(ir::Graph& g, const ir::Node& n, const ValueMap& in);
+std::vector<ir::Value*> decompose_norm_backward(ir::Graph& g, const ir::Node& n,
+                                                const ValueMap& in);
+/// True for batch_norm.default with training=True: its row lowers inference batch norm, so
+/// the training form is decomposed (decompose_norm_backward.cpp) though its row says Reduction.
+bool batch_norm_in_training(const ir::Node& n);
+
 }  // namespace anvil::passes::detail

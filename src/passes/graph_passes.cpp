@@ -120,7 +120,8 @@ bool has_side_effects(const ir::Node& node) {
   return node.target == "aten._assert_scalar.default" ||
          node.target == "aten.sym_constrain_range_for_size.default" ||
          node.target == "aten.randn.default" || node.target == "aten.rand.default" ||
-         node.target == "aten.randn_like.default" || node.target == "aten.rand_like.default";
+         node.target == "aten.randn_like.default" || node.target == "aten.rand_like.default" ||
+         node.target == "aten.randperm.default";
 }
 
 int dce(ir::Graph& graph) {

@@ -99,7 +99,8 @@ int propagate_shapes(ir::Graph& graph);
 /// naming the node for variants it cannot express (a symbolic class count). Returns the number
 /// of nodes decomposed. aten.linalg_vector_norm.default is decomposed here too: |x| reduced by
 /// amax / amin (ord +-inf), a count of non-zeros (0), sum (1), sqrt of the sum of squares (2) or
-/// (sum |x|^p)^(1/p), in float32 for 16-bit inputs.
+/// (sum |x|^p)^(1/p), in float32 for 16-bit inputs. So are the gradient ops and training batch
+/// norm of training exports (decompose_backward.cpp, decompose_norm_backward.cpp).
 int decompose_losses(std::unique_ptr<ir::Graph>& graph);
 
 /// Every node of `graph` (its subgraphs included) whose op has no compiled lowering: a row with

@@ -433,6 +433,7 @@ const std::vector<std::string>* extern_tensor_args(const std::string& target) {
       {"aten.scatter_add.default", {"self", "index", "src"}},
       {"aten.index_put.default", {"self", "indices", "values"}},
       {"aten.embedding_bag.padding_idx", {"weight", "indices", "offsets", "per_sample_weights"}},
+      {"aten._embedding_bag.default", {"weight", "indices", "offsets", "per_sample_weights"}},
       {"aten.repeat_interleave.Tensor", {"repeats"}},
   };
   auto it = kArgs.find(target);

@@ -220,6 +220,41 @@ TEST(AotOps, PoolingSamplingDistancesSplitOverThreads) {
   }
   interp::Interpreter ref(*g);
   expect_outputs(model.run(ins), ref.run(ins), "pool_sample_dist_large");
+// The gradient ops of training steps (convolution_backward in 1-D / 2-D / grouped / transposed
+// forms with output_mask, the pooling gradients, embedding_dense_backward, the layer / group norm
+// gradients), decomposed by the compiler into convolutions, matmuls, scatter_add, index_put and
+// reductions.
+TEST(AotOps, BackwardOps) {
+  check_against_pytorch("ops_backward");
+  const auto t = imported_targets("ops_backward");
+  for (const char* op :
+       {"aten.convolution_backward.default", "aten.avg_pool2d_backward.default",
+        "aten._adaptive_avg_pool2d_backward.default",
+        "aten.max_pool2d_with_indices_backward.default", "aten.embedding_dense_backward.default",
+        "aten.native_layer_norm_backward.default", "aten.native_group_norm_backward.default"})
+    EXPECT_EQ(t.count(op), 1u) << op;
+}
+
+// BatchNorm2d in train(): batch statistics and the running statistics updated in place (read
+// back after the call), and the Core ATen training forms _native_batch_norm_legit (.default,
+// .no_stats) and _native_batch_norm_legit_functional.
+TEST(AotOps, BatchNormInTraining) {
+  check_against_pytorch("ops_batchnorm_train");
+  const auto t = imported_targets("ops_batchnorm_train");
+  for (const char* op : {"aten.batch_norm.default", "aten._native_batch_norm_legit.default",
+                         "aten._native_batch_norm_legit.no_stats",
+                         "aten._native_batch_norm_legit_functional.default"})
+    EXPECT_EQ(t.count(op), 1u) << op;
+}
+
+// randperm (anvil's own generator: checked through sort and a permutation-invariant sum),
+// _embedding_bag's four outputs, and _fft_r2c / _fft_c2r.
+TEST(AotOps, RandpermEmbeddingBagAndFftForms) {
+  check_against_pytorch("ops_train_misc");
+  const auto t = imported_targets("ops_train_misc");
+  for (const char* op : {"aten.randperm.default", "aten._embedding_bag.default",
+                         "aten._fft_r2c.default", "aten._fft_c2r.default"})
+    EXPECT_EQ(t.count(op), 1u) << op;
 }
 
 // A value a reduction reads lazily and an extern later needs in a buffer (x.bfloat16() read by

@@ -5,6 +5,7 @@
 // a constant. The interpreter gives the same values from the process-wide generator.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -15,6 +16,7 @@
 #include "common/check.h"
 #include "frontend/pt2_reader.h"
 #include "interp/interpreter.h"
+#include "ir/parser.h"
 
 namespace anvil::aot_test {
 namespace {
@@ -98,6 +100,53 @@ TEST(AotRandom, C46_InterpreterMatchesTorchSeed0) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_LE(max_abs_diff(got[0], want[0]), 1e-5);
   EXPECT_GT(max_abs_diff(ref.run(ins)[0], want[0]), 1e-3) << "the stream goes on";
+}
+
+// randperm: an extern on the Model's generator (anvil's own algorithm, not PyTorch's values): a
+// permutation of 0..n-1 of the requested dtype, the same for every fresh Model under one seed
+// and equal to the interpreter's under that seed, new on the next run, changed by ANVIL_SEED.
+TEST(AotRandom, RandpermIsASeededPermutation) {
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[10] = user_input
+  }
+  %p: i64[10] = aten.randperm.default(n=10)
+  %q: i32[7] = aten.randperm.default(n=7, *dtype=i32)
+  %y: f32[10] = aten.index.Tensor(self=%x, indices=[%p])
+  outputs {
+    user_output %p
+    user_output %q
+    user_output %y
+  }
+})");
+  const Built& b = build_graph("randperm", *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  EXPECT_NE(b.program_text.find("aten.randperm.default"), std::string::npos)
+      << "randperm must stay a run-time extern call:\n" << b.program_text;
+  std::vector<double> xv;
+  for (int i = 0; i < 10; ++i) xv.push_back(10.0 * i);
+  const std::vector<Tensor> ins = {Tensor::from_vector(xv, {10}).to(DType::kFloat32, true)};
+  runtime::Model m = load(b);
+  const auto r1 = m.run(ins);
+  ASSERT_EQ(r1.size(), 3u);
+  EXPECT_EQ(r1[0].dtype(), DType::kInt64);
+  EXPECT_EQ(r1[1].dtype(), DType::kInt32);
+  for (const auto& [t, n] : {std::pair{r1[0], 10}, std::pair{r1[1], 7}}) {
+    std::vector<double> v = t.to_doubles();
+    std::sort(v.begin(), v.end());
+    for (int i = 0; i < n; ++i) EXPECT_EQ(v[static_cast<size_t>(i)], i);
+  }
+  const std::vector<double> p1 = r1[0].to_doubles(), y1 = r1[2].to_doubles();
+  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(y1[i], 10.0 * p1[i]) << "the permutation indexes x";
+  EXPECT_NE(m.run(ins)[0].to_doubles(), p1) << "the stream goes on";
+  EXPECT_EQ(load(b).run(ins)[0].to_doubles(), p1) << "a fresh Model restarts at seed 0";
+  interp::Interpreter ref(*g);
+  default_generator().manual_seed(0);
+  EXPECT_EQ(ref.run(ins)[0].to_doubles(), p1) << "the interpreter draws the same permutation";
+  ::setenv("ANVIL_SEED", "5", 1);
+  runtime::Model seeded = load(b);
+  ::unsetenv("ANVIL_SEED");
+  EXPECT_NE(seeded.run(ins)[0].to_doubles(), p1);
 }
 
 }  // namespace

@@ -220,6 +220,7 @@ int repeat_interleave_extern(ExternCall& call) {
 /// Registers the embedding_bag / repeat_interleave externs.
 void register_embedding_bag_externs() {
   register_extern("aten.embedding_bag.padding_idx", embedding_bag_extern);
+  register_extern("aten._embedding_bag.default", embedding_bag_extern);
   register_extern("aten.repeat_interleave.Tensor", repeat_interleave_extern);
 }
 

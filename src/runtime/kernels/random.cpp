@@ -1,4 +1,5 @@
-// Random extern kernels: aten.randn / aten.rand (.default) and their *_like forms. They fill the
+// Random extern kernels: aten.randn / aten.rand (.default), their *_like forms and
+// aten.randperm. They fill the
 // preallocated output from the calling Model's generator (ExternCall::generator(): seed 0 or
 // ANVIL_SEED at load, one stream continued by every run, shared by concurrent runners under the
 // generator's lock) with PyTorch CPU's algorithms (core/random.h).
@@ -29,9 +30,16 @@ int uniform_extern(ExternCall& call) {
   return 0;
 }
 
+/// randperm: a permutation of 0 .. n-1 into the 1-D output.
+int randperm_extern(ExternCall& call) {
+  call.generator().randperm_(random_output(call));
+  return 0;
+}
+
 }  // namespace
 
 void register_random_externs() {
+  register_extern("aten.randperm.default", randperm_extern);
   register_extern("aten.randn.default", normal_extern);
   register_extern("aten.randn_like.default", normal_extern);
   register_extern("aten.rand.default", uniform_extern);
