@@ -207,6 +207,11 @@ TEST(AotOpViews, WriteThroughAViewOfACopyLandsInTheCopy) {
   expect_outputs(ref.run({x}), want, "write_through_view_of_copy (interpreter)");
 }
 
+// Table ops no other fixture carried, on transposed and channels-last inputs (the stride audit of
+// tests/interp/test_strides.cpp checks their layouts; here their values, compiled and
+// interpreted).
+TEST(AotOpViews, Strides2OpsMatchPyTorch) { check_against_pytorch("ops_strides2"); }
+
 // A custom op with mutates_args (its kernel is user Python) is refused naming the op.
 TEST(AotOpViews, AutoFunctionalizedCustomOpIsRefusedNamingIt) {
   const std::string err = ::anvil::test::error_message([] {
