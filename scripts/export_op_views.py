@@ -227,6 +227,21 @@ class Strides2(nn.Module):
         )
 
 
+def aten_mul_v1(model):
+    """custom_to_aten_mul, then its first auto_functionalized_v2 (on the whole clone) written as
+    auto_functionalized (v1), which passes the written tensor itself as `self`."""
+    model = custom_to_aten_mul(model)
+    for n in model["graph_module"]["graph"]["nodes"]:
+        if n["target"] != "torch.ops.higher_order.auto_functionalized_v2":
+            continue
+        n["target"] = "torch.ops.higher_order.auto_functionalized"
+        bases = next(a for a in n["inputs"] if a["name"] == "_all_bases")["arg"]["as_tensors"]
+        n["inputs"] = [a for a in n["inputs"] if not a["name"].startswith("_")]
+        n["inputs"].append({"name": "self", "arg": {"as_tensor": bases[0]}, "kind": 2})
+        break
+    return model
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     g = torch.Generator().manual_seed(30)
@@ -244,6 +259,8 @@ def main():
     export("ops_auto_functionalized_custom", AutoFunctionalized(), (x,), decompose=True, with_io=False)
     export("ops_auto_functionalized_aten", AutoFunctionalized(), (x,), decompose=True,
            rewrite=custom_to_aten_mul)
+    export("ops_auto_functionalized_v1", AutoFunctionalized(), (x,), decompose=True,
+           rewrite=aten_mul_v1)
 
 
 if __name__ == "__main__":

@@ -97,6 +97,10 @@ class GraphBuilder {
       }
   }
 
+  /// True while the arguments of an auto_functionalized node are read: only its op may be an
+  /// operator argument.
+  bool operator_arg_ok_ = false;
+
   // ---- header ----
   void check_schema_version() {
     JField v = root_.at("schema_version");
@@ -316,7 +320,7 @@ class GraphBuilder {
         v.fail("unknown argument kind", is_float ? "as_name or as_float" : "as_name or as_bool",
                k2);
       }
-    } else if (kind == "as_operator") {  // the op of auto_functionalized: its target
+    } else if (kind == "as_operator" && operator_arg_ok_) {  // auto_functionalized's op
       a.kind = K::kString;
       a.s = v.as_string();
     } else if (kind == "as_scalar_type") {
@@ -371,6 +375,7 @@ class GraphBuilder {
     node->target = native ? std::string(native) : canonical;
     pending_subgraphs_.clear();
     const std::vector<std::string>* positional = higher_order_arg_names(node->target);
+    operator_arg_ok_ = node->target.rfind("higher_order.auto_functionalized", 0) == 0;
     size_t pos = 0;
     for (const JField& in : n.at("inputs").items()) {
       ir::Arg a = parse_arg(in);

@@ -175,6 +175,15 @@ TEST(AotOpViews, AutoFunctionalizedAtenOpRunsOnClones) {
   EXPECT_EQ(t.count("aten.mul.Tensor"), 1u);
 }
 
+// auto_functionalized (v1, which 2.11 no longer writes: the same graph with its first node
+// rewritten so) passes the written tensor itself: cloned, written, the clone the result.
+TEST(AotOpViews, AutoFunctionalizedV1AtenOpRunsOnAClone) {
+  check_against_pytorch("ops_auto_functionalized_v1");
+  const auto t = imported_targets("ops_auto_functionalized_v1");
+  EXPECT_EQ(t.count("higher_order.auto_functionalized"), 0u);
+  EXPECT_EQ(t.count("higher_order.auto_functionalized_v2"), 0u);
+}
+
 // The write of that import, as a non-strict export also leaves it for
 // `c = a.clone(); c[1:].mul_(-2)`: through a view of a copy lowered as an alias of `a`'s buffer.
 // The copy becomes real before the write (it used to land in `a`, and `c` kept the old values).
