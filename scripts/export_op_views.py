@@ -30,14 +30,14 @@ def save_io(name, inputs, outputs):
         np.save(os.path.join(OUT, f"{name}.out{i}.npy"), t.detach().numpy())
 
 
-def export(name, model, inputs, decompose=False, rewrite=None, with_io=True):
+def export(name, model, inputs, decompose=False, rewrite=None, with_io=True, dynamic_shapes=None):
     """Exports `model`; `rewrite(model_json)` edits the saved graph (a case built from a real
     export whose op is swapped, see custom_to_aten_mul); an archive anvil must
     refuse (with_io=False: no inputs / outputs, so the fixture sweeps skip it)."""
     if ONLY is not None and name not in ONLY:
         return
     model = model.eval()
-    ep = torch.export.export(model, tuple(inputs), strict=False)
+    ep = torch.export.export(model, tuple(inputs), dynamic_shapes=dynamic_shapes, strict=False)
     if decompose:
         ep = ep.run_decompositions({})
     path = os.path.join(OUT, f"{name}.pt2")
@@ -261,6 +261,10 @@ def main():
            rewrite=custom_to_aten_mul)
     export("ops_auto_functionalized_v1", AutoFunctionalized(), (x,), decompose=True,
            rewrite=aten_mul_v1)
+    # torch.map over a dynamic leading size: refused at import (the body is unrolled)
+    n = torch.export.Dim("n", min=2, max=16)
+    export("ops_map_dynamic", Map(), (torch.ones(3, 4), torch.ones(3, 4), torch.ones(4)),
+           dynamic_shapes=({0: n}, {0: n}, None), with_io=False)
 
 
 if __name__ == "__main__":

@@ -157,6 +157,14 @@ TEST(AotOpViews, MapIsUnrolled) {
   EXPECT_EQ(t.count("aten.stack.default"), 1u);
 }
 
+// torch.map over a dynamic leading size cannot be unrolled: refused at import with the reason.
+TEST(AotOpViews, MapOverADynamicLeadingSizeIsRefused) {
+  const std::string err = ::anvil::test::error_message([] {
+    frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/ops_map_dynamic.pt2");
+  });
+  EXPECT_TRUE(::anvil::test::error_says(err, "torch.map over a dynamic leading size")) << err;
+}
+
 // A nested_compile_region module called twice: its subgraph inlined at both calls.
 TEST(AotOpViews, InvokeSubgraphIsInlined) {
   check_against_pytorch("ops_invoke_subgraph");
