@@ -1,5 +1,6 @@
 // models/model.json (torch.export schema 8.x) -> ir::Graph.
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "frontend/pt2_internal.h"
@@ -38,7 +39,7 @@ const std::vector<std::string>* higher_order_arg_names(const std::string& target
   if (target == "higher_order.wrap_with_set_grad_enabled") return &kSetGrad;
   if (target == "higher_order.cond") return &kCond;
   if (target == "higher_order.while_loop") return &kWhile;
-  return nullptr;
+  return inlined_hop_arg_names(target);
 }
 
 /// Turns the JSON of one exported program into a Graph, one section at a time.
@@ -96,6 +97,10 @@ class GraphBuilder {
       }
   }
 
+  /// True while the arguments of an auto_functionalized node are read: only its op may be an
+  /// operator argument.
+  bool operator_arg_ok_ = false;
+
   // ---- header ----
   void check_schema_version() {
     JField v = root_.at("schema_version");
@@ -115,7 +120,7 @@ class GraphBuilder {
     for (const JField& n : nodes.items()) {
       n.expect_object();
       const std::string& target = n.at("target").as_string();
-      if (ir::find_op(target) || ir::inplace_functional(target) ||
+      if (ir::find_op(target) || ir::inplace_functional(target) || ir::out_functional(target) ||
           native_collective(ir::canonical_target(target)))
         continue;
       std::string t = ir::canonical_target(target);
@@ -164,6 +169,31 @@ class GraphBuilder {
     }
     t.device = decode_device(meta.at("device"));
     return t;
+  }
+
+  /// as_strided without a storage_offset takes self's (PyTorch's default): written explicitly
+  /// from the export's record of self, so the compiler need not trace views to find it.
+  void explicit_storage_offset(ir::Node& node) {
+    auto off = std::find_if(node.args.begin(), node.args.end(),
+                            [](const ir::Arg& a) { return a.name == "storage_offset"; });
+    const ir::Arg* self = node.arg("self");
+    if ((off != node.args.end() && off->kind != ir::Arg::Kind::kNone) || !self || !self->value)
+      return;
+    const Json& tv = tensor_values_->json();
+    auto it = tv.find(self->value->name);
+    if (it == tv.end()) return;
+    JField meta(*it, tensor_values_->source(),
+                "graph_module.graph.tensor_values." + self->value->name);
+    auto so = meta.get("storage_offset");
+    if (!so) return;
+    const SymInt v = decode_sym_int(*so);
+    if (!v.is_constant()) return;  // symbolic: the compiler derives it from the views
+    ir::Arg a;
+    a.name = "storage_offset";
+    a.kind = ir::Arg::Kind::kInt;
+    a.i = v.constant();
+    if (off != node.args.end()) *off = a;
+    else node.args.push_back(a);
   }
 
   void check_new_name(const std::string& name, const JField& at) {
@@ -290,6 +320,9 @@ class GraphBuilder {
         v.fail("unknown argument kind", is_float ? "as_name or as_float" : "as_name or as_bool",
                k2);
       }
+    } else if (kind == "as_operator" && operator_arg_ok_) {  // auto_functionalized's op
+      a.kind = K::kString;
+      a.s = v.as_string();
     } else if (kind == "as_scalar_type") {
       a.kind = K::kScalarType;
       a.dtype = decode_dtype(v);
@@ -335,10 +368,14 @@ class GraphBuilder {
     const char* native = native_collective(canonical);  // legacy c10d_functional namespace
     node->schema = ir::find_op(native ? std::string(native) : target);
     const ir::OpSchema* functional = node->schema ? nullptr : ir::inplace_functional(target);
-    ANVIL_INTERNAL_ASSERT(node->schema || functional, "target vanished from the op table: " + target);
+    const ir::OpSchema* out_form =
+        node->schema || functional ? nullptr : ir::out_functional(target);
+    ANVIL_INTERNAL_ASSERT(node->schema || functional || out_form,
+                          "target vanished from the op table: " + target);
     node->target = native ? std::string(native) : canonical;
     pending_subgraphs_.clear();
     const std::vector<std::string>* positional = higher_order_arg_names(node->target);
+    operator_arg_ok_ = node->target.rfind("higher_order.auto_functionalized", 0) == 0;
     size_t pos = 0;
     for (const JField& in : n.at("inputs").items()) {
       ir::Arg a = parse_arg(in);
@@ -351,10 +388,12 @@ class GraphBuilder {
       node->args.push_back(std::move(a));
     }
     if (native) rewrite_legacy_collective(*node, canonical, n);
+    if (node->target == "aten.as_strided.default") explicit_storage_offset(*node);
     node->subgraphs = std::move(pending_subgraphs_);
     pending_subgraphs_.clear();
     if (node->target == "higher_order.wrap_with_autocast" ||
-        node->target == "higher_order.wrap_with_set_grad_enabled")
+        node->target == "higher_order.wrap_with_set_grad_enabled" ||
+        inlined_hop_arg_names(node->target))
       return inline_region_node(n, *node);
     JField outs = n.at("outputs");
     std::vector<JField> out_items = outs.items();
@@ -405,6 +444,18 @@ class GraphBuilder {
     if (auto md = n.get("metadata")) {
       for (const auto& [key, val] : md->members()) node->metadata[key] = val.as_string();
     }
+    if (out_form) {  // aten.X.out: the functional op plus a write into out (ir/inplace.h)
+      const ir::Node* write = nullptr;
+      try {
+        write = ir::append_out_form(g_, std::move(node), *out_form);
+      } catch (const Error& e) {
+        n.fail("out= op cannot be imported as its functional form",
+               std::string(out_form->name) + " plus a write into out", e.what());
+      }
+      for (const ir::Value* in : write->input_values())  // the functional node's new name
+        if (in && in->producer) node_names_.insert(in->producer->name);
+      return;
+    }
     if (functional) {  // aten.X_.O: the functional op plus a write (ir/inplace.h)
       const ir::Node* copy = nullptr;
       try {
@@ -419,26 +470,41 @@ class GraphBuilder {
     g_.append(std::move(node));
   }
 
-  /// An autocast or set_grad_enabled region: its nodes go into the graph (pt2_autocast.cpp);
-  /// each output of the region is an alias of the inlined result.
+  /// An autocast or set_grad_enabled region, a torch.map, invoke_subgraph or auto_functionalized
+  /// node: its nodes go into the graph (pt2_autocast.cpp, pt2_hops.cpp); each output is an alias
+  /// of the inlined result.
   void inline_region_node(const JField& n, ir::Node& hop) {
     const std::string what = hop.target.substr(hop.target.find('.') + 1);  // wrap_with_autocast
-    hop.name = what == "wrap_with_autocast" ? "autocast" : "set_grad";
+    hop.name = what == "wrap_with_autocast"           ? "autocast"
+               : what == "wrap_with_set_grad_enabled" ? "set_grad"
+                                                      : what;
     if (auto nm = n.get("name"); nm && !nm->as_string().empty()) hop.name = nm->as_string();
-    const std::vector<ir::Value*> results = inline_region(g_, hop, node_names_);
-    std::vector<JField> names;
+    std::vector<std::optional<JField>> names;
     for (const JField& o : n.at("outputs").items()) {
       auto [kind, v] = o.union_member();
       if (kind == "as_tensor") names.push_back(v);
       else if (kind == "as_tensors")
         for (const JField& t : v.items()) names.push_back(t);
+      else if (kind == "as_none")
+        names.push_back(std::nullopt);
       else
         o.fail("unsupported output kind of " + what, "as_tensor or as_tensors", kind);
+    }
+    std::vector<ir::Value*> results;
+    if (!inlined_hop_arg_names(hop.target)) {
+      results = inline_region(g_, hop, node_names_);
+    } else {
+      try {
+        results = inline_hop(g_, hop, names.size(), node_names_);
+      } catch (const Error& e) {
+        n.fail("cannot import " + what, "a " + what + " anvil can inline", e.what());
+      }
     }
     if (names.size() != results.size())
       n.fail(what + " outputs do not match its subgraph", str(results.size()),
              str(names.size()));
     for (size_t k = 0; k < names.size(); ++k) {
+      if (!names[k]) continue;  // a None output (a mutating op's result)
       if (!results[k] || !results[k]->is_tensor())
         n.fail(what + " returns a non-tensor", "tensor outputs", "another kind");
       auto alias = std::make_unique<ir::Node>();
@@ -449,7 +515,7 @@ class GraphBuilder {
       self.kind = ir::Arg::Kind::kTensor;
       self.value = results[k];
       alias->args = {self};
-      ir::Value* out = define(names[k].at("name").as_string(), ir::ValueKind::kTensor, names[k]);
+      ir::Value* out = define(names[k]->at("name").as_string(), ir::ValueKind::kTensor, *names[k]);
       alias->outputs = {out};
       alias->name = out->name;
       if (!node_names_.insert(alias->name).second)

@@ -100,6 +100,17 @@ std::unique_ptr<ir::Graph> build_graph(const Json& model, const JsonSource& src)
 std::vector<ir::Value*> inline_region(ir::Graph& g, const ir::Node& hop,
                                       std::set<std::string>& node_names);
 
+/// Names of the positional arguments of higher_order.map_impl (body, xs, args),
+/// invoke_subgraph (subgraph, identifier, then arg0, ...) and auto_functionalized / _v2 (op),
+/// which the importer inlines (pt2_hops.cpp); null for other targets.
+const std::vector<std::string>* inlined_hop_arg_names(const std::string& target);
+/// Appends the nodes of higher-order op `hop` (map_impl, invoke_subgraph, auto_functionalized /
+/// _v2; not itself in `g`) to `g` and returns the values of its `n_outputs` outputs (null for a
+/// None output). Throws Error at the node for what cannot be inlined: torch.map over a dynamic
+/// leading size, a custom op under auto_functionalized (its kernel is user Python).
+std::vector<ir::Value*> inline_hop(ir::Graph& g, const ir::Node& hop, size_t n_outputs,
+                                   std::set<std::string>& node_names);
+
 /// The native `_c10d_functional` target of a legacy `c10d_functional` collective (canonical
 /// target, without "torch.ops."), or null (pt2_legacy.cpp).
 const char* native_collective(const std::string& target);

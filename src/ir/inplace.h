@@ -30,4 +30,23 @@ const OpSchema* inplace_functional(const std::string& target);
 /// refuses).
 Node* append_inplace(Graph& g, std::unique_ptr<Node> node, const OpSchema& functional);
 
+/// out= forms by the same rule: `aten.X.O` with no row of its own that writes its result into an
+/// `out` argument (atan2.out, add.out, sum.IntList_out, ...) is imported as its functional
+/// overload plus a write into `out`:
+///     %y = aten.X.out(a, b, out=%o)   ->   %y_value = aten.X.F(a, b)
+///                                           %y = aten.copy_.default(self=%o, src=%y_value)
+/// For "aten.X.O", the functional row whose arguments are the out form's minus `out`, by
+/// PyTorch's naming (O_out -> O; out -> default, else Tensor; the few irregular names of
+/// PyTorch 2.11's schemas: sum.IntList_out -> sum.dim_IntList, mean.out -> mean.dim, ...);
+/// null when there is none or the table has a row for the target.
+const OpSchema* out_functional(const std::string& target);
+
+/// Appends out-form `node` (its `out` argument the tensor written, one tensor output) to `g` as
+/// `functional` plus aten.copy_.default into `out`, as append_inplace. Where the result has other
+/// sizes than `out`, PyTorch resizes `out` to them: the result (cast to out's dtype) becomes the
+/// node's value, refused when `out` is a graph input (anvil does not resize a caller's tensor).
+/// Throws Error at the node when there is no tensor `out`, or the result's dtype cannot be cast
+/// to out's (a float result into an integer tensor, as PyTorch refuses).
+Node* append_out_form(Graph& g, std::unique_ptr<Node> node, const OpSchema& functional);
+
 }  // namespace anvil::ir

@@ -195,7 +195,8 @@ void TextParser::parse_node() {
   if (node->target.empty()) fail_at(tpos, "an op target such as aten.add.Tensor", describe(tpos));
   node->schema = find_op(node->target);
   const OpSchema* functional = node->schema ? nullptr : inplace_functional(node->target);
-  if (!node->schema && !functional) {
+  const OpSchema* out_form = node->schema || functional ? nullptr : out_functional(node->target);
+  if (!node->schema && !functional && !out_form) {
     auto& u = unknown_[node->target];
     if (u.first++ == 0) u.second = tpos;
   }
@@ -214,6 +215,10 @@ void TextParser::parse_node() {
         node->name = v->name;
         break;
       }
+  }
+  if (out_form) {  // aten.X.out: the functional op plus a write into out (ir/inplace.h)
+    append_out_form(*graph_, std::move(node), *out_form);
+    return;
   }
   if (functional) {  // aten.X_.O: the functional op plus a write (ir/inplace.h)
     append_inplace(*graph_, std::move(node), *functional);

@@ -405,7 +405,8 @@ std::vector<RValue> kernel_fill_Scalar(KernelContext& ctx) {
   const Tensor& self = ctx.tensor("self");
   const Scalar v = scalar_arg(ctx, "value");
   check_fill_value(v, self.dtype(), ctx.where());
-  return {scalar_tensor(v, self.dtype()).expand(self.sizes()).contiguous()};
+  // empty_like(self).fill_(value): self's layout when it is dense, as in PyTorch
+  return {layout_like(scalar_tensor(v, self.dtype()).expand(self.sizes()).contiguous(), self)};
 }
 
 std::vector<TensorType> shape_fill_Tensor(const Node& node) {
@@ -424,7 +425,7 @@ std::vector<RValue> kernel_fill_Tensor(KernelContext& ctx) {
   if (v.dim() != 0)
     ctx.fail("fill's value is not a 0-dim tensor", "a 0-dim tensor",
              std::to_string(v.dim()) + " dimensions");
-  return {v.to(self.dtype()).expand(self.sizes()).contiguous()};
+  return {layout_like(v.to(self.dtype()).expand(self.sizes()).contiguous(), self)};
 }
 
 }  // namespace anvil::ops

@@ -128,3 +128,45 @@ std::vector<ir::RValue> kernel_hop_wrap_with_set_grad_enabled(ir::KernelContext&
 }
 
 }  // namespace anvil::ops
+
+namespace anvil::ops {
+
+namespace {
+
+/// The rule of a higher-order op the importer always inlines: reaching it is a malformed graph.
+[[noreturn]] void inlined_at_import(const std::string& where, const std::string& what) {
+  throw Error(what + " is inlined when a model is imported (frontend/pt2_hops.cpp)", where,
+              "an inlined " + what, "a " + what + " node in the graph");
+}
+
+}  // namespace
+
+// map_impl (torch.map: the body once per slice along dim 0), invoke_subgraph (a
+// nested_compile_region call) and auto_functionalized / _v2 (a mutating op run on copies of the
+// tensors it writes) never reach a graph: the importer inlines them (frontend/pt2_hops.cpp).
+std::vector<TensorType> shape_hop_map_impl(const Node& node) {
+  inlined_at_import(node_where(node), "torch.map (map_impl)");
+}
+std::vector<ir::RValue> kernel_hop_map_impl(ir::KernelContext& ctx) {
+  inlined_at_import(ctx.where(), "torch.map (map_impl)");
+}
+std::vector<TensorType> shape_hop_invoke_subgraph(const Node& node) {
+  inlined_at_import(node_where(node), "invoke_subgraph");
+}
+std::vector<ir::RValue> kernel_hop_invoke_subgraph(ir::KernelContext& ctx) {
+  inlined_at_import(ctx.where(), "invoke_subgraph");
+}
+std::vector<TensorType> shape_hop_auto_functionalized(const Node& node) {
+  inlined_at_import(node_where(node), "auto_functionalized");
+}
+std::vector<ir::RValue> kernel_hop_auto_functionalized(ir::KernelContext& ctx) {
+  inlined_at_import(ctx.where(), "auto_functionalized");
+}
+std::vector<TensorType> shape_hop_auto_functionalized_v2(const Node& node) {
+  inlined_at_import(node_where(node), "auto_functionalized_v2");
+}
+std::vector<ir::RValue> kernel_hop_auto_functionalized_v2(ir::KernelContext& ctx) {
+  inlined_at_import(ctx.where(), "auto_functionalized_v2");
+}
+
+}  // namespace anvil::ops

@@ -11,6 +11,9 @@
 
 namespace anvil::ops {
 
+// ops/common.h (not included here: this file has its own node_where / wrap_dim helpers)
+Tensor channels_last_like(const Tensor& value, const Tensor& input);
+
 namespace {
 
 using ir::KernelContext;
@@ -310,7 +313,7 @@ Tensor batch_norm_impl(const KernelContext& ctx) {
       ++i;
     });
   });
-  return out;
+  return channels_last_like(out, x);  // PyTorch's CPU kernel keeps a channels-last input so
 }
 
 }  // namespace

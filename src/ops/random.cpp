@@ -83,6 +83,19 @@ Tensor sample(const KernelContext& ctx, const Shape& sizes, DType dtype, bool no
   return out;
 }
 
+/// rand_like / randn_like: a tensor of self's sizes in self's layout when it is dense (PyTorch's
+/// empty_like), its samples drawn in memory order as PyTorch's kernel fills it.
+Tensor sample_like(const KernelContext& ctx, bool normal) {
+  const Tensor& self = ctx.tensor("self");
+  const DType dtype = ctx.dtype_arg("dtype").value_or(self.dtype());
+  Tensor out = empty_like_layout(self, dtype);
+  if (out.is_contiguous()) return sample(ctx, self.sizes(), dtype, normal);
+  Tensor flat(out.storage(), dtype, {out.numel()}, {1}, out.storage_offset());
+  Tensor drawn = sample(ctx, {out.numel()}, dtype, normal);
+  flat.copy_from(drawn);
+  return out;
+}
+
 }  // namespace
 
 std::vector<TensorType> shape_randn(const Node& node) { return factory_type(node); }
@@ -96,16 +109,10 @@ std::vector<RValue> kernel_rand(KernelContext& ctx) {
 }
 
 std::vector<TensorType> shape_randn_like(const Node& node) { return like_type(node); }
-std::vector<RValue> kernel_randn_like(KernelContext& ctx) {
-  const Tensor& self = ctx.tensor("self");
-  return {sample(ctx, self.sizes(), ctx.dtype_arg("dtype").value_or(self.dtype()), true)};
-}
+std::vector<RValue> kernel_randn_like(KernelContext& ctx) { return {sample_like(ctx, true)}; }
 
 std::vector<TensorType> shape_rand_like(const Node& node) { return like_type(node); }
-std::vector<RValue> kernel_rand_like(KernelContext& ctx) {
-  const Tensor& self = ctx.tensor("self");
-  return {sample(ctx, self.sizes(), ctx.dtype_arg("dtype").value_or(self.dtype()), false)};
-}
+std::vector<RValue> kernel_rand_like(KernelContext& ctx) { return {sample_like(ctx, false)}; }
 
 // ---- randperm(n, dtype=int64): a random permutation of 0 .. n-1 from the default generator
 // (RandomGenerator::randperm_, anvil's own stream, not PyTorch's values).

@@ -5,6 +5,7 @@
 // Compiled as extern calls (runtime/kernels/sort.cpp).
 #include "core/error.h"
 #include "core/sort_order.h"
+#include "ops/common.h"
 #include "ops/reduce_util.h"
 #include "ops/registry.h"
 
@@ -40,18 +41,21 @@ std::vector<TensorType> sort_shape(const Node& node, std::optional<SymInt> k, bo
   return out;
 }
 
-/// Sorts every line of `self` along `dim`, keeping the first `k` (-1: all); returns values and
-/// indices.
+/// Sorts every line of `self` along `dim`, keeping the first `k` (-1: all, values and indices
+/// then laid out like a dense `self`, as PyTorch's sort allocates them with empty_like; topk's
+/// are row-major); returns values and indices.
 std::pair<Tensor, Tensor> sort_impl(const KernelContext& ctx, const Tensor& self, int64_t dim_arg,
                                     bool descending, int64_t k) {
+  const bool whole = k < 0;
   const int64_t dim = wrap_dim(dim_arg, self.dim(), ctx.where());
   const int64_t n = self.dim() == 0 ? 1 : self.size(dim);
   if (k < 0) k = n;
   if (k > n) ctx.fail("selected index k out of range", str("0 <= k <= ", n), str(k));
   Shape out_sizes = self.sizes();
   if (self.dim() > 0) out_sizes[static_cast<size_t>(dim)] = k;
-  Tensor values = Tensor::empty(out_sizes, self.dtype());
-  Tensor indices = Tensor::empty(out_sizes, DType::kInt64);
+  Tensor values = whole ? empty_like_layout(self, self.dtype()) : Tensor::empty(out_sizes, self.dtype());
+  Tensor indices =
+      whole ? empty_like_layout(self, DType::kInt64) : Tensor::empty(out_sizes, DType::kInt64);
   if (values.numel() == 0 && self.numel() == 0) return {values, indices};
   // Lines: every dim but `dim` (in order), then `dim`.
   Tensor in = self, vo = values, io = indices;

@@ -513,6 +513,24 @@ void Lowerer::lower_inplace(const ir::Node& n) {
     vals_[a.value] = fresh;
     self = fresh;
   }
+  if (const ir::Value* root = view_root(a.value); root != a.value && copy_aliases.count(root)) {
+    // A write through a view of a copy (y = x.clone(); y[1:].mul_(2)): the copy becomes real
+    // first and its views are rebased onto it, so the write lands in the copy, not in x.
+    const TRefPtr rt = ref(root);
+    if (!is_contiguous_view(*rt))
+      fail("in-place write through a view of a copy that is not a whole buffer",
+           "a copy of a whole buffer", root->name);
+    const int old = rt->buffer;
+    const int nb = new_buffer(root->name, rt->dtype, rt->sizes);
+    auto fresh = view_of(nb, rt->dtype, rt->sizes, contiguous(rt->sizes), SymInt(0));
+    store_into(*fresh, *rt);
+    copy_aliases.erase(root);
+    for (auto& [v, t] : vals_)
+      if (v != root && t && t->is_buffer() && t->buffer == old && view_root(v) == root)
+        t = view_of(nb, t->dtype, t->sizes, t->strides, t->offset);
+    vals_[root] = fresh;
+    self = ref(a.value);
+  }
   if (!self->is_buffer()) {
     // A copy of a view would take the write instead of its root (run() makes roots buffers);
     // a reshape that strides cannot express is a copy in PyTorch too.

@@ -235,6 +235,126 @@ TRefPtr remap(Lowerer& L, const TRefPtr& in, const std::vector<SymInt>& out_size
   });
 }
 
+
+/// True when `strides` lay `sizes` out row-major (dims of size 1 may have any stride).
+bool row_major(const std::vector<SymInt>& sizes, const std::vector<SymInt>& strides) {
+  if (strides.empty()) return true;
+  const auto want = contiguous(sizes);
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (!is_const(sizes[d], 1) && !(strides[d] == want[d])) return false;
+  return true;
+}
+
+/// The value whose storage `v` views in PyTorch: back through view ops (and contiguous() of a
+/// tensor already laid out so, which PyTorch returns as is) to a tensor that owns its storage.
+/// Null when a reshape on the way copied or may have (its input not row-major).
+const ir::Value* storage_owner(const ir::Value* v) {
+  auto strides_of = [](const ir::Value* x) {
+    return x->type.strides.empty() ? contiguous(x->type.sizes) : x->type.strides;
+  };
+  while (v->producer && v->producer->schema) {
+    const ir::Node& p = *v->producer;
+    const bool view = p.schema->category == ir::OpCategory::kView;
+    if (!view && p.target != "aten.contiguous.default") break;
+    const ir::Value* src = nullptr;
+    for (const ir::Value* in : p.input_values())
+      if (in && in->kind == ir::ValueKind::kTensor) {
+        src = in;
+        break;
+      }
+    if (!src) break;
+    if (!view && !(strides_of(src) == strides_of(v))) break;  // contiguous() copied
+    const bool may_copy = p.target == "aten.reshape.default" ||
+                          p.target == "aten.flatten.using_ints" ||
+                          p.target == "aten.reshape_as.default";
+    if (may_copy && !row_major(src->type.sizes, src->type.strides)) return nullptr;
+    v = src;
+  }
+  return v;
+}
+
+/// as_strided(self, size, stride, storage_offset): a view of the storage of the tensor `self`
+/// views. Storage position p = offset + sum(idx * stride) is mapped back to that tensor's index
+/// through PyTorch's layout of it (its recorded strides, dense), so the result is PyTorch's
+/// whatever layout the compiled code gave the buffer; a row-major owner held in a row-major
+/// buffer gives a plain strided view.
+TRefPtr as_strided_view(Lowerer& L, const ir::Node& n, const ir::Value* self) {
+  const ir::Value* owner = storage_owner(self);
+  if (!owner)
+    L.fail("as_strided over a reshape that copied its non-contiguous input",
+           "as_strided over a view of a tensor's own storage", "a reshape of a non-row-major tensor");
+  const std::vector<SymInt> sizes = L.symints_arg("size"), strides = L.symints_arg("stride");
+  const TRefPtr base = L.ref(owner), in = L.ref(self);
+  const std::vector<SymInt>& osz = owner->type.sizes;
+  const std::vector<SymInt> ost = owner->type.strides.empty() ? contiguous(osz) : owner->type.strides;
+  const bool rm = row_major(osz, ost);
+  const bool flat = rm && is_contiguous_view(*base);  // storage position == buffer position
+  SymInt off(0);
+  if (ir::shape_args::has(n, "storage_offset")) {
+    off = L.symint_arg("storage_offset");
+  } else if (self != owner) {  // self's own offset (the .pt2 importer writes it explicitly)
+    if (!flat || !in->is_buffer() || in->buffer != base->buffer)
+      L.fail("as_strided without a storage_offset over a view whose offset the compiler cannot tell",
+             "an explicit storage_offset", "none");
+    off = in->offset;
+  }
+  // dims of the owner from the slowest to the fastest in storage, with their strides
+  std::vector<size_t> order(osz.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+  std::vector<SymInt> step = contiguous(osz);
+  if (!rm) {
+    std::vector<int64_t> c(osz.size());
+    for (size_t d = 0; d < osz.size(); ++d) {
+      auto v = ost[d].maybe_constant();
+      if (!v || !osz[d].is_constant())
+        L.fail("as_strided over a tensor with a symbolic non-row-major layout",
+               "static strides or a row-major layout", sym_shape_str(ost));
+      c[d] = *v;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return c[a] > c[b]; });
+    int64_t expect = 1;
+    for (size_t k = order.size(); k-- > 0;) {
+      const size_t d = order[k];
+      const int64_t size = osz[d].constant();
+      if (size != 1 && c[d] != expect)
+        L.fail("as_strided over a tensor whose storage is not dense", "a dense layout",
+               sym_shape_str(ost));
+      step[d] = SymInt(size == 1 ? expect : c[d]);
+      expect *= size;
+    }
+  }
+  const SymInt numel = numel_of(osz);
+  if (auto total = numel.maybe_constant(); total && off.is_constant()) {
+    int64_t need = off.constant() + 1;
+    bool known = true, empty = false;
+    for (size_t k = 0; k < sizes.size() && known; ++k) {
+      auto a = sizes[k].maybe_constant(), b = strides[k].maybe_constant();
+      known = a && b;
+      if (known) {
+        empty = empty || *a == 0;
+        need += (*a - 1) * *b;
+      }
+    }
+    if (known && !empty && need > *total)
+      L.fail("as_strided: the view is out of bounds for the storage of self",
+             str("a storage of at least ", need, " elements"), str("a storage of ", *total, " elements"));
+  }
+  if (flat)
+    return strided(L, base, sizes, strides, base->offset + off);
+  return L.computed(sizes, base->dtype, [&L, base, order, step, osz, off, strides](const Index& idx) {
+    SymInt p = off;
+    for (size_t k = 0; k < idx.size(); ++k) p = p + idx[k] * strides[k];
+    Index at(osz.size(), SymInt(0));
+    for (size_t k = 0; k < order.size(); ++k) {
+      const size_t d = order[k];
+      if (is_const(osz[d], 1)) continue;
+      SymInt i = p.floordiv(step[d]);
+      at[d] = k == 0 ? i : i.mod(osz[d]);
+    }
+    return L.load(*base, at);
+  }, {base});
+}
+
 }  // namespace
 
 bool lower_view(Lowerer& L, const ir::Node& n) {
@@ -361,6 +481,10 @@ bool lower_view(Lowerer& L, const ir::Node& n) {
     SymInt idx = L.symint_arg("index");
     if (auto c = idx.maybe_constant(); c && *c < 0) idx = in->sizes[static_cast<size_t>(d)] + *c;
     L.bind(0, select(L, in, static_cast<size_t>(d), idx));
+    return true;
+  }
+  if (t == "aten.as_strided.default") {
+    L.bind(0, as_strided_view(L, n, self->value));
     return true;
   }
   if (t == "aten.diagonal.default") {  // dim1, dim2 removed; the diagonal last

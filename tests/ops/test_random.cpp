@@ -132,6 +132,21 @@ TEST(RandomOps, RandAndLikeForms) {
   expect_values(u, kRand5, 0.0);
 }
 
+// PyTorch: torch.manual_seed(0); torch.randn_like(torch.empty(5, 8).t()) equals
+// torch.randn(5, 8).t(): the result keeps self's (transposed) layout and the samples fill it in
+// memory order.
+TEST(RandomOps, LikeFormsKeepSelfsLayoutAndFillMemoryOrder) {
+  default_generator().manual_seed(0);
+  const Tensor self = Tensor::empty({5, 8}, DType::kFloat32).as_strided({8, 5}, {1, 8}, 0);
+  Tensor n = OpRunner("aten.randn_like.default").tensor("self", self).run1();
+  EXPECT_EQ(n.strides(), (Shape{1, 8}));
+  const std::vector<double> got = n.to_doubles();  // row-major over (8, 5)
+  for (int64_t i = 0; i < 8; ++i)
+    for (int64_t j = 0; j < 5; ++j)
+      EXPECT_NEAR(got[static_cast<size_t>(i * 5 + j)], kRandn40[static_cast<size_t>(j * 8 + i)], 1e-6)
+          << i << ", " << j;
+}
+
 TEST(RandomOps, IntegerDtypeIsRejected) {
   ANVIL_EXPECT_ERROR(
       OpRunner("aten.randn.default").ints("size", {2}).dtype("dtype", DType::kInt64).run1(),

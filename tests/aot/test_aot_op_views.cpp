@@ -1,0 +1,243 @@
+// as_strided, out= forms and the higher-order ops the importer inlines, end to end against
+// PyTorch 2.11 (fixtures of scripts/export_op_views.py): each export is compiled into a package
+// and run, and the reference interpreter must give the same values. The out= forms are imported
+// as the functional op plus a write into `out` (ir/inplace.h), torch.map is unrolled,
+// invoke_subgraph inlined at each call and auto_functionalized_v2 applied in place on clones.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "aot_util.h"
+#include "common/check.h"
+#include "frontend/pt2_reader.h"
+#include "interp/interpreter.h"
+#include "ir/parser.h"
+#include "runtime/model.h"
+
+namespace anvil::aot_test {
+namespace {
+
+/// The package and the interpreter against PyTorch's outputs.
+void check_against_pytorch(const std::string& name) {
+  ANVIL_AOT_LOAD(model, name);
+  auto graph = frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/" + name + ".pt2");
+  interp::Interpreter ref(*graph);
+  const auto ins = read_set(name, "in", "");
+  const auto want = read_set(name, "out", "");
+  ASSERT_FALSE(want.empty()) << name << ": no fixture outputs";
+  expect_outputs(model.run(inputs_for(model, ins)), want, name + " (package)");
+  expect_outputs(ref.run(inputs_for(model, ins)), want, name + " (interpreter)");
+}
+
+/// The distinct targets of a fixture's graph after import.
+std::set<std::string> imported_targets(const std::string& name) {
+  auto g = frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/" + name + ".pt2");
+  std::set<std::string> t;
+  for (const ir::Node* n : g->nodes()) t.insert(n->target);
+  return t;
+}
+
+// as_strided over an input, a slice (offset from the export's record of it), a transpose,
+// overlapping windows, a computed tensor, a channels-last copy and a chain of two.
+TEST(AotOpViews, AsStrided) {
+  check_against_pytorch("ops_as_strided");
+  EXPECT_EQ(imported_targets("ops_as_strided").count("aten.as_strided.default"), 1u);
+}
+
+// The compiled view indexes the storage through PyTorch's layout of the tensor it views, so a
+// channels-last intermediate (the compiled buffer is row-major) still gives PyTorch's elements.
+TEST(AotOpViews, AsStridedOverAChannelsLastTensorInTheTextIr) {
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[1, 3, 2, 2] = user_input
+  }
+  %c: f32[1, 3, 2, 2]{12, 1, 6, 3} = aten.contiguous.default(self=%x, *memory_format=torch.channels_last)
+  %a: f32[2, 3] = aten.as_strided.default(self=%c, size=[2, 3], stride=[1, 3], storage_offset=2)
+  %r: f32[3, 2] = aten.as_strided.default(self=%x, size=[3, 2], stride=[1, 3])
+  outputs {
+    user_output %a
+    user_output %r
+  }
+})");
+  const Built& b = build_graph("as_strided_channels_last", *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  runtime::Model model = runtime::Model::load(b.package);
+  std::vector<double> xv;
+  for (int i = 0; i < 12; ++i) xv.push_back(i);
+  const Tensor x = Tensor::from_vector(xv, {1, 3, 2, 2}).to(DType::kFloat32, true);
+  // PyTorch: x.contiguous(memory_format=torch.channels_last).as_strided((2, 3), (1, 3), 2)
+  const std::vector<Tensor> want = {
+      Tensor::from_vector(std::vector<double>{8, 9, 10, 1, 2, 3}, {2, 3}).to(DType::kFloat32, true),
+      Tensor::from_vector(std::vector<double>{0, 3, 1, 4, 2, 5}, {3, 2}).to(DType::kFloat32, true)};
+  expect_outputs(model.run({x}), want, "as_strided_channels_last (package)");
+  interp::Interpreter ref(*g);
+  expect_outputs(ref.run({x}), want, "as_strided_channels_last (interpreter)");
+}
+
+// sym_stride / sym_storage_offset (2.11's exports write them as sym_size expressions; the text
+// IR can use them): symbolic ints carrying their expressions, compiled like sym_size, while the
+// interpreter reads them off the tensors. x[:, 1:] of a dynamic (s0, 5) input: stride 5, offset 1.
+TEST(AotOpViews, SymStrideAndStorageOffsetCompile) {
+  auto g = ir::parse_graph(R"(graph {
+  symbols {
+    s0 in [2, 64]
+  }
+  inputs {
+    %x: f32[s0, 5] = user_input
+  }
+  %v: f32[s0, 4]{5, 1} = aten.slice.Tensor(self=%x, dim=1, start=1)
+  %st: SymInt(5) = aten.sym_stride.int(self=%v, dim=0)
+  %off: SymInt(1) = aten.sym_storage_offset.default(self=%v)
+  %n: SymInt(6) = _operator.add(a=SymInt(%st), b=SymInt(%off))
+  %z: f32[6] = aten.full.default(size=SymInt[%n], fill_value=2.5, *device=device(cpu), *pin_memory=False)
+  outputs {
+    user_output %z
+  }
+})");
+  const Built& b = build_graph("sym_stride_offset", *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  runtime::Model model = runtime::Model::load(b.package);
+  std::vector<double> xv(15, 1.0);
+  const Tensor x = Tensor::from_vector(xv, {3, 5}).to(DType::kFloat32, true);
+  const std::vector<Tensor> want = {Tensor::full({6}, 2.5, DType::kFloat32)};
+  expect_outputs(model.run({x}), want, "sym_stride_offset (package)");
+  interp::Interpreter ref(*g);
+  expect_outputs(ref.run({x}), want, "sym_stride_offset (interpreter)");
+}
+
+// aten.X.out (atan2, add with alpha, sum.IntList_out, mean.out, sin into an empty tensor that
+// PyTorch resizes, mul into float64, clamp into a tensor viewed before the write, and
+// bitwise_and.Scalar_out) as the functional op plus a write into out.
+TEST(AotOpViews, OutFormsAreTheFunctionalOpPlusAWrite) {
+  check_against_pytorch("ops_out_forms");
+  const auto t = imported_targets("ops_out_forms");
+  for (const char* gone : {"aten.atan2.out", "aten.add.out", "aten.sum.IntList_out",
+                           "aten.mean.out", "aten.sin.out", "aten.mul.out", "aten.clamp.out",
+                           "aten.bitwise_and.Scalar_out"})
+    EXPECT_EQ(t.count(gone), 0u) << gone << " should be imported as its functional op";
+  for (const char* f : {"aten.atan2.default", "aten.add.Tensor", "aten.sum.dim_IntList",
+                        "aten.mean.dim", "aten.sin.default", "aten.mul.Tensor",
+                        "aten.clamp.default", "aten.bitwise_and.Scalar", "aten.copy_.default"})
+    EXPECT_EQ(t.count(f), 1u) << f;
+}
+
+// PyTorch refuses a float result into an integer out tensor ("result type Float can't be cast
+// to the desired output type Long"); so does the import, naming both dtypes.
+TEST(AotOpViews, OutFormRefusesAResultItCannotStore) {
+  ANVIL_EXPECT_ERROR(ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[3] = user_input
+    %o: i64[3] = user_input
+  }
+  %y: i64[3] = aten.sin.out(self=%x, *out=%o)
+  outputs {
+    user_output %y
+  }
+})"),
+                     "cannot be cast to the out tensor's dtype");
+  // an out tensor of other sizes that is the caller's: PyTorch would resize it, anvil does not
+  ANVIL_EXPECT_ERROR(ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[3] = user_input
+    %o: f32[2] = user_input
+  }
+  %y: f32[3] = aten.sin.out(self=%x, *out=%o)
+  outputs {
+    user_output %y
+  }
+})"),
+                     "out= tensor of other sizes than the result");
+}
+
+// torch.map: the body unrolled over the static leading size, each output stacked.
+TEST(AotOpViews, MapIsUnrolled) {
+  check_against_pytorch("ops_map");
+  const auto t = imported_targets("ops_map");
+  EXPECT_EQ(t.count("higher_order.map_impl"), 0u);
+  EXPECT_EQ(t.count("aten.stack.default"), 1u);
+}
+
+// torch.map over a dynamic leading size cannot be unrolled: refused at import with the reason.
+TEST(AotOpViews, MapOverADynamicLeadingSizeIsRefused) {
+  const std::string err = ::anvil::test::error_message([] {
+    frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/ops_map_dynamic.pt2");
+  });
+  EXPECT_TRUE(::anvil::test::error_says(err, "torch.map over a dynamic leading size")) << err;
+}
+
+// A nested_compile_region module called twice: its subgraph inlined at both calls.
+TEST(AotOpViews, InvokeSubgraphIsInlined) {
+  check_against_pytorch("ops_invoke_subgraph");
+  const auto t = imported_targets("ops_invoke_subgraph");
+  EXPECT_EQ(t.count("higher_order.invoke_subgraph"), 0u);
+  EXPECT_EQ(t.count("aten.gelu.default"), 1u);
+}
+
+// auto_functionalized_v2 over an aten in-place op (mul_ on a clone and on a slice of one):
+// clones of the bases, the op applied in place on them (the slice through a view), the clones
+// the results.
+TEST(AotOpViews, AutoFunctionalizedAtenOpRunsOnClones) {
+  check_against_pytorch("ops_auto_functionalized_aten");
+  const auto t = imported_targets("ops_auto_functionalized_aten");
+  EXPECT_EQ(t.count("higher_order.auto_functionalized_v2"), 0u);
+  EXPECT_EQ(t.count("aten.mul.Tensor"), 1u);
+}
+
+// auto_functionalized (v1, which 2.11 no longer writes: the same graph with its first node
+// rewritten so) passes the written tensor itself: cloned, written, the clone the result.
+TEST(AotOpViews, AutoFunctionalizedV1AtenOpRunsOnAClone) {
+  check_against_pytorch("ops_auto_functionalized_v1");
+  const auto t = imported_targets("ops_auto_functionalized_v1");
+  EXPECT_EQ(t.count("higher_order.auto_functionalized"), 0u);
+  EXPECT_EQ(t.count("higher_order.auto_functionalized_v2"), 0u);
+}
+
+// The write of that import, as a non-strict export also leaves it for
+// `c = a.clone(); c[1:].mul_(-2)`: through a view of a copy lowered as an alias of `a`'s buffer.
+// The copy becomes real before the write (it used to land in `a`, and `c` kept the old values).
+TEST(AotOpViews, WriteThroughAViewOfACopyLandsInTheCopy) {
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[3, 2] = user_input
+  }
+  %a: f32[3, 2] = aten.add.Tensor(self=%x, other=1)
+  %c: f32[3, 2] = aten.clone.default(self=%a)
+  %s: f32[2, 2] = aten.slice.Tensor(self=%c, dim=0, start=1)
+  %m: f32[2, 2] = aten.mul.Tensor(self=%s, other=-2.0)
+  %w: f32[2, 2] = aten.copy_.default(self=%s, src=%m)
+  outputs {
+    user_output %c
+    user_output %a
+  }
+})");
+  const Built& b = build_graph("write_through_view_of_copy", *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  runtime::Model model = runtime::Model::load(b.package);
+  const Tensor x =
+      Tensor::from_vector(std::vector<double>{0, 1, 2, 3, 4, 5}, {3, 2}).to(DType::kFloat32, true);
+  const std::vector<Tensor> want = {
+      Tensor::from_vector(std::vector<double>{1, 2, -6, -8, -10, -12}, {3, 2})
+          .to(DType::kFloat32, true),
+      Tensor::from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {3, 2}).to(DType::kFloat32, true)};
+  expect_outputs(model.run({x}), want, "write_through_view_of_copy (package)");
+  interp::Interpreter ref(*g);
+  expect_outputs(ref.run({x}), want, "write_through_view_of_copy (interpreter)");
+}
+
+// Table ops no other fixture carried, on transposed and channels-last inputs (the stride audit of
+// tests/interp/test_strides.cpp checks their layouts; here their values, compiled and
+// interpreted).
+TEST(AotOpViews, Strides2OpsMatchPyTorch) { check_against_pytorch("ops_strides2"); }
+
+// A custom op with mutates_args (its kernel is user Python) is refused naming the op.
+TEST(AotOpViews, AutoFunctionalizedCustomOpIsRefusedNamingIt) {
+  const std::string err = ::anvil::test::error_message([] {
+    frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) +
+                       "/aot/ops_auto_functionalized_custom.pt2");
+  });
+  EXPECT_TRUE(::anvil::test::error_says(err, "anvil_fixture.scale_.default")) << err;
+  EXPECT_TRUE(::anvil::test::error_says(err, "custom op")) << err;
+}
+
+}  // namespace
+}  // namespace anvil::aot_test
