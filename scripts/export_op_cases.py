@@ -374,6 +374,8 @@ class PoolSampleDynamic(nn.Module):
         d = torch.cdist(c, c[:, 1:], p=1.0)
         return (v, i, v3, i3, F.avg_pool3d(x5, 2), F.adaptive_avg_pool3d(x5, 2), s, u, f, d,
                 F.pdist(c[0]))
+
+
 class Backward(nn.Module):
     """The gradient ops of training steps, called directly as a joint graph after
     run_decompositions() carries them: convolution_backward (2-D; grouped with stride, padding and

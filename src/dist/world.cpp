@@ -192,6 +192,14 @@ void set_world(std::shared_ptr<ProcessGroup> pg) {
   st.world = std::move(pg);
 }
 
+void clear_world() {
+  WorldState& st = state();
+  std::lock_guard<std::mutex> lk(st.mu);
+  for (const std::string& name : GroupRegistry::instance().names())
+    GroupRegistry::instance().unregister(name);
+  st.world.reset();
+}
+
 std::shared_ptr<ProcessGroup> world() {
   WorldState& st = state();
   std::lock_guard<std::mutex> lk(st.mu);

@@ -49,6 +49,9 @@ std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend,
 std::shared_ptr<ProcessGroup> init_world_from_env(const std::string& backend = "");
 /// Registers `pg` as the world group "0" (for worlds built by hand, e.g. ranks as threads).
 void set_world(std::shared_ptr<ProcessGroup> pg);
+/// Forgets the world group and every registered group name (a process that builds worlds by
+/// hand one after another, e.g. tests); the groups live on while others hold them.
+void clear_world();
 /// The world group, or null before init.
 std::shared_ptr<ProcessGroup> world();
 bool world_initialized();

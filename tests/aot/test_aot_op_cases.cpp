@@ -220,6 +220,8 @@ TEST(AotOps, PoolingSamplingDistancesSplitOverThreads) {
   }
   interp::Interpreter ref(*g);
   expect_outputs(model.run(ins), ref.run(ins), "pool_sample_dist_large");
+}
+
 // The gradient ops of training steps (convolution_backward in 1-D / 2-D / grouped / transposed
 // forms with output_mask, the pooling gradients, embedding_dense_backward, the layer / group norm
 // gradients), decomposed by the compiler into convolutions, matmuls, scatter_add, index_put and

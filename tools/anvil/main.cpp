@@ -20,6 +20,9 @@ ArgParser cache_parser();
 int cmd_cache(const ParsedArgs& args);
 // `anvil ops` (cmd_ops.cpp).
 ArgParser ops_parser();
+// `anvil check` (cmd_check.cpp).
+ArgParser check_parser();
+int cmd_check(const ParsedArgs& args);
 int cmd_ops(const ParsedArgs& args);
 
 const std::vector<Command>& commands() {
