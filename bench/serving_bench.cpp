@@ -75,11 +75,17 @@ int main(int argc, char** argv) {
     runtime::Model m = runtime::Model::load(pkg, mo);
     std::vector<Tensor> inputs, want, want2;
     for (int t = 0; t < threads; ++t) inputs.push_back(input_for(m, t).to(device));
-    for (int t = 0; t < threads; ++t)
-      for (int r = 0; r < 3; ++r) {  // warm-up: plain run, capture, replay
-        auto out = m.run({inputs[static_cast<size_t>(t)]});
-        if (r == 2) want.push_back(out[0].to(Device::cpu()));
-      }
+    for (int t = 0; t < threads; ++t)  // the reference: one thread
+      want.push_back(m.run({inputs[static_cast<size_t>(t)]})[0].to(Device::cpu()));
+    {  // warm-up from T threads at once, so that every runner has run (its cuBLASLt workspace,
+       // its graph captured) before the memory is measured
+      std::vector<std::thread> warm;
+      for (int t = 0; t < threads; ++t)
+        warm.emplace_back([&, t] {
+          for (int r = 0; r < 20; ++r) m.run({inputs[static_cast<size_t>(t)]});
+        });
+      for (auto& th : warm) th.join();
+    }
     const size_t after_load = device_used(api, device.index);
     size_t weights = 0;
     for (const auto& c : m.constant_specs()) weights += static_cast<size_t>(shape_numel(c.sizes)) * dtype_size(c.dtype);

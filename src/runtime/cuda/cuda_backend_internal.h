@@ -47,7 +47,10 @@ constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kSmallRound = 512;   // granularity of blocks up to kSmallLimit
 constexpr size_t kSmallLimit = kMiB;  // above this, blocks are multiples of kLargeRound
 constexpr size_t kLargeRound = 2 * kMiB;
-constexpr size_t kWorkspaceBytes = 32 * kMiB;  // cuBLASLt workspace per (device, stream)
+// cuBLASLt workspace per (device, stream): every runner has its own stream, so 4 runners hold 4;
+// 8 MiB keeps four of them within the serving budget (weights + arenas + 64 MiB); the heuristic
+// is asked for algorithms that fit it.
+constexpr size_t kWorkspaceBytes = 8 * kMiB;
 
 // A cached GEMM decision: the heuristic's algorithm for one problem shape.
 struct GemmPlan {
