@@ -453,7 +453,7 @@ int backend_stream_destroy(int device, void* stream) {
       std::lock_guard<std::mutex> lock(s->blas_mu);
       auto it = s->workspaces.find(stream);
       if (it != s->workspaces.end()) {
-        workspace = it->second;
+        workspace = it->second.block;
         s->workspaces.erase(it);
       }
     }

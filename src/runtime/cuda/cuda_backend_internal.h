@@ -47,14 +47,21 @@ constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kSmallRound = 512;   // granularity of blocks up to kSmallLimit
 constexpr size_t kSmallLimit = kMiB;  // above this, blocks are multiples of kLargeRound
 constexpr size_t kLargeRound = 2 * kMiB;
-// cuBLASLt workspace per (device, stream): every runner has its own stream, so 4 runners hold 4;
-// 8 MiB keeps four of them within the serving budget (weights + arenas + 64 MiB); the heuristic
-// is asked for algorithms that fit it.
-constexpr size_t kWorkspaceBytes = 8 * kMiB;
+// The most cuBLASLt workspace a GEMM may use (the heuristic is asked for algorithms within it).
+// Each stream's workspace grows to what its GEMMs' plans need, no more: every runner has its own
+// stream, and a batch-1 bf16 model's plans need little while fp32 split-K plans need megabytes.
+constexpr size_t kWorkspaceBytes = 32 * kMiB;
 
 // A cached GEMM decision: the heuristic's algorithm for one problem shape.
 struct GemmPlan {
   cublasLtMatmulAlgo_t algo;
+  size_t workspace = 0;  // bytes the algorithm needs (the heuristic's workspaceSize)
+};
+
+// A stream's cuBLASLt workspace.
+struct Workspace {
+  void* block = nullptr;
+  size_t bytes = 0;
 };
 
 // Everything that changes the heuristic's answer. Strides are zero when batch == 1.
@@ -84,7 +91,7 @@ struct DeviceState {
   cublasLtHandle_t handle = nullptr;
   // One workspace per stream: GEMMs queued on different streams may run concurrently, so they
   // must not share scratch memory; GEMMs on one stream are ordered by the stream.
-  std::unordered_map<void*, void*> workspaces;
+  std::unordered_map<void*, Workspace> workspaces;
   std::map<GemmKey, GemmPlan> plans;
 };
 

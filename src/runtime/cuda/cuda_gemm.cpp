@@ -311,16 +311,6 @@ int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans
         }
       }
       handle = s->handle;
-      auto ws = s->workspaces.find(stream);
-      if (ws == s->workspaces.end()) {
-        void* block = alloc_block(*s, "gemm workspace", device, kWorkspaceBytes);
-        if (block == nullptr) {
-          return fail("%s: allocating the %zu-byte cuBLASLt workspace failed: %s", call().c_str(),
-                      kWorkspaceBytes, t_last_error.c_str());
-        }
-        ws = s->workspaces.emplace(stream, block).first;
-      }
-      workspace = ws->second;
       auto found = s->plans.find(key);
       if (found != s->plans.end()) {
         plan = found->second;
@@ -367,8 +357,29 @@ int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans
                            call().c_str(), key.align_a, key.align_b, key.align_c, key.align_bias);
         }
         plan.algo = result.algo;
+        plan.workspace = result.workspaceSize;
         s->plans.emplace(key, plan);
       }
+      // The stream's workspace, grown to this plan's need (GEMMs queued on the stream with the
+      // smaller one finish first: it goes back to the allocator only after them).
+      Workspace& ws = s->workspaces[stream];
+      if (plan.workspace > ws.bytes) {
+        if (ws.block != nullptr) {
+          const cudaError_t e = cudaStreamSynchronize(cu_stream);
+          if (e != cudaSuccess)
+            return fail_cuda(e, "%s: waiting for the stream before growing its workspace failed",
+                             call().c_str());
+          free_block(*s, ws.block);
+          ws = Workspace{};
+        }
+        void* block = alloc_block(*s, "gemm workspace", device, plan.workspace);
+        if (block == nullptr) {
+          return fail("%s: allocating the %zu-byte cuBLASLt workspace failed: %s", call().c_str(),
+                      plan.workspace, t_last_error.c_str());
+        }
+        ws = Workspace{block, plan.workspace};
+      }
+      workspace = ws.block;
     }
 
     const float beta = 0.0f;
@@ -378,7 +389,7 @@ int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans
     st = cublasLtMatmul(handle, descs.op(), f64 ? static_cast<const void*>(&alpha64) : &alpha, b,
                         descs.a(), a, descs.b(), f64 ? static_cast<const void*>(&beta64) : &beta,
                         c, descs.d(),
-                        c, descs.d(), &plan.algo, workspace, kWorkspaceBytes, cu_stream);
+                        c, descs.d(), &plan.algo, workspace, plan.workspace, cu_stream);
     if (st != CUBLAS_STATUS_SUCCESS) {
       // cuBLASLt may leave a CUDA error (e.g. a failed launch) in the runtime's slot.
       const cudaError_t ce = cudaGetLastError();
