@@ -64,12 +64,6 @@ bool is_float_type(DType t) {
 /// first, keeps its own policy: an inner `enabled=False` region is not cast by the outer one).
 constexpr const char* kAutocastKey = "anvil_autocast";
 
-/// A name not used yet in `g` / `names`, starting from `want`.
-std::string fresh(const ir::Graph& g, const std::set<std::string>& names, const std::string& want) {
-  std::string n = want;
-  for (int k = 1; g.find_value(n) || names.count(n); ++k) n = want + "_" + std::to_string(k);
-  return n;
-}
 
 }  // namespace
 
@@ -108,87 +102,53 @@ std::vector<ir::Value*> inline_region(ir::Graph& g, const ir::Node& hop,
                   "a tensor or a symbolic int", "a constant or list");
     }
   }
-  if (operands.size() != sub.inputs().size())
-    throw Error(what + " operands do not match its subgraph", where,
-                std::to_string(sub.inputs().size()), std::to_string(operands.size()));
-  std::map<const ir::Value*, ir::Value*> map;
-  for (size_t i = 0; i < operands.size(); ++i) map[sub.inputs()[i]] = operands[i];
-  auto remap = [&](ir::Value* v) -> ir::Value* {
-    if (!v) return v;
-    auto it = map.find(v);
-    if (it == map.end())
-      throw Error(what + " subgraph reads a value it does not define", where,
-                  "a subgraph input or node output", v->name);
-    return it->second;
-  };
   const std::string prefix = hop.name + "_";
   int casts = 0;
-  for (const ir::Node* n : sub.nodes()) {
-    auto node = std::make_unique<ir::Node>();
-    node->schema = n->schema;
-    node->target = n->target;
-    node->name = fresh(g, node_names, prefix + n->name);
-    node->outputs_as_list = n->outputs_as_list;
-    node->metadata = n->metadata;
-    node->subgraphs = n->subgraphs;
-    node->args = n->args;
-    const bool decided = n->metadata.count(kAutocastKey) > 0;  // by a nested region
-    const bool to_low = enabled && !decided && lower_precision_op(n->target);
-    const bool to_f32 = enabled && !decided && float32_op(n->target);
-    if (!decided && autocast) node->metadata[kAutocastKey] = enabled ? dtype_name(low) : "disabled";
-    for (ir::Arg& a : node->args) {
-      a.value = remap(a.value);
-      for (ir::Value*& v : a.values) v = remap(v);
-      for (ir::IntRef& r : a.symints) r.value = remap(r.value);
-      if (!to_low && !to_f32) continue;
-      const DType want = to_low ? low : DType::kFloat32;
-      auto cast = [&](ir::Value* v) -> ir::Value* {
-        if (!v || !v->is_tensor() || !is_float_type(v->type.dtype) || v->type.dtype == want)
-          return v;
-        auto c = std::make_unique<ir::Node>();
-        c->schema = ir::find_op("aten._to_copy.default");
-        c->target = "aten._to_copy.default";
-        c->name = fresh(g, node_names, prefix + "autocast_" + std::to_string(casts++));
-        ir::Arg self;
-        self.name = "self";
-        self.kind = ir::Arg::Kind::kTensor;
-        self.value = v;
-        ir::Arg dtype;
-        dtype.name = "dtype";
-        dtype.kwarg = true;
-        dtype.kind = ir::Arg::Kind::kScalarType;
-        dtype.dtype = want;
-        c->args = {self, dtype};
-        c->metadata[kAutocastKey] = dtype_name(want);
-        ir::Value* out = g.new_value(c->name);
-        out->type = v->type;
-        out->type.dtype = want;
-        out->type.strides.clear();
-        c->outputs = {out};
-        node_names.insert(c->name);
-        g.append(std::move(c));
-        return out;
-      };
+  // Each copied node: its autocast decision recorded, and its floating operands cast to the
+  // region's low dtype (or to float32) where CPU autocast casts them.
+  auto hook = [&](const ir::Node& n, ir::Node& node) {
+    const bool decided = n.metadata.count(kAutocastKey) > 0;  // by a nested region
+    const bool to_low = enabled && !decided && lower_precision_op(n.target);
+    const bool to_f32 = enabled && !decided && float32_op(n.target);
+    if (!decided && autocast) node.metadata[kAutocastKey] = enabled ? dtype_name(low) : "disabled";
+    if (!to_low && !to_f32) return;
+    const DType want = to_low ? low : DType::kFloat32;
+    auto cast = [&](ir::Value* v) -> ir::Value* {
+      if (!v || !v->is_tensor() || !is_float_type(v->type.dtype) || v->type.dtype == want)
+        return v;
+      auto c = std::make_unique<ir::Node>();
+      c->schema = ir::find_op("aten._to_copy.default");
+      c->target = "aten._to_copy.default";
+      c->name = fresh_name(g, node_names, prefix + "autocast_" + std::to_string(casts++));
+      ir::Arg self;
+      self.name = "self";
+      self.kind = ir::Arg::Kind::kTensor;
+      self.value = v;
+      ir::Arg dtype;
+      dtype.name = "dtype";
+      dtype.kwarg = true;
+      dtype.kind = ir::Arg::Kind::kScalarType;
+      dtype.dtype = want;
+      c->args = {self, dtype};
+      c->metadata[kAutocastKey] = dtype_name(want);
+      ir::Value* out = g.new_value(c->name);
+      out->type = v->type;
+      out->type.dtype = want;
+      out->type.strides.clear();
+      c->outputs = {out};
+      node_names.insert(c->name);
+      g.append(std::move(c));
+      return out;
+    };
+    for (ir::Arg& a : node.args) {
       a.value = cast(a.value);
       for (ir::Value*& v : a.values) v = cast(v);
     }
-    for (const ir::Value* o : n->outputs) {
-      if (!o) {
-        node->outputs.push_back(nullptr);
-        continue;
-      }
-      ir::Value* v = g.new_value(fresh(g, node_names, prefix + o->name), o->kind);
-      v->type = o->type;
-      v->sym = o->sym;
-      map[o] = v;
-      node->outputs.push_back(v);
-    }
-    node_names.insert(node->name);
-    g.append(std::move(node));
-  }
-  std::vector<ir::Value*> results;
-  for (const auto& o : sub.output_specs()) results.push_back(o.value ? remap(o.value) : nullptr);
-  return results;
+  };
+  if (operands.size() != sub.inputs().size())
+    throw Error(what + " operands do not match its subgraph", where,
+                std::to_string(sub.inputs().size()), std::to_string(operands.size()));
+  return inline_graph(g, sub, operands, prefix, node_names, where + " (" + what + ")", hook);
 }
 
 }  // namespace anvil::frontend::detail

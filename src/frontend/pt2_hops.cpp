@@ -22,15 +22,66 @@
 
 namespace anvil::frontend::detail {
 
-namespace {
-
-/// A name not used yet in `g` / `names`, starting from `want`.
 std::string fresh_name(const ir::Graph& g, const std::set<std::string>& names,
                        const std::string& want) {
   std::string n = want;
   for (int k = 1; g.find_value(n) || names.count(n); ++k) n = want + "_" + std::to_string(k);
   return n;
 }
+
+
+std::vector<ir::Value*> inline_graph(ir::Graph& g, const ir::Graph& sub,
+                                     const std::vector<ir::Value*>& operands,
+                                     const std::string& prefix, std::set<std::string>& names,
+                                     const std::string& where, const InlineHook& hook) {
+  if (operands.size() != sub.inputs().size())
+    throw Error("operands do not match the subgraph's inputs", where,
+                str(sub.inputs().size(), " operands"), str(operands.size()));
+  std::map<const ir::Value*, ir::Value*> map;
+  for (size_t i = 0; i < operands.size(); ++i) map[sub.inputs()[i]] = operands[i];
+  auto remap = [&](ir::Value* v) -> ir::Value* {
+    if (!v) return v;
+    auto it = map.find(v);
+    if (it == map.end())
+      throw Error("subgraph reads a value it does not define", where,
+                  "a subgraph input or node output", v->name);
+    return it->second;
+  };
+  for (const ir::Node* n : sub.nodes()) {
+    auto node = std::make_unique<ir::Node>();
+    node->schema = n->schema;
+    node->target = n->target;
+    node->name = fresh_name(g, names, prefix + n->name);
+    node->outputs_as_list = n->outputs_as_list;
+    node->metadata = n->metadata;
+    node->subgraphs = n->subgraphs;
+    node->args = n->args;
+    for (ir::Arg& a : node->args) {
+      a.value = remap(a.value);
+      for (ir::Value*& v : a.values) v = remap(v);
+      for (ir::IntRef& r : a.symints) r.value = remap(r.value);
+    }
+    if (hook) hook(*n, *node);
+    for (const ir::Value* o : n->outputs) {
+      if (!o) {
+        node->outputs.push_back(nullptr);
+        continue;
+      }
+      ir::Value* v = g.new_value(fresh_name(g, names, prefix + o->name), o->kind);
+      v->type = o->type;
+      v->sym = o->sym;
+      map[o] = v;
+      node->outputs.push_back(v);
+    }
+    names.insert(node->name);
+    g.append(std::move(node));
+  }
+  std::vector<ir::Value*> results;
+  for (const auto& o : sub.output_specs()) results.push_back(o.value ? remap(o.value) : nullptr);
+  return results;
+}
+
+namespace {
 
 ir::Arg tensor_arg(const std::string& name, ir::Value* v) {
   ir::Arg a;
@@ -65,58 +116,6 @@ ir::Value* append_op(ir::Graph& g, std::set<std::string>& names, const std::stri
   names.insert(node->name);
   g.append(std::move(node));
   return out;
-}
-
-/// Appends the nodes of `sub` to `g` reading `operands` for its inputs; returns the values of its
-/// outputs. Node and value names get `prefix`.
-std::vector<ir::Value*> inline_graph(ir::Graph& g, const ir::Graph& sub,
-                                     const std::vector<ir::Value*>& operands,
-                                     const std::string& prefix, std::set<std::string>& names,
-                                     const std::string& where) {
-  if (operands.size() != sub.inputs().size())
-    throw Error("operands do not match the subgraph's inputs", where,
-                str(sub.inputs().size(), " operands"), str(operands.size()));
-  std::map<const ir::Value*, ir::Value*> map;
-  for (size_t i = 0; i < operands.size(); ++i) map[sub.inputs()[i]] = operands[i];
-  auto remap = [&](ir::Value* v) -> ir::Value* {
-    if (!v) return v;
-    auto it = map.find(v);
-    if (it == map.end())
-      throw Error("subgraph reads a value it does not define", where,
-                  "a subgraph input or node output", v->name);
-    return it->second;
-  };
-  for (const ir::Node* n : sub.nodes()) {
-    auto node = std::make_unique<ir::Node>();
-    node->schema = n->schema;
-    node->target = n->target;
-    node->name = fresh_name(g, names, prefix + n->name);
-    node->outputs_as_list = n->outputs_as_list;
-    node->metadata = n->metadata;
-    node->subgraphs = n->subgraphs;
-    node->args = n->args;
-    for (ir::Arg& a : node->args) {
-      a.value = remap(a.value);
-      for (ir::Value*& v : a.values) v = remap(v);
-      for (ir::IntRef& r : a.symints) r.value = remap(r.value);
-    }
-    for (const ir::Value* o : n->outputs) {
-      if (!o) {
-        node->outputs.push_back(nullptr);
-        continue;
-      }
-      ir::Value* v = g.new_value(fresh_name(g, names, prefix + o->name), o->kind);
-      v->type = o->type;
-      v->sym = o->sym;
-      map[o] = v;
-      node->outputs.push_back(v);
-    }
-    names.insert(node->name);
-    g.append(std::move(node));
-  }
-  std::vector<ir::Value*> results;
-  for (const auto& o : sub.output_specs()) results.push_back(o.value ? remap(o.value) : nullptr);
-  return results;
 }
 
 /// Tensor or SymInt operands of `a` (one value or a list).

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -92,6 +93,20 @@ SymInt parse_sym_expr(const std::string& text, const JField& f);
 /// Builds the graph from models/model.json: inputs with their signature, nodes, value types,
 /// outputs, symbol ranges and attributes. Unsupported targets raise one Error listing them all.
 std::unique_ptr<ir::Graph> build_graph(const Json& model, const JsonSource& src);
+
+/// A name not used yet in `g` / `names`, starting from `want` (pt2_hops.cpp).
+std::string fresh_name(const ir::Graph& g, const std::set<std::string>& names,
+                       const std::string& want);
+/// Called for each node an inliner copies, its arguments already remapped into `g` and its
+/// outputs not yet made: may append nodes to `g` before it (casts) and edit its arguments.
+using InlineHook = std::function<void(const ir::Node& original, ir::Node& copy)>;
+/// Appends the nodes of `sub` to `g` reading `operands` for its inputs; returns the values of
+/// its outputs (null for a None output). Node and value names get `prefix`; `names` are the node
+/// names taken so far; errors name `where` (pt2_hops.cpp).
+std::vector<ir::Value*> inline_graph(ir::Graph& g, const ir::Graph& sub,
+                                     const std::vector<ir::Value*>& operands,
+                                     const std::string& prefix, std::set<std::string>& names,
+                                     const std::string& where, const InlineHook& hook = {});
 
 /// Appends the nodes of a higher_order.wrap_with_autocast region `hop` (not itself in `g`) to
 /// `g`, with the casts CPU autocast applies made explicit, or those of a

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "frontend/pt2_reader.h"
+#include "interp/interpreter.h"
 #include "runtime/package.h"
 
 namespace anvil::aot_test {
@@ -256,6 +257,29 @@ void expect_outputs(const std::vector<Tensor>& got, const std::vector<Tensor>& w
     EXPECT_LE(rel_error(got[i], want[i]), tolerance(got[i].dtype()))
         << label << " output " << i << " (" << got[i].type_str() << ")";
   }
+}
+
+void check_against_pytorch(const std::string& name) {
+  ANVIL_AOT_LOAD(model, name);
+  auto graph = frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/" + name + ".pt2");
+  interp::Interpreter ref(*graph);
+  int sets = 0;
+  for (const std::string suffix : {"", "_0", "_1"}) {
+    const auto ins = read_set(name, "in", suffix);
+    const auto want = read_set(name, "out", suffix);
+    if (want.empty()) continue;
+    ++sets;
+    expect_outputs(model.run(inputs_for(model, ins)), want, name + suffix + " (package)");
+    expect_outputs(ref.run(inputs_for(model, ins)), want, name + suffix + " (interpreter)");
+  }
+  EXPECT_GT(sets, 0) << name << ": no fixture outputs";
+}
+
+std::set<std::string> imported_targets(const std::string& name) {
+  auto g = frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/" + name + ".pt2");
+  std::set<std::string> t;
+  for (const ir::Node* n : g->nodes()) t.insert(n->target);
+  return t;
 }
 
 }  // namespace anvil::aot_test

@@ -11,6 +11,7 @@
 // process).
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,14 @@ double rel_error(const Tensor& got, const Tensor& want);
 /// Expects every output to match `want` within tolerance(dtype).
 void expect_outputs(const std::vector<Tensor>& got, const std::vector<Tensor>& want,
                     const std::string& label);
+
+/// An op-surface fixture (tests/fixtures/aot/`name`.pt2 with its .npy sets): compiled, run on
+/// every stored shape set ("", "_0", "_1") and compared with PyTorch's outputs, and the
+/// reference interpreter compared the same way.
+void check_against_pytorch(const std::string& name);
+
+/// The distinct op targets of a fixture's graph after import.
+std::set<std::string> imported_targets(const std::string& name);
 
 }  // namespace anvil::aot_test
 

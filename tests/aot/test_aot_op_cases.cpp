@@ -23,31 +23,6 @@
 namespace anvil::aot_test {
 namespace {
 
-/// Every shape set of `name`: the package and the interpreter against PyTorch's outputs.
-void check_against_pytorch(const std::string& name) {
-  ANVIL_AOT_LOAD(model, name);
-  auto graph = frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/" + name + ".pt2");
-  interp::Interpreter ref(*graph);
-  int sets = 0;
-  for (const std::string suffix : {"", "_0", "_1"}) {
-    const auto ins = read_set(name, "in", suffix);
-    const auto want = read_set(name, "out", suffix);
-    if (want.empty()) continue;
-    ++sets;
-    expect_outputs(model.run(inputs_for(model, ins)), want, name + suffix + " (package)");
-    expect_outputs(ref.run(inputs_for(model, ins)), want, name + suffix + " (interpreter)");
-  }
-  EXPECT_GT(sets, 0) << name << ": no fixture outputs";
-}
-
-/// The distinct targets of a fixture's graph after import.
-std::set<std::string> imported_targets(const std::string& name) {
-  auto g = frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/" + name + ".pt2");
-  std::set<std::string> t;
-  for (const ir::Node* n : g->nodes()) t.insert(n->target);
-  return t;
-}
-
 TEST(AotOps, InPlaceFormsRunAsFunctionalOpPlusCopy) {
   check_against_pytorch("ops_inplace");
   const auto t = imported_targets("ops_inplace");

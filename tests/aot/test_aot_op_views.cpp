@@ -17,26 +17,6 @@
 namespace anvil::aot_test {
 namespace {
 
-/// The package and the interpreter against PyTorch's outputs.
-void check_against_pytorch(const std::string& name) {
-  ANVIL_AOT_LOAD(model, name);
-  auto graph = frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/" + name + ".pt2");
-  interp::Interpreter ref(*graph);
-  const auto ins = read_set(name, "in", "");
-  const auto want = read_set(name, "out", "");
-  ASSERT_FALSE(want.empty()) << name << ": no fixture outputs";
-  expect_outputs(model.run(inputs_for(model, ins)), want, name + " (package)");
-  expect_outputs(ref.run(inputs_for(model, ins)), want, name + " (interpreter)");
-}
-
-/// The distinct targets of a fixture's graph after import.
-std::set<std::string> imported_targets(const std::string& name) {
-  auto g = frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/" + name + ".pt2");
-  std::set<std::string> t;
-  for (const ir::Node* n : g->nodes()) t.insert(n->target);
-  return t;
-}
-
 // as_strided over an input, a slice (offset from the export's record of it), a transpose,
 // overlapping windows, a computed tensor, a channels-last copy and a chain of two.
 TEST(AotOpViews, AsStrided) {
