@@ -7,12 +7,15 @@
 //     for bit;
 //   - device memory: what load + warm-up added (cudaMemGetInfo before and after), the weights,
 //     T arenas, and the growth from after warm-up to the end of the run (flat: ~0);
+//   - load: Model::load's wall time once the CUDA context exists (dlopen + weight upload), and
+//     the package's size beside the weights';
 //   - swap: while the T threads run, another thread alternates the constants between the
 //     original weights and the weights times 2 (update into the inactive set, then swap);
 //     every output must be wholly the old or wholly the new model's (mixed_outputs: 0).
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <string>
@@ -72,7 +75,11 @@ int main(int argc, char** argv) {
     runtime::ModelOptions mo;
     mo.device = device;
     mo.num_runners = threads;
+    // the context exists (mem_info above): the load time is dlopen + weight upload
+    const auto t_load = Clock::now();
     runtime::Model m = runtime::Model::load(pkg, mo);
+    const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_load).count();
+    const double package_mb = static_cast<double>(std::filesystem::file_size(pkg)) / 1048576.0;
     std::vector<Tensor> inputs, want, want2;
     for (int t = 0; t < threads; ++t) inputs.push_back(input_for(m, t).to(device));
     for (int t = 0; t < threads; ++t)  // the reference: one thread
@@ -156,14 +163,14 @@ int main(int argc, char** argv) {
         "\"tput_T\": %.1f, \"speedup\": %.2f, \"identical\": %s, \"mismatches\": %d, "
         "\"added_mb\": %.1f, \"weights_mb\": %.1f, \"arena_mb\": %.2f, "
         "\"bound_mb\": %.1f, \"growth_mb\": %.2f, \"swaps\": %d, \"mixed_outputs\": %d, "
-        "\"cuda_graphs\": %s}\n",
+        "\"cuda_graphs\": %s, \"load_ms\": %.1f, \"package_mb\": %.2f}\n",
         pkg.c_str(), threads, calls, tput1, tputT, tputT / tput1,
         mism1 + mismT == 0 ? "true" : "false", mism1 + mismT.load(),
         (static_cast<double>(after_load) - static_cast<double>(before)) / 1048576.0,
         static_cast<double>(weights) / 1048576.0, static_cast<double>(arena) / 1048576.0,
         (static_cast<double>(weights) + threads * static_cast<double>(arena)) / 1048576.0 + 64,
         (static_cast<double>(after_run) - static_cast<double>(after_load)) / 1048576.0,
-        swaps.load(), mixed.load(), m.uses_cuda_graphs() ? "true" : "false");
+        swaps.load(), mixed.load(), m.uses_cuda_graphs() ? "true" : "false", load_ms, package_mb);
     return (mism1 + mismT == 0 && mixed == 0) ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "serving_bench: error: " << e.what() << "\n";
