@@ -9,6 +9,8 @@
 #include <numeric>
 #include <vector>
 
+#include "core/tensor.h"
+
 namespace anvil {
 
 /// Fills `idx` with the positions 0..n-1 of a line in sorted order; `at(j)` reads value j in a
@@ -25,6 +27,30 @@ void sort_order(int64_t n, Get&& at, bool descending, std::vector<int64_t>& idx)
     if (xn || yn) return descending ? (xn && !yn) : (!xn && yn);
     return descending ? x > y : x < y;
   });
+}
+
+/// Element offsets of the input and of the values and indices outputs of a sort-like op along
+/// `dim`, line by line: every dim but `dim` in order, then `dim` (a 0-d tensor is one line).
+struct SortLines {
+  std::vector<int64_t> in, values, indices;
+};
+inline SortLines sort_line_offsets(const Tensor& self, const Tensor& values,
+                                   const Tensor& indices, int64_t dim) {
+  Tensor in = self, vo = values, io = indices;
+  if (self.dim() > 0) {
+    Shape perm;
+    for (int64_t d = 0; d < self.dim(); ++d)
+      if (d != dim) perm.push_back(d);
+    perm.push_back(dim);
+    in = self.permute(perm);
+    vo = values.permute(perm);
+    io = indices.permute(perm);
+  }
+  SortLines l;
+  for_each_offset(in.sizes(), in.strides(), [&](int64_t o) { l.in.push_back(o); });
+  for_each_offset(vo.sizes(), vo.strides(), [&](int64_t o) { l.values.push_back(o); });
+  for_each_offset(io.sizes(), io.strides(), [&](int64_t o) { l.indices.push_back(o); });
+  return l;
 }
 
 }  // namespace anvil

@@ -151,4 +151,51 @@ inline DType sum_dtype(DType in, std::optional<DType> requested) {
   return is_integral(in, /*include_bool=*/true) ? DType::kInt64 : in;
 }
 
+/// Shape rule of a cumulative scan (cumsum, cumprod): self's sizes along a valid `dim`, in
+/// sum_dtype, contiguous.
+inline std::vector<ir::TensorType> shape_scan(const ir::Node& node) {
+  ir::TensorType out = ir::shape_args::type(node, "self");
+  wrap_dim(ir::shape_args::int_(node, "dim"), static_cast<int64_t>(out.sizes.size()),
+           node_where(node));
+  out.dtype = sum_dtype(out.dtype, ir::shape_args::dtype(node, "dtype"));
+  out.strides.clear();
+  return {out};
+}
+
+/// Reference kernel of a cumulative scan of "self" along "dim" in sum_dtype: each line starts
+/// from `Identity` and `step(acc, x)` (acc in the accumulation type, x an input element) gives
+/// the next value, stored at every position.
+template <int Identity, class Step>
+std::vector<ir::RValue> scan_kernel(ir::KernelContext& ctx, Step step) {
+  const Tensor& self = ctx.tensor("self");
+  const DType dt = sum_dtype(self.dtype(), ctx.dtype_arg("dtype"));
+  const int64_t dim = wrap_dim(ctx.int_arg("dim"), self.dim(), ctx.where());
+  Tensor out = Tensor::empty(self.sizes(), dt);
+  if (self.dim() == 0) {
+    out.copy_from(self);
+    return {out};
+  }
+  std::vector<bool> mask(static_cast<size_t>(self.dim()), false);
+  mask[dim] = true;
+  ReducePlan pin = plan_reduce(self.to(dt), mask, true);
+  ReducePlan pout = plan_reduce(out, mask, true);
+  std::vector<int64_t> out_off;
+  out_off.reserve(static_cast<size_t>(out.numel()));
+  for_each_offset(pout.moved.sizes(), pout.moved.strides(),
+                  [&](int64_t off) { out_off.push_back(off); });
+  ANVIL_DISPATCH_REAL(dt, ctx.where(), T, {
+    using Acc = typename SumAcc<T>::type;
+    const T* in = static_cast<const T*>(pin.moved.data_ptr());
+    T* o = out.data<T>();
+    Acc acc = static_cast<Acc>(Identity);
+    size_t k = 0;
+    for_each_grouped(pin, [&](int64_t, int64_t j, int64_t off) {
+      if (j == 0) acc = static_cast<Acc>(Identity);
+      acc = step(acc, in[off]);
+      o[out_off[k++]] = cast_value<T, Acc>(acc);
+    });
+  });
+  return {out};
+}
+
 }  // namespace anvil::ops::reduce

@@ -224,45 +224,13 @@ std::vector<RValue> kernel_any_dim(KernelContext& ctx) {
 
 // ---- cumsum: integral and bool inputs give int64 unless dtype is given.
 
-std::vector<TensorType> shape_cumsum(const Node& node) {
-  TensorType out = ir::shape_args::type(node, "self");
-  wrap_dim(ir::shape_args::int_(node, "dim"), static_cast<int64_t>(out.sizes.size()),
-           node_where(node));
-  out.dtype = sum_dtype(out.dtype, ir::shape_args::dtype(node, "dtype"));
-  out.strides.clear();
-  return {out};
-}
+std::vector<TensorType> shape_cumsum(const Node& node) { return shape_scan(node); }
 
 std::vector<RValue> kernel_cumsum(KernelContext& ctx) {
-  const Tensor& self = ctx.tensor("self");
-  const DType dt = sum_dtype(self.dtype(), ctx.dtype_arg("dtype"));
-  const int64_t dim = wrap_dim(ctx.int_arg("dim"), self.dim(), ctx.where());
-  Tensor out = Tensor::empty(self.sizes(), dt);
-  if (self.dim() == 0) {
-    out.copy_from(self);
-    return {out};
-  }
-  std::vector<bool> mask(static_cast<size_t>(self.dim()), false);
-  mask[dim] = true;
-  ReducePlan pin = plan_reduce(self.to(dt), mask, true);
-  ReducePlan pout = plan_reduce(out, mask, true);
-  std::vector<int64_t> out_off;
-  out_off.reserve(static_cast<size_t>(out.numel()));
-  for_each_offset(pout.moved.sizes(), pout.moved.strides(),
-                  [&](int64_t off) { out_off.push_back(off); });
-  ANVIL_DISPATCH_REAL(dt, ctx.where(), T, {
-    using Acc = typename SumAcc<T>::type;
-    const T* in = static_cast<const T*>(pin.moved.data_ptr());
-    T* o = out.data<T>();
-    Acc acc = 0;
-    size_t k = 0;
-    for_each_grouped(pin, [&](int64_t, int64_t j, int64_t off) {
-      if (j == 0) acc = 0;
-      acc += static_cast<Acc>(static_cast<CmpType<T>>(in[off]));
-      o[out_off[k++]] = cast_value<T, Acc>(acc);
-    });
+  return scan_kernel<0>(ctx, [](auto acc, auto x) {
+    using Acc = decltype(acc);
+    return static_cast<Acc>(acc + static_cast<Acc>(static_cast<CmpType<decltype(x)>>(x)));
   });
-  return {out};
 }
 
 // ---- diff: n-th forward difference along dim, after concatenating prepend / append. Bool

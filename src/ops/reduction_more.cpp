@@ -318,48 +318,17 @@ std::vector<RValue> kernel_logsumexp(KernelContext& ctx) {
 
 // ---- cumprod: integral and bool inputs give int64 unless dtype is given.
 
-std::vector<TensorType> shape_cumprod(const Node& node) {
-  TensorType out = sa::type(node, "self");
-  wrap_dim(sa::int_(node, "dim"), static_cast<int64_t>(out.sizes.size()), node_where(node));
-  out.dtype = sum_dtype(out.dtype, sa::dtype(node, "dtype"));
-  out.strides.clear();
-  return {out};
-}
+std::vector<TensorType> shape_cumprod(const Node& node) { return shape_scan(node); }
 
 std::vector<RValue> kernel_cumprod(KernelContext& ctx) {
-  const Tensor& self = ctx.tensor("self");
-  const DType dt = sum_dtype(self.dtype(), ctx.dtype_arg("dtype"));
-  const int64_t dim = wrap_dim(ctx.int_arg("dim"), self.dim(), ctx.where());
-  Tensor out = Tensor::empty(self.sizes(), dt);
-  if (self.dim() == 0) {
-    out.copy_from(self);
-    return {out};
-  }
-  std::vector<bool> mask(static_cast<size_t>(self.dim()), false);
-  mask[dim] = true;
-  ReducePlan pin = plan_reduce(self.to(dt), mask, true);
-  ReducePlan pout = plan_reduce(out, mask, true);
-  std::vector<int64_t> out_off;
-  out_off.reserve(static_cast<size_t>(out.numel()));
-  for_each_offset(pout.moved.sizes(), pout.moved.strides(),
-                  [&](int64_t off) { out_off.push_back(off); });
-  ANVIL_DISPATCH_REAL(dt, ctx.where(), T, {
-    using Acc = typename SumAcc<T>::type;
-    const T* in = static_cast<const T*>(pin.moved.data_ptr());
-    T* o = out.data<T>();
-    Acc acc = 1;
-    size_t k = 0;
-    for_each_grouped(pin, [&](int64_t, int64_t j, int64_t off) {
-      if (j == 0) acc = 1;
-      if constexpr (std::is_integral_v<Acc>)
-        acc = static_cast<Acc>(static_cast<uint64_t>(acc) *
-                               static_cast<uint64_t>(static_cast<Acc>(in[off])));
-      else
-        acc *= static_cast<Acc>(static_cast<CmpType<T>>(in[off]));
-      o[out_off[k++]] = cast_value<T, Acc>(acc);
-    });
+  return scan_kernel<1>(ctx, [](auto acc, auto x) {
+    using Acc = decltype(acc);
+    if constexpr (std::is_integral_v<Acc>)  // wraps around as torch's int64 product does
+      return static_cast<Acc>(static_cast<uint64_t>(acc) *
+                              static_cast<uint64_t>(static_cast<Acc>(x)));
+    else
+      return static_cast<Acc>(acc * static_cast<Acc>(static_cast<CmpType<decltype(x)>>(x)));
   });
-  return {out};
 }
 
 }  // namespace anvil::ops

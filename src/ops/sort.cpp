@@ -57,21 +57,10 @@ std::pair<Tensor, Tensor> sort_impl(const KernelContext& ctx, const Tensor& self
   Tensor indices =
       whole ? empty_like_layout(self, DType::kInt64) : Tensor::empty(out_sizes, DType::kInt64);
   if (values.numel() == 0 && self.numel() == 0) return {values, indices};
-  // Lines: every dim but `dim` (in order), then `dim`.
-  Tensor in = self, vo = values, io = indices;
-  if (self.dim() > 0) {
-    Shape perm;
-    for (int64_t d = 0; d < self.dim(); ++d)
-      if (d != dim) perm.push_back(d);
-    perm.push_back(dim);
-    in = self.permute(perm);
-    vo = values.permute(perm);
-    io = indices.permute(perm);
-  }
-  std::vector<int64_t> in_off, v_off, i_off;
-  for_each_offset(in.sizes(), in.strides(), [&](int64_t o) { in_off.push_back(o); });
-  for_each_offset(vo.sizes(), vo.strides(), [&](int64_t o) { v_off.push_back(o); });
-  for_each_offset(io.sizes(), io.strides(), [&](int64_t o) { i_off.push_back(o); });
+  const SortLines lines_of = sort_line_offsets(self, values, indices, dim);
+  const auto& in_off = lines_of.in;
+  const auto& v_off = lines_of.values;
+  const auto& i_off = lines_of.indices;
   const int64_t lines = n == 0 ? 0 : static_cast<int64_t>(in_off.size()) / n;
   ANVIL_DISPATCH_REAL(self.dtype(), ctx.where(), T, {
     using C = CmpType<T>;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <unistd.h>
 
@@ -54,7 +55,7 @@ Diff diff(const Tensor& got, const Tensor& want) {
       e = std::fabs(a[i] - b[i]);
     }
     if (e > worst || d.at < 0) {
-      if (e > worst || d.at < 0) d.at = static_cast<int64_t>(i);
+      d.at = static_cast<int64_t>(i);
       worst = std::max(worst, e);
       d.got = a[i];
       d.want = b[i];

@@ -10,14 +10,6 @@ namespace anvil::runtime {
 
 namespace {
 
-/// A pooling window (index 0 = height, 1 = width).
-struct PoolWindow {
-  int64_t kernel[2] = {1, 1};
-  int64_t stride[2] = {1, 1};
-  int64_t pad[2] = {0, 0};
-  int64_t dilation[2] = {1, 1};
-};
-
 /// Averaging accumulator: fp32 for 16/32-bit floats, f64 for f64, int64 for integers.
 template <typename T>
 using PoolAcc = std::conditional_t<std::is_same_v<T, double>, double,
@@ -33,27 +25,14 @@ std::vector<int64_t> pair_list(const ExternCall& call, const char* name,
   return v;
 }
 
-/// Reads kernel_size / stride / padding (/ dilation) like torch (an empty stride = kernel).
-PoolWindow read_window(const ExternCall& call, bool with_dilation) {
-  const std::string where = call.target();
-  PoolWindow w;
-  const auto k = pair_list(call, "kernel_size", {});
-  const std::vector<int64_t> s_raw = call.attr_ints("stride", {});
-  const auto s = s_raw.empty() ? k : pair_list(call, "stride", {});
-  const auto p = pair_list(call, "padding", {0});
-  const auto d = with_dilation ? pair_list(call, "dilation", {1}) : std::vector<int64_t>{1, 1};
-  for (int i = 0; i < 2; ++i) {
-    ANVIL_CHECK(k[i] > 0, where, "kernel_size must be positive", "> 0", str(k[i]));
-    ANVIL_CHECK(s[i] > 0, where, "stride must be positive", "> 0", str(s[i]));
-    ANVIL_CHECK(d[i] > 0, where, "dilation must be positive", "> 0", str(d[i]));
-    ANVIL_CHECK(p[i] >= 0 && p[i] <= k[i] / 2, where, "pad should be at most half of kernel size",
-                str("0 <= pad <= ", k[i] / 2), str(p[i]));
-    w.kernel[i] = k[i];
-    w.stride[i] = s[i];
-    w.pad[i] = p[i];
-    w.dilation[i] = d[i];
-  }
-  return w;
+/// Reads kernel_size / stride / padding (/ dilation) like torch (an empty stride = kernel), checked
+/// by the pooling geometry the reference kernels share (core/pool_nd.h); index 0 = height, 1 =
+/// width.
+pool::Window read_window(const ExternCall& call, bool with_dilation) {
+  return pool::make_window(
+      2, call.attr_ints("kernel_size", {}), call.attr_ints("stride", {}),
+      call.attr_ints("padding", {0}),
+      with_dilation ? call.attr_ints("dilation", {1}) : std::vector<int64_t>{1}, call.target());
 }
 
 /// torch's pooling_output_shape (the one rule of core/pool_nd.h).
@@ -139,7 +118,7 @@ void check_pool_size(const ExternCall& call, const Tensor& x, int64_t oh, int64_
 /// The runtime kernel of aten.max_pool2d.default.
 int max_pool2d_extern(ExternCall& call) {
   const Tensor x = call.input_tensor(0);
-  const PoolWindow w = read_window(call, true);
+  const pool::Window w = read_window(call, true);
   const bool ceil_mode = call.attr_bool("ceil_mode", false);
   const Planes p = planes_of(call, x);
   const int64_t oh = pool_out(p.h, w.kernel[0], w.pad[0], w.stride[0], w.dilation[0], ceil_mode);
@@ -193,7 +172,7 @@ int max_pool2d_extern(ExternCall& call) {
 /// The runtime kernel of aten.avg_pool2d.default.
 int avg_pool2d_extern(ExternCall& call) {
   const Tensor x = call.input_tensor(0);
-  const PoolWindow w = read_window(call, false);
+  const pool::Window w = read_window(call, false);
   const bool ceil_mode = call.attr_bool("ceil_mode", false);
   const Planes p = planes_of(call, x);
   const int64_t oh = pool_out(p.h, w.kernel[0], w.pad[0], w.stride[0], 1, ceil_mode);

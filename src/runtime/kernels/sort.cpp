@@ -24,20 +24,10 @@ int sort_lines(ExternCall& call, int32_t vi, int32_t ii, bool descending, int64_
   if (vi >= 0) values = kern::checked_output(call, vi, out_sizes, self.dtype());
   const Tensor indices = kern::checked_output(call, ii, out_sizes, DType::kInt64);
   if (indices.numel() == 0 || self.numel() == 0) return 0;
-  Tensor in = self, vo = values ? *values : indices, io = indices;
-  if (self.dim() > 0) {
-    Shape perm;
-    for (int64_t d = 0; d < self.dim(); ++d)
-      if (d != dim) perm.push_back(d);
-    perm.push_back(dim);
-    in = self.permute(perm);
-    vo = vo.permute(perm);
-    io = io.permute(perm);
-  }
-  std::vector<int64_t> in_off, v_off, i_off;
-  for_each_offset(in.sizes(), in.strides(), [&](int64_t o) { in_off.push_back(o); });
-  for_each_offset(vo.sizes(), vo.strides(), [&](int64_t o) { v_off.push_back(o); });
-  for_each_offset(io.sizes(), io.strides(), [&](int64_t o) { i_off.push_back(o); });
+  const SortLines lines_of = sort_line_offsets(self, values ? *values : indices, indices, dim);
+  const auto& in_off = lines_of.in;
+  const auto& v_off = lines_of.values;
+  const auto& i_off = lines_of.indices;
   const int64_t lines = static_cast<int64_t>(in_off.size()) / n;
   ANVIL_DISPATCH_REAL(self.dtype(), where, T, {
     using C = kern::CmpType<T>;
