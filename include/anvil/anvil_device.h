@@ -20,16 +20,40 @@
 extern "C" {
 #endif
 
-#define ANVIL_DEVICE_ABI_VERSION 2u
+#define ANVIL_DEVICE_ABI_VERSION 3u
 
 /* Directions of AnvilDeviceApi::copy. */
 #define ANVIL_COPY_HOST_TO_DEVICE 0
 #define ANVIL_COPY_DEVICE_TO_HOST 1
 #define ANVIL_COPY_DEVICE_TO_DEVICE 2
 
+/* Returned by an entry point that has no engine for the problem it was given (attention):
+ * last_error() says why, and the caller runs its own kernel instead. Not a failure of the run. */
+#define ANVIL_DEVICE_UNSUPPORTED 2
+
 /* Epilogues of AnvilDeviceApi::gemm. */
 #define ANVIL_EPILOGUE_NONE 0
 #define ANVIL_EPILOGUE_BIAS 1 /* C[i, j] += bias[j] */
+
+/* One scaled-dot-product attention (AnvilDeviceApi::attention), PyTorch's semantics:
+ *   o[b, h, i, :] = softmax_j(scale * q[b, h, i, :] . k[b, hk, j, :] + bias[b, h, i, j]) v[b, hk, j, :]
+ * with hk = h / (heads / kv_heads) (grouped-query attention), keys j > i masked out when causal
+ * (top-left aligned, as is_causal), fp32 accumulation. Strides are in elements, per dim
+ * (b, h, l, d); bias is optional (null), additive, of the same dtype, with sizes (b, h, l, s)
+ * where a size-1 dim broadcasts. */
+typedef struct AnvilAttentionArgs {
+  int32_t dtype;  /* anvil::DType code: bfloat16 or float16 */
+  int32_t causal;
+  int64_t batch, heads, kv_heads, len_q, len_kv, head_dim, head_dim_v;
+  float scale;
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  int64_t q_stride[4], k_stride[4], v_stride[4], o_stride[4];
+  const void* bias;
+  int64_t bias_size[4], bias_stride[4];
+} AnvilAttentionArgs;
 
 typedef struct AnvilDeviceApi {
   uint32_t abi_version; /* ANVIL_DEVICE_ABI_VERSION */
@@ -80,6 +104,10 @@ typedef struct AnvilDeviceApi {
   int (*graph_destroy)(int device, void* exec);
   /* Free and total bytes of `device`'s memory (cudaMemGetInfo). */
   int (*mem_info)(int device, size_t* free_bytes, size_t* total_bytes);
+  /* ---- ABI 3: fused attention (cuDNN's, through its graph API). ---- */
+  /* Queues the attention `args` describes on `stream`. Returns ANVIL_DEVICE_UNSUPPORTED (with
+   * last_error saying why, nothing queued) when no cuDNN engine takes the problem. */
+  int (*attention)(int device, void* stream, const AnvilAttentionArgs* args);
 } AnvilDeviceApi;
 
 typedef const AnvilDeviceApi* (*AnvilDeviceBackendFn)(void);

@@ -202,5 +202,54 @@ TEST(DeviceBackend, MissingBackendLibraryNamesWhereItLooked) {
   ANVIL_EXPECT_ERROR(runtime::device_backend(Device::Type::kCPU), "the CPU has no device backend");
 }
 
+TEST_F(CudaTarget, SixteenBitAttentionGoesToCudnnWithTheOwnKernelBehind) {
+  // 16-bit attention without a mask or with an additive one is a cuDNN candidate: its step
+  // fills AnvilAttentionArgs and calls anvil_attention, which picks cuDNN's fused attention or
+  // the step's own kernel (<step>_own) per shape. A boolean mask or fp32 stays with the own
+  // kernel alone. The source must still compile with nvcc.
+  opts_.emit_source_dir = (dir_ / "src").string();
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %q: bf16[2, 4, 32, 64] = user_input
+    %k: bf16[2, 2, 32, 64] = user_input
+    %mb: bool[32, 32] = user_input
+    %ma: bf16[2, 1, 32, 32] = user_input
+    %x: f32[1, 2, 16, 32] = user_input
+  }
+  %c: bf16[2, 4, 32, 64] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%k, is_causal=True, enable_gqa=True)
+  %b: bf16[2, 4, 32, 64] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%k, attn_mask=%mb, enable_gqa=True)
+  %a: bf16[2, 4, 32, 64] = aten.scaled_dot_product_attention.default(query=%q, key=%k, value=%k, attn_mask=%ma, scale=0.2, enable_gqa=True)
+  %f: f32[1, 2, 16, 32] = aten.scaled_dot_product_attention.default(query=%x, key=%x, value=%x)
+  outputs {
+    user_output %c
+    user_output %b
+    user_output %a
+    user_output %f
+  }
+})");
+  driver::compile_graph(*g, (dir_ / "attn.anvil").string(), opts_);
+  std::string text;
+  for (const auto& f : fs::directory_iterator(dir_ / "src")) {
+    if (f.path().extension() != ".cu") continue;
+    std::ifstream in(f.path());
+    text += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  size_t calls = 0;
+  for (size_t at = text.find("return anvil_attention(s, "); at != std::string::npos;
+       at = text.find("return anvil_attention(s, ", at + 1))
+    ++calls;
+  EXPECT_EQ(calls, 2u) << "the causal and the additive-mask bf16 attention try cuDNN";
+  EXPECT_NE(text.find("a.causal = 1;"), std::string::npos);
+  EXPECT_NE(text.find("a.bias = "), std::string::npos) << "the additive mask is cuDNN's bias";
+  const size_t second = text.find("a.scale = ", text.find("a.scale = ") + 1);
+  ASSERT_NE(second, std::string::npos);
+  EXPECT_NE(text.substr(second, 60).find("0.2"), std::string::npos) << text.substr(second, 60);
+  size_t owns = 0;
+  for (size_t at = text.find("_own(const RunState& s)"); at != std::string::npos;
+       at = text.find("_own(const RunState& s)", at + 1))
+    ++owns;
+  EXPECT_EQ(owns, 2u) << "each cuDNN candidate keeps its own kernel behind it";
+}
+
 }  // namespace
 }  // namespace anvil

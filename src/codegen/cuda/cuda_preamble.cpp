@@ -9,7 +9,9 @@ std::string preamble() {
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -117,6 +119,100 @@ static inline unsigned anvil_blocks(int64_t n, int64_t per_block) {
   if (b < 1) b = 1;
   if (b > 1048576) b = 1048576;
   return static_cast<unsigned>(b);
+}
+
+/// Which engine an attention step uses per shape: cuDNN's fused attention (the device
+/// backend's `attention`) or the step's own kernel. Decided on the first plain run of a shape
+/// by timing both. ANVIL_CUDA_ATTENTION=cudnn (cuDNN wherever it takes the problem) or =own
+/// forces an engine (auto by default).
+struct AnvilAttentionChoice {
+  struct Entry {
+    int64_t key[8];
+    int pick;  // 1: cuDNN, 0: own kernel
+  };
+  std::mutex mu;
+  Entry entries[32];
+  int count = 0, next = 0;
+  int find(const int64_t* key) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (int i = 0; i < count; ++i)
+      if (std::memcmp(entries[i].key, key, sizeof entries[i].key) == 0) return entries[i].pick;
+    return -1;
+  }
+  void put(const int64_t* key, int pick) {
+    std::lock_guard<std::mutex> lock(mu);
+    Entry& e = entries[count < 32 ? count++ : (next++ % 32)];
+    std::memcpy(e.key, key, sizeof e.key);
+    e.pick = pick;
+  }
+};
+static inline int anvil_attention_mode() {  // 0 auto, 1 cuDNN, 2 own kernel
+  const char* m = std::getenv("ANVIL_CUDA_ATTENTION");
+  if (m == nullptr || *m == 0 || std::strcmp(m, "auto") == 0) return 0;
+  if (std::strcmp(m, "cudnn") == 0) return 1;
+  if (std::strcmp(m, "own") == 0) return 2;
+  static bool warned = false;
+  if (!warned) std::fprintf(stderr, "anvil: ANVIL_CUDA_ATTENTION=%s is not auto, cudnn or own; using auto\n", m);
+  warned = true;
+  return 0;
+}
+/// Runs attention step `step`: cuDNN's where it takes the problem (and, in auto mode, was the
+/// faster of the two when this shape was first run outside a graph capture), else `own`.
+static inline int anvil_attention(const RunState& s, const char* step, AnvilAttentionChoice* c,
+                                  const AnvilAttentionArgs* a, int (*own)(const RunState&)) {
+  const AnvilDeviceApi* dev = s.api->device;
+  const int mode = anvil_attention_mode();
+  if (mode == 2 || dev == nullptr || dev->abi_version < 3 || dev->attention == nullptr)
+    return own(s);
+  int device = 0;
+  cudaGetDevice(&device);
+  const int64_t key[8] = {a->batch, a->heads,    a->kv_heads,   a->len_q,
+                          a->len_kv, a->head_dim, a->head_dim_v, device};
+  const int pick = mode == 1 ? 1 : c->find(key);  // a forced engine bypasses the decisions
+  if (pick == 0) return own(s);
+  const cudaStream_t st = static_cast<cudaStream_t>(s.stream);
+  int rc = dev->attention(device, s.stream, a);
+  if (rc == ANVIL_DEVICE_UNSUPPORTED) {
+    if (mode == 0 && pick < 0) c->put(key, 0);
+    return own(s);
+  }
+  if (rc != 0) {
+    char msg[768];
+    std::snprintf(msg, sizeof msg, "%s: %s", step, dev->last_error());
+    s.api->set_error(s.run_ctx, msg);
+    return rc;
+  }
+  if (pick == 1) return 0;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(st, &capturing) != cudaSuccess ||
+      capturing != cudaStreamCaptureStatusNone)
+    return 0;  // decide on a plain run
+  // Time three runs of each (both write the same output; cuDNN's ran once already).
+  cudaEvent_t ev[3] = {nullptr, nullptr, nullptr};
+  cudaError_t e = cudaSuccess;
+  for (int i = 0; i < 3 && e == cudaSuccess; ++i) e = cudaEventCreate(&ev[i]);
+  if (e == cudaSuccess) rc = own(s);  // warm-up of the own kernel
+  if (e == cudaSuccess && rc == 0) e = cudaEventRecord(ev[0], st);
+  for (int i = 0; i < 3 && e == cudaSuccess && rc == 0; ++i) rc = own(s);
+  if (e == cudaSuccess && rc == 0) e = cudaEventRecord(ev[1], st);
+  for (int i = 0; i < 3 && e == cudaSuccess && rc == 0; ++i) {
+    rc = dev->attention(device, s.stream, a);
+    if (rc != 0) {
+      s.api->set_error(s.run_ctx, dev->last_error());
+      rc = 1;
+    }
+  }
+  if (e == cudaSuccess && rc == 0) e = cudaEventRecord(ev[2], st);
+  if (e == cudaSuccess && rc == 0) e = cudaEventSynchronize(ev[2]);
+  float t_own = 0, t_dnn = 0;
+  if (e == cudaSuccess && rc == 0) e = cudaEventElapsedTime(&t_own, ev[0], ev[1]);
+  if (e == cudaSuccess && rc == 0) e = cudaEventElapsedTime(&t_dnn, ev[1], ev[2]);
+  for (cudaEvent_t x : ev)
+    if (x != nullptr) cudaEventDestroy(x);
+  if (rc != 0) return rc;
+  if (e != cudaSuccess) return anvil_cuda_fail(s, "timing the attention engines", e);
+  c->put(key, t_dnn <= t_own ? 1 : 0);
+  return 0;
 }
 
 /// Reports a failed launch through the runtime; returns non-zero then.

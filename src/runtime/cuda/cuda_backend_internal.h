@@ -6,6 +6,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include "anvil/anvil_device.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -117,5 +119,13 @@ int backend_graph_end(int device, void* stream, void** exec);
 int backend_graph_launch(int device, void* exec, void* stream);
 int backend_graph_destroy(int device, void* exec);
 int backend_mem_info(int device, size_t* free_bytes, size_t* total_bytes);
+
+/// AnvilDeviceApi::attention (cuda_attention.cpp: cuDNN's fused attention).
+int backend_attention(int device, void* stream, const AnvilAttentionArgs* args);
+
+/// The workspace of `stream` on device `device`, grown to at least `bytes` (waiting for the
+/// stream first when an older, smaller block must go). Callers hold s.blas_mu. Null with
+/// last_error on failure.
+void* stream_workspace(DeviceState& s, int device, void* stream, size_t bytes, const char* who);
 
 }  // namespace anvil::cuda_backend

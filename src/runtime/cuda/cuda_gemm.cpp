@@ -360,26 +360,10 @@ int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans
         plan.workspace = result.workspaceSize;
         s->plans.emplace(key, plan);
       }
-      // The stream's workspace, grown to this plan's need (GEMMs queued on the stream with the
-      // smaller one finish first: it goes back to the allocator only after them).
-      Workspace& ws = s->workspaces[stream];
-      if (plan.workspace > ws.bytes) {
-        if (ws.block != nullptr) {
-          const cudaError_t e = cudaStreamSynchronize(cu_stream);
-          if (e != cudaSuccess)
-            return fail_cuda(e, "%s: waiting for the stream before growing its workspace failed",
-                             call().c_str());
-          free_block(*s, ws.block);
-          ws = Workspace{};
-        }
-        void* block = alloc_block(*s, "gemm workspace", device, plan.workspace);
-        if (block == nullptr) {
-          return fail("%s: allocating the %zu-byte cuBLASLt workspace failed: %s", call().c_str(),
-                      plan.workspace, t_last_error.c_str());
-        }
-        ws = Workspace{block, plan.workspace};
+      if (plan.workspace > 0) {
+        workspace = stream_workspace(*s, device, stream, plan.workspace, "cuBLASLt");
+        if (workspace == nullptr) return fail("%s: %s", call().c_str(), t_last_error.c_str());
       }
-      workspace = ws.block;
     }
 
     const float beta = 0.0f;
@@ -401,6 +385,29 @@ int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans
     }
     return 0;
   });
+}
+
+// The stream's workspace, grown to `bytes` (work queued on the stream with the smaller one
+// finishes first: it goes back to the allocator only after it).
+void* stream_workspace(DeviceState& s, int device, void* stream, size_t bytes, const char* who) {
+  Workspace& ws = s.workspaces[stream];
+  if (bytes <= ws.bytes) return ws.block;
+  if (ws.block != nullptr) {
+    const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    if (e != cudaSuccess) {
+      fail_cuda(e, "waiting for the stream before growing its %s workspace failed", who);
+      return nullptr;
+    }
+    free_block(s, ws.block);
+    ws = Workspace{};
+  }
+  void* block = alloc_block(s, "workspace", device, bytes);
+  if (block == nullptr) {
+    fail("allocating the %zu-byte %s workspace failed: %s", bytes, who, t_last_error.c_str());
+    return nullptr;
+  }
+  ws = Workspace{block, bytes};
+  return block;
 }
 
 }  // namespace anvil::cuda_backend

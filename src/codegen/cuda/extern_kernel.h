@@ -1,0 +1,61 @@
+// Internal to the CUDA target's extern kernels (emit_cuda_extern.cpp, emit_cuda_attention.cpp):
+// the helpers that turn a step's strided views into kernel text, and the launcher every extern
+// kernel shares.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codegen/cpu/emit_cpu.h"
+#include "codegen/cuda/emit_cuda.h"
+
+namespace anvil::codegen::cuda::ext {
+
+using cpu::buffer_base;
+using cpu::symbol_decls;
+using passes::ExternAttr;
+using passes::ExternStep;
+using passes::Program;
+using passes::TensorView;
+
+/// The step's constant integer attribute `name`, else `dflt`.
+int64_t int_attr(const ExternStep& e, const std::string& name, int64_t dflt);
+bool has_attr(const ExternStep& e, const std::string& name);
+/// A value of `dtype` stored at `ptr[off]` in its compute type.
+std::string load(DType t, const std::string& ptr, const std::string& off);
+/// Statement storing compute value `v` at `ptr[off]` of `dtype`.
+std::string store(DType t, const std::string& ptr, const std::string& off, const std::string& v);
+std::string paren(const SymInt& s);
+/// "const int64_t u0 = ...;" decomposing linear `lin` over `sizes`.
+std::string decompose(const std::vector<SymInt>& sizes, const std::string& lin,
+                      const std::string& prefix, const std::string& ind);
+/// Element offset of view `v` at index variables vars[d] (one per view dim); a dim of size 1
+/// contributes nothing (broadcasting).
+std::string offset_of(const TensorView& v, const std::vector<std::string>& vars);
+std::string numel(const std::vector<SymInt>& sizes);
+std::vector<std::string> vars(const std::string& prefix, size_t n);
+
+/// The pieces every extern kernel shares: parameters (one pointer per present view, named
+/// v<i> for input i and y<i> for output i) and the launcher.
+struct KernelText {
+  std::string name;
+  std::vector<std::pair<std::string, const TensorView*>> params;  // (name, view)
+  std::string body;                                                // inside the kernel
+  std::string grid, block = "256", shared = "0";                   // launch, host expressions
+  std::string guard;  // host statement(s) before the launch (return 1 with an error to refuse)
+};
+/// The kernel and `int NAME(const RunState& s)` launching it.
+std::string finish(const Program& p, const ExternStep& e, const KernelText& k);
+/// One thread per output element (grid-stride) over `out`.
+std::string elementwise_loop(const TensorView& out, const std::string& inner);
+/// Code checking index `var` against [0, n) after wrapping negatives when `wrap`.
+std::string check_index(const ExternStep& e, const std::string& var, const std::string& n,
+                        bool wrap);
+std::string elementwise_grid(const TensorView& out);
+
+/// scaled_dot_product_attention (emit_cuda_attention.cpp): cuDNN's fused attention where it
+/// applies and is faster, else anvil's own kernel.
+std::string attention(const Program& p, const ExternStep& e);
+
+}  // namespace anvil::codegen::cuda::ext
