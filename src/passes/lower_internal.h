@@ -232,6 +232,11 @@ TRefPtr inplace_value(Lowerer& L, const ir::Node& n);
 
 /// Schedules SNodes into steps with fusion (schedule.cpp); marks kernel-local buffers.
 void schedule(Program& program, std::vector<SNode>& snodes, bool fuse);
+/// Lets each extern step `ok` accepts write its single output straight into the destination of
+/// the copy kernel that only permutes it into place, and drops that kernel (retarget_copies.cpp).
+/// Returns how many copies went.
+int retarget_permuted_copies(Program& program,
+                             const std::function<bool(const Program&, const ExternStep&)>& ok);
 /// Plans arena offsets (memory_plan.cpp).
 void plan_memory(Program& program);
 

@@ -53,6 +53,8 @@ Program compile_to_program(const ir::Graph& graph, const PipelineOptions& option
   lowerer.options = &options;
   lowerer.run();
   detail::schedule(program, lowerer.snodes(), options.fuse);
+  if (options.extern_writes_strided_output)
+    detail::retarget_permuted_copies(program, options.extern_writes_strided_output);
   const CollectiveScheduleStats cs =
       schedule_collectives(program, collective_options_from_env(options.collectives));
   program.stats.collectives = cs.collectives;

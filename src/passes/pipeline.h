@@ -1,6 +1,8 @@
 // The compiler middle end: graph passes, lowering to loop kernels with fusion, memory planning.
 #pragma once
 
+#include <functional>
+
 #include "ir/graph.h"
 #include "passes/collectives.h"
 #include "passes/loop_ir.h"
@@ -21,6 +23,10 @@ struct PipelineOptions {
   // The device type the target runs on (set by the target: codegen/target.h). A graph recorded
   // with tensors on that device or on the CPU compiles; any other device is an error.
   Device::Type target_device = Device::Type::kCPU;
+  // Extern steps whose code writes its output through any strided view (set by the target):
+  // a copy that only permutes such a result into place is elided, the extern writing the
+  // destination directly. Null: none.
+  std::function<bool(const Program&, const ExternStep&)> extern_writes_strided_output;
 };
 
 /// Runs the passes on a copy of `graph` and lowers it: decompositions happen in the lowering

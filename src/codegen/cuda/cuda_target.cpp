@@ -40,6 +40,13 @@ class CudaTarget final : public Target {
   Device::Type device_type() const override { return Device::Type::kCUDA; }
   void adjust_pipeline(passes::PipelineOptions& pipeline) const override {
     pipeline.target_device = Device::Type::kCUDA;  // graphs recorded on the GPU compile too
+    // attention's kernels (own and cuDNN's) write any output strides: the transpose of its
+    // result into the output projection's input goes
+    pipeline.extern_writes_strided_output = [](const passes::Program& p,
+                                               const passes::ExternStep& e) {
+      return e.target == "aten.scaled_dot_product_attention.default" &&
+             cuda_kernel_gap(p, e).empty();
+    };
   }
 
   std::vector<std::string> unsupported(const passes::Program& p) const override {
