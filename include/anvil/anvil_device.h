@@ -20,16 +20,54 @@
 extern "C" {
 #endif
 
-#define ANVIL_DEVICE_ABI_VERSION 2u
+#define ANVIL_DEVICE_ABI_VERSION 3u
 
 /* Directions of AnvilDeviceApi::copy. */
 #define ANVIL_COPY_HOST_TO_DEVICE 0
 #define ANVIL_COPY_DEVICE_TO_HOST 1
 #define ANVIL_COPY_DEVICE_TO_DEVICE 2
 
-/* Epilogues of AnvilDeviceApi::gemm. */
+/* Epilogues of AnvilDeviceApi::gemm (NONE and BIAS) and gemm_ex (all). GELU is cuBLASLt's: the
+ * tanh approximation (torch's gelu(approximate='tanh')), not the erf form. */
 #define ANVIL_EPILOGUE_NONE 0
-#define ANVIL_EPILOGUE_BIAS 1 /* C[i, j] += bias[j] */
+#define ANVIL_EPILOGUE_BIAS 1           /* C[i, j] += bias[j] */
+#define ANVIL_EPILOGUE_RELU 2           /* C = max(C, 0) */
+#define ANVIL_EPILOGUE_GELU_TANH 3      /* C = gelu_tanh(C) */
+#define ANVIL_EPILOGUE_BIAS_RELU 4      /* C = max(C + bias[j], 0) */
+#define ANVIL_EPILOGUE_BIAS_GELU_TANH 5 /* C = gelu_tanh(C + bias[j]) */
+
+/* gemm_ex's return when cuBLASLt has no algorithm for the fused form of this problem (epilogue,
+ * separate C): nothing was queued and the caller runs the unfused GEMM and epilogue itself.
+ * last_error says why. */
+#define ANVIL_GEMM_NOT_FUSED 1
+
+/* The arguments of AnvilDeviceApi::gemm_ex: for b in [0, batch)
+ *   D_b = epilogue(alpha * op(A_b) * op(B_b) + beta * C_b (+ bias))
+ * with X_b = X + b * stride_x elements, row-major leading dimensions ld*, op() transposing when
+ * trans_x is 1; A, B, C, D and bias share dtype (float32, bfloat16, float16; float64 only
+ * without an epilogue or C). C is optional (null: beta must be 0); it is read as an m x n
+ * matrix and may be D itself (same ld and stride) but must not otherwise overlap D. An
+ * activation epilogue (RELU, GELU_TANH and their BIAS forms) is applied after bias and C are
+ * added: callers fuse C only with NONE and BIAS. */
+typedef struct AnvilGemmArgs {
+  uint32_t struct_size; /* sizeof(AnvilGemmArgs) */
+  int32_t dtype;        /* anvil::DType code */
+  int32_t trans_a, trans_b;
+  int64_t m, n, k;
+  float alpha, beta;
+  const void* a;
+  int64_t lda, stride_a;
+  const void* b;
+  int64_t ldb, stride_b;
+  const void* c; /* null: none */
+  int64_t ldc, stride_c;
+  void* d;
+  int64_t ldd, stride_d;
+  int64_t batch;
+  int32_t epilogue;   /* ANVIL_EPILOGUE_* */
+  int32_t allow_tf32; /* float32: TF32 tensor cores allowed */
+  const void* bias;   /* n elements, contiguous, one vector for every batch */
+} AnvilGemmArgs;
 
 typedef struct AnvilDeviceApi {
   uint32_t abi_version; /* ANVIL_DEVICE_ABI_VERSION */
@@ -80,6 +118,11 @@ typedef struct AnvilDeviceApi {
   int (*graph_destroy)(int device, void* exec);
   /* Free and total bytes of `device`'s memory (cudaMemGetInfo). */
   int (*mem_info)(int device, size_t* free_bytes, size_t* total_bytes);
+  /* ---- ABI 3: fused GEMM epilogues ---- */
+  /* The GEMM of AnvilGemmArgs queued on `stream`, with its epilogue and C fused into cuBLASLt's
+   * kernel: 0 on success, ANVIL_GEMM_NOT_FUSED when cuBLASLt cannot fuse them for this problem
+   * (nothing queued), another non-zero value on failure. */
+  int (*gemm_ex)(int device, void* stream, const AnvilGemmArgs* args);
 } AnvilDeviceApi;
 
 typedef const AnvilDeviceApi* (*AnvilDeviceBackendFn)(void);

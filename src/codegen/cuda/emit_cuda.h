@@ -19,9 +19,16 @@ std::string preamble();
 /// results with warp shuffles.
 std::string emit_loop_kernel(const passes::Program& p, const passes::LoopKernel& k);
 
+struct FusedEpilogue;  // gemm_epilogue.h
+
 /// `int NAME(const RunState& s)` for a GEMM step: the device backend's cuBLASLt GEMM
-/// (api->device->gemm), batched over the innermost batch dim, looping over the others.
-std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g);
+/// (api->device->gemm), batched over the innermost batch dim, looping over the others. With
+/// `fused` (one batch dim at most): api->device->gemm_ex with the epilogue, falling back to the
+/// plain GEMM and the launch of `fused->fallback` (emitted before it) when cuBLASLt cannot fuse.
+std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g,
+                      const FusedEpilogue* fused = nullptr);
+/// The launcher of a loop kernel whose every statement a GEMM's epilogue computes: nothing.
+std::string emit_fused_away(const passes::LoopKernel& k, const std::string& gemms);
 
 /// `int NAME(const RunState& s)` for an extern op: with its CUDA kernel where it has one
 /// (emit_cuda_extern.cpp: embedding, index.Tensor, gather, cumsum, diff, attention), else a

@@ -520,6 +520,7 @@ const AnvilDeviceApi kCudaBackend = {
     &backend_graph_launch,
     &backend_graph_destroy,
     &backend_mem_info,
+    &backend_gemm_ex,
 };
 
 }  // namespace anvil::cuda_backend

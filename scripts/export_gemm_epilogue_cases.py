@@ -1,0 +1,77 @@
+"""Export the GEMM-epilogue fixtures of the CUDA target (tests/gpu/test_cuda_gemm_epilogue.cpp)
+with PyTorch 2.11: one small module per dtype (float32, bfloat16, float16) whose linear layers
+end in each epilogue cuBLASLt can fuse (bias, relu, gelu tanh, bias + relu / gelu tanh, a
+residual add, addmm with a vector or a beta-scaled matrix, a batched baddbmm with a bias) and in
+gelu's erf form, which stays a loop kernel.
+
+    python scripts/export_gemm_epilogue_cases.py [OUTDIR]   (default tests/fixtures/gemm_epilogue)
+
+Writes gemm_epilogue_<dtype>.pt2 with .in{i}.npy / .out{i}.npy (PyTorch eager's outputs on the
+CPU, 16-bit values stored as float32) through ../shared/tools/export_fixture.py."""
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "shared", "tools"))
+from export_fixture import save_case  # noqa: E402
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "tests", "fixtures",
+                                                         "gemm_epilogue")
+
+
+class Epilogues(nn.Module):
+    """Outputs, in order: relu(linear), gelu_tanh(linear), gelu_erf(linear) (not fused),
+    r + linear (bias + residual), addmm(bias, h, w), addmm(r, h, w, beta=0.5) (residual times
+    beta), relu(linear without bias), linear of a 3-D input (bias), gelu_tanh(linear) with 20
+    outputs (n * 2 bytes not a multiple of 16), baddbmm(bias, b1, b2) (batched bias)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l_relu = nn.Linear(32, 48)
+        self.l_gelu = nn.Linear(32, 48)
+        self.l_erf = nn.Linear(32, 48)
+        self.l_res = nn.Linear(32, 48)
+        self.w_mm = nn.Parameter(torch.randn(32, 48) / 6)
+        self.b_mm = nn.Parameter(torch.randn(48) / 2)
+        self.l_nobias = nn.Linear(32, 48, bias=False)
+        self.l_3d = nn.Linear(32, 48)
+        self.l_odd = nn.Linear(32, 20)
+        self.b_bmm = nn.Parameter(torch.randn(48) / 2)
+
+    def forward(self, h, r, h3, b1, b2):
+        return (
+            F.relu(self.l_relu(h)),
+            F.gelu(self.l_gelu(h), approximate="tanh"),
+            F.gelu(self.l_erf(h)),
+            r + self.l_res(h),
+            torch.addmm(self.b_mm, h, self.w_mm),
+            torch.addmm(r, h, self.w_mm, beta=0.5),
+            F.relu(self.l_nobias(h)),
+            self.l_3d(h3),
+            F.gelu(self.l_odd(h), approximate="tanh"),
+            torch.baddbmm(self.b_bmm, b1, b2),
+        )
+
+
+def main():
+    for name, dt in (("float32", torch.float32), ("bfloat16", torch.bfloat16),
+                     ("float16", torch.float16)):
+        torch.manual_seed(0)
+        model = Epilogues().to(dt)
+        g = torch.Generator().manual_seed(1)
+        inputs = (
+            torch.randn(24, 32, generator=g).to(dt),
+            torch.randn(24, 48, generator=g).to(dt),
+            torch.randn(2, 5, 32, generator=g).to(dt),
+            (torch.randn(3, 24, 32, generator=g) / 3).to(dt),
+            (torch.randn(3, 32, 48, generator=g) / 3).to(dt),
+        )
+        save_case(OUT, f"gemm_epilogue_{name}", model, inputs)
+
+
+if __name__ == "__main__":
+    main()
