@@ -2,7 +2,8 @@
 with PyTorch 2.11: one small module per dtype (float32, bfloat16, float16) whose linear layers
 end in each epilogue cuBLASLt can fuse (bias, relu, gelu tanh, bias + relu / gelu tanh, a
 residual add, addmm with a vector or a beta-scaled matrix, a batched baddbmm with a bias) and in
-gelu's erf form, which stays a loop kernel.
+gelu's erf form, which stays a loop kernel; and a residual add before a layer norm (the add taken
+out of the layer norm's multi-pass kernel).
 
     python scripts/export_gemm_epilogue_cases.py [OUTDIR]   (default tests/fixtures/gemm_epilogue)
 
@@ -27,7 +28,9 @@ class Epilogues(nn.Module):
     """Outputs, in order: relu(linear), gelu_tanh(linear), gelu_erf(linear) (not fused),
     r + linear (bias + residual), addmm(bias, h, w), addmm(r, h, w, beta=0.5) (residual times
     beta), relu(linear without bias), linear of a 3-D input (bias), gelu_tanh(linear) with 20
-    outputs (n * 2 bytes not a multiple of 16), baddbmm(bias, b1, b2) (batched bias)."""
+    outputs (n * 2 bytes not a multiple of 16), baddbmm(bias, b1, b2) (batched bias),
+    layer_norm(r + linear) and r + linear (bias + residual: the sum is a store of the layer
+    norm's multi-pass kernel, which the GEMM takes over)."""
 
     def __init__(self):
         super().__init__()
@@ -41,8 +44,10 @@ class Epilogues(nn.Module):
         self.l_3d = nn.Linear(32, 48)
         self.l_odd = nn.Linear(32, 20)
         self.b_bmm = nn.Parameter(torch.randn(48) / 2)
+        self.l_ln = nn.Linear(32, 48)
 
     def forward(self, h, r, h3, b1, b2):
+        res = r + self.l_ln(h)  # an output too: stored by the layer norm's kernel
         return (
             F.relu(self.l_relu(h)),
             F.gelu(self.l_gelu(h), approximate="tanh"),
@@ -54,6 +59,8 @@ class Epilogues(nn.Module):
             self.l_3d(h3),
             F.gelu(self.l_odd(h), approximate="tanh"),
             torch.baddbmm(self.b_bmm, b1, b2),
+            F.layer_norm(res, (48,)),
+            res,
         )
 
 

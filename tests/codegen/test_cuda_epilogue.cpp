@@ -83,28 +83,29 @@ class CudaEpilogue : public ::testing::Test {
 };
 
 TEST_F(CudaEpilogue, EachFusableFormCallsGemmExWithItsEpilogue) {
-  // the fixture's ten outputs (scripts/export_gemm_epilogue_cases.py): relu(linear),
+  // the fixture's twelve outputs (scripts/export_gemm_epilogue_cases.py): relu(linear),
   // gelu_tanh(linear), gelu_erf(linear), r + linear, addmm(b, h, w), addmm(r, h, w, beta=0.5),
-  // relu(linear without bias), linear of a 3-D input, gelu_tanh(linear to 20), baddbmm(b, ...)
+  // relu(linear without bias), linear of a 3-D input, gelu_tanh(linear to 20), baddbmm(b, ...),
+  // layer_norm(r + linear) and r + linear (the add leaves the layer norm's multi-pass kernel)
   for (const char* dt : {"float32", "bfloat16", "float16"}) {
     const std::string name = std::string("gemm_epilogue_") + dt;
     const auto fused = emit(name, fixture("gemm_epilogue/" + name + ".pt2"));
     EXPECT_EQ(fused, (std::map<std::string, int>{{"ANVIL_EPILOGUE_BIAS_RELU", 1},
                                                  {"ANVIL_EPILOGUE_BIAS_GELU_TANH", 2},
-                                                 {"ANVIL_EPILOGUE_BIAS+C", 1},
+                                                 {"ANVIL_EPILOGUE_BIAS+C", 2},
                                                  {"ANVIL_EPILOGUE_BIAS", 3},
                                                  {"ANVIL_EPILOGUE_NONE+C", 1},
                                                  {"ANVIL_EPILOGUE_RELU", 1}}))
         << dt;
-    EXPECT_EQ(count(source_, "dev->gemm_ex(device, s.stream, &ga)"), 9u) << dt;
+    EXPECT_EQ(count(source_, "dev->gemm_ex(device, s.stream, &ga)"), 10u) << dt;
     // the erf gelu's GEMM is a plain one, and its kernel keeps erf
-    EXPECT_EQ(count(source_, "ANVIL_EPILOGUE_NONE, nullptr, 0);"), 10u) << dt;  // 9 fallbacks
+    EXPECT_EQ(count(source_, "ANVIL_EPILOGUE_NONE, nullptr, 0);"), 11u) << dt;  // 10 fallbacks
     EXPECT_NE(source_.find("erf"), std::string::npos) << dt;
-    EXPECT_EQ(count(source_, "ga.c = "), 2u) << dt;  // the residuals
+    EXPECT_EQ(count(source_, "ga.c = "), 3u) << dt;  // the residuals
     EXPECT_NE(source_.find("ga.beta = static_cast<float>(0.5);"), std::string::npos) << dt;
-    EXPECT_EQ(count(source_, "ga.bias = "), 7u) << dt;
+    EXPECT_EQ(count(source_, "ga.bias = "), 8u) << dt;
     // every fused statement keeps its kernel for cuBLASLt's "not fused" answer
-    EXPECT_EQ(count(source_, "_epilogue(s);"), 9u) << dt;
+    EXPECT_EQ(count(source_, "_epilogue(s);"), 10u) << dt;
   }
 }
 
@@ -172,6 +173,35 @@ TEST_F(CudaEpilogue, FormsCuBlasLtCannotComputeStayLoopKernels) {
                    "  %l: bf16[8, 16] = aten.linear.default(input=%h, weight=%w)\n"
                    "  %y: f32[8, 16] = aten.add.Tensor(self=%x, other=%l)\n"
                    "  outputs {\n    user_output %y\n  }\n}\n")
+                  .empty());
+}
+
+TEST_F(CudaEpilogue, AResidualAddLeavesTheLayerNormKernelItOpens) {
+  // x + linear(h) feeding a layer norm and returned: the add is a store of the norm's
+  // multi-pass kernel; it moves into the GEMM and the kernel reads the GEMM's result
+  EXPECT_EQ(emit("ln", "",
+                 "graph {\n  inputs {\n    %h: f32[8, 32] = user_input\n    %w: f32[16, 32] = "
+                 "user_input\n    %b: f32[16] = user_input\n    %x: f32[8, 16] = user_input\n"
+                 "  }\n"
+                 "  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w, bias=%b)\n"
+                 "  %a: f32[8, 16] = aten.add.Tensor(self=%x, other=%l)\n"
+                 "  %y: f32[8, 16] = aten.layer_norm.default(input=%a, normalized_shape=[16])\n"
+                 "  outputs {\n    user_output %y\n    user_output %a\n  }\n}\n"),
+            (std::map<std::string, int>{{"ANVIL_EPILOGUE_BIAS+C", 1}}));
+  EXPECT_NE(source_.find("block_reduce("), std::string::npos);  // the norm stays
+  EXPECT_NE(source_.find("gemm0_epilogue(s);"), std::string::npos);
+  // x * 2 + linear(h): the product is computed inside the add, a residual scaled by beta = 2
+  EXPECT_EQ(emit("scaled", "",
+                 graph("  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w, bias=%b)\n"
+                       "  %x2: f32[8, 16] = aten.mul.Tensor(self=%x, other=2.0)\n"
+                       "  %y: f32[8, 16] = aten.add.Tensor(self=%x2, other=%l)\n")),
+            (std::map<std::string, int>{{"ANVIL_EPILOGUE_BIAS+C", 1}}));
+  EXPECT_NE(source_.find("ga.beta = static_cast<float>(2);"), std::string::npos);
+  // x * x + linear(h) is no residual
+  EXPECT_TRUE(emit("square", "",
+                   graph("  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w, bias=%b)\n"
+                         "  %x2: f32[8, 16] = aten.mul.Tensor(self=%x, other=%x)\n"
+                         "  %y: f32[8, 16] = aten.add.Tensor(self=%x2, other=%l)\n"))
                   .empty());
 }
 

@@ -1,8 +1,9 @@
 // GEMM epilogues fused into cuBLASLt on the GPU (label gpu): the gemm_epilogue fixtures
 // (scripts/export_gemm_epilogue_cases.py: relu, gelu tanh, bias, residual and beta-scaled
-// residual, batched bias, an unfused erf gelu) in float32, bfloat16 and float16 compiled for
-// cuda-sm90, run on cuda:0 and compared with PyTorch's outputs; and the device backend's gemm_ex
-// refusing bad arguments with a message (the checks before the device need no GPU).
+// residual, batched bias, a residual add before a layer norm, an unfused erf gelu) in float32,
+// bfloat16 and float16 compiled for cuda-sm90, run on cuda:0 and compared with PyTorch's outputs;
+// and the device backend's gemm_ex refusing bad arguments with a message (the checks before the
+// device need no GPU).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -29,9 +30,9 @@ TEST_P(CudaGemmEpilogue, FusedEpiloguesMatchPyTorch) {
   ANVIL_REQUIRE_GPU();
   const std::string stem = fixture("gemm_epilogue/gemm_epilogue_" + GetParam());
   const std::string pkg = compile_cuda(stem + ".pt2");
-  // nine of the ten GEMMs carry their epilogue (tests/codegen/test_cuda_epilogue.cpp says which)
+  // ten of the eleven GEMMs carry their epilogue (tests/codegen/test_cuda_epilogue.cpp says which)
   const auto manifest = nlohmann::json::parse(runtime::Package::open(pkg)->manifest().json);
-  EXPECT_EQ(manifest.at("gemm_epilogues").size(), 9u);
+  EXPECT_EQ(manifest.at("gemm_epilogues").size(), 10u);
   runtime::ModelOptions mo;
   mo.device = Device::cuda(0);
   const runtime::Model m = runtime::Model::load(pkg, mo);
@@ -41,7 +42,7 @@ TEST_P(CudaGemmEpilogue, FusedEpiloguesMatchPyTorch) {
   for (size_t i = 0; i < host_in.size(); ++i)
     inputs.push_back(host_in[i].to(m.input_specs()[i].dtype).to(Device::cuda(0)));
   const std::vector<Tensor> want = read_set(stem, "out");
-  ASSERT_EQ(want.size(), 10u);
+  ASSERT_EQ(want.size(), 12u);
   for (int rep = 0; rep < 2; ++rep) {  // the second run uses the cached cuBLASLt plans
     const std::vector<Tensor> got = m.run(inputs);
     ASSERT_EQ(got.size(), want.size());

@@ -87,15 +87,14 @@ class CudaTarget final : public Target {
         const auto& step = q.steps[si];
         if (cpu::is_control_step(step)) continue;  // in model.cu (emit_control.cpp)
         if (const auto* k = std::get_if<passes::LoopKernel>(&step)) {
-          const passes::LoopKernel rest = plan.remaining(si, *k);
-          if (plan.removed.count(si) && rest.passes[0].loop.empty()) {
+          if (plan.fused_away(si, *k)) {
             std::string gemms;
             for (const auto& [gi, f] : plan.by_gemm)
               if (f.kernel_step == si)
                 gemms += (gemms.empty() ? "" : ", ") + passes::step_name(q.steps[gi]);
             kernels += emit_fused_away(*k, gemms) + "\n";
           } else {
-            kernels += emit_loop_kernel(q, rest) + "\n";
+            kernels += emit_loop_kernel(q, plan.remaining(si, *k)) + "\n";
           }
         } else if (const auto* g = std::get_if<passes::GemmStep>(&step)) {
           const auto f = plan.by_gemm.find(si);

@@ -62,7 +62,7 @@ std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& 
   return a;
 }
 
-/// The loop domain of a pointwise kernel: variable names, sizes and row-major strides.
+/// The loop domain of a kernel (outer then inner dims): variable names, sizes, row-major strides.
 struct Domain {
   std::vector<std::string> vars;
   std::vector<SymInt> sizes, strides;
@@ -272,19 +272,25 @@ std::optional<FusedEpilogue> plan_one(const Program& p, size_t gi) {
   }
   if (ki >= p.steps.size()) return std::nullopt;
   const auto* k = std::get_if<LoopKernel>(&p.steps[ki]);
-  if (!k || k->passes.size() != 1 || !k->passes[0].pre.empty() || !k->passes[0].post.empty())
-    return std::nullopt;
-  const auto& loop = k->passes[0].loop;
-  size_t si = loop.size();
-  for (size_t i = 0; i < loop.size(); ++i) {
-    if (loop[i].kind != Stmt::Kind::kStore) return std::nullopt;
-    if (loop[i].buffer == y) {
-      if (si != loop.size()) return std::nullopt;
-      si = i;
-    }
-  }
-  if (si == loop.size()) return std::nullopt;
-  const Stmt& s = loop[si];
+  if (!k) return std::nullopt;
+  // the one statement of the kernel writing the destination: a store in a pass's loop (over
+  // the whole domain; a multi-pass kernel's later passes, e.g. a layer norm of a residual sum,
+  // then read the destination the GEMM wrote)
+  size_t pi = k->passes.size(), si = 0;
+  int writers = 0;
+  for (size_t q = 0; q < k->passes.size(); ++q)
+    for (const auto* list : {&k->passes[q].pre, &k->passes[q].loop, &k->passes[q].post})
+      for (size_t i = 0; i < list->size(); ++i) {
+        const Stmt& st = (*list)[i];
+        if (st.buffer != y) continue;
+        ++writers;
+        if (list == &k->passes[q].loop && st.kind == Stmt::Kind::kStore) {
+          pi = q;
+          si = i;
+        }
+      }
+  if (writers != 1 || pi == k->passes.size()) return std::nullopt;
+  const Stmt& s = k->passes[pi].loop[si];
   const auto& yb = p.buffers[static_cast<size_t>(y)];
   if (s.dtype != g.dtype || yb.dtype != g.dtype || yb.local || yb.alias_of >= 0)
     return std::nullopt;
@@ -297,6 +303,7 @@ std::optional<FusedEpilogue> plan_one(const Program& p, size_t gi) {
   FusedEpilogue f;
   f.gemm_step = gi;
   f.kernel_step = ki;
+  f.pass = pi;
   f.stmt = si;
   if (!Matcher(p, g, d, s, c).match(f)) return std::nullopt;
   // what the epilogue reads is final at the GEMM: no step in between nor another statement of
@@ -310,14 +317,17 @@ std::optional<FusedEpilogue> plan_one(const Program& p, size_t gi) {
     if (i < ki) {
       passes::step_accesses(p, p.steps[i], reads, writes);
     } else {
-      for (size_t j = 0; j < loop.size(); ++j)
-        if (j != si) writes.insert(loop[j].buffer);
+      for (size_t q = 0; q < k->passes.size(); ++q)
+        for (const auto* list : {&k->passes[q].pre, &k->passes[q].loop, &k->passes[q].post})
+          for (size_t j = 0; j < list->size(); ++j)
+            if (!(list == &k->passes[pi].loop && j == si)) writes.insert((*list)[j].buffer);
     }
     for (int b : writes)
       if (inputs.count(root_of(p, b))) return std::nullopt;
   }
   f.fallback = *k;
   f.fallback.name = g.name + "_epilogue";  // one per GEMM: a kernel may hold several
+  f.fallback.passes = {passes::Pass{}};
   f.fallback.passes[0].loop = {s};
   return f;
 }
@@ -346,10 +356,18 @@ passes::LoopKernel EpiloguePlan::remaining(size_t step, const LoopKernel& k) con
   const auto it = removed.find(step);
   if (it == removed.end()) return k;
   LoopKernel r = k;
-  auto& loop = r.passes[0].loop;
-  for (auto s = it->second.rbegin(); s != it->second.rend(); ++s)
-    loop.erase(loop.begin() + static_cast<std::ptrdiff_t>(*s));
+  for (auto s = it->second.rbegin(); s != it->second.rend(); ++s) {  // back to front
+    auto& loop = r.passes[s->first].loop;
+    loop.erase(loop.begin() + static_cast<std::ptrdiff_t>(s->second));
+  }
   return r;
+}
+
+bool EpiloguePlan::fused_away(size_t step, const LoopKernel& k) const {
+  if (!removed.count(step)) return false;
+  for (const auto& ps : remaining(step, k).passes)
+    if (!ps.pre.empty() || !ps.loop.empty() || !ps.post.empty()) return false;
+  return true;
 }
 
 EpiloguePlan plan_gemm_epilogues(const Program& p) {
@@ -358,7 +376,8 @@ EpiloguePlan plan_gemm_epilogues(const Program& p) {
     if (!std::holds_alternative<GemmStep>(p.steps[i])) continue;
     if (auto f = plan_one(p, i)) {
       auto& rm = plan.removed[f->kernel_step];
-      rm.insert(std::upper_bound(rm.begin(), rm.end(), f->stmt), f->stmt);
+      const std::pair<size_t, size_t> at{f->pass, f->stmt};
+      rm.insert(std::upper_bound(rm.begin(), rm.end(), at), at);
       plan.by_gemm.emplace(i, std::move(*f));
     }
   }

@@ -4,7 +4,9 @@
 // that reads it (passes/schedule.cpp fuse_gemm_epilogues); on the CPU that statement runs as a
 // loop kernel over C. On CUDA, when the statement is exactly one of the forms cuBLASLt applies in
 // its own epilogue, the GEMM step calls api->device->gemm_ex with that epilogue and the
-// statement leaves its loop kernel (a kernel left empty launches nothing). The forms, over the
+// statement leaves its loop kernel (a pointwise kernel, or a pass's loop of a multi-pass one such
+// as the residual sum a layer norm's kernel stores; a kernel left empty launches nothing). The
+// forms, over the
 // GEMM's dtype (float32, bfloat16, float16) and with C[i, j] the GEMM's own element:
 //   C + bias[j], relu(C [+ bias[j]]), gelu_tanh(C [+ bias[j]]),
 //   C [+ bias[j]] + R[i, j] and C [+ bias[j]] + beta * R[i, j] (R laid out as C; cuBLASLt's C)
@@ -15,6 +17,7 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "passes/loop_ir.h"
@@ -26,10 +29,10 @@ enum class GemmEpilogueKind { kNone, kBias, kRelu, kGeluTanh, kBiasRelu, kBiasGe
 /// "ANVIL_EPILOGUE_BIAS_RELU", ...
 const char* epilogue_macro(GemmEpilogueKind k);
 
-/// One fused epilogue: the statement `stmt` of the loop of kernel step `kernel_step` (a pointwise
-/// kernel) computed by GEMM step `gemm_step`'s cuBLASLt call.
+/// One fused epilogue: statement `stmt` of the loop of pass `pass` of kernel step `kernel_step`,
+/// computed by GEMM step `gemm_step`'s cuBLASLt call.
 struct FusedEpilogue {
-  size_t gemm_step = 0, kernel_step = 0, stmt = 0;
+  size_t gemm_step = 0, kernel_step = 0, pass = 0, stmt = 0;
   GemmEpilogueKind kind = GemmEpilogueKind::kNone;
   int bias = -1;  // bias buffer (bias kinds): n elements of the GEMM's dtype from bias_offset
   SymInt bias_offset;
@@ -44,9 +47,12 @@ struct FusedEpilogue {
 /// The fusions of a program's steps: by GEMM step, and the statements taken out of each kernel.
 struct EpiloguePlan {
   std::map<size_t, FusedEpilogue> by_gemm;
-  std::map<size_t, std::vector<size_t>> removed;  // kernel step -> statements (ascending)
+  // kernel step -> (pass, statement in the pass's loop), ascending
+  std::map<size_t, std::vector<std::pair<size_t, size_t>>> removed;
   /// Kernel `k` (step `step`) without its fused statements; `k` itself when none.
   passes::LoopKernel remaining(size_t step, const passes::LoopKernel& k) const;
+  /// Whether every statement of kernel `k` (step `step`) is fused into GEMMs.
+  bool fused_away(size_t step, const passes::LoopKernel& k) const;
 };
 
 /// Finds every GEMM step of `p` (not of its subprograms) whose epilogue statement cuBLASLt can
