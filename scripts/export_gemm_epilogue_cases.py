@@ -3,12 +3,14 @@ with PyTorch 2.11: one small module per dtype (float32, bfloat16, float16) whose
 end in each epilogue cuBLASLt can fuse (bias, relu, gelu tanh, bias + relu / gelu tanh, a
 residual add, addmm with a vector or a beta-scaled matrix, a batched baddbmm with a bias) and in
 gelu's erf form, which stays a loop kernel; and a residual add before a layer norm (the add taken
-out of the layer norm's multi-pass kernel).
+out of the layer norm's multi-pass kernel). Also vector_<dtype>: pointwise kernels for the
+vectorized loads and stores (class Pointwise).
 
     python scripts/export_gemm_epilogue_cases.py [OUTDIR]   (default tests/fixtures/gemm_epilogue)
 
-Writes gemm_epilogue_<dtype>.pt2 with .in{i}.npy / .out{i}.npy (PyTorch eager's outputs on the
-CPU, 16-bit values stored as float32) through ../shared/tools/export_fixture.py."""
+Writes gemm_epilogue_<dtype>.pt2 and vector_<dtype>.pt2 with .in{i}.npy / .out{i}.npy (PyTorch
+eager's outputs on the CPU, 16-bit values stored as float32) through
+../shared/tools/export_fixture.py."""
 import os
 import sys
 
@@ -64,6 +66,21 @@ class Epilogues(nn.Module):
         )
 
 
+class Pointwise(nn.Module):
+    """Pointwise kernels for the vectorized CUDA loads and stores: contiguous operands with an
+    innermost size a multiple of 8 (vectorized), a per-row operand (a scalar load per lane), an
+    innermost size of 13 (scalar kernel), a transposed read (scalar kernel), a 3-D broadcast."""
+
+    def forward(self, x, y, z, u, w):
+        return (
+            x * y + z,
+            F.gelu(x, approximate="tanh") - y * 0.5,
+            u * 2.0 + 1.0,
+            x.t().contiguous() + 1.0,
+            torch.sigmoid(w) * x.unsqueeze(0),
+        )
+
+
 def main():
     for name, dt in (("float32", torch.float32), ("bfloat16", torch.bfloat16),
                      ("float16", torch.float16)):
@@ -78,6 +95,15 @@ def main():
             (torch.randn(3, 32, 48, generator=g) / 3).to(dt),
         )
         save_case(OUT, f"gemm_epilogue_{name}", model, inputs)
+        g = torch.Generator().manual_seed(2)
+        pw = (
+            torch.randn(6, 64, generator=g).to(dt),
+            torch.randn(6, 64, generator=g).to(dt),
+            torch.randn(6, 1, generator=g).to(dt),
+            torch.randn(6, 13, generator=g).to(dt),
+            torch.randn(3, 6, 64, generator=g).to(dt),
+        )
+        save_case(OUT, f"vector_{name}", Pointwise().to(dt), pw)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 // GEMM epilogues fused into cuBLASLt by the CUDA target (codegen/cuda/gemm_epilogue.h), without a
 // GPU: which GEMM steps call gemm_ex with which epilogue (the manifest's gemm_epilogues and the
 // generated source), which forms stay loop kernels (gelu's erf form, an activation after a
-// residual add, a subtraction, a result read twice, mixed dtypes, float64), and that the fused
-// source compiles with nvcc. tests/gpu/test_cuda_gemm_epilogue.cpp runs the same fixtures on a GPU.
+// residual add, a subtraction, a result read twice, mixed dtypes, float64), which pointwise
+// kernels get vector loads and stores (emit_cuda_vector.cpp), and that the sources compile with
+// nvcc. tests/gpu/test_cuda_gemm_epilogue.cpp runs the same fixtures on a GPU.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 
 #include "common/check.h"
 #include "driver/compile.h"
@@ -205,6 +207,36 @@ TEST_F(CudaEpilogue, AResidualAddLeavesTheLayerNormKernelItOpens) {
                   .empty());
 }
 
+TEST_F(CudaEpilogue, PointwiseKernelsLoadAndStoreVectorsWhereContiguous) {
+  // vector_<dtype> (scripts/export_gemm_epilogue_cases.py): k0 x * y + z[row] and a gelu
+  // (inner 64), k1 an inner size of 13, k2 a transposed read, k3 a 3-D broadcast (inner 64)
+  for (const auto& [dt, width, vec] :
+       {std::tuple<std::string, std::string, std::string>{"float32", "4", "uint4"},
+        {"bfloat16", "8", "uint4"},
+        {"float16", "8", "uint4"}}) {
+    emit("vector_" + dt, fixture("gemm_epilogue/vector_" + dt + ".pt2"));
+    for (const char* k : {"k0", "k3"}) {
+      EXPECT_NE(
+          source_.find("// " + std::string(k) + " vectorized: " + width + " elements per thread"),
+          std::string::npos)
+          << dt << " " << k;
+      EXPECT_NE(source_.find(std::string(k) + "_kernel_v<<<anvil_blocks(n_outer * n_inner / " +
+                             width + ", 256)"),
+                std::string::npos)
+          << dt << " " << k;
+    }
+    for (const char* k : {"k1", "k2"})
+      EXPECT_EQ(source_.find(std::string(k) + " vectorized"), std::string::npos) << dt << " " << k;
+    // aligned operands only, else the scalar kernel; the per-row z stays a scalar load
+    EXPECT_NE(source_.find("reinterpret_cast<uintptr_t>(s.in[0]) % 16 == 0"), std::string::npos)
+        << dt;
+    EXPECT_NE(source_.find("*reinterpret_cast<const " + vec + "*>(p0 + (64*o0 + r0));"),
+              std::string::npos)
+        << dt;
+    EXPECT_EQ(count(source_, "k0_kernel<<<"), 1u) << dt;  // the scalar fallback launch
+  }
+}
+
 TEST_F(CudaEpilogue, FusedSourcesCompileWithNvcc) {
   // one nvcc run: the bfloat16 fixture has every fused form, the fallback kernels and an
   // unfused erf gelu
@@ -217,6 +249,10 @@ TEST_F(CudaEpilogue, FusedSourcesCompileWithNvcc) {
   EXPECT_FALSE(runtime::Package::open(pkg)->model_so().empty());
   EXPECT_NE(read_text(dir_ / "src" / "kernels_0.cu").find("ANVIL_EPILOGUE_BIAS_GELU_TANH"),
             std::string::npos);
+  // and the vectorized pointwise kernels (16-bit: 8 lanes)
+  driver::compile_pt2(fixture("gemm_epilogue/vector_bfloat16.pt2"), (dir_ / "v.anvil").string(),
+                      opts_);
+  EXPECT_NE(read_text(dir_ / "src" / "kernels_0.cu").find("k0_kernel_v"), std::string::npos);
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 // (scripts/export_gemm_epilogue_cases.py: relu, gelu tanh, bias, residual and beta-scaled
 // residual, batched bias, a residual add before a layer norm, an unfused erf gelu) in float32,
 // bfloat16 and float16 compiled for cuda-sm90, run on cuda:0 and compared with PyTorch's outputs;
-// and the device backend's gemm_ex refusing bad arguments with a message (the checks before the
-// device need no GPU).
+// the device backend's gemm_ex refusing bad arguments with a message (the checks before the
+// device need no GPU); and the vectorized pointwise kernels (vector_<dtype>) against PyTorch.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -53,6 +53,30 @@ TEST_P(CudaGemmEpilogue, FusedEpiloguesMatchPyTorch) {
       EXPECT_TRUE(::anvil::test::close(h.to(DType::kFloat32), want[i], tol))
           << GetParam() << " output " << i << " run " << rep;
     }
+  }
+}
+
+TEST_P(CudaGemmEpilogue, VectorizedPointwiseKernelsMatchPyTorch) {
+  // vector_<dtype>: two kernels with 16-byte loads and stores, two scalar ones
+  ANVIL_REQUIRE_GPU();
+  const std::string stem = fixture("gemm_epilogue/vector_" + GetParam());
+  runtime::ModelOptions mo;
+  mo.device = Device::cuda(0);
+  const runtime::Model m = runtime::Model::load(compile_cuda(stem + ".pt2"), mo);
+  std::vector<Tensor> inputs;
+  const std::vector<Tensor> host_in = read_set(stem, "in");
+  ASSERT_EQ(host_in.size(), 5u);
+  for (size_t i = 0; i < host_in.size(); ++i)
+    inputs.push_back(host_in[i].to(m.input_specs()[i].dtype).to(Device::cuda(0)));
+  const std::vector<Tensor> want = read_set(stem, "out");
+  ASSERT_EQ(want.size(), 5u);
+  const std::vector<Tensor> got = m.run(inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const Tensor h = got[i].to(Device::cpu());
+    EXPECT_TRUE(::anvil::test::close(h.to(DType::kFloat32), want[i],
+                                     ::anvil::test::tolerance_of(h.dtype())))
+        << GetParam() << " output " << i;
   }
 }
 

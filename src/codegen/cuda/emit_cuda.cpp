@@ -30,6 +30,8 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+}  // namespace
+
 /// "const int64_t o0 = ...;" for the dims `sizes` of linear index `lin` (prefix "o" or "r").
 std::string decompose(const std::vector<SymInt>& sizes, const std::string& lin,
                       const std::string& prefix, const std::string& ind) {
@@ -49,6 +51,8 @@ std::string decompose(const std::vector<SymInt>& sizes, const std::string& lin,
   }
   return os.str();
 }
+
+namespace {
 
 bool has_reduce(const std::vector<passes::Stmt>& stmts) {
   return std::any_of(stmts.begin(), stmts.end(),
@@ -187,6 +191,9 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
     fn << "  for (int64_t lin = blockIdx.x; lin < (" << outer_n.str() << "); lin += gridDim.x) {\n";
   }
   fn << body_text << "  }\n}\n\n";
+  // the vectorized form (emit_cuda_vector.cpp), launched when its operands are aligned
+  const VectorKernel vk = pointwise ? emit_vector_kernel(p, k) : VectorKernel{};
+  fn << vk.kernel_text;
   // host launcher
   fn << "ANVIL_HIDDEN void " << k.name << "(const RunState& s) {\n";
   std::ostringstream launch;
@@ -197,6 +204,17 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
   else
     launch << "  if (n_outer <= 0) return;\n  (void)n_inner;\n";
   launch << kernel_syms_fill(p);
+  if (vk.width > 0) {
+    launch << "  if (" << vk.align_check << ") {\n";
+    launch << "    " << k.name << "_kernel_v<<<anvil_blocks(n_outer * n_inner / " << vk.width
+           << ", 256), 256, 0, static_cast<cudaStream_t>(s.stream)>>>(sy";
+    for (int b : roots) {
+      const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype);
+      launch << ",\n        reinterpret_cast<" << st << "*>(" << buffer_base(p, b) << ")";
+    }
+    launch << ");\n";
+    launch << "    anvil_launch_check(s, \"" << k.name << "\");\n    return;\n  }\n";
+  }
   const std::string grid = pointwise
                                ? "anvil_blocks(n_outer * n_inner, " + std::to_string(threads) + ")"
                                : "anvil_blocks(n_outer, 1)";

@@ -43,6 +43,19 @@ bool runs_on_host(const passes::Program& p, const passes::ExternStep& e);
 /// Why the CUDA target cannot compile extern step `e` at all, or "".
 std::string extern_unsupported_reason(const passes::Program& p, const passes::ExternStep& e);
 
+/// The vectorized form of a pointwise loop kernel (emit_cuda_vector.cpp): `NAME_kernel_v`, each
+/// thread taking `width` consecutive innermost elements with 16-byte (8 for some 16-bit mixes)
+/// loads and stores; the launcher runs it when `align_check` (C++ over the launcher's buffer
+/// bases) holds and the scalar kernel otherwise. Empty (width 0) when the kernel does not qualify.
+struct VectorKernel {
+  std::string kernel_text, align_check;
+  int width = 0;
+};
+VectorKernel emit_vector_kernel(const passes::Program& p, const passes::LoopKernel& k);
+/// "const int64_t o0 = ...;" lines for the dims `sizes` of linear index `lin` (prefix o / r).
+std::string decompose(const std::vector<SymInt>& sizes, const std::string& lin,
+                      const std::string& prefix, const std::string& ind);
+
 /// Kernels get the model's symbols and the run-time ones (aten.item, counts of nonzero) by
 /// value in one Syms<kernel_sym_count(p)>: `kernel_syms_fill` is the launcher's text filling
 /// `sy`, `kernel_symbol_decls` the kernel's declarations of the names `text` uses.

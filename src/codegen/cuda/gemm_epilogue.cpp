@@ -33,35 +33,6 @@ using passes::LoopKernel;
 using passes::Program;
 using passes::Stmt;
 
-int root_of(const Program& p, int b) {
-  for (int guard = 0; b >= 0 && p.buffers[static_cast<size_t>(b)].alias_of >= 0 && guard < 64;
-       ++guard)
-    b = p.buffers[static_cast<size_t>(b)].alias_of;
-  return b;
-}
-
-/// idx = c0 + sum(coef[v] * var[v]), proven by rebuilding idx from its parts; nullopt when idx
-/// is not affine in the loop variables (a product of two of them, a division, a modulo).
-struct Affine {
-  SymInt c0;
-  std::vector<SymInt> coef;
-};
-std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& vars) {
-  std::map<std::string, SymInt> zero;
-  for (const auto& v : vars) zero[v] = SymInt(0);
-  Affine a;
-  a.c0 = idx.substitute(zero);
-  SymInt rebuilt = a.c0;
-  for (const auto& v : vars) {
-    std::map<std::string, SymInt> one = zero;
-    one[v] = SymInt(1);
-    a.coef.push_back(idx.substitute(one) - a.c0);
-    rebuilt = rebuilt + a.coef.back() * SymInt::symbol(v);
-  }
-  if (!(rebuilt == idx)) return std::nullopt;
-  return a;
-}
-
 /// The loop domain of a kernel (outer then inner dims): variable names, sizes, row-major strides.
 struct Domain {
   std::vector<std::string> vars;
@@ -255,7 +226,7 @@ std::optional<FusedEpilogue> plan_one(const Program& p, size_t gi) {
   const auto& cb = p.buffers[static_cast<size_t>(c)];
   const int y = cb.alias_of;
   if (cb.kind != passes::BufferKind::kArena || y < 0) return std::nullopt;
-  const int mem = root_of(p, c);
+  const int mem = buffer_root(p, c);
   // the first step after the GEMM that touches its result's memory
   size_t ki = gi + 1;
   for (; ki < p.steps.size(); ++ki) {
@@ -267,7 +238,7 @@ std::optional<FusedEpilogue> plan_one(const Program& p, size_t gi) {
     passes::step_accesses(p, p.steps[ki], reads, writes);
     bool touches = false;
     for (const auto* set : {&reads, &writes})
-      for (int b : *set) touches |= root_of(p, b) == mem;
+      for (int b : *set) touches |= buffer_root(p, b) == mem;
     if (touches) break;
   }
   if (ki >= p.steps.size()) return std::nullopt;
@@ -310,7 +281,7 @@ std::optional<FusedEpilogue> plan_one(const Program& p, size_t gi) {
   // the kernel writes its memory, and it is not the result's own memory
   std::set<int> inputs;
   for (int b : {f.bias, f.residual})
-    if (b >= 0) inputs.insert(root_of(p, b));
+    if (b >= 0) inputs.insert(buffer_root(p, b));
   if (inputs.count(mem)) return std::nullopt;
   for (size_t i = gi + 1; i <= ki; ++i) {
     std::set<int> reads, writes;
@@ -323,7 +294,7 @@ std::optional<FusedEpilogue> plan_one(const Program& p, size_t gi) {
             if (!(list == &k->passes[pi].loop && j == si)) writes.insert((*list)[j].buffer);
     }
     for (int b : writes)
-      if (inputs.count(root_of(p, b))) return std::nullopt;
+      if (inputs.count(buffer_root(p, b))) return std::nullopt;
   }
   f.fallback = *k;
   f.fallback.name = g.name + "_epilogue";  // one per GEMM: a kernel may hold several
@@ -333,6 +304,29 @@ std::optional<FusedEpilogue> plan_one(const Program& p, size_t gi) {
 }
 
 }  // namespace
+
+int buffer_root(const Program& p, int b) {
+  for (int guard = 0; b >= 0 && p.buffers[static_cast<size_t>(b)].alias_of >= 0 && guard < 64;
+       ++guard)
+    b = p.buffers[static_cast<size_t>(b)].alias_of;
+  return b;
+}
+
+std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& vars) {
+  std::map<std::string, SymInt> zero;
+  for (const auto& v : vars) zero[v] = SymInt(0);
+  Affine a;
+  a.c0 = idx.substitute(zero);
+  SymInt rebuilt = a.c0;
+  for (const auto& v : vars) {
+    std::map<std::string, SymInt> one = zero;
+    one[v] = SymInt(1);
+    a.coef.push_back(idx.substitute(one) - a.c0);
+    rebuilt = rebuilt + a.coef.back() * SymInt::symbol(v);
+  }
+  if (!(rebuilt == idx)) return std::nullopt;
+  return a;
+}
 
 const char* epilogue_macro(GemmEpilogueKind k) {
   switch (k) {

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,17 @@
 #include "passes/loop_ir.h"
 
 namespace anvil::codegen::cuda {
+
+/// idx = c0 + sum(coef[v] * var[v]) over loop variables `vars` (o0.., r0..), proven by rebuilding
+/// idx from its parts; nullopt when idx is not affine in them (a product of two, a division, a
+/// modulo). Shared by the epilogue matcher and the vectorized pointwise kernels.
+struct Affine {
+  SymInt c0;
+  std::vector<SymInt> coef;
+};
+std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& vars);
+/// The buffer whose memory buffer `b` uses (following alias_of).
+int buffer_root(const passes::Program& p, int b);
 
 /// Epilogue codes as the generated code names them (include/anvil/anvil_device.h).
 enum class GemmEpilogueKind { kNone, kBias, kRelu, kGeluTanh, kBiasRelu, kBiasGeluTanh };
