@@ -235,6 +235,10 @@ TEST_F(CudaEpilogue, PointwiseKernelsLoadAndStoreVectorsWhereContiguous) {
         << dt;
     EXPECT_EQ(count(source_, "k0_kernel<<<"), 1u) << dt;  // the scalar fallback launch
   }
+  // symbolic sizes: gpt2_tiny's head split (64*s0*s1-strided outputs) is proven V-aligned
+  emit("gpt2", fixture("gpt2_tiny.pt2"));
+  EXPECT_NE(source_.find("k6 vectorized: 4 elements per thread"), std::string::npos);
+  EXPECT_NE(source_.find("const int64_t total = (4*s23*s27) * (16) / 4;"), std::string::npos);
 }
 
 TEST_F(CudaEpilogue, FusedSourcesCompileWithNvcc) {
