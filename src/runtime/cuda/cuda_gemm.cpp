@@ -501,6 +501,13 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
                       descs.a(), g.a, descs.b(), f64 ? static_cast<const void*>(&beta64) : &beta,
                       c_in, descs.c_in(key), g.d, descs.d(), &plan.algo, workspace, plan.workspace,
                       cu_stream);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED && fused) {
+    // the heuristic's algorithm refused at the call (nothing launched): unfused from now on
+    std::lock_guard<std::mutex> lock(s->blas_mu);
+    s->plans[key].none = true;
+    fail("%s: cublasLtMatmul does not support the fused epilogue / C: not fused", call().c_str());
+    return ANVIL_GEMM_NOT_FUSED;
+  }
   if (st != CUBLAS_STATUS_SUCCESS) {
     // cuBLASLt may leave a CUDA error (e.g. a failed launch) in the runtime's slot.
     const cudaError_t ce = cudaGetLastError();
