@@ -44,11 +44,11 @@ extern "C" {
 /* The arguments of AnvilDeviceApi::gemm_ex: for b in [0, batch)
  *   D_b = epilogue(alpha * op(A_b) * op(B_b) + beta * C_b (+ bias))
  * with X_b = X + b * stride_x elements, row-major leading dimensions ld*, op() transposing when
- * trans_x is 1; A, B, C, D and bias share dtype (float32, bfloat16, float16; float64 only
- * without an epilogue or C). C is optional (null: beta must be 0); it is read as an m x n
- * matrix and may be D itself (same ld and stride) but must not otherwise overlap D. An
- * activation epilogue (RELU, GELU_TANH and their BIAS forms) is applied after bias and C are
- * added: callers fuse C only with NONE and BIAS. */
+ * trans_x is 1; A, B, C, D and bias share dtype (float32 with TF32 off unless allow_tf32,
+ * bfloat16, float16 with fp32 accumulation, float64). C is optional (null: beta must be 0); it is
+ * read as an m x n matrix and may be D itself (same ld and stride) but must not otherwise overlap
+ * D. anvil's generated code passes C only with NONE and BIAS (where an activation would go with
+ * respect to beta * C is cuBLASLt's choice, not relied upon). */
 typedef struct AnvilGemmArgs {
   uint32_t struct_size; /* sizeof(AnvilGemmArgs) */
   int32_t dtype;        /* anvil::DType code */
