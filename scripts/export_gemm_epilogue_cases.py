@@ -4,7 +4,8 @@ end in each epilogue cuBLASLt can fuse (bias, relu, gelu tanh, bias + relu / gel
 residual add, addmm with a vector or a beta-scaled matrix, a batched baddbmm with a bias) and in
 gelu's erf form, which stays a loop kernel; and a residual add before a layer norm (the add taken
 out of the layer norm's multi-pass kernel). Also vector_<dtype>: pointwise kernels for the
-vectorized loads and stores (class Pointwise).
+vectorized loads and stores (class Pointwise), and gemm_epilogue_k0_float32: linear layers
+over zero input features, whose fused epilogue cuBLASLt cannot take (the unfused path).
 
     python scripts/export_gemm_epilogue_cases.py [OUTDIR]   (default tests/fixtures/gemm_epilogue)
 
@@ -81,6 +82,19 @@ class Pointwise(nn.Module):
         )
 
 
+class EmptyK(nn.Module):
+    """Linear layers over 0 input features (k = 0): cuBLASLt has no call to fuse relu or a
+    residual into, so the GEMM step takes its unfused path (zeros, then the epilogue's kernel)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l_relu = nn.Linear(0, 48)
+        self.l_res = nn.Linear(0, 48)
+
+    def forward(self, h0, r):
+        return F.relu(self.l_relu(h0)), r + self.l_res(h0)
+
+
 def main():
     for name, dt in (("float32", torch.float32), ("bfloat16", torch.bfloat16),
                      ("float16", torch.float16)):
@@ -104,6 +118,13 @@ def main():
             torch.randn(3, 6, 64, generator=g).to(dt),
         )
         save_case(OUT, f"vector_{name}", Pointwise().to(dt), pw)
+    torch.manual_seed(3)
+    empty = EmptyK()
+    with torch.no_grad():  # nn.Linear(0, n) initializes its bias from a zero fan-in: give it values
+        empty.l_relu.bias.copy_(torch.randn(48))
+        empty.l_res.bias.copy_(torch.randn(48))
+    save_case(OUT, "gemm_epilogue_k0_float32", empty,
+              (torch.randn(24, 0), torch.randn(24, 48)))
 
 
 if __name__ == "__main__":

@@ -111,6 +111,16 @@ TEST_F(CudaEpilogue, EachFusableFormCallsGemmExWithItsEpilogue) {
   }
 }
 
+TEST_F(CudaEpilogue, EmptyInnerDimensionsStillFuseAndKeepTheFallback) {
+  // k = 0 (gemm_epilogue_k0_float32): fused at compile time; gemm_ex answers "not fused" at run
+  // time and the step runs the plain GEMM (zeros) and the epilogue's kernel
+  EXPECT_EQ(
+      emit("k0", fixture("gemm_epilogue/gemm_epilogue_k0_float32.pt2")),
+      (std::map<std::string, int>{{"ANVIL_EPILOGUE_BIAS_RELU", 1}, {"ANVIL_EPILOGUE_BIAS+C", 1}}));
+  EXPECT_NE(source_.find("if (rc == 0) gemm0_epilogue(s);"), std::string::npos);
+  EXPECT_NE(source_.find("if (rc == 0) gemm1_epilogue(s);"), std::string::npos);
+}
+
 /// A graph of one GEMM `mm` and its epilogue `body` (IR lines ending in %y) over f32 inputs
 /// h [8, 32], w [16, 32], b [16], x [8, 16].
 std::string graph(const std::string& body, const std::string& dt = "f32") {

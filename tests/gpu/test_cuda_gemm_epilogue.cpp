@@ -24,60 +24,63 @@ namespace {
 
 using namespace gpu_test;  // NOLINT: the suite's helpers
 
-class CudaGemmEpilogue : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(CudaGemmEpilogue, FusedEpiloguesMatchPyTorch) {
-  ANVIL_REQUIRE_GPU();
-  const std::string stem = fixture("gemm_epilogue/gemm_epilogue_" + GetParam());
+/// Compiles fixture `stem` for cuda-sm90, runs it `runs` times on cuda:0 and compares its
+/// `outputs` outputs with PyTorch's at the dtype's tolerance; returns the package.
+std::string expect_matches_pytorch(const std::string& stem, size_t outputs, int runs) {
   const std::string pkg = compile_cuda(stem + ".pt2");
-  // ten of the eleven GEMMs carry their epilogue (tests/codegen/test_cuda_epilogue.cpp says which)
-  const auto manifest = nlohmann::json::parse(runtime::Package::open(pkg)->manifest().json);
-  EXPECT_EQ(manifest.at("gemm_epilogues").size(), 10u);
   runtime::ModelOptions mo;
   mo.device = Device::cuda(0);
   const runtime::Model m = runtime::Model::load(pkg, mo);
   std::vector<Tensor> inputs;
   const std::vector<Tensor> host_in = read_set(stem, "in");
-  ASSERT_EQ(host_in.size(), m.input_specs().size());
-  for (size_t i = 0; i < host_in.size(); ++i)
+  EXPECT_EQ(host_in.size(), m.input_specs().size()) << stem;
+  for (size_t i = 0; i < host_in.size() && i < m.input_specs().size(); ++i)
     inputs.push_back(host_in[i].to(m.input_specs()[i].dtype).to(Device::cuda(0)));
   const std::vector<Tensor> want = read_set(stem, "out");
-  ASSERT_EQ(want.size(), 12u);
-  for (int rep = 0; rep < 2; ++rep) {  // the second run uses the cached cuBLASLt plans
+  EXPECT_EQ(want.size(), outputs) << stem;
+  for (int rep = 0; rep < runs; ++rep) {  // later runs use the cached cuBLASLt plans
     const std::vector<Tensor> got = m.run(inputs);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got.size(), want.size()) << stem;
+    for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
       const Tensor h = got[i].to(Device::cpu());
-      EXPECT_EQ(h.dtype(), m.output_specs()[i].dtype) << "output " << i;
-      const double tol = ::anvil::test::tolerance_of(h.dtype());
-      EXPECT_TRUE(::anvil::test::close(h.to(DType::kFloat32), want[i], tol))
-          << GetParam() << " output " << i << " run " << rep;
+      EXPECT_EQ(h.dtype(), m.output_specs()[i].dtype) << stem << " output " << i;
+      EXPECT_TRUE(::anvil::test::close(h.to(DType::kFloat32), want[i],
+                                       ::anvil::test::tolerance_of(h.dtype())))
+          << stem << " output " << i << " run " << rep;
     }
   }
+  return pkg;
+}
+
+size_t fused_gemms(const std::string& pkg) {
+  return nlohmann::json::parse(runtime::Package::open(pkg)->manifest().json)
+      .at("gemm_epilogues")
+      .size();
+}
+
+class CudaGemmEpilogue : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaGemmEpilogue, FusedEpiloguesMatchPyTorch) {
+  ANVIL_REQUIRE_GPU();
+  const std::string pkg =
+      expect_matches_pytorch(fixture("gemm_epilogue/gemm_epilogue_" + GetParam()), 12, 2);
+  // ten of the eleven GEMMs carry their epilogue (tests/codegen/test_cuda_epilogue.cpp says which)
+  EXPECT_EQ(fused_gemms(pkg), 10u);
 }
 
 TEST_P(CudaGemmEpilogue, VectorizedPointwiseKernelsMatchPyTorch) {
   // vector_<dtype>: two kernels with 16-byte loads and stores, two scalar ones
   ANVIL_REQUIRE_GPU();
-  const std::string stem = fixture("gemm_epilogue/vector_" + GetParam());
-  runtime::ModelOptions mo;
-  mo.device = Device::cuda(0);
-  const runtime::Model m = runtime::Model::load(compile_cuda(stem + ".pt2"), mo);
-  std::vector<Tensor> inputs;
-  const std::vector<Tensor> host_in = read_set(stem, "in");
-  ASSERT_EQ(host_in.size(), 5u);
-  for (size_t i = 0; i < host_in.size(); ++i)
-    inputs.push_back(host_in[i].to(m.input_specs()[i].dtype).to(Device::cuda(0)));
-  const std::vector<Tensor> want = read_set(stem, "out");
-  ASSERT_EQ(want.size(), 5u);
-  const std::vector<Tensor> got = m.run(inputs);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    const Tensor h = got[i].to(Device::cpu());
-    EXPECT_TRUE(::anvil::test::close(h.to(DType::kFloat32), want[i],
-                                     ::anvil::test::tolerance_of(h.dtype())))
-        << GetParam() << " output " << i;
-  }
+  expect_matches_pytorch(fixture("gemm_epilogue/vector_" + GetParam()), 5, 1);
+}
+
+TEST(CudaGemmEpilogueK0, WithoutAFusedKernelTheEpilogueRunsAfterThePlainGemm) {
+  // k = 0: gemm_ex answers ANVIL_GEMM_NOT_FUSED for relu and a residual; the GEMM step zeroes
+  // the result and launches the epilogue's own kernel: relu(bias) and r + bias
+  ANVIL_REQUIRE_GPU();
+  const std::string pkg =
+      expect_matches_pytorch(fixture("gemm_epilogue/gemm_epilogue_k0_float32"), 2, 2);
+  EXPECT_EQ(fused_gemms(pkg), 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGemmEpilogue,
