@@ -31,9 +31,47 @@ extern "C" {
  * last_error() says why, and the caller runs its own kernel instead. Not a failure of the run. */
 #define ANVIL_DEVICE_UNSUPPORTED 2
 
-/* Epilogues of AnvilDeviceApi::gemm. */
+/* Epilogues of AnvilDeviceApi::gemm (NONE and BIAS) and gemm_ex (all). GELU is cuBLASLt's: the
+ * tanh approximation (torch's gelu(approximate='tanh')), not the erf form. */
 #define ANVIL_EPILOGUE_NONE 0
-#define ANVIL_EPILOGUE_BIAS 1 /* C[i, j] += bias[j] */
+#define ANVIL_EPILOGUE_BIAS 1           /* C[i, j] += bias[j] */
+#define ANVIL_EPILOGUE_RELU 2           /* C = max(C, 0) */
+#define ANVIL_EPILOGUE_GELU_TANH 3      /* C = gelu_tanh(C) */
+#define ANVIL_EPILOGUE_BIAS_RELU 4      /* C = max(C + bias[j], 0) */
+#define ANVIL_EPILOGUE_BIAS_GELU_TANH 5 /* C = gelu_tanh(C + bias[j]) */
+
+/* gemm_ex's return when cuBLASLt has no algorithm for the fused form of this problem (epilogue,
+ * separate C): nothing was queued and the caller runs the unfused GEMM and epilogue itself.
+ * last_error says why. */
+#define ANVIL_GEMM_NOT_FUSED 1
+
+/* The arguments of AnvilDeviceApi::gemm_ex: for b in [0, batch)
+ *   D_b = epilogue(alpha * op(A_b) * op(B_b) + beta * C_b (+ bias))
+ * with X_b = X + b * stride_x elements, row-major leading dimensions ld*, op() transposing when
+ * trans_x is 1; A, B, C, D and bias share dtype (float32 with TF32 off unless allow_tf32,
+ * bfloat16, float16 with fp32 accumulation, float64). C is optional (null: beta must be 0); it is
+ * read as an m x n matrix and may be D itself (same ld and stride) but must not otherwise overlap
+ * D. anvil's generated code passes C only with NONE and BIAS (where an activation would go with
+ * respect to beta * C is cuBLASLt's choice, not relied upon). */
+typedef struct AnvilGemmArgs {
+  uint32_t struct_size; /* sizeof(AnvilGemmArgs) */
+  int32_t dtype;        /* anvil::DType code */
+  int32_t trans_a, trans_b;
+  int64_t m, n, k;
+  float alpha, beta;
+  const void* a;
+  int64_t lda, stride_a;
+  const void* b;
+  int64_t ldb, stride_b;
+  const void* c; /* null: none */
+  int64_t ldc, stride_c;
+  void* d;
+  int64_t ldd, stride_d;
+  int64_t batch;
+  int32_t epilogue;   /* ANVIL_EPILOGUE_* */
+  int32_t allow_tf32; /* float32: TF32 tensor cores allowed */
+  const void* bias;   /* n elements, contiguous, one vector for every batch */
+} AnvilGemmArgs;
 
 /* One scaled-dot-product attention (AnvilDeviceApi::attention), PyTorch's semantics:
  *   o[b, h, i, :] = softmax_j(scale * q[b, h, i, :] . k[b, hk, j, :] + bias[b, h, i, j]) v[b, hk, j, :]
@@ -108,6 +146,11 @@ typedef struct AnvilDeviceApi {
   /* Queues the attention `args` describes on `stream`. Returns ANVIL_DEVICE_UNSUPPORTED (with
    * last_error saying why, nothing queued) when no cuDNN engine takes the problem. */
   int (*attention)(int device, void* stream, const AnvilAttentionArgs* args);
+  /* ---- ABI 3: fused GEMM epilogues ---- */
+  /* The GEMM of AnvilGemmArgs queued on `stream`, with its epilogue and C fused into cuBLASLt's
+   * kernel: 0 on success, ANVIL_GEMM_NOT_FUSED when cuBLASLt cannot fuse them for this problem
+   * (nothing queued), another non-zero value on failure. */
+  int (*gemm_ex)(int device, void* stream, const AnvilGemmArgs* args);
 } AnvilDeviceApi;
 
 typedef const AnvilDeviceApi* (*AnvilDeviceBackendFn)(void);

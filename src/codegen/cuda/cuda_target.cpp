@@ -11,6 +11,7 @@
 
 #include "codegen/cpu/emit_cpu.h"  // emit_model: the entry table and run() are target-neutral text
 #include "codegen/cuda/emit_cuda.h"
+#include "codegen/cuda/gemm_epilogue.h"
 #include "codegen/target.h"
 #include "core/error.h"
 
@@ -60,12 +61,12 @@ class CudaTarget final : public Target {
       }
     };
     check(p, "");
-    cpu::for_each_subprogram(p, [&](const passes::Program& sub, const std::string& name) {
-      check(sub, name + ": ");
-    });
+    cpu::for_each_subprogram(
+        p, [&](const passes::Program& sub, const std::string& name) { check(sub, name + ": "); });
     for (const auto& in : p.inputs)
       if (in.mutated)
-        out.push_back("input '" + in.name + "' is written by the model (in-place on an input): "
+        out.push_back("input '" + in.name +
+                      "' is written by the model (in-place on an input): "
                       "not supported on CUDA yet");
     return out;
   }
@@ -84,13 +85,36 @@ class CudaTarget final : public Target {
     // Extern steps with no CUDA kernel run their CPU kernel on host copies (`anvil inspect`
     // lists them; a model with none runs wholly on the GPU).
     nlohmann::json host_steps = nlohmann::json::array();
+    nlohmann::json fused = nlohmann::json::array();
     auto add_kernels = [&](const passes::Program& q) {
-      for (const auto& step : q.steps) {
+      // GEMM epilogues cuBLASLt computes (gemm_epilogue.h): the GEMM step calls gemm_ex and the
+      // epilogue's statement leaves its loop kernel
+      const EpiloguePlan plan = plan_gemm_epilogues(q);
+      for (size_t si = 0; si < q.steps.size(); ++si) {
+        const auto& step = q.steps[si];
         if (cpu::is_control_step(step)) continue;  // in model.cu (emit_control.cpp)
         if (const auto* k = std::get_if<passes::LoopKernel>(&step)) {
-          kernels += emit_loop_kernel(q, *k) + "\n";
+          if (plan.fused_away(si, *k)) {
+            std::string gemms;
+            for (const auto& [gi, f] : plan.by_gemm)
+              if (f.kernel_step == si)
+                gemms += (gemms.empty() ? "" : ", ") + passes::step_name(q.steps[gi]);
+            kernels += emit_fused_away(*k, gemms) + "\n";
+          } else {
+            kernels += emit_loop_kernel(q, plan.remaining(si, *k)) + "\n";
+          }
         } else if (const auto* g = std::get_if<passes::GemmStep>(&step)) {
-          kernels += emit_gemm(q, *g) + "\n";
+          const auto f = plan.by_gemm.find(si);
+          if (f == plan.by_gemm.end()) {
+            kernels += emit_gemm(q, *g) + "\n";
+          } else {
+            kernels += emit_loop_kernel(q, f->second.fallback) + "\n";
+            kernels += emit_gemm(q, *g, &f->second) + "\n";
+            fused.push_back({{"gemm", g->name},
+                             {"kernel", passes::step_name(q.steps[f->second.kernel_step])},
+                             {"epilogue", epilogue_macro(f->second.kind)},
+                             {"residual", f->second.residual >= 0}});
+          }
         } else {
           const auto& e = std::get<passes::ExternStep>(step);
           if (const std::string gap = cuda_kernel_gap(q, e); !gap.empty())
@@ -104,10 +128,10 @@ class CudaTarget final : public Target {
       }
     };
     add_kernels(p);
-    cpu::for_each_subprogram(p, [&](const passes::Program& sub, const std::string&) {
-      add_kernels(sub);
-    });
+    cpu::for_each_subprogram(
+        p, [&](const passes::Program& sub, const std::string&) { add_kernels(sub); });
     r.manifest_fields["host_steps"] = host_steps;
+    r.manifest_fields["gemm_epilogues"] = fused;
     std::set<std::string> externs;  // the runtime kernels host steps call (checked at load)
     for (const auto& h : host_steps) externs.insert(h["target"].get<std::string>());
     r.manifest_fields["externs"] = std::vector<std::string>(externs.begin(), externs.end());
@@ -119,9 +143,9 @@ class CudaTarget final : public Target {
         t.replace(pos, 11, o.cpp_namespace);
       return t;
     }();
-    r.sources.push_back({"model.cu", cpu::emit_model(p, r.manifest_target,
-                                                     model_metadata_json(p, r.manifest_target),
-                                                     o, pre)});
+    r.sources.push_back(
+        {"model.cu",
+         cpu::emit_model(p, r.manifest_target, model_metadata_json(p, r.manifest_target), o, pre)});
     if (!kernels.empty())
       r.sources.push_back({"kernels_0.cu", pre + "\nnamespace " + o.cpp_namespace + " {\n\n" +
                                                kernels + "}  // namespace " + o.cpp_namespace +
@@ -132,8 +156,9 @@ class CudaTarget final : public Target {
   BuildResult build(const std::vector<SourceFile>& sources, const std::string& output_so,
                     ToolchainOptions options) const override {
     if (options.compiler.empty()) options.compiler = default_nvcc();
-    options.compile_flags = {"-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xcompiler",
-                             "-fvisibility=hidden", "-cudart", "shared", "-w"};
+    options.compile_flags = {"-O3",     "-std=c++17", "-Xcompiler",
+                             "-fPIC",   "-Xcompiler", "-fvisibility=hidden",
+                             "-cudart", "shared",     "-w"};
     if (options.target == "cuda-sm90")
       for (const char* f : {"-gencode", "arch=compute_90a,code=sm_90a", "-gencode",
                             "arch=compute_80,code=compute_80"})

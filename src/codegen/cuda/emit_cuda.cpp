@@ -1,6 +1,8 @@
 // CUDA C++ for loop kernels and GEMM steps (codegen/cuda/emit_cuda.h). The expressions come from
 // the shared C-family emitter (codegen/c_expr.h); what is CUDA's own is the mapping of the loop
 // nest onto threads and blocks and the launches on the run's stream.
+#include "codegen/cuda/emit_cuda.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -8,7 +10,7 @@
 
 #include "codegen/c_expr.h"
 #include "codegen/cpu/emit_cpu.h"  // buffer_base, symbol_decls: target-neutral RunState text
-#include "codegen/cuda/emit_cuda.h"
+#include "codegen/cuda/gemm_epilogue.h"
 #include "codegen/text_util.h"
 #include "core/error.h"
 
@@ -27,6 +29,8 @@ std::string join(const std::vector<std::string>& v) {
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
   return s;
 }
+
+}  // namespace
 
 /// "const int64_t o0 = ...;" for the dims `sizes` of linear index `lin` (prefix "o" or "r").
 std::string decompose(const std::vector<SymInt>& sizes, const std::string& lin,
@@ -47,6 +51,8 @@ std::string decompose(const std::vector<SymInt>& sizes, const std::string& lin,
   }
   return os.str();
 }
+
+namespace {
 
 bool has_reduce(const std::vector<passes::Stmt>& stmts) {
   return std::any_of(stmts.begin(), stmts.end(),
@@ -182,10 +188,12 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
     fn << "  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
           "idx < total;\n       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
   } else {
-    fn << "  for (int64_t lin = blockIdx.x; lin < (" << outer_n.str()
-       << "); lin += gridDim.x) {\n";
+    fn << "  for (int64_t lin = blockIdx.x; lin < (" << outer_n.str() << "); lin += gridDim.x) {\n";
   }
   fn << body_text << "  }\n}\n\n";
+  // the vectorized form (emit_cuda_vector.cpp), launched when its operands are aligned
+  const VectorKernel vk = pointwise ? emit_vector_kernel(p, k) : VectorKernel{};
+  fn << vk.kernel_text;
   // host launcher
   fn << "ANVIL_HIDDEN void " << k.name << "(const RunState& s) {\n";
   std::ostringstream launch;
@@ -196,8 +204,20 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
   else
     launch << "  if (n_outer <= 0) return;\n  (void)n_inner;\n";
   launch << kernel_syms_fill(p);
-  const std::string grid = pointwise ? "anvil_blocks(n_outer * n_inner, " + std::to_string(threads) + ")"
-                                     : "anvil_blocks(n_outer, 1)";
+  if (vk.width > 0) {
+    launch << "  if (" << vk.align_check << ") {\n";
+    launch << "    " << k.name << "_kernel_v<<<anvil_blocks(n_outer * n_inner / " << vk.width
+           << ", 256), 256, 0, static_cast<cudaStream_t>(s.stream)>>>(sy";
+    for (int b : roots) {
+      const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype);
+      launch << ",\n        reinterpret_cast<" << st << "*>(" << buffer_base(p, b) << ")";
+    }
+    launch << ");\n";
+    launch << "    anvil_launch_check(s, \"" << k.name << "\");\n    return;\n  }\n";
+  }
+  const std::string grid = pointwise
+                               ? "anvil_blocks(n_outer * n_inner, " + std::to_string(threads) + ")"
+                               : "anvil_blocks(n_outer, 1)";
   launch << "  " << k.name << "_kernel<<<" << grid << ", " << threads
          << ", 0, static_cast<cudaStream_t>(s.stream)>>>(sy";
   for (int b : roots) {
@@ -229,10 +249,62 @@ std::string last_stride(const GemmOperand& o, size_t nb) {
 
 }  // namespace
 
-std::string emit_gemm(const passes::Program& p, const GemmStep& g) {
+namespace {
+
+/// The body of a GEMM step with a fused epilogue (one cuBLASLt call, batch.size() <= 1):
+/// gemm_ex, or the plain GEMM then the epilogue's own kernel when cuBLASLt cannot fuse it.
+std::string fused_gemm_body(const passes::Program& p, const GemmStep& g, const FusedEpilogue& f,
+                            const std::string& st) {
+  const size_t nb = g.batch.size();
+  char alpha[64], beta[64];
+  std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha);
+  std::snprintf(beta, sizeof beta, "%.9g", f.residual >= 0 ? f.beta : 0.0);
+  const auto ptr = [&](int buffer, const SymInt& offset) {
+    return "reinterpret_cast<" + st + "*>(" + buffer_base(p, buffer) + ") + (" + offset.str() + ")";
+  };
+  std::ostringstream b;
+  b << "  AnvilGemmArgs ga{};\n";
+  b << "  ga.struct_size = sizeof ga;\n";
+  b << "  ga.dtype = " << static_cast<int>(g.dtype) << ";\n";
+  b << "  ga.trans_a = " << (g.a.trans ? 1 : 0) << ";\n";
+  b << "  ga.trans_b = " << (g.b.trans ? 1 : 0) << ";\n";
+  b << "  ga.m = m;\n  ga.n = n;\n  ga.k = k;\n";
+  b << "  ga.alpha = static_cast<float>(" << alpha << ");\n";
+  b << "  ga.beta = static_cast<float>(" << beta << ");\n";
+  b << "  ga.a = " << operand_ptr(p, g.a, st, 0) << ";\n";
+  b << "  ga.lda = " << g.a.ld.str() << ";\n  ga.stride_a = " << last_stride(g.a, nb) << ";\n";
+  b << "  ga.b = " << operand_ptr(p, g.b, st, 0) << ";\n";
+  b << "  ga.ldb = " << g.b.ld.str() << ";\n  ga.stride_b = " << last_stride(g.b, nb) << ";\n";
+  if (f.residual >= 0) {  // laid out as the result
+    b << "  ga.c = " << ptr(f.residual, f.residual_offset) << ";  // residual\n";
+    b << "  ga.ldc = " << g.c.ld.str() << ";\n  ga.stride_c = " << last_stride(g.c, nb) << ";\n";
+  }
+  b << "  ga.d = " << operand_ptr(p, g.c, st, 0) << ";\n";
+  b << "  ga.ldd = " << g.c.ld.str() << ";\n  ga.stride_d = " << last_stride(g.c, nb) << ";\n";
+  b << "  ga.batch = batch;\n";
+  b << "  ga.epilogue = " << epilogue_macro(f.kind) << ";\n";
+  if (f.bias >= 0) b << "  ga.bias = " << ptr(f.bias, f.bias_offset) << ";\n";
+  b << "  ga.allow_tf32 = 0;\n";
+  b << "  int rc = dev->gemm_ex(device, s.stream, &ga);\n";
+  b << "  if (rc == ANVIL_GEMM_NOT_FUSED) {  // cuBLASLt has no fused kernel for it here\n";
+  b << "    rc = dev->gemm(device, s.stream, ga.dtype, ga.trans_a, ga.trans_b, m, n, k, ga.alpha, "
+       "ga.a,\n                  ga.lda, ga.stride_a, ga.b, ga.ldb, ga.stride_b, ga.d, ga.ldd, "
+       "ga.stride_d, batch,\n                  ANVIL_EPILOGUE_NONE, nullptr, 0);\n";
+  b << "    if (rc == 0) " << f.fallback.name << "(s);\n";
+  b << "  }\n";
+  b << "  if (rc != 0) {\n    s.api->set_error(s.run_ctx, dev->last_error());\n    return rc;\n"
+       "  }\n";
+  return b.str();
+}
+
+}  // namespace
+
+std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEpilogue* fused) {
   const std::string st = storage_type(g.dtype);
   const size_t nb = g.batch.size();
   const size_t outer = nb > 0 ? nb - 1 : 0;
+  ANVIL_CHECK(!fused || nb <= 1, "emit_gemm", g.name + ": a fused epilogue needs one cuBLASLt call",
+              "at most one batch dim", std::to_string(nb));
   std::ostringstream body;
   body << "  const int64_t m = " << g.m.str() << ", n = " << g.n.str() << ", k = " << g.k.str()
        << ";\n";
@@ -244,39 +316,55 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g) {
   body << "  const int64_t batch = " << (nb > 0 ? g.batch[nb - 1].str() : std::string("1"))
        << ";\n";
   body << "  if (batch <= 0) return 0;\n";
-  std::string ind = "  ";
-  for (size_t d = 0; d < outer; ++d) {
-    body << ind << "for (int64_t b" << d << " = 0; b" << d << " < " << g.batch[d].str() << "; ++b"
-         << d << ") {\n";
-    ind += "  ";
-  }
-  char alpha[64];
-  std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha);
-  body << ind << "const int rc = dev->gemm(device, s.stream, " << static_cast<int>(g.dtype) << ", "
-       << (g.a.trans ? 1 : 0) << ", " << (g.b.trans ? 1 : 0) << ", m, n, k, static_cast<float>("
-       << alpha << "),\n"
-       << ind << "    " << operand_ptr(p, g.a, st, outer) << ", " << g.a.ld.str() << ", "
-       << last_stride(g.a, nb) << ",\n"
-       << ind << "    " << operand_ptr(p, g.b, st, outer) << ", " << g.b.ld.str() << ", "
-       << last_stride(g.b, nb) << ",\n"
-       << ind << "    " << operand_ptr(p, g.c, st, outer) << ", " << g.c.ld.str() << ", "
-       << last_stride(g.c, nb) << ", batch, ANVIL_EPILOGUE_NONE, nullptr, 0);\n";
-  body << ind << "if (rc != 0) {\n"
-       << ind << "  s.api->set_error(s.run_ctx, dev->last_error());\n"
-       << ind << "  return rc;\n"
-       << ind << "}\n";
-  for (size_t d = 0; d < outer; ++d) {
-    ind.resize(ind.size() - 2);
-    body << ind << "}\n";
+  if (fused) {
+    body << fused_gemm_body(p, g, *fused, st);
+  } else {
+    std::string ind = "  ";
+    for (size_t d = 0; d < outer; ++d) {
+      body << ind << "for (int64_t b" << d << " = 0; b" << d << " < " << g.batch[d].str() << "; ++b"
+           << d << ") {\n";
+      ind += "  ";
+    }
+    char alpha[64];
+    std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha);
+    body << ind << "const int rc = dev->gemm(device, s.stream, " << static_cast<int>(g.dtype)
+         << ", " << (g.a.trans ? 1 : 0) << ", " << (g.b.trans ? 1 : 0)
+         << ", m, n, k, static_cast<float>(" << alpha << "),\n"
+         << ind << "    " << operand_ptr(p, g.a, st, outer) << ", " << g.a.ld.str() << ", "
+         << last_stride(g.a, nb) << ",\n"
+         << ind << "    " << operand_ptr(p, g.b, st, outer) << ", " << g.b.ld.str() << ", "
+         << last_stride(g.b, nb) << ",\n"
+         << ind << "    " << operand_ptr(p, g.c, st, outer) << ", " << g.c.ld.str() << ", "
+         << last_stride(g.c, nb) << ", batch, ANVIL_EPILOGUE_NONE, nullptr, 0);\n";
+    body << ind << "if (rc != 0) {\n"
+         << ind << "  s.api->set_error(s.run_ctx, dev->last_error());\n"
+         << ind << "  return rc;\n"
+         << ind << "}\n";
+    for (size_t d = 0; d < outer; ++d) {
+      ind.resize(ind.size() - 2);
+      body << ind << "}\n";
+    }
   }
   body << "  return 0;\n";
   std::ostringstream fn;
   fn << "// " << g.name << ": " << join(g.nodes) << " (" << dtype_name(g.dtype)
-     << " GEMM, cuBLASLt)\n";
+     << " GEMM, cuBLASLt";
+  if (fused) {
+    fn << "; epilogue " << epilogue_macro(fused->kind);
+    if (fused->residual >= 0) fn << " + residual C";
+    fn << " in the GEMM; unfused: " << fused->fallback.name << ")\n";
+  } else {
+    fn << ")\n";
+  }
   fn << "ANVIL_HIDDEN int " << g.name << "(const RunState& s) {\n";
   fn << symbol_decls(p, body.str(), "s.sym", "  ");
   fn << body.str() << "}\n";
   return fn.str();
+}
+
+std::string emit_fused_away(const passes::LoopKernel& k, const std::string& gemms) {
+  return "// " + k.name + ": " + join(k.nodes) + ": computed in the cuBLASLt epilogue of " + gemms +
+         "\nANVIL_HIDDEN void " + k.name + "(const RunState& s) { (void)s; }\n";
 }
 
 size_t kernel_sym_count(const passes::Program& p) {
@@ -311,8 +399,7 @@ std::string unsupported_reason(const passes::Program& p, const passes::Step& ste
     for (const auto& pass : k->passes)
       for (const auto* list : {&pass.pre, &pass.loop, &pass.post})
         for (const passes::Stmt& s : *list) {
-          if (is_complex(s.dtype) ||
-              is_complex(p.buffers[static_cast<size_t>(s.buffer)].dtype))
+          if (is_complex(s.dtype) || is_complex(p.buffers[static_cast<size_t>(s.buffer)].dtype))
             return "complex values are not supported on CUDA yet";
           std::vector<int> loads;
           p.exprs.loads(s.expr, loads);
@@ -325,7 +412,8 @@ std::string unsupported_reason(const passes::Program& p, const passes::Step& ste
   if (const auto* g = std::get_if<GemmStep>(&step)) {
     if (g->dtype != DType::kFloat32 && g->dtype != DType::kBFloat16 &&
         g->dtype != DType::kFloat16 && g->dtype != DType::kFloat64)
-      return str("a ", dtype_name(g->dtype), " GEMM (cuBLASLt GEMMs take float32, float64, "
+      return str("a ", dtype_name(g->dtype),
+                 " GEMM (cuBLASLt GEMMs take float32, float64, "
                  "bfloat16, float16)");
     return "";
   }

@@ -19,9 +19,16 @@ std::string preamble();
 /// results with warp shuffles.
 std::string emit_loop_kernel(const passes::Program& p, const passes::LoopKernel& k);
 
+struct FusedEpilogue;  // gemm_epilogue.h
+
 /// `int NAME(const RunState& s)` for a GEMM step: the device backend's cuBLASLt GEMM
-/// (api->device->gemm), batched over the innermost batch dim, looping over the others.
-std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g);
+/// (api->device->gemm), batched over the innermost batch dim, looping over the others. With
+/// `fused` (one batch dim at most): api->device->gemm_ex with the epilogue, falling back to the
+/// plain GEMM and the launch of `fused->fallback` (emitted before it) when cuBLASLt cannot fuse.
+std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g,
+                      const FusedEpilogue* fused = nullptr);
+/// The launcher of a loop kernel whose every statement a GEMM's epilogue computes: nothing.
+std::string emit_fused_away(const passes::LoopKernel& k, const std::string& gemms);
 
 /// `int NAME(const RunState& s)` for an extern op: with its CUDA kernel where it has one
 /// (emit_cuda_extern.cpp: embedding, index.Tensor, gather, cumsum, diff, attention), else a
@@ -35,6 +42,19 @@ std::string cuda_kernel_gap(const passes::Program& p, const passes::ExternStep& 
 bool runs_on_host(const passes::Program& p, const passes::ExternStep& e);
 /// Why the CUDA target cannot compile extern step `e` at all, or "".
 std::string extern_unsupported_reason(const passes::Program& p, const passes::ExternStep& e);
+
+/// The vectorized form of a pointwise loop kernel (emit_cuda_vector.cpp): `NAME_kernel_v`, each
+/// thread taking `width` consecutive innermost elements with 16-byte (8 for some 16-bit mixes)
+/// loads and stores; the launcher runs it when `align_check` (C++ over the launcher's buffer
+/// bases) holds and the scalar kernel otherwise. Empty (width 0) when the kernel does not qualify.
+struct VectorKernel {
+  std::string kernel_text, align_check;
+  int width = 0;
+};
+VectorKernel emit_vector_kernel(const passes::Program& p, const passes::LoopKernel& k);
+/// "const int64_t o0 = ...;" lines for the dims `sizes` of linear index `lin` (prefix o / r).
+std::string decompose(const std::vector<SymInt>& sizes, const std::string& lin,
+                      const std::string& prefix, const std::string& ind);
 
 /// Kernels get the model's symbols and the run-time ones (aten.item, counts of nonzero) by
 /// value in one Syms<kernel_sym_count(p)>: `kernel_syms_fill` is the launcher's text filling

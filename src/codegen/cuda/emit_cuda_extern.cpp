@@ -42,7 +42,7 @@ std::string store(DType t, const std::string& ptr, const std::string& off, const
 std::string paren(const SymInt& s) { return "(" + s.str() + ")"; }
 
 /// "const int64_t u0 = ...;" decomposing linear `lin` over `sizes`.
-std::string decompose(const std::vector<SymInt>& sizes, const std::string& lin,
+std::string decompose_linear(const std::vector<SymInt>& sizes, const std::string& lin,
                       const std::string& prefix, const std::string& ind) {
   std::ostringstream os;
   os << ind << "int64_t rest_" << prefix << " = " << lin << ";\n";
@@ -113,7 +113,7 @@ std::string elementwise_loop(const TensorView& out, const std::string& inner) {
   os << "  const int64_t total = " << numel(out.sizes) << ";\n";
   os << "  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
         "idx < total;\n       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
-  os << decompose(out.sizes, "idx", "u", "    ");
+  os << decompose_linear(out.sizes, "idx", "u", "    ");
   os << inner << "  }\n";
   return os.str();
 }
@@ -242,7 +242,7 @@ std::string line_loop(const Lines& l, const std::string& inner) {
   os << "  const int64_t lines = " << numel(l.sizes) << ";\n";
   os << "  for (int64_t line = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
         "line < lines;\n       line += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
-  os << decompose(l.sizes, "line", "w", "    ") << inner << "  }\n";
+  os << decompose_linear(l.sizes, "line", "w", "    ") << inner << "  }\n";
   return os.str();
 }
 

@@ -28,7 +28,7 @@ std::string load(DType t, const std::string& ptr, const std::string& off);
 std::string store(DType t, const std::string& ptr, const std::string& off, const std::string& v);
 std::string paren(const SymInt& s);
 /// "const int64_t u0 = ...;" decomposing linear `lin` over `sizes`.
-std::string decompose(const std::vector<SymInt>& sizes, const std::string& lin,
+std::string decompose_linear(const std::vector<SymInt>& sizes, const std::string& lin,
                       const std::string& prefix, const std::string& ind);
 /// Element offset of view `v` at index variables vars[d] (one per view dim); a dim of size 1
 /// contributes nothing (broadcasting).

@@ -521,6 +521,7 @@ const AnvilDeviceApi kCudaBackend = {
     &backend_graph_destroy,
     &backend_mem_info,
     &backend_attention,
+    &backend_gemm_ex,
 };
 
 }  // namespace anvil::cuda_backend

@@ -16,6 +16,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "anvil/anvil_device.h"
+
 namespace anvil::cuda_backend {
 
 /// The calling thread's last failure (AnvilDeviceApi::last_error).
@@ -54,10 +56,12 @@ constexpr size_t kLargeRound = 2 * kMiB;
 // stream, and a batch-1 bf16 model's plans need little while fp32 split-K plans need megabytes.
 constexpr size_t kWorkspaceBytes = 32 * kMiB;
 
-// A cached GEMM decision: the heuristic's algorithm for one problem shape.
+// A cached GEMM decision: the heuristic's algorithm for one problem shape, or (a fused problem
+// of gemm_ex) the fact that cuBLASLt has none, so that the unfused fallback is not re-asked.
 struct GemmPlan {
   cublasLtMatmulAlgo_t algo;
   size_t workspace = 0;  // bytes the algorithm needs (the heuristic's workspaceSize)
+  bool none = false;     // no algorithm: gemm_ex answers ANVIL_GEMM_NOT_FUSED
 };
 
 // A stream's cuBLASLt workspace.
@@ -66,7 +70,10 @@ struct Workspace {
   size_t bytes = 0;
 };
 
-// Everything that changes the heuristic's answer. Strides are zero when batch == 1.
+// Everything that changes the heuristic's answer. Strides are zero when batch == 1. ldc,
+// stride_c and align_c describe the output D; c_input says where the added matrix C comes from
+// (gemm_ex's beta * C): 0 none, 1 D itself (in place), 2 a separate buffer with ld_cin,
+// stride_cin, align_cin.
 struct GemmKey {
   int32_t dtype;
   int32_t trans_a, trans_b;
@@ -77,6 +84,9 @@ struct GemmKey {
   int32_t epilogue;
   int32_t tf32;
   uint32_t align_a, align_b, align_c, align_bias;
+  int32_t c_input;
+  int64_t ld_cin, stride_cin;
+  uint32_t align_cin;
   auto operator<=>(const GemmKey&) const = default;
 };
 
@@ -112,6 +122,9 @@ int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans
                  int64_t n, int64_t k, float alpha, const void* a, int64_t lda, int64_t stride_a,
                  const void* b, int64_t ldb, int64_t stride_b, void* c, int64_t ldc,
                  int64_t stride_c, int64_t batch, int epilogue, const void* bias, int allow_tf32);
+
+/// AnvilDeviceApi::gemm_ex (cuda_gemm.cpp): ABI 3, fused epilogues and a separate C.
+int backend_gemm_ex(int device, void* stream, const AnvilGemmArgs* args);
 
 /// AnvilDeviceApi::graph_* (cuda_graph.cpp).
 int backend_graph_begin(int device, void* stream);

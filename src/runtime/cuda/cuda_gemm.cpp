@@ -63,12 +63,39 @@ uint32_t alignment(const void* ptr, int64_t stride_bytes) {
 // pointer lives in the matmul descriptor and differs from call to call.
 struct GemmDescs {
   cublasLtMatmulDescOpaque_t op_storage;
-  cublasLtMatrixLayoutOpaque_t a_storage, b_storage, d_storage;
+  cublasLtMatrixLayoutOpaque_t a_storage, b_storage, c_storage, d_storage;
   cublasLtMatmulDesc_t op() { return &op_storage; }
   cublasLtMatrixLayout_t a() { return &a_storage; }
   cublasLtMatrixLayout_t b() { return &b_storage; }
+  cublasLtMatrixLayout_t c() { return &c_storage; }  // a separate input C (c_input == 2)
   cublasLtMatrixLayout_t d() { return &d_storage; }
+  // The layout C is read with: its own, or D's (none, or in place).
+  cublasLtMatrixLayout_t c_in(const GemmKey& key) { return key.c_input == 2 ? c() : d(); }
 };
+
+bool has_bias(int32_t epilogue) {
+  return epilogue == ANVIL_EPILOGUE_BIAS || epilogue == ANVIL_EPILOGUE_BIAS_RELU ||
+         epilogue == ANVIL_EPILOGUE_BIAS_GELU_TANH;
+}
+
+// cuBLASLt's epilogue for an ANVIL_EPILOGUE_* code (the caller checked the range). Its GELU is
+// the tanh approximation, hence ANVIL_EPILOGUE_GELU_TANH.
+cublasLtEpilogue_t lt_epilogue(int32_t epilogue) {
+  switch (epilogue) {
+    case ANVIL_EPILOGUE_BIAS:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case ANVIL_EPILOGUE_RELU:
+      return CUBLASLT_EPILOGUE_RELU;
+    case ANVIL_EPILOGUE_GELU_TANH:
+      return CUBLASLT_EPILOGUE_GELU;
+    case ANVIL_EPILOGUE_BIAS_RELU:
+      return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case ANVIL_EPILOGUE_BIAS_GELU_TANH:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+    default:
+      return CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
 
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: a row-major matrix is its
 // transpose in column-major, so cuBLASLt's "A" is our B, its "B" is our A, its output is n x m
@@ -99,12 +126,16 @@ cublasStatus_t build_descs(GemmDescs& d, const GemmKey& key, const GemmType& typ
            "CUBLASLT_MATMUL_DESC_TRANSA");
   ANVIL_LT(cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b),
            "CUBLASLT_MATMUL_DESC_TRANSB");
-  if (key.epilogue == ANVIL_EPILOGUE_BIAS) {
-    const uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
-    const int32_t bias_type = type.data;
+  if (key.epilogue != ANVIL_EPILOGUE_NONE) {
+    const uint32_t epi = lt_epilogue(key.epilogue);
     ANVIL_LT(
         cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
         "CUBLASLT_MATMUL_DESC_EPILOGUE");
+  }
+  if (has_bias(key.epilogue)) {
+    // The bias has D's type (cuBLASLt's rule for non-integer, non-fp8 outputs): bfloat16 for a
+    // bfloat16 D, float16 for float16, float32 for float32.
+    const int32_t bias_type = type.data;
     ANVIL_LT(cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                             sizeof bias),
              "CUBLASLT_MATMUL_DESC_BIAS_POINTER");
@@ -122,7 +153,11 @@ cublasStatus_t build_descs(GemmDescs& d, const GemmKey& key, const GemmType& typ
                                     u(key.trans_a ? k : m), key.lda),
            "cublasLtMatrixLayoutInit(A)");
   ANVIL_LT(cublasLtMatrixLayoutInit(d.d(), type.data, u(n), u(m), key.ldc),
-           "cublasLtMatrixLayoutInit(C)");
+           "cublasLtMatrixLayoutInit(D)");
+  if (key.c_input == 2) {
+    ANVIL_LT(cublasLtMatrixLayoutInit(d.c(), type.data, u(n), u(m), key.ld_cin),
+             "cublasLtMatrixLayoutInit(C)");
+  }
   if (key.batch > 1) {
     const int32_t count = static_cast<int32_t>(key.batch);
     const struct {
@@ -131,8 +166,10 @@ cublasStatus_t build_descs(GemmDescs& d, const GemmKey& key, const GemmType& typ
       const char* what;
     } batched[] = {{d.a(), key.stride_b, "batch layout of B"},
                    {d.b(), key.stride_a, "batch layout of A"},
-                   {d.d(), key.stride_c, "batch layout of C"}};
+                   {d.d(), key.stride_c, "batch layout of D"},
+                   {d.c(), key.stride_cin, "batch layout of C"}};
     for (const auto& l : batched) {
+      if (l.layout == d.c() && key.c_input != 2) continue;
       ANVIL_LT(cublasLtMatrixLayoutSetAttribute(l.layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
                                                 &count, sizeof count),
                l.what);
@@ -200,6 +237,273 @@ int gemm_k_zero(int device, cudaStream_t stream, const GemmKey& key, const GemmT
   return 0;
 }
 
+// Whether two m x n row-major matrices (batches `stride` apart) of elem-byte elements share a
+// byte; `a` and `b` describe the first and second.
+bool matrices_overlap(const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
+                      int64_t stride_b, int64_t m, int64_t n, int64_t batch, size_t elem) {
+  const auto extent = [&](int64_t ld, int64_t stride) {  // elements from the first to the last
+    return static_cast<unsigned __int128>(batch - 1) * static_cast<uint64_t>(stride) +
+           static_cast<unsigned __int128>(m - 1) * static_cast<uint64_t>(ld) +
+           static_cast<uint64_t>(n);
+  };
+  const unsigned __int128 a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
+  const unsigned __int128 a1 = a0 + extent(lda, stride_a) * elem;
+  const unsigned __int128 b1 = b0 + extent(ldb, stride_b) * elem;
+  return a0 < b1 && b0 < a1;
+}
+
+// The GEMM of `g` (gemm and gemm_ex). `ex`: called as gemm_ex, which may answer
+// ANVIL_GEMM_NOT_FUSED for a fused problem (an epilogue or a C) cuBLASLt has no algorithm for.
+int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, bool ex) {
+  // The call, for messages (built only on failure).
+  const auto call = [&]() {
+    return format("%s(device=%d, stream=%p, dtype=%d, trans_a=%d, trans_b=%d, m=%" PRId64
+                  ", n=%" PRId64 ", k=%" PRId64 ", lda=%" PRId64 ", stride_a=%" PRId64
+                  ", ldb=%" PRId64 ", stride_b=%" PRId64 ", c=%p, ldc=%" PRId64
+                  ", stride_c=%" PRId64 ", ld_out=%" PRId64 ", stride_out=%" PRId64
+                  ", batch=%" PRId64 ", beta=%g, epilogue=%d, allow_tf32=%d)",
+                  fn, device, stream, g.dtype, g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda,
+                  g.stride_a, g.ldb, g.stride_b, g.c, g.ldc, g.stride_c, g.ldd, g.stride_d, g.batch,
+                  static_cast<double>(g.beta), g.epilogue, g.allow_tf32);
+  };
+  const int64_t m = g.m, n = g.n, k = g.k, batch = g.batch;
+  GemmType type{};
+  if (!gemm_type(g.dtype, &type)) {
+    return fail(
+        "%s: unsupported dtype code %d (the CUDA GEMM takes float32 = %d, float64 = %d, "
+        "float16 = %d and bfloat16 = %d)",
+        call().c_str(), g.dtype, kDTypeFloat32, kDTypeFloat64, kDTypeFloat16, kDTypeBFloat16);
+  }
+  if ((g.trans_a != 0 && g.trans_a != 1) || (g.trans_b != 0 && g.trans_b != 1)) {
+    return fail("%s: trans_a and trans_b must be 0 or 1", call().c_str());
+  }
+  if (g.epilogue < ANVIL_EPILOGUE_NONE || g.epilogue > ANVIL_EPILOGUE_BIAS_GELU_TANH ||
+      (!ex && g.epilogue > ANVIL_EPILOGUE_BIAS)) {
+    return fail("%s: unknown epilogue %d (expected %d none%s)", call().c_str(), g.epilogue,
+                ANVIL_EPILOGUE_NONE,
+                ex ? " to 5 bias + gelu (anvil_device.h ANVIL_EPILOGUE_*)" : " or 1 bias");
+  }
+  if (m < 0 || n < 0 || k < 0 || batch < 0) {
+    return fail("%s: negative size", call().c_str());
+  }
+  if (batch > INT32_MAX) {
+    return fail("%s: batch exceeds cuBLASLt's limit of %d", call().c_str(), INT32_MAX);
+  }
+  if (g.stride_a < 0 || g.stride_b < 0 || g.stride_d < 0 || (g.c && g.stride_c < 0)) {
+    return fail("%s: negative batch stride", call().c_str());
+  }
+  if (g.c == nullptr && g.beta != 0.0f) {
+    return fail("%s: beta is not 0 but there is no C to scale", call().c_str());
+  }
+  DeviceState* s = device_state(fn, device);
+  if (s == nullptr) return -1;
+  if (m == 0 || n == 0 || batch == 0) return 0;  // empty output
+  if (g.d == nullptr) return fail("%s: the output is null", call().c_str());
+  const bool with_bias = has_bias(g.epilogue);
+  if (with_bias && g.bias == nullptr) {
+    return fail("%s: a bias epilogue needs a bias pointer", call().c_str());
+  }
+  if (!with_bias && g.bias != nullptr) {
+    return fail("%s: a bias pointer without a bias epilogue", call().c_str());
+  }
+  if (g.ldd < n)
+    return fail("%s: the output's leading dimension must be at least n", call().c_str());
+  if (batches_overlap(m, n, g.ldd, g.stride_d, batch)) {
+    return fail(
+        "%s: the output's batch stride must be at least (m - 1) * ld + n so that its batches "
+        "do not overlap",
+        call().c_str());
+  }
+  int32_t c_input = 0;
+  if (g.c != nullptr) {
+    if (g.ldc < n) return fail("%s: ldc must be at least n", call().c_str());
+    if (g.c == g.d) {
+      if (g.ldc != g.ldd || (batch > 1 && g.stride_c != g.stride_d)) {
+        return fail(
+            "%s: C is the output itself but with another leading dimension or batch "
+            "stride (in place, both must match)",
+            call().c_str());
+      }
+      c_input = 1;
+    } else {
+      if (matrices_overlap(g.c, g.ldc, batch > 1 ? g.stride_c : 0, g.d, g.ldd,
+                           batch > 1 ? g.stride_d : 0, m, n, batch, type.elem)) {
+        return fail(
+            "%s: C overlaps the output without being it (C must be the output itself "
+            "or memory apart from it)",
+            call().c_str());
+      }
+      c_input = 2;
+    }
+  }
+  const bool fused = ex && (g.epilogue != ANVIL_EPILOGUE_NONE || c_input != 0);
+  if (k > 0) {
+    if (g.a == nullptr || g.b == nullptr) return fail("%s: A or B is null", call().c_str());
+    if (g.lda < (g.trans_a ? m : k)) {
+      return fail("%s: lda must be at least %s (A is stored row-major as %s)", call().c_str(),
+                  g.trans_a ? "m" : "k", g.trans_a ? "k x m" : "m x k");
+    }
+    if (g.ldb < (g.trans_b ? k : n)) {
+      return fail("%s: ldb must be at least %s (B is stored row-major as %s)", call().c_str(),
+                  g.trans_b ? "k" : "n", g.trans_b ? "n x k" : "k x n");
+    }
+  } else if (g.epilogue > ANVIL_EPILOGUE_BIAS || c_input != 0) {
+    // k == 0 with an activation or a C: no cuBLASLt call to fuse them into; the caller runs the
+    // unfused form (C = 0, then its own epilogue). Only gemm_ex takes these.
+    fail("%s: k == 0 with an activation or C: not fused", call().c_str());
+    return ANVIL_GEMM_NOT_FUSED;
+  }
+
+  GemmKey key{};
+  key.dtype = g.dtype;
+  key.trans_a = g.trans_a;
+  key.trans_b = g.trans_b;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.lda = k > 0 ? g.lda : 0;
+  key.ldb = k > 0 ? g.ldb : 0;
+  key.ldc = g.ldd;
+  key.batch = batch;
+  key.stride_a = batch > 1 ? g.stride_a : 0;
+  key.stride_b = batch > 1 ? g.stride_b : 0;
+  key.stride_c = batch > 1 ? g.stride_d : 0;
+  key.epilogue = g.epilogue;
+  key.tf32 = g.dtype == kDTypeFloat32 && g.allow_tf32 != 0 ? 1 : 0;
+  key.c_input = c_input;
+  key.ld_cin = c_input == 2 ? g.ldc : 0;
+  key.stride_cin = c_input == 2 && batch > 1 ? g.stride_c : 0;
+
+  if (enter(fn, device) == nullptr) return -1;
+  const auto cu_stream = static_cast<cudaStream_t>(stream);
+  if (k == 0) return gemm_k_zero(device, cu_stream, key, type, g.d, with_bias ? g.bias : nullptr);
+
+  const int64_t elem = static_cast<int64_t>(type.elem);
+  key.align_a = alignment(g.a, key.stride_a * elem);
+  key.align_b = alignment(g.b, key.stride_b * elem);
+  key.align_c = alignment(g.d, key.stride_c * elem);
+  key.align_bias = with_bias ? alignment(g.bias, 0) : 0;
+  key.align_cin = c_input == 2 ? alignment(g.c, key.stride_cin * elem) : 0;
+
+  GemmDescs descs;
+  const char* step = "";
+  cublasStatus_t st = build_descs(descs, key, type, with_bias ? g.bias : nullptr, &step);
+  if (st != CUBLAS_STATUS_SUCCESS) return fail_blas(st, "%s: %s failed", call().c_str(), step);
+
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  GemmPlan plan{};
+  {
+    std::lock_guard<std::mutex> lock(s->blas_mu);
+    if (s->handle == nullptr) {
+      st = cublasLtCreate(&s->handle);
+      if (st != CUBLAS_STATUS_SUCCESS) {
+        s->handle = nullptr;
+        return fail_blas(st, "%s: cublasLtCreate failed", call().c_str());
+      }
+    }
+    handle = s->handle;
+    auto found = s->plans.find(key);
+    if (found != s->plans.end()) {
+      plan = found->second;
+    } else {
+      cublasLtMatmulPreferenceOpaque_t pref_storage;
+      cublasLtMatmulPreference_t pref = &pref_storage;
+      const uint64_t max_ws = kWorkspaceBytes;
+      // cuBLASLt's "A" is our B and its "B" our A (see build_descs).
+      const uint32_t aligns[4] = {key.align_b, key.align_a,
+                                  c_input == 2 ? key.align_cin : key.align_c, key.align_c};
+      const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+      st = cublasLtMatmulPreferenceInit(pref);
+      if (st == CUBLAS_STATUS_SUCCESS) {
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &max_ws, sizeof max_ws);
+      }
+      for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i) {
+        st = cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &aligns[i],
+                                                  sizeof aligns[i]);
+      }
+      if (st == CUBLAS_STATUS_SUCCESS && g.dtype != kDTypeFloat32) {
+        // fp32 accumulation for 16-bit data: no split-K partial sums rounded to the output
+        // type (in place or in the workspace), only reductions in the compute type.
+        const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                  &mask, sizeof mask);
+      }
+      if (st != CUBLAS_STATUS_SUCCESS) {
+        return fail_blas(st, "%s: setting up the cuBLASLt heuristic preference failed",
+                         call().c_str());
+      }
+      cublasLtMatmulHeuristicResult_t result{};
+      int returned = 0;
+      st = cublasLtMatmulAlgoGetHeuristic(handle, descs.op(), descs.a(), descs.b(), descs.c_in(key),
+                                          descs.d(), pref, 1, &result, &returned);
+      const bool none =
+          st == CUBLAS_STATUS_NOT_SUPPORTED ||
+          (st == CUBLAS_STATUS_SUCCESS && (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS));
+      if (st != CUBLAS_STATUS_SUCCESS && !none) {
+        return fail_blas(st, "%s: cublasLtMatmulAlgoGetHeuristic failed", call().c_str());
+      }
+      if (none) {
+        const cublasStatus_t why = st != CUBLAS_STATUS_SUCCESS ? st
+                                   : returned == 0             ? CUBLAS_STATUS_NOT_SUPPORTED
+                                                               : result.state;
+        if (!fused) {
+          return fail_blas(why,
+                           "%s: cuBLASLt has no algorithm for this problem (alignments in "
+                           "bytes: A %u, B %u, C %u, bias %u)",
+                           call().c_str(), key.align_a, key.align_b, key.align_c, key.align_bias);
+        }
+        plan.none = true;
+      } else {
+        plan.algo = result.algo;
+        plan.workspace = result.workspaceSize;
+      }
+      s->plans.emplace(key, plan);
+    }
+    if (plan.none) {
+      fail(
+          "%s: cuBLASLt has no algorithm for the fused epilogue / C (alignments in bytes: A %u, "
+          "B %u, D %u, C %u, bias %u): not fused",
+          call().c_str(), key.align_a, key.align_b, key.align_c, key.align_cin, key.align_bias);
+      return ANVIL_GEMM_NOT_FUSED;
+    }
+    if (plan.workspace > 0) {
+      workspace = stream_workspace(*s, device, stream, plan.workspace, "cuBLASLt");
+      if (workspace == nullptr) return fail("%s: %s", call().c_str(), t_last_error.c_str());
+    }
+  }
+
+  const float alpha = g.alpha, beta = c_input != 0 ? g.beta : 0.0f;
+  // float64 GEMMs scale in double (the descriptor's scale type)
+  const double alpha64 = alpha, beta64 = beta;
+  const bool f64 = key.dtype == kDTypeFloat64;
+  const void* c_in = c_input == 2 ? g.c : g.d;
+  st = cublasLtMatmul(handle, descs.op(), f64 ? static_cast<const void*>(&alpha64) : &alpha, g.b,
+                      descs.a(), g.a, descs.b(), f64 ? static_cast<const void*>(&beta64) : &beta,
+                      c_in, descs.c_in(key), g.d, descs.d(), &plan.algo, workspace, plan.workspace,
+                      cu_stream);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED && fused) {
+    // the heuristic's algorithm refused at the call (nothing launched): unfused from now on
+    std::lock_guard<std::mutex> lock(s->blas_mu);
+    s->plans[key].none = true;
+    fail("%s: cublasLtMatmul does not support the fused epilogue / C: not fused", call().c_str());
+    return ANVIL_GEMM_NOT_FUSED;
+  }
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    // cuBLASLt may leave a CUDA error (e.g. a failed launch) in the runtime's slot.
+    const cudaError_t ce = cudaGetLastError();
+    if (ce != cudaSuccess) {
+      return fail_blas(st, "%s: cublasLtMatmul failed (CUDA: %s)", call().c_str(),
+                       cuda_text(ce).c_str());
+    }
+    return fail_blas(st, "%s: cublasLtMatmul failed", call().c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans_b, int64_t m,
@@ -207,183 +511,43 @@ int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans
                  const void* b, int64_t ldb, int64_t stride_b, void* c, int64_t ldc,
                  int64_t stride_c, int64_t batch, int epilogue, const void* bias, int allow_tf32) {
   return guarded("gemm", [&]() -> int {
-    // The call, for messages (built only on failure).
-    const auto call = [&]() {
-      return format("gemm(device=%d, stream=%p, dtype=%d, trans_a=%d, trans_b=%d, m=%" PRId64
-                    ", n=%" PRId64 ", k=%" PRId64 ", lda=%" PRId64 ", stride_a=%" PRId64
-                    ", ldb=%" PRId64 ", stride_b=%" PRId64 ", ldc=%" PRId64 ", stride_c=%" PRId64
-                    ", batch=%" PRId64 ", epilogue=%d, allow_tf32=%d)",
-                    device, stream, dtype, trans_a, trans_b, m, n, k, lda, stride_a, ldb, stride_b,
-                    ldc, stride_c, batch, epilogue, allow_tf32);
-    };
-    GemmType type{};
-    if (!gemm_type(dtype, &type)) {
+    AnvilGemmArgs g{};
+    g.struct_size = sizeof g;
+    g.dtype = dtype;
+    g.trans_a = trans_a;
+    g.trans_b = trans_b;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.alpha = alpha;
+    g.beta = 0.0f;
+    g.a = a;
+    g.lda = lda;
+    g.stride_a = stride_a;
+    g.b = b;
+    g.ldb = ldb;
+    g.stride_b = stride_b;
+    g.d = c;
+    g.ldd = ldc;
+    g.stride_d = stride_c;
+    g.batch = batch;
+    g.epilogue = epilogue;
+    g.bias = epilogue == ANVIL_EPILOGUE_BIAS ? bias : nullptr;
+    g.allow_tf32 = allow_tf32;
+    return run_gemm("gemm", device, stream, g, /*ex=*/false);
+  });
+}
+
+int backend_gemm_ex(int device, void* stream, const AnvilGemmArgs* args) {
+  return guarded("gemm_ex", [&]() -> int {
+    if (args == nullptr) return fail("gemm_ex(device=%d): the arguments are null", device);
+    if (args->struct_size < sizeof(AnvilGemmArgs)) {
       return fail(
-          "%s: unsupported dtype code %d (the CUDA GEMM takes float32 = %d, float64 = %d, "
-          "float16 = %d and bfloat16 = %d)",
-          call().c_str(), dtype, kDTypeFloat32, kDTypeFloat64, kDTypeFloat16, kDTypeBFloat16);
+          "gemm_ex(device=%d): struct_size %u is below sizeof(AnvilGemmArgs) = %zu (a "
+          "caller built for another device ABI)",
+          device, args->struct_size, sizeof(AnvilGemmArgs));
     }
-    if ((trans_a != 0 && trans_a != 1) || (trans_b != 0 && trans_b != 1)) {
-      return fail("%s: trans_a and trans_b must be 0 or 1", call().c_str());
-    }
-    if (epilogue != ANVIL_EPILOGUE_NONE && epilogue != ANVIL_EPILOGUE_BIAS) {
-      return fail("%s: unknown epilogue %d (expected %d none or %d bias)", call().c_str(), epilogue,
-                  ANVIL_EPILOGUE_NONE, ANVIL_EPILOGUE_BIAS);
-    }
-    if (m < 0 || n < 0 || k < 0 || batch < 0) {
-      return fail("%s: negative size", call().c_str());
-    }
-    if (batch > INT32_MAX) {
-      return fail("%s: batch exceeds cuBLASLt's limit of %d", call().c_str(), INT32_MAX);
-    }
-    if (stride_a < 0 || stride_b < 0 || stride_c < 0) {
-      return fail("%s: negative batch stride", call().c_str());
-    }
-    DeviceState* s = device_state("gemm", device);
-    if (s == nullptr) return -1;
-    if (m == 0 || n == 0 || batch == 0) return 0;  // empty output
-    if (c == nullptr) return fail("%s: C is null", call().c_str());
-    const bool with_bias = epilogue == ANVIL_EPILOGUE_BIAS;
-    if (with_bias && bias == nullptr) {
-      return fail("%s: the bias epilogue needs a bias pointer", call().c_str());
-    }
-    if (ldc < n) return fail("%s: ldc must be at least n", call().c_str());
-    if (batches_overlap(m, n, ldc, stride_c, batch)) {
-      return fail(
-          "%s: stride_c must be at least (m - 1) * ldc + n so that the batches of C do "
-          "not overlap",
-          call().c_str());
-    }
-    if (k > 0) {
-      if (a == nullptr || b == nullptr) return fail("%s: A or B is null", call().c_str());
-      if (lda < (trans_a ? m : k)) {
-        return fail("%s: lda must be at least %s (A is stored row-major as %s)", call().c_str(),
-                    trans_a ? "m" : "k", trans_a ? "k x m" : "m x k");
-      }
-      if (ldb < (trans_b ? k : n)) {
-        return fail("%s: ldb must be at least %s (B is stored row-major as %s)", call().c_str(),
-                    trans_b ? "k" : "n", trans_b ? "n x k" : "k x n");
-      }
-    }
-
-    GemmKey key{};
-    key.dtype = dtype;
-    key.trans_a = trans_a;
-    key.trans_b = trans_b;
-    key.m = m;
-    key.n = n;
-    key.k = k;
-    key.lda = k > 0 ? lda : 0;
-    key.ldb = k > 0 ? ldb : 0;
-    key.ldc = ldc;
-    key.batch = batch;
-    key.stride_a = batch > 1 ? stride_a : 0;
-    key.stride_b = batch > 1 ? stride_b : 0;
-    key.stride_c = batch > 1 ? stride_c : 0;
-    key.epilogue = epilogue;
-    key.tf32 = dtype == kDTypeFloat32 && allow_tf32 != 0 ? 1 : 0;
-
-    if (enter("gemm", device) == nullptr) return -1;
-    const auto cu_stream = static_cast<cudaStream_t>(stream);
-    if (k == 0) return gemm_k_zero(device, cu_stream, key, type, c, with_bias ? bias : nullptr);
-
-    const int64_t elem = static_cast<int64_t>(type.elem);
-    key.align_a = alignment(a, key.stride_a * elem);
-    key.align_b = alignment(b, key.stride_b * elem);
-    key.align_c = alignment(c, key.stride_c * elem);
-    key.align_bias = with_bias ? alignment(bias, 0) : 0;
-
-    GemmDescs descs;
-    const char* step = "";
-    cublasStatus_t st = build_descs(descs, key, type, with_bias ? bias : nullptr, &step);
-    if (st != CUBLAS_STATUS_SUCCESS) return fail_blas(st, "%s: %s failed", call().c_str(), step);
-
-    cublasLtHandle_t handle = nullptr;
-    void* workspace = nullptr;
-    GemmPlan plan{};
-    {
-      std::lock_guard<std::mutex> lock(s->blas_mu);
-      if (s->handle == nullptr) {
-        st = cublasLtCreate(&s->handle);
-        if (st != CUBLAS_STATUS_SUCCESS) {
-          s->handle = nullptr;
-          return fail_blas(st, "%s: cublasLtCreate failed", call().c_str());
-        }
-      }
-      handle = s->handle;
-      auto found = s->plans.find(key);
-      if (found != s->plans.end()) {
-        plan = found->second;
-      } else {
-        cublasLtMatmulPreferenceOpaque_t pref_storage;
-        cublasLtMatmulPreference_t pref = &pref_storage;
-        const uint64_t max_ws = kWorkspaceBytes;
-        // cuBLASLt's "A" is our B and its "B" our A (see build_descs).
-        const uint32_t aligns[4] = {key.align_b, key.align_a, key.align_c, key.align_c};
-        const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
-            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-        st = cublasLtMatmulPreferenceInit(pref);
-        if (st == CUBLAS_STATUS_SUCCESS) {
-          st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &max_ws, sizeof max_ws);
-        }
-        for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i) {
-          st = cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &aligns[i],
-                                                    sizeof aligns[i]);
-        }
-        if (st == CUBLAS_STATUS_SUCCESS && dtype != kDTypeFloat32) {
-          // fp32 accumulation for 16-bit data: no split-K partial sums rounded to the output
-          // type (in place or in the workspace), only reductions in the compute type.
-          const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-          st = cublasLtMatmulPreferenceSetAttribute(
-              pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask);
-        }
-        if (st != CUBLAS_STATUS_SUCCESS) {
-          return fail_blas(st, "%s: setting up the cuBLASLt heuristic preference failed",
-                           call().c_str());
-        }
-        cublasLtMatmulHeuristicResult_t result{};
-        int returned = 0;
-        st = cublasLtMatmulAlgoGetHeuristic(handle, descs.op(), descs.a(), descs.b(), descs.d(),
-                                            descs.d(), pref, 1, &result, &returned);
-        if (st != CUBLAS_STATUS_SUCCESS) {
-          return fail_blas(st, "%s: cublasLtMatmulAlgoGetHeuristic failed", call().c_str());
-        }
-        if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
-          return fail_blas(returned == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : result.state,
-                           "%s: cuBLASLt has no algorithm for this problem (alignments in bytes: "
-                           "A %u, B %u, C %u, bias %u)",
-                           call().c_str(), key.align_a, key.align_b, key.align_c, key.align_bias);
-        }
-        plan.algo = result.algo;
-        plan.workspace = result.workspaceSize;
-        s->plans.emplace(key, plan);
-      }
-      if (plan.workspace > 0) {
-        workspace = stream_workspace(*s, device, stream, plan.workspace, "cuBLASLt");
-        if (workspace == nullptr) return fail("%s: %s", call().c_str(), t_last_error.c_str());
-      }
-    }
-
-    const float beta = 0.0f;
-    // float64 GEMMs scale in double (the descriptor's scale type)
-    const double alpha64 = alpha, beta64 = 0.0;
-    const bool f64 = key.dtype == kDTypeFloat64;
-    st = cublasLtMatmul(handle, descs.op(), f64 ? static_cast<const void*>(&alpha64) : &alpha, b,
-                        descs.a(), a, descs.b(), f64 ? static_cast<const void*>(&beta64) : &beta,
-                        c, descs.d(),
-                        c, descs.d(), &plan.algo, workspace, plan.workspace, cu_stream);
-    if (st != CUBLAS_STATUS_SUCCESS) {
-      // cuBLASLt may leave a CUDA error (e.g. a failed launch) in the runtime's slot.
-      const cudaError_t ce = cudaGetLastError();
-      if (ce != cudaSuccess) {
-        return fail_blas(st, "%s: cublasLtMatmul failed (CUDA: %s)", call().c_str(),
-                         cuda_text(ce).c_str());
-      }
-      return fail_blas(st, "%s: cublasLtMatmul failed", call().c_str());
-    }
-    return 0;
+    return run_gemm("gemm_ex", device, stream, *args, /*ex=*/true);
   });
 }
 

@@ -1,0 +1,223 @@
+// Vectorized pointwise kernels of the CUDA target (codegen/cuda/emit_cuda.h): each thread takes V
+// consecutive elements of the innermost dim, loading and storing each contiguous operand with one
+// 16-byte (or 8-byte) access, and runs the scalar expression code once per lane on registers.
+//
+// When: a pointwise kernel whose innermost dim's size is a multiple of V, whose every store and
+// every load that moves along that dim is contiguous in it (coefficient 1) and starts a vector at
+// a multiple of V elements (the other coefficients and the offset are multiples of V for every
+// value of the model's symbols), over float32 / bfloat16 / float16 buffers; loads that do not move
+// along it (coefficient 0: a bias over rows, a scalar) stay scalar loads. No buffer is both loaded
+// and stored (no in-place update, no store-to-load forwarding between statements). V = 16 bytes
+// over the widest such element: 4 for float32, 8 for 16-bit data. The launcher checks at run
+// time that every vector operand's base pointer is aligned to V elements and otherwise launches
+// the scalar kernel.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "codegen/c_expr.h"
+#include "codegen/cpu/emit_cpu.h"  // buffer_base
+#include "codegen/cuda/emit_cuda.h"
+#include "codegen/cuda/gemm_epilogue.h"
+
+namespace anvil::codegen::cuda {
+
+namespace {
+
+using passes::Expr;
+using passes::LoopKernel;
+using passes::Stmt;
+
+/// One contiguous operand: a load key or a store, with its index at lane 0.
+struct VecAccess {
+  int buffer = -1;
+  SymInt index;
+  bool store = false;
+  size_t elem = 0;
+};
+
+size_t elem_bytes(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return 4;
+    case DType::kBFloat16:
+    case DType::kFloat16:
+      return 2;
+    default:
+      return 0;  // not vectorized
+  }
+}
+
+/// Whether `s` is a multiple of `v` for every value of its symbols: its terms' coefficients all
+/// are (SymInt's floordiv by a constant takes such terms out whole, 64*s0 // 4 -> 16*s0).
+bool multiple_of(const SymInt& s, int v) { return s.floordiv(SymInt(v)) * SymInt(v) == s; }
+
+const char* vec_type(size_t bytes) {
+  return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : "unsigned int";
+}
+
+/// The vector plan of pointwise kernel `k`: the width and the contiguous accesses; width 0 when
+/// the kernel does not qualify.
+struct VecPlan {
+  int width = 0;
+  std::string lane_var;
+  std::vector<VecAccess> access;  // loads (unique by buffer and index) then stores
+};
+
+VecPlan plan_vector(const passes::Program& p, const LoopKernel& k) {
+  VecPlan none;
+  if (k.inner.empty() && k.outer.empty()) return none;
+  std::vector<std::string> vars;
+  std::vector<SymInt> sizes;
+  for (size_t i = 0; i < k.outer.size(); ++i) {
+    vars.push_back("o" + std::to_string(i));
+    sizes.push_back(k.outer[i]);
+  }
+  for (size_t i = 0; i < k.inner.size(); ++i) {
+    vars.push_back("r" + std::to_string(i));
+    sizes.push_back(k.inner[i]);
+  }
+  const size_t lane = vars.size() - 1;
+
+  VecPlan plan;
+  plan.lane_var = vars[lane];
+  std::set<int> stored, loaded;
+  std::set<std::string> seen;
+  std::vector<Affine> forms;
+  const auto add = [&](int b, const SymInt& index, bool store) {
+    const auto& buf = p.buffers[static_cast<size_t>(b)];
+    if (buf.local) return false;
+    const auto a = affine(index, vars);
+    if (!a) return false;
+    if (a->coef[lane] == SymInt(0) && !store) return true;  // a scalar load, the same per lane
+    if (!(a->coef[lane] == SymInt(1))) return false;
+    const size_t elem = elem_bytes(buf.dtype);
+    if (elem == 0 || p.buffers[static_cast<size_t>(buffer_root(p, b))].dtype != buf.dtype)
+      return false;
+    if (!store && !seen.insert(std::to_string(b) + "[" + index.str() + "]").second) return true;
+    plan.access.push_back({b, index, store, elem});
+    forms.push_back(*a);
+    return true;
+  };
+  const auto& loop = k.passes[0].loop;
+  for (const Stmt& s : loop) {
+    if (s.kind != Stmt::Kind::kStore) return none;
+    std::vector<int> loads;
+    p.exprs.loads(s.expr, loads);
+    for (int l : loads) {
+      const Expr& e = p.exprs.at(l);
+      loaded.insert(buffer_root(p, e.buffer));
+      if (!add(e.buffer, e.index, false)) return none;
+    }
+  }
+  for (const Stmt& s : loop) {
+    const int r = buffer_root(p, s.buffer);
+    if (!stored.insert(r).second || loaded.count(r)) return none;  // written twice, or in place
+    if (!add(s.buffer, s.index, true)) return none;
+  }
+  size_t widest = 0;
+  for (const auto& a : plan.access) widest = std::max(widest, a.elem);
+  if (widest == 0) return none;
+  const int width = static_cast<int>(16 / widest);
+  if (!multiple_of(sizes[lane], width)) return none;
+  // every vector starts at a multiple of `width` elements from its buffer's base
+  for (const Affine& f : forms) {
+    if (!multiple_of(f.c0, width)) return none;
+    for (size_t d = 0; d < lane; ++d)
+      if (!(sizes[d] == SymInt(1)) && !multiple_of(f.coef[d], width)) return none;  // unit: 0
+  }
+  plan.width = width;
+  return plan;
+}
+
+}  // namespace
+
+VectorKernel emit_vector_kernel(const passes::Program& p, const LoopKernel& k) {
+  VectorKernel out;
+  const VecPlan plan = plan_vector(p, k);
+  if (plan.width == 0) return out;
+  const int V = plan.width;
+  SymInt outer_n(1), inner_n(1);
+  for (const auto& s : k.outer) outer_n = outer_n * s;
+  for (const auto& s : k.inner) inner_n = inner_n * s;
+
+  std::ostringstream os;
+  Body body(p, os);
+  body.push();
+  const std::string ind = "    ", lind = "      ";
+  os << ind << "const int64_t e0 = idx * " << V << ";\n";
+  os << ind << "const int64_t lin = e0 / (" << inner_n.str() << ");\n";
+  os << ind << "const int64_t rr = e0 - lin * (" << inner_n.str() << ");\n";
+  os << ind << "(void)rr;\n";
+  os << decompose(k.outer, "lin", "o", ind) << decompose(k.inner, "rr", "r", ind);
+  os << ind << "const int64_t lane0 = " << plan.lane_var << ";\n";
+  std::map<size_t, std::string> reg;  // access -> its register array
+  for (size_t i = 0; i < plan.access.size(); ++i) {
+    const VecAccess& a = plan.access[i];
+    const auto& buf = p.buffers[static_cast<size_t>(a.buffer)];
+    const std::string name = (a.store ? "w" : "v") + std::to_string(i);
+    const std::string vt = vec_type(a.elem * static_cast<size_t>(V));
+    reg[i] = name;
+    os << ind << "alignas(16) " << storage_type(buf.dtype) << " " << name << "[" << V << "];\n";
+    if (!a.store)
+      os << ind << "*reinterpret_cast<" << vt << "*>(" << name << ") = *reinterpret_cast<const "
+         << vt << "*>(" << body.ptr(a.buffer) << " + (" << a.index.str() << "));\n";
+  }
+  os << ind << "#pragma unroll\n";
+  os << ind << "for (int j = 0; j < " << V << "; ++j) {\n";
+  os << lind << "const int64_t " << plan.lane_var << " = lane0 + j;\n";
+  os << lind << "(void)" << plan.lane_var << ";\n";
+  body.push();
+  for (size_t i = 0; i < plan.access.size(); ++i) {
+    const VecAccess& a = plan.access[i];
+    if (!a.store)
+      body.forward(a.buffer, a.index,
+                   from_storage(p.buffers[static_cast<size_t>(a.buffer)].dtype, reg[i] + "[j]"));
+  }
+  for (const Stmt& s : k.passes[0].loop) {
+    const std::string v = body.value(s.expr, lind);
+    for (size_t i = 0; i < plan.access.size(); ++i)
+      if (plan.access[i].store && plan.access[i].buffer == s.buffer)
+        os << lind << reg[i] << "[j] = " << body.store_code(s.buffer, v) << ";\n";
+  }
+  body.pop();
+  os << ind << "}\n";
+  for (size_t i = 0; i < plan.access.size(); ++i) {
+    const VecAccess& a = plan.access[i];
+    if (!a.store) continue;
+    const std::string vt = vec_type(a.elem * static_cast<size_t>(V));
+    os << ind << "*reinterpret_cast<" << vt << "*>(" << body.ptr(a.buffer) << " + ("
+       << a.index.str() << ")) = *reinterpret_cast<const " << vt << "*>(" << reg[i] << ");\n";
+  }
+  body.pop();
+
+  const std::set<int> roots = kernel_roots(p, k);
+  const std::string body_text = os.str();
+  const std::string sizes_text = outer_n.str() + " " + inner_n.str();
+  std::ostringstream fn;
+  fn << "// " << k.name << " vectorized: " << V << " elements per thread\n";
+  fn << "__global__ void __launch_bounds__(256) " << k.name << "_kernel_v(Syms<"
+     << kernel_sym_count(p) << "> sy";
+  for (int b : roots)
+    fn << ", " << storage_type(p.buffers[static_cast<size_t>(b)].dtype) << "* __restrict__ p" << b;
+  fn << ") {\n";
+  fn << kernel_symbol_decls(p, body_text + sizes_text, "  ");
+  fn << "  const int64_t total = (" << outer_n.str() << ") * (" << inner_n.str() << ") / " << V
+     << ";\n";
+  fn << "  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
+        "idx < total;\n       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
+  fn << body_text << "  }\n}\n\n";
+  out.kernel_text = fn.str();
+  out.width = V;
+  // the launcher's run-time check: every vector operand's base aligned to its vector
+  std::set<std::string> checks;
+  for (const VecAccess& a : plan.access)
+    checks.insert("reinterpret_cast<uintptr_t>(" + cpu::buffer_base(p, buffer_root(p, a.buffer)) +
+                  ") % " + std::to_string(a.elem * static_cast<size_t>(V)) + " == 0");
+  for (const auto& c : checks)
+    out.align_check += (out.align_check.empty() ? "" : " &&\n      ") + c;
+  return out;
+}
+
+}  // namespace anvil::codegen::cuda

@@ -1,0 +1,381 @@
+// GEMM epilogues the CUDA target hands to cuBLASLt (codegen/cuda/gemm_epilogue.h).
+//
+// Proving a statement is one of the fused forms takes three parts:
+//  - where: the statement is the first use of the GEMM result's memory after the GEMM, nothing
+//    in between (nor another statement of its kernel) writes what it reads, so it may run at the
+//    GEMM's place; and it stores element e of the result to element e of its destination over a
+//    domain of exactly the result's size (the store index is the row-major linear index of the
+//    kernel's loop variables);
+//  - what it loads: the GEMM result at the store index, a bias at (e mod n) + offset (the
+//    innermost loop dims multiply to n) and a residual at e + offset, every index proven affine
+//    in the loop variables by rebuilding it symbolically;
+//  - how it combines them: a sum of those terms (the residual possibly times a constant), then
+//    nothing, relu, or the exact expression tree lower_pointwise builds for gelu(approximate=
+//    'tanh'), every node of the GEMM's dtype.
+#include "codegen/cuda/gemm_epilogue.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
+
+#include "codegen/cpu/emit_cpu.h"  // is_control_step
+#include "passes/collectives.h"
+
+namespace anvil::codegen::cuda {
+
+namespace {
+
+using passes::Expr;
+using passes::ExprOp;
+using passes::GemmStep;
+using passes::LoopKernel;
+using passes::Program;
+using passes::Stmt;
+
+/// The loop domain of a kernel (outer then inner dims): variable names, sizes, row-major strides.
+struct Domain {
+  std::vector<std::string> vars;
+  std::vector<SymInt> sizes, strides;
+  SymInt total = SymInt(1);
+  bool unit(size_t d) const { return sizes[d] == SymInt(1); }
+};
+Domain domain_of(const LoopKernel& k) {
+  Domain d;
+  for (size_t i = 0; i < k.outer.size(); ++i) {
+    d.vars.push_back("o" + std::to_string(i));
+    d.sizes.push_back(k.outer[i]);
+  }
+  for (size_t i = 0; i < k.inner.size(); ++i) {
+    d.vars.push_back("r" + std::to_string(i));
+    d.sizes.push_back(k.inner[i]);
+  }
+  d.strides.resize(d.sizes.size());
+  for (size_t i = d.sizes.size(); i-- > 0;) {
+    d.strides[i] = d.total;
+    d.total = d.total * d.sizes[i];
+  }
+  return d;
+}
+
+/// Coefficients equal to the domain's strides on dims [from, end) and zero before (unit dims,
+/// whose variable is always 0, are not compared).
+bool coefs_are(const Domain& d, const Affine& a, size_t from) {
+  for (size_t i = 0; i < d.sizes.size(); ++i) {
+    if (d.unit(i)) continue;
+    if (!(a.coef[i] == (i >= from ? d.strides[i] : SymInt(0)))) return false;
+  }
+  return true;
+}
+
+/// The statement's loads and the gelu / relu around their sum, matched against the forms.
+class Matcher {
+ public:
+  Matcher(const Program& p, const GemmStep& g, const Domain& d, const Stmt& s, int c)
+      : p_(p), g_(g), d_(d), s_(s), c_(c) {
+    // the bias dims: the innermost dims multiplying to n
+    SymInt inner(1);
+    for (size_t q = d.sizes.size() + 1; q-- > 0;) {
+      if (q < d.sizes.size()) inner = inner * d.sizes[q];
+      if (inner == g.n) bias_from_ = q;  // the outermost such split (unit dims before it)
+    }
+  }
+
+  bool match(FusedEpilogue& f) {
+    int x = s_.expr;
+    if (is(x, ExprOp::kRelu)) {
+      f.kind = GemmEpilogueKind::kRelu;
+      x = at(x).args[0];
+    } else if (int gx = gelu_tanh_input(x); gx >= 0) {
+      f.kind = GemmEpilogueKind::kGeluTanh;
+      x = gx;
+    }
+    std::vector<int> terms;
+    flatten_sum(x, terms);
+    int n_c = 0;
+    for (int t : terms) {
+      const Expr& e = at(t);
+      if (e.op == ExprOp::kLoad && e.buffer == c_) {
+        if (!(e.index == s_.index) || e.dtype != g_.dtype) return false;
+        ++n_c;
+        continue;
+      }
+      if (e.op == ExprOp::kLoad && f.bias < 0 && bias_load(t, f)) continue;
+      if (f.residual < 0 && residual_term(t, f)) continue;
+      return false;
+    }
+    if (n_c != 1) return false;
+    if (f.residual >= 0 && f.kind != GemmEpilogueKind::kNone) return false;  // act(... + R)
+    if (f.bias >= 0)
+      f.kind = f.kind == GemmEpilogueKind::kRelu       ? GemmEpilogueKind::kBiasRelu
+               : f.kind == GemmEpilogueKind::kGeluTanh ? GemmEpilogueKind::kBiasGeluTanh
+                                                       : GemmEpilogueKind::kBias;
+    return true;
+  }
+
+ private:
+  const Expr& at(int id) const { return p_.exprs.at(id); }
+  bool is(int id, ExprOp op) const { return at(id).op == op && at(id).dtype == g_.dtype; }
+  bool is_const(int id, double v) const {
+    return at(id).op == ExprOp::kConst && at(id).dtype == g_.dtype && at(id).f == v;
+  }
+  bool bin(int id, ExprOp op, int& a, int& b) const {
+    if (!is(id, op)) return false;
+    a = at(id).args[0];
+    b = at(id).args[1];
+    return true;
+  }
+
+  /// x when `id` is lower_pointwise's gelu(x, approximate='tanh'):
+  ///   (0.5 * x) * (1 + tanh(k * (x + ((0.044715 * x) * x) * x))), k = sqrt(2 / pi); else -1.
+  int gelu_tanh_input(int id) const {
+    const double k_beta = M_SQRT2 * M_2_SQRTPI * 0.5;
+    int half_x, one_plus, half, x, one, th, scaled, kb, inner, cube, sq, x3, cx, c, x1, x2;
+    if (!bin(id, ExprOp::kMul, half_x, one_plus) || !bin(half_x, ExprOp::kMul, half, x) ||
+        !is_const(half, 0.5) || !bin(one_plus, ExprOp::kAdd, one, th) || !is_const(one, 1.0) ||
+        !is(th, ExprOp::kTanh))
+      return -1;
+    scaled = at(th).args[0];
+    if (!bin(scaled, ExprOp::kMul, kb, inner) || !is_const(kb, k_beta) ||
+        !bin(inner, ExprOp::kAdd, x1, cube) || x1 != x || !bin(cube, ExprOp::kMul, sq, x3) ||
+        x3 != x || !bin(sq, ExprOp::kMul, cx, x2) || x2 != x || !bin(cx, ExprOp::kMul, c, x1) ||
+        !is_const(c, 0.044715) || x1 != x)
+      return -1;
+    return x;
+  }
+
+  void flatten_sum(int id, std::vector<int>& out) const {
+    int a, b;
+    if (bin(id, ExprOp::kAdd, a, b)) {
+      flatten_sum(a, out);
+      flatten_sum(b, out);
+    } else {
+      out.push_back(id);
+    }
+  }
+
+  /// A load of the GEMM's dtype from another buffer than the result and its destination, of
+  /// memory no statement between the GEMM and this one writes (checked by the planner).
+  bool plain_load(int id) const {
+    const Expr& e = at(id);
+    if (e.op != ExprOp::kLoad || e.dtype != g_.dtype || e.buffer == c_) return false;
+    const auto& b = p_.buffers[static_cast<size_t>(e.buffer)];
+    return b.dtype == g_.dtype && !b.local;
+  }
+
+  bool bias_load(int id, FusedEpilogue& f) const {
+    if (!plain_load(id) || bias_from_ > d_.sizes.size()) return false;
+    const auto a = affine(at(id).index, d_.vars);
+    if (!a || !coefs_are(d_, *a, bias_from_)) return false;
+    f.bias = at(id).buffer;
+    f.bias_offset = a->c0;
+    return true;
+  }
+
+  bool residual_term(int id, FusedEpilogue& f) const {
+    double beta = 1.0;
+    int load = id, l, r;
+    if (bin(id, ExprOp::kMul, l, r)) {  // beta * R or R * beta
+      if (at(l).op == ExprOp::kConst && at(l).dtype == g_.dtype) {
+        beta = at(l).f;
+        load = r;
+      } else if (at(r).op == ExprOp::kConst && at(r).dtype == g_.dtype) {
+        beta = at(r).f;
+        load = l;
+      } else {
+        return false;
+      }
+      if (!std::isfinite(beta) || std::fabs(beta) > 3.0e38) return false;  // a float
+    }
+    if (!plain_load(load)) return false;
+    const auto a = affine(at(load).index, d_.vars);
+    if (!a || !coefs_are(d_, *a, 0)) return false;
+    f.residual = at(load).buffer;
+    f.residual_offset = a->c0;
+    f.beta = beta;
+    return true;
+  }
+
+  const Program& p_;
+  const GemmStep& g_;
+  const Domain& d_;
+  const Stmt& s_;
+  const int c_;
+  size_t bias_from_ = static_cast<size_t>(-1);
+};
+
+/// The GEMM result's layout is contiguous [batch, m, n] from offset 0 (what lower_matmul builds).
+bool contiguous_result(const GemmStep& g) {
+  if (!(g.c.offset == SymInt(0)) || !(g.c.ld == g.n) || g.c.trans) return false;
+  SymInt stride = g.m * g.n;
+  for (size_t d = g.batch.size(); d-- > 0;) {
+    if (d >= g.c.batch_strides.size() || !(g.c.batch_strides[d] == stride)) return false;
+    stride = stride * g.batch[d];
+  }
+  return true;
+}
+
+std::optional<FusedEpilogue> plan_one(const Program& p, size_t gi) {
+  const auto& g = std::get<GemmStep>(p.steps[gi]);
+  if (g.dtype != DType::kFloat32 && g.dtype != DType::kBFloat16 && g.dtype != DType::kFloat16)
+    return std::nullopt;
+  // one cuBLASLt call: a fallback after a partly fused loop over outer batches would apply the
+  // epilogue twice to the fused batches
+  if (g.batch.size() > 1 || !contiguous_result(g)) return std::nullopt;
+  const int c = g.c.buffer;
+  const auto& cb = p.buffers[static_cast<size_t>(c)];
+  const int y = cb.alias_of;
+  if (cb.kind != passes::BufferKind::kArena || y < 0) return std::nullopt;
+  const int mem = buffer_root(p, c);
+  // the first step after the GEMM that touches its result's memory
+  size_t ki = gi + 1;
+  for (; ki < p.steps.size(); ++ki) {
+    const auto* e = std::get_if<passes::ExternStep>(&p.steps[ki]);
+    if (e && (!e->subprograms.empty() || cpu::is_control_step(p.steps[ki]) ||
+              passes::is_collective_issue(*e) || passes::is_collective_wait(*e)))
+      return std::nullopt;
+    std::set<int> reads, writes;
+    passes::step_accesses(p, p.steps[ki], reads, writes);
+    bool touches = false;
+    for (const auto* set : {&reads, &writes})
+      for (int b : *set) touches |= buffer_root(p, b) == mem;
+    if (touches) break;
+  }
+  if (ki >= p.steps.size()) return std::nullopt;
+  const auto* k = std::get_if<LoopKernel>(&p.steps[ki]);
+  if (!k) return std::nullopt;
+  // the one statement of the kernel writing the destination: a store in a pass's loop (over
+  // the whole domain; a multi-pass kernel's later passes, e.g. a layer norm of a residual sum,
+  // then read the destination the GEMM wrote)
+  size_t pi = k->passes.size(), si = 0;
+  int writers = 0;
+  for (size_t q = 0; q < k->passes.size(); ++q)
+    for (const auto* list : {&k->passes[q].pre, &k->passes[q].loop, &k->passes[q].post})
+      for (size_t i = 0; i < list->size(); ++i) {
+        const Stmt& st = (*list)[i];
+        if (st.buffer != y) continue;
+        ++writers;
+        if (list == &k->passes[q].loop && st.kind == Stmt::Kind::kStore) {
+          pi = q;
+          si = i;
+        }
+      }
+  if (writers != 1 || pi == k->passes.size()) return std::nullopt;
+  const Stmt& s = k->passes[pi].loop[si];
+  const auto& yb = p.buffers[static_cast<size_t>(y)];
+  if (s.dtype != g.dtype || yb.dtype != g.dtype || yb.local || yb.alias_of >= 0)
+    return std::nullopt;
+  // every element of the result, stored at its own index
+  const Domain d = domain_of(*k);
+  if (!(d.total == cb.numel)) return std::nullopt;
+  const auto sa = affine(s.index, d.vars);
+  if (!sa || !(sa->c0 == SymInt(0)) || !coefs_are(d, *sa, 0)) return std::nullopt;
+
+  FusedEpilogue f;
+  f.gemm_step = gi;
+  f.kernel_step = ki;
+  f.pass = pi;
+  f.stmt = si;
+  if (!Matcher(p, g, d, s, c).match(f)) return std::nullopt;
+  // what the epilogue reads is final at the GEMM: no step in between nor another statement of
+  // the kernel writes its memory, and it is not the result's own memory
+  std::set<int> inputs;
+  for (int b : {f.bias, f.residual})
+    if (b >= 0) inputs.insert(buffer_root(p, b));
+  if (inputs.count(mem)) return std::nullopt;
+  for (size_t i = gi + 1; i <= ki; ++i) {
+    std::set<int> reads, writes;
+    if (i < ki) {
+      passes::step_accesses(p, p.steps[i], reads, writes);
+    } else {
+      for (size_t q = 0; q < k->passes.size(); ++q)
+        for (const auto* list : {&k->passes[q].pre, &k->passes[q].loop, &k->passes[q].post})
+          for (size_t j = 0; j < list->size(); ++j)
+            if (!(list == &k->passes[pi].loop && j == si)) writes.insert((*list)[j].buffer);
+    }
+    for (int b : writes)
+      if (inputs.count(buffer_root(p, b))) return std::nullopt;
+  }
+  f.fallback = *k;
+  f.fallback.name = g.name + "_epilogue";  // one per GEMM: a kernel may hold several
+  f.fallback.passes = {passes::Pass{}};
+  f.fallback.passes[0].loop = {s};
+  return f;
+}
+
+}  // namespace
+
+int buffer_root(const Program& p, int b) {
+  for (int guard = 0; b >= 0 && p.buffers[static_cast<size_t>(b)].alias_of >= 0 && guard < 64;
+       ++guard)
+    b = p.buffers[static_cast<size_t>(b)].alias_of;
+  return b;
+}
+
+std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& vars) {
+  std::map<std::string, SymInt> zero;
+  for (const auto& v : vars) zero[v] = SymInt(0);
+  Affine a;
+  a.c0 = idx.substitute(zero);
+  SymInt rebuilt = a.c0;
+  for (const auto& v : vars) {
+    std::map<std::string, SymInt> one = zero;
+    one[v] = SymInt(1);
+    a.coef.push_back(idx.substitute(one) - a.c0);
+    rebuilt = rebuilt + a.coef.back() * SymInt::symbol(v);
+  }
+  if (!(rebuilt == idx)) return std::nullopt;
+  return a;
+}
+
+const char* epilogue_macro(GemmEpilogueKind k) {
+  switch (k) {
+    case GemmEpilogueKind::kNone:
+      return "ANVIL_EPILOGUE_NONE";
+    case GemmEpilogueKind::kBias:
+      return "ANVIL_EPILOGUE_BIAS";
+    case GemmEpilogueKind::kRelu:
+      return "ANVIL_EPILOGUE_RELU";
+    case GemmEpilogueKind::kGeluTanh:
+      return "ANVIL_EPILOGUE_GELU_TANH";
+    case GemmEpilogueKind::kBiasRelu:
+      return "ANVIL_EPILOGUE_BIAS_RELU";
+    case GemmEpilogueKind::kBiasGeluTanh:
+      return "ANVIL_EPILOGUE_BIAS_GELU_TANH";
+  }
+  return "ANVIL_EPILOGUE_NONE";
+}
+
+passes::LoopKernel EpiloguePlan::remaining(size_t step, const LoopKernel& k) const {
+  const auto it = removed.find(step);
+  if (it == removed.end()) return k;
+  LoopKernel r = k;
+  for (auto s = it->second.rbegin(); s != it->second.rend(); ++s) {  // back to front
+    auto& loop = r.passes[s->first].loop;
+    loop.erase(loop.begin() + static_cast<std::ptrdiff_t>(s->second));
+  }
+  return r;
+}
+
+bool EpiloguePlan::fused_away(size_t step, const LoopKernel& k) const {
+  if (!removed.count(step)) return false;
+  for (const auto& ps : remaining(step, k).passes)
+    if (!ps.pre.empty() || !ps.loop.empty() || !ps.post.empty()) return false;
+  return true;
+}
+
+EpiloguePlan plan_gemm_epilogues(const Program& p) {
+  EpiloguePlan plan;
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    if (!std::holds_alternative<GemmStep>(p.steps[i])) continue;
+    if (auto f = plan_one(p, i)) {
+      auto& rm = plan.removed[f->kernel_step];
+      const std::pair<size_t, size_t> at{f->pass, f->stmt};
+      rm.insert(std::upper_bound(rm.begin(), rm.end(), at), at);
+      plan.by_gemm.emplace(i, std::move(*f));
+    }
+  }
+  return plan;
+}
+
+}  // namespace anvil::codegen::cuda

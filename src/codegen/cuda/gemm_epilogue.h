@@ -1,0 +1,74 @@
+// Internal to the CUDA target: GEMM epilogues fused into the cuBLASLt call (gemm_epilogue.cpp).
+//
+// A GEMM step's result is computed in place in the destination of the one pointwise statement
+// that reads it (passes/schedule.cpp fuse_gemm_epilogues); on the CPU that statement runs as a
+// loop kernel over C. On CUDA, when the statement is exactly one of the forms cuBLASLt applies in
+// its own epilogue, the GEMM step calls api->device->gemm_ex with that epilogue and the
+// statement leaves its loop kernel (a pointwise kernel, or a pass's loop of a multi-pass one such
+// as the residual sum a layer norm's kernel stores; a kernel left empty launches nothing). The
+// forms, over the
+// GEMM's dtype (float32, bfloat16, float16) and with C[i, j] the GEMM's own element:
+//   C + bias[j], relu(C [+ bias[j]]), gelu_tanh(C [+ bias[j]]),
+//   C [+ bias[j]] + R[i, j] and C [+ bias[j]] + beta * R[i, j] (R laid out as C; cuBLASLt's C)
+// and C alone (a copy). gelu with approximate='none' (erf) is not cuBLASLt's GELU, which is the
+// tanh approximation: it stays a loop kernel. An activation after a residual add stays one too.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "passes/loop_ir.h"
+
+namespace anvil::codegen::cuda {
+
+/// idx = c0 + sum(coef[v] * var[v]) over loop variables `vars` (o0.., r0..), proven by rebuilding
+/// idx from its parts; nullopt when idx is not affine in them (a product of two, a division, a
+/// modulo). Shared by the epilogue matcher and the vectorized pointwise kernels.
+struct Affine {
+  SymInt c0;
+  std::vector<SymInt> coef;
+};
+std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& vars);
+/// The buffer whose memory buffer `b` uses (following alias_of).
+int buffer_root(const passes::Program& p, int b);
+
+/// Epilogue codes as the generated code names them (include/anvil/anvil_device.h).
+enum class GemmEpilogueKind { kNone, kBias, kRelu, kGeluTanh, kBiasRelu, kBiasGeluTanh };
+/// "ANVIL_EPILOGUE_BIAS_RELU", ...
+const char* epilogue_macro(GemmEpilogueKind k);
+
+/// One fused epilogue: statement `stmt` of the loop of pass `pass` of kernel step `kernel_step`,
+/// computed by GEMM step `gemm_step`'s cuBLASLt call.
+struct FusedEpilogue {
+  size_t gemm_step = 0, kernel_step = 0, pass = 0, stmt = 0;
+  GemmEpilogueKind kind = GemmEpilogueKind::kNone;
+  int bias = -1;  // bias buffer (bias kinds): n elements of the GEMM's dtype from bias_offset
+  SymInt bias_offset;
+  int residual = -1;  // R, or -1: same layout as the GEMM's C from residual_offset
+  SymInt residual_offset;
+  double beta = 1.0;  // D = ... + beta * R
+  /// The loop kernel that computes only the fused statement: what the GEMM step launches after
+  /// a plain GEMM when cuBLASLt cannot fuse (gemm_ex's ANVIL_GEMM_NOT_FUSED).
+  passes::LoopKernel fallback;
+};
+
+/// The fusions of a program's steps: by GEMM step, and the statements taken out of each kernel.
+struct EpiloguePlan {
+  std::map<size_t, FusedEpilogue> by_gemm;
+  // kernel step -> (pass, statement in the pass's loop), ascending
+  std::map<size_t, std::vector<std::pair<size_t, size_t>>> removed;
+  /// Kernel `k` (step `step`) without its fused statements; `k` itself when none.
+  passes::LoopKernel remaining(size_t step, const passes::LoopKernel& k) const;
+  /// Whether every statement of kernel `k` (step `step`) is fused into GEMMs.
+  bool fused_away(size_t step, const passes::LoopKernel& k) const;
+};
+
+/// Finds every GEMM step of `p` (not of its subprograms) whose epilogue statement cuBLASLt can
+/// compute. Strict: anything it cannot prove equal to one of the forms above stays unfused.
+EpiloguePlan plan_gemm_epilogues(const passes::Program& p);
+
+}  // namespace anvil::codegen::cuda

@@ -1,0 +1,273 @@
+// GEMM epilogues fused into cuBLASLt by the CUDA target (codegen/cuda/gemm_epilogue.h), without a
+// GPU: which GEMM steps call gemm_ex with which epilogue (the manifest's gemm_epilogues and the
+// generated source), which forms stay loop kernels (gelu's erf form, an activation after a
+// residual add, a subtraction, a result read twice, mixed dtypes, float64), which pointwise
+// kernels get vector loads and stores (emit_cuda_vector.cpp), and that the sources compile with
+// nvcc. tests/gpu/test_cuda_gemm_epilogue.cpp runs the same fixtures on a GPU.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+
+#include "common/check.h"
+#include "driver/compile.h"
+#include "ir/parser.h"
+#include "runtime/package.h"
+
+namespace anvil {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fixture(const std::string& f) { return std::string(ANVIL_FIXTURES_DIR) + "/" + f; }
+
+std::string read_text(const fs::path& f) {
+  std::ifstream in(f);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class CudaEpilogue : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("anvil_cuda_epilogue_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    opts_.target = "cuda-sm90";
+    opts_.cache_dir = (dir_ / "cache").string();
+    opts_.progress = codegen::ProgressMode::kQuiet;
+    opts_.compiler = "/bin/false";  // emission only: the compile stops after the sources
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  /// Emits `pt2` (or the graph `text`) for cuda-sm90 into dir_/name: the kernels' source and
+  /// the manifest's gemm_epilogues as "gemm:EPILOGUE[+C]" -> count.
+  std::map<std::string, int> emit(const std::string& name, const std::string& pt2,
+                                  const std::string& text = "") {
+    opts_.emit_source_dir = (dir_ / name).string();
+    ::anvil::test::error_message([&] {
+      if (text.empty()) {
+        driver::compile_pt2(pt2, (dir_ / (name + ".anvil")).string(), opts_);
+      } else {
+        const auto g = ir::parse_graph(text);
+        driver::compile_graph(*g, (dir_ / (name + ".anvil")).string(), opts_);
+      }
+    });
+    source_ = read_text(dir_ / name / "kernels_0.cu");
+    const std::string mf = read_text(dir_ / name / "manifest.json");
+    EXPECT_FALSE(mf.empty()) << name << ": no manifest emitted";
+    std::map<std::string, int> out;
+    if (mf.empty()) return out;
+    const auto j = nlohmann::json::parse(mf);
+    for (const auto& f : j.at("gemm_epilogues"))
+      ++out[f.at("epilogue").get<std::string>() + (f.at("residual").get<bool>() ? "+C" : "")];
+    return out;
+  }
+
+  fs::path dir_;
+  driver::CompileOptions opts_;
+  std::string source_;
+};
+
+TEST_F(CudaEpilogue, EachFusableFormCallsGemmExWithItsEpilogue) {
+  // the fixture's twelve outputs (scripts/export_gemm_epilogue_cases.py): relu(linear),
+  // gelu_tanh(linear), gelu_erf(linear), r + linear, addmm(b, h, w), addmm(r, h, w, beta=0.5),
+  // relu(linear without bias), linear of a 3-D input, gelu_tanh(linear to 20), baddbmm(b, ...),
+  // layer_norm(r + linear) and r + linear (the add leaves the layer norm's multi-pass kernel)
+  for (const char* dt : {"float32", "bfloat16", "float16"}) {
+    const std::string name = std::string("gemm_epilogue_") + dt;
+    const auto fused = emit(name, fixture("gemm_epilogue/" + name + ".pt2"));
+    EXPECT_EQ(fused, (std::map<std::string, int>{{"ANVIL_EPILOGUE_BIAS_RELU", 1},
+                                                 {"ANVIL_EPILOGUE_BIAS_GELU_TANH", 2},
+                                                 {"ANVIL_EPILOGUE_BIAS+C", 2},
+                                                 {"ANVIL_EPILOGUE_BIAS", 3},
+                                                 {"ANVIL_EPILOGUE_NONE+C", 1},
+                                                 {"ANVIL_EPILOGUE_RELU", 1}}))
+        << dt;
+    EXPECT_EQ(count(source_, "dev->gemm_ex(device, s.stream, &ga)"), 10u) << dt;
+    // the erf gelu's GEMM is a plain one, and its kernel keeps erf
+    EXPECT_EQ(count(source_, "ANVIL_EPILOGUE_NONE, nullptr, 0);"), 11u) << dt;  // 10 fallbacks
+    EXPECT_NE(source_.find("erf"), std::string::npos) << dt;
+    EXPECT_EQ(count(source_, "ga.c = "), 3u) << dt;  // the residuals
+    EXPECT_NE(source_.find("ga.beta = static_cast<float>(0.5);"), std::string::npos) << dt;
+    EXPECT_EQ(count(source_, "ga.bias = "), 8u) << dt;
+    // every fused statement keeps its kernel for cuBLASLt's "not fused" answer
+    EXPECT_EQ(count(source_, "_epilogue(s);"), 10u) << dt;
+  }
+}
+
+TEST_F(CudaEpilogue, EmptyInnerDimensionsStillFuseAndKeepTheFallback) {
+  // k = 0 (gemm_epilogue_k0_float32): fused at compile time; gemm_ex answers "not fused" at run
+  // time and the step runs the plain GEMM (zeros) and the epilogue's kernel
+  EXPECT_EQ(
+      emit("k0", fixture("gemm_epilogue/gemm_epilogue_k0_float32.pt2")),
+      (std::map<std::string, int>{{"ANVIL_EPILOGUE_BIAS_RELU", 1}, {"ANVIL_EPILOGUE_BIAS+C", 1}}));
+  EXPECT_NE(source_.find("if (rc == 0) gemm0_epilogue(s);"), std::string::npos);
+  EXPECT_NE(source_.find("if (rc == 0) gemm1_epilogue(s);"), std::string::npos);
+}
+
+/// A graph of one GEMM `mm` and its epilogue `body` (IR lines ending in %y) over f32 inputs
+/// h [8, 32], w [16, 32], b [16], x [8, 16].
+std::string graph(const std::string& body, const std::string& dt = "f32") {
+  return "graph {\n  inputs {\n    %h: " + dt + "[8, 32] = user_input\n    %w: " + dt +
+         "[16, 32] = user_input\n    %b: " + dt + "[16] = user_input\n    %x: " + dt +
+         "[8, 16] = user_input\n  }\n" + body + "  outputs {\n    user_output %y\n  }\n}\n";
+}
+
+TEST_F(CudaEpilogue, FormsCuBlasLtCannotComputeStayLoopKernels) {
+  const char* linear = "  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w, bias=%b)\n";
+  // reference: the plain bias add fuses
+  EXPECT_EQ(emit("bias", "",
+                 graph(std::string(linear) + "  %y: f32[8, 16] = aten.relu.default("
+                                             "self=%l)\n")),
+            (std::map<std::string, int>{{"ANVIL_EPILOGUE_BIAS_RELU", 1}}));
+  // relu after the residual add: cuBLASLt's activation would apply to C too, not fused
+  EXPECT_TRUE(
+      emit("relu_res", "",
+           graph(std::string(linear) + "  %a: f32[8, 16] = aten.add.Tensor(self=%x, other=%l)\n"
+                                       "  %y: f32[8, 16] = aten.relu.default(self=%a)\n"))
+          .empty());
+  EXPECT_NE(source_.find("dev->gemm(device"), std::string::npos);
+  // linear - x
+  EXPECT_TRUE(
+      emit("sub", "",
+           graph(std::string(linear) + "  %y: f32[8, 16] = aten.sub.Tensor(self=%l, other=%x)\n"))
+          .empty());
+  // x * linear
+  EXPECT_TRUE(
+      emit("mul", "",
+           graph(std::string(linear) + "  %y: f32[8, 16] = aten.mul.Tensor(self=%x, other=%l)\n"))
+          .empty());
+  // erf gelu
+  EXPECT_TRUE(emit("erf", "",
+                   graph(std::string(linear) + "  %y: f32[8, 16] = aten.gelu.default(self=%l)\n"))
+                  .empty());
+  // the bias broadcast over columns (b [8, 1]) is not cuBLASLt's bias over rows
+  EXPECT_TRUE(emit("colbias", "",
+                   "graph {\n  inputs {\n    %h: f32[8, 32] = user_input\n    %w: f32[32, 16] = "
+                   "user_input\n    %c: f32[8, 1] = user_input\n  }\n"
+                   "  %y: f32[8, 16] = aten.addmm.default(self=%c, mat1=%h, mat2=%w)\n"
+                   "  outputs {\n    user_output %y\n  }\n}\n")
+                  .empty());
+  // the linear's result is an output too: read twice, not computed in place
+  EXPECT_TRUE(emit("twice", "",
+                   "graph {\n  inputs {\n    %h: f32[8, 32] = user_input\n    %w: f32[16, 32] = "
+                   "user_input\n  }\n"
+                   "  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w)\n"
+                   "  %y: f32[8, 16] = aten.relu.default(self=%l)\n"
+                   "  outputs {\n    user_output %l\n    user_output %y\n  }\n}\n")
+                  .empty());
+  // float64: cuBLASLt's epilogues are not used for it
+  EXPECT_TRUE(emit("f64", "",
+                   graph("  %l: f64[8, 16] = aten.linear.default(input=%h, weight=%w, bias=%b)\n"
+                         "  %y: f64[8, 16] = aten.relu.default(self=%l)\n",
+                         "f64"))
+                  .empty());
+  // a bf16 linear plus a float32 residual: the add is float32, the GEMM bf16
+  EXPECT_TRUE(emit("mixed", "",
+                   "graph {\n  inputs {\n    %h: bf16[8, 32] = user_input\n    %w: bf16[16, 32] = "
+                   "user_input\n    %x: f32[8, 16] = user_input\n  }\n"
+                   "  %l: bf16[8, 16] = aten.linear.default(input=%h, weight=%w)\n"
+                   "  %y: f32[8, 16] = aten.add.Tensor(self=%x, other=%l)\n"
+                   "  outputs {\n    user_output %y\n  }\n}\n")
+                  .empty());
+}
+
+TEST_F(CudaEpilogue, AResidualAddLeavesTheLayerNormKernelItOpens) {
+  // x + linear(h) feeding a layer norm and returned: the add is a store of the norm's
+  // multi-pass kernel; it moves into the GEMM and the kernel reads the GEMM's result
+  EXPECT_EQ(emit("ln", "",
+                 "graph {\n  inputs {\n    %h: f32[8, 32] = user_input\n    %w: f32[16, 32] = "
+                 "user_input\n    %b: f32[16] = user_input\n    %x: f32[8, 16] = user_input\n"
+                 "  }\n"
+                 "  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w, bias=%b)\n"
+                 "  %a: f32[8, 16] = aten.add.Tensor(self=%x, other=%l)\n"
+                 "  %y: f32[8, 16] = aten.layer_norm.default(input=%a, normalized_shape=[16])\n"
+                 "  outputs {\n    user_output %y\n    user_output %a\n  }\n}\n"),
+            (std::map<std::string, int>{{"ANVIL_EPILOGUE_BIAS+C", 1}}));
+  EXPECT_NE(source_.find("block_reduce("), std::string::npos);  // the norm stays
+  EXPECT_NE(source_.find("gemm0_epilogue(s);"), std::string::npos);
+  // x * 2 + linear(h): the product is computed inside the add, a residual scaled by beta = 2
+  EXPECT_EQ(emit("scaled", "",
+                 graph("  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w, bias=%b)\n"
+                       "  %x2: f32[8, 16] = aten.mul.Tensor(self=%x, other=2.0)\n"
+                       "  %y: f32[8, 16] = aten.add.Tensor(self=%x2, other=%l)\n")),
+            (std::map<std::string, int>{{"ANVIL_EPILOGUE_BIAS+C", 1}}));
+  EXPECT_NE(source_.find("ga.beta = static_cast<float>(2);"), std::string::npos);
+  // x * x + linear(h) is no residual
+  EXPECT_TRUE(emit("square", "",
+                   graph("  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w, bias=%b)\n"
+                         "  %x2: f32[8, 16] = aten.mul.Tensor(self=%x, other=%x)\n"
+                         "  %y: f32[8, 16] = aten.add.Tensor(self=%x2, other=%l)\n"))
+                  .empty());
+}
+
+TEST_F(CudaEpilogue, PointwiseKernelsLoadAndStoreVectorsWhereContiguous) {
+  // vector_<dtype> (scripts/export_gemm_epilogue_cases.py): k0 x * y + z[row] and a gelu
+  // (inner 64), k1 an inner size of 13, k2 a transposed read, k3 a 3-D broadcast (inner 64)
+  for (const auto& [dt, width, vec] :
+       {std::tuple<std::string, std::string, std::string>{"float32", "4", "uint4"},
+        {"bfloat16", "8", "uint4"},
+        {"float16", "8", "uint4"}}) {
+    emit("vector_" + dt, fixture("gemm_epilogue/vector_" + dt + ".pt2"));
+    for (const char* k : {"k0", "k3"}) {
+      EXPECT_NE(
+          source_.find("// " + std::string(k) + " vectorized: " + width + " elements per thread"),
+          std::string::npos)
+          << dt << " " << k;
+      EXPECT_NE(source_.find(std::string(k) + "_kernel_v<<<anvil_blocks(n_outer * n_inner / " +
+                             width + ", 256)"),
+                std::string::npos)
+          << dt << " " << k;
+    }
+    for (const char* k : {"k1", "k2"})
+      EXPECT_EQ(source_.find(std::string(k) + " vectorized"), std::string::npos) << dt << " " << k;
+    // aligned operands only, else the scalar kernel; the per-row z stays a scalar load
+    EXPECT_NE(source_.find("reinterpret_cast<uintptr_t>(s.in[0]) % 16 == 0"), std::string::npos)
+        << dt;
+    EXPECT_NE(source_.find("*reinterpret_cast<const " + vec + "*>(p0 + (64*o0 + r0));"),
+              std::string::npos)
+        << dt;
+    EXPECT_EQ(count(source_, "k0_kernel<<<"), 1u) << dt;  // the scalar fallback launch
+  }
+  // symbolic sizes: gpt2_tiny's head split (64*s0*s1-strided outputs) is proven V-aligned
+  emit("gpt2", fixture("gpt2_tiny.pt2"));
+  EXPECT_NE(source_.find("k6 vectorized: 4 elements per thread"), std::string::npos);
+  EXPECT_NE(source_.find("const int64_t total = (4*s23*s27) * (16) / 4;"), std::string::npos);
+}
+
+TEST_F(CudaEpilogue, FusedSourcesCompileWithNvcc) {
+  // one nvcc run: the bfloat16 fixture has every fused form, the fallback kernels and an
+  // unfused erf gelu
+  opts_.compiler = "";
+  opts_.emit_source_dir = (dir_ / "src").string();
+  const std::string pkg = (dir_ / "e.anvil").string();
+  const driver::CompileReport r =
+      driver::compile_pt2(fixture("gemm_epilogue/gemm_epilogue_bfloat16.pt2"), pkg, opts_);
+  EXPECT_EQ(r.target, "cuda-sm90");
+  EXPECT_FALSE(runtime::Package::open(pkg)->model_so().empty());
+  EXPECT_NE(read_text(dir_ / "src" / "kernels_0.cu").find("ANVIL_EPILOGUE_BIAS_GELU_TANH"),
+            std::string::npos);
+  // and the vectorized pointwise kernels (16-bit: 8 lanes)
+  driver::compile_pt2(fixture("gemm_epilogue/vector_bfloat16.pt2"), (dir_ / "v.anvil").string(),
+                      opts_);
+  EXPECT_NE(read_text(dir_ / "src" / "kernels_0.cu").find("k0_kernel_v"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace anvil
