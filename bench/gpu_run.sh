@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the gpu-labelled tests from gpu_bundle/ (bench/gpu_bundle.sh) on the GPU machine, sharded
-# over the cores, with ANVIL_REQUIRE_GPU=1 (a skip is a failure). Prints per-shard summaries and
+# over the cores, with ANVIL_REQUIRE_GPU=1 (a skip is a failure; =2 on a machine with 2 GPUs, so
+# the 2-GPU nccl tests cannot skip either). Prints per-shard summaries and
 # the totals; exit status non-zero when any test failed.
 #   bench/gpu_run.sh [GTEST_FILTER]
 set -uo pipefail
@@ -10,6 +11,8 @@ if [ ! -d "$root/gpu_bundle" ]; then tar -C "$root" -xJf "$root/gpu_bundle.tar.x
 export LD_LIBRARY_PATH="$root/gpu_bundle/lib:${LD_LIBRARY_PATH:-}"
 export ANVIL_INCLUDE_DIR="$root/include" ANVIL_DEVICE_BACKEND_DIR="$root/gpu_bundle/lib"
 export ANVIL_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0
+# With 2 GPUs the 2-GPU tests (Nccl2Gpu.*: the nccl backend) must run, not skip.
+if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ]; then export ANVIL_REQUIRE_GPU=2; fi
 export ANVIL_CACHE_DIR=/tmp/anvil_gpu_cache
 export ANVIL_NVCC="${ANVIL_NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 shards=${ANVIL_GPU_SHARDS:-$(nproc)}
