@@ -4,9 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "../dist/dist_harness.h"
 
 #include "core/tensor.h"
 #include "dist/process_group.h"
@@ -81,6 +85,18 @@ inline A2aCase a2a_case(int world, int r) {
       for (int col = 0; col < 2; ++col) c.expected.push_back(100.0 * j + 2.0 * row + col);
   }
   return c;
+}
+
+/// Runs dist worker `worker` as 2 ranks of an nccl job (rank r on cuda:r), NVLink multicast off.
+inline dist::test::JobResult run_nccl_job(
+    const std::string& worker, std::map<std::string, std::string> env = {},
+    std::chrono::milliseconds deadline = std::chrono::milliseconds(180000)) {
+  dist::test::JobOptions o;
+  o.env = std::move(env);
+  o.env.emplace("NCCL_NVLS_ENABLE", "0");
+  o.env.emplace("ANVIL_DIST_TIMEOUT", "60");
+  o.deadline = deadline;
+  return dist::test::run_job("nccl", 2, worker, o);
 }
 
 }  // namespace anvil::nccl_test

@@ -288,16 +288,6 @@ DIST_WORKER(nccl_dead_peer) {
 
 // ---- the tests (parent side) ------------------------------------------------------------------
 
-JobResult run_nccl_job(const std::string& worker, std::map<std::string, std::string> env = {},
-                       milliseconds deadline = milliseconds(180000)) {
-  JobOptions o;
-  o.env = std::move(env);
-  o.env.emplace("NCCL_NVLS_ENABLE", "0");
-  o.env.emplace("ANVIL_DIST_TIMEOUT", "60");
-  o.deadline = deadline;
-  return run_job("nccl", 2, worker, o);
-}
-
 TEST(Nccl2Gpu, AllReduceEveryDtypeAndReduceOp) {
   ANVIL_REQUIRE_TWO_GPUS();
   const auto r = run_nccl_job("nccl_all_reduce");
