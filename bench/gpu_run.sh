@@ -9,6 +9,17 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 if [ "$root" != /work/main ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
 if [ ! -d "$root/gpu_bundle" ]; then tar -C "$root" -xJf "$root/gpu_bundle.tar.xz"; fi
 export LD_LIBRARY_PATH="$root/gpu_bundle/lib:${LD_LIBRARY_PATH:-}"
+# libanvil_nccl.so needs libnccl.so.2 (not packed: 200+ MB). When the loader does not know one,
+# use the copy PyTorch's wheels bring (nvidia/nccl/lib).
+if ! ldconfig -p 2>/dev/null | grep -q 'libnccl.so.2 ' && [ ! -e /usr/local/cuda/lib/libnccl.so.2 ] &&
+   [ ! -e /usr/local/cuda/lib64/libnccl.so.2 ]; then
+  nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+  if [ -n "$nccl_dir" ] && [ -e "$nccl_dir/libnccl.so.2" ]; then
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir"
+  else
+    echo "warning: no libnccl.so.2 found: the nccl tests (Nccl2Gpu.*) will fail to load the backend" >&2
+  fi
+fi
 export ANVIL_INCLUDE_DIR="$root/include" ANVIL_DEVICE_BACKEND_DIR="$root/gpu_bundle/lib"
 export ANVIL_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0
 # With 2 GPUs the 2-GPU tests (Nccl2Gpu.*: the nccl backend) must run, not skip.

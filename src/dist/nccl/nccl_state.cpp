@@ -137,12 +137,18 @@ void NcclState::abort_locked(const std::string& reason) {
     for (auto& e : pending) e->fail_if_pending("");
     failing.swap(pending);
   }
-  if (comm && !aborted) (void)ncclCommAbort(comm);  // NCCL's kernels stop waiting for peers
+  if (comm && !aborted) {  // NCCL's kernels stop waiting for peers
+    int previous = -1;  // on the group's device, whichever thread found the failure
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+    (void)cudaSetDevice(device);
+    (void)ncclCommAbort(comm);
+    if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
+  }
   aborted = true;
   comm = nullptr;
   {
     std::lock_guard<std::mutex> lk(pmu);
-    for (auto& e : failing) e->fail_if_pending(broken);
+    for (auto& e : failing) e->fail_if_pending(str("aborted with its group: ", broken));
   }
   pcv.notify_all();
 }
@@ -287,16 +293,16 @@ bool NcclEvent::query() {
                 st_->peers(peer_), "): ", a);
   }
   if (why.empty()) return false;
-  const std::string reason =
-      str(where_, " failed: ", why, "; the NCCL communicator was aborted and the group is unusable");
-  st_->abort(reason);
+  why += "; the NCCL communicator was aborted and the group is unusable";
   std::string msg;
   {
+    // Claimed before the abort, so this op reports its own reason, not "the group failed".
     std::lock_guard<std::mutex> lk(st_->pmu);
-    if (passed_) return true;  // it passed just before the abort
-    if (failed_.empty()) failed_ = reason;
+    if (passed_) return true;
+    if (failed_.empty()) failed_ = why;
     msg = failed_;
   }
+  st_->abort(str(where_, " failed: ", why));
   throw Error(msg, where_);
 }
 
