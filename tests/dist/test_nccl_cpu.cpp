@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/shared_library.h"
 #include "dist/store.h"
 #include "dist/world.h"
 #include "dist_check.h"
@@ -94,6 +95,25 @@ TEST(NcclBackend, AStoreIsRequired) {
                            {"the nccl backend needs a rendezvous store"}));
 }
 #endif
+
+// The search the nccl backend shares with the device backends: $ANVIL_DEVICE_BACKEND_DIR first,
+// then beside anvil's libraries; a missing library names every place looked.
+TEST(NcclBackend, LibrarySearchOrderAndMissingLibrary) {
+  ::setenv("ANVIL_DEVICE_BACKEND_DIR", "/nonexistent/anvil_libs", 1);
+  const auto dirs = anvil_library_dirs();
+  ::unsetenv("ANVIL_DEVICE_BACKEND_DIR");
+  ASSERT_GE(dirs.size(), 2u);
+  EXPECT_EQ(dirs[0], "/nonexistent/anvil_libs");
+  bool beside_dist = false;  // libanvil_dist.so sits beside libanvil_core.so
+  for (const auto& d : dirs)
+    beside_dist = beside_dist || std::ifstream(d + "/libanvil_dist.so").good();
+  EXPECT_TRUE(beside_dist);
+  std::string looked, error;
+  EXPECT_EQ(open_anvil_library("libanvil_no_such_backend.so", looked, error), nullptr);
+  EXPECT_NE(looked.find("libanvil_no_such_backend.so"), std::string::npos) << looked;
+  EXPECT_NE(looked.find("the dynamic loader's search path"), std::string::npos) << looked;
+  EXPECT_FALSE(error.empty());
+}
 
 // The nccl settings are validated when read: a malformed value names the variable.
 TEST(NcclBackend, MalformedSettingsAreClearErrors) {
