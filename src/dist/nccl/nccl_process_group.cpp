@@ -116,10 +116,7 @@ NcclProcessGroup::~NcclProcessGroup() {
 
 Device NcclProcessGroup::device() const { return Device::cuda(st_->device); }
 
-uint64_t NcclProcessGroup::sequence_number() const {
-  std::lock_guard<std::mutex> lk(st_->mu);
-  return st_->seq;
-}
+uint64_t NcclProcessGroup::sequence_number() const { return st_->seq.load(); }
 
 bool NcclProcessGroup::shutdown(Millis grace) {
   const bool drained = st_->drain(Clock::now() + grace);

@@ -66,7 +66,7 @@ struct NcclState {
   cudaStream_t stream = nullptr;  // the group's internal stream
   cudaEvent_t ready = nullptr;    // marks the caller's stream; the internal stream waits on it
   float* barrier_buf = nullptr;   // one float on the device: barrier = all_reduce of it
-  uint64_t seq = 0;
+  std::atomic<uint64_t> seq{0};  // taken under mu; read without it
   std::string broken;  // the first failure (empty while usable)
 
   // --- guarded by pmu: ops in flight, watched until they pass or fail
