@@ -286,6 +286,29 @@ DIST_WORKER(nccl_dead_peer) {
                            {"unusable after an earlier failure"}));
 }
 
+// A per-op timeout with a live peer that never posts the op: rank 0's all_reduce (1 s timeout)
+// fails with a timeout naming the op and rank 1; rank 1 waits for rank 0's verdict, then leaves.
+DIST_WORKER(nccl_op_timeout) {
+  ProcessGroup& pg = *ctx.pg;
+  const int r = ctx.rank;
+  Tensor t = on_gpu(scaled({1, 2}, r + 1, DType::kFloat32), pg);
+  pg.all_reduce(t, ReduceOp::kSum)->wait();  // the communicator exists
+  const std::string marker = ctx.outdir + "/nccl_timeout_seen";
+  if (r == 0) {
+    auto w = pg.all_reduce(t, ReduceOp::kSum, OpOptions{milliseconds(1000)});
+    EXPECT_TRUE(throws_error([&] { w->wait(); },
+                             {"nccl all_reduce #2 on group '0' (rank 0 of 2)", "timed out",
+                              "did not complete within 1000 ms", "rank 1 (world rank 1)"}));
+    EXPECT_TRUE(w->is_completed());
+    EXPECT_FALSE(w->is_success());
+    std::ofstream(marker) << "1";
+  } else {
+    for (int i = 0; i < 600 && !std::ifstream(marker).good(); ++i)
+      std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_TRUE(std::ifstream(marker).good()) << "rank 0 never reported its timeout";
+  }
+}
+
 // ---- the tests (parent side) ------------------------------------------------------------------
 
 TEST(Nccl2Gpu, AllReduceEveryDtypeAndReduceOp) {
@@ -322,6 +345,13 @@ TEST(Nccl2Gpu, BlockingWaitAndEagerInit) {
   ANVIL_REQUIRE_TWO_GPUS();
   const auto r = run_nccl_job("nccl_wait_stream_orders_with_caller_stream",
                               {{"ANVIL_NCCL_BLOCKING_WAIT", "1"}, {"ANVIL_NCCL_EAGER_INIT", "1"}});
+  EXPECT_TRUE(r.ok()) << r.all_output();
+}
+
+TEST(Nccl2Gpu, OpTimeoutWithALivePeerNamesTheOpAndThePeer) {
+  ANVIL_REQUIRE_TWO_GPUS();
+  const auto r = run_nccl_job("nccl_op_timeout", {}, milliseconds(90000));
+  EXPECT_FALSE(r.timed_out) << r.all_output();
   EXPECT_TRUE(r.ok()) << r.all_output();
 }
 
