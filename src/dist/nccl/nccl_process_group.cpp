@@ -14,7 +14,7 @@ namespace anvil::dist {
 
 using nccl::Clock;
 using nccl::cuda_message;
-using nccl::DeviceGuard;
+using nccl::use_device;
 using nccl::nccl_message;
 
 namespace {
@@ -82,7 +82,7 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
     std::memcpy(st_->id.internal, id.data(), id.size());
   }
 
-  DeviceGuard g(st_->device);
+  use_device(st_->device);
   auto cuda_check = [&](cudaError_t e, const char* what) {
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
@@ -107,8 +107,8 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
 }
 
 NcclProcessGroup::~NcclProcessGroup() {
-  shutdown(timeout());
-  DeviceGuard g(st_->device);
+  shutdown(timeout());  // never throws
+  (void)cudaSetDevice(st_->device);
   if (st_->barrier_buf) (void)cudaFree(st_->barrier_buf);
   if (st_->ready) (void)cudaEventDestroy(st_->ready);
   if (st_->stream) (void)cudaStreamDestroy(st_->stream);
@@ -127,7 +127,6 @@ bool NcclProcessGroup::shutdown(Millis grace) {
     // are intra-node collectives, and ranks may shut their groups down in different orders (at
     // exit the registry's order is not the same on every rank), which could hang. With nothing
     // in flight, abort only frees the communicator's resources.
-    DeviceGuard g(st_->device);
     st_->abort_locked(drained ? std::string("the group was shut down")
                               : str("group '", name(), "' was shut down with ops in flight"));
   }
@@ -149,7 +148,7 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
       throw Error(str("the nccl group is unusable after an earlier failure: ", st_->broken), w);
     const auto deadline = Clock::now() + timeout;
     st_->comm_name = name();
-    DeviceGuard g(st_->device);
+    use_device(st_->device);
     st_->ensure_comm(deadline, w);
     auto cuda = [&](cudaError_t e, const std::string& what) {
       if (e == cudaSuccess) return;

@@ -51,18 +51,13 @@ std::string nccl_message(ncclResult_t r) {
   return m;
 }
 
-DeviceGuard::DeviceGuard(int device) {
-  if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+void use_device(int device) {
   const cudaError_t e = cudaSetDevice(device);
-  if (e != cudaSuccess)
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
     throw Error(str("cannot make cuda:", device, " the current device"), "nccl backend",
                 "cudaSuccess", cuda_message(e));
-}
-
-DeviceGuard::~DeviceGuard() {
-  int now = -1;
-  if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_)
-    (void)cudaSetDevice(previous_);
+  }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -138,11 +133,8 @@ void NcclState::abort_locked(const std::string& reason) {
     failing.swap(pending);
   }
   if (comm && !aborted) {  // NCCL's kernels stop waiting for peers
-    int previous = -1;  // on the group's device, whichever thread found the failure
-    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
-    (void)cudaSetDevice(device);
+    (void)cudaSetDevice(device);  // on the group's device, whichever thread found the failure
     (void)ncclCommAbort(comm);
-    if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
   }
   aborted = true;
   comm = nullptr;

@@ -36,17 +36,10 @@ std::string cuda_message(cudaError_t e);
 /// "ncclRemoteError: remote process exited or there was a network error (NCCL: <last error>)".
 std::string nccl_message(ncclResult_t r);
 
-/// Sets the calling thread's CUDA device for its lifetime (restores the previous one).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device);
-  ~DeviceGuard();
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;
-};
+/// Makes `device` the calling thread's current CUDA device; throws Error when it cannot. Not
+/// restored afterwards (as the CUDA backend does): a rank uses one GPU, and restoring a thread's
+/// default device 0 would open a context on GPU 0 in every rank.
+void use_device(int device);
 
 class NcclEvent;
 
