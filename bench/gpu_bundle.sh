@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what the GPU tests and benches need on the GPU machine into one folder (default
 # gpu_bundle/, gitignored) small enough to carry: bin/anvil, the gpu test binary, the CUDA device
-# backend, and the non-CUDA shared libraries they load (libzip, gloo, Open MPI, OpenBLAS, FFTW,
+# backend, the nccl process-group backend (libanvil_nccl.so), and the non-CUDA shared libraries they load (libzip, gloo, Open MPI, OpenBLAS, FFTW,
 # ...). The CUDA libraries are not packed: the GPU machine has its own on the default path.
 #   bench/gpu_bundle.sh [BUILD_DIR] [OUT_DIR]
 # On the GPU machine, from the repository root (paths compiled into the binaries point at
@@ -17,10 +17,12 @@ for b in anvil test_gpu serving_bench; do
   cp "$build/bin/$b" "$out/bin/"
   strip --strip-debug "$out/bin/$b"
 done
-cp "$build/lib/libanvil_cuda.so" "$out/lib/"
-strip "$out/lib/libanvil_cuda.so"
-# shared libraries of the binaries, except the C runtime and CUDA's own
-for f in "$out"/bin/* "$out"/lib/libanvil_cuda.so; do
+for l in libanvil_cuda.so libanvil_nccl.so; do  # device backend; nccl process-group backend
+  cp "$build/lib/$l" "$out/lib/"
+  strip "$out/lib/$l"
+done
+# shared libraries of the binaries, except the C runtime and CUDA's own (NCCL included)
+for f in "$out"/bin/* "$out"/lib/libanvil_cuda.so "$out"/lib/libanvil_nccl.so; do
   ldd "$f" | awk '/=> \// {print $3}'
 done | sort -u | grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnvrtc|libcudnn[^/]*|libnccl)\.so' |
   while read -r lib; do cp -L "$lib" "$out/lib/"; done

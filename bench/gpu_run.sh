@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the gpu-labelled tests from gpu_bundle/ (bench/gpu_bundle.sh) on the GPU machine, sharded
-# over the cores, with ANVIL_REQUIRE_GPU=1 (a skip is a failure). Prints per-shard summaries and
+# over the cores, with ANVIL_REQUIRE_GPU=1 (a skip is a failure; =2 on a machine with 2 GPUs, so
+# the 2-GPU nccl tests cannot skip either). Prints per-shard summaries and
 # the totals; exit status non-zero when any test failed.
 #   bench/gpu_run.sh [GTEST_FILTER]
 set -uo pipefail
@@ -8,8 +9,21 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 if [ "$root" != /work/main ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
 if [ ! -d "$root/gpu_bundle" ]; then tar -C "$root" -xJf "$root/gpu_bundle.tar.xz"; fi
 export LD_LIBRARY_PATH="$root/gpu_bundle/lib:${LD_LIBRARY_PATH:-}"
+# libanvil_nccl.so needs libnccl.so.2 (not packed: 200+ MB). When the loader does not know one,
+# use the copy PyTorch's wheels bring (nvidia/nccl/lib).
+if ! ldconfig -p 2>/dev/null | grep -q 'libnccl.so.2 ' && [ ! -e /usr/local/cuda/lib/libnccl.so.2 ] &&
+   [ ! -e /usr/local/cuda/lib64/libnccl.so.2 ]; then
+  nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+  if [ -n "$nccl_dir" ] && [ -e "$nccl_dir/libnccl.so.2" ]; then
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir"
+  else
+    echo "warning: no libnccl.so.2 found: the nccl tests (Nccl2Gpu.*) will fail to load the backend" >&2
+  fi
+fi
 export ANVIL_INCLUDE_DIR="$root/include" ANVIL_DEVICE_BACKEND_DIR="$root/gpu_bundle/lib"
 export ANVIL_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0
+# With 2 GPUs the 2-GPU tests (Nccl2Gpu.*: the nccl backend) must run, not skip.
+if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ]; then export ANVIL_REQUIRE_GPU=2; fi
 export ANVIL_CACHE_DIR=/tmp/anvil_gpu_cache
 export ANVIL_NVCC="${ANVIL_NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 shards=${ANVIL_GPU_SHARDS:-$(nproc)}

@@ -3,7 +3,9 @@
 
 #include <numeric>
 
+#include "core/allocator.h"
 #include "core/error.h"
+#include "core/storage.h"
 #include "dist/registry.h"
 
 namespace anvil::dist::functional {
@@ -24,11 +26,40 @@ void track(const Tensor& t, const std::shared_ptr<Work>& w) {
   WorkRegistry::instance().register_work(t, w);
 }
 
-/// A fresh contiguous copy of t (the buffer an out-of-place op works on).
+/// A new contiguous tensor of `sizes` on `device` (host memory zeroed; device memory left as
+/// it is: the collective writes all of it).
+Tensor new_tensor(const Shape& sizes, DType dtype, Device device) {
+  if (device.is_cpu()) return Tensor::empty(sizes, dtype);
+  int64_t n = 1;
+  for (int64_t d : sizes) n *= d;
+  auto st = Storage::allocate(static_cast<size_t>(n) * dtype_size(dtype), device, /*zero=*/false);
+  return Tensor(std::move(st), dtype, sizes, Tensor::contiguous_strides(sizes), 0);
+}
+
+/// A fresh contiguous copy of t on t's device (the buffer an out-of-place op works on). A
+/// device tensor is copied on its device, so it must be contiguous (host code cannot gather it).
 Tensor fresh_copy(const Tensor& t) {
   ANVIL_CHECK(t.defined(), "dist::functional", "the input tensor is undefined", "a tensor",
               "undefined");
-  return t.clone();
+  if (t.device().is_cpu()) return t.clone();
+  ANVIL_CHECK(t.is_contiguous(), "dist::functional",
+              str("a functional collective copies its device input, which must be contiguous (",
+                  t.device().str(), ")"),
+              "a contiguous tensor", t.type_str());
+  Tensor out = new_tensor(t.sizes(), t.dtype(), t.device());
+  if (t.nbytes() > 0)
+    device_allocator(t.device())
+        .copy(out.data_ptr(), t.device(), t.data_ptr(), t.device(), t.nbytes());
+  return out;
+}
+
+/// Host-side rearrangements (gather / scatter along a dim other than 0) read the tensor's
+/// elements; a device tensor is refused with a clear Error.
+void require_host_tensor(const Tensor& t, const char* where, const char* what) {
+  if (!t.device().is_cpu())
+    throw Error(str(what, " is done on the host and the tensor is on ", t.device().str(),
+                    "; use dim 0 for device tensors"),
+                where, "dim 0 (or a cpu tensor)", t.device().str());
 }
 
 }  // namespace
@@ -80,7 +111,7 @@ Shape gathered_shape(const Tensor& t, int64_t w) {
 Tensor all_gather_into_tensor(const Tensor& t, int64_t group_size, const std::string& group) {
   auto pg = group_of(group);
   check_group_size(*pg, group_size, "all_gather_into_tensor");
-  Tensor out = Tensor::empty(gathered_shape(t, group_size), t.dtype());
+  Tensor out = new_tensor(gathered_shape(t, group_size), t.dtype(), t.device());
   track(out, pg->all_gather_into_tensor(out, t));
   return out;
 }
@@ -98,7 +129,8 @@ std::vector<Tensor> all_gather_into_tensor_coalesced(const std::vector<Tensor>& 
   auto pg = group_of(group);
   check_group_size(*pg, group_size, "all_gather_into_tensor_coalesced");
   std::vector<Tensor> outs;
-  for (const auto& t : ts) outs.push_back(Tensor::empty(gathered_shape(t, group_size), t.dtype()));
+  for (const auto& t : ts)
+    outs.push_back(new_tensor(gathered_shape(t, group_size), t.dtype(), t.device()));
   auto w = pg->all_gather_into_tensor_coalesced(outs, ts);
   for (const auto& o : outs) track(o, w);
   return outs;
@@ -116,7 +148,7 @@ Tensor reduce_scatter_tensor(const Tensor& t, ReduceOp op, int64_t group_size,
                              const std::string& group) {
   auto pg = group_of(group);
   check_group_size(*pg, group_size, "reduce_scatter_tensor");
-  Tensor out = Tensor::empty(scattered_shape(t, group_size), t.dtype());
+  Tensor out = new_tensor(scattered_shape(t, group_size), t.dtype(), t.device());
   track(out, pg->reduce_scatter_tensor(out, t, op));
   return out;
 }
@@ -126,7 +158,8 @@ std::vector<Tensor> reduce_scatter_tensor_coalesced(const std::vector<Tensor>& t
   auto pg = group_of(group);
   check_group_size(*pg, group_size, "reduce_scatter_tensor_coalesced");
   std::vector<Tensor> outs;
-  for (const auto& t : ts) outs.push_back(Tensor::empty(scattered_shape(t, group_size), t.dtype()));
+  for (const auto& t : ts)
+    outs.push_back(new_tensor(scattered_shape(t, group_size), t.dtype(), t.device()));
   auto w = pg->reduce_scatter_tensor_coalesced(outs, ts, op);
   for (const auto& o : outs) track(o, w);
   return outs;
@@ -141,7 +174,7 @@ Tensor all_to_all_single(const Tensor& t, const std::optional<std::vector<int64_
               t.defined() ? t.type_str() : std::string("undefined"));
   Shape s = t.sizes();
   if (out_splits) s[0] = std::accumulate(out_splits->begin(), out_splits->end(), int64_t{0});
-  Tensor out = Tensor::empty(s, t.dtype());
+  Tensor out = new_tensor(s, t.dtype(), t.device());
   track(out, pg->all_to_all_single(out, t, out_splits.value_or(std::vector<int64_t>{}),
                                    in_splits.value_or(std::vector<int64_t>{})));
   return out;
@@ -181,7 +214,7 @@ Tensor permute_tensor(const Tensor& t, const std::vector<int64_t>& src_dst,
   in_splits[static_cast<size_t>(src_dst[static_cast<size_t>(me)])] = d0;
   for (int64_t s = 0; s < w; ++s)
     if (src_dst[static_cast<size_t>(s)] == me) out_splits[static_cast<size_t>(s)] = d0;
-  Tensor out = Tensor::empty(in.sizes(), t.dtype());
+  Tensor out = new_tensor(in.sizes(), t.dtype(), t.device());
   track(out, pg->all_to_all_single(out, in, out_splits, in_splits));
   return t.dim() == 0 ? out.view({}) : out;
 }
@@ -228,8 +261,10 @@ std::vector<AsyncTensor> all_reduce_coalesced(const std::vector<Tensor>& ts, con
 AsyncTensor all_gather_tensor(const Tensor& t, int64_t gather_dim, const std::string& group) {
   auto pg = group_of(group);
   const int64_t w = pg->size();
-  Tensor g = functional::all_gather_into_tensor(t, w, group);
   const int64_t d = t.dim() == 0 ? 0 : t.wrap_dim(gather_dim);
+  if (d != 0)  // refused before anything is posted
+    require_host_tensor(t, "dist::api::all_gather_tensor", "gathering along a dim other than 0");
+  Tensor g = functional::all_gather_into_tensor(t, w, group);
   if (d == 0) return AsyncTensor(g);
   const int64_t d0 = t.size(0), sd = t.size(d);
   return AsyncTensor(g, [w, d, d0, sd](const Tensor& gathered) {
@@ -258,6 +293,7 @@ namespace {
 Tensor chunks_to_front(const Tensor& t, int64_t dim, int64_t w, const std::string& where) {
   const int64_t d = t.wrap_dim(dim);
   if (d == 0) return t;
+  require_host_tensor(t, where.c_str(), "scattering along a dim other than 0");
   if (t.size(d) % w != 0)
     throw Error(
         str("dim ", d, " of the input (", t.size(d), ") is not divisible by the group size ", w),

@@ -1,5 +1,5 @@
 // ProcessGroup: a communicator over a fixed set of ranks, and the one interface every backend
-// (gloo, mpi, fake; nccl later) sits behind. Callers, the registries, functional collectives,
+// (gloo, mpi, fake, nccl) sits behind. Callers, the registries, functional collectives,
 // the interpreter and the runtime use only this interface.
 //
 // Every op first runs the argument checks of spec A on the caller's thread (defined, on the
@@ -33,6 +33,15 @@ struct GroupOptions {
   Millis timeout = kDefaultOpTimeout;
   /// Exchange a fingerprint before each collective and fail clearly on a mismatch.
   bool check_consistency = false;
+  // Device backends (nccl) only; host backends ignore these.
+  /// The GPU of this rank: -1 = LOCAL_RANK when the environment sets it, else the group rank.
+  int device_index = -1;
+  /// Create the communicator with the group instead of on its first op (ANVIL_NCCL_EAGER_INIT).
+  bool eager_init = false;
+  /// Work::wait_stream blocks the host until the op completed, so a failure or timeout is
+  /// raised there (c10d's TORCH_NCCL_BLOCKING_WAIT; ANVIL_NCCL_BLOCKING_WAIT). Off: it only
+  /// makes the stream wait, and the group's watchdog aborts a communicator whose op timed out.
+  bool blocking_wait = false;
 };
 
 /// A communicator over `size()` ranks. Thread-safe: any thread may post ops; they run in posting
@@ -50,7 +59,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::vector<int>& global_ranks() const { return global_ranks_; }
-  /// "gloo", "mpi", "fake".
+  /// "gloo", "mpi", "fake", "nccl".
   virtual std::string backend_name() const = 0;
   /// Where the group's tensors live: the CPU for host backends, one GPU for a device backend.
   /// The checks refuse a tensor elsewhere with an Error naming both devices.

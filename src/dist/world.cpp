@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "dist/fake_process_group.h"
+#include "dist/nccl_backend.h"
 #include "dist/registry.h"
 #include "dist/tcp_store.h"
 #ifdef ANVIL_HAVE_GLOO
@@ -38,6 +39,16 @@ int env_int(const char* name, const char* value, int lo) {
   }
   throw Error(str("environment variable ", name, " is not a valid number"), kWhere,
               str("an integer >= ", lo), str("'", value, "'"));
+}
+
+/// A 0/1 switch; anything else is an Error naming the variable.
+bool env_flag(const char* name) {
+  const char* v = env(name);
+  if (!v) return false;
+  const std::string s = v;
+  if (s == "1" || s == "0") return s == "1";
+  throw Error(str("environment variable ", name, " is not 0 or 1"), kWhere, "0 or 1",
+              str("'", s, "'"));
 }
 
 struct WorldState {
@@ -105,6 +116,8 @@ GroupOptions group_options_from_env() {
     o.timeout = Millis(static_cast<int64_t>(s * 1000.0 + 0.5));
   }
   if (const char* d = env("ANVIL_DIST_DEBUG")) o.check_consistency = std::string(d) != "0";
+  o.eager_init = env_flag("ANVIL_NCCL_EAGER_INIT");
+  o.blocking_wait = env_flag("ANVIL_NCCL_BLOCKING_WAIT");
   return o;
 }
 
@@ -115,6 +128,9 @@ std::vector<std::string> available_backends() {
 #endif
 #ifdef ANVIL_HAVE_MPI
   b.push_back("mpi");
+#endif
+#ifdef ANVIL_HAVE_NCCL
+  b.push_back("nccl");  // built; libanvil_nccl.so is loaded when a group is created
 #endif
   b.push_back("fake");
   return b;
@@ -134,6 +150,9 @@ std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend,
 #endif
 #ifdef ANVIL_HAVE_MPI
   if (backend == "mpi") return make_mpi_world(rank, size, options);
+#endif
+#ifdef ANVIL_HAVE_NCCL
+  if (backend == "nccl") return create_nccl_process_group(std::move(store), rank, size, options);
 #endif
   std::string list;
   for (const auto& b : available_backends()) list += (list.empty() ? "" : ", ") + b;
@@ -161,14 +180,15 @@ std::shared_ptr<ProcessGroup> init_world_from_env(const std::string& requested) 
     return st.world;
   }
   const WorldEnv e = read_world_env();
-  const GroupOptions opts = group_options_from_env();
+  GroupOptions opts = group_options_from_env();
+  if (opts.device_index < 0) opts.device_index = e.local_rank;  // nccl: rank r on cuda:LOCAL_RANK
   std::shared_ptr<Store> store;
-  if (backend == "gloo") {
+  if (backend == "gloo" || backend == "nccl") {
     if (e.master_port < 0)
-      throw Error(
-          "MASTER_PORT is not set (the gloo backend rendezvous through a TCP store "
-          "hosted by rank 0 on MASTER_ADDR:MASTER_PORT)",
-          kWhere, "MASTER_PORT", "unset");
+      throw Error(str("MASTER_PORT is not set (the ", backend,
+                      " backend rendezvous through a TCP store hosted by rank 0 on "
+                      "MASTER_ADDR:MASTER_PORT)"),
+                  kWhere, "MASTER_PORT", "unset");
     const std::string addr = e.master_addr.empty() ? "127.0.0.1" : e.master_addr;
     auto tcp = std::make_shared<TCPStore>(addr, e.master_port, e.rank == 0, opts.timeout);
     store = std::make_shared<PrefixStore>("anvil/world", tcp);

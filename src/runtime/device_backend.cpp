@@ -4,17 +4,15 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <mutex>
 #include <vector>
 
 #include "anvil/anvil_rt.h"
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/shared_library.h"
 
 namespace anvil::runtime {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -56,25 +54,6 @@ class BackendAllocator final : public DeviceAllocator {
 
 const char* type_name(Device::Type type) { return type == Device::Type::kCUDA ? "cuda" : "cpu"; }
 
-/// Folders to look in, in order (the dlopen search path comes last).
-std::vector<fs::path> search_dirs() {
-  std::vector<fs::path> dirs;
-  if (const char* d = std::getenv("ANVIL_DEVICE_BACKEND_DIR"); d && *d) dirs.emplace_back(d);
-  Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&device_backend_library), &info) && info.dli_fname) {
-    std::error_code ec;
-    fs::path self = fs::canonical(fs::path(info.dli_fname), ec);
-    if (!ec) {
-      dirs.push_back(self.parent_path());
-      dirs.push_back(self.parent_path().parent_path() / "lib");
-    }
-  }
-#ifdef ANVIL_DEVICE_BACKEND_BUILD_DIR
-  dirs.emplace_back(ANVIL_DEVICE_BACKEND_BUILD_DIR);  // the build tree's lib/ (tests, the CLI)
-#endif
-  return dirs;
-}
-
 struct Loaded {
   std::mutex mu;
   const AnvilDeviceApi* api[2] = {nullptr, nullptr};
@@ -108,21 +87,7 @@ const AnvilDeviceApi& device_backend(Device::Type type) {
   if (l.api[t]) return *l.api[t];
   const std::string lib = device_backend_library(type);
   std::string looked, last_error;
-  void* handle = nullptr;
-  for (const fs::path& d : search_dirs()) {
-    const fs::path p = d / lib;
-    looked += (looked.empty() ? "" : ", ") + p.string();
-    std::error_code ec;
-    if (!fs::exists(p, ec)) continue;
-    handle = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle) break;
-    last_error = ::dlerror();
-  }
-  if (!handle) {
-    handle = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-    looked += ", the dynamic loader's search path";
-    if (!handle && last_error.empty()) last_error = ::dlerror();
-  }
+  void* handle = open_anvil_library(lib, looked, last_error);
   if (!handle)
     throw Error(str("the ", type_name(type), " device backend (", lib,
                     ") cannot be loaded: anvil was built without it, or it is not installed "

@@ -13,7 +13,8 @@ namespace anvil::runtime {
 
 /// The backend of device type `type` (not kCPU), loaded on first use and registered as the
 /// type's allocator (core/allocator.h). The library is looked for in $ANVIL_DEVICE_BACKEND_DIR,
-/// beside the binary holding the runtime and in its ../lib, then on the loader's search path.
+/// beside anvil's libraries and in their ../lib, the build tree, then on the loader's search
+/// path (core/shared_library.h, the search the nccl backend uses too).
 /// Throws Error naming the library and every place looked when it is missing or does not match
 /// this runtime.
 const AnvilDeviceApi& device_backend(Device::Type type);

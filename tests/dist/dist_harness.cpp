@@ -72,7 +72,10 @@ Proc start(const std::vector<std::string>& argv, const std::map<std::string, std
   std::vector<std::string> envs;
   for (char** e = environ; e && *e; ++e) {
     const std::string s = *e;
-    if (!env.count(s.substr(0, s.find('=')))) envs.push_back(s);
+    const std::string key = s.substr(0, s.find('='));
+    // A sharded parent (bench/gpu_run.sh) must not shard its ranks: their filter names one test.
+    if (key == "GTEST_TOTAL_SHARDS" || key == "GTEST_SHARD_INDEX") continue;
+    if (!env.count(key)) envs.push_back(s);
   }
   for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
   std::vector<char*> a, e;

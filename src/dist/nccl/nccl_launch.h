@@ -1,0 +1,30 @@
+// The NCCL calls of one op, as NcclProcessGroup::post runs them (internal to src/dist/nccl).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dist/nccl/nccl_process_group.h"
+#include "dist/nccl/nccl_state.h"
+
+namespace anvil::dist {
+
+struct NcclProcessGroup::Launch {
+  /// One NCCL call on the group's communicator and stream; `what` names it in messages.
+  struct Call {
+    std::string what;
+    std::function<ncclResult_t(ncclComm_t comm, cudaStream_t stream)> fn;
+  };
+  std::vector<Call> calls;
+  /// Between ncclGroupStart / ncclGroupEnd (coalesced ops, all_to_all's sends and receives).
+  bool grouped = false;
+  /// Queued on the group's stream before the calls (all_to_all's block to itself); may be empty.
+  std::function<cudaError_t(cudaStream_t stream)> before;
+
+  /// Runs the calls (mu held, device set); throws Error after aborting the communicator when a
+  /// call fails or does not complete its enqueue by `deadline`.
+  void run(nccl::NcclState& st, nccl::Clock::time_point deadline, const std::string& where) const;
+};
+
+}  // namespace anvil::dist

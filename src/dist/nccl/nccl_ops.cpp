@@ -1,0 +1,326 @@
+// NcclProcessGroup's ops: each becomes a Launch (NCCL calls on the group's communicator and
+// stream) posted by NcclProcessGroup::post. Arguments the interface already checked (device,
+// shapes, splits, ranks) are not checked again; what NCCL adds is checked here, before the op
+// takes a sequence number, so every rank refuses the same call the same way: contiguity, the
+// dtypes and reduce ops NCCL reduces, and send / recv tags.
+#include <cstdint>
+
+#include "core/error.h"
+#include "dist/nccl/nccl_launch.h"
+#include "dist/reduce.h"
+
+namespace anvil::dist {
+
+using Launch = NcclProcessGroup::Launch;
+
+namespace {
+
+void require_contiguous(const Tensor& t, const std::string& where, const std::string& role) {
+  if (!t.is_contiguous())
+    throw Error(str("the nccl backend needs contiguous tensors, and the ", role,
+                    " tensor is not (make a contiguous copy on the device first)"),
+                where, "a contiguous tensor", t.type_str());
+}
+
+/// The NCCL type a reduction of `dt` runs in.
+ncclDataType_t reduce_type(DType dt, const std::string& where) {
+  switch (dt) {
+    case DType::kBool:  // 0 / 1 bytes: or = max, and = min
+    case DType::kUInt8:
+      return ncclUint8;
+    case DType::kInt8:
+      return ncclInt8;
+    case DType::kInt32:
+      return ncclInt32;
+    case DType::kInt64:
+      return ncclInt64;
+    case DType::kFloat16:
+      return ncclFloat16;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
+    default:
+      throw Error(str("NCCL cannot reduce ", dtype_name(dt), " tensors"), where,
+                  "bool, u8, i8, i32, i64, f16, bf16, f32 or f64 (all_gather, broadcast, "
+                  "all_to_all and send / recv move any collective dtype)",
+                  dtype_name(dt));
+  }
+}
+
+/// The NCCL reduction of `op` on `dt` (the interface checked that op suits dt).
+ncclRedOp_t reduce_op(DType dt, ReduceOp op, const std::string& where) {
+  if (dt == DType::kBool) {
+    if (op == ReduceOp::kSum || op == ReduceOp::kBor || op == ReduceOp::kMax) return ncclMax;
+    if (op == ReduceOp::kProduct || op == ReduceOp::kBand || op == ReduceOp::kMin) return ncclMin;
+  }
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kProduct:
+      return ncclProd;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kMax:
+      return ncclMax;
+    default:
+      throw Error(str("NCCL has no bitwise reduction (", reduce_op_name(op), " on ",
+                      dtype_name(dt), ")"),
+                  where, "sum, avg, product, min or max (band / bor on bool)",
+                  reduce_op_name(op));
+  }
+}
+
+/// The calls of an all_reduce of `t`.
+Launch::Call all_reduce_call(const Tensor& t, ReduceOp op, const std::string& where) {
+  const ncclDataType_t type = reduce_type(t.dtype(), where);
+  const ncclRedOp_t rop = reduce_op(t.dtype(), op, where);
+  void* p = t.data_ptr();
+  const size_t n = static_cast<size_t>(t.numel());
+  return {"ncclAllReduce", [=](ncclComm_t c, cudaStream_t s) {
+            return ncclAllReduce(p, p, n, type, rop, c, s);
+          }};
+}
+
+Launch::Call all_gather_call(const Tensor& out, const Tensor& in) {
+  const void* src = in.data_ptr();
+  void* dst = out.data_ptr();
+  const size_t bytes = in.nbytes();  // moved as bytes: any dtype
+  return {"ncclAllGather", [=](ncclComm_t c, cudaStream_t s) {
+            return ncclAllGather(src, dst, bytes, ncclUint8, c, s);
+          }};
+}
+
+Launch::Call reduce_scatter_call(const Tensor& out, const Tensor& in, ReduceOp op,
+                                 const std::string& where) {
+  const ncclDataType_t type = reduce_type(in.dtype(), where);
+  const ncclRedOp_t rop = reduce_op(in.dtype(), op, where);
+  const void* src = in.data_ptr();
+  void* dst = out.data_ptr();
+  const size_t n = static_cast<size_t>(out.numel());
+  return {"ncclReduceScatter", [=](ncclComm_t c, cudaStream_t s) {
+            return ncclReduceScatter(src, dst, n, type, rop, c, s);
+          }};
+}
+
+}  // namespace
+
+void Launch::run(nccl::NcclState& st, nccl::Clock::time_point deadline,
+                 const std::string& where) const {
+  if (before) {
+    const cudaError_t e = before(st.stream);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      const std::string m = nccl::cuda_message(e);
+      st.abort_locked(str(where, ": a device copy failed: ", m));
+      throw Error("a device copy of the op failed; the group is unusable", where, "cudaSuccess",
+                  m);
+    }
+  }
+  if (!grouped) {
+    for (const Call& c : calls) st.check(c.fn(st.comm, st.stream), deadline, c.what, where);
+    return;
+  }
+  if (calls.empty()) return;
+  st.check(ncclGroupStart(), deadline, "ncclGroupStart", where);
+  ncclResult_t first = ncclSuccess;
+  std::string what;
+  for (const Call& c : calls) {
+    const ncclResult_t r = c.fn(st.comm, st.stream);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      first = r;
+      what = c.what;
+      break;
+    }
+  }
+  const ncclResult_t end = ncclGroupEnd();  // always closes the group
+  if (first != ncclSuccess) st.check(first, deadline, what, where);
+  st.check(end, deadline, "ncclGroupEnd (the op's grouped NCCL calls)", where);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_all_reduce(Tensor& t, ReduceOp op,
+                                                         const OpOptions& opts) {
+  const std::string w = where(OpType::kAllReduce, 0);
+  require_contiguous(t, w, "input");
+  Launch l;
+  Launch::Call c = all_reduce_call(t, op, w);  // checks dtype and op even when empty
+  if (t.numel() > 0) l.calls.push_back(std::move(c));
+  return post(OpType::kAllReduce, opts, {t}, {}, -1, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_all_reduce_coalesced(std::vector<Tensor>& ts,
+                                                                   ReduceOp op,
+                                                                   const OpOptions& opts) {
+  const std::string w = where(OpType::kAllReduceCoalesced, 0);
+  Launch l;
+  l.grouped = true;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    require_contiguous(ts[i], w, str("input ", i));
+    Launch::Call c = all_reduce_call(ts[i], op, w);  // checks dtype and op even when empty
+    if (ts[i].numel() > 0) l.calls.push_back(std::move(c));
+  }
+  return post(OpType::kAllReduceCoalesced, opts, ts, {}, -1, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_all_gather(Tensor& out, const Tensor& in,
+                                                         const OpOptions& opts) {
+  const std::string w = where(OpType::kAllGather, 0);
+  require_contiguous(in, w, "input");
+  require_contiguous(out, w, "output");
+  Launch l;
+  if (in.numel() > 0) l.calls.push_back(all_gather_call(out, in));
+  return post(OpType::kAllGather, opts, {out}, {in}, -1, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_all_gather_coalesced(
+    std::vector<Tensor>& outs, const std::vector<Tensor>& ins, const OpOptions& opts) {
+  const std::string w = where(OpType::kAllGatherCoalesced, 0);
+  Launch l;
+  l.grouped = true;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    require_contiguous(ins[i], w, str("input ", i));
+    require_contiguous(outs[i], w, str("output ", i));
+    if (ins[i].numel() > 0) l.calls.push_back(all_gather_call(outs[i], ins[i]));
+  }
+  return post(OpType::kAllGatherCoalesced, opts, outs, ins, -1, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_reduce_scatter(Tensor& out, const Tensor& in,
+                                                             ReduceOp op, const OpOptions& opts) {
+  const std::string w = where(OpType::kReduceScatter, 0);
+  require_contiguous(in, w, "input");
+  require_contiguous(out, w, "output");
+  Launch l;
+  Launch::Call c = reduce_scatter_call(out, in, op, w);
+  if (out.numel() > 0) l.calls.push_back(std::move(c));
+  return post(OpType::kReduceScatter, opts, {out}, {in}, -1, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_reduce_scatter_coalesced(
+    std::vector<Tensor>& outs, const std::vector<Tensor>& ins, ReduceOp op,
+    const OpOptions& opts) {
+  const std::string w = where(OpType::kReduceScatterCoalesced, 0);
+  Launch l;
+  l.grouped = true;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    require_contiguous(ins[i], w, str("input ", i));
+    require_contiguous(outs[i], w, str("output ", i));
+    Launch::Call c = reduce_scatter_call(outs[i], ins[i], op, w);
+    if (outs[i].numel() > 0) l.calls.push_back(std::move(c));
+  }
+  return post(OpType::kReduceScatterCoalesced, opts, outs, ins, -1, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_all_to_all(Tensor& out, const Tensor& in,
+                                                         const AllToAllCounts& counts,
+                                                         const OpOptions& opts) {
+  const std::string w = where(OpType::kAllToAll, 0);
+  require_contiguous(in, w, "input");
+  require_contiguous(out, w, "output");
+  const size_t me = static_cast<size_t>(rank());
+  if (counts.in_counts[me] != counts.out_counts[me])
+    throw Error("the block this rank sends itself must be as large as the block it receives "
+                "from itself",
+                w, str(counts.in_counts[me], " elements (input split of rank ", rank(), ")"),
+                str(counts.out_counts[me], " elements (output split)"));
+  const size_t esz = in.element_size();
+  const char* src = static_cast<const char*>(in.data_ptr());
+  char* dst = static_cast<char*>(out.data_ptr());
+  Launch l;
+  l.grouped = true;
+  size_t in_off = 0, out_off = 0;
+  for (int j = 0; j < size(); ++j) {
+    const size_t ib = static_cast<size_t>(counts.in_counts[static_cast<size_t>(j)]) * esz;
+    const size_t ob = static_cast<size_t>(counts.out_counts[static_cast<size_t>(j)]) * esz;
+    const char* s = src + in_off;
+    char* d = dst + out_off;
+    if (j == rank()) {
+      if (ib > 0)
+        l.before = [=](cudaStream_t stream) {
+          return cudaMemcpyAsync(d, s, ib, cudaMemcpyDeviceToDevice, stream);
+        };
+    } else {
+      if (ib > 0)
+        l.calls.push_back({str("ncclSend to rank ", j), [=](ncclComm_t c, cudaStream_t st) {
+                             return ncclSend(s, ib, ncclUint8, j, c, st);
+                           }});
+      if (ob > 0)
+        l.calls.push_back({str("ncclRecv from rank ", j), [=](ncclComm_t c, cudaStream_t st) {
+                             return ncclRecv(d, ob, ncclUint8, j, c, st);
+                           }});
+    }
+    in_off += ib;
+    out_off += ob;
+  }
+  return post(OpType::kAllToAll, opts, {out}, {in}, -1, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_broadcast(Tensor& t, int src,
+                                                        const OpOptions& opts) {
+  const std::string w = where(OpType::kBroadcast, 0);
+  require_contiguous(t, w, "input");
+  void* p = t.data_ptr();
+  const size_t bytes = t.nbytes();
+  Launch l;
+  if (bytes > 0)
+    l.calls.push_back({"ncclBroadcast", [=](ncclComm_t c, cudaStream_t s) {
+                         return ncclBroadcast(p, p, bytes, ncclUint8, src, c, s);
+                       }});
+  return post(OpType::kBroadcast, opts, {t}, {}, -1, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_barrier(const OpOptions& opts) {
+  float* buf = st_->barrier_buf;
+  Launch l;
+  l.calls.push_back({"ncclAllReduce (barrier)", [=](ncclComm_t c, cudaStream_t s) {
+                       return ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, s);
+                     }});
+  return post(OpType::kBarrier, opts, {}, {}, -1, l);
+}
+
+namespace {
+
+void require_tag_zero(int tag, const std::string& where) {
+  if (tag != 0)
+    throw Error("NCCL has no message tags: send / recv of the nccl backend take tag 0 only, and "
+                "pairs between two ranks match in the order they are posted",
+                where, "tag 0", std::to_string(tag));
+}
+
+}  // namespace
+
+std::shared_ptr<Work> NcclProcessGroup::issue_send(const Tensor& t, int dst, int tag,
+                                                   const OpOptions& opts) {
+  const std::string w = where(OpType::kSend, 0);
+  require_tag_zero(tag, w);
+  require_contiguous(t, w, "input");
+  const void* p = t.data_ptr();
+  const size_t bytes = t.nbytes();
+  Launch l;  // an empty message moves nothing (its recv, of the same size, is empty too)
+  if (bytes > 0)
+    l.calls.push_back({str("ncclSend to rank ", dst), [=](ncclComm_t c, cudaStream_t s) {
+                         return ncclSend(p, bytes, ncclUint8, dst, c, s);
+                       }});
+  return post(OpType::kSend, opts, {}, {t}, dst, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_recv(Tensor& t, int src, int tag,
+                                                   const OpOptions& opts) {
+  const std::string w = where(OpType::kRecv, 0);
+  require_tag_zero(tag, w);
+  require_contiguous(t, w, "output");
+  void* p = t.data_ptr();
+  const size_t bytes = t.nbytes();
+  Launch l;
+  if (bytes > 0)
+    l.calls.push_back({str("ncclRecv from rank ", src), [=](ncclComm_t c, cudaStream_t s) {
+                         return ncclRecv(p, bytes, ncclUint8, src, c, s);
+                       }});
+  return post(OpType::kRecv, opts, {t}, {}, src, l);
+}
+
+}  // namespace anvil::dist

@@ -1,0 +1,222 @@
+// NcclProcessGroup: construction (GPU check, unique id through the store), posting an op,
+// sub-groups, shutdown, and the library's entry point (dist/nccl_backend.h).
+#include "dist/nccl/nccl_process_group.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+#include "dist/nccl/nccl_launch.h"
+#include "dist/nccl/nccl_state.h"
+#include "dist/nccl_backend.h"
+
+namespace anvil::dist {
+
+using nccl::Clock;
+using nccl::cuda_message;
+using nccl::use_device;
+using nccl::nccl_message;
+
+namespace {
+
+constexpr const char* kIdKey = "nccl/unique_id";
+
+/// The GPU of this rank: the option, else LOCAL_RANK, else the group rank; checked against the
+/// GPUs present.
+int pick_device(const GroupOptions& o, int rank, const std::string& where) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    throw Error("the nccl backend needs a CUDA GPU, and none is usable here", where,
+                "a CUDA device", e != cudaSuccess ? cuda_message(e) : std::string("0 devices"));
+  }
+  int device = o.device_index;
+  const char* local = std::getenv("LOCAL_RANK");
+  if (device < 0 && local && *local) device = std::atoi(local);
+  if (device < 0) device = rank;
+  if (device >= count)
+    throw Error(str("cuda:", device, " does not exist (this machine has ", count,
+                    " GPU(s)); one GPU per rank: set GroupOptions::device_index or LOCAL_RANK"),
+                where, str("a device index below ", count), std::to_string(device));
+  return device;
+}
+
+}  // namespace
+
+NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int size,
+                                   std::vector<int> global_ranks, GroupOptions options)
+    : ProcessGroup(rank, size, std::move(global_ranks), options),
+      store_(std::move(store)),
+      st_(std::make_shared<nccl::NcclState>()) {
+  const std::string w = str("nccl group (rank ", rank, " of ", size, ")");
+  ANVIL_CHECK(store_ != nullptr, w, "the nccl backend rendezvous through a store", "a store",
+              "null");
+  st_->device = pick_device(options, rank, w);
+  st_->rank = rank;
+  st_->size = size;
+  st_->global_ranks = this->global_ranks();
+  st_->blocking_wait = options.blocking_wait;
+  // NVLink multicast (NVLS) stays off unless the user asked for it explicitly.
+  ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+
+  // The unique id: made by rank 0, read by the others (bounded by the store's timeout).
+  if (rank == 0) {
+    const ncclResult_t r = ncclGetUniqueId(&st_->id);
+    if (r != ncclSuccess)
+      throw Error("ncclGetUniqueId failed", w, "ncclSuccess", nccl_message(r));
+    store_->set(kIdKey, std::string(st_->id.internal, sizeof(st_->id.internal)));
+  } else {
+    std::string id;
+    try {
+      id = store_->get(kIdKey);
+    } catch (const Error& e) {
+      throw Error(str("rank 0 of the nccl group never published its unique id (is rank 0 "
+                      "alive and creating the same group?): ",
+                      e.what()),
+                  w, "the unique id in the store", "none");
+    }
+    if (id.size() != sizeof(st_->id.internal))
+      throw Error("the nccl unique id in the store has the wrong size", w,
+                  std::to_string(sizeof(st_->id.internal)), std::to_string(id.size()));
+    std::memcpy(st_->id.internal, id.data(), id.size());
+  }
+
+  use_device(st_->device);
+  auto cuda_check = [&](cudaError_t e, const char* what) {
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw Error(str("the nccl backend cannot ", what, " on cuda:", st_->device), w,
+                  "cudaSuccess", cuda_message(e));
+    }
+  };
+  cuda_check(cudaStreamCreateWithFlags(&st_->stream, cudaStreamNonBlocking), "create its stream");
+  cuda_check(cudaEventCreateWithFlags(&st_->ready, cudaEventDisableTiming), "create an event");
+  cuda_check(cudaMalloc(reinterpret_cast<void**>(&st_->barrier_buf), sizeof(float)),
+             "allocate its barrier buffer");
+  st_->start_watchdog();
+  if (options.eager_init) {
+    try {
+      std::lock_guard<std::mutex> lk(st_->mu);
+      st_->ensure_comm(Clock::now() + options.timeout, w);
+    } catch (...) {
+      shutdown(Millis(0));
+      throw;
+    }
+  }
+}
+
+NcclProcessGroup::~NcclProcessGroup() {
+  shutdown(timeout());  // never throws
+  (void)cudaSetDevice(st_->device);
+  if (st_->barrier_buf) (void)cudaFree(st_->barrier_buf);
+  if (st_->ready) (void)cudaEventDestroy(st_->ready);
+  if (st_->stream) (void)cudaStreamDestroy(st_->stream);
+}
+
+Device NcclProcessGroup::device() const { return Device::cuda(st_->device); }
+
+uint64_t NcclProcessGroup::sequence_number() const { return st_->seq.load(); }
+
+bool NcclProcessGroup::shutdown(Millis grace) {
+  const bool drained = st_->drain(Clock::now() + grace);
+  st_->stop_watchdog_thread();
+  std::lock_guard<std::mutex> lk(st_->mu);
+  if (st_->comm) {
+    // Released with ncclCommAbort even after a full drain: ncclCommFinalize / ncclCommDestroy
+    // are intra-node collectives, and ranks may shut their groups down in different orders (at
+    // exit the registry's order is not the same on every rank), which could hang. With nothing
+    // in flight, abort only frees the communicator's resources.
+    st_->abort_locked(drained ? std::string("the group was shut down")
+                              : str("group '", name(), "' was shut down with ops in flight"));
+  }
+  if (st_->broken.empty()) st_->broken = "the group was shut down";
+  return drained;
+}
+
+std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
+                                             std::vector<Tensor> outputs,
+                                             std::vector<Tensor> inputs, int peer,
+                                             const Launch& launch) {
+  const Millis timeout = op_timeout(opts);
+  std::lock_guard<std::mutex> lk(st_->mu);
+  const uint64_t seq = ++st_->seq;
+  auto work = std::make_shared<Work>(op, seq, where(op, seq));
+  const std::string& w = work->where();
+  try {
+    if (!st_->broken.empty())
+      throw Error(str("the nccl group is unusable after an earlier failure: ", st_->broken), w);
+    const auto deadline = Clock::now() + timeout;
+    st_->comm_name = name();
+    use_device(st_->device);
+    st_->ensure_comm(deadline, w);
+    auto cuda = [&](cudaError_t e, const std::string& what) {
+      if (e == cudaSuccess) return;
+      (void)cudaGetLastError();
+      const std::string m = cuda_message(e);
+      st_->abort_locked(str(w, ": ", what, " failed: ", m));
+      throw Error(str(what, " failed; the group is unusable"), w, "cudaSuccess", m);
+    };
+    // The op starts after the work queued so far on the caller's stream (none given: on the
+    // legacy default stream).
+    cudaStream_t caller = opts.stream ? static_cast<cudaStream_t>(opts.stream) : cudaStreamLegacy;
+    cuda(cudaEventRecord(st_->ready, caller),
+         opts.stream ? "recording the caller's stream (is it a stream of the group's GPU?)"
+                     : "recording the default stream");
+    cuda(cudaStreamWaitEvent(st_->stream, st_->ready, 0), "ordering after the caller's stream");
+    launch.run(*st_, deadline, w);
+    cudaEvent_t ev = nullptr;
+    cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "creating the op's event");
+    const cudaError_t rec = cudaEventRecord(ev, st_->stream);
+    if (rec != cudaSuccess) (void)cudaEventDestroy(ev);
+    cuda(rec, "recording the op's event");
+    std::vector<Tensor> keep = std::move(inputs);
+    keep.insert(keep.end(), outputs.begin(), outputs.end());
+    auto event = std::make_shared<nccl::NcclEvent>(st_, ev, w, deadline, timeout, peer,
+                                                   std::move(keep));
+    st_->add_pending(event);
+    work->set_result(std::move(outputs));
+    if (op == OpType::kRecv) work->set_source_rank(peer);
+    work->finish_on(std::move(event));
+  } catch (...) {
+    work->finish(std::current_exception());
+  }
+  return work;
+}
+
+std::shared_ptr<ProcessGroup> NcclProcessGroup::make_subgroup(const std::vector<int>& members,
+                                                              const std::string& name) {
+  int my = -1;
+  std::vector<int> globals;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] == rank()) my = static_cast<int>(i);
+    globals.push_back(global_ranks()[static_cast<size_t>(members[i])]);
+  }
+  std::shared_ptr<ProcessGroup> sub;
+  if (my >= 0) {
+    GroupOptions o = options();
+    o.device_index = st_->device;  // the sub-group uses this rank's GPU
+    auto sub_store = std::make_shared<PrefixStore>(str("subgroup/", name), store_);
+    sub = std::make_shared<NcclProcessGroup>(sub_store, my, static_cast<int>(members.size()),
+                                             globals, o);
+  }
+  // Every member of this group waits until the sub-group's members read their unique id, so
+  // no rank leaves (and rank 0 never takes the store down) while others still rendezvous.
+  store_barrier(*store_, str("subgroup/", name, "/created"), rank(), size(), store_->timeout());
+  return sub;
+}
+
+}  // namespace anvil::dist
+
+/// The library's entry point (dist/nccl_backend.h).
+extern "C" __attribute__((visibility("default"))) void anvil_nccl_create_group(
+    anvil::dist::NcclGroupArgs* args) {
+  using anvil::Error;
+  if (!args || args->abi != anvil::dist::kNcclBackendAbi)
+    throw Error("libanvil_nccl.so was built for another anvil (backend ABI mismatch); rebuild",
+                "dist::create_process_group(\"nccl\")",
+                std::to_string(anvil::dist::kNcclBackendAbi),
+                args ? std::to_string(args->abi) : std::string("null"));
+  args->group = std::make_shared<anvil::dist::NcclProcessGroup>(
+      args->store, args->rank, args->size, args->global_ranks, args->options);
+}

@@ -1,0 +1,328 @@
+// NcclState and NcclEvent (nccl_state.h): communicator creation, failure detection, abort.
+#include "dist/nccl/nccl_state.h"
+
+#include "core/error.h"
+
+namespace anvil::dist::nccl {
+
+namespace {
+
+const char* nccl_result_name(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess:
+      return "ncclSuccess";
+    case ncclUnhandledCudaError:
+      return "ncclUnhandledCudaError";
+    case ncclSystemError:
+      return "ncclSystemError";
+    case ncclInternalError:
+      return "ncclInternalError";
+    case ncclInvalidArgument:
+      return "ncclInvalidArgument";
+    case ncclInvalidUsage:
+      return "ncclInvalidUsage";
+    case ncclRemoteError:
+      return "ncclRemoteError";
+    case ncclInProgress:
+      return "ncclInProgress";
+    default:
+      return "ncclResult";
+  }
+}
+
+/// Sleeps a little longer the longer a poll has gone on (spins first: most ops finish fast).
+void backoff(int round) {
+  if (round < 64)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::microseconds(round < 1000 ? 20 : 200));
+}
+
+}  // namespace
+
+std::string cuda_message(cudaError_t e) {
+  return str(cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+}
+
+std::string nccl_message(ncclResult_t r) {
+  std::string m = str(nccl_result_name(r), " (", static_cast<int>(r), "): ", ncclGetErrorString(r));
+  const char* last = ncclGetLastError(nullptr);
+  if (last && *last) m += str(" (NCCL: ", last, ")");
+  return m;
+}
+
+void use_device(int device) {
+  const cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error(str("cannot make cuda:", device, " the current device"), "nccl backend",
+                "cudaSuccess", cuda_message(e));
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// NcclState
+
+void NcclState::ensure_comm(Clock::time_point deadline, const std::string& where) {
+  if (comm) return;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;  // no NCCL call may hang this thread: ncclInProgress is polled, bounded
+  cfg.commName = comm_name.c_str();
+  const ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &cfg);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    const std::string m = nccl_message(r);
+    abort_locked(str(where, ": creating the NCCL communicator failed: ", m));
+    throw Error("creating the NCCL communicator failed", where, "ncclSuccess", m);
+  }
+  wait_ready(deadline,
+             str("creating the NCCL communicator (every rank of the group takes part; waiting on ",
+                 peers(-1), ")"),
+             where);
+}
+
+void NcclState::wait_ready(Clock::time_point deadline, const std::string& what,
+                           const std::string& where) {
+  for (int round = 0;; ++round) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    if (r != ncclSuccess) state = r;
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) {
+      const std::string m = nccl_message(state);
+      abort_locked(str(where, ": ", what, " failed: ", m));
+      throw Error(str(what, " failed (the op's peers: ", peers(-1),
+                      "); the NCCL communicator was aborted and the group is unusable"),
+                  where, "ncclSuccess", m);
+    }
+    if (Clock::now() > deadline) {
+      abort_locked(str(where, ": ", what, " timed out"));
+      throw Error(str(what, " timed out (the op's timeout passed; the op's peers: ", peers(-1),
+                      "); the NCCL communicator was aborted and the group is unusable"),
+                  where, "completion within the op's timeout", "still in progress");
+    }
+    backoff(round);
+  }
+}
+
+void NcclState::check(ncclResult_t r, Clock::time_point deadline, const std::string& what,
+                      const std::string& where) {
+  if (r == ncclSuccess) return;
+  if (r == ncclInProgress) {
+    wait_ready(deadline, what, where);
+    return;
+  }
+  const std::string m = nccl_message(r);
+  abort_locked(str(where, ": ", what, " failed: ", m));
+  throw Error(str(what, " failed (the op's peers: ", peers(-1),
+                  "); the NCCL communicator was aborted and the group is unusable"),
+              where, "ncclSuccess", m);
+}
+
+void NcclState::abort(const std::string& reason) {
+  std::lock_guard<std::mutex> lk(mu);
+  abort_locked(reason);
+}
+
+void NcclState::abort_locked(const std::string& reason) {
+  if (broken.empty()) broken = reason;
+  std::deque<std::shared_ptr<NcclEvent>> failing;
+  {
+    std::lock_guard<std::mutex> lk(pmu);
+    // Ops the device already passed keep their success; the rest fail with the first reason.
+    for (auto& e : pending) e->fail_if_pending("");
+    failing.swap(pending);
+  }
+  if (comm && !aborted) {  // NCCL's kernels stop waiting for peers
+    (void)cudaSetDevice(device);  // on the group's device, whichever thread found the failure
+    (void)ncclCommAbort(comm);
+  }
+  aborted = true;
+  comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(pmu);
+    for (auto& e : failing) e->fail_if_pending(str("aborted with its group: ", broken));
+  }
+  pcv.notify_all();
+}
+
+std::string NcclState::async_error() {
+  std::unique_lock<std::mutex> lk(mu, std::try_to_lock);
+  if (!lk.owns_lock() || !comm || aborted) return "";
+  ncclResult_t state = ncclSuccess;
+  if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return "";
+  if (state == ncclSuccess || state == ncclInProgress) return "";
+  return nccl_message(state);
+}
+
+std::string NcclState::peers(int peer) const {
+  if (peer >= 0)
+    return str("rank ", peer, " (world rank ", global_ranks[static_cast<size_t>(peer)], ")");
+  std::string r, g;
+  int n = 0;
+  for (int i = 0; i < size; ++i) {
+    if (i == rank) continue;
+    r += (n ? ", " : "") + std::to_string(i);
+    g += (n ? ", " : "") + std::to_string(global_ranks[static_cast<size_t>(i)]);
+    ++n;
+  }
+  if (n == 0) return "no other rank";
+  return str(n == 1 ? "rank " : "ranks ", r, n == 1 ? " (world rank " : " (world ranks ", g, ")");
+}
+
+void NcclState::add_pending(std::shared_ptr<NcclEvent> e) {
+  {
+    std::lock_guard<std::mutex> lk(pmu);
+    pending.push_back(std::move(e));
+  }
+  pcv.notify_all();
+}
+
+bool NcclState::drain(Clock::time_point deadline) {
+  for (int round = 0;; ++round) {
+    std::vector<std::shared_ptr<NcclEvent>> snap;
+    {
+      std::lock_guard<std::mutex> lk(pmu);
+      snap.assign(pending.begin(), pending.end());
+    }
+    for (auto& e : snap) {
+      try {
+        e->query();
+      } catch (const std::exception&) {  // the op failed: settled
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lk(pmu);
+      std::erase_if(pending, [](const std::shared_ptr<NcclEvent>& e) { return e->settled(); });
+      if (pending.empty()) return true;
+    }
+    if (Clock::now() > deadline) return false;
+    backoff(round);
+  }
+}
+
+void NcclState::start_watchdog() {
+  watchdog = std::thread([this] {
+    (void)cudaSetDevice(device);  // else this thread's CUDA calls would open a context on GPU 0
+    std::unique_lock<std::mutex> lk(pmu);
+    while (!stop_watchdog) {
+      pcv.wait_for(lk, std::chrono::milliseconds(pending.empty() ? 200 : 10));
+      if (stop_watchdog || pending.empty()) continue;
+      std::vector<std::shared_ptr<NcclEvent>> snap(pending.begin(), pending.end());
+      lk.unlock();
+      for (auto& e : snap) {
+        try {
+          e->query();  // a passed deadline or an asynchronous error aborts the communicator
+        } catch (const std::exception&) {
+        }
+      }
+      snap.clear();  // the tensors of passed ops are released outside the lock
+      lk.lock();
+      std::erase_if(pending, [](const std::shared_ptr<NcclEvent>& e) { return e->settled(); });
+    }
+  });
+}
+
+void NcclState::stop_watchdog_thread() {
+  {
+    std::lock_guard<std::mutex> lk(pmu);
+    stop_watchdog = true;
+  }
+  pcv.notify_all();
+  if (watchdog.joinable()) watchdog.join();
+}
+
+// ------------------------------------------------------------------------------------------
+// NcclEvent
+
+NcclEvent::NcclEvent(std::shared_ptr<NcclState> st, cudaEvent_t ev, std::string where,
+                     Clock::time_point deadline, Millis timeout, int peer, std::vector<Tensor> keep)
+    : st_(std::move(st)),
+      ev_(ev),
+      where_(std::move(where)),
+      deadline_(deadline),
+      timeout_(timeout),
+      peer_(peer),
+      keep_(std::move(keep)) {}
+
+NcclEvent::~NcclEvent() { (void)cudaEventDestroy(ev_); }
+
+void NcclEvent::fail_if_pending(const std::string& reason) {
+  if (passed_ || !failed_.empty()) return;
+  if (cudaEventQuery(ev_) == cudaSuccess) {
+    passed_ = true;
+    return;
+  }
+  (void)cudaGetLastError();
+  if (!reason.empty()) failed_ = reason;
+}
+
+bool NcclEvent::query() {
+  std::string why;
+  std::vector<Tensor> release;  // dropped after the lock
+  {
+    std::lock_guard<std::mutex> lk(st_->pmu);
+    if (passed_) return true;
+    if (!failed_.empty()) throw Error(failed_, where_);
+    const cudaError_t r = cudaEventQuery(ev_);
+    if (r == cudaSuccess) {
+      passed_ = true;
+      release.swap(keep_);
+      return true;
+    }
+    if (r != cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      why = str("a CUDA error while waiting for the op: ", cuda_message(r));
+    } else if (Clock::now() > deadline_) {
+      why = str("timed out: the op did not complete within ", timeout_.count(),
+                " ms, waiting on ", st_->peers(peer_),
+                " (a rank that died, hangs, or never posted this op)");
+    }
+  }
+  if (why.empty()) {
+    const std::string a = st_->async_error();
+    if (!a.empty())
+      why = str("NCCL reported an asynchronous error (a peer failed or exited; waiting on ",
+                st_->peers(peer_), "): ", a);
+  }
+  if (why.empty()) return false;
+  why += "; the NCCL communicator was aborted and the group is unusable";
+  std::string msg;
+  {
+    // Claimed before the abort, so this op reports its own reason, not "the group failed".
+    std::lock_guard<std::mutex> lk(st_->pmu);
+    if (passed_) return true;
+    if (failed_.empty()) failed_ = why;
+    msg = failed_;
+  }
+  st_->abort(str(where_, " failed: ", why));
+  throw Error(msg, where_);
+}
+
+void NcclEvent::synchronize() {
+  for (int round = 0;; ++round) {
+    if (query()) return;
+    if (round < 64)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(round < 1000 ? 10 : 200));
+  }
+}
+
+void NcclEvent::block_stream(void* stream) {
+  if (st_->blocking_wait) {
+    synchronize();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lk(st_->pmu);
+    if (!failed_.empty()) throw Error(failed_, where_);
+  }
+  const cudaError_t e = cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), ev_, 0);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error("cannot make the caller's stream wait for the op", where_, "cudaSuccess",
+                cuda_message(e));
+  }
+}
+
+}  // namespace anvil::dist::nccl
