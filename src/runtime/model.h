@@ -93,7 +93,10 @@ class Model {
   Model& operator=(Model&&) noexcept;
   ~Model();
 
-  /// Runs the model on `inputs` (manifest order) and returns its outputs. Thread-safe.
+  /// Runs the model on `inputs` (manifest order) and returns its outputs. Thread-safe. A device
+  /// package takes inputs on its device (outputs come back there) or all on the host: then they
+  /// are copied over, the outputs copied back to the host, and inputs the model writes are
+  /// updated in the caller's memory. Inputs on two devices are an error.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
   /// Device packages: run() that queues the work on the runner's stream and returns without
   /// waiting for it. The outputs hold the results once synchronize() returns; the inputs must

@@ -288,7 +288,25 @@ void Model::Impl::check_written_inputs(const std::vector<Tensor>& inputs) const 
 }
 
 std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
-  return run_impl(inputs, /*wait=*/true);
+  ANVIL_CHECK(impl_ != nullptr, "Model::run", "model was moved from", "a loaded model", "none");
+  const Device device = impl_->options.device;
+  const bool host_in = !device.is_cpu() && !inputs.empty() &&
+                       std::all_of(inputs.begin(), inputs.end(), [](const Tensor& t) {
+                         return t.defined() && t.device().is_cpu();
+                       });
+  if (!host_in) return run_impl(inputs, /*wait=*/true);
+  // Host tensors in for a device package: copied to the device, the outputs copied back, and
+  // inputs the model writes updated in the caller's memory (the caller keeps host memory).
+  std::vector<Tensor> on_device;
+  for (const Tensor& t : inputs) on_device.push_back(t.to(device));
+  std::vector<Tensor> outs = run_impl(on_device, /*wait=*/true);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (impl_->input_specs[i].mutated) {
+      Tensor caller = inputs[i];
+      caller.copy_from(on_device[i].to(Device::cpu()));
+    }
+  for (Tensor& o : outs) o = o.to(Device::cpu());
+  return outs;
 }
 
 std::vector<Tensor> Model::enqueue(const std::vector<Tensor>& inputs) const {

@@ -96,6 +96,7 @@ TEST(CudaDevicesChild, LoadAndRunOnCuda1) {
   const auto host_in = m.run({x});  // host tensors in: copied to cuda:1 and back
   ASSERT_EQ(host_in.size(), 1u);
   EXPECT_EQ(host_in[0].device(), Device::cpu());
+  EXPECT_NEAR(host_in[0].item_at(7), 1.0 / 32, 1e-6);
   const auto dev_out = m.run({x.to(Device::cuda(1))});
   EXPECT_EQ(dev_out[0].device(), Device::cuda(1));
   // softmax of zeros: 1/32 everywhere
