@@ -15,7 +15,8 @@ ctest --test-dir build -LE gpu --output-on-failure -j "$JOBS" --timeout 600
 echo "== Debug (-O0) + ASan/UBSan: unit tests, archive reader + fuzz"
 # The unit tests run at -O0 too: a bug that optimisation hides (a pointer comparison of string
 # literals that merge at -O2) shows here.
-BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_ARGS=-DANVIL_SANITIZE=ON \
+# (CPU code only: the CUDA backend and its tests build and run in the main build above.)
+BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_ARGS="-DANVIL_SANITIZE=ON -DANVIL_CUDA=OFF" \
   BUILD_TARGETS="test_core test_ir test_ops test_passes test_fuzz test_frontend test_aot" \
   scripts/setup.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1

@@ -8,6 +8,7 @@
 // one group).
 #include "runtime/collectives.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -149,15 +150,18 @@ void wait_pending_inputs(const std::vector<Tensor>& inputs) {
     if (t.defined()) dist::functional::wait_tensor(t);
 }
 
-void join_world_for_package(const std::string& manifest_json, const std::string& where) {
-  nlohmann::json m;
+bool package_has_collectives(const std::string& manifest_json) {
   try {
-    m = nlohmann::json::parse(manifest_json);
+    const nlohmann::json m = nlohmann::json::parse(manifest_json);
+    return m.contains("collectives") && m["collectives"].is_array() && !m["collectives"].empty();
   } catch (const std::exception&) {
-    return;  // the manifest parser reports malformed JSON
+    return false;  // the manifest parser reports malformed JSON
   }
-  if (!m.contains("collectives") || !m["collectives"].is_array() || m["collectives"].empty())
-    return;
+}
+
+void join_world_for_package(const std::string& manifest_json, const std::string& where) {
+  if (!package_has_collectives(manifest_json)) return;
+  const nlohmann::json m = nlohmann::json::parse(manifest_json);
   if (dist::world_initialized()) return;
   std::string groups;
   for (const auto& c : m["collectives"])
@@ -196,7 +200,19 @@ int64_t coll_issue_stream(void* run_ctx, void* stream, const char* op, const cha
   try {
     dist::OpOptions opts;
     opts.stream = stream;
-    auto work = post(o, g, inputs, n_inputs, outputs, n_outputs, attrs, n_attrs, opts);
+    // A device package's run hands device memory: descriptors that name no device are on the
+    // run's device (generated code fills only the layout).
+    const auto* ctx = static_cast<RunContext*>(run_ctx);
+    std::vector<AnvilRtTensor> ins(inputs, inputs + std::max(n_inputs, 0));
+    std::vector<AnvilRtTensor> outs(outputs, outputs + std::max(n_outputs, 0));
+    if (ctx && ctx->device_api)
+      for (auto* list : {&ins, &outs})
+        for (AnvilRtTensor& t : *list)
+          if (t.device_type == ANVIL_DEVICE_CPU) {
+            t.device_type = ctx->device_api->device_type;
+            t.device_index = ctx->device_index;
+          }
+    auto work = post(o, g, ins.data(), n_inputs, outs.data(), n_outputs, attrs, n_attrs, opts);
     HandleTable& t = handles();
     std::lock_guard<std::mutex> lk(t.mu);
     const int64_t h = t.next++;

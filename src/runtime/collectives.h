@@ -11,6 +11,8 @@
 
 namespace anvil::runtime {
 
+/// True when the package (its manifest text) issues collectives.
+bool package_has_collectives(const std::string& manifest_json);
 /// When the manifest (JSON text) lists collectives and no world group exists yet, joins the
 /// world from the launcher's environment (torchrun-style RANK / WORLD_SIZE / MASTER_ADDR /
 /// MASTER_PORT, or MPI's) with the backend named by ANVIL_BACKEND (default gloo). Without that

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "driver/compile.h"
 #include "ir/parser.h"
+#include "runtime/collectives.h"
 #include "runtime/device_backend.h"
 #include "runtime/model.h"
 #include "runtime/package.h"
@@ -249,6 +250,21 @@ TEST_F(CudaTarget, SixteenBitAttentionGoesToCudnnWithTheOwnKernelBehind) {
        at = text.find("_own(const RunState& s)", at + 1))
     ++owns;
   EXPECT_EQ(owns, 2u) << "each cuDNN candidate keeps its own kernel behind it";
+}
+
+TEST_F(CudaTarget, CollectivesAreIssuedAndWaitedOnTheRunsStream) {
+  // a tensor-parallel graph compiles for the GPU: its all_reduce is issued and waited in run()
+  // with the run's stream (a GPU group orders it after the kernels queued there and makes the
+  // stream, not the host, wait); the manifest lists it, so a package joins the world at load
+  opts_.emit_source_dir = (dir_ / "src").string();
+  driver::compile_pt2(fixture("tp_mlp_allreduce.pt2"), (dir_ / "tp.anvil").string(), opts_);
+  std::ifstream in(dir_ / "src" / "model.cu");
+  const std::string model((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(model.find("coll_issue_stream(s.run_ctx, s.stream, \"all_reduce\""), std::string::npos);
+  EXPECT_NE(model.find("coll_wait_stream(s.run_ctx,"), std::string::npos);
+  const auto p = runtime::Package::open((dir_ / "tp.anvil").string());
+  EXPECT_NE(p->manifest().json.find("\"collectives\""), std::string::npos);
+  EXPECT_TRUE(runtime::package_has_collectives(p->manifest().json));
 }
 
 }  // namespace

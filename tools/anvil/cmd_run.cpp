@@ -65,7 +65,7 @@ ArgParser run_parser() {
               "threads of the model's pool (default: ANVIL_NUM_THREADS or "
               "the hardware threads)")
       .option("--backend", "", "NAME",
-              "distributed backend for collectives, gloo or mpi (sets ANVIL_BACKEND)")
+              "distributed backend for collectives, gloo, mpi or nccl (sets ANVIL_BACKEND)")
       .option("--target", "", "T", "target when compiling a .pt2 (default native)")
       .option("--cache-dir", "", "D", "package and object cache when compiling a .pt2")
       .flag("--quiet", "-q", "do not print the output summary or compile notes")
@@ -121,8 +121,8 @@ int cmd_run(const ParsedArgs& args) {
   const bool quiet = args.has("--quiet");
   const bool interpret = args.has("--interpret");
   if (auto b = args.value("--backend")) {
-    if (*b != "gloo" && *b != "mpi")
-      throw UsageError("--backend needs gloo or mpi, got '" + *b + "'");
+    if (*b != "gloo" && *b != "mpi" && *b != "nccl")
+      throw UsageError("--backend needs gloo, mpi or nccl, got '" + *b + "'");
     set_env("ANVIL_BACKEND", *b);
   }
   if (interpret && (args.has("--target") || args.has("--cache-dir")))

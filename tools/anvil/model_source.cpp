@@ -163,6 +163,15 @@ runtime::ModelOptions model_options(const ParsedArgs& args, const std::string& p
     }
   } else {
     mo.device = runtime::package_device(package);
+    // under a launcher (anvil launch, torchrun, mpirun) rank r of a node takes the node's GPU r,
+    // as its nccl group does
+    const char* local = std::getenv("LOCAL_RANK");
+    if (!local) local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!mo.device.is_cpu() && local && *local) {
+      char* end = nullptr;
+      const long r = std::strtol(local, &end, 10);
+      if (*end == 0 && r >= 0 && r < 1024) mo.device = Device{mo.device.type, static_cast<int>(r)};
+    }
   }
   return mo;
 }

@@ -5,7 +5,7 @@
 // diff, attention) get generated kernels; other extern ops run as host steps (their CPU
 // kernel on host copies, runtime/host_staging.h). Control flow and run-time sizes (aten.item,
 // nonzero) are generated host code reading the values they need from the device. Collectives
-// and complex values are not compiled for CUDA yet: unsupported() lists them.
+// are issued and waited in run() on the run's stream (a GPU group: NCCL), as on the CPU.
 #include <cstdlib>
 #include <set>
 
@@ -14,6 +14,7 @@
 #include "codegen/cuda/gemm_epilogue.h"
 #include "codegen/target.h"
 #include "core/error.h"
+#include "passes/collectives.h"
 
 namespace anvil::codegen::cuda {
 
@@ -93,6 +94,9 @@ class CudaTarget final : public Target {
       for (size_t si = 0; si < q.steps.size(); ++si) {
         const auto& step = q.steps[si];
         if (cpu::is_control_step(step)) continue;  // in model.cu (emit_control.cpp)
+        if (const auto* c = std::get_if<passes::ExternStep>(&step);
+            c && (passes::is_collective_issue(*c) || passes::is_collective_wait(*c)))
+          continue;  // inline in run() (emit_collective.cpp)
         if (const auto* k = std::get_if<passes::LoopKernel>(&step)) {
           if (plan.fused_away(si, *k)) {
             std::string gemms;

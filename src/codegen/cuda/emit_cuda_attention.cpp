@@ -53,6 +53,24 @@ struct Attention {
     }
     return out_text;
   }
+  /// The parameters (q, k, v, the mask when there is one, the output) and body of a kernel of
+  /// 128 threads; `rows` > 0: a grid of (query-row blocks of `rows`, H, B) and an empty-problem
+  /// guard.
+  KernelText kernel(const std::string& body, int rows) const {
+    KernelText t;
+    t.params = {{"v0", &q}, {"v1", &k}, {"v2", &v}};
+    if (mask) t.params.push_back({"v3", mask});
+    t.params.push_back({"y0", &out});
+    t.body = body;
+    t.block = "128";
+    if (rows > 0) {
+      t.grid = "dim3(static_cast<unsigned>((" + L + " + " + std::to_string(rows - 1) + ") / " +
+               std::to_string(rows) + "), static_cast<unsigned>(" + H +
+               "), static_cast<unsigned>(" + B + "))";
+      t.guard = "  if (" + B + " * " + H + " * " + L + " <= 0) return 0;\n";
+    }
+    return t;
+  }
 };
 
 /// scaled_dot_product_attention, one block per query row: scores in shared memory, a block max
@@ -98,12 +116,7 @@ std::string sdpa(const Program& p, const ExternStep& e) {
      << ");\n";
   in << "      " << store(out.dtype, "y0", at4(out, "b", "h", "i", "d"), "acc / sum") << "\n    }\n";
   in << "    __syncthreads();  // sc[] is rewritten by the next row\n  }\n";
-  KernelText k;
-  k.params = {{"v0", &q}, {"v1", &kk}, {"v2", &v}};
-  if (mask) k.params.push_back({"v3", mask});
-  k.params.push_back({"y0", &out});
-  k.body = in.str();
-  k.block = "128";
+  KernelText k = a.kernel(in.str(), 0);
   k.shared = "smem";
   k.grid = "anvil_blocks(" + B + " * " + H + " * " + L + ", 1)";
   std::ostringstream guard;
@@ -195,16 +208,7 @@ std::string sdpa_tiled(const Program& p, const ExternStep& e) {
   // (a static index keeps acc[] in registers: lane l writes the features d = l mod 4)
   in << "    #pragma unroll\n    for (int d = 0; d < EV; ++d)\n      if (d % LANES == lane) "
      << store(out.dtype, "y0", offset_of(out, {"b", "h", "i", "d"}), "acc[d] * inv") << "\n  }\n";
-  KernelText k;
-  k.params = {{"v0", &q}, {"v1", &kk}, {"v2", &v}};
-  if (mask) k.params.push_back({"v3", mask});
-  k.params.push_back({"y0", &out});
-  k.body = in.str();
-  k.block = "128";
-  k.grid = "dim3(static_cast<unsigned>((" + L + " + 31) / 32), static_cast<unsigned>(" + H +
-           "), static_cast<unsigned>(" + B + "))";
-  k.guard = "  if (" + B + " * " + H + " * " + L + " <= 0) return 0;\n";
-  return finish(p, e, k);
+  return finish(p, e, a.kernel(in.str(), 32));
 }
 
 /// True when attention step `e` can run on tensor cores (sdpa_wmma): 16-bit q, k, v and output
@@ -324,16 +328,7 @@ std::string sdpa_wmma(const Program& p, const ExternStep& e) {
   in << "        const int64_t d = n * 16 + c;\n";
   in << "        " << store(out.dtype, "y0", offset_of(out, {"b", "h", "i", "d"}),
                            "ss[w][r * SP + c] * inv") << "\n      }\n  }\n";
-  KernelText k;
-  k.params = {{"v0", &q}, {"v1", &kk}, {"v2", &v}};
-  if (a.mask) k.params.push_back({"v3", a.mask});
-  k.params.push_back({"y0", &out});
-  k.body = in.str();
-  k.block = "128";
-  k.grid = "dim3(static_cast<unsigned>((" + L + " + 63) / 64), static_cast<unsigned>(" + H +
-           "), static_cast<unsigned>(" + B + "))";
-  k.guard = "  if (" + B + " * " + H + " * " + L + " <= 0) return 0;\n";
-  return finish(p, e, k);
+  return finish(p, e, a.kernel(in.str(), 64));
 }
 
 /// True when cuDNN's fused attention is a candidate for step `e`: q, k, v and the output of one

@@ -325,6 +325,8 @@ bool is_generated_host_code(const std::string& t) {
 
 std::string cuda_kernel_gap(const passes::Program& p, const passes::ExternStep& e) {
   if (is_generated_host_code(e.target)) return "";
+  // collectives are issued and waited by run() (model.cu) on the run's stream, not kernels
+  if (passes::is_collective_issue(e) || passes::is_collective_wait(e)) return "";
   auto floating = [](DType t) {
     return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 ||
            t == DType::kFloat64;

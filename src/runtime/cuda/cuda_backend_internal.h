@@ -62,6 +62,8 @@ struct GemmPlan {
   cublasLtMatmulAlgo_t algo;
   size_t workspace = 0;  // bytes the algorithm needs (the heuristic's workspaceSize)
   bool none = false;     // no algorithm: gemm_ex answers ANVIL_GEMM_NOT_FUSED
+  int candidates = 1;    // heuristic algorithms timed (1: the first taken untimed)
+  int picked = 0;        // the index of the one taken
 };
 
 // A stream's cuBLASLt workspace.

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "anvil/anvil_device.h"
@@ -20,6 +21,8 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 
 // anvil::DType codes (torch.export ScalarType codes; src/core/dtype.h).
+// How many of cuBLASLt's heuristic algorithms a GEMM shape times before picking one.
+constexpr int kGemmCandidates = 8;
 constexpr int32_t kDTypeFloat16 = 6;
 constexpr int32_t kDTypeFloat32 = 7;
 constexpr int32_t kDTypeFloat64 = 8;
@@ -254,6 +257,84 @@ bool matrices_overlap(const void* a, int64_t lda, int64_t stride_a, const void* 
 
 // The GEMM of `g` (gemm and gemm_ex). `ex`: called as gemm_ex, which may answer
 // ANVIL_GEMM_NOT_FUSED for a fused problem (an epilogue or a C) cuBLASLt has no algorithm for.
+// One cublasLtMatmul of `g` with `algo` (float64 scales in double, the descriptor's scale type;
+// C is read from g.c when separate, else from D).
+cublasStatus_t matmul(cublasLtHandle_t handle, GemmDescs& descs, const GemmKey& key,
+                      const AnvilGemmArgs& g, int32_t c_input, const cublasLtMatmulAlgo_t& algo,
+                      void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  const float alpha = g.alpha, beta = c_input != 0 ? g.beta : 0.0f;
+  const double alpha64 = alpha, beta64 = beta;
+  const bool f64 = key.dtype == kDTypeFloat64;
+  const void* c_in = c_input == 2 ? g.c : g.d;
+  return cublasLtMatmul(handle, descs.op(), f64 ? static_cast<const void*>(&alpha64) : &alpha,
+                        g.b, descs.a(), g.a, descs.b(),
+                        f64 ? static_cast<const void*>(&beta64) : &beta, c_in, descs.c_in(key),
+                        g.d, descs.d(), &algo, workspace, workspace_bytes, stream);
+}
+
+// ANVIL_CUDA_GEMM_AUTOTUNE=0 keeps the heuristic's first algorithm (default: time the first
+// kGemmCandidates).
+bool gemm_autotune_enabled() {
+  const char* v = std::getenv("ANVIL_CUDA_GEMM_AUTOTUNE");
+  return !(v && std::string(v) == "0");
+}
+
+constexpr int kTimingFailed = -1;
+constexpr int kCapturing = -2;
+
+// Times each of the `n` heuristic candidates (one warm-up, then 3 runs between CUDA events, on
+// the caller's stream and buffers: the output is written, nothing else) and returns the index
+// of the fastest that ran; kCapturing while the stream is being captured; kTimingFailed with
+// last_error. Candidates cuBLASLt refuses at the call are skipped. Caller holds s.blas_mu.
+int time_candidates(DeviceState& s, int device, cudaStream_t stream, cublasLtHandle_t handle,
+                    GemmDescs& descs, const GemmKey& key, const AnvilGemmArgs& g,
+                    int32_t c_input, const cublasLtMatmulHeuristicResult_t* results, int n) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess ||
+      capturing != cudaStreamCaptureStatusNone) {
+    cudaGetLastError();
+    return kCapturing;
+  }
+  size_t ws_bytes = 0;
+  for (int i = 0; i < n; ++i) ws_bytes = std::max(ws_bytes, results[i].workspaceSize);
+  void* ws = ws_bytes > 0 ? stream_workspace(s, device, stream, ws_bytes, "cuBLASLt") : nullptr;
+  if (ws_bytes > 0 && ws == nullptr) return kTimingFailed;
+  cudaEvent_t ev[2] = {nullptr, nullptr};
+  cudaError_t e = cudaEventCreate(&ev[0]);
+  if (e == cudaSuccess) e = cudaEventCreate(&ev[1]);
+  int best = 0;
+  float best_ms = -1;
+  for (int i = 0; i < n && e == cudaSuccess; ++i) {
+    const auto run = [&] {
+      return matmul(handle, descs, key, g, c_input, results[i].algo, ws, results[i].workspaceSize,
+                    stream);
+    };
+    if (results[i].state != CUBLAS_STATUS_SUCCESS || run() != CUBLAS_STATUS_SUCCESS) {
+      cudaGetLastError();
+      continue;
+    }
+    e = cudaEventRecord(ev[0], stream);
+    bool ok = true;
+    for (int r = 0; r < 3 && ok && e == cudaSuccess; ++r) ok = run() == CUBLAS_STATUS_SUCCESS;
+    if (e == cudaSuccess) e = cudaEventRecord(ev[1], stream);
+    if (e == cudaSuccess) e = cudaEventSynchronize(ev[1]);
+    float ms = 0;
+    if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, ev[0], ev[1]);
+    if (e == cudaSuccess && ok && (best_ms < 0 || ms < best_ms)) {
+      best_ms = ms;
+      best = i;
+    }
+  }
+  for (cudaEvent_t x : ev)
+    if (x != nullptr) cudaEventDestroy(x);
+  if (e != cudaSuccess) {
+    fail_cuda(e, "gemm(device=%d, m=%" PRId64 ", n=%" PRId64 ", k=%" PRId64
+              "): timing the cuBLASLt candidates failed", device, key.m, key.n, key.k);
+    return kTimingFailed;
+  }
+  return best;
+}
+
 int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, bool ex) {
   // The call, for messages (built only on failure).
   const auto call = [&]() {
@@ -436,10 +517,12 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
         return fail_blas(st, "%s: setting up the cuBLASLt heuristic preference failed",
                          call().c_str());
       }
-      cublasLtMatmulHeuristicResult_t result{};
+      bool cache = true;
+      cublasLtMatmulHeuristicResult_t results[kGemmCandidates]{};
       int returned = 0;
       st = cublasLtMatmulAlgoGetHeuristic(handle, descs.op(), descs.a(), descs.b(), descs.c_in(key),
-                                          descs.d(), pref, 1, &result, &returned);
+                                          descs.d(), pref, kGemmCandidates, results, &returned);
+      cublasLtMatmulHeuristicResult_t& result = results[0];
       const bool none =
           st == CUBLAS_STATUS_NOT_SUPPORTED ||
           (st == CUBLAS_STATUS_SUCCESS && (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS));
@@ -460,8 +543,26 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
       } else {
         plan.algo = result.algo;
         plan.workspace = result.workspaceSize;
+        // Benchmark-select among the heuristic's first candidates (issue 16: cuBLASLt's
+        // algorithms as autotuning candidates). Not in place with beta != 0 (D += ..., a timing
+        // run would change the result) and not while the stream is captured (decided on the next
+        // plain run, the plan not cached until then).
+        const bool repeatable = !(c_input == 1 && g.beta != 0.0f);
+        if (returned > 1 && repeatable && gemm_autotune_enabled()) {
+          const int picked = time_candidates(*s, device, cu_stream, handle, descs, key, g, c_input,
+                                             results, returned);
+          if (picked == kTimingFailed) return -1;
+          if (picked == kCapturing) {
+            cache = false;
+          } else {
+            plan.algo = results[picked].algo;
+            plan.workspace = results[picked].workspaceSize;
+            plan.candidates = returned;
+            plan.picked = picked;
+          }
+        }
       }
-      s->plans.emplace(key, plan);
+      if (cache) s->plans.emplace(key, plan);
     }
     if (plan.none) {
       fail(
@@ -476,15 +577,7 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
     }
   }
 
-  const float alpha = g.alpha, beta = c_input != 0 ? g.beta : 0.0f;
-  // float64 GEMMs scale in double (the descriptor's scale type)
-  const double alpha64 = alpha, beta64 = beta;
-  const bool f64 = key.dtype == kDTypeFloat64;
-  const void* c_in = c_input == 2 ? g.c : g.d;
-  st = cublasLtMatmul(handle, descs.op(), f64 ? static_cast<const void*>(&alpha64) : &alpha, g.b,
-                      descs.a(), g.a, descs.b(), f64 ? static_cast<const void*>(&beta64) : &beta,
-                      c_in, descs.c_in(key), g.d, descs.d(), &plan.algo, workspace, plan.workspace,
-                      cu_stream);
+  st = matmul(handle, descs, key, g, c_input, plan.algo, workspace, plan.workspace, cu_stream);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED && fused) {
     // the heuristic's algorithm refused at the call (nothing launched): unfused from now on
     std::lock_guard<std::mutex> lock(s->blas_mu);
