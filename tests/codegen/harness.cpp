@@ -376,13 +376,14 @@ double rel_error(const Tensor& got, const Tensor& want) {
 }
 
 Tensor random_tensor(const Shape& sizes, DType dtype, uint64_t seed) {
-  Tensor t = Tensor::empty(sizes, DType::kFloat64);
-  double* p = t.data<double>();
+  const bool cx = is_complex(dtype);  // both parts random, like floats
+  Tensor t = Tensor::empty(sizes, cx ? DType::kComplex128 : DType::kFloat64);
+  double* p = static_cast<double*>(t.data_ptr());
   uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (int64_t i = 0; i < t.numel(); ++i) {
+  for (int64_t i = 0; i < t.numel() * (cx ? 2 : 1); ++i) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
     const double u = static_cast<double>(s >> 11) / static_cast<double>(1ull << 53);
-    if (is_floating(dtype))
+    if (is_floating(dtype) || cx)
       p[i] = 4 * u - 2;
     else if (dtype == DType::kBool)
       p[i] = u < 0.5 ? 0 : 1;

@@ -62,7 +62,8 @@ std::unique_ptr<TestLibrary> build_library(
 /// max |a - b| / max(1, max |b|) over all elements (shapes must match).
 double rel_error(const Tensor& got, const Tensor& want);
 
-/// Random tensor (normal-ish floats in [-2, 2], ints in [0, 5), bools).
+/// Random tensor (normal-ish floats in [-2, 2], complex values with both parts so, ints in
+/// [0, 5), bools).
 Tensor random_tensor(const Shape& sizes, DType dtype, uint64_t seed);
 
 }  // namespace anvil::testing

@@ -131,6 +131,10 @@ TEST_F(GraphCodegen, CreationOps) { check("creation"); }
 TEST_F(GraphCodegen, BufferUpdatesPersistAcrossRuns) { check("buffer_update", {}, 3); }
 TEST_F(GraphCodegen, ZeroSizeTensors) { check("zero_size"); }
 TEST_F(GraphCodegen, LongRowsSplitIntoChunks) { check("long_rows"); }
+// Complex pointwise math (sub with alpha on a transposed operand, mul, mul by a float, add
+// with a float alpha, times a real tensor, abs, c64 + c128 promotion, div, neg, real / imag,
+// complex32 rounding) on random complex inputs; the outputs are real views and parts.
+TEST_F(GraphCodegen, ComplexPointwise) { check("complex_pointwise"); }
 
 // Inverse trigonometric / hyperbolic functions, expm1 / log1p / log2 / log10, atan2, sign,
 // isnan / isinf, xor, the Scalar forms of bitwise and / or, fmod / remainder (float, int,

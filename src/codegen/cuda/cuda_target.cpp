@@ -4,8 +4,9 @@
 // (include/anvil/anvil_device.h), the extern ops transformers carry (embedding, indexing, cumsum,
 // diff, attention) get generated kernels; other extern ops run as host steps (their CPU
 // kernel on host copies, runtime/host_staging.h). Control flow and run-time sizes (aten.item,
-// nonzero) are generated host code reading the values they need from the device. Collectives
-// and complex values are not compiled for CUDA yet: unsupported() lists them.
+// nonzero) are generated host code reading the values they need from the device. Complex values
+// compute in libcu++'s cuda::std::complex (codegen/c_expr.h's CUDA dialect). Collectives are not
+// compiled for CUDA yet: unsupported() lists them.
 #include <cstdlib>
 #include <set>
 
@@ -23,6 +24,21 @@ std::string join_nodes(const std::vector<std::string>& nodes) {
   for (size_t i = 0; i < nodes.size() && i < 4; ++i) s += (i ? ", " : "") + nodes[i];
   if (nodes.size() > 4) s += ", ...";
   return s;
+}
+
+/// True when `p` or a sub-program holds complex values (a buffer or an extern's view).
+bool has_complex(const passes::Program& p) {
+  bool any = false;
+  auto scan = [&](const passes::Program& q) {
+    for (const auto& b : q.buffers) any |= is_complex(b.dtype);
+    for (const auto& step : q.steps)
+      if (const auto* e = std::get_if<passes::ExternStep>(&step))
+        for (const auto* views : {&e->inputs, &e->outputs})
+          for (const auto& v : *views) any |= v.buffer >= 0 && is_complex(v.dtype);
+  };
+  scan(p);
+  cpu::for_each_subprogram(p, [&](const passes::Program& sub, const std::string&) { scan(sub); });
+  return any;
 }
 
 /// The nvcc binary: $ANVIL_NVCC, else nvcc beside $CUDA_HOME / /usr/local/cuda, else "nvcc".
@@ -106,7 +122,7 @@ class CudaTarget final : public Target {
     r.manifest_fields["externs"] = std::vector<std::string>(externs.begin(), externs.end());
     r.kernel_bodies = bodies;
     const std::string pre = [&] {
-      std::string t = preamble();
+      std::string t = preamble(has_complex(p));
       for (size_t pos = t.find("anvil_model"); pos != std::string::npos;
            pos = t.find("anvil_model", pos + o.cpp_namespace.size()))
         t.replace(pos, 11, o.cpp_namespace);
