@@ -359,10 +359,19 @@ std::unique_ptr<TestLibrary> build_library(
   return lib;
 }
 
+Tensor complex_parts(const Tensor& t) {
+  if (!is_complex(t.dtype())) return t;
+  Shape sizes = t.sizes(), strides = t.strides();
+  for (auto& s : strides) s *= 2;
+  sizes.push_back(2);
+  strides.push_back(1);
+  return Tensor(t.storage(), complex_to_real(t.dtype()), sizes, strides, t.storage_offset() * 2);
+}
+
 double rel_error(const Tensor& got, const Tensor& want) {
   ANVIL_CHECK(got.sizes() == want.sizes(), "rel_error", "shape mismatch", shape_str(want.sizes()),
               shape_str(got.sizes()));
-  const auto a = got.to_doubles(), b = want.to_doubles();
+  const auto a = complex_parts(got).to_doubles(), b = complex_parts(want).to_doubles();
   double scale = 1, err = 0;
   for (double v : b)
     if (std::isfinite(v)) scale = std::max(scale, std::fabs(v));

@@ -10,6 +10,7 @@
 #include <set>
 #include <filesystem>
 
+#include "codegen/harness.h"
 #include "common/check.h"
 #include "core/error.h"
 #include "core/npy.h"
@@ -26,17 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpu_test;  // NOLINT: the suite's helpers
 
-/// A complex tensor's values as its real dtype with a trailing dim of 2 (a view sharing its
-/// storage, like torch.view_as_real); a real tensor is returned as it is.
-Tensor parts_of(const Tensor& t) {
-  if (!is_complex(t.dtype())) return t;
-  Shape sizes = t.sizes(), strides = t.strides();
-  for (auto& s : strides) s *= 2;
-  sizes.push_back(2);
-  strides.push_back(1);
-  return Tensor(t.storage(), complex_to_real(t.dtype()), sizes, strides, t.storage_offset() * 2);
-}
-
 /// A fixture input converted to the model's dtype. A complex input the fixture stores as its
 /// real parts (complex32: numpy has no such dtype, so a float16 array with a trailing dim of
 /// 2) is rebuilt as the complex tensor.
@@ -44,7 +34,7 @@ Tensor input_as(const Tensor& t, DType want) {
   if (is_complex(want) && !is_complex(t.dtype()) && t.dim() > 0 && t.sizes().back() == 2) {
     const Shape sizes(t.sizes().begin(), t.sizes().end() - 1);
     Tensor c = Tensor::empty(sizes, want);
-    parts_of(c).copy_from(t.to(complex_to_real(want)));
+    testing::complex_parts(c).copy_from(t.to(complex_to_real(want)));
     return c;
   }
   return t.to(want);
@@ -86,8 +76,8 @@ void expect_matches_pytorch(const std::string& stem) {
       for (size_t i = 0; i < got.size(); ++i) {
         EXPECT_EQ(got[i].device(), Device::cuda(0)) << "output " << i;
         // complex outputs: both parts, at their real dtype's tolerance
-        Tensor h = parts_of(got[i].to(Device::cpu())).contiguous();
-        Tensor w = parts_of(want[i]);
+        Tensor h = testing::complex_parts(got[i].to(Device::cpu())).contiguous();
+        Tensor w = testing::complex_parts(want[i]);
         if (h.dtype() != w.dtype()) {  // 16-bit outputs are stored as float32 .npy files
           const double tol = ::anvil::test::tolerance_of(h.dtype());
           EXPECT_TRUE(::anvil::test::close(h.to(w.dtype()), w, tol))
