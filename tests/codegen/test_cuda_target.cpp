@@ -156,6 +156,8 @@ TEST_F(CudaTarget, ComplexValuesCompileWithNvcc) {
   EXPECT_NE(k77.find("anvil_c32* __restrict__"), std::string::npos);
   EXPECT_NE(k77.find("= c32_to_c64(p"), std::string::npos) << "complex32 loads widen";
   EXPECT_EQ(host_complex_uses(k77), 0) << "std::complex is host-only: kernels use libcu++'s";
+  // model.cu (run(), no complex values in its host code) does not pay for the complex headers
+  EXPECT_EQ(slurp(dir_ / "c77" / "model.cu").find("complex"), std::string::npos);
 
   // real / imag of complex tensors, FFTs: the kernels take the parts with cuda::std::real /
   // imag; the FFTs are host steps whose views of complex tensors are host std::complex.
@@ -171,7 +173,7 @@ TEST_F(CudaTarget, ComplexValuesCompileWithNvcc) {
   EXPECT_GT(host_complex_uses(ks2), 0) << "the FFT host steps' complex views";
   EXPECT_EQ(runtime::Package::open(s2)->manifest().device_type, Device::Type::kCUDA);
 
-  // a program without complex values does not pay for the complex headers
+  // nor does a program without complex values
   opts_.emit_source_dir = (dir_ / "mlp").string();
   driver::CompileOptions emit_only = opts_;
   emit_only.compiler = "/bin/false";

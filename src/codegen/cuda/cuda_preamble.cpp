@@ -229,8 +229,8 @@ static inline int anvil_launch_check(const RunState& s, const char* step) {
 }  // namespace anvil_model
 #endif  // ANVIL_CUDA_PREAMBLE_GUARD
 )anvil";
-  // Only programs with complex values pay for the complex headers (several seconds of nvcc time
-  // per translation unit). Kernels compute in libcu++'s cuda::std::complex (__host__
+  // Only units computing on complex values pay for the complex headers (several seconds of nvcc
+  // time each). Kernels compute in libcu++'s cuda::std::complex (__host__
   // __device__); host steps' views of complex tensors are std::complex pointers (host code).
   if (with_complex)
     text += R"anvil(

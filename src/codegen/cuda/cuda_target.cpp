@@ -26,21 +26,6 @@ std::string join_nodes(const std::vector<std::string>& nodes) {
   return s;
 }
 
-/// True when `p` or a sub-program holds complex values (a buffer or an extern's view).
-bool has_complex(const passes::Program& p) {
-  bool any = false;
-  auto scan = [&](const passes::Program& q) {
-    for (const auto& b : q.buffers) any |= is_complex(b.dtype);
-    for (const auto& step : q.steps)
-      if (const auto* e = std::get_if<passes::ExternStep>(&step))
-        for (const auto* views : {&e->inputs, &e->outputs})
-          for (const auto& v : *views) any |= v.buffer >= 0 && is_complex(v.dtype);
-  };
-  scan(p);
-  cpu::for_each_subprogram(p, [&](const passes::Program& sub, const std::string&) { scan(sub); });
-  return any;
-}
-
 /// The nvcc binary: $ANVIL_NVCC, else nvcc beside $CUDA_HOME / /usr/local/cuda, else "nvcc".
 std::string default_nvcc() {
   if (const char* e = std::getenv("ANVIL_NVCC"); e && *e) return e;
@@ -121,20 +106,26 @@ class CudaTarget final : public Target {
     for (const auto& h : host_steps) externs.insert(h["target"].get<std::string>());
     r.manifest_fields["externs"] = std::vector<std::string>(externs.begin(), externs.end());
     r.kernel_bodies = bodies;
-    const std::string pre = [&] {
-      std::string t = preamble(has_complex(p));
+    auto pre = [&](bool with_complex) {
+      std::string t = preamble(with_complex);
       for (size_t pos = t.find("anvil_model"); pos != std::string::npos;
            pos = t.find("anvil_model", pos + o.cpp_namespace.size()))
         t.replace(pos, 11, o.cpp_namespace);
       return t;
-    }();
-    r.sources.push_back({"model.cu", cpu::emit_model(p, r.manifest_target,
-                                                     model_metadata_json(p, r.manifest_target),
-                                                     o, pre)});
+    };
+    // Each unit includes the complex headers only when its text uses complex values (host code
+    // of model.cu rarely does: the kernels and host steps are in kernels_0.cu).
+    const std::string plain = pre(false);
+    const std::string model_body = cpu::emit_model(p, r.manifest_target,
+                                                   model_metadata_json(p, r.manifest_target), o,
+                                                   plain)
+                                       .substr(plain.size());
+    r.sources.push_back(
+        {"model.cu", (cpu::needs_complex(model_body) ? pre(true) : plain) + model_body});
     if (!kernels.empty())
-      r.sources.push_back({"kernels_0.cu", pre + "\nnamespace " + o.cpp_namespace + " {\n\n" +
-                                               kernels + "}  // namespace " + o.cpp_namespace +
-                                               "\n"});
+      r.sources.push_back({"kernels_0.cu", pre(cpu::needs_complex(kernels)) + "\nnamespace " +
+                                               o.cpp_namespace + " {\n\n" + kernels +
+                                               "}  // namespace " + o.cpp_namespace + "\n"});
     return r;
   }
 
