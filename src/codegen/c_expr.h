@@ -198,7 +198,7 @@ class Body {
 
   std::string op_code(const Expr& e, const std::string& ind) {
     const DType t = e.dtype;
-    const bool fl = is_floating(t) || is_complex(t);  // complex: std::complex operators
+    const bool fl = is_floating(t) || is_complex(t);  // complex: (cuda::)std::complex operators
     const std::string ct = compute_type(t, d_);
     const std::string cx = complex_ns(d_);
     auto a = [&](int k) { return value(e.args[static_cast<size_t>(k)], ind); };
