@@ -6,7 +6,9 @@
 
 namespace anvil::codegen {
 
-std::string storage_type(DType t) {
+const char* complex_ns(Dialect d) { return d == Dialect::kCuda ? "cuda::std::" : "std::"; }
+
+std::string storage_type(DType t, Dialect d) {
   switch (t) {
     case DType::kFloat32:
       return "float";
@@ -30,16 +32,16 @@ std::string storage_type(DType t) {
     case DType::kComplex32:
       return "anvil_c32";
     case DType::kComplex64:
-      return "std::complex<float>";
+      return std::string(complex_ns(d)) + "complex<float>";
     case DType::kComplex128:
-      return "std::complex<double>";
+      return std::string(complex_ns(d)) + "complex<double>";
     default:
       throw Error("dtype not supported by the CPU code generator", "codegen/cpu",
                   "f32, f64, f16, bf16, complex, integers or bool", dtype_name(t));
   }
 }
 
-std::string compute_type(DType t) {
+std::string compute_type(DType t, Dialect d) {
   switch (t) {
     case DType::kFloat32:
     case DType::kFloat16:
@@ -49,9 +51,9 @@ std::string compute_type(DType t) {
       return "double";
     case DType::kComplex32:
     case DType::kComplex64:
-      return "std::complex<float>";
+      return std::string(complex_ns(d)) + "complex<float>";
     case DType::kComplex128:
-      return "std::complex<double>";
+      return std::string(complex_ns(d)) + "complex<double>";
     default:
       return "int64_t";
   }
@@ -255,7 +257,7 @@ std::string from_storage(DType t, const std::string& raw) {
   }
 }
 
-std::string to_storage(DType t, const std::string& v) {
+std::string to_storage(DType t, const std::string& v, Dialect d) {
   switch (t) {
     case DType::kBFloat16:
       return "f32_to_bf16(" + v + ")";
@@ -266,7 +268,7 @@ std::string to_storage(DType t, const std::string& v) {
     case DType::kBool:
       return "static_cast<uint8_t>((" + v + ") != 0)";
     default:
-      return "static_cast<" + storage_type(t) + ">(" + v + ")";
+      return "static_cast<" + storage_type(t, d) + ">(" + v + ")";
   }
 }
 

@@ -23,10 +23,17 @@ using passes::Program;
 using passes::ReduceOp;
 using passes::Stmt;
 
+/// The C++ dialect of generated text. They differ in complex values only: plain C++ (the CPU
+/// target) computes them in std::complex, CUDA C++ in libcu++'s cuda::std::complex, whose
+/// operators and functions are __host__ __device__ (std::complex is host-only).
+enum class Dialect { kCpp, kCuda };
+/// The namespace prefix of complex types and functions in dialect `d` ("std::" or "cuda::std::").
+const char* complex_ns(Dialect d);
+
 /// C storage type of a dtype ("float", "uint16_t" for bf16 / f16, "uint8_t" for bool).
-std::string storage_type(DType t);
+std::string storage_type(DType t, Dialect d = Dialect::kCpp);
 /// C++ type expressions of a dtype compute in ("float", "double", "int64_t").
-std::string compute_type(DType t);
+std::string compute_type(DType t, Dialect d = Dialect::kCpp);
 /// A C++ literal of `v` in compute type `ct` (f32 or f64).
 std::string float_literal(double v, DType ct);
 /// Wraps an int64 expression to the value range of an integral dtype.
@@ -43,14 +50,15 @@ std::string scalar_helpers(const std::string& qualifier, const std::string& math
 /// A stored element `raw` (e.g. "p3[i]") of dtype `t` as its compute value.
 std::string from_storage(DType t, const std::string& raw);
 /// Compute value `v` converted to dtype `t`'s storage.
-std::string to_storage(DType t, const std::string& v);
+std::string to_storage(DType t, const std::string& v, Dialect d = Dialect::kCpp);
 /// The identity of a reduction ("0", "-INFINITY", ...).
 const char* acc_init(ReduceOp op, bool fl);
 
 /// The emitter of one kernel body: SSA temporaries scoped by block.
 class Body {
  public:
-  Body(const Program& p, std::ostringstream& os) : p_(p), os_(os) {}
+  Body(const Program& p, std::ostringstream& os, Dialect d = Dialect::kCpp)
+      : p_(p), os_(os), d_(d) {}
 
   void push() {
     exprs_.emplace_back();
@@ -68,7 +76,7 @@ class Body {
       if (f != it->end()) return f->second;
     }
     const Expr& e = p_.exprs.at(id);
-    const std::string ct = compute_type(e.dtype);
+    const std::string ct = compute_type(e.dtype, d_);
     std::string code;
     switch (e.op) {
       case ExprOp::kConst:
@@ -145,7 +153,7 @@ class Body {
 
   /// Storage conversion of a compute value to buffer b's dtype.
   std::string store_code(int b, const std::string& v) const {
-    return to_storage(p_.buffers[static_cast<size_t>(b)].dtype, v);
+    return to_storage(p_.buffers[static_cast<size_t>(b)].dtype, v, d_);
   }
 
  private:
@@ -158,9 +166,9 @@ class Body {
   }
 
   /// Conversion of value `v` (computed for dtype `from`) to dtype `to`.
-  static std::string cast_code(DType from, DType to, const std::string& v) {
+  std::string cast_code(DType from, DType to, const std::string& v) const {
     if (is_complex(to)) {  // from a complex value, or a real one (imaginary part 0)
-      const std::string ct = compute_type(to);
+      const std::string ct = compute_type(to, d_);
       const std::string x = is_complex(from)
                                 ? "static_cast<" + ct + ">(" + v + ")"
                                 : ct + "(static_cast<" + compute_type(complex_to_real(to)) +
@@ -169,9 +177,9 @@ class Body {
     }
     if (is_complex(from)) {  // torch casts complex to real by dropping the imaginary part
       if (to == DType::kBool)
-        return "static_cast<int64_t>((" + v + ") != " + compute_type(from) + "(0))";
+        return "static_cast<int64_t>((" + v + ") != " + compute_type(from, d_) + "(0))";
       return cast_code(from == DType::kComplex128 ? DType::kFloat64 : DType::kFloat32, to,
-                       "std::real(" + v + ")");
+                       std::string(complex_ns(d_)) + "real(" + v + ")");
     }
     const bool ff = is_floating(from), ft = is_floating(to);
     if (to == DType::kBool) return "static_cast<int64_t>((" + v + ") != 0)";
@@ -190,8 +198,9 @@ class Body {
 
   std::string op_code(const Expr& e, const std::string& ind) {
     const DType t = e.dtype;
-    const bool fl = is_floating(t) || is_complex(t);  // complex: std::complex operators
-    const std::string ct = compute_type(t);
+    const bool fl = is_floating(t) || is_complex(t);  // complex: (cuda::)std::complex operators
+    const std::string ct = compute_type(t, d_);
+    const std::string cx = complex_ns(d_);
     auto a = [&](int k) { return value(e.args[static_cast<size_t>(k)], ind); };
     auto adt = [&](int k) { return p_.exprs.at(e.args[static_cast<size_t>(k)]).dtype; };
     auto one = fl ? "static_cast<" + ct + ">(1)" : std::string("1");
@@ -203,7 +212,7 @@ class Body {
       case ExprOp::kNeg:
         return fl ? "-" + a(0) : wrap("static_cast<int64_t>(0 - " + u(a(0)) + ")");
       case ExprOp::kAbs:
-        if (is_complex(adt(0))) return "std::abs(" + a(0) + ")";
+        if (is_complex(adt(0))) return cx + "abs(" + a(0) + ")";
         return fl ? "std::fabs(" + a(0) + ")"
                   : wrap(a(0) + " < 0 ? static_cast<int64_t>(0 - " + u(a(0)) + ") : " + a(0));
       case ExprOp::kExp:
@@ -322,9 +331,9 @@ class Body {
         return wrap("(" + y + " == 0 || " + y + " == -1) ? INT64_C(0) : " + x + " % " + y);
       }
       case ExprOp::kReal:
-        return "std::real(" + a(0) + ")";
+        return cx + "real(" + a(0) + ")";
       case ExprOp::kImag:
-        return "std::imag(" + a(0) + ")";
+        return cx + "imag(" + a(0) + ")";
       case ExprOp::kWhere: {
         const std::string c = a(0), x = a(1), y = a(2);
         return c + " != 0 ? " + x + " : " + y;
@@ -338,6 +347,7 @@ class Body {
 
   const Program& p_;
   std::ostringstream& os_;
+  const Dialect d_;
   std::vector<std::map<int, std::string>> exprs_;
   std::vector<std::map<std::string, std::string>> fwd_;
   std::set<int> loaded_;  // root buffers this kernel has loaded from memory

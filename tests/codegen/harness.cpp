@@ -359,10 +359,19 @@ std::unique_ptr<TestLibrary> build_library(
   return lib;
 }
 
+Tensor complex_parts(const Tensor& t) {
+  if (!is_complex(t.dtype())) return t;
+  Shape sizes = t.sizes(), strides = t.strides();
+  for (auto& s : strides) s *= 2;
+  sizes.push_back(2);
+  strides.push_back(1);
+  return Tensor(t.storage(), complex_to_real(t.dtype()), sizes, strides, t.storage_offset() * 2);
+}
+
 double rel_error(const Tensor& got, const Tensor& want) {
   ANVIL_CHECK(got.sizes() == want.sizes(), "rel_error", "shape mismatch", shape_str(want.sizes()),
               shape_str(got.sizes()));
-  const auto a = got.to_doubles(), b = want.to_doubles();
+  const auto a = complex_parts(got).to_doubles(), b = complex_parts(want).to_doubles();
   double scale = 1, err = 0;
   for (double v : b)
     if (std::isfinite(v)) scale = std::max(scale, std::fabs(v));
@@ -376,13 +385,14 @@ double rel_error(const Tensor& got, const Tensor& want) {
 }
 
 Tensor random_tensor(const Shape& sizes, DType dtype, uint64_t seed) {
-  Tensor t = Tensor::empty(sizes, DType::kFloat64);
-  double* p = t.data<double>();
+  const bool cx = is_complex(dtype);  // both parts random, like floats
+  Tensor t = Tensor::empty(sizes, cx ? DType::kComplex128 : DType::kFloat64);
+  double* p = static_cast<double*>(t.data_ptr());
   uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (int64_t i = 0; i < t.numel(); ++i) {
+  for (int64_t i = 0; i < t.numel() * (cx ? 2 : 1); ++i) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
     const double u = static_cast<double>(s >> 11) / static_cast<double>(1ull << 53);
-    if (is_floating(dtype))
+    if (is_floating(dtype) || cx)
       p[i] = 4 * u - 2;
     else if (dtype == DType::kBool)
       p[i] = u < 0.5 ? 0 : 1;

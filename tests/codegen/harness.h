@@ -59,10 +59,16 @@ std::unique_ptr<TestLibrary> build_library(
     const std::vector<std::pair<std::string, const ir::Graph*>>& graphs,
     const codegen::CpuCodegenOptions& base = {}, int merge_into = 0);
 
-/// max |a - b| / max(1, max |b|) over all elements (shapes must match).
+/// max |a - b| / max(1, max |b|) over all elements (shapes must match); complex tensors on
+/// both parts.
 double rel_error(const Tensor& got, const Tensor& want);
 
-/// Random tensor (normal-ish floats in [-2, 2], ints in [0, 5), bools).
+/// A complex tensor's values as its real dtype with a trailing dim of 2 (a view of its storage,
+/// like torch.view_as_real); a real tensor as it is.
+Tensor complex_parts(const Tensor& t);
+
+/// Random tensor (normal-ish floats in [-2, 2], complex values with both parts so, ints in
+/// [0, 5), bools).
 Tensor random_tensor(const Shape& sizes, DType dtype, uint64_t seed);
 
 }  // namespace anvil::testing

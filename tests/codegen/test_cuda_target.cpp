@@ -96,13 +96,23 @@ TEST_F(CudaTarget, SourcesCompileWithNvccIntoAPackageForTheGpu) {
 }
 
 TEST_F(CudaTarget, UnsupportedStepsAreListedAllAtOnce) {
-  // complex values have no CUDA code yet: every such kernel is named in one error
-  const std::string msg = ::anvil::test::error_message([&] {
-    driver::compile_pt2(fixture("aot/aot_77_complex_checks.pt2"), (dir_ / "c.anvil").string(),
-                        opts_);
-  });
-  EXPECT_TRUE(::anvil::test::error_says(msg, "the cuda target cannot compile 3 steps"));
-  for (const char* step : {"k0 (clone)", "k1 (add)", "k2 (mul)", "complex values"})
+  // loop reductions over complex values (neither target compiles one): every such kernel is
+  // named in one error, and no package is written
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %a: c64[4, 3] = user_input
+  }
+  %s: c64[4] = aten.sum.dim_IntList(self=%a, dim=[1])
+  %t: c64[3] = aten.sum.dim_IntList(self=%a, dim=[0])
+  outputs {
+    user_output %s
+    user_output %t
+  }
+})");
+  const std::string msg = ::anvil::test::error_message(
+      [&] { driver::compile_graph(*g, (dir_ / "c.anvil").string(), opts_); });
+  EXPECT_TRUE(::anvil::test::error_says(msg, "the cuda target cannot compile 2 steps"));
+  for (const char* step : {"k0 (s)", "k1 (t)", "a reduction of c64 values"})
     EXPECT_NE(msg.find(step), std::string::npos) << step << " missing from: " << msg;
   EXPECT_FALSE(fs::exists(dir_ / "c.anvil"));
 }
@@ -114,6 +124,66 @@ std::map<std::string, std::string> host_steps(const std::string& pkg) {
   std::map<std::string, std::string> out;
   for (const auto& h : j.at("host_steps")) out[h.at("name")] = h.at("target");
   return out;
+}
+
+/// The text of a file.
+std::string slurp(const fs::path& f) {
+  std::ifstream in(f);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// Occurrences of "std::complex<" that are not libcu++'s "cuda::std::complex<".
+int host_complex_uses(const std::string& text) {
+  int n = 0;
+  for (size_t at = text.find("std::complex<"); at != std::string::npos;
+       at = text.find("std::complex<", at + 1))
+    n += at < 6 || text.compare(at - 6, 6, "cuda::") != 0;
+  return n;
+}
+
+TEST_F(CudaTarget, ComplexValuesCompileWithNvcc) {
+  // case 77: complex32 / complex64 / complex128 inputs, a.clone(), b + b and c * 2 as kernels
+  // computing in cuda::std::complex (complex32 stored as two fp16 halves); no host step.
+  opts_.emit_source_dir = (dir_ / "c77").string();
+  const std::string c77 = (dir_ / "c77.anvil").string();
+  const driver::CompileReport r =
+      driver::compile_pt2(fixture("aot/aot_77_complex_checks.pt2"), c77, opts_);
+  EXPECT_EQ(r.target, "cuda-sm90");
+  EXPECT_TRUE(host_steps(c77).empty());
+  const std::string k77 = slurp(dir_ / "c77" / "kernels_0.cu");
+  EXPECT_NE(k77.find("#include <cuda/std/complex>"), std::string::npos);
+  EXPECT_NE(k77.find("cuda::std::complex<float>* __restrict__"), std::string::npos);
+  EXPECT_NE(k77.find("cuda::std::complex<double>* __restrict__"), std::string::npos);
+  EXPECT_NE(k77.find("anvil_c32* __restrict__"), std::string::npos);
+  EXPECT_NE(k77.find("= c32_to_c64(p"), std::string::npos) << "complex32 loads widen";
+  EXPECT_EQ(host_complex_uses(k77), 0) << "std::complex is host-only: kernels use libcu++'s";
+  // model.cu (run(), no complex values in its host code) does not pay for the complex headers
+  EXPECT_EQ(slurp(dir_ / "c77" / "model.cu").find("complex"), std::string::npos);
+
+  // real / imag of complex tensors, FFTs: the kernels take the parts with cuda::std::real /
+  // imag; the FFTs are host steps whose views of complex tensors are host std::complex.
+  opts_.emit_source_dir = (dir_ / "s2").string();
+  const std::string s2 = (dir_ / "s2.anvil").string();
+  driver::compile_pt2(fixture("aot/ops_strides2.pt2"), s2, opts_);
+  const auto hs = host_steps(s2);
+  EXPECT_EQ(hs.at("ext0"), "aten.fft_fft.default");
+  EXPECT_EQ(hs.at("ext10"), "aten.fft_rfft.default");
+  const std::string ks2 = slurp(dir_ / "s2" / "kernels_0.cu");
+  for (const char* part : {"cuda::std::real(", "cuda::std::imag("})
+    EXPECT_NE(ks2.find(part), std::string::npos) << part;
+  EXPECT_GT(host_complex_uses(ks2), 0) << "the FFT host steps' complex views";
+  EXPECT_EQ(runtime::Package::open(s2)->manifest().device_type, Device::Type::kCUDA);
+
+  // nor does a program without complex values
+  opts_.emit_source_dir = (dir_ / "mlp").string();
+  driver::CompileOptions emit_only = opts_;
+  emit_only.compiler = "/bin/false";
+  ::anvil::test::error_message([&] {
+    driver::compile_pt2(fixture("mlp_small.pt2"), (dir_ / "mlp.anvil").string(), emit_only);
+  });
+  const std::string kmlp = slurp(dir_ / "mlp" / "kernels_0.cu");
+  ASSERT_FALSE(kmlp.empty());
+  EXPECT_EQ(kmlp.find("complex"), std::string::npos);
 }
 
 TEST_F(CudaTarget, ExternsWithoutACudaKernelRunOnTheHostAndAreCounted) {

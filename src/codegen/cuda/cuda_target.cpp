@@ -4,8 +4,9 @@
 // (include/anvil/anvil_device.h), the extern ops transformers carry (embedding, indexing, cumsum,
 // diff, attention) get generated kernels; other extern ops run as host steps (their CPU
 // kernel on host copies, runtime/host_staging.h). Control flow and run-time sizes (aten.item,
-// nonzero) are generated host code reading the values they need from the device. Collectives
-// are issued and waited in run() on the run's stream (a GPU group: NCCL), as on the CPU.
+// nonzero) are generated host code reading the values they need from the device. Complex values
+// compute in libcu++'s cuda::std::complex (codegen/c_expr.h's CUDA dialect). Collectives are
+// issued and waited in run() on the run's stream (a GPU group: NCCL), as on the CPU.
 #include <cstdlib>
 #include <set>
 
@@ -140,20 +141,26 @@ class CudaTarget final : public Target {
     for (const auto& h : host_steps) externs.insert(h["target"].get<std::string>());
     r.manifest_fields["externs"] = std::vector<std::string>(externs.begin(), externs.end());
     r.kernel_bodies = bodies;
-    const std::string pre = [&] {
-      std::string t = preamble();
+    auto pre = [&](bool with_complex) {
+      std::string t = preamble(with_complex);
       for (size_t pos = t.find("anvil_model"); pos != std::string::npos;
            pos = t.find("anvil_model", pos + o.cpp_namespace.size()))
         t.replace(pos, 11, o.cpp_namespace);
       return t;
-    }();
+    };
+    // Each unit includes the complex headers only when its text uses complex values (host code
+    // of model.cu rarely does: the kernels and host steps are in kernels_0.cu).
+    const std::string plain = pre(false);
+    const std::string model_body = cpu::emit_model(p, r.manifest_target,
+                                                   model_metadata_json(p, r.manifest_target), o,
+                                                   plain)
+                                       .substr(plain.size());
     r.sources.push_back(
-        {"model.cu",
-         cpu::emit_model(p, r.manifest_target, model_metadata_json(p, r.manifest_target), o, pre)});
+        {"model.cu", (cpu::needs_complex(model_body) ? pre(true) : plain) + model_body});
     if (!kernels.empty())
-      r.sources.push_back({"kernels_0.cu", pre + "\nnamespace " + o.cpp_namespace + " {\n\n" +
-                                               kernels + "}  // namespace " + o.cpp_namespace +
-                                               "\n"});
+      r.sources.push_back({"kernels_0.cu", pre(cpu::needs_complex(kernels)) + "\nnamespace " +
+                                               o.cpp_namespace + " {\n\n" + kernels +
+                                               "}  // namespace " + o.cpp_namespace + "\n"});
     return r;
   }
 

@@ -103,7 +103,7 @@ int block_threads(const SymInt& inner) {
 
 std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
   std::ostringstream body_os;
-  Body body(p, body_os);
+  Body body(p, body_os, Dialect::kCuda);
   body.push();
   SymInt outer_n(1), inner_n(1);
   for (const auto& s : k.outer) outer_n = outer_n * s;
@@ -131,7 +131,7 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
         for (const passes::Stmt& s : pass.loop) {
           if (s.kind != passes::Stmt::Kind::kReduce) continue;
           const bool fl = is_floating(s.dtype);
-          body_os << ind << compute_type(s.dtype) << " acc" << s.acc << " = "
+          body_os << ind << compute_type(s.dtype, Dialect::kCuda) << " acc" << s.acc << " = "
                   << acc_init(s.reduce, fl) << ";\n";
           if (fl && (s.reduce == ReduceOp::kMax || s.reduce == ReduceOp::kMin))
             body_os << ind << "int nan" << s.acc << " = 0;\n";
@@ -145,7 +145,7 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
         body_os << ind << "}\n";
         for (const passes::Stmt& s : pass.loop) {  // combine the threads' partial results
           if (s.kind != passes::Stmt::Kind::kReduce) continue;
-          const std::string ct = compute_type(s.dtype);
+          const std::string ct = compute_type(s.dtype, Dialect::kCuda);
           scratch.insert(ct);
           body_os << ind << "acc" << s.acc << " = block_reduce(acc" << s.acc << ", "
                   << reduce_functor(s.reduce) << ", " << scratch_name(ct) << ");\n";
@@ -176,7 +176,7 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
   fn << "__global__ void __launch_bounds__(" << threads << ") " << k.name << "_kernel(Syms<"
      << kernel_sym_count(p) << "> sy";
   for (int b : roots) {
-    const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype);
+    const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype, Dialect::kCuda);
     fn << ", " << st << "* __restrict__ p" << b;
   }
   fn << ") {\n";
@@ -221,7 +221,7 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
   launch << "  " << k.name << "_kernel<<<" << grid << ", " << threads
          << ", 0, static_cast<cudaStream_t>(s.stream)>>>(sy";
   for (int b : roots) {
-    const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype);
+    const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype, Dialect::kCuda);
     launch << ",\n      reinterpret_cast<" << st << "*>(" << buffer_base(p, b) << ")";
   }
   launch << ");\n";
@@ -396,17 +396,13 @@ std::string kernel_symbol_decls(const passes::Program& p, const std::string& tex
 
 std::string unsupported_reason(const passes::Program& p, const passes::Step& step) {
   if (const auto* k = std::get_if<LoopKernel>(&step)) {
+    // Complex values compute in cuda::std::complex (pointwise code, as on the CPU); a loop
+    // reduction over them is compiled by neither target (the lowering leaves none today).
     for (const auto& pass : k->passes)
-      for (const auto* list : {&pass.pre, &pass.loop, &pass.post})
-        for (const passes::Stmt& s : *list) {
-          if (is_complex(s.dtype) || is_complex(p.buffers[static_cast<size_t>(s.buffer)].dtype))
-            return "complex values are not supported on CUDA yet";
-          std::vector<int> loads;
-          p.exprs.loads(s.expr, loads);
-          for (int l : loads)
-            if (is_complex(p.exprs.at(l).dtype))
-              return "complex values are not supported on CUDA yet";
-        }
+      for (const passes::Stmt& s : pass.loop)
+        if (s.kind == passes::Stmt::Kind::kReduce && is_complex(s.dtype))
+          return str("a reduction of ", dtype_name(s.dtype),
+                     " values (complex loop reductions are not compiled)");
     return "";
   }
   if (const auto* g = std::get_if<GemmStep>(&step)) {

@@ -9,8 +9,10 @@
 
 namespace anvil::codegen::cuda {
 
-/// Includes, RunState, scalar helpers (__host__ __device__), block reductions, launch checks.
-std::string preamble();
+/// Includes, RunState, scalar helpers (__host__ __device__), block reductions, launch checks;
+/// `with_complex`: also the complex headers (cuda::std::complex for kernels, std::complex for
+/// host steps) and the complex32 storage helpers.
+std::string preamble(bool with_complex);
 
 /// A loop kernel as a __global__ function plus `void NAME(const RunState& s)`, which launches
 /// it on s.stream (and records a failed launch with api->set_error). Pure pointwise kernels run

@@ -36,7 +36,7 @@ std::string load(DType t, const std::string& ptr, const std::string& off) {
 
 /// Statement storing compute value `v` at `ptr[off]` of `dtype`.
 std::string store(DType t, const std::string& ptr, const std::string& off, const std::string& v) {
-  return ptr + "[" + off + "] = " + to_storage(t, v) + ";";
+  return ptr + "[" + off + "] = " + to_storage(t, v, Dialect::kCuda) + ";";
 }
 
 std::string paren(const SymInt& s) { return "(" + s.str() + ")"; }
@@ -88,7 +88,7 @@ std::string finish(const Program& p, const ExternStep& e, const KernelText& k) {
   fn << "// " << e.name << ": " << nodes << " (" << e.target << ")\n";
   fn << "__global__ void " << e.name << "_kernel(Syms<" << kernel_sym_count(p) << "> sy";
   for (const auto& [name, v] : k.params)
-    fn << ", " << storage_type(v->dtype) << "* __restrict__ " << name;
+    fn << ", " << storage_type(v->dtype, Dialect::kCuda) << "* __restrict__ " << name;
   fn << ") {\n";
   std::string sizes_text = k.body;
   fn << kernel_symbol_decls(p, sizes_text, "  ") << k.body << "}\n\n";
@@ -98,7 +98,8 @@ std::string finish(const Program& p, const ExternStep& e, const KernelText& k) {
   launch << "  " << e.name << "_kernel<<<" << k.grid << ", " << k.block << ", " << k.shared
          << ", static_cast<cudaStream_t>(s.stream)>>>(sy";
   for (const auto& [name, v] : k.params)
-    launch << ",\n      reinterpret_cast<" << storage_type(v->dtype) << "*>(" << buffer_base(p, v->buffer)
+    launch << ",\n      reinterpret_cast<" << storage_type(v->dtype, Dialect::kCuda) << "*>("
+           << buffer_base(p, v->buffer)
            << ") + (" << v->offset.str() << ")";
   launch << ");\n";
   launch << "  return anvil_launch_check(s, \"" << e.name << "\");\n";
@@ -259,7 +260,7 @@ std::string cumsum(const Program& p, const ExternStep& e) {
     return finish(p, e, k);
   }
   const Lines l = lines_along(self.sizes, dim);
-  const std::string ct = compute_type(out.dtype);
+  const std::string ct = compute_type(out.dtype, Dialect::kCuda);
   std::ostringstream in;
   in << "    " << ct << " acc = 0;\n";
   in << "    for (int64_t t = 0; t < " << paren(self.sizes[dim]) << "; ++t) {\n";
@@ -287,7 +288,7 @@ std::string diff(const Program& p, const ExternStep& e) {
     w[dim] = "(" + i + ")";
     return load(v.dtype, name, offset_of(v, w));
   };
-  const std::string ct = compute_type(self.dtype);
+  const std::string ct = compute_type(self.dtype, Dialect::kCuda);
   std::ostringstream in;
   in << "    auto c = [&](int64_t i) -> " << ct << " {\n";
   if (pre) in << "      if (i < " << np << ") return " << at(*pre, "v1", "i") << ";\n";
