@@ -46,6 +46,12 @@ Tensor input_of(const Shape& sizes) {
   return Tensor::from_vector(xv, sizes);
 }
 
+/// The CLI: the build's, else the one beside this test binary (gpu_bundle/bin on the GPU machine).
+std::string cli() {
+  if (fs::exists(ANVIL_CLI)) return ANVIL_CLI;
+  return (fs::read_symlink("/proc/self/exe").parent_path() / "anvil").string();
+}
+
 /// Runs `pkg` on 2 ranks under `anvil launch` with `backend`; returns each rank's out0.
 std::vector<Tensor> launch_two(const std::string& pkg, const std::string& backend,
                                const Tensor& x, const std::string& tag) {
@@ -54,7 +60,7 @@ std::vector<Tensor> launch_two(const std::string& pkg, const std::string& backen
   write_npy((dir / "x.npy").string(), x);
   bool timed_out = false;
   const auto r = dist::test::run_command(
-      {ANVIL_CLI, "launch", "-n", "2", "--", ANVIL_CLI, "run", pkg, "-i", (dir / "x.npy").string(),
+      {cli(), "launch", "-n", "2", "--", cli(), "run", pkg, "-i", (dir / "x.npy").string(),
        "-o", (dir / "out").string(), "--backend", backend, "-q"},
       {{"ANVIL_DIST_TIMEOUT", "60"}, {"NCCL_NVLS_ENABLE", "0"},
        {"TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"}, {"NVSHMEM_DISABLE_NVLS", "1"}},
