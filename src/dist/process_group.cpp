@@ -191,4 +191,14 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int>&
   return pg;
 }
 
+std::pair<int, std::vector<int>> ProcessGroup::member_ranks(const std::vector<int>& members) const {
+  int my = -1;
+  std::vector<int> globals;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] == rank()) my = static_cast<int>(i);
+    globals.push_back(global_ranks()[static_cast<size_t>(members[i])]);
+  }
+  return {my, globals};
+}
+
 }  // namespace anvil::dist

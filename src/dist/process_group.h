@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -151,6 +152,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   virtual std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& members,
                                                       const std::string& name) = 0;
 
+  /// This rank's index among `members` (ranks of this group; -1 when not one of them) and the
+  /// members' world ranks: what make_subgroup builds a sub-group from.
+  std::pair<int, std::vector<int>> member_ranks(const std::vector<int>& members) const;
   /// "gloo all_reduce #3 on group '0' (rank 1 of 2)" (seq 0: no number).
   std::string where(OpType op, uint64_t seq) const;
   /// The op's timeout: its own, or the group's when it sets none. Throws Error when negative.

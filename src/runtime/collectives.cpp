@@ -177,7 +177,7 @@ void join_world_for_package(const std::string& manifest_json, const std::string&
                 where,
                 "the launcher's environment: run it under `anvil launch -n N -- anvil run ...` "
                 "or mpirun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (backend: "
-                "ANVIL_BACKEND or `anvil run --backend`, gloo (default) or mpi)",
+                "ANVIL_BACKEND or `anvil run --backend`: gloo (default), mpi or nccl)",
                 "no usable distributed environment");
   }
 }

@@ -378,7 +378,7 @@ TEST_F(CliAotTest, UsageAndInputErrors) {
   expect_clean_error(cli("compile"), 2, {"needs MODEL.pt2"});
   expect_clean_error(cli("compile " + q(dir_ / "none.pt2")), 1, {"none.pt2", "not found"});
   expect_clean_error(cli("run " + q(small_pkg()) + " --backend carrier-pigeon"), 2,
-                     {"--backend", "gloo or mpi"});
+                     {"--backend", "gloo, mpi or nccl"});
   expect_clean_error(cli("run " + q(small_pkg()) + " --threads 0"), 2, {"--threads"});
   expect_clean_error(cli("run " + q(small_pkg()) + " --interpret"), 1, {"--interpret runs a .pt2"});
   expect_clean_error(cli("bench"), 2, {"needs MODEL"});

@@ -259,12 +259,7 @@ HostProcessGroup::P2PWaiter GlooProcessGroup::post_recv(Tensor& t, int src, int 
 
 std::shared_ptr<ProcessGroup> GlooProcessGroup::make_subgroup(const std::vector<int>& members,
                                                               const std::string& name) {
-  int my = -1;
-  std::vector<int> globals;
-  for (size_t i = 0; i < members.size(); ++i) {
-    if (members[i] == rank()) my = static_cast<int>(i);
-    globals.push_back(global_ranks()[static_cast<size_t>(members[i])]);
-  }
+  const auto [my, globals] = member_ranks(members);
   std::shared_ptr<ProcessGroup> sub;
   if (my >= 0) {
     auto sub_store = std::make_shared<PrefixStore>(str("subgroup/", name), store_);

@@ -448,12 +448,7 @@ HostProcessGroup::P2PWaiter MpiProcessGroup::post_recv(Tensor& t, int src, int t
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::make_subgroup(const std::vector<int>& members,
                                                              const std::string& name) {
-  int my = -1;
-  std::vector<int> globals;
-  for (size_t i = 0; i < members.size(); ++i) {
-    if (members[i] == rank()) my = static_cast<int>(i);
-    globals.push_back(global_ranks()[static_cast<size_t>(members[i])]);
-  }
+  const auto [my, globals] = member_ranks(members);
   auto comm = std::make_unique<Comm>();
   const std::string w = str("mpi new_subgroup '", name, "'");
   // MPI_Comm_split is collective over this group's communicator: run it in queue order.

@@ -186,12 +186,7 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
 
 std::shared_ptr<ProcessGroup> NcclProcessGroup::make_subgroup(const std::vector<int>& members,
                                                               const std::string& name) {
-  int my = -1;
-  std::vector<int> globals;
-  for (size_t i = 0; i < members.size(); ++i) {
-    if (members[i] == rank()) my = static_cast<int>(i);
-    globals.push_back(global_ranks()[static_cast<size_t>(members[i])]);
-  }
+  const auto [my, globals] = member_ranks(members);
   std::shared_ptr<ProcessGroup> sub;
   if (my >= 0) {
     GroupOptions o = options();
