@@ -8,6 +8,24 @@
 // kernel. Workspace comes from the stream's (cuda_gemm.cpp's stream_workspace), which work on
 // that stream is ordered with.
 #include <cudnn.h>
+
+#include "cuda_backend_internal.h"
+
+#ifdef ANVIL_NO_CUDNN_FRONTEND  // configured without the frontend's headers (CMakeLists.txt)
+
+namespace anvil::cuda_backend {
+
+int backend_attention(int device, void* stream, const AnvilAttentionArgs* args) {
+  (void)device, (void)stream, (void)args;
+  fail("attention: this build of libanvil_cuda has no cuDNN frontend (its headers could not be "
+       "fetched at configure time): anvil's own attention kernels run");
+  return ANVIL_DEVICE_UNSUPPORTED;
+}
+
+}  // namespace anvil::cuda_backend
+
+#else
+
 #include <cudnn_frontend.h>
 
 #include <cinttypes>
@@ -15,8 +33,6 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
-
-#include "cuda_backend_internal.h"
 
 namespace anvil::cuda_backend {
 
@@ -235,3 +251,5 @@ int backend_attention(int device, void* stream, const AnvilAttentionArgs* args) 
 }
 
 }  // namespace anvil::cuda_backend
+
+#endif  // ANVIL_NO_CUDNN_FRONTEND
