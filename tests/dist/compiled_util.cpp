@@ -7,9 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include "dist/fake_process_group.h"
+#include "dist/world.h"
 #include "dist_harness.h"
 #include "driver/compile.h"
 #include "frontend/pt2_reader.h"
+#include "interp/interpreter.h"
 #include "passes/collectives.h"
 #include "passes/pipeline.h"
 
@@ -21,6 +24,17 @@ std::string fixture(const std::string& name) {
   const std::string top = std::string(ANVIL_FIXTURES_DIR) + "/" + name + ".pt2";
   if (fs::exists(top)) return top;
   return std::string(ANVIL_FIXTURES_DIR) + "/coll/" + name + ".pt2";
+}
+
+Tensor world_scaled_reference(const std::string& name, const Tensor& x, int world) {
+  if (!dist::world_initialized())
+    dist::set_world(std::make_shared<dist::FakeProcessGroup>(0, 1));
+  auto g = frontend::load_pt2(fixture(name));
+  interp::Interpreter interp(*g);
+  const auto out = interp.run({x});
+  std::vector<double> v = out[0].to_doubles();
+  for (double& d : v) d *= world;
+  return Tensor::from_vector(v, out[0].sizes()).to(out[0].dtype());
 }
 
 const std::string& temp_dir() {

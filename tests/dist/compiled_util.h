@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/tensor.h"
 #include "passes/loop_ir.h"
 
 namespace anvil::dist::test {
@@ -18,6 +19,10 @@ const std::string& temp_dir();
 /// Compiles a fixture into a package (cached per process and pass switches); `reorder` /
 /// `bucket` switch the collective passes.
 std::string compile_fixture(const std::string& name, bool reorder = true, bool bucket = true);
+/// A fixture's first output when every rank of a `world`-rank job feeds `x` and its collectives
+/// sum equal partial results (tp_mlp_allreduce): the interpreter's result in a 1-rank world
+/// (all_reduce the identity) times the world size, in the output's dtype.
+Tensor world_scaled_reference(const std::string& name, const Tensor& x, int world);
 /// The scheduled program of a fixture (no toolchain, no group).
 passes::Program program_of(const std::string& name, bool reorder = true, bool bucket = true);
 

@@ -350,20 +350,6 @@ TEST(CompiledCollectivesRules, InPlaceCollectiveOnAnInputKeepsEarlierReadersAndC
 
 // ---- the CLI under `anvil launch` --------------------------------------------------------------
 
-/// The interpreter's tp_mlp result on one rank (a 1-rank world: all_reduce is the identity),
-/// times the world size = every rank's expected output when all ranks feed the same x.
-Tensor tp_mlp_reference(const Tensor& x, int world) {
-  if (!dist::world_initialized())
-    dist::set_world(std::make_shared<dist::FakeProcessGroup>(0, 1));
-  auto g = frontend::load_pt2(fixture("tp_mlp_allreduce"));
-  interp::Interpreter interp(*g);
-  const auto out = interp.run({x});
-  std::vector<double> v = out[0].to_doubles();
-  std::vector<float> f;
-  for (double d : v) f.push_back(static_cast<float>(d * world));
-  return Tensor::from_vector(f, out[0].sizes());
-}
-
 /// `anvil launch -n W -- anvil run tp.anvil` and a check of every rank's output.
 void run_tp_mlp_launch(int world) {
   const std::string pkg = compile_fixture("tp_mlp_allreduce");
@@ -379,7 +365,7 @@ void run_tp_mlp_launch(int world) {
                              &timed_out);
   ASSERT_FALSE(timed_out) << r.output;
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const Tensor want = tp_mlp_reference(x, world);
+  const Tensor want = world_scaled_reference("tp_mlp_allreduce", x, world);
   for (int rank = 0; rank < world; ++rank) {
     const std::string f = dir + "/out/rank" + std::to_string(rank) + "/out0.npy";
     ASSERT_TRUE(fs::exists(f)) << f << "\n" << r.output;

@@ -8,34 +8,18 @@
 #include <cmath>
 #include <filesystem>
 
+#include "../dist/compiled_util.h"
 #include "../dist/dist_harness.h"
 #include "common/check.h"
 #include "core/npy.h"
-#include "dist/fake_process_group.h"
-#include "dist/world.h"
 #include "driver/compile.h"
-#include "frontend/pt2_reader.h"
 #include "gpu/gpu_test_util.h"
 #include "gpu/nccl_test_util.h"
-#include "interp/interpreter.h"
 
 namespace anvil {
 namespace {
 
 namespace fs = std::filesystem;
-
-/// The fixture's output with every rank feeding `x`: the 1-rank interpreter result times the
-/// world size (all_reduce sums the ranks' equal partial results).
-Tensor reference(const std::string& name, const Tensor& x, int world) {
-  if (!dist::world_initialized())
-    dist::set_world(std::make_shared<dist::FakeProcessGroup>(0, 1));
-  auto g = frontend::load_pt2(gpu_test::fixture(name + ".pt2"));
-  interp::Interpreter interp(*g);
-  const auto out = interp.run({x});
-  std::vector<double> v = out[0].to_doubles();
-  for (double& d : v) d *= world;
-  return Tensor::from_vector(v, out[0].sizes()).to(out[0].dtype());
-}
 
 /// Same deterministic input on every rank.
 Tensor input_of(const Shape& sizes) {
@@ -86,7 +70,7 @@ TEST(CudaCollectives, TpMlpAllReduceOnTwoGpus) {
   const auto got = launch_two(gpu_test::compile_cuda(gpu_test::fixture("tp_mlp_allreduce.pt2")),
                               "nccl", x, "tp_mlp_nccl");
   ASSERT_EQ(got.size(), 2u);
-  const Tensor want = reference("tp_mlp_allreduce", x, 2);
+  const Tensor want = dist::test::world_scaled_reference("tp_mlp_allreduce", x, 2);
   for (int rank = 0; rank < 2; ++rank)
     EXPECT_TRUE(::anvil::test::matches_reference(got[static_cast<size_t>(rank)], want))
         << "rank " << rank;

@@ -18,6 +18,7 @@
 #include "common/check.h"
 #include "driver/compile.h"
 #include "gpu/gpu_test_util.h"
+#include "gpu/nccl_test_util.h"
 #include "ir/parser.h"
 #include "runtime/device_backend.h"
 #include "runtime/model.h"
@@ -78,11 +79,6 @@ int primary_context_active(int ordinal) {
   return active ? 1 : 0;
 }
 
-int gpu_count() {
-  if (!gpu_test::gpu_missing().empty()) return 0;
-  return runtime::device_backend(Device::Type::kCUDA).device_count();
-}
-
 // The child's half: runs only when the parent test starts it with ANVIL_DEVICES_CHILD set.
 TEST(CudaDevicesChild, LoadAndRunOnCuda1) {
   const char* pkg = std::getenv("ANVIL_DEVICES_CHILD");
@@ -107,11 +103,7 @@ TEST(CudaDevicesChild, LoadAndRunOnCuda1) {
 
 TEST(CudaDevices, LoadingOnCuda1CreatesNothingOnCuda0) {
   ANVIL_REQUIRE_GPU();
-  if (gpu_count() < 2) {
-    const char* req = std::getenv("ANVIL_REQUIRE_GPU");
-    if (req && std::string(req) == "2") FAIL() << "ANVIL_REQUIRE_GPU=2 but one GPU";
-    GTEST_SKIP() << "needs two GPUs (the 2-GPU machine); this one has " << gpu_count();
-  }
+  ANVIL_REQUIRE_TWO_GPUS();
   const std::string pkg = compile_text(kSoftmax, "on_cuda1");
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

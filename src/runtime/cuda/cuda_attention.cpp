@@ -40,8 +40,6 @@ namespace {
 
 namespace fe = cudnn_frontend;
 
-constexpr int32_t kDTypeFloat16 = 6;
-constexpr int32_t kDTypeBFloat16 = 13;
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kBias };
 
 // Everything a plan depends on: the problem (pointers only through their alignment).

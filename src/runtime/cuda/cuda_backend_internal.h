@@ -47,6 +47,12 @@ int guarded(const char* fn, F&& body) {
   }
 }
 
+// anvil::DType codes the entry points take (core/dtype.h; this library does not link core).
+constexpr int32_t kDTypeFloat16 = 6;
+constexpr int32_t kDTypeFloat32 = 7;
+constexpr int32_t kDTypeFloat64 = 8;
+constexpr int32_t kDTypeBFloat16 = 13;
+
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kSmallRound = 512;   // granularity of blocks up to kSmallLimit
 constexpr size_t kSmallLimit = kMiB;  // above this, blocks are multiples of kLargeRound

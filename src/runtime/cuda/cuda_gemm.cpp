@@ -20,13 +20,8 @@ namespace {
 // GEMM
 // ---------------------------------------------------------------------------------------------
 
-// anvil::DType codes (torch.export ScalarType codes; src/core/dtype.h).
 // How many of cuBLASLt's heuristic algorithms a GEMM shape times before picking one.
 constexpr int kGemmCandidates = 8;
-constexpr int32_t kDTypeFloat16 = 6;
-constexpr int32_t kDTypeFloat32 = 7;
-constexpr int32_t kDTypeFloat64 = 8;
-constexpr int32_t kDTypeBFloat16 = 13;
 
 struct GemmType {
   cudaDataType_t data;
