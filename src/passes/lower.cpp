@@ -687,7 +687,9 @@ void Lowerer::run() {
       if (!o || o->kind != ir::ValueKind::kTensor) continue;
       auto it = vals_.find(o);
       if (it == vals_.end() || !it->second || it->second->is_buffer()) continue;
-      if ((it->second->cost > 1 && effective_uses(o, readers, out_uses) > 1) ||
+      const bool shared = effective_uses(o, readers, out_uses) > 1;
+      if ((shared && (it->second->cost > 1 ||
+                      (materialize_gemm_sums_ && is_gemm_result_sum(*node_, *it->second)))) ||
           output_roots.count(o))
         realize(*it->second, o->name);
     }
@@ -734,6 +736,25 @@ void Lowerer::run() {
       throw Error("an output with a data-dependent size must be its own contiguous tensor",
                   "output " + o.name, "a contiguous result", "a view of another tensor");
   }
+}
+
+bool Lowerer::is_gemm_result_sum(const ir::Node& n, const TRef& t) const {
+  if (n.target != "aten.add.Tensor") return false;
+  bool gemm_operand = false;
+  int tensors = 0;
+  for (const auto& a : n.args) {
+    if (!a.value || !a.value->is_tensor()) continue;
+    ++tensors;
+    const auto r = vals_.find(a.value);
+    if (r == vals_.end() || !r->second) return false;
+    const TRef& in = *r->second;
+    if (in.dtype != t.dtype || !(in.sizes == t.sizes)) return false;  // no broadcast, no cast
+    if (!in.is_buffer() || !is_contiguous_view(in) || gemm_operand) continue;
+    for (const SNode& s : snodes_)
+      if (s.kind == SNode::Kind::kGemm && s.gemm && s.gemm->c.buffer == in.buffer)
+        gemm_operand = true;
+  }
+  return tensors == 2 && gemm_operand;
 }
 
 TensorView view_from(const TRef& t) {

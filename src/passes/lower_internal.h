@@ -90,6 +90,8 @@ class Lowerer {
   Lowerer(const ir::Graph& graph, Program& program, const std::set<std::string>& folded);
   /// Lowers every node, the outputs and the mutations; fills program signature and constants.
   void run();
+  /// PipelineOptions::materialize_gemm_sums.
+  void set_materialize_gemm_sums(bool on) { materialize_gemm_sums_ = on; }
   std::vector<SNode>& snodes() { return snodes_; }
 
   // ---- helpers the rule files use -------------------------------------------------------
@@ -183,6 +185,10 @@ class Lowerer {
 
   const ir::Graph& graph_;
   Program& prog_;
+  bool materialize_gemm_sums_ = false;
+  /// Whether node `n` adds a GEMM step's result to a tensor of the same shape (both operands
+  /// and the sum `t` alike in sizes and dtype).
+  bool is_gemm_result_sum(const ir::Node& n, const TRef& t) const;
   const std::set<std::string>& folded_;
   const ir::Node* node_ = nullptr;
   size_t node_pos_ = 0;

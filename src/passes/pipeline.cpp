@@ -50,6 +50,7 @@ Program compile_to_program(const ir::Graph& graph, const PipelineOptions& option
   }
   program.stats.dce_removed += dce(*g);
   detail::Lowerer lowerer(*g, program, folded);
+  lowerer.set_materialize_gemm_sums(options.materialize_gemm_sums);
   lowerer.options = &options;
   lowerer.run();
   detail::schedule(program, lowerer.snodes(), options.fuse);

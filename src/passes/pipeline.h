@@ -27,6 +27,11 @@ struct PipelineOptions {
   // a copy that only permutes such a result into place is elided, the extern writing the
   // destination directly. Null: none.
   std::function<bool(const Program&, const ExternStep&)> extern_writes_strided_output;
+  // A sum of a GEMM's result and a tensor of its shape read more than once (a transformer's
+  // residual x + o_proj(a), read by the next norm and the next residual) is stored once instead
+  // of recomputed by each reader: the target computes it in the GEMM's epilogue (set by the
+  // CUDA target, whose cuBLASLt call adds the residual as it writes the result).
+  bool materialize_gemm_sums = false;
 };
 
 /// Runs the passes on a copy of `graph` and lowers it: decompositions happen in the lowering

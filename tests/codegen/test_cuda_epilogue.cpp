@@ -251,6 +251,54 @@ TEST_F(CudaEpilogue, PointwiseKernelsLoadAndStoreVectorsWhereContiguous) {
   EXPECT_NE(source_.find("const int64_t total = (4*s23*s27) * (16) / 4;"), std::string::npos);
 }
 
+TEST_F(CudaEpilogue, AResidualSumReadTwiceIsStoredByItsGemm) {
+  // a = x + o_proj(h) read by the next block's input and by the last residual a + down(..):
+  // a is stored once, by the first GEMM's epilogue (x as cuBLASLt's C), and the last sum is
+  // the second GEMM's epilogue (a as its C); no kernel recomputes x + o_proj(h)
+  const std::string text =
+      "graph {\n  inputs {\n    %h: bf16[8, 32] = user_input\n    %w1: bf16[16, 32] = "
+      "user_input\n    %w2: bf16[16, 16] = user_input\n    %x: bf16[8, 16] = user_input\n"
+      "  }\n"
+      "  %o: bf16[8, 16] = aten.linear.default(input=%h, weight=%w1)\n"
+      "  %a: bf16[8, 16] = aten.add.Tensor(self=%x, other=%o)\n"
+      "  %n: bf16[8, 16] = aten.mul.Tensor(self=%a, other=%a)\n"
+      "  %d: bf16[8, 16] = aten.linear.default(input=%n, weight=%w2)\n"
+      "  %y: bf16[8, 16] = aten.add.Tensor(self=%a, other=%d)\n"
+      "  outputs {\n    user_output %y\n  }\n}\n";
+  EXPECT_EQ(emit("residual2", "", text),
+            (std::map<std::string, int>{{"ANVIL_EPILOGUE_NONE+C", 2}}));
+  const std::string program = read_text(dir_ / "residual2" / "program.txt");
+  EXPECT_EQ(count(program, "add(load("), 2u) << program;  // each sum once, in its GEMM
+}
+
+TEST_F(CudaEpilogue, InPlacePointwiseKernelsAreVectorizedToo) {
+  // SwiGLU after two GEMMs: silu(g) * u is computed in place in g's buffer (the GEMM writes the
+  // kernel's destination); each thread loads its own 8 lanes of g before it stores them
+  const std::string swiglu =
+      "graph {\n  inputs {\n    %h: bf16[8, 32] = user_input\n    %wg: bf16[64, 32] = "
+      "user_input\n    %wu: bf16[64, 32] = user_input\n  }\n"
+      "  %g: bf16[8, 64] = aten.linear.default(input=%h, weight=%wg)\n"
+      "  %u: bf16[8, 64] = aten.linear.default(input=%h, weight=%wu)\n"
+      "  %s: bf16[8, 64] = aten.silu.default(self=%g)\n"
+      "  %y: bf16[8, 64] = aten.mul.Tensor(self=%s, other=%u)\n"
+      "  outputs {\n    user_output %y\n  }\n}\n";
+  EXPECT_TRUE(emit("swiglu", "", swiglu).empty());
+  EXPECT_NE(source_.find("k0 vectorized: 8 elements per thread"), std::string::npos) << source_;
+  // the destination is read and written through the same pointer, at the same lanes
+  EXPECT_NE(source_.find("*reinterpret_cast<const uint4*>(p"), std::string::npos);
+  EXPECT_EQ(count(source_, "k0_kernel_v<<<"), 1u);
+  // a kernel reading its destination at another element (a shifted read) stays scalar
+  const std::string shifted =
+      "graph {\n  inputs {\n    %h: bf16[8, 32] = user_input\n    %w: bf16[64, 32] = "
+      "user_input\n  }\n"
+      "  %g: bf16[8, 64] = aten.linear.default(input=%h, weight=%w)\n"
+      "  %f: bf16[8, 64] = aten.flip.default(self=%g, dims=[1])\n"
+      "  %y: bf16[8, 64] = aten.mul.Tensor(self=%g, other=%f)\n"
+      "  outputs {\n    user_output %y\n  }\n}\n";
+  emit("shifted", "", shifted);
+  EXPECT_EQ(source_.find("vectorized:"), std::string::npos) << source_;
+}
+
 TEST_F(CudaEpilogue, FusedSourcesCompileWithNvcc) {
   // one nvcc run: the bfloat16 fixture has every fused form, the fallback kernels and an
   // unfused erf gelu

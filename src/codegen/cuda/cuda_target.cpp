@@ -43,6 +43,8 @@ class CudaTarget final : public Target {
   Device::Type device_type() const override { return Device::Type::kCUDA; }
   void adjust_pipeline(passes::PipelineOptions& pipeline) const override {
     pipeline.target_device = Device::Type::kCUDA;  // graphs recorded on the GPU compile too
+    // residual sums read twice are stored by the GEMM's epilogue (gemm_epilogue.h)
+    pipeline.materialize_gemm_sums = true;
     // attention's kernels (own and cuDNN's) write any output strides: the transpose of its
     // result into the output projection's input goes
     pipeline.extern_writes_strided_output = [](const passes::Program& p,

@@ -136,8 +136,19 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
           if (fl && (s.reduce == ReduceOp::kMax || s.reduce == ReduceOp::kMin))
             body_os << ind << "int nan" << s.acc << " = 0;\n";
         }
-        body_os << ind << "for (int64_t rr = threadIdx.x; rr < (" << inner_n.str()
-                << "); rr += blockDim.x) {\n";
+        // A constant trip count, unrolled: each thread issues its loads of the row together
+        // instead of one round trip to memory per element (the accumulation chains them).
+        if (inner_n.is_constant() && inner_n.constant() % threads == 0 &&
+            inner_n.constant() / threads <= 16) {
+          body_os << ind << "#pragma unroll\n"
+                  << ind << "for (int64_t jj = 0; jj < " << inner_n.constant() / threads
+                  << "; ++jj) {\n"
+                  << ind << "  const int64_t rr = threadIdx.x + jj * " << threads << ";\n";
+        } else {
+          body_os << ind << "#pragma unroll 4\n"
+                  << ind << "for (int64_t rr = threadIdx.x; rr < (" << inner_n.str()
+                  << "); rr += " << threads << ") {\n";
+        }
         body_os << decompose(k.inner, "rr", "r", ind + "  ");
         body.push();
         emit_stmts(body, p, pass.loop, ind + "  ", body_os);

@@ -6,8 +6,9 @@
 // every load that moves along that dim is contiguous in it (coefficient 1) and starts a vector at
 // a multiple of V elements (the other coefficients and the offset are multiples of V for every
 // value of the model's symbols), over float32 / bfloat16 / float16 buffers; loads that do not move
-// along it (coefficient 0: a bias over rows, a scalar) stay scalar loads. No buffer is both loaded
-// and stored (no in-place update, no store-to-load forwarding between statements). V = 16 bytes
+// along it (coefficient 0: a bias over rows, a scalar) stay scalar loads. A buffer both loaded and
+// stored is an in-place update: every load of it reads the element its store writes, in that
+// statement or an earlier one (no store-to-load forwarding to a later statement). V = 16 bytes
 // over the widest such element: 4 for float32, 8 for 16-bit data. The launcher checks at run
 // time that every vector operand's base pointer is aligned to V elements and otherwise launches
 // the scalar kernel.
@@ -82,7 +83,7 @@ VecPlan plan_vector(const passes::Program& p, const LoopKernel& k) {
 
   VecPlan plan;
   plan.lane_var = vars[lane];
-  std::set<int> stored, loaded;
+  std::set<int> stored;
   std::set<std::string> seen;
   std::vector<Affine> forms;
   const auto add = [&](int b, const SymInt& index, bool store) {
@@ -101,19 +102,30 @@ VecPlan plan_vector(const passes::Program& p, const LoopKernel& k) {
     return true;
   };
   const auto& loop = k.passes[0].loop;
-  for (const Stmt& s : loop) {
+  // root -> (statement, load) of every load of it
+  std::map<int, std::vector<std::pair<size_t, const Expr*>>> loads_of;
+  for (size_t i = 0; i < loop.size(); ++i) {
+    const Stmt& s = loop[i];
     if (s.kind != Stmt::Kind::kStore) return none;
     std::vector<int> loads;
     p.exprs.loads(s.expr, loads);
     for (int l : loads) {
       const Expr& e = p.exprs.at(l);
-      loaded.insert(buffer_root(p, e.buffer));
+      loads_of[buffer_root(p, e.buffer)].push_back({i, &e});
       if (!add(e.buffer, e.index, false)) return none;
     }
   }
-  for (const Stmt& s : loop) {
+  for (size_t i = 0; i < loop.size(); ++i) {
+    const Stmt& s = loop[i];
     const int r = buffer_root(p, s.buffer);
-    if (!stored.insert(r).second || loaded.count(r)) return none;  // written twice, or in place
+    if (!stored.insert(r).second) return none;  // written twice
+    // In place: each thread loads its own lanes before it stores them, so a buffer may be read
+    // where it is written, at the very same element, by this statement or earlier ones (a later
+    // statement would expect the new value).
+    const auto it = loads_of.find(r);
+    if (it != loads_of.end())
+      for (const auto& [at, e] : it->second)
+        if (at > i || !(e->index == s.index)) return none;  // aliases share their base
     if (!add(s.buffer, s.index, true)) return none;
   }
   size_t widest = 0;
