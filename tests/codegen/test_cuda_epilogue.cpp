@@ -299,6 +299,28 @@ TEST_F(CudaEpilogue, InPlacePointwiseKernelsAreVectorizedToo) {
   EXPECT_EQ(source_.find("vectorized:"), std::string::npos) << source_;
 }
 
+TEST_F(CudaEpilogue, RowKernelsLoadAndStoreVectorsWhereContiguous) {
+  // a layer norm over rows of 64 bf16: each pass loop takes 8-element vectors (64 / 8 = 8
+  // vectors a row: one warp), the weight a vector too; the scalar kernel stays for unaligned data
+  const std::string norm =
+      "graph {\n  inputs {\n    %x: bf16[8, 64] = user_input\n    %w: bf16[64] = user_input\n"
+      "  }\n"
+      "  %y: bf16[8, 64] = aten.layer_norm.default(input=%x, normalized_shape=[64], weight=%w)\n"
+      "  outputs {\n    user_output %y\n  }\n}\n";
+  emit("norm", "", norm);
+  EXPECT_NE(source_.find("k0 vectorized: rows of 8-element vectors"), std::string::npos) << source_;
+  EXPECT_NE(source_.find("k0_kernel_rv<<<anvil_blocks(n_outer, 1), 32, 0"), std::string::npos);
+  EXPECT_NE(source_.find("*reinterpret_cast<const uint4*>(p"), std::string::npos);
+  EXPECT_EQ(count(source_, "k0_kernel<<<anvil_blocks(n_outer, 1), 64, 0"), 1u);  // the fallback
+  // rows of 13: no whole vectors
+  const std::string odd =
+      "graph {\n  inputs {\n    %x: bf16[8, 13] = user_input\n  }\n"
+      "  %y: bf16[8, 13] = aten._softmax.default(self=%x, dim=1, half_to_float=False)\n"
+      "  outputs {\n    user_output %y\n  }\n}\n";
+  emit("odd", "", odd);
+  EXPECT_EQ(source_.find("vectorized"), std::string::npos) << source_;
+}
+
 TEST_F(CudaEpilogue, FusedSourcesCompileWithNvcc) {
   // one nvcc run: the bfloat16 fixture has every fused form, the fallback kernels and an
   // unfused erf gelu

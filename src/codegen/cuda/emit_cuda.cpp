@@ -101,41 +101,36 @@ int block_threads(const SymInt& inner) {
 
 }  // namespace
 
-std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
+namespace {
+
+/// The body of a row kernel (one block per outer point): its passes, each pass loop scalar or,
+/// with `vp`, vectorized (emit_row_vector_loop); shared scratch arrays go into `scratch`.
+std::string row_body(const passes::Program& p, const LoopKernel& k, int threads,
+                     const RowVectorPlan* vp, std::set<std::string>& scratch) {
   std::ostringstream body_os;
   Body body(p, body_os, Dialect::kCuda);
   body.push();
-  SymInt outer_n(1), inner_n(1);
-  for (const auto& s : k.outer) outer_n = outer_n * s;
+  SymInt inner_n(1);
   for (const auto& s : k.inner) inner_n = inner_n * s;
-  bool pointwise = k.passes.size() == 1 && k.passes[0].pre.empty() && k.passes[0].post.empty() &&
-                   !has_reduce(k.passes[0].loop);
   const std::string guard = "if (threadIdx.x == 0) ";
-  std::set<std::string> scratch;  // compute types needing a shared scratch array
-  int threads = 256;
-  if (pointwise) {
-    const std::string ind = "    ";
-    body_os << ind << "const int64_t lin = idx / (" << inner_n.str() << ");\n";
-    body_os << ind << "const int64_t rr = idx - lin * (" << inner_n.str() << ");\n";
-    body_os << ind << "(void)rr;\n";
-    body_os << decompose(k.outer, "lin", "o", ind) << decompose(k.inner, "rr", "r", ind);
-    emit_stmts(body, p, k.passes[0].loop, ind, body_os);
-  } else {
-    threads = block_threads(inner_n);
-    const std::string ind = "    ";
-    body_os << decompose(k.outer, "lin", "o", ind);
-    for (const auto& pass : k.passes) {
-      emit_stmts(body, p, pass.pre, ind, body_os, guard);
-      if (stores_memory(p, pass.pre)) body_os << ind << "__syncthreads();\n";
-      if (!pass.loop.empty()) {
-        for (const passes::Stmt& s : pass.loop) {
-          if (s.kind != passes::Stmt::Kind::kReduce) continue;
-          const bool fl = is_floating(s.dtype);
-          body_os << ind << compute_type(s.dtype, Dialect::kCuda) << " acc" << s.acc << " = "
-                  << acc_init(s.reduce, fl) << ";\n";
-          if (fl && (s.reduce == ReduceOp::kMax || s.reduce == ReduceOp::kMin))
-            body_os << ind << "int nan" << s.acc << " = 0;\n";
-        }
+  const std::string ind = "    ";
+  body_os << decompose(k.outer, "lin", "o", ind);
+  for (size_t pi = 0; pi < k.passes.size(); ++pi) {
+    const auto& pass = k.passes[pi];
+    emit_stmts(body, p, pass.pre, ind, body_os, guard);
+    if (stores_memory(p, pass.pre)) body_os << ind << "__syncthreads();\n";
+    if (!pass.loop.empty()) {
+      for (const passes::Stmt& s : pass.loop) {
+        if (s.kind != passes::Stmt::Kind::kReduce) continue;
+        const bool fl = is_floating(s.dtype);
+        body_os << ind << compute_type(s.dtype, Dialect::kCuda) << " acc" << s.acc << " = "
+                << acc_init(s.reduce, fl) << ";\n";
+        if (fl && (s.reduce == ReduceOp::kMax || s.reduce == ReduceOp::kMin))
+          body_os << ind << "int nan" << s.acc << " = 0;\n";
+      }
+      if (vp) {
+        emit_row_vector_loop(body, p, k, *vp, pi, threads, ind, body_os);
+      } else {
         // A constant trip count, unrolled: each thread issues its loads of the row together
         // instead of one round trip to memory per element (the accumulation chains them).
         if (inner_n.is_constant() && inner_n.constant() % threads == 0 &&
@@ -154,56 +149,128 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
         emit_stmts(body, p, pass.loop, ind + "  ", body_os);
         body.pop();
         body_os << ind << "}\n";
-        for (const passes::Stmt& s : pass.loop) {  // combine the threads' partial results
-          if (s.kind != passes::Stmt::Kind::kReduce) continue;
-          const std::string ct = compute_type(s.dtype, Dialect::kCuda);
-          scratch.insert(ct);
-          body_os << ind << "acc" << s.acc << " = block_reduce(acc" << s.acc << ", "
-                  << reduce_functor(s.reduce) << ", " << scratch_name(ct) << ");\n";
-          if (is_floating(s.dtype) && (s.reduce == ReduceOp::kMax || s.reduce == ReduceOp::kMin)) {
-            scratch.insert("int");
-            body_os << ind << "nan" << s.acc << " = block_reduce(nan" << s.acc
-                    << ", OrOp(), red_n);\n";
-          }
-        }
-        finish_reductions(body, p, pass.loop, ind, body_os, guard);
-        bool reduced_store = false;
-        for (const passes::Stmt& s : pass.loop)
-          reduced_store |= s.kind == passes::Stmt::Kind::kReduce &&
-                           !p.buffers[static_cast<size_t>(s.buffer)].local;
-        if (stores_memory(p, pass.loop) || reduced_store) body_os << ind << "__syncthreads();\n";
       }
-      emit_stmts(body, p, pass.post, ind, body_os, guard);
-      if (stores_memory(p, pass.post)) body_os << ind << "__syncthreads();\n";
+      for (const passes::Stmt& s : pass.loop) {  // combine the threads' partial results
+        if (s.kind != passes::Stmt::Kind::kReduce) continue;
+        const std::string ct = compute_type(s.dtype, Dialect::kCuda);
+        scratch.insert(ct);
+        body_os << ind << "acc" << s.acc << " = block_reduce(acc" << s.acc << ", "
+                << reduce_functor(s.reduce) << ", " << scratch_name(ct) << ");\n";
+        if (is_floating(s.dtype) && (s.reduce == ReduceOp::kMax || s.reduce == ReduceOp::kMin)) {
+          scratch.insert("int");
+          body_os << ind << "nan" << s.acc << " = block_reduce(nan" << s.acc
+                  << ", OrOp(), red_n);\n";
+        }
+      }
+      finish_reductions(body, p, pass.loop, ind, body_os, guard);
+      bool reduced_store = false;
+      for (const passes::Stmt& s : pass.loop)
+        reduced_store |= s.kind == passes::Stmt::Kind::kReduce &&
+                         !p.buffers[static_cast<size_t>(s.buffer)].local;
+      if (stores_memory(p, pass.loop) || reduced_store) body_os << ind << "__syncthreads();\n";
     }
+    emit_stmts(body, p, pass.post, ind, body_os, guard);
+    if (stores_memory(p, pass.post)) body_os << ind << "__syncthreads();\n";
   }
   body.pop();
+  return body_os.str();
+}
 
-  const std::set<int> roots = kernel_roots(p, k);
-  const std::string body_text = body_os.str();
-  const std::string sizes_text = outer_n.str() + " " + inner_n.str();
+/// `__global__ void NAME(Syms<n> sy, T* __restrict__ p<root>...) {` with the symbol
+/// declarations `text` needs.
+std::string kernel_head(const passes::Program& p, const std::set<int>& roots,
+                        const std::string& name, int threads, const std::string& text) {
   std::ostringstream fn;
-  fn << "// " << k.name << ": " << join(k.nodes) << "\n";
-  fn << "__global__ void __launch_bounds__(" << threads << ") " << k.name << "_kernel(Syms<"
+  fn << "__global__ void __launch_bounds__(" << threads << ") " << name << "(Syms<"
      << kernel_sym_count(p) << "> sy";
   for (int b : roots) {
     const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype, Dialect::kCuda);
     fn << ", " << st << "* __restrict__ p" << b;
   }
-  fn << ") {\n";
-  fn << kernel_symbol_decls(p, body_text + sizes_text, "  ");
-  for (const std::string& ct : scratch)
-    fn << "  __shared__ " << ct << " " << scratch_name(ct) << "[32];\n";
+  fn << ") {\n" << kernel_symbol_decls(p, text, "  ");
+  return fn.str();
+}
+
+/// `NAME<<<grid, threads, 0, stream>>>(sy, bases...);` and its launch check.
+std::string kernel_launch(const passes::Program& p, const std::set<int>& roots,
+                          const std::string& kernel, const std::string& step,
+                          const std::string& grid, int threads, const std::string& ind) {
+  std::ostringstream launch;
+  launch << ind << kernel << "<<<" << grid << ", " << threads
+         << ", 0, static_cast<cudaStream_t>(s.stream)>>>(sy";
+  for (int b : roots) {
+    const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype, Dialect::kCuda);
+    launch << ",\n" << ind << "    reinterpret_cast<" << st << "*>(" << buffer_base(p, b) << ")";
+  }
+  launch << ");\n" << ind << "anvil_launch_check(s, \"" << step << "\");\n";
+  return launch.str();
+}
+
+}  // namespace
+
+std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
+  SymInt outer_n(1), inner_n(1);
+  for (const auto& s : k.outer) outer_n = outer_n * s;
+  for (const auto& s : k.inner) inner_n = inner_n * s;
+  const bool pointwise = k.passes.size() == 1 && k.passes[0].pre.empty() &&
+                         k.passes[0].post.empty() && !has_reduce(k.passes[0].loop);
+  const std::set<int> roots = kernel_roots(p, k);
+  const std::string sizes_text = outer_n.str() + " " + inner_n.str();
+  std::set<std::string> scratch;  // compute types needing a shared scratch array
+  std::ostringstream fn;
+  fn << "// " << k.name << ": " << join(k.nodes) << "\n";
+  std::string fallback_grid;
+  int threads = 256;
+  // the vectorized form (emit_cuda_vector.cpp), launched when its operands are aligned
+  VectorKernel vk;
   if (pointwise) {
+    std::ostringstream body_os;
+    Body body(p, body_os, Dialect::kCuda);
+    body.push();
+    const std::string ind = "    ";
+    body_os << ind << "const int64_t lin = idx / (" << inner_n.str() << ");\n";
+    body_os << ind << "const int64_t rr = idx - lin * (" << inner_n.str() << ");\n";
+    body_os << ind << "(void)rr;\n";
+    body_os << decompose(k.outer, "lin", "o", ind) << decompose(k.inner, "rr", "r", ind);
+    emit_stmts(body, p, k.passes[0].loop, ind, body_os);
+    body.pop();
+    const std::string text = body_os.str();
+    fn << kernel_head(p, roots, k.name + "_kernel", threads, text + sizes_text);
     fn << "  const int64_t total = (" << outer_n.str() << ") * (" << inner_n.str() << ");\n";
     fn << "  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
           "idx < total;\n       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
+    fn << text << "  }\n}\n\n";
+    vk = emit_vector_kernel(p, k);
+    fallback_grid = "anvil_blocks(n_outer * n_inner, " + std::to_string(threads) + ")";
   } else {
-    fn << "  for (int64_t lin = blockIdx.x; lin < (" << outer_n.str() << "); lin += gridDim.x) {\n";
+    threads = block_threads(inner_n);
+    const std::string text = row_body(p, k, threads, nullptr, scratch);
+    const RowVectorPlan rp = plan_row_vector(p, k);
+    int vthreads = 0;
+    std::string vtext;
+    if (rp.width > 0) {
+      vthreads = block_threads(inner_n.is_constant() ? SymInt(inner_n.constant() / rp.width)
+                                                     : inner_n);
+      vtext = row_body(p, k, vthreads, &rp, scratch);
+    }
+    std::string shared;
+    for (const std::string& ct : scratch)
+      shared += "  __shared__ " + ct + " " + scratch_name(ct) + "[32];\n";
+    const std::string loop =
+        "  for (int64_t lin = blockIdx.x; lin < (" + outer_n.str() + "); lin += gridDim.x) {\n";
+    fn << kernel_head(p, roots, k.name + "_kernel", threads, text + sizes_text) << shared << loop
+       << text << "  }\n}\n\n";
+    if (rp.width > 0) {
+      fn << "// " << k.name << " vectorized: rows of " << rp.width << "-element vectors\n";
+      fn << kernel_head(p, roots, k.name + "_kernel_rv", vthreads, vtext + sizes_text) << shared
+         << loop << vtext << "  }\n}\n\n";
+      vk.width = rp.width;
+      vk.align_check = rp.align_check;
+      vk.launch = kernel_launch(p, roots, k.name + "_kernel_rv", k.name,
+                                "anvil_blocks(n_outer, 1)", vthreads, "    ");
+    }
+    fallback_grid = "anvil_blocks(n_outer, 1)";
   }
-  fn << body_text << "  }\n}\n\n";
-  // the vectorized form (emit_cuda_vector.cpp), launched when its operands are aligned
-  const VectorKernel vk = pointwise ? emit_vector_kernel(p, k) : VectorKernel{};
   fn << vk.kernel_text;
   // host launcher
   fn << "ANVIL_HIDDEN void " << k.name << "(const RunState& s) {\n";
@@ -217,26 +284,16 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
   launch << kernel_syms_fill(p);
   if (vk.width > 0) {
     launch << "  if (" << vk.align_check << ") {\n";
-    launch << "    " << k.name << "_kernel_v<<<anvil_blocks(n_outer * n_inner / " << vk.width
-           << ", 256), 256, 0, static_cast<cudaStream_t>(s.stream)>>>(sy";
-    for (int b : roots) {
-      const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype);
-      launch << ",\n        reinterpret_cast<" << st << "*>(" << buffer_base(p, b) << ")";
-    }
-    launch << ");\n";
-    launch << "    anvil_launch_check(s, \"" << k.name << "\");\n    return;\n  }\n";
+    if (vk.launch.empty())
+      launch << kernel_launch(p, roots, k.name + "_kernel_v", k.name,
+                              "anvil_blocks(n_outer * n_inner / " + std::to_string(vk.width) +
+                                  ", 256)",
+                              256, "    ");
+    else
+      launch << vk.launch;
+    launch << "    return;\n  }\n";
   }
-  const std::string grid = pointwise
-                               ? "anvil_blocks(n_outer * n_inner, " + std::to_string(threads) + ")"
-                               : "anvil_blocks(n_outer, 1)";
-  launch << "  " << k.name << "_kernel<<<" << grid << ", " << threads
-         << ", 0, static_cast<cudaStream_t>(s.stream)>>>(sy";
-  for (int b : roots) {
-    const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype, Dialect::kCuda);
-    launch << ",\n      reinterpret_cast<" << st << "*>(" << buffer_base(p, b) << ")";
-  }
-  launch << ");\n";
-  launch << "  anvil_launch_check(s, \"" << k.name << "\");\n";
+  launch << kernel_launch(p, roots, k.name + "_kernel", k.name, fallback_grid, threads, "  ");
   fn << symbol_decls(p, launch.str(), "s.sym", "  ") << launch.str() << "}\n";
   return fn.str();
 }

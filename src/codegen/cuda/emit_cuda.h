@@ -1,9 +1,11 @@
 // Internal to the CUDA target (src/codegen/cuda/*.cpp): CUDA C++ for the steps of a Program.
 #pragma once
 
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "codegen/c_expr.h"
 #include "codegen/generate.h"
 #include "passes/loop_ir.h"
 
@@ -52,8 +54,27 @@ std::string extern_unsupported_reason(const passes::Program& p, const passes::Ex
 struct VectorKernel {
   std::string kernel_text, align_check;
   int width = 0;
+  std::string launch;  // a row kernel's vector launch (empty: the pointwise `NAME_kernel_v`)
 };
 VectorKernel emit_vector_kernel(const passes::Program& p, const passes::LoopKernel& k);
+/// The vector form of a row kernel's pass loops (emit_cuda_vector.cpp): width V (0 when some
+/// pass does not qualify), each pass's contiguous accesses, and the launcher's alignment check.
+struct VecAccess {
+  int buffer = -1;
+  SymInt index;
+  bool store = false;
+  size_t elem = 0;
+};
+struct RowVectorPlan {
+  int width = 0;
+  std::string lane_var, align_check;
+  std::vector<std::vector<VecAccess>> access;  // per pass
+};
+RowVectorPlan plan_row_vector(const passes::Program& p, const passes::LoopKernel& k);
+/// Pass `pass`'s loop of row kernel `k` over `threads` threads, V lanes per thread per step.
+void emit_row_vector_loop(Body& body, const passes::Program& p, const passes::LoopKernel& k,
+                          const RowVectorPlan& plan, size_t pass, int threads,
+                          const std::string& ind, std::ostringstream& os);
 /// "const int64_t o0 = ...;" lines for the dims `sizes` of linear index `lin` (prefix o / r).
 std::string decompose(const std::vector<SymInt>& sizes, const std::string& lin,
                       const std::string& prefix, const std::string& ind);

@@ -30,14 +30,6 @@ using passes::Expr;
 using passes::LoopKernel;
 using passes::Stmt;
 
-/// One contiguous operand: a load key or a store, with its index at lane 0.
-struct VecAccess {
-  int buffer = -1;
-  SymInt index;
-  bool store = false;
-  size_t elem = 0;
-};
-
 size_t elem_bytes(DType t) {
   switch (t) {
     case DType::kFloat32:
@@ -230,6 +222,162 @@ VectorKernel emit_vector_kernel(const passes::Program& p, const LoopKernel& k) {
   for (const auto& c : checks)
     out.align_check += (out.align_check.empty() ? "" : " &&\n      ") + c;
   return out;
+}
+
+
+// ---- row kernels (one block per outer point, passes over the inner dims) -----------------------
+//
+// The same lanes in each pass loop of a row kernel (a norm, a softmax): the block's threads take
+// V consecutive innermost elements at a time, with one vector access per contiguous operand. When:
+// every pass loop's statements are stores and reductions; every load moving along the innermost
+// dim and every store to memory is contiguous and V-aligned in it as above (loads that do not
+// move along it, a row's mean, a weight over rows, stay scalar); a buffer a pass stores is read in
+// that pass only at the element it writes (no store-to-load traffic between lanes or threads
+// inside a pass; later passes read it after the block's barrier).
+
+RowVectorPlan plan_row_vector(const passes::Program& p, const LoopKernel& k) {
+  RowVectorPlan none;
+  if (k.inner.empty()) return none;
+  std::vector<std::string> vars;
+  std::vector<SymInt> sizes;
+  for (size_t i = 0; i < k.outer.size(); ++i) {
+    vars.push_back("o" + std::to_string(i));
+    sizes.push_back(k.outer[i]);
+  }
+  for (size_t i = 0; i < k.inner.size(); ++i) {
+    vars.push_back("r" + std::to_string(i));
+    sizes.push_back(k.inner[i]);
+  }
+  const size_t lane = vars.size() - 1;
+  RowVectorPlan plan;
+  plan.lane_var = vars[lane];
+  std::vector<Affine> forms;
+  for (const passes::Pass& pass : k.passes) {
+    std::vector<VecAccess> acc;
+    std::set<std::string> seen;
+    std::map<int, SymInt> stored;  // root -> its store index in this pass
+    std::vector<std::pair<int, SymInt>> loads;
+    for (const Stmt& st : pass.loop) {
+      std::vector<int> ls;
+      p.exprs.loads(st.expr, ls);
+      for (int l : ls) {
+        const Expr& e = p.exprs.at(l);
+        const auto a = affine(e.index, vars);
+        if (!a) return none;
+        if (a->coef[lane] == SymInt(0)) continue;  // the same for every lane: a scalar load
+        const auto& buf = p.buffers[static_cast<size_t>(e.buffer)];
+        const size_t elem = elem_bytes(buf.dtype);
+        if (buf.local || !(a->coef[lane] == SymInt(1)) || elem == 0 ||
+            p.buffers[static_cast<size_t>(buffer_root(p, e.buffer))].dtype != buf.dtype)
+          return none;
+        loads.push_back({buffer_root(p, e.buffer), e.index});
+        if (!seen.insert(std::to_string(e.buffer) + "[" + e.index.str() + "]").second) continue;
+        acc.push_back({e.buffer, e.index, false, elem});
+        forms.push_back(*a);
+      }
+      if (st.kind == Stmt::Kind::kReduce) continue;
+      const auto& buf = p.buffers[static_cast<size_t>(st.buffer)];
+      if (buf.local) continue;  // a value forwarded to later statements, never stored
+      const auto a = affine(st.index, vars);
+      const size_t elem = elem_bytes(buf.dtype);
+      if (!a || !(a->coef[lane] == SymInt(1)) || elem == 0 ||
+          p.buffers[static_cast<size_t>(buffer_root(p, st.buffer))].dtype != buf.dtype)
+        return none;
+      if (!stored.emplace(buffer_root(p, st.buffer), st.index).second) return none;  // twice
+      acc.push_back({st.buffer, st.index, true, elem});
+      forms.push_back(*a);
+    }
+    for (const auto& [root, index] : loads) {
+      const auto it = stored.find(root);
+      if (it != stored.end() && !(it->second == index)) return none;
+    }
+    plan.access.push_back(std::move(acc));
+  }
+  size_t widest = 0;
+  for (const auto& pass : plan.access)
+    for (const auto& a : pass) widest = std::max(widest, a.elem);
+  if (widest == 0) return none;  // nothing to vectorize
+  const int width = static_cast<int>(16 / widest);
+  if (!multiple_of(sizes[lane], width)) return none;
+  for (const Affine& f : forms) {
+    if (!multiple_of(f.c0, width)) return none;
+    for (size_t d = 0; d < lane; ++d)
+      if (!(sizes[d] == SymInt(1)) && !multiple_of(f.coef[d], width)) return none;
+  }
+  std::set<std::string> checks;
+  for (const auto& pass : plan.access)
+    for (const VecAccess& a : pass)
+      checks.insert("reinterpret_cast<uintptr_t>(" + cpu::buffer_base(p, buffer_root(p, a.buffer)) +
+                    ") % " + std::to_string(a.elem * static_cast<size_t>(width)) + " == 0");
+  for (const auto& c : checks)
+    plan.align_check += (plan.align_check.empty() ? "" : " &&\n      ") + c;
+  plan.width = width;
+  return plan;
+}
+
+void emit_row_vector_loop(Body& body, const passes::Program& p, const LoopKernel& k,
+                          const RowVectorPlan& plan, size_t pass, int threads,
+                          const std::string& ind, std::ostringstream& os) {
+  const int V = plan.width;
+  SymInt inner_n(1);
+  for (const auto& s : k.inner) inner_n = inner_n * s;
+  const std::string in = ind + "  ", lin = ind + "    ";
+  if (inner_n.is_constant() && inner_n.constant() % (threads * V) == 0 &&
+      inner_n.constant() / (threads * V) <= 16) {
+    os << ind << "#pragma unroll\n"
+       << ind << "for (int64_t jj = 0; jj < " << inner_n.constant() / (threads * V)
+       << "; ++jj) {\n"
+       << in << "const int64_t rr = (threadIdx.x + jj * " << threads << ") * " << V << ";\n";
+  } else {
+    os << ind << "for (int64_t rv = threadIdx.x; rv < (" << inner_n.str() << ") / " << V
+       << "; rv += " << threads << ") {\n"
+       << in << "const int64_t rr = rv * " << V << ";\n";
+  }
+  os << decompose(k.inner, "rr", "r", in);
+  os << in << "const int64_t lane0 = " << plan.lane_var << ";\n";
+  const std::vector<VecAccess>& acc = plan.access[pass];
+  std::vector<std::string> reg(acc.size());
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const VecAccess& a = acc[i];
+    const auto& buf = p.buffers[static_cast<size_t>(a.buffer)];
+    const std::string vt = vec_type(a.elem * static_cast<size_t>(V));
+    reg[i] = (a.store ? "w" : "v") + std::to_string(i);
+    os << in << "alignas(16) " << storage_type(buf.dtype) << " " << reg[i] << "[" << V << "];\n";
+    if (!a.store)
+      os << in << "*reinterpret_cast<" << vt << "*>(" << reg[i] << ") = *reinterpret_cast<const "
+         << vt << "*>(" << body.ptr(a.buffer) << " + (" << a.index.str() << "));\n";
+  }
+  os << in << "#pragma unroll\n";
+  os << in << "for (int j = 0; j < " << V << "; ++j) {\n";
+  os << lin << "const int64_t " << plan.lane_var << " = lane0 + j;\n";
+  os << lin << "(void)" << plan.lane_var << ";\n";
+  body.push();
+  for (size_t i = 0; i < acc.size(); ++i)
+    if (!acc[i].store)
+      body.forward(acc[i].buffer, acc[i].index,
+                   from_storage(p.buffers[static_cast<size_t>(acc[i].buffer)].dtype,
+                                reg[i] + "[j]"));
+  for (const Stmt& st : k.passes[pass].loop) {
+    if (st.kind == Stmt::Kind::kReduce || p.buffers[static_cast<size_t>(st.buffer)].local) {
+      emit_stmts(body, p, {st}, lin, os);  // an accumulation, or a forwarded local value
+      continue;
+    }
+    const std::string v = body.value(st.expr, lin);
+    for (size_t i = 0; i < acc.size(); ++i)
+      if (acc[i].store && acc[i].buffer == st.buffer && acc[i].index == st.index)
+        os << lin << reg[i] << "[j] = " << body.store_code(st.buffer, v) << ";\n";
+    body.forward(st.buffer, st.index, v);
+  }
+  body.pop();
+  os << in << "}\n";
+  for (size_t i = 0; i < acc.size(); ++i) {
+    if (!acc[i].store) continue;
+    const std::string vt = vec_type(acc[i].elem * static_cast<size_t>(V));
+    os << in << "*reinterpret_cast<" << vt << "*>(" << body.ptr(acc[i].buffer) << " + ("
+       << acc[i].index.str() << ")) = *reinterpret_cast<const " << vt << "*>(" << reg[i]
+       << ");\n";
+  }
+  os << ind << "}\n";
 }
 
 }  // namespace anvil::codegen::cuda
