@@ -88,10 +88,22 @@ TRefPtr owned_input(Lowerer& L, const ir::Value* v) {
   return copy_of(L, *t, name);
 }
 
-/// An input read in place by an out-of-place collective: contiguous buffer (rule B.8).
+/// True when a buffer-backed view is dense in row-major order (any offset): what a collective
+/// may send as it is (spec/collectives.md §5: strided memory is never sent as if it were dense;
+/// the nccl backend refuses it).
+bool dense_view(const TRef& t) {
+  const auto want = contiguous(t.sizes);
+  for (size_t d = 0; d < t.sizes.size(); ++d)
+    if (!is_const(t.sizes[d], 1) && !(t.strides[d] == want[d])) return false;
+  return true;
+}
+
+/// An input read in place by an out-of-place collective: a dense view of its buffer as it is
+/// (rule B.8: no defensive copy), else a contiguous copy (a transpose whose `contiguous()` the
+/// lowering turned into a strided view, a computed value).
 TRefPtr read_input(Lowerer& L, const ir::Value* v) {
   TRefPtr t = L.ref(v);
-  if (t->is_buffer()) return t;
+  if (t->is_buffer()) return dense_view(*t) ? t : copy_of(L, *t, v->name + "_dense");
   auto copy = std::make_shared<TRef>(*t);
   L.realize(*copy, v->name, /*need_contiguous=*/true);
   return copy;
