@@ -74,20 +74,6 @@ void mark_input_written(Lowerer& L, const TRef& self) {
   if (b.kind == BufferKind::kInput) L.prog().inputs[static_cast<size_t>(b.index)].mutated = true;
 }
 
-/// The buffer an in-place collective runs on (rules A.1-A.3, A.6).
-TRefPtr owned_input(Lowerer& L, const ir::Value* v) {
-  TRefPtr t = L.ref(v);
-  const std::string name = L.out_name();
-  if (t->is_buffer()) {
-    if (L.owned_buffer(t->buffer) && !L.buffer_read_later(t->buffer) && !L.copy_aliases.count(v))
-      return t;  // steal (a view stays a view)
-    return copy_of(L, *t, name);
-  }
-  // computed: its producer kernel writes straight into the collective's buffer; readers after
-  // the collective (if any) recompute from the pre-collective operands (rule A.3).
-  return copy_of(L, *t, name);
-}
-
 /// True when a buffer-backed view is dense in row-major order (any offset): what a collective
 /// may send as it is (spec/collectives.md §5: strided memory is never sent as if it were dense;
 /// the nccl backend refuses it).
@@ -96,6 +82,21 @@ bool dense_view(const TRef& t) {
   for (size_t d = 0; d < t.sizes.size(); ++d)
     if (!is_const(t.sizes[d], 1) && !(t.strides[d] == want[d])) return false;
   return true;
+}
+
+/// The buffer an in-place collective runs on (rules A.1-A.3, A.6).
+TRefPtr owned_input(Lowerer& L, const ir::Value* v) {
+  TRefPtr t = L.ref(v);
+  const std::string name = L.out_name();
+  if (t->is_buffer()) {
+    if (L.owned_buffer(t->buffer) && !L.buffer_read_later(t->buffer) && !L.copy_aliases.count(v) &&
+        dense_view(*t))
+      return t;  // steal (a dense view stays a view; a strided one is copied: never sent)
+    return copy_of(L, *t, name);
+  }
+  // computed: its producer kernel writes straight into the collective's buffer; readers after
+  // the collective (if any) recompute from the pre-collective operands (rule A.3).
+  return copy_of(L, *t, name);
 }
 
 /// An input read in place by an out-of-place collective: a dense view of its buffer as it is
