@@ -1,9 +1,9 @@
 """Export the sequence-parallel fixture tests/fixtures/sp_block.pt2 (needs PyTorch 2.11):
 
-    /work/venv211/bin/python scripts/export_sp_fixture.py tests/fixtures ../shared/tools
+    /work/venv211/bin/python scripts/export_sp_fixture.py tests/fixtures ../shared/tools [W]
 
-A Megatron-style sequence-parallel MLP block followed by an Ulysses-style all_to_all, for 2
-ranks on group "0", traced under the fake process group (no outputs saved: tests run it on real
+A Megatron-style sequence-parallel MLP block followed by an Ulysses-style all_to_all, for W
+ranks (default 2; sp_block_wW.pt2 otherwise) on group "0", traced under the fake process group (no outputs saved: tests run it on real
 ranks against the interpreter). The graph holds two independent all_gather_into_tensor (fp32
 and bf16: one multi-dtype bucket), two independent reduce_scatter_tensor (one bucket), an
 all_to_all_single with equal splits, and a dependent all_gather of the attention result.
@@ -18,7 +18,7 @@ OUT = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
 from export_fixture import save_case, init_fake_world  # noqa: E402
 
-W = 2          # ranks
+W = int(sys.argv[3]) if len(sys.argv) > 3 else 2  # ranks
 S, H, FF = 8, 16, 32  # sequence, hidden, MLP width (each rank holds S/W rows, FF/W columns)
 init_fake_world(W)
 fc = torch.ops._c10d_functional
@@ -50,4 +50,5 @@ class SpBlock(nn.Module):
 
 
 torch.manual_seed(0)
-save_case(OUT, "sp_block", SpBlock(), (torch.randn(S // W, H),), run=False)
+save_case(OUT, "sp_block" if W == 2 else f"sp_block_w{W}", SpBlock(), (torch.randn(S // W, H),),
+          run=False)

@@ -217,7 +217,7 @@ std::vector<CollCase> coll_cases() {
   v.push_back({"tp_overlap", "gloo", false, true});   // not reordered
   // graphs without a group size or splits baked in also run on 4 ranks
   for (const char* b : {"gloo", "mpi"})
-    for (const char* f : {"tp_overlap", "coll_bucket", "coll_legacy_inplace"})
+    for (const char* f : {"tp_overlap", "coll_bucket", "coll_legacy_inplace", "sp_block_w4"})
       v.push_back({f, b, true, true, 4});
   return v;
 }
