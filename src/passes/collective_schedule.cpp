@@ -1,9 +1,9 @@
-// Scheduling of collective steps (spec/collectives.md §3 C-D): bucketing of small all_reduces
-// into one coalesced issue, issue as early as possible, wait as late as possible, all without
-// raising the planned peak memory. Dependencies between steps are the buffers they read and
-// write (through alias roots); a collective step reads its inputs and writes its outputs (an
-// in-place one lists its buffer in both), and two steps may swap unless one writes what the
-// other reads or writes.
+// Scheduling of collective steps (spec/collectives.md §3 C-D): bucketing of small all_reduces,
+// all_gathers and reduce_scatters into one coalesced issue per op, issue as early as possible,
+// wait as late as possible, all without raising the planned peak memory. Dependencies between
+// steps are the buffers they read and write (through alias roots); a collective step reads its
+// inputs and writes its outputs (an in-place one lists its buffer in both), and two steps may
+// swap unless one writes what the other reads or writes.
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -116,9 +116,28 @@ void set_coll_attr(ExternStep& e, int id) {
     if (a.name == "coll") a.i = SymInt(id);
 }
 
-/// Merges runs of small all_reduce issues (same group, reduce op, dtype; no other collective
-/// step between them; no step between touching an earlier member's buffers) into the last
-/// member's issue. Returns the number of issues merged away.
+/// The bucket key of a collective issue that may join a bucket (one tensor in, one out, on an
+/// op with a coalesced form: all_reduce, all_gather_into_tensor, reduce_scatter_tensor), or "".
+/// Members of a bucket share the op, group, reduce op and group size; all_reduces also share
+/// the dtype (a coalesced all_gather / reduce_scatter keeps each tensor's dtype: the backends
+/// split such a call by dtype).
+std::string bucket_key(const ExternStep& e) {
+  const std::string op = e.target.substr(std::string(kCollectivePrefix).size());
+  const bool coalescable =
+      op == "all_reduce" || op == "all_gather_into_tensor" || op == "reduce_scatter_tensor";
+  if (!coalescable || e.inputs.size() != 1 || e.outputs.size() != 1) return "";
+  std::string k = op + "|" + collective_attr(e, "group") + "|" + collective_attr(e, "reduce_op");
+  if (const ExternAttr* gs = find_attr(e, "group_size")) k += "|" + gs->i.str();
+  if (op == "all_reduce") k += "|" + std::string(dtype_name(e.inputs[0].dtype));
+  return k;
+}
+
+/// Merges runs of small bucketable issues (bucket_key: all_reduce, all_gather_into_tensor,
+/// reduce_scatter_tensor with equal keys; no other collective step and no wait between them; no
+/// step between touching an earlier member's buffers) into the last member's issue, which then
+/// lists every member's inputs and outputs in order (the coalesced form). A collective whose
+/// input is another's result is never merged with it: the first one's wait sits between them.
+/// Returns the number of issues merged away.
 int bucket(Program& p, const CollectiveScheduleOptions& o) {
   int merged = 0;
   std::vector<size_t> run;  // step indices of the current bucket
@@ -154,13 +173,12 @@ int bucket(Program& p, const CollectiveScheduleOptions& o) {
   for (size_t i = 0; i < p.steps.size(); ++i) {
     const Step& st = p.steps[i];
     if (const ExternStep* e = as_issue(st)) {
-      const bool candidate = e->target == std::string(kCollectivePrefix) + "all_reduce" &&
-                             e->inputs.size() == 1 && e->outputs.size() == 1;
-      const int64_t bytes = candidate ? view_bytes(e->inputs[0]) : -1;
-      const std::string k = collective_attr(*e, "group") + "|" + collective_attr(*e, "reduce_op") +
-                            "|" + std::string(dtype_name(e->inputs.empty() ? DType::kFloat32
-                                                                             : e->inputs[0].dtype));
-      if (!candidate || bytes < 0 || bytes > o.bucket_max_tensor_bytes) {
+      const std::string k = bucket_key(*e);
+      // the larger of the two sides (an all_gather's output, a reduce_scatter's input)
+      const int64_t bytes =
+          k.empty() ? -1 : std::max(view_bytes(e->inputs[0]), view_bytes(e->outputs[0]));
+      if (k.empty() || view_bytes(e->inputs[0]) < 0 || view_bytes(e->outputs[0]) < 0 ||
+          bytes > o.bucket_max_tensor_bytes) {
         close();
         continue;
       }

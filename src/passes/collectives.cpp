@@ -74,13 +74,24 @@ void mark_input_written(Lowerer& L, const TRef& self) {
   if (b.kind == BufferKind::kInput) L.prog().inputs[static_cast<size_t>(b.index)].mutated = true;
 }
 
+/// True when a buffer-backed view is dense in row-major order (any offset): what a collective
+/// may send as it is (spec/collectives.md §5: strided memory is never sent as if it were dense;
+/// the nccl backend refuses it).
+bool dense_view(const TRef& t) {
+  const auto want = contiguous(t.sizes);
+  for (size_t d = 0; d < t.sizes.size(); ++d)
+    if (!is_const(t.sizes[d], 1) && !(t.strides[d] == want[d])) return false;
+  return true;
+}
+
 /// The buffer an in-place collective runs on (rules A.1-A.3, A.6).
 TRefPtr owned_input(Lowerer& L, const ir::Value* v) {
   TRefPtr t = L.ref(v);
   const std::string name = L.out_name();
   if (t->is_buffer()) {
-    if (L.owned_buffer(t->buffer) && !L.buffer_read_later(t->buffer) && !L.copy_aliases.count(v))
-      return t;  // steal (a view stays a view)
+    if (L.owned_buffer(t->buffer) && !L.buffer_read_later(t->buffer) && !L.copy_aliases.count(v) &&
+        dense_view(*t))
+      return t;  // steal (a dense view stays a view; a strided one is copied: never sent)
     return copy_of(L, *t, name);
   }
   // computed: its producer kernel writes straight into the collective's buffer; readers after
@@ -88,10 +99,12 @@ TRefPtr owned_input(Lowerer& L, const ir::Value* v) {
   return copy_of(L, *t, name);
 }
 
-/// An input read in place by an out-of-place collective: contiguous buffer (rule B.8).
+/// An input read in place by an out-of-place collective: a dense view of its buffer as it is
+/// (rule B.8: no defensive copy), else a contiguous copy (a transpose whose `contiguous()` the
+/// lowering turned into a strided view, a computed value).
 TRefPtr read_input(Lowerer& L, const ir::Value* v) {
   TRefPtr t = L.ref(v);
-  if (t->is_buffer()) return t;
+  if (t->is_buffer()) return dense_view(*t) ? t : copy_of(L, *t, v->name + "_dense");
   auto copy = std::make_shared<TRef>(*t);
   L.realize(*copy, v->name, /*need_contiguous=*/true);
   return copy;

@@ -3,8 +3,8 @@
 // all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single) and a wait step (target
 // "_c10d_functional.wait_tensor"), both carrying the attribute "coll" = the collective's id and
 // "group" = the group name (resolved at run time). An issue step may hold several tensors (a
-// bucket: one coalesced all_reduce); its inputs and outputs are views of buffers (in-place
-// collectives list the same view in both). The wait step lists the same views, so the memory
+// bucket: one coalesced all_reduce, all_gather or reduce_scatter); its inputs and outputs are
+// views of buffers (in-place collectives list the same view in both). The wait step lists the same views, so the memory
 // planner keeps every buffer of the collective alive from its issue to its wait.
 #pragma once
 
@@ -31,8 +31,10 @@ struct CollectiveScheduleOptions {
   /// Issue each collective as early as its inputs allow and wait as late as its first reader
   /// allows (kept only when the planned peak memory does not grow).
   bool reorder = true;
-  /// Merge all_reduces on the same group, reduce op and dtype whose issues follow each other
-  /// with no other collective step in between into one coalesced issue.
+  /// Merge all_reduces (same group, reduce op and dtype), all_gather_into_tensors (same group
+  /// and group size) or reduce_scatter_tensors (same group, reduce op and group size) whose
+  /// issues follow each other with no other collective step in between into one coalesced issue
+  /// per op (a gather / scatter bucket may mix dtypes).
   bool bucket = true;
   /// Largest tensor (bytes) that joins a bucket, and largest bucket. Measured with
   /// `DIST_BENCH_MODE=bucket bench/dist_bench.sh` (4 all_reduces vs one coalesced call, gloo, 2

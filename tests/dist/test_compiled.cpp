@@ -47,7 +47,7 @@ Tensor input_for(const std::vector<int64_t>& sizes, int rank) {
 
 TEST(CompiledCollectives, EveryFixtureCompilesWithoutAGroup) {
   for (const char* name : {"tp_mlp_allreduce", "tp_overlap", "coll_allgather", "coll_reduce_scatter",
-                           "coll_bucket", "coll_legacy_inplace", "coll_mixed"}) {
+                           "coll_bucket", "coll_legacy_inplace", "coll_mixed", "sp_block"}) {
     SCOPED_TRACE(name);
     Program p = program_of(name);
     EXPECT_FALSE(issues(p).empty());
@@ -210,13 +210,14 @@ std::vector<CollCase> coll_cases() {
   std::vector<CollCase> v;
   for (const char* b : {"gloo", "mpi"})
     for (const char* f : {"coll_allgather", "coll_reduce_scatter", "coll_bucket",
-                          "coll_legacy_inplace", "coll_mixed", "tp_overlap"})
+                          "coll_legacy_inplace", "coll_mixed", "tp_overlap", "sp_block"})
       v.push_back({f, b});
   v.push_back({"coll_bucket", "gloo", true, false});  // unbucketed
+  v.push_back({"sp_block", "gloo", true, false});
   v.push_back({"tp_overlap", "gloo", false, true});   // not reordered
   // graphs without a group size or splits baked in also run on 4 ranks
   for (const char* b : {"gloo", "mpi"})
-    for (const char* f : {"tp_overlap", "coll_bucket", "coll_legacy_inplace"})
+    for (const char* f : {"tp_overlap", "coll_bucket", "coll_legacy_inplace", "sp_block_w4"})
       v.push_back({f, b, true, true, 4});
   return v;
 }

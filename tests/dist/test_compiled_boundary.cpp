@@ -1,14 +1,19 @@
 // spec/collectives.md section 4 case 47: a collective issued outside the compiled graph (through
 // the functional API) whose result the graph waits on (coll_c47_wait_input: wait_tensor(x) + 1).
 // Model::run waits for work pending on its inputs' storage, so the graph reads the reduced
-// values even when the peer joins the collective late.
+// values even when the peer joins the collective late. Case 49: the same with a non-functional
+// all_reduce whose Work is registered in the in-flight mode (wait_tensor(y); y * y). Case 26's
+// compiled half: a package with a collective loaded and run from a second thread.
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <thread>
 
 #include "dist/functional.h"
+#include "dist/registry.h"
+#include "dist_check.h"
 #include "dist_harness.h"
 #include "driver/compile.h"
 #include "ir/parser.h"
@@ -86,6 +91,86 @@ DIST_WORKER(compiled_fails_between_issue_and_wait) {
   EXPECT_EQ(runtime::pending_collective_handles(), 0u);
 }
 
+// Case 49: the graph receives y, the tensor of an eager non-functional all_reduce whose Work
+// the caller registered (in-flight mode on), waits on it and returns y * y.
+constexpr const char* kWaitSquare = R"(graph {
+  inputs {
+    %y: f32[4] = user_input
+  }
+  %w: f32[4] = _c10d_functional.wait_tensor.default(tensor=%y)
+  %o: f32[4] = aten.mul.Tensor(self=%w, other=%w)
+  outputs {
+    user_output %o
+  }
+}
+)";
+
+/// Rank 1 posts its all_reduce 300 ms late, so rank 0's run reads an unreduced y unless the
+/// run waits for the registered Work. Mode on: registry 1 -> run -> 0, y * y = (sum of r+1)^2.
+/// Mode off: nothing registered (the registry stays 0; the spec's race is not asserted), and
+/// Work::wait gives the sum.
+DIST_WORKER(compiled_waits_on_registered_work) {
+  runtime::Model model = runtime::Model::load(std::getenv("ANVIL_TEST_PACKAGE"));
+  auto& reg = WorkRegistry::instance();
+  const double s = ctx.world * (ctx.world + 1) / 2.0;
+  for (bool mode : {true, false}) {
+    reg.set_allow_inflight_collective_as_graph_input(mode);
+    Tensor y = Tensor::full({4}, ctx.rank + 1, DType::kFloat32);
+    if (ctx.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto work = ctx.pg->all_reduce(y, ReduceOp::kSum);
+    reg.register_async(y, work);
+    EXPECT_EQ(reg.size(), mode ? 1u : 0u);
+    if (mode) {
+      const Tensor got = model.run({y})[0];
+      EXPECT_EQ(reg.size(), 0u) << "the run did not consume the registered Work";
+      EXPECT_TRUE(all_equal(got, s * s)) << "rank " << ctx.rank;
+    } else {
+      ASSERT_TRUE(work->wait(std::chrono::seconds(30)));
+      EXPECT_EQ(reg.size(), 0u);
+      EXPECT_TRUE(all_equal(y, s));
+      EXPECT_TRUE(all_equal(model.run({y})[0], s * s));
+    }
+  }
+  reg.set_allow_inflight_collective_as_graph_input(false);
+}
+
+/// Case 26, compiled half: the world group was joined on the main thread; a second thread loads
+/// a package whose graph all-reduces (coll_c47's shape: wait(all_reduce(2 x)) + 1 compiled from
+/// text) and runs it twice, and runs an eager all_reduce between; an Error raised in that
+/// thread (a wrong input shape) reaches the joiner.
+constexpr const char* kAllReduceTwice = R"(graph {
+  inputs {
+    %x: f32[4, 8] = user_input
+  }
+  %d: f32[4, 8] = aten.mul.Tensor(self=%x, other=2)
+  %ar: f32[4, 8] = _c10d_functional.all_reduce.default(input=%d, reduce_op="sum", group_name="0")
+  %w: f32[4, 8] = _c10d_functional.wait_tensor.default(tensor=%ar)
+  %o: f32[4, 8] = aten.add.Tensor(self=%w, other=1)
+  outputs {
+    user_output %o
+  }
+}
+)";
+
+DIST_WORKER(compiled_on_second_thread) {
+  const std::string pkg = std::getenv("ANVIL_TEST_PACKAGE");
+  const double s = ctx.world * (ctx.world + 1) / 2.0;  // sum over ranks of r + 1
+  auto fut = std::async(std::launch::async, [&] {
+    runtime::Model model = runtime::Model::load(pkg);
+    const Tensor x = Tensor::full({4, 8}, ctx.rank + 1, DType::kFloat32);
+    EXPECT_TRUE(all_equal(model.run({x})[0], 2 * s + 1));
+    const Tensor e = functional::wait_tensor(functional::all_reduce(x, "max", "0"));
+    EXPECT_TRUE(all_equal(e, ctx.world));
+    EXPECT_TRUE(all_equal(model.run({x})[0], 2 * s + 1));
+    model.run({Tensor::full({3, 8}, 1, DType::kFloat32)});  // throws before any collective
+  });
+  EXPECT_TRUE(throws_error([&] { fut.get(); }, {"dim 0", "4", "3"}));
+  // the main thread still uses the group afterwards
+  const Tensor m = functional::wait_tensor(
+      functional::all_reduce(Tensor::full({2}, ctx.rank + 1, DType::kFloat32), "sum", "0"));
+  EXPECT_TRUE(all_equal(m, s));
+}
+
 class CompiledBoundary : public ::testing::TestWithParam<std::string> {};
 
 /// Compiles a package with `compile(path, options)` into a temporary folder and runs `worker` on
@@ -123,6 +208,27 @@ TEST_P(CompiledBoundary, Case47_GraphWaitsOnACollectiveIssuedBeforeTheRun) {
                  [](const std::string& pkg, const driver::CompileOptions& o) {
                    driver::compile_pt2(
                        std::string(ANVIL_FIXTURES_DIR) + "/coll/coll_c47_wait_input.pt2", pkg, o);
+                 });
+}
+
+TEST_P(CompiledBoundary, Case49_GraphWaitsOnAWorkRegisteredAllReduce) {
+  if (!backend_available(GetParam())) GTEST_SKIP() << GetParam() << " not available";
+  // the IR check: the graph holds the wait_tensor of its input y
+  auto g = ir::parse_graph(kWaitSquare);
+  int waits = 0;
+  for (const auto& n : g->nodes()) waits += n->target == "_c10d_functional.wait_tensor.default";
+  EXPECT_EQ(waits, 1);
+  run_on_package(GetParam(), "compiled_waits_on_registered_work",
+                 [&](const std::string& pkg, const driver::CompileOptions& o) {
+                   driver::compile_graph(*g, pkg, o);
+                 });
+}
+
+TEST_P(CompiledBoundary, Case26_CompiledCollectiveFromASecondThread) {
+  if (!backend_available(GetParam())) GTEST_SKIP() << GetParam() << " not available";
+  run_on_package(GetParam(), "compiled_on_second_thread",
+                 [](const std::string& pkg, const driver::CompileOptions& o) {
+                   driver::compile_graph(*ir::parse_graph(kAllReduceTwice), pkg, o);
                  });
 }
 

@@ -2,7 +2,8 @@
 // fixtures compiled for cuda-sm90 run under `anvil launch -n 2 -- anvil run --backend nccl`, each
 // rank on its GPU (cuda:LOCAL_RANK) with its all_reduce on NCCL ordered on the run's stream, and
 // every rank's output matches the interpreter's (a 1-rank world's result times the world size,
-// every rank feeding the same input). Needs 2 GPUs (ANVIL_REQUIRE_GPU=2 makes a skip a failure).
+// every rank feeding the same input; sp_block: against the CPU package on gloo). Needs 2 GPUs
+// (ANVIL_REQUIRE_GPU=2 makes a skip a failure).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,6 +95,34 @@ TEST(CudaCollectives, TpOverlapOnTwoGpusMatchesTheCpuPackageOnGloo) {
   ASSERT_EQ(want.size(), 2u);
   for (size_t rank = 0; rank < 2; ++rank)
     EXPECT_TRUE(::anvil::test::matches_reference(got[rank], want[rank])) << "rank " << rank;
+}
+
+TEST(CudaCollectives, SpBlockOnTwoGpusMatchesTheCpuPackageOnGloo) {
+  // sequence parallelism: a bucketed fp32 + bf16 all_gather (one grouped NCCL call), a bucketed
+  // reduce_scatter pair, an all_to_all_single and a dependent all_gather, on NCCL against the CPU
+  // package on gloo (itself checked against the interpreter in test_dist); both outputs
+  ANVIL_REQUIRE_GPU();
+  ANVIL_REQUIRE_TWO_GPUS();
+  const Tensor x = input_of({4, 16});
+  const std::string pt2 = gpu_test::fixture("sp_block.pt2");
+  driver::CompileOptions o;
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.cache_dir = (gpu_test::out_dir() / "cache").string();
+  const std::string cpu_pkg = (gpu_test::out_dir() / "sp_block_cpu.anvil").string();
+  driver::compile_pt2(pt2, cpu_pkg, o);
+  const auto want = launch_two(cpu_pkg, "gloo", x, "sp_block_gloo");
+  const auto got = launch_two(gpu_test::compile_cuda(pt2), "nccl", x, "sp_block_nccl");
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(want.size(), 2u);
+  for (size_t rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(::anvil::test::matches_reference(got[rank], want[rank])) << "rank " << rank;
+    const std::string sub = "out/rank" + std::to_string(rank) + "/out1.npy";
+    const fs::path g1 = gpu_test::out_dir() / "sp_block_nccl" / sub;
+    const fs::path w1 = gpu_test::out_dir() / "sp_block_gloo" / sub;
+    ASSERT_TRUE(fs::exists(g1) && fs::exists(w1)) << g1 << " / " << w1;
+    EXPECT_TRUE(::anvil::test::matches_reference(read_npy(g1.string()), read_npy(w1.string())))
+        << "rank " << rank << " output 1";
+  }
 }
 
 }  // namespace
