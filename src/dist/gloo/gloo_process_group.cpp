@@ -257,6 +257,21 @@ HostProcessGroup::P2PWaiter GlooProcessGroup::post_recv(Tensor& t, int src, int 
   };
 }
 
+HostProcessGroup::P2PWaiter GlooProcessGroup::post_recv_any(Tensor& t, int tag) {
+  std::vector<int> peers;
+  for (int j = 0; j < size(); ++j)
+    if (j != rank()) peers.push_back(j);
+  std::shared_ptr<gloo::transport::UnboundBuffer> buf =
+      context_->createUnboundBuffer(t.data_ptr(), t.nbytes());
+  buf->recv(peers, p2p_slot(tag));  // the first matching send of any peer
+  Tensor keep = t;
+  return [buf, keep](Millis timeout) {
+    int peer = -1;
+    buf->waitRecv(&peer, timeout);
+    return peer;
+  };
+}
+
 std::shared_ptr<ProcessGroup> GlooProcessGroup::make_subgroup(const std::vector<int>& members,
                                                               const std::string& name) {
   const auto [my, globals] = member_ranks(members);

@@ -47,6 +47,7 @@ class GlooProcessGroup : public HostProcessGroup {
   void run_barrier(Millis timeout) override;
   P2PWaiter post_send(const Tensor& t, int dst, int tag) override;
   P2PWaiter post_recv(Tensor& t, int src, int tag) override;
+  P2PWaiter post_recv_any(Tensor& t, int tag) override;
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& members,
                                               const std::string& name) override;
 
