@@ -320,8 +320,8 @@ TEST_P(ListOps, ConsistencyCheckCatchesAllToAllSizesThatDisagree) {
 
 INSTANTIATE_TEST_SUITE_P(Dist, ListOps, ::testing::ValuesIn(all_params()), param_name);
 
-// The fake backend (one process, no peers): the rooted forms give shape-correct outputs as if
-// every rank held this rank's data; receive from any source is refused (A.3 #45's error).
+// The fake backend (one process, no peers): the rooted and list forms give shape-correct outputs
+// as if every rank held this rank's data; receive from any source is refused (A.3 #45's error).
 TEST(ListOpsFake, RootedFormsAndRecvAnySourceRefused) {
   auto pg = std::make_shared<FakeProcessGroup>(1, 3);
   Tensor in = ramp(2, 5);
@@ -336,6 +336,19 @@ TEST(ListOpsFake, RootedFormsAndRecvAnySourceRefused) {
   Tensor x = Tensor::full({2}, 4, DType::kFloat32);
   pg->reduce(x, ReduceOp::kMax, 1)->wait();
   EXPECT_TRUE(all_equal(x, 4));
+  // List forms: all_gather repeats the input, reduce_scatter keeps this rank's input, all_to_all
+  // puts this rank's own block in every slot.
+  std::vector<Tensor> ag{Tensor::zeros({2}, DType::kFloat32), Tensor::zeros({2}, DType::kFloat32),
+                         Tensor::zeros({2}, DType::kFloat32)};
+  pg->all_gather(ag, ramp(2, 3))->wait();
+  for (const Tensor& o : ag) EXPECT_TRUE(values_equal(o, {3, 4}));
+  Tensor rs = Tensor::zeros({2}, DType::kFloat32);
+  pg->reduce_scatter(rs, ins, ReduceOp::kSum)->wait();
+  EXPECT_TRUE(values_equal(rs, {10, 11}));
+  std::vector<Tensor> a2a{Tensor::zeros({2}, DType::kFloat32), Tensor::zeros({2}, DType::kFloat32),
+                          Tensor::zeros({2}, DType::kFloat32)};
+  pg->all_to_all(a2a, ins)->wait();
+  for (const Tensor& o : a2a) EXPECT_TRUE(values_equal(o, {10, 11}));
   Tensor t = Tensor::zeros({1}, DType::kFloat32);
   EXPECT_TRUE(throws_error([&] { pg->recv_any_source(t); },
                            {"backend fake does not support recv_any_source"}));

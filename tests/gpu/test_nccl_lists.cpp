@@ -105,6 +105,12 @@ DIST_WORKER(nccl_rooted_and_list_ops) {
     EXPECT_TRUE(throws_error([&] { pg.all_gather(other, ag[0]); },
                              {"is on cuda:1, not on the group's device cuda:0"}));
   }
+  if (r == 0) {  // A.3 #35's device mix: one all_to_all output on the other GPU
+    std::vector<Tensor> mixed = a_out;
+    mixed[1] = Tensor::zeros(a_out[1].sizes(), DType::kInt64).to(Device::cuda(1));
+    EXPECT_TRUE(throws_error([&] { pg.all_to_all(mixed, a_in); },
+                             {"the output 1 tensor is on cuda:1, not on the group's device cuda:0"}));
+  }
   std::vector<Tensor> none;
   EXPECT_TRUE(throws_error([&] { pg.gather(none, in, 2); }, {"root rank 2 is outside the group"}));
   Tensor t = on_gpu(Tensor::zeros({1}, DType::kFloat32), pg);
