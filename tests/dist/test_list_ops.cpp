@@ -51,6 +51,22 @@ DIST_WORKER(reduce_to_root) {
   for (int i = 0; i < 6; ++i) want.push_back(r == 0 ? W * i + 100.0 * W * (W - 1) / 2 : 100.0 * r + i);
   EXPECT_TRUE(values_equal(base, want));
 
+  // f16 (a reduction kernel of anvil's) and a large f32 tensor (many engine segments).
+  Tensor h = Tensor::full({9}, r + 1, DType::kFloat16);
+  ctx.pg->reduce(h, ReduceOp::kProduct, W - 1)->wait();
+  double fact = 1;
+  for (int i = 1; i <= W; ++i) fact *= i;
+  EXPECT_TRUE(all_equal(h, r == W - 1 ? fact : r + 1));
+  const int64_t n = 600000;
+  Tensor big = Tensor::empty({n}, DType::kFloat32);
+  float* p = big.data<float>();
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>((i % 1000) * (r + 1));
+  ctx.pg->reduce(big, ReduceOp::kSum, 1)->wait();
+  bool good = true;
+  const double mult = r == 1 ? W * (W + 1) / 2.0 : r + 1;
+  for (int64_t i = 0; i < n && good; ++i) good = p[i] == static_cast<float>((i % 1000) * mult);
+  EXPECT_TRUE(good) << "the large reduce differs";
+
   const uint64_t seq = ctx.pg->sequence_number();
   EXPECT_TRUE(throws_error([&] { ctx.pg->reduce(x, ReduceOp::kSum, W); },
                            {"root rank " + std::to_string(W) + " is outside the group"}));

@@ -6,6 +6,7 @@
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
@@ -210,6 +211,22 @@ void GlooProcessGroup::run_all_to_all(Tensor& out, const Tensor& in,
   o.setTag(0);
   o.setTimeout(timeout);
   gloo::alltoallv(o);
+}
+
+void GlooProcessGroup::run_reduce(Tensor& t, ReduceOp op, int root, Millis timeout) {
+  if (size() == 1) return;
+  gloo::ReduceOptions o(context_);
+  with_word(t.element_size(), [&](auto w) {
+    using W = decltype(w);
+    o.setOutput<W>(static_cast<W*>(t.data_ptr()), static_cast<size_t>(t.numel()));
+  });
+  const ReduceFn fn = reduce_fn(t.dtype(), op);
+  o.setReduceFunction(
+      [fn](void* out, const void* a, const void* b, size_t n) { fn(out, a, b, n); });
+  o.setRoot(root);
+  o.setTag(0);
+  o.setTimeout(timeout);
+  gloo::reduce(o);  // in place: the root's t gets the result, the others' t is scratch
 }
 
 void GlooProcessGroup::run_broadcast(Tensor& t, int src, Millis timeout) {
