@@ -137,7 +137,8 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> check_all_to_all(
 
 void check_per_rank_list(size_t n, int world, const std::string& what, const std::string& where) {
   if (static_cast<int64_t>(n) != world)
-    throw Error(str("the ", what, " is not valid for the number of participants: it needs one "
+    throw Error(str("the ", what,
+                    " is not valid for the number of participants: it needs one "
                     "tensor per rank"),
                 where, str(world, " tensors"), str(n, " tensors"));
 }

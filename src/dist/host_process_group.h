@@ -140,8 +140,7 @@ class HostProcessGroup : public ProcessGroup {
   /// ranks on the first disagreement. The group stays usable after such an error.
   void check_consistency(const Work& work, const std::string& desc, Millis timeout,
                          const std::vector<int64_t>* out_rows = nullptr,
-                         const std::vector<int64_t>* in_rows = nullptr,
-                         const char* unit = "rows");
+                         const std::vector<int64_t>* in_rows = nullptr, const char* unit = "rows");
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -58,8 +58,8 @@ void HostProcessGroup::run_reduce(Tensor& t, ReduceOp op, int, Millis timeout) {
 
 HostProcessGroup::P2PWaiter HostProcessGroup::post_recv_any(Tensor&, int) {
   throw Error(str("backend ", backend_name(), " does not support recv_any_source"),
-              where(OpType::kRecvAnySource, 0), "a backend with receive from any source (gloo, mpi)",
-              backend_name());
+              where(OpType::kRecvAnySource, 0),
+              "a backend with receive from any source (gloo, mpi)", backend_name());
 }
 
 std::shared_ptr<Work> HostProcessGroup::issue_reduce(Tensor& t, ReduceOp op, int root,
@@ -94,8 +94,8 @@ std::shared_ptr<Work> HostProcessGroup::issue_gather(std::vector<Tensor>& outs, 
                 // Every rank sends its block to the root only; the root receives one from each.
                 std::vector<int64_t> in_counts(W, 0), out_counts(W, is_root ? n : 0);
                 in_counts[static_cast<size_t>(root)] = n;
-                Tensor dst = is_root ? Tensor::empty({W * n}, in_c.dtype())
-                                     : placeholder(in_c.dtype());
+                Tensor dst =
+                    is_root ? Tensor::empty({W * n}, in_c.dtype()) : placeholder(in_c.dtype());
                 run_all_to_all(dst, flat(in_c), out_counts, in_counts, to);
                 if (is_root) unpack(dst, targets);
               });
@@ -108,25 +108,23 @@ std::shared_ptr<Work> HostProcessGroup::issue_scatter(Tensor& out, const std::ve
   Tensor out_buf = output_buffer(out);
   std::vector<Tensor> sources = ins;
   const std::string desc = str("scatter ", detail::tensor_desc(out), " root ", root);
-  return post(OpType::kScatter, opts, {out},
-              [this, out, out_buf, sources, root, is_root, n, W, desc](Work& wk,
-                                                                       Millis to) mutable {
-                check_consistency(wk, desc, to);
-                if (n == 0) return;
-                // The root sends block j to rank j; every rank receives one block, from the root.
-                std::vector<int64_t> in_counts(W, is_root ? n : 0), out_counts(W, 0);
-                out_counts[static_cast<size_t>(root)] = n;
-                Tensor src = is_root ? pack(sources, W * n, out_buf.dtype())
-                                     : placeholder(out_buf.dtype());
-                Tensor dst = flat(out_buf);
-                run_all_to_all(dst, src, out_counts, in_counts, to);
-                copy_back(out, out_buf);
-              });
+  return post(
+      OpType::kScatter, opts, {out},
+      [this, out, out_buf, sources, root, is_root, n, W, desc](Work& wk, Millis to) mutable {
+        check_consistency(wk, desc, to);
+        if (n == 0) return;
+        // The root sends block j to rank j; every rank receives one block, from the root.
+        std::vector<int64_t> in_counts(W, is_root ? n : 0), out_counts(W, 0);
+        out_counts[static_cast<size_t>(root)] = n;
+        Tensor src = is_root ? pack(sources, W * n, out_buf.dtype()) : placeholder(out_buf.dtype());
+        Tensor dst = flat(out_buf);
+        run_all_to_all(dst, src, out_counts, in_counts, to);
+        copy_back(out, out_buf);
+      });
 }
 
 std::shared_ptr<Work> HostProcessGroup::issue_all_gather_list(
-    std::vector<std::vector<Tensor>>& outs, const std::vector<Tensor>& ins,
-    const OpOptions& opts) {
+    std::vector<std::vector<Tensor>>& outs, const std::vector<Tensor>& ins, const OpOptions& opts) {
   std::vector<Tensor> in_c, results;
   for (const Tensor& in : ins) in_c.push_back(contiguous_buffer(in));
   for (const auto& list : outs) results.insert(results.end(), list.begin(), list.end());
@@ -179,8 +177,8 @@ std::shared_ptr<Work> HostProcessGroup::issue_all_to_all_list(std::vector<Tensor
   std::vector<Tensor> targets = outs;
   const std::string desc = str("all_to_all ", dtype_name(dt));
   return post(OpType::kAllToAllList, opts, outs,
-              [this, src, targets, in_counts, out_counts, out_total, dt, desc](
-                  Work& wk, Millis to) mutable {
+              [this, src, targets, in_counts, out_counts, out_total, dt, desc](Work& wk,
+                                                                               Millis to) mutable {
                 // The consistency check compares the element-count matrix across ranks.
                 check_consistency(wk, desc, to, &out_counts, &in_counts, "elements");
                 Tensor dst = Tensor::empty({std::max<int64_t>(out_total, 1)}, dt);

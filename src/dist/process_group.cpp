@@ -196,8 +196,7 @@ std::shared_ptr<Work> ProcessGroup::gather(std::vector<Tensor>& outs, const Tens
       detail::check_like(outs[j], in, w, str("output ", j));
     }
   } else if (!outs.empty()) {
-    throw Error(str("gather takes an empty output list on a rank other than the root (", root,
-                    ")"),
+    throw Error(str("gather takes an empty output list on a rank other than the root (", root, ")"),
                 w, "0 tensors", str(outs.size(), " tensors"));
   }
   return issue_gather(outs, in, root, opts);
@@ -215,8 +214,7 @@ std::shared_ptr<Work> ProcessGroup::scatter(Tensor& out, const std::vector<Tenso
       detail::check_like(ins[j], out, w, str("input ", j));
     }
   } else if (!ins.empty()) {
-    throw Error(str("scatter takes an empty input list on a rank other than the root (", root,
-                    ")"),
+    throw Error(str("scatter takes an empty input list on a rank other than the root (", root, ")"),
                 w, "0 tensors", str(ins.size(), " tensors"));
   }
   return issue_scatter(out, ins, root, opts);
@@ -257,9 +255,10 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(std::vector<Tensor>& outs,
                                                    ReduceOp op, const OpOptions& opts) {
   const std::string w = where(OpType::kReduceScatterList, 0);
   if (outs.size() != ins.size())
-    throw Error("Tensor input/output list for reduce_scatter must have same size (one input "
-                "list per output)",
-                w, str(outs.size(), " input lists"), str(ins.size(), " input lists"));
+    throw Error(
+        "Tensor input/output list for reduce_scatter must have same size (one input "
+        "list per output)",
+        w, str(outs.size(), " input lists"), str(ins.size(), " input lists"));
   for (size_t i = 0; i < outs.size(); ++i) {
     const std::string out_role = outs.size() == 1 ? "output" : str("output ", i);
     check_output(outs[i], w, out_role);
@@ -330,8 +329,7 @@ std::shared_ptr<Work> ProcessGroup::issue_all_gather_list(std::vector<std::vecto
 }
 std::shared_ptr<Work> ProcessGroup::issue_reduce_scatter_list(
     std::vector<Tensor>&, const std::vector<std::vector<Tensor>>&, ReduceOp, const OpOptions&) {
-  unsupported(backend_name(), OpType::kReduceScatterList, where(OpType::kReduceScatterList, 0),
-              "");
+  unsupported(backend_name(), OpType::kReduceScatterList, where(OpType::kReduceScatterList, 0), "");
 }
 std::shared_ptr<Work> ProcessGroup::issue_all_to_all_list(std::vector<Tensor>&,
                                                           const std::vector<Tensor>&,

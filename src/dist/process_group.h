@@ -187,10 +187,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // forms get nested lists (the single forms are one-element outer lists).
   virtual std::shared_ptr<Work> issue_reduce(Tensor& t, ReduceOp op, int root,
                                              const OpOptions& opts);
-  virtual std::shared_ptr<Work> issue_gather(std::vector<Tensor>& outs, const Tensor& in,
-                                             int root, const OpOptions& opts);
-  virtual std::shared_ptr<Work> issue_scatter(Tensor& out, const std::vector<Tensor>& ins,
-                                              int root, const OpOptions& opts);
+  virtual std::shared_ptr<Work> issue_gather(std::vector<Tensor>& outs, const Tensor& in, int root,
+                                             const OpOptions& opts);
+  virtual std::shared_ptr<Work> issue_scatter(Tensor& out, const std::vector<Tensor>& ins, int root,
+                                              const OpOptions& opts);
   virtual std::shared_ptr<Work> issue_all_gather_list(std::vector<std::vector<Tensor>>& outs,
                                                       const std::vector<Tensor>& ins,
                                                       const OpOptions& opts);

@@ -219,8 +219,7 @@ std::vector<Tensor> Work::result() const {
 int Work::source_rank() const {
   if (op_ != OpType::kRecv && op_ != OpType::kRecvAnySource)
     throw Error("source_rank() may only be called on the Work of a recv", where_,
-                "a recv or recv_any_source",
-                op_type_name(op_));
+                "a recv or recv_any_source", op_type_name(op_));
   return source_rank_;
 }
 

@@ -48,7 +48,8 @@ DIST_WORKER(reduce_to_root) {
   Tensor t = base.transpose(0, 1);
   ctx.pg->reduce(t, ReduceOp::kSum, 0)->wait();
   std::vector<double> want;
-  for (int i = 0; i < 6; ++i) want.push_back(r == 0 ? W * i + 100.0 * W * (W - 1) / 2 : 100.0 * r + i);
+  for (int i = 0; i < 6; ++i)
+    want.push_back(r == 0 ? W * i + 100.0 * W * (W - 1) / 2 : 100.0 * r + i);
   EXPECT_TRUE(values_equal(base, want));
 
   // f16 (a reduction kernel of anvil's) and a large f32 tensor (many engine segments).
@@ -110,7 +111,8 @@ DIST_WORKER(gather_scatter) {
 
   // A.3 #40: errors before posting.
   const uint64_t seq = ctx.pg->sequence_number();
-  std::vector<Tensor> short_list(static_cast<size_t>(W - 1), Tensor::zeros({2, 3}, DType::kFloat32));
+  std::vector<Tensor> short_list(static_cast<size_t>(W - 1),
+                                 Tensor::zeros({2, 3}, DType::kFloat32));
   std::vector<Tensor> none;
   if (r == groot) {
     EXPECT_TRUE(throws_error([&] { ctx.pg->gather(short_list, in, groot); },
@@ -164,8 +166,9 @@ DIST_WORKER(all_gather_list) {
     nested[0].push_back(Tensor::zeros({2, 2}, DType::kInt64));
     nested[1].push_back(Tensor::zeros({1}, DType::kFloat16));
   }
-  ctx.pg->all_gather(nested, {ramp(4, r, DType::kInt64).view({2, 2}),
-                              Tensor::full({1}, 0.5 * r, DType::kFloat16)})
+  ctx.pg
+      ->all_gather(nested, {ramp(4, r, DType::kInt64).view({2, 2}),
+                            Tensor::full({1}, 0.5 * r, DType::kFloat16)})
       ->wait();
   for (int j = 0; j < W; ++j) {
     EXPECT_TRUE(values_equal(nested[0][j], ramp_values(4, j)));
@@ -179,9 +182,9 @@ DIST_WORKER(all_gather_list) {
                             "participants"}));
   std::vector<Tensor> odd = outs;
   odd[W - 1] = Tensor::zeros({4}, DType::kFloat32);
-  EXPECT_TRUE(throws_error([&] { ctx.pg->all_gather(odd, ramp(3, 0)); },
-                           {"tensor operand counts must be same",
-                            "output " + std::to_string(W - 1)}));
+  EXPECT_TRUE(
+      throws_error([&] { ctx.pg->all_gather(odd, ramp(3, 0)); },
+                   {"tensor operand counts must be same", "output " + std::to_string(W - 1)}));
   std::vector<Tensor> other_dtype = outs;
   other_dtype[0] = Tensor::zeros({3}, DType::kFloat64);
   EXPECT_TRUE(throws_error([&] { ctx.pg->all_gather(other_dtype, ramp(3, 0)); },
@@ -311,8 +314,8 @@ DIST_WORKER(all_to_all_mismatch) {
     outs.push_back(Tensor::zeros({r == 0 && j == 1 ? 2 : 1}, DType::kFloat32));
   }
   auto w = ctx.pg->all_to_all(outs, ins);
-  EXPECT_TRUE(throws_error([&] { w->wait(); },
-                           {"all_to_all split sizes disagree", "rank 0 expects 2 elements from rank 1"}));
+  EXPECT_TRUE(throws_error([&] { w->wait(); }, {"all_to_all split sizes disagree",
+                                                "rank 0 expects 2 elements from rank 1"}));
   Tensor y = Tensor::full({3}, r, DType::kFloat32);
   ctx.pg->all_reduce(y, ReduceOp::kSum)->wait();
   EXPECT_TRUE(all_equal(y, W * (W - 1) / 2.0));

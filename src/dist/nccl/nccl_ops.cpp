@@ -330,25 +330,22 @@ namespace {
 /// A device copy of the block a rank keeps for itself, queued before the op's NCCL calls.
 std::function<cudaError_t(cudaStream_t)> self_copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0 || dst == src) return {};
-  return [=](cudaStream_t s) {
-    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
-  };
+  return
+      [=](cudaStream_t s) { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s); };
 }
 
 Launch::Call send_call(const Tensor& t, int peer) {
   const void* p = t.data_ptr();
   const size_t bytes = t.nbytes();
-  return {str("ncclSend to rank ", peer), [=](ncclComm_t c, cudaStream_t s) {
-            return ncclSend(p, bytes, ncclUint8, peer, c, s);
-          }};
+  return {str("ncclSend to rank ", peer),
+          [=](ncclComm_t c, cudaStream_t s) { return ncclSend(p, bytes, ncclUint8, peer, c, s); }};
 }
 
 Launch::Call recv_call(const Tensor& t, int peer) {
   void* p = t.data_ptr();
   const size_t bytes = t.nbytes();
-  return {str("ncclRecv from rank ", peer), [=](ncclComm_t c, cudaStream_t s) {
-            return ncclRecv(p, bytes, ncclUint8, peer, c, s);
-          }};
+  return {str("ncclRecv from rank ", peer),
+          [=](ncclComm_t c, cudaStream_t s) { return ncclRecv(p, bytes, ncclUint8, peer, c, s); }};
 }
 
 /// ncclReduce of `n` elements of `in` into `out` on rank `root` (out is ignored elsewhere).
@@ -420,8 +417,7 @@ std::shared_ptr<Work> NcclProcessGroup::issue_scatter(Tensor& out, const std::ve
 }
 
 std::shared_ptr<Work> NcclProcessGroup::issue_all_gather_list(
-    std::vector<std::vector<Tensor>>& outs, const std::vector<Tensor>& ins,
-    const OpOptions& opts) {
+    std::vector<std::vector<Tensor>>& outs, const std::vector<Tensor>& ins, const OpOptions& opts) {
   const std::string w = where(OpType::kAllGatherList, 0);
   std::vector<Tensor> results;
   Launch l;
