@@ -52,6 +52,12 @@ DIST_WORKER(reduce_to_root) {
     want.push_back(r == 0 ? W * i + 100.0 * W * (W - 1) / 2 : 100.0 * r + i);
   EXPECT_TRUE(values_equal(base, want));
 
+  // bool: sum = or, product = and (the checked conversion the spec recommends for reduce too).
+  Tensor bs = Tensor::full({3}, r == 0 ? 1 : 0, DType::kBool), bp = bs.clone();
+  ctx.pg->reduce(bs, ReduceOp::kSum, 1)->wait();
+  ctx.pg->reduce(bp, ReduceOp::kProduct, 0)->wait();
+  EXPECT_TRUE(all_equal(bs, r == 1 || r == 0 ? 1 : 0));
+  EXPECT_TRUE(all_equal(bp, 0));
   // f16 (a reduction kernel of anvil's) and a large f32 tensor (many engine segments).
   Tensor h = Tensor::full({9}, r + 1, DType::kFloat16);
   ctx.pg->reduce(h, ReduceOp::kProduct, W - 1)->wait();
