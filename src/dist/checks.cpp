@@ -135,6 +135,29 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> check_all_to_all(
           split_counts(in_splits, in.size(0), row, world, where, "input")};
 }
 
+void check_per_rank_list(size_t n, int world, const std::string& what, const std::string& where) {
+  if (static_cast<int64_t>(n) != world)
+    throw Error(str("the ", what,
+                    " is not valid for the number of participants: it needs one "
+                    "tensor per rank"),
+                where, str(world, " tensors"), str(n, " tensors"));
+}
+
+void check_like(const Tensor& t, const Tensor& ref, const std::string& where,
+                const std::string& role) {
+  if (t.dtype() != ref.dtype())
+    throw Error(str("the ", role, " tensor has another dtype than the op's tensors"), where,
+                dtype_name(ref.dtype()), dtype_name(t.dtype()));
+  if (t.numel() != ref.numel())
+    throw Error(str("tensor operand counts must be same: the ", role, " tensor has ", t.numel(),
+                    " elements"),
+                where, str(shape_str(ref.sizes()), " (", ref.numel(), " elements)"),
+                str(shape_str(t.sizes()), " (", t.numel(), " elements)"));
+  if (t.sizes() != ref.sizes())
+    throw Error(str("the ", role, " tensor has another shape than the op's tensors"), where,
+                shape_str(ref.sizes()), shape_str(t.sizes()));
+}
+
 void check_list_sizes(size_t outs, size_t ins, const std::string& where) {
   if (outs != ins)
     throw Error("tensor input/output lists must have the same size", where, std::to_string(ins),

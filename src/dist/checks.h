@@ -33,6 +33,13 @@ void check_reduce_scatter(const Tensor& out, const Tensor& in, int world, const 
 std::pair<std::vector<int64_t>, std::vector<int64_t>> check_all_to_all(
     const Tensor& out, const Tensor& in, const std::vector<int64_t>& out_splits,
     const std::vector<int64_t>& in_splits, int world, const std::string& where);
+/// A list form's list holds one tensor per rank: `n` == `world`. `what` ("output list of
+/// all_gather") names it.
+void check_per_rank_list(size_t n, int world, const std::string& what, const std::string& where);
+/// `t` (named `role`) has `ref`'s dtype and shape (a different element count is spec A's
+/// "Tensor operand counts must be same").
+void check_like(const Tensor& t, const Tensor& ref, const std::string& where,
+                const std::string& role);
 /// Coalesced forms: the two lists have the same length.
 void check_list_sizes(size_t outs, size_t ins, const std::string& where);
 

@@ -157,7 +157,7 @@ void HostProcessGroup::run_in_order(const std::function<void()>& fn, OpType kind
 
 void HostProcessGroup::check_consistency(const Work& work, const std::string& desc, Millis timeout,
                                          const std::vector<int64_t>* out_rows,
-                                         const std::vector<int64_t>* in_rows) {
+                                         const std::vector<int64_t>* in_rows, const char* unit) {
   if (!options().check_consistency || size() == 1) return;
   const int64_t fb = detail::kFingerprintBytes;
   Tensor mine = detail::encode_fingerprint(desc);
@@ -188,10 +188,11 @@ void HostProcessGroup::check_consistency(const Work& work, const std::string& de
     for (int64_t j = 0; j < W; ++j) {
       const int64_t expects = e[i * 2 * W + W + j], sends = e[j * 2 * W + i];
       if (expects != sends)
-        throw ConsistencyError(str("all_to_all_single split sizes disagree: rank ", i, " expects ",
-                                   expects, " rows from rank ", j, ", which sends ", sends),
-                               work.where(), str(expects, " rows from rank ", j, " to rank ", i),
-                               str(sends, " rows"));
+        throw ConsistencyError(str("all_to_all split sizes disagree: rank ", i, " expects ",
+                                   expects, " ", unit, " from rank ", j, ", which sends ", sends),
+                               work.where(),
+                               str(expects, " ", unit, " from rank ", j, " to rank ", i),
+                               str(sends, " ", unit));
     }
 }
 

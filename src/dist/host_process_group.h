@@ -56,6 +56,8 @@ class HostProcessGroup : public ProcessGroup {
   /// Counts in elements, one per rank; offsets are their prefix sums.
   virtual void run_all_to_all(Tensor& out, const Tensor& in, const std::vector<int64_t>& out_counts,
                               const std::vector<int64_t>& in_counts, Millis timeout) = 0;
+  /// t on `root` <- the reduction (other ranks' t: scratch). Default: run_all_reduce.
+  virtual void run_reduce(Tensor& t, ReduceOp op, int root, Millis timeout);
   virtual void run_broadcast(Tensor& t, int src, Millis timeout) = 0;
   virtual void run_barrier(Millis timeout) = 0;
   /// Point-to-point: posted on the caller's thread; the returned function blocks until the
@@ -63,6 +65,8 @@ class HostProcessGroup : public ProcessGroup {
   using P2PWaiter = std::function<int(Millis)>;
   virtual P2PWaiter post_send(const Tensor& t, int dst, int tag) = 0;
   virtual P2PWaiter post_recv(Tensor& t, int src, int tag) = 0;
+  /// Receive from any peer (the waiter returns the sender). Default: refused with an Error.
+  virtual P2PWaiter post_recv_any(Tensor& t, int tag);
   /// Runs fn on the progress thread after everything queued before it and waits for it (for
   /// backends whose engine must not be entered from two threads, e.g. MPI communicator splits).
   void run_in_order(const std::function<void()>& fn, OpType kind);
@@ -93,6 +97,25 @@ class HostProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> issue_send(const Tensor& t, int dst, int tag,
                                    const OpOptions& opts) override;
   std::shared_ptr<Work> issue_recv(Tensor& t, int src, int tag, const OpOptions& opts) override;
+  // Rooted and list forms (host_process_group_lists.cpp): gather and scatter move their blocks
+  // through run_all_to_all (counts zero but to / from the root), the list forms pack the lists
+  // into one flat buffer for run_all_gather / run_reduce_scatter / run_all_to_all.
+  std::shared_ptr<Work> issue_reduce(Tensor& t, ReduceOp op, int root,
+                                     const OpOptions& opts) override;
+  std::shared_ptr<Work> issue_gather(std::vector<Tensor>& outs, const Tensor& in, int root,
+                                     const OpOptions& opts) override;
+  std::shared_ptr<Work> issue_scatter(Tensor& out, const std::vector<Tensor>& ins, int root,
+                                      const OpOptions& opts) override;
+  std::shared_ptr<Work> issue_all_gather_list(std::vector<std::vector<Tensor>>& outs,
+                                              const std::vector<Tensor>& ins,
+                                              const OpOptions& opts) override;
+  std::shared_ptr<Work> issue_reduce_scatter_list(std::vector<Tensor>& outs,
+                                                  const std::vector<std::vector<Tensor>>& ins,
+                                                  ReduceOp op, const OpOptions& opts) override;
+  std::shared_ptr<Work> issue_all_to_all_list(std::vector<Tensor>& outs,
+                                              const std::vector<Tensor>& ins,
+                                              const OpOptions& opts) override;
+  std::shared_ptr<Work> issue_recv_any_source(Tensor& t, int tag, const OpOptions& opts) override;
 
  private:
   /// Runs one op on a progress thread (may throw); gets the op's Work and timeout.
@@ -117,7 +140,7 @@ class HostProcessGroup : public ProcessGroup {
   /// ranks on the first disagreement. The group stays usable after such an error.
   void check_consistency(const Work& work, const std::string& desc, Millis timeout,
                          const std::vector<int64_t>* out_rows = nullptr,
-                         const std::vector<int64_t>* in_rows = nullptr);
+                         const std::vector<int64_t>* in_rows = nullptr, const char* unit = "rows");
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -4,28 +4,19 @@
 
 #include "core/error.h"
 #include "dist/checks.h"
+#include "dist/host_buffers.h"
 #include "dist/host_process_group.h"
 #include "dist/reduce.h"
 
 namespace anvil::dist {
 
+using detail::contiguous_buffer;
+using detail::copy_back;
+using detail::flat_part;
+using detail::output_buffer;
+
 namespace {
 
-/// A contiguous buffer standing in for `t`: t itself when contiguous, else a copy.
-Tensor contiguous_buffer(const Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
-/// A contiguous output buffer for `t`: t itself when contiguous, else a new tensor.
-Tensor output_buffer(const Tensor& t) {
-  return t.is_contiguous() ? t : Tensor::empty(t.sizes(), t.dtype());
-}
-/// Copies `buf` back into `t` when buf is a stand-in (not t's own memory).
-void copy_back(Tensor& t, const Tensor& buf) {
-  if (buf.storage() != t.storage() || buf.storage_offset() != t.storage_offset()) t.copy_from(buf);
-}
-/// The elements [off, off + numel(sizes)) of a 1-d contiguous tensor, viewed as `sizes`.
-Tensor flat_part(const Tensor& flat, int64_t off, const Shape& sizes) {
-  const int64_t n = shape_numel(sizes);
-  return flat.slice(0, off, off + n).view(sizes);
-}
 /// Indices of `ts` grouped by dtype, in order of first appearance.
 std::vector<std::vector<size_t>> by_dtype(const std::vector<Tensor>& ts) {
   std::vector<std::vector<size_t>> groups;

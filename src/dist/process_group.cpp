@@ -175,6 +175,172 @@ std::shared_ptr<Work> ProcessGroup::recv(Tensor& t, int src, int tag, const OpOp
   return issue_recv(t, src, tag, opts);
 }
 
+std::shared_ptr<Work> ProcessGroup::reduce(Tensor& t, ReduceOp op, int root,
+                                           const OpOptions& opts) {
+  const std::string w = where(OpType::kReduce, 0);
+  check_output(t, w, "input");
+  detail::check_rank(root, size_, w, "root");
+  check_reduce_op(t.dtype(), op, w);
+  return issue_reduce(t, op, root, opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::gather(std::vector<Tensor>& outs, const Tensor& in, int root,
+                                           const OpOptions& opts) {
+  const std::string w = where(OpType::kGather, 0);
+  check_tensor(in, w, "input");
+  detail::check_rank(root, size_, w, "root");
+  if (rank_ == root) {
+    detail::check_per_rank_list(outs.size(), size_, "root's output list of gather", w);
+    for (size_t j = 0; j < outs.size(); ++j) {
+      check_output(outs[j], w, str("output ", j));
+      detail::check_like(outs[j], in, w, str("output ", j));
+    }
+  } else if (!outs.empty()) {
+    throw Error(str("gather takes an empty output list on a rank other than the root (", root, ")"),
+                w, "0 tensors", str(outs.size(), " tensors"));
+  }
+  return issue_gather(outs, in, root, opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::scatter(Tensor& out, const std::vector<Tensor>& ins, int root,
+                                            const OpOptions& opts) {
+  const std::string w = where(OpType::kScatter, 0);
+  check_output(out, w, "output");
+  detail::check_rank(root, size_, w, "root");
+  if (rank_ == root) {
+    detail::check_per_rank_list(ins.size(), size_, "root's input list of scatter", w);
+    for (size_t j = 0; j < ins.size(); ++j) {
+      check_tensor(ins[j], w, str("input ", j));
+      detail::check_like(ins[j], out, w, str("input ", j));
+    }
+  } else if (!ins.empty()) {
+    throw Error(str("scatter takes an empty input list on a rank other than the root (", root, ")"),
+                w, "0 tensors", str(ins.size(), " tensors"));
+  }
+  return issue_scatter(out, ins, root, opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor>& outs, const Tensor& in,
+                                               const OpOptions& opts) {
+  std::vector<std::vector<Tensor>> nested{outs};
+  return all_gather(nested, std::vector<Tensor>{in}, opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<std::vector<Tensor>>& outs,
+                                               const std::vector<Tensor>& ins,
+                                               const OpOptions& opts) {
+  const std::string w = where(OpType::kAllGatherList, 0);
+  detail::check_list_sizes(outs.size(), ins.size(), w);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const std::string in_role = ins.size() == 1 ? "input" : str("input ", i);
+    check_tensor(ins[i], w, in_role);
+    detail::check_per_rank_list(outs[i].size(), size_, "output list of all_gather", w);
+    for (size_t j = 0; j < outs[i].size(); ++j) {
+      const std::string role = ins.size() == 1 ? str("output ", j) : str("output ", i, "/", j);
+      check_output(outs[i][j], w, role);
+      detail::check_like(outs[i][j], ins[i], w, role);
+    }
+  }
+  return issue_all_gather_list(outs, ins, opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& out, const std::vector<Tensor>& ins,
+                                                   ReduceOp op, const OpOptions& opts) {
+  std::vector<Tensor> outs{out};
+  return reduce_scatter(outs, std::vector<std::vector<Tensor>>{ins}, op, opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(std::vector<Tensor>& outs,
+                                                   const std::vector<std::vector<Tensor>>& ins,
+                                                   ReduceOp op, const OpOptions& opts) {
+  const std::string w = where(OpType::kReduceScatterList, 0);
+  if (outs.size() != ins.size())
+    throw Error(
+        "Tensor input/output list for reduce_scatter must have same size (one input "
+        "list per output)",
+        w, str(outs.size(), " input lists"), str(ins.size(), " input lists"));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const std::string out_role = outs.size() == 1 ? "output" : str("output ", i);
+    check_output(outs[i], w, out_role);
+    check_reduce_op(outs[i].dtype(), op, w);
+    detail::check_per_rank_list(ins[i].size(), size_, "input list of reduce_scatter", w);
+    for (size_t j = 0; j < ins[i].size(); ++j) {
+      const std::string role = outs.size() == 1 ? str("input ", j) : str("input ", i, "/", j);
+      check_tensor(ins[i][j], w, role);
+      detail::check_like(ins[i][j], outs[i], w, role);
+    }
+  }
+  return issue_reduce_scatter_list(outs, ins, op, opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_to_all(std::vector<Tensor>& outs,
+                                               const std::vector<Tensor>& ins,
+                                               const OpOptions& opts) {
+  const std::string w = where(OpType::kAllToAllList, 0);
+  detail::check_per_rank_list(ins.size(), size_, "input list of all_to_all", w);
+  detail::check_per_rank_list(outs.size(), size_, "output list of all_to_all", w);
+  for (size_t j = 0; j < ins.size(); ++j) {
+    check_tensor(ins[j], w, str("input ", j));
+    check_output(outs[j], w, str("output ", j));
+    detail::check_same_dtype(outs[j], ins[0], w);
+    detail::check_same_dtype(ins[j], ins[0], w);
+  }
+  const size_t me = static_cast<size_t>(rank_);
+  if (ins[me].numel() != outs[me].numel())
+    throw Error(str("all_to_all: the tensor this rank sends itself (input ", rank_,
+                    ") must have as many elements as the one it receives (output ", rank_, ")"),
+                w, str(ins[me].numel(), " elements"), str(outs[me].numel(), " elements"));
+  return issue_all_to_all_list(outs, ins, opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::recv_any_source(Tensor& t, int tag, const OpOptions& opts) {
+  const std::string w = where(OpType::kRecvAnySource, 0);
+  check_output(t, w, "output");
+  if (tag < 0) throw Error("tag must be non-negative", w, ">= 0", std::to_string(tag));
+  if (size_ == 1)
+    throw Error("recv_any_source needs a peer, and the group has one rank", w,
+                "a group of 2 or more ranks", "1 rank");
+  return issue_recv_any_source(t, tag, opts);
+}
+
+namespace {
+[[noreturn]] void unsupported(const std::string& backend, OpType op, const std::string& where,
+                              const char* why) {
+  throw Error(str("backend ", backend, " does not support ", op_type_name(op), why), where,
+              "a backend that implements it (gloo, mpi)", backend);
+}
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroup::issue_reduce(Tensor&, ReduceOp, int, const OpOptions&) {
+  unsupported(backend_name(), OpType::kReduce, where(OpType::kReduce, 0), "");
+}
+std::shared_ptr<Work> ProcessGroup::issue_gather(std::vector<Tensor>&, const Tensor&, int,
+                                                 const OpOptions&) {
+  unsupported(backend_name(), OpType::kGather, where(OpType::kGather, 0), "");
+}
+std::shared_ptr<Work> ProcessGroup::issue_scatter(Tensor&, const std::vector<Tensor>&, int,
+                                                  const OpOptions&) {
+  unsupported(backend_name(), OpType::kScatter, where(OpType::kScatter, 0), "");
+}
+std::shared_ptr<Work> ProcessGroup::issue_all_gather_list(std::vector<std::vector<Tensor>>&,
+                                                          const std::vector<Tensor>&,
+                                                          const OpOptions&) {
+  unsupported(backend_name(), OpType::kAllGatherList, where(OpType::kAllGatherList, 0), "");
+}
+std::shared_ptr<Work> ProcessGroup::issue_reduce_scatter_list(
+    std::vector<Tensor>&, const std::vector<std::vector<Tensor>>&, ReduceOp, const OpOptions&) {
+  unsupported(backend_name(), OpType::kReduceScatterList, where(OpType::kReduceScatterList, 0), "");
+}
+std::shared_ptr<Work> ProcessGroup::issue_all_to_all_list(std::vector<Tensor>&,
+                                                          const std::vector<Tensor>&,
+                                                          const OpOptions&) {
+  unsupported(backend_name(), OpType::kAllToAllList, where(OpType::kAllToAllList, 0), "");
+}
+std::shared_ptr<Work> ProcessGroup::issue_recv_any_source(Tensor&, int, const OpOptions&) {
+  unsupported(backend_name(), OpType::kRecvAnySource, where(OpType::kRecvAnySource, 0),
+              " (its engine matches a receive with one given peer: use recv(t, src))");
+}
+
 std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int>& ranks,
                                                          const std::string& name) {
   const std::string w = str("new_subgroup '", name, "' of group '", this->name(), "'");

@@ -106,6 +106,40 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   /// Receives into t from rank src.
   std::shared_ptr<Work> recv(Tensor& t, int src, int tag = 0, const OpOptions& opts = {});
 
+  // Rooted and list forms (spec A.2). Lists hold one tensor per rank of the group; every
+  // argument error (a root outside [0, W), a list of the wrong length, a tensor whose dtype or
+  // shape differs) is an Error raised here, before anything is posted.
+  /// t on rank `root` <- reduce over ranks of t. The other ranks' t is left unchanged.
+  std::shared_ptr<Work> reduce(Tensor& t, ReduceOp op, int root, const OpOptions& opts = {});
+  /// On `root`: outs[j] <- rank j's `in` (W tensors of in's dtype and shape). The other ranks
+  /// pass an empty `outs`. Work::result() is outs on the root and empty elsewhere.
+  std::shared_ptr<Work> gather(std::vector<Tensor>& outs, const Tensor& in, int root,
+                               const OpOptions& opts = {});
+  /// out <- ins[rank()] of rank `root` (on the root: W tensors of out's dtype and shape; the
+  /// other ranks pass an empty `ins`).
+  std::shared_ptr<Work> scatter(Tensor& out, const std::vector<Tensor>& ins, int root,
+                                const OpOptions& opts = {});
+  /// outs[j] <- rank j's `in` (W tensors of in's dtype and shape).
+  std::shared_ptr<Work> all_gather(std::vector<Tensor>& outs, const Tensor& in,
+                                   const OpOptions& opts = {});
+  /// Several list all_gathers in one call: outs[i][j] <- rank j's ins[i].
+  std::shared_ptr<Work> all_gather(std::vector<std::vector<Tensor>>& outs,
+                                   const std::vector<Tensor>& ins, const OpOptions& opts = {});
+  /// out <- reduce over ranks of their ins[rank()] (W tensors of out's dtype and shape).
+  std::shared_ptr<Work> reduce_scatter(Tensor& out, const std::vector<Tensor>& ins, ReduceOp op,
+                                       const OpOptions& opts = {});
+  /// Several list reduce_scatters in one call: outs[i] <- reduce over ranks of ins[i][rank()].
+  std::shared_ptr<Work> reduce_scatter(std::vector<Tensor>& outs,
+                                       const std::vector<std::vector<Tensor>>& ins, ReduceOp op,
+                                       const OpOptions& opts = {});
+  /// outs[j] <- rank j's ins[rank()]. Per-peer tensors may differ in shape: what rank i sends
+  /// rank j must have as many elements as rank j's outs[i]. One dtype throughout.
+  std::shared_ptr<Work> all_to_all(std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
+                                   const OpOptions& opts = {});
+  /// Receives into t from whichever rank's send with `tag` matches first; Work::source_rank()
+  /// names it. Backends whose engine needs the peer (nccl, fake) refuse it with an Error.
+  std::shared_ptr<Work> recv_any_source(Tensor& t, int tag = 0, const OpOptions& opts = {});
+
   /// Builds the sub-group of members `ranks` (ranks of this group, strictly increasing, unique).
   /// Collective over every member of this group; returns null on ranks not in `ranks`.
   std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks,
@@ -148,6 +182,25 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   virtual std::shared_ptr<Work> issue_send(const Tensor& t, int dst, int tag,
                                            const OpOptions& opts) = 0;
   virtual std::shared_ptr<Work> issue_recv(Tensor& t, int src, int tag, const OpOptions& opts) = 0;
+  // Rooted / list forms and receive-from-any: the default refuses the op with an Error naming
+  // the backend (the host engine and nccl implement them). Arguments as checked above; list
+  // forms get nested lists (the single forms are one-element outer lists).
+  virtual std::shared_ptr<Work> issue_reduce(Tensor& t, ReduceOp op, int root,
+                                             const OpOptions& opts);
+  virtual std::shared_ptr<Work> issue_gather(std::vector<Tensor>& outs, const Tensor& in, int root,
+                                             const OpOptions& opts);
+  virtual std::shared_ptr<Work> issue_scatter(Tensor& out, const std::vector<Tensor>& ins, int root,
+                                              const OpOptions& opts);
+  virtual std::shared_ptr<Work> issue_all_gather_list(std::vector<std::vector<Tensor>>& outs,
+                                                      const std::vector<Tensor>& ins,
+                                                      const OpOptions& opts);
+  virtual std::shared_ptr<Work> issue_reduce_scatter_list(
+      std::vector<Tensor>& outs, const std::vector<std::vector<Tensor>>& ins, ReduceOp op,
+      const OpOptions& opts);
+  virtual std::shared_ptr<Work> issue_all_to_all_list(std::vector<Tensor>& outs,
+                                                      const std::vector<Tensor>& ins,
+                                                      const OpOptions& opts);
+  virtual std::shared_ptr<Work> issue_recv_any_source(Tensor& t, int tag, const OpOptions& opts);
   /// Creates the sub-group (see new_subgroup, which checked `members`: ranks of this group).
   virtual std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& members,
                                                       const std::string& name) = 0;

@@ -31,6 +31,13 @@ enum class OpType {
   kBarrier,
   kSend,
   kRecv,
+  kReduce,
+  kGather,
+  kScatter,
+  kAllGatherList,
+  kReduceScatterList,
+  kAllToAllList,
+  kRecvAnySource,
 };
 
 /// "all_reduce", "all_gather_into_tensor", ...

@@ -66,6 +66,20 @@ const char* op_type_name(OpType op) {
       return "send";
     case OpType::kRecv:
       return "recv";
+    case OpType::kReduce:
+      return "reduce";
+    case OpType::kGather:
+      return "gather";
+    case OpType::kScatter:
+      return "scatter";
+    case OpType::kAllGatherList:
+      return "all_gather";
+    case OpType::kReduceScatterList:
+      return "reduce_scatter";
+    case OpType::kAllToAllList:
+      return "all_to_all";
+    case OpType::kRecvAnySource:
+      return "recv_any_source";
   }
   return "?";
 }
@@ -203,9 +217,9 @@ std::vector<Tensor> Work::result() const {
 }
 
 int Work::source_rank() const {
-  if (op_ != OpType::kRecv)
-    throw Error("source_rank() may only be called on the Work of a recv", where_, "a recv",
-                op_type_name(op_));
+  if (op_ != OpType::kRecv && op_ != OpType::kRecvAnySource)
+    throw Error("source_rank() may only be called on the Work of a recv", where_,
+                "a recv or recv_any_source", op_type_name(op_));
   return source_rank_;
 }
 

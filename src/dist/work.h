@@ -78,7 +78,7 @@ class Work {
 
   /// The op's output tensors (valid once completed; e.g. the reduced tensor).
   std::vector<Tensor> result() const;
-  /// recv: the peer the data came from. Throws Error for other ops.
+  /// recv / recv_any_source: the peer the data came from. Throws Error for other ops.
   int source_rank() const;
 
   // Used by the engine that runs the op.

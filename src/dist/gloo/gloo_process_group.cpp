@@ -6,6 +6,7 @@
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
@@ -212,6 +213,22 @@ void GlooProcessGroup::run_all_to_all(Tensor& out, const Tensor& in,
   gloo::alltoallv(o);
 }
 
+void GlooProcessGroup::run_reduce(Tensor& t, ReduceOp op, int root, Millis timeout) {
+  if (size() == 1) return;
+  gloo::ReduceOptions o(context_);
+  with_word(t.element_size(), [&](auto w) {
+    using W = decltype(w);
+    o.setOutput<W>(static_cast<W*>(t.data_ptr()), static_cast<size_t>(t.numel()));
+  });
+  const ReduceFn fn = reduce_fn(t.dtype(), op);
+  o.setReduceFunction(
+      [fn](void* out, const void* a, const void* b, size_t n) { fn(out, a, b, n); });
+  o.setRoot(root);
+  o.setTag(0);
+  o.setTimeout(timeout);
+  gloo::reduce(o);  // in place: the root's t gets the result, the others' t is scratch
+}
+
 void GlooProcessGroup::run_broadcast(Tensor& t, int src, Millis timeout) {
   if (size() == 1) return;
   gloo::BroadcastOptions o(context_);
@@ -249,6 +266,21 @@ HostProcessGroup::P2PWaiter GlooProcessGroup::post_recv(Tensor& t, int src, int 
   std::shared_ptr<gloo::transport::UnboundBuffer> buf =
       context_->createUnboundBuffer(t.data_ptr(), t.nbytes());
   buf->recv(src, p2p_slot(tag));
+  Tensor keep = t;
+  return [buf, keep](Millis timeout) {
+    int peer = -1;
+    buf->waitRecv(&peer, timeout);
+    return peer;
+  };
+}
+
+HostProcessGroup::P2PWaiter GlooProcessGroup::post_recv_any(Tensor& t, int tag) {
+  std::vector<int> peers;
+  for (int j = 0; j < size(); ++j)
+    if (j != rank()) peers.push_back(j);
+  std::shared_ptr<gloo::transport::UnboundBuffer> buf =
+      context_->createUnboundBuffer(t.data_ptr(), t.nbytes());
+  buf->recv(peers, p2p_slot(tag));  // the first matching send of any peer
   Tensor keep = t;
   return [buf, keep](Millis timeout) {
     int peer = -1;

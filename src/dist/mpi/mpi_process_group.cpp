@@ -395,6 +395,23 @@ void MpiProcessGroup::run_all_to_all(Tensor& out, const Tensor& in,
         "MPI_Alltoallv", w);
 }
 
+void MpiProcessGroup::run_reduce(Tensor& t, ReduceOp op, int root, Millis timeout) {
+  const std::string w = where(OpType::kReduce, 0);
+  Watched guard(w, timeout);
+  const int64_t es = static_cast<int64_t>(t.element_size());
+  const int64_t n = t.numel(), step = std::max<int64_t>(1, chunk_bytes() / es);
+  char* p = static_cast<char*>(t.data_ptr());
+  const bool is_root = rank() == root;
+  for (int64_t off = 0; off < n; off += step) {
+    void* chunk = p + off * es;
+    // The root reduces in place; the others only send (their receive buffer is unused).
+    check(MPI_Reduce(is_root ? MPI_IN_PLACE : chunk, is_root ? chunk : nullptr,
+                     as_count(std::min(step, n - off), w), mpi_type(t.dtype()),
+                     mpi_op(t.dtype(), op), root, comm_->comm),
+          "MPI_Reduce", w);
+  }
+}
+
 void MpiProcessGroup::run_broadcast(Tensor& t, int src, Millis timeout) {
   const std::string w = where(OpType::kBroadcast, 0);
   Watched guard(w, timeout);
@@ -439,6 +456,19 @@ HostProcessGroup::P2PWaiter MpiProcessGroup::post_recv(Tensor& t, int src, int t
   check(MPI_Irecv(t.data_ptr(), as_count(static_cast<int64_t>(t.nbytes()), w), MPI_BYTE, src,
                   check_tag(tag, w), comm_->comm, req.get()),
         "MPI_Irecv", w);
+  Tensor keep = t;
+  return [req, keep, w](Millis timeout) {
+    const MPI_Status st = poll_request(*req, timeout, w);
+    return st.MPI_SOURCE;
+  };
+}
+
+HostProcessGroup::P2PWaiter MpiProcessGroup::post_recv_any(Tensor& t, int tag) {
+  const std::string w = where(OpType::kRecvAnySource, 0);
+  auto req = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
+  check(MPI_Irecv(t.data_ptr(), as_count(static_cast<int64_t>(t.nbytes()), w), MPI_BYTE,
+                  MPI_ANY_SOURCE, check_tag(tag, w), comm_->comm, req.get()),
+        "MPI_Irecv (any source)", w);
   Tensor keep = t;
   return [req, keep, w](Millis timeout) {
     const MPI_Status st = poll_request(*req, timeout, w);

@@ -36,10 +36,12 @@ class MpiProcessGroup : public HostProcessGroup {
   void run_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, Millis timeout) override;
   void run_all_to_all(Tensor& out, const Tensor& in, const std::vector<int64_t>& out_counts,
                       const std::vector<int64_t>& in_counts, Millis timeout) override;
+  void run_reduce(Tensor& t, ReduceOp op, int root, Millis timeout) override;
   void run_broadcast(Tensor& t, int src, Millis timeout) override;
   void run_barrier(Millis timeout) override;
   P2PWaiter post_send(const Tensor& t, int dst, int tag) override;
   P2PWaiter post_recv(Tensor& t, int src, int tag) override;
+  P2PWaiter post_recv_any(Tensor& t, int tag) override;
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& members,
                                               const std::string& name) override;
 

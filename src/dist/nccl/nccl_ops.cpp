@@ -323,4 +323,162 @@ std::shared_ptr<Work> NcclProcessGroup::issue_recv(Tensor& t, int src, int tag,
   return post(OpType::kRecv, opts, {t}, {}, src, l);
 }
 
+// Rooted and list forms (the interface checked roots, list lengths, dtypes and shapes).
+
+namespace {
+
+/// A device copy of the block a rank keeps for itself, queued before the op's NCCL calls.
+std::function<cudaError_t(cudaStream_t)> self_copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return {};
+  return
+      [=](cudaStream_t s) { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s); };
+}
+
+Launch::Call send_call(const Tensor& t, int peer) {
+  const void* p = t.data_ptr();
+  const size_t bytes = t.nbytes();
+  return {str("ncclSend to rank ", peer),
+          [=](ncclComm_t c, cudaStream_t s) { return ncclSend(p, bytes, ncclUint8, peer, c, s); }};
+}
+
+Launch::Call recv_call(const Tensor& t, int peer) {
+  void* p = t.data_ptr();
+  const size_t bytes = t.nbytes();
+  return {str("ncclRecv from rank ", peer),
+          [=](ncclComm_t c, cudaStream_t s) { return ncclRecv(p, bytes, ncclUint8, peer, c, s); }};
+}
+
+/// ncclReduce of `n` elements of `in` into `out` on rank `root` (out is ignored elsewhere).
+Launch::Call reduce_call(const Tensor& out, const Tensor& in, int64_t n, int root,
+                         ncclDataType_t type, ncclRedOp_t rop) {
+  const void* src = in.data_ptr();
+  void* dst = out.data_ptr();
+  const size_t count = static_cast<size_t>(n);
+  return {str("ncclReduce to rank ", root), [=](ncclComm_t c, cudaStream_t s) {
+            return ncclReduce(src, dst, count, type, rop, root, c, s);
+          }};
+}
+
+void require_all_contiguous(const std::vector<Tensor>& ts, const std::string& where,
+                            const std::string& role) {
+  for (size_t j = 0; j < ts.size(); ++j) require_contiguous(ts[j], where, str(role, " ", j));
+}
+
+}  // namespace
+
+std::shared_ptr<Work> NcclProcessGroup::issue_reduce(Tensor& t, ReduceOp op, int root,
+                                                     const OpOptions& opts) {
+  const std::string w = where(OpType::kReduce, 0);
+  require_contiguous(t, w, "input");
+  const ncclDataType_t type = reduce_type(t.dtype(), w);  // checked even when empty
+  const ncclRedOp_t rop = reduce_op(t.dtype(), op, w);
+  Launch l;
+  // In place: NCCL writes the result on the root only (recvbuff is ignored elsewhere).
+  if (t.numel() > 0) l.calls.push_back(reduce_call(t, t, t.numel(), root, type, rop));
+  return post(OpType::kReduce, opts, {t}, {}, rank() == root ? -1 : root, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_gather(std::vector<Tensor>& outs, const Tensor& in,
+                                                     int root, const OpOptions& opts) {
+  const std::string w = where(OpType::kGather, 0);
+  require_contiguous(in, w, "input");
+  require_all_contiguous(outs, w, "output");
+  Launch l;
+  l.grouped = true;
+  if (in.nbytes() > 0) {
+    if (rank() == root) {
+      l.before = self_copy(outs[static_cast<size_t>(root)].data_ptr(), in.data_ptr(), in.nbytes());
+      for (int j = 0; j < size(); ++j)
+        if (j != root) l.calls.push_back(recv_call(outs[static_cast<size_t>(j)], j));
+    } else {
+      l.calls.push_back(send_call(in, root));
+    }
+  }
+  return post(OpType::kGather, opts, outs, {in}, rank() == root ? -1 : root, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_scatter(Tensor& out, const std::vector<Tensor>& ins,
+                                                      int root, const OpOptions& opts) {
+  const std::string w = where(OpType::kScatter, 0);
+  require_contiguous(out, w, "output");
+  require_all_contiguous(ins, w, "input");
+  Launch l;
+  l.grouped = true;
+  if (out.nbytes() > 0) {
+    if (rank() == root) {
+      l.before = self_copy(out.data_ptr(), ins[static_cast<size_t>(root)].data_ptr(), out.nbytes());
+      for (int j = 0; j < size(); ++j)
+        if (j != root) l.calls.push_back(send_call(ins[static_cast<size_t>(j)], j));
+    } else {
+      l.calls.push_back(recv_call(out, root));
+    }
+  }
+  return post(OpType::kScatter, opts, {out}, ins, rank() == root ? -1 : root, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_all_gather_list(
+    std::vector<std::vector<Tensor>>& outs, const std::vector<Tensor>& ins, const OpOptions& opts) {
+  const std::string w = where(OpType::kAllGatherList, 0);
+  std::vector<Tensor> results;
+  Launch l;
+  l.grouped = true;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    require_contiguous(ins[i], w, str("input ", i));
+    require_all_contiguous(outs[i], w, str("output list ", i, ", tensor"));
+    results.insert(results.end(), outs[i].begin(), outs[i].end());
+    const size_t bytes = ins[i].nbytes();
+    if (bytes == 0) continue;
+    // Rank j broadcasts its input into every rank's outs[i][j] (its own included).
+    for (int j = 0; j < size(); ++j) {
+      const void* src = ins[i].data_ptr();
+      void* dst = outs[i][static_cast<size_t>(j)].data_ptr();
+      l.calls.push_back({str("ncclBroadcast from rank ", j), [=](ncclComm_t c, cudaStream_t s) {
+                           return ncclBroadcast(src, dst, bytes, ncclUint8, j, c, s);
+                         }});
+    }
+  }
+  return post(OpType::kAllGatherList, opts, results, ins, -1, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_reduce_scatter_list(
+    std::vector<Tensor>& outs, const std::vector<std::vector<Tensor>>& ins, ReduceOp op,
+    const OpOptions& opts) {
+  const std::string w = where(OpType::kReduceScatterList, 0);
+  std::vector<Tensor> inputs;
+  Launch l;
+  l.grouped = true;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    require_contiguous(outs[i], w, str("output ", i));
+    require_all_contiguous(ins[i], w, str("input list ", i, ", tensor"));
+    inputs.insert(inputs.end(), ins[i].begin(), ins[i].end());
+    const ncclDataType_t type = reduce_type(outs[i].dtype(), w);
+    const ncclRedOp_t rop = reduce_op(outs[i].dtype(), op, w);
+    if (outs[i].numel() == 0) continue;
+    // Block j of every rank is reduced onto rank j.
+    for (int j = 0; j < size(); ++j)
+      l.calls.push_back(
+          reduce_call(outs[i], ins[i][static_cast<size_t>(j)], outs[i].numel(), j, type, rop));
+  }
+  return post(OpType::kReduceScatterList, opts, outs, inputs, -1, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_all_to_all_list(std::vector<Tensor>& outs,
+                                                              const std::vector<Tensor>& ins,
+                                                              const OpOptions& opts) {
+  const std::string w = where(OpType::kAllToAllList, 0);
+  require_all_contiguous(ins, w, "input");
+  require_all_contiguous(outs, w, "output");
+  const size_t me = static_cast<size_t>(rank());
+  Launch l;
+  l.grouped = true;
+  l.before = self_copy(outs[me].data_ptr(), ins[me].data_ptr(), ins[me].nbytes());
+  for (int j = 0; j < size(); ++j) {
+    if (j == rank()) continue;
+    const size_t k = static_cast<size_t>(j);
+    if (ins[k].nbytes() > 0) l.calls.push_back(send_call(ins[k], j));
+    if (outs[k].nbytes() > 0) l.calls.push_back(recv_call(outs[k], j));
+  }
+  return post(OpType::kAllToAllList, opts, outs, ins, -1, l);
+}
+
 }  // namespace anvil::dist

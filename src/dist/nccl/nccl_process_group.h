@@ -74,6 +74,25 @@ class NcclProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> issue_send(const Tensor& t, int dst, int tag,
                                    const OpOptions& opts) override;
   std::shared_ptr<Work> issue_recv(Tensor& t, int src, int tag, const OpOptions& opts) override;
+  // Rooted and list forms (nccl_ops.cpp): ncclReduce; gather / scatter and list all_to_all as
+  // grouped ncclSend / ncclRecv (the block to itself a device copy); list all_gather as W grouped
+  // ncclBroadcasts and list reduce_scatter as W grouped ncclReduces (one per root), so no
+  // staging buffer. recv_any_source stays refused (ncclRecv needs its peer).
+  std::shared_ptr<Work> issue_reduce(Tensor& t, ReduceOp op, int root,
+                                     const OpOptions& opts) override;
+  std::shared_ptr<Work> issue_gather(std::vector<Tensor>& outs, const Tensor& in, int root,
+                                     const OpOptions& opts) override;
+  std::shared_ptr<Work> issue_scatter(Tensor& out, const std::vector<Tensor>& ins, int root,
+                                      const OpOptions& opts) override;
+  std::shared_ptr<Work> issue_all_gather_list(std::vector<std::vector<Tensor>>& outs,
+                                              const std::vector<Tensor>& ins,
+                                              const OpOptions& opts) override;
+  std::shared_ptr<Work> issue_reduce_scatter_list(std::vector<Tensor>& outs,
+                                                  const std::vector<std::vector<Tensor>>& ins,
+                                                  ReduceOp op, const OpOptions& opts) override;
+  std::shared_ptr<Work> issue_all_to_all_list(std::vector<Tensor>& outs,
+                                              const std::vector<Tensor>& ins,
+                                              const OpOptions& opts) override;
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& members,
                                               const std::string& name) override;
 
