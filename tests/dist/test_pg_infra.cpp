@@ -248,6 +248,38 @@ DIST_WORKER(futures_off) {
   EXPECT_TRUE(all_equal(t, ctx.world * (ctx.world + 1) / 2.0));
 }
 
+// Case 47's future half: rank 1 skips an all_reduce; on rank 0 the op times out (500 ms), its
+// future holds the error and a callback sees it; the trace records the op as failed and the wait
+// as failed.
+DIST_WORKER(future_holds_timeout) {
+  if (ctx.rank != 0) {
+    std::this_thread::sleep_for(milliseconds(1500));
+    return;
+  }
+  Tensor x = Tensor::full({4}, 1, DType::kFloat32);
+  auto w = ctx.pg->all_reduce(x, ReduceOp::kSum, OpOptions{milliseconds(500)});
+  auto f = w->get_future();
+  std::promise<std::string> seen;
+  auto seen_f = seen.get_future();
+  f->add_callback([&](Future& g) { seen.set_value(g.error() ? message_of(g.error()) : "none"); });
+  EXPECT_TRUE(throws_error([&] { w->wait(); }, {"Timed out"}));
+  EXPECT_TRUE(w->is_completed());
+  EXPECT_FALSE(w->is_success());
+  ASSERT_EQ(seen_f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_NE(seen_f.get().find("Timed out"), std::string::npos);
+  EXPECT_TRUE(throws_error([&] { f->value(); }, {"Timed out"}));
+  const auto j = nlohmann::json::parse(trace_json());
+  int failed_ops = 0, failed_waits = 0;
+  for (const auto& r : j) {
+    if (r.at("seq") != w->seq() || r.at("group") != "0") continue;
+    const bool failed = r.at("status") == "error" &&
+                        r.at("error").get<std::string>().find("Timed out") != std::string::npos;
+    (r.at("kind") == "op" ? failed_ops : failed_waits) += failed;
+  }
+  EXPECT_EQ(failed_ops, 1) << j.dump();
+  EXPECT_EQ(failed_waits, 1) << j.dump();
+}
+
 // ---- health check (cases 10-12) ---------------------------------------------------------------
 
 // Case 10: on, every rank healthy: construction returns and says so; the group works.
@@ -442,6 +474,16 @@ TEST(PgInfraGloo, Case11_HealthCheckOneRank) {
   EXPECT_TRUE(r.ok()) << r.all_output();
   EXPECT_NE(r.all_output().find("(one rank: nothing to check)"), std::string::npos)
       << r.all_output();
+}
+
+// gloo only: MPI cannot time out a blocking collective (its watchdog aborts the job).
+TEST(PgInfraGloo, Case47_FutureHoldsTheTimeoutError) {
+  JobOptions o;
+  o.env["ANVIL_DIST_TRACE"] = "1";
+  o.env["ANVIL_DIST_TRACE_DIR"] = temp_dir();
+  const auto r = run_job("gloo", 2, "future_holds_timeout", o);
+  EXPECT_TRUE(r.ok()) << r.all_output();
+  std::filesystem::remove_all(o.env["ANVIL_DIST_TRACE_DIR"]);
 }
 
 // gloo only: mpirun starts every rank (there is no store rendezvous to miss).
