@@ -269,16 +269,16 @@ void Work::finish(std::exception_ptr error) {
   std::vector<Tensor> value;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    error_ = std::move(error);
+    error_ = error;
     fired_.store(true, std::memory_order_release);  // no event to wait for
     done_.store(true, std::memory_order_release);
-    if ((f = future_) && !error_) value = outputs_;
+    if ((f = future_) && !error) value = outputs_;
   }
-  note_end(error_);  // error_ is not written again once done_ is set without an event
+  note_end(error);
   cv_.notify_all();
   if (f) {
-    if (error_)
-      f->set_error(error_);
+    if (error)
+      f->set_error(error);
     else
       f->mark_completed(std::move(value));
   }

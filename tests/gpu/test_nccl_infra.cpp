@@ -87,7 +87,8 @@ DIST_WORKER(nccl_blocking_wait_list) {
       pg, OpType::kBroadcast, [&](const OpOptions& o) { return pg.broadcast(b, 0, o); }, s);
   EXPECT_TRUE(values_equal(on_host(b), {4, 5}));
 
-  // A callback registered before the host part is done runs once, with the outputs.
+  // A callback on a device op's future runs once, with the outputs (at once here: the host part
+  // is done when the op returns, so the future is complete when it is made).
   Tensor c = on_gpu(scaled({1}, r + 1, DType::kFloat32), pg);
   auto wc = pg.all_reduce(c, ReduceOp::kMax);
   std::atomic<int> calls{0};
