@@ -282,6 +282,25 @@ DIST_WORKER(future_holds_timeout) {
 
 // ---- health check (cases 10-12) ---------------------------------------------------------------
 
+// GroupOptions::health_check turns it on for one group (here the fake backend, in this
+// process): the verification barrier runs and the success line names the group.
+TEST(PgHealthCheck, OptionRunsTheCheck) {
+  GroupOptions o;
+  o.health_check = true;
+  for (int size : {1, 4}) {
+    ::testing::internal::CaptureStderr();
+    auto pg = create_process_group("fake", nullptr, 0, size, o);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find(str("health check succeeded for fake group (rank 0 of ", size, ") on cpu")),
+              std::string::npos)
+        << err;
+    EXPECT_EQ(pg->sequence_number(), size == 1 ? 0u : 1u);  // the barrier, with 4 ranks
+  }
+  ::testing::internal::CaptureStderr();
+  create_process_group("fake", nullptr, 0, 4);  // off by default
+  EXPECT_EQ(::testing::internal::GetCapturedStderr().find("health check"), std::string::npos);
+}
+
 // Case 10: on, every rank healthy: construction returns and says so; the group works.
 DIST_WORKER(health_check_healthy) {
   EXPECT_TRUE(dist_settings().health_check);
@@ -439,10 +458,18 @@ TEST_P(PgInfra, Case05_BadUseFutureFailsConstruction) {
   EXPECT_DIST_JOB_OK("bad_setting_fails_construction", o);
 }
 
-// One gloo process is enough: nothing is communicated.
+// One gloo process is enough: nothing is communicated. With ANVIL_DIST_DEBUG=1 the settings
+// are printed once, at the first read (case 1's env dump).
 TEST(PgInfraGloo, Case06_SettingsReadOnce) {
-  const auto r = run_job("gloo", 1, "settings_read_once");
+  JobOptions o;
+  o.env["ANVIL_DIST_DEBUG"] = "1";
+  const auto r = run_job("gloo", 1, "settings_read_once", o);
   EXPECT_TRUE(r.ok()) << r.all_output();
+  const std::string dump =
+      "anvil dist: settings: ANVIL_DIST_USE_FUTURE=1 ANVIL_DIST_HEALTH_CHECK=0 ANVIL_DIST_TRACE=0";
+  const size_t at = r.all_output().find(dump);
+  EXPECT_NE(at, std::string::npos) << r.all_output();
+  EXPECT_EQ(r.all_output().find(dump, at + 1), std::string::npos) << r.all_output();
 }
 
 TEST_P(PgInfra, Case14_FutureValueAndCallback) { EXPECT_DIST_JOB_OK("future_value"); }
