@@ -39,9 +39,10 @@ struct GroupOptions {
   int device_index = -1;
   /// Create the communicator with the group instead of on its first op (ANVIL_NCCL_EAGER_INIT).
   bool eager_init = false;
-  /// Work::wait_stream blocks the host until the op completed, so a failure or timeout is
-  /// raised there (c10d's TORCH_NCCL_BLOCKING_WAIT; ANVIL_NCCL_BLOCKING_WAIT). Off: it only
-  /// makes the stream wait, and the group's watchdog aborts a communicator whose op timed out.
+  /// Work::wait_stream blocks the host until the op completed, for every op of this group, so a
+  /// failure or timeout is raised there (c10d's TORCH_NCCL_BLOCKING_WAIT). Off: the ops listed
+  /// by ANVIL_NCCL_BLOCKING_WAIT block (settings.h; barrier always); the others only make the
+  /// stream wait, and the group's watchdog aborts a communicator whose op timed out.
   bool blocking_wait = false;
   /// Run the health check (health_check.h) when create_process_group makes the group; also
   /// on with ANVIL_DIST_HEALTH_CHECK=1 (settings.h).
