@@ -96,6 +96,7 @@ void HostProcessGroup::run_job(Job& job, bool p2p, std::unique_lock<std::mutex>&
                                         job.work->where(), "a healthy group", message_of(broken)));
   } else {
     try {
+      job.work->mark_started();
       job.body(*job.work, job.timeout);
     } catch (const ConsistencyError&) {
       err = std::current_exception();

@@ -2,12 +2,15 @@
 // (spec A) before the backend's issue_* entry point sees it.
 #include "dist/process_group.h"
 
+#include <iostream>
 #include <numeric>
 #include <tuple>
 
 #include "core/error.h"
 #include "dist/checks.h"
 #include "dist/reduce.h"
+#include "dist/settings.h"
+#include "dist/trace.h"
 
 namespace anvil::dist {
 
@@ -20,7 +23,8 @@ ProcessGroup::ProcessGroup(int rank, int size, std::vector<int> global_ranks, Gr
         std::iota(r.begin(), r.end(), 0);
         return r;
       }()),
-      options_(options) {
+      options_(options),
+      trace_(dist_settings().trace) {
   if (size < 1 || rank < 0 || rank >= size)
     throw Error("invalid rank / group size", "ProcessGroup", "0 <= rank < size, size >= 1",
                 str("rank ", rank, ", size ", size));
@@ -30,6 +34,51 @@ ProcessGroup::ProcessGroup(int rank, int size, std::vector<int> global_ranks, Gr
   if (options_.timeout.count() <= 0)
     throw Error("group timeout must be positive", "ProcessGroup", "> 0 ms",
                 str(options_.timeout.count(), " ms"));
+}
+
+ProcessGroup::~ProcessGroup() {
+  if (!trace_) return;
+  try {
+    write_trace();
+  } catch (const std::exception& e) {
+    std::cerr << "anvil dist: warning: the trace was not written: " << e.what() << "\n";
+  }
+}
+
+namespace {
+
+std::vector<const Tensor*> ptrs(const std::vector<Tensor>& ts) {
+  std::vector<const Tensor*> r;
+  for (const Tensor& t : ts) r.push_back(&t);
+  return r;
+}
+
+std::vector<const Tensor*> ptrs(const std::vector<std::vector<Tensor>>& lists) {
+  std::vector<const Tensor*> r;
+  for (const auto& ts : lists)
+    for (const Tensor& t : ts) r.push_back(&t);
+  return r;
+}
+
+}  // namespace
+
+void ProcessGroup::trace_op(Work& w, const std::vector<const Tensor*>& ins,
+                            const std::vector<const Tensor*>& outs, int peer) const {
+  auto rec = std::make_unique<OpTrace>();
+  rec->op = op_type_name(w.op());
+  rec->backend = backend_name();
+  rec->group = name();
+  rec->rank = rank_;
+  rec->size = size_;
+  rec->global_rank = global_ranks_[static_cast<size_t>(rank_)];
+  rec->peer = peer;
+  rec->seq = w.seq();
+  for (const Tensor* t : ins) rec->in_sizes.push_back(t->sizes());
+  for (const Tensor* t : outs) rec->out_sizes.push_back(t->sizes());
+  const Tensor* first = !ins.empty() ? ins[0] : !outs.empty() ? outs[0] : nullptr;
+  if (first) rec->dtype = dtype_name(first->dtype());
+  rec->posted_ns = w.posted_ns();
+  w.attach_trace(trace_publish(std::move(rec)));
 }
 
 std::string ProcessGroup::name() const {
@@ -68,7 +117,9 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& t, ReduceOp op, const OpO
   const std::string w = where(OpType::kAllReduce, 0);
   check_output(t, w, "input");
   check_reduce_op(t.dtype(), op, w);
-  return issue_all_reduce(t, op, opts);
+  auto work = issue_all_reduce(t, op, opts);
+  if (trace_) trace_op(*work, {&t}, {&t});
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& ts, ReduceOp op,
@@ -78,7 +129,9 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& ts
     check_output(ts[i], w, str("input ", i));
     check_reduce_op(ts[i].dtype(), op, w);
   }
-  return issue_all_reduce_coalesced(ts, op, opts);
+  auto work = issue_all_reduce_coalesced(ts, op, opts);
+  if (trace_) trace_op(*work, ptrs(ts), ptrs(ts));
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(Tensor& out, const Tensor& in,
@@ -87,7 +140,9 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(Tensor& out, const Te
   check_tensor(in, w, "input");
   check_output(out, w, "output");
   detail::check_all_gather(out, in, size_, w);
-  return issue_all_gather(out, in, opts);
+  auto work = issue_all_gather(out, in, opts);
+  if (trace_) trace_op(*work, {&in}, {&out});
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor_coalesced(std::vector<Tensor>& outs,
@@ -100,7 +155,9 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor_coalesced(std::vector
     check_output(outs[i], w, str("output ", i));
     detail::check_all_gather(outs[i], ins[i], size_, w);
   }
-  return issue_all_gather_coalesced(outs, ins, opts);
+  auto work = issue_all_gather_coalesced(outs, ins, opts);
+  if (trace_) trace_op(*work, ptrs(ins), ptrs(outs));
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(Tensor& out, const Tensor& in,
@@ -110,7 +167,9 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(Tensor& out, const Ten
   check_output(out, w, "output");
   detail::check_reduce_scatter(out, in, size_, w);
   check_reduce_op(in.dtype(), op, w);
-  return issue_reduce_scatter(out, in, op, opts);
+  auto work = issue_reduce_scatter(out, in, op, opts);
+  if (trace_) trace_op(*work, {&in}, {&out});
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor_coalesced(std::vector<Tensor>& outs,
@@ -125,7 +184,9 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor_coalesced(std::vector<
     detail::check_reduce_scatter(outs[i], ins[i], size_, w);
     check_reduce_op(ins[i].dtype(), op, w);
   }
-  return issue_reduce_scatter_coalesced(outs, ins, op, opts);
+  auto work = issue_reduce_scatter_coalesced(outs, ins, op, opts);
+  if (trace_) trace_op(*work, ptrs(ins), ptrs(outs));
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::all_to_all_single(Tensor& out, const Tensor& in,
@@ -145,17 +206,25 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(Tensor& out, const Tensor&
     c.out_rows[j] = row ? c.out_counts[j] / row : 0;
     c.in_rows[j] = row ? c.in_counts[j] / row : 0;
   }
-  return issue_all_to_all(out, in, c, opts);
+  auto work = issue_all_to_all(out, in, c, opts);
+  if (trace_) trace_op(*work, {&in}, {&out});
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& t, int src, const OpOptions& opts) {
   const std::string w = where(OpType::kBroadcast, 0);
   check_output(t, w, "input");
   detail::check_rank(src, size_, w, "src");
-  return issue_broadcast(t, src, opts);
+  auto work = issue_broadcast(t, src, opts);
+  if (trace_) trace_op(*work, {&t}, {&t}, src);
+  return work;
 }
 
-std::shared_ptr<Work> ProcessGroup::barrier(const OpOptions& opts) { return issue_barrier(opts); }
+std::shared_ptr<Work> ProcessGroup::barrier(const OpOptions& opts) {
+  auto work = issue_barrier(opts);
+  if (trace_) trace_op(*work, {}, {});
+  return work;
+}
 
 std::shared_ptr<Work> ProcessGroup::send(const Tensor& t, int dst, int tag, const OpOptions& opts) {
   const std::string w = where(OpType::kSend, 0);
@@ -163,7 +232,9 @@ std::shared_ptr<Work> ProcessGroup::send(const Tensor& t, int dst, int tag, cons
   detail::check_rank(dst, size_, w, "dst");
   if (dst == rank_) throw Error("cannot send to self", w, "a peer rank", std::to_string(dst));
   if (tag < 0) throw Error("tag must be non-negative", w, ">= 0", std::to_string(tag));
-  return issue_send(t, dst, tag, opts);
+  auto work = issue_send(t, dst, tag, opts);
+  if (trace_) trace_op(*work, {&t}, {}, dst);
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::recv(Tensor& t, int src, int tag, const OpOptions& opts) {
@@ -172,7 +243,9 @@ std::shared_ptr<Work> ProcessGroup::recv(Tensor& t, int src, int tag, const OpOp
   detail::check_rank(src, size_, w, "src");
   if (src == rank_) throw Error("cannot receive from self", w, "a peer rank", std::to_string(src));
   if (tag < 0) throw Error("tag must be non-negative", w, ">= 0", std::to_string(tag));
-  return issue_recv(t, src, tag, opts);
+  auto work = issue_recv(t, src, tag, opts);
+  if (trace_) trace_op(*work, {}, {&t}, src);
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce(Tensor& t, ReduceOp op, int root,
@@ -181,7 +254,9 @@ std::shared_ptr<Work> ProcessGroup::reduce(Tensor& t, ReduceOp op, int root,
   check_output(t, w, "input");
   detail::check_rank(root, size_, w, "root");
   check_reduce_op(t.dtype(), op, w);
-  return issue_reduce(t, op, root, opts);
+  auto work = issue_reduce(t, op, root, opts);
+  if (trace_) trace_op(*work, {&t}, {&t}, root);
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::gather(std::vector<Tensor>& outs, const Tensor& in, int root,
@@ -199,7 +274,9 @@ std::shared_ptr<Work> ProcessGroup::gather(std::vector<Tensor>& outs, const Tens
     throw Error(str("gather takes an empty output list on a rank other than the root (", root, ")"),
                 w, "0 tensors", str(outs.size(), " tensors"));
   }
-  return issue_gather(outs, in, root, opts);
+  auto work = issue_gather(outs, in, root, opts);
+  if (trace_) trace_op(*work, {&in}, ptrs(outs), root);
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::scatter(Tensor& out, const std::vector<Tensor>& ins, int root,
@@ -217,7 +294,9 @@ std::shared_ptr<Work> ProcessGroup::scatter(Tensor& out, const std::vector<Tenso
     throw Error(str("scatter takes an empty input list on a rank other than the root (", root, ")"),
                 w, "0 tensors", str(ins.size(), " tensors"));
   }
-  return issue_scatter(out, ins, root, opts);
+  auto work = issue_scatter(out, ins, root, opts);
+  if (trace_) trace_op(*work, ptrs(ins), {&out}, root);
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor>& outs, const Tensor& in,
@@ -241,7 +320,9 @@ std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<std::vector<Tensor>>&
       detail::check_like(outs[i][j], ins[i], w, role);
     }
   }
-  return issue_all_gather_list(outs, ins, opts);
+  auto work = issue_all_gather_list(outs, ins, opts);
+  if (trace_) trace_op(*work, ptrs(ins), ptrs(outs));
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& out, const std::vector<Tensor>& ins,
@@ -270,7 +351,9 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(std::vector<Tensor>& outs,
       detail::check_like(ins[i][j], outs[i], w, role);
     }
   }
-  return issue_reduce_scatter_list(outs, ins, op, opts);
+  auto work = issue_reduce_scatter_list(outs, ins, op, opts);
+  if (trace_) trace_op(*work, ptrs(ins), ptrs(outs));
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::all_to_all(std::vector<Tensor>& outs,
@@ -290,7 +373,9 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(std::vector<Tensor>& outs,
     throw Error(str("all_to_all: the tensor this rank sends itself (input ", rank_,
                     ") must have as many elements as the one it receives (output ", rank_, ")"),
                 w, str(ins[me].numel(), " elements"), str(outs[me].numel(), " elements"));
-  return issue_all_to_all_list(outs, ins, opts);
+  auto work = issue_all_to_all_list(outs, ins, opts);
+  if (trace_) trace_op(*work, ptrs(ins), ptrs(outs));
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::recv_any_source(Tensor& t, int tag, const OpOptions& opts) {
@@ -300,7 +385,9 @@ std::shared_ptr<Work> ProcessGroup::recv_any_source(Tensor& t, int tag, const Op
   if (size_ == 1)
     throw Error("recv_any_source needs a peer, and the group has one rank", w,
                 "a group of 2 or more ranks", "1 rank");
-  return issue_recv_any_source(t, tag, opts);
+  auto work = issue_recv_any_source(t, tag, opts);
+  if (trace_) trace_op(*work, {}, {&t});
+  return work;
 }
 
 namespace {

@@ -39,10 +39,14 @@ struct GroupOptions {
   int device_index = -1;
   /// Create the communicator with the group instead of on its first op (ANVIL_NCCL_EAGER_INIT).
   bool eager_init = false;
-  /// Work::wait_stream blocks the host until the op completed, so a failure or timeout is
-  /// raised there (c10d's TORCH_NCCL_BLOCKING_WAIT; ANVIL_NCCL_BLOCKING_WAIT). Off: it only
-  /// makes the stream wait, and the group's watchdog aborts a communicator whose op timed out.
+  /// Work::wait_stream blocks the host until the op completed, for every op of this group, so a
+  /// failure or timeout is raised there (c10d's TORCH_NCCL_BLOCKING_WAIT). Off: the ops listed
+  /// by ANVIL_NCCL_BLOCKING_WAIT block (settings.h; barrier always); the others only make the
+  /// stream wait, and the group's watchdog aborts a communicator whose op timed out.
   bool blocking_wait = false;
+  /// Run the health check (health_check.h) when create_process_group makes the group; also
+  /// on with ANVIL_DIST_HEALTH_CHECK=1 (settings.h).
+  bool health_check = false;
 };
 
 /// A communicator over `size()` ranks. Thread-safe: any thread may post ops; they run in posting
@@ -51,11 +55,13 @@ struct GroupOptions {
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
   /// `global_ranks[i]` = the world rank of member i (empty = 0..size-1). Throws Error on an
-  /// invalid rank, size or timeout.
+  /// invalid rank, size or timeout, and on a malformed setting in the environment (the
+  /// process's settings are read by the first group constructed: settings.h).
   ProcessGroup(int rank, int size, std::vector<int> global_ranks, GroupOptions options);
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
-  virtual ~ProcessGroup() = default;
+  /// With ANVIL_DIST_TRACE=1 writes the trace file (trace.h); backends drain their ops first.
+  virtual ~ProcessGroup();
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -212,6 +218,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::string where(OpType op, uint64_t seq) const;
   /// The op's timeout: its own, or the group's when it sets none. Throws Error when negative.
   Millis op_timeout(const OpOptions& opts) const;
+  /// Tracing (trace_on()): publishes the record of the op `w` (inputs, outputs, root or peer)
+  /// and attaches it to `w`. Every op above calls it after its issue_* returned.
+  bool trace_on() const { return trace_; }
+  void trace_op(Work& w, const std::vector<const Tensor*>& ins,
+                const std::vector<const Tensor*>& outs, int peer = -1) const;
 
  private:
   /// The tensor checks of spec A for this group (defined, on device(), collective dtype).
@@ -221,6 +232,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const int rank_, size_;
   const std::vector<int> global_ranks_;
   const GroupOptions options_;
+  const bool trace_;  // ANVIL_DIST_TRACE
   mutable std::mutex name_mu_;
   std::string name_ = "?";
 };

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "dist/settings.h"
 
 namespace anvil::dist {
 
@@ -105,7 +106,12 @@ Error timed_out(Millis timeout, const std::string& where) {
 }  // namespace
 
 Work::Work(OpType op, uint64_t seq, std::string where)
-    : op_(op), seq_(seq), where_(std::move(where)) {}
+    : op_(op),
+      seq_(seq),
+      where_(std::move(where)),
+      use_future_(dist_settings().use_future),
+      traced_(dist_settings().trace),
+      posted_ns_(traced_ ? trace_now_ns() : 0) {}
 
 bool Work::is_completed() const {
   if (!done_.load(std::memory_order_acquire)) return false;
@@ -119,6 +125,7 @@ bool Work::is_completed() const {
   try {
     if (!ev->query()) return false;
     fired_.store(true);
+    note_end(nullptr);
   } catch (...) {
     device_failure(std::current_exception());
   }
@@ -148,6 +155,7 @@ std::exception_ptr Work::device_failure(const std::exception_ptr& e) const {
     error_ = std::make_exception_ptr(
         Error(str("the operation failed on ", event_->device(), ": ", message_of(e)), where_));
   fired_.store(true);
+  note_end(error_);
   return error_;
 }
 
@@ -164,6 +172,20 @@ void Work::wait_host(Millis timeout) {
 }
 
 bool Work::wait(Millis timeout) {
+  const OpTrace* rec = traced_ ? trace_.load() : nullptr;
+  if (!rec) return wait_untraced(timeout);
+  const int64_t t0 = trace_now_ns();
+  try {
+    wait_untraced(timeout);
+  } catch (...) {
+    trace_add_wait(rec, t0, trace_now_ns(), message_of(std::current_exception()));
+    throw;
+  }
+  trace_add_wait(rec, t0, trace_now_ns(), "");
+  return true;
+}
+
+bool Work::wait_untraced(Millis timeout) {
   const auto start = std::chrono::steady_clock::now();
   wait_host(timeout);
   std::shared_ptr<DeviceEvent> ev;
@@ -188,12 +210,26 @@ bool Work::wait(Millis timeout) {
   }
   if (!passed) throw timed_out(timeout, where_);
   fired_.store(true);
+  note_end(nullptr);
   return true;
 }
 
 void Work::wait_stream(void* stream, Millis timeout) {
+  const OpTrace* rec = traced_ ? trace_.load() : nullptr;
+  if (!rec) return wait_stream_untraced(stream, timeout);
+  const int64_t t0 = trace_now_ns();
+  try {
+    wait_stream_untraced(stream, timeout);
+  } catch (...) {
+    trace_add_wait(rec, t0, trace_now_ns(), message_of(std::current_exception()));
+    throw;
+  }
+  trace_add_wait(rec, t0, trace_now_ns(), "");
+}
+
+void Work::wait_stream_untraced(void* stream, Millis timeout) {
   if (!stream) {  // no stream to order: the host is the consumer
-    wait(timeout);
+    wait_untraced(timeout);
     return;
   }
   wait_host(timeout);  // a host op: that is the whole op
@@ -230,22 +266,89 @@ void Work::set_result(std::vector<Tensor> outputs) {
 
 void Work::finish_on(std::shared_ptr<DeviceEvent> event) {
   ANVIL_INTERNAL_ASSERT(event != nullptr, "Work::finish_on without an event");
+  std::shared_ptr<Future> f;
+  std::vector<Tensor> value;
   {
     std::lock_guard<std::mutex> lk(mu_);
     event_ = std::move(event);
     done_.store(true, std::memory_order_release);
+    if ((f = future_)) value = outputs_;
   }
   cv_.notify_all();
+  if (f) f->mark_completed(std::move(value));  // stream semantics (future.h)
 }
 
 void Work::finish(std::exception_ptr error) {
+  std::shared_ptr<Future> f;
+  std::vector<Tensor> value;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    error_ = std::move(error);
+    error_ = error;
     fired_.store(true, std::memory_order_release);  // no event to wait for
     done_.store(true, std::memory_order_release);
+    if ((f = future_) && !error) value = outputs_;
   }
+  note_end(error);
   cv_.notify_all();
+  if (f) {
+    if (error)
+      f->set_error(error);
+    else
+      f->mark_completed(std::move(value));
+  }
+}
+
+std::shared_ptr<Future> Work::get_future() {
+  if (!use_future_) return nullptr;
+  std::shared_ptr<Future> f;
+  std::exception_ptr err;
+  std::vector<Tensor> value;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (future_) return future_;
+    f = future_ = std::make_shared<Future>(where_);
+    if (!done_.load()) return f;  // finish / finish_on complete it
+    // Complete already: a host op's outcome, or a device op's host part (stream semantics).
+    err = event_ ? nullptr : error_;
+    if (!err) value = outputs_;
+  }
+  if (err)
+    f->set_error(err);
+  else
+    f->mark_completed(std::move(value));
+  return f;
+}
+
+void Work::mark_started() {
+  if (!traced_) return;
+  const int64_t t = trace_now_ns();
+  started_ns_.store(t);
+  if (OpTrace* rec = trace_.load()) rec->started_ns.store(t);
+}
+
+void Work::note_end(const std::exception_ptr& error) const {
+  if (!traced_) return;
+  int64_t expected = -1;
+  ended_ns_.compare_exchange_strong(expected, trace_now_ns());  // the first sighting counts
+  if (OpTrace* rec = trace_.load()) {
+    rec->ended_ns.store(ended_ns_.load());
+    if (error) trace_set_error(rec, message_of(error));
+  }
+}
+
+void Work::attach_trace(OpTrace* rec) {
+  if (!traced_ || !rec) return;
+  // Published before the times are copied: a time set concurrently reaches the record either
+  // through trace_ (the setter sees it) or through the copy below (this sees the time).
+  trace_.store(rec);
+  if (const int64_t t = started_ns_.load(); t >= 0) rec->started_ns.store(t);
+  if (const int64_t t = ended_ns_.load(); t >= 0) rec->ended_ns.store(t);
+  std::exception_ptr err;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    err = error_;
+  }
+  if (err) trace_set_error(rec, message_of(err));
 }
 
 }  // namespace anvil::dist

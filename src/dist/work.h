@@ -7,6 +7,10 @@
 // passes the event. wait() blocks the host until the op is complete either way; wait_stream(s)
 // makes a device stream wait instead: for a device op it queues a wait for the event on `s` and
 // returns without blocking the host; a host op has no event, so the host waits (as wait()).
+//
+// get_future() hands out the op's Future (future.h: its value and completion callbacks; null
+// when ANVIL_DIST_USE_FUTURE=0). With ANVIL_DIST_TRACE=1 the Work keeps its op's trace record
+// (trace.h) current: when the engine started it, when it was seen complete, every wait.
 #pragma once
 
 #include <atomic>
@@ -19,6 +23,8 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "dist/future.h"
+#include "dist/trace.h"
 #include "dist/types.h"
 
 namespace anvil::dist {
@@ -80,6 +86,10 @@ class Work {
   std::vector<Tensor> result() const;
   /// recv / recv_any_source: the peer the data came from. Throws Error for other ops.
   int source_rank() const;
+  /// The op's Future (the same object on every call), or null when futures are off
+  /// (ANVIL_DIST_USE_FUTURE=0).
+  std::shared_ptr<Future> get_future();
+  OpType op() const { return op_; }
 
   // Used by the engine that runs the op.
   void set_result(std::vector<Tensor> outputs);
@@ -92,12 +102,23 @@ class Work {
   /// Set by the group: runs the op on the waiting thread if it is next in line (returns whether
   /// it did). wait() without a bound tries it before blocking.
   void set_inline_runner(std::function<bool()> runner) { inline_runner_ = std::move(runner); }
+  /// The engine began running the op (for the trace; optional).
+  void mark_started();
+  /// Set by the ProcessGroup when tracing: the op's record (published, its posted_ns set from
+  /// posted_ns()), kept current from now on.
+  void attach_trace(OpTrace* rec);
+  /// When the Work was made (trace_now_ns; 0 unless tracing).
+  int64_t posted_ns() const { return posted_ns_; }
 
  private:
   /// Waits for the host part (bounded by `timeout`), then rethrows its error.
   void wait_host(Millis timeout);
   /// Records a device error of the event (first error wins) and returns it.
   std::exception_ptr device_failure(const std::exception_ptr& e) const;
+  bool wait_untraced(Millis timeout);
+  void wait_stream_untraced(void* stream, Millis timeout);
+  /// The op was seen complete (`error`: its failure): the trace's end time and status.
+  void note_end(const std::exception_ptr& error) const;
 
   OpType op_;
   uint64_t seq_;
@@ -111,6 +132,12 @@ class Work {
   std::vector<Tensor> outputs_;
   int source_rank_ = -1;
   std::function<bool()> inline_runner_;
+  const bool use_future_;  // the process's settings (dist_settings)
+  const bool traced_;
+  const int64_t posted_ns_;         // traced_ only
+  std::shared_ptr<Future> future_;  // made on the first get_future()
+  mutable std::atomic<int64_t> started_ns_{-1}, ended_ns_{-1};  // traced_ only
+  std::atomic<OpTrace*> trace_{nullptr};
 };
 
 }  // namespace anvil::dist

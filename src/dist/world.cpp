@@ -1,14 +1,17 @@
 // World initialisation from the environment, the backend factory and sub-groups.
 #include "dist/world.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "core/error.h"
 #include "dist/fake_process_group.h"
+#include "dist/health_check.h"
 #include "dist/nccl_backend.h"
 #include "dist/registry.h"
+#include "dist/settings.h"
 #include "dist/tcp_store.h"
 #ifdef ANVIL_HAVE_GLOO
 #include "dist/gloo/gloo_process_group.h"
@@ -117,7 +120,7 @@ GroupOptions group_options_from_env() {
   }
   if (const char* d = env("ANVIL_DIST_DEBUG")) o.check_consistency = std::string(d) != "0";
   o.eager_init = env_flag("ANVIL_NCCL_EAGER_INIT");
-  o.blocking_wait = env_flag("ANVIL_NCCL_BLOCKING_WAIT");
+  // ANVIL_NCCL_BLOCKING_WAIT (an op list) is a process setting (settings.h).
   return o;
 }
 
@@ -136,9 +139,10 @@ std::vector<std::string> available_backends() {
   return b;
 }
 
-std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend,
-                                                   std::shared_ptr<Store> store, int rank, int size,
-                                                   GroupOptions options) {
+namespace {
+
+std::shared_ptr<ProcessGroup> make_backend(const std::string& backend, std::shared_ptr<Store> store,
+                                           int rank, int size, const GroupOptions& options) {
   if (backend == "fake") return std::make_shared<FakeProcessGroup>(rank, size, options);
 #ifdef ANVIL_HAVE_GLOO
   if (backend == "gloo") {
@@ -168,6 +172,21 @@ std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend,
                     : str("'", backend, "'"));
 }
 
+}  // namespace
+
+std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend,
+                                                   std::shared_ptr<Store> store, int rank, int size,
+                                                   GroupOptions options) {
+  const bool check = dist_settings().health_check || options.health_check;  // validates the env
+  const auto started = std::chrono::steady_clock::now();
+  if (check && store && size > 1 && rank >= 0 && rank < size)
+    health_check_checkin(*store, rank, size, options.timeout,
+                         str(backend, " group (rank ", rank, " of ", size, ")"));
+  auto pg = make_backend(backend, std::move(store), rank, size, options);
+  if (check) health_check_verify(*pg, options.timeout, started);
+  return pg;
+}
+
 std::shared_ptr<ProcessGroup> init_world_from_env(const std::string& requested) {
   std::string backend = requested;
   if (backend.empty()) backend = env("ANVIL_BACKEND") ? env("ANVIL_BACKEND") : "gloo";
@@ -180,6 +199,7 @@ std::shared_ptr<ProcessGroup> init_world_from_env(const std::string& requested) 
     return st.world;
   }
   const WorldEnv e = read_world_env();
+  dist_settings();  // a malformed setting fails here, before any connection
   GroupOptions opts = group_options_from_env();
   if (opts.device_index < 0) opts.device_index = e.local_rank;  // nccl: rank r on cuda:LOCAL_RANK
   std::shared_ptr<Store> store;

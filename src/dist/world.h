@@ -7,8 +7,9 @@
 //   PMI_RANK / PMI_SIZE). ANVIL_BACKEND picks the backend when none is given (default gloo).
 //   ANVIL_DIST_TIMEOUT (seconds) sets the store and op timeouts (default 300); ANVIL_DIST_DEBUG=1
 //   turns on the cross-rank consistency check. nccl: rank r uses cuda:LOCAL_RANK;
-//   ANVIL_NCCL_EAGER_INIT=1 creates the communicator at init, ANVIL_NCCL_BLOCKING_WAIT=1 makes
-//   wait_stream block the host (GroupOptions).
+//   ANVIL_NCCL_EAGER_INIT=1 creates the communicator at init (GroupOptions). The process-wide
+//   settings (ANVIL_DIST_USE_FUTURE, ANVIL_DIST_HEALTH_CHECK, ANVIL_DIST_TRACE[_DIR],
+//   ANVIL_NCCL_BLOCKING_WAIT) are read once, before connecting (settings.h).
 #pragma once
 
 #include <memory>
@@ -34,13 +35,14 @@ struct WorldEnv {
 /// Reads the environment above. Throws Error naming the missing or malformed variables when
 /// neither the torchrun variables nor MPI's are present.
 WorldEnv read_world_env();
-/// GroupOptions from ANVIL_DIST_TIMEOUT / ANVIL_DIST_DEBUG / ANVIL_NCCL_EAGER_INIT /
-/// ANVIL_NCCL_BLOCKING_WAIT (a malformed value is an Error naming the variable).
+/// GroupOptions from ANVIL_DIST_TIMEOUT / ANVIL_DIST_DEBUG / ANVIL_NCCL_EAGER_INIT (a malformed
+/// value is an Error naming the variable).
 GroupOptions group_options_from_env();
 /// Backends compiled into this build ("gloo", "mpi", "nccl", "fake").
 std::vector<std::string> available_backends();
 
-/// Creates a group with `backend` ("gloo", "mpi", "nccl", "fake"). gloo and nccl rendezvous
+/// Creates a group with `backend` ("gloo", "mpi", "nccl", "fake"), running the health check
+/// first when it is on (health_check.h; a malformed setting fails here). gloo and nccl rendezvous
 /// through `store` (nccl loads libanvil_nccl.so now and uses cuda:options.device_index); mpi
 /// uses MPI_COMM_WORLD (rank/size must match MPI's when given); fake needs nothing.
 std::shared_ptr<ProcessGroup> create_process_group(const std::string& backend,

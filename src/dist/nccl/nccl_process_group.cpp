@@ -9,6 +9,7 @@
 #include "dist/nccl/nccl_launch.h"
 #include "dist/nccl/nccl_state.h"
 #include "dist/nccl_backend.h"
+#include "dist/settings.h"
 
 namespace anvil::dist {
 
@@ -56,7 +57,7 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
   st_->rank = rank;
   st_->size = size;
   st_->global_ranks = this->global_ranks();
-  st_->blocking_wait = options.blocking_wait;
+  st_->blocking_wait = options.blocking_wait ? OpTypeSet::all() : dist_settings().blocking_wait;
   // NVLink multicast (NVLS) stays off unless the user asked for it explicitly.
   ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
 
@@ -164,6 +165,7 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
          opts.stream ? "recording the caller's stream (is it a stream of the group's GPU?)"
                      : "recording the default stream");
     cuda(cudaStreamWaitEvent(st_->stream, st_->ready, 0), "ordering after the caller's stream");
+    work->mark_started();  // the trace's start: queued on the device
     launch.run(*st_, deadline, w);
     cudaEvent_t ev = nullptr;
     cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "creating the op's event");
@@ -172,8 +174,8 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
     cuda(rec, "recording the op's event");
     std::vector<Tensor> keep = std::move(inputs);
     keep.insert(keep.end(), outputs.begin(), outputs.end());
-    auto event = std::make_shared<nccl::NcclEvent>(st_, ev, w, deadline, timeout, peer,
-                                                   std::move(keep));
+    auto event = std::make_shared<nccl::NcclEvent>(
+        st_, ev, w, deadline, timeout, peer, std::move(keep), st_->blocking_wait.contains(op));
     st_->add_pending(event);
     work->set_result(std::move(outputs));
     if (op == OpType::kRecv) work->set_source_rank(peer);

@@ -235,14 +235,16 @@ void NcclState::stop_watchdog_thread() {
 // NcclEvent
 
 NcclEvent::NcclEvent(std::shared_ptr<NcclState> st, cudaEvent_t ev, std::string where,
-                     Clock::time_point deadline, Millis timeout, int peer, std::vector<Tensor> keep)
+                     Clock::time_point deadline, Millis timeout, int peer, std::vector<Tensor> keep,
+                     bool blocking)
     : st_(std::move(st)),
       ev_(ev),
       where_(std::move(where)),
       deadline_(deadline),
       timeout_(timeout),
       peer_(peer),
-      keep_(std::move(keep)) {}
+      keep_(std::move(keep)),
+      blocking_(blocking) {}
 
 NcclEvent::~NcclEvent() { (void)cudaEventDestroy(ev_); }
 
@@ -309,7 +311,7 @@ void NcclEvent::synchronize() {
 }
 
 void NcclEvent::block_stream(void* stream) {
-  if (st_->blocking_wait) {
+  if (blocking_) {
     synchronize();
     return;
   }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "dist/settings.h"
 #include "dist/work.h"
 
 namespace anvil::dist::nccl {
@@ -48,7 +49,9 @@ struct NcclState {
   int device = 0;
   int rank = 0, size = 1;
   std::vector<int> global_ranks;
-  bool blocking_wait = false;
+  /// The ops whose wait_stream blocks the host: every op with GroupOptions::blocking_wait,
+  /// else ANVIL_NCCL_BLOCKING_WAIT's list (settings.h; barrier always).
+  OpTypeSet blocking_wait;
   std::string comm_name;  // the group's name, for NCCL's logs
   ncclUniqueId id{};
 
@@ -102,7 +105,8 @@ struct NcclState {
 class NcclEvent final : public DeviceEvent {
  public:
   NcclEvent(std::shared_ptr<NcclState> st, cudaEvent_t ev, std::string where,
-            Clock::time_point deadline, Millis timeout, int peer, std::vector<Tensor> keep);
+            Clock::time_point deadline, Millis timeout, int peer, std::vector<Tensor> keep,
+            bool blocking);
   ~NcclEvent() override;
 
   /// True once passed; throws Error when the op failed (the group aborted, the deadline passed,
@@ -111,7 +115,7 @@ class NcclEvent final : public DeviceEvent {
   bool query() override;
   /// Polls query() (never cudaEventSynchronize: a dead peer would hang it).
   void synchronize() override;
-  /// cudaStreamWaitEvent; with the group's blocking wait, synchronize() instead.
+  /// cudaStreamWaitEvent; for an op in the group's blocking-wait set, synchronize() instead.
   void block_stream(void* stream) override;
   std::string device() const override { return str("cuda:", st_->device); }
 
@@ -127,6 +131,7 @@ class NcclEvent final : public DeviceEvent {
   Millis timeout_;
   int peer_;
   std::vector<Tensor> keep_;
+  bool blocking_;  // block_stream synchronizes the host
   bool passed_ = false;  // guarded by st_->pmu, as failed_ and keep_
   std::string failed_;
 };

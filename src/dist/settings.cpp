@@ -1,0 +1,129 @@
+// Process-wide dist settings: parsing, validation and the read-once cache.
+#include "dist/settings.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <optional>
+
+#include "core/error.h"
+
+namespace anvil::dist {
+
+namespace {
+
+constexpr const char* kWhere = "dist settings (environment)";
+
+std::string trim_lower(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  std::string r = s.substr(b, e - b);
+  std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return std::tolower(c); });
+  return r;
+}
+
+/// A 0/1 switch; unset or empty = `def`.
+bool parse_flag(const char* name, const char* value, bool def) {
+  if (!value || !*value) return def;
+  const std::string v = trim_lower(value);
+  if (v == "0" || v == "1") return v == "1";
+  throw Error(str("environment variable ", name, " is not 0 or 1"), kWhere, "0 or 1",
+              str("'", value, "'"));
+}
+
+/// Aliases accepted besides op_type_name(): the short names of the tensor forms.
+std::optional<OpType> op_from_name(const std::string& n) {
+  for (OpType op : all_op_types())
+    if (n == op_type_name(op)) return op;
+  if (n == "all_gather") return OpType::kAllGather;
+  if (n == "reduce_scatter") return OpType::kReduceScatter;
+  if (n == "all_to_all") return OpType::kAllToAll;
+  return std::nullopt;
+}
+
+OpTypeSet parse_blocking(const char* name, const char* value) {
+  OpTypeSet set;
+  set.insert(OpType::kBarrier);  // always blocking
+  if (!value || !*value) return set;
+  const std::string all = trim_lower(value);
+  if (all == "none" || all == "0") return set;
+  if (all == "all" || all == "1") return OpTypeSet::all();
+  size_t start = 0;
+  while (start <= all.size()) {
+    const size_t comma = std::min(all.find(',', start), all.size());
+    const std::string token = trim_lower(all.substr(start, comma - start));
+    const auto op = op_from_name(token);
+    if (!op)
+      throw Error(str("environment variable ", name, " names an unknown op '", token, "'"), kWhere,
+                  str("none, all, or a comma list of op names (", OpTypeSet::all().names(),
+                      ", all_gather, reduce_scatter, all_to_all)"),
+                  str("'", value, "'"));
+    set.insert(*op);
+    start = comma + 1;
+  }
+  return set;
+}
+
+}  // namespace
+
+std::vector<OpType> all_op_types() {
+  std::vector<OpType> ops;
+  // op_type_name() answers "?" past the last enumerator: the list follows the enum by itself.
+  for (int i = 0; i < 64; ++i) {
+    const OpType op = static_cast<OpType>(i);
+    if (std::string(op_type_name(op)) == "?") break;
+    ops.push_back(op);
+  }
+  return ops;
+}
+
+OpTypeSet OpTypeSet::all() {
+  OpTypeSet s;
+  for (OpType op : all_op_types()) s.insert(op);
+  return s;
+}
+
+std::string OpTypeSet::names() const {
+  std::string r;
+  for (OpType op : all_op_types())
+    if (contains(op)) r += (r.empty() ? "" : ", ") + std::string(op_type_name(op));
+  return r;
+}
+
+std::string DistSettings::describe() const {
+  return str("ANVIL_DIST_USE_FUTURE=", use_future ? 1 : 0,
+             " ANVIL_DIST_HEALTH_CHECK=", health_check ? 1 : 0, " ANVIL_DIST_TRACE=", trace ? 1 : 0,
+             " ANVIL_DIST_TRACE_DIR=", trace_dir, " ANVIL_NCCL_BLOCKING_WAIT=",
+             blocking_wait == OpTypeSet::all() ? std::string("all") : blocking_wait.names());
+}
+
+DistSettings parse_dist_settings(const std::function<const char*(const char*)>& getenv) {
+  DistSettings s;
+  s.use_future = parse_flag("ANVIL_DIST_USE_FUTURE", getenv("ANVIL_DIST_USE_FUTURE"), true);
+  s.health_check = parse_flag("ANVIL_DIST_HEALTH_CHECK", getenv("ANVIL_DIST_HEALTH_CHECK"), false);
+  s.trace = parse_flag("ANVIL_DIST_TRACE", getenv("ANVIL_DIST_TRACE"), false);
+  if (const char* d = getenv("ANVIL_DIST_TRACE_DIR"); d && *d) s.trace_dir = d;
+  s.blocking_wait = parse_blocking("ANVIL_NCCL_BLOCKING_WAIT", getenv("ANVIL_NCCL_BLOCKING_WAIT"));
+  return s;
+}
+
+const DistSettings& dist_settings() {
+  static std::mutex mu;
+  static std::atomic<const DistSettings*> cached{nullptr};  // never freed: groups may outlive
+  if (const DistSettings* c = cached.load(std::memory_order_acquire)) return *c;  // main()
+  std::lock_guard<std::mutex> lk(mu);
+  if (const DistSettings* c = cached.load(std::memory_order_acquire)) return *c;
+  const auto* s =
+      new DistSettings(parse_dist_settings([](const char* n) { return std::getenv(n); }));
+  cached.store(s, std::memory_order_release);
+  const char* debug = std::getenv("ANVIL_DIST_DEBUG");
+  if (debug && *debug && std::string(debug) != "0")
+    std::cerr << "anvil dist: settings: " << s->describe() << "\n";
+  return *s;
+}
+
+}  // namespace anvil::dist
