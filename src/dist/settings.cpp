@@ -35,13 +35,11 @@ bool parse_flag(const char* name, const char* value, bool def) {
               str("'", value, "'"));
 }
 
-/// Aliases accepted besides op_type_name(): the short names of the tensor forms.
+/// The op named `n` (op_type_name(): all_gather is the list form, all_gather_into_tensor the
+/// tensor one).
 std::optional<OpType> op_from_name(const std::string& n) {
   for (OpType op : all_op_types())
     if (n == op_type_name(op)) return op;
-  if (n == "all_gather") return OpType::kAllGather;
-  if (n == "reduce_scatter") return OpType::kReduceScatter;
-  if (n == "all_to_all") return OpType::kAllToAll;
   return std::nullopt;
 }
 
@@ -59,8 +57,7 @@ OpTypeSet parse_blocking(const char* name, const char* value) {
     const auto op = op_from_name(token);
     if (!op)
       throw Error(str("environment variable ", name, " names an unknown op '", token, "'"), kWhere,
-                  str("none, all, or a comma list of op names (", OpTypeSet::all().names(),
-                      ", all_gather, reduce_scatter, all_to_all)"),
+                  str("none, all, or a comma list of op names (", OpTypeSet::all().names(), ")"),
                   str("'", value, "'"));
     set.insert(*op);
     start = comma + 1;

@@ -72,8 +72,12 @@ TEST(PgSettings, Case02_03_BlockingWaitList) {
   for (OpType op : ops) EXPECT_TRUE(a.blocking_wait.contains(op)) << op_type_name(op);
   EXPECT_TRUE(parse({{"ANVIL_NCCL_BLOCKING_WAIT", "1"}}).blocking_wait == a.blocking_wait);
   EXPECT_EQ(parse({{"ANVIL_NCCL_BLOCKING_WAIT", "none"}}).blocking_wait.names(), "barrier");
-  const DistSettings alias = parse({{"ANVIL_NCCL_BLOCKING_WAIT", "all_gather,reduce_scatter"}});
-  EXPECT_EQ(alias.blocking_wait.names(), "all_gather_into_tensor, reduce_scatter_tensor, barrier");
+  // the list forms and the tensor forms are distinct ops
+  const DistSettings lists = parse({{"ANVIL_NCCL_BLOCKING_WAIT", "all_gather,reduce_scatter"}});
+  EXPECT_EQ(lists.blocking_wait.names(), "barrier, all_gather, reduce_scatter");
+  const DistSettings tensors =
+      parse({{"ANVIL_NCCL_BLOCKING_WAIT", "all_gather_into_tensor,reduce_scatter_tensor"}});
+  EXPECT_EQ(tensors.blocking_wait.names(), "all_gather_into_tensor, reduce_scatter_tensor, barrier");
 }
 
 // Cases 4-5: a malformed value is an Error naming the variable, the value and what it accepts.
