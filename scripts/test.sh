@@ -17,7 +17,7 @@ echo "== Debug (-O0) + ASan/UBSan: unit tests, archive reader + fuzz"
 # literals that merge at -O2) shows here.
 # (CPU code only: the CUDA backend and its tests build and run in the main build above.)
 BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_ARGS="-DANVIL_SANITIZE=ON -DANVIL_CUDA=OFF" \
-  BUILD_TARGETS="test_core test_ir test_ops test_passes test_fuzz test_frontend test_aot" \
+  BUILD_TARGETS="test_core test_ir test_ops test_passes test_fuzz test_frontend test_aot_leak" \
   scripts/setup.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 for t in test_core test_ir test_ops test_passes; do
@@ -27,5 +27,5 @@ done
 build-asan/bin/test_frontend --gtest_brief=1
 build-asan/bin/test_fuzz --gtest_brief=1
 echo "== LeakSanitizer: compiled packages loaded, run and unloaded repeatedly"
-build-asan/bin/test_aot --gtest_brief=1 --gtest_filter='AotLeak.*'
+build-asan/bin/test_aot_leak --gtest_brief=1 --gtest_filter='AotLeak.*'
 echo "== all tests passed"
