@@ -50,6 +50,18 @@ const char* vec_type(size_t bytes) {
   return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : "unsigned int";
 }
 
+/// The loop variables of kernel `k` (o0.., r0..) and their sizes.
+void loop_vars(const LoopKernel& k, std::vector<std::string>& vars, std::vector<SymInt>& sizes) {
+  for (size_t i = 0; i < k.outer.size(); ++i) {
+    vars.push_back("o" + std::to_string(i));
+    sizes.push_back(k.outer[i]);
+  }
+  for (size_t i = 0; i < k.inner.size(); ++i) {
+    vars.push_back("r" + std::to_string(i));
+    sizes.push_back(k.inner[i]);
+  }
+}
+
 /// The vector plan of pointwise kernel `k`: the width and the contiguous accesses; width 0 when
 /// the kernel does not qualify.
 struct VecPlan {
@@ -63,14 +75,7 @@ VecPlan plan_vector(const passes::Program& p, const LoopKernel& k) {
   if (k.inner.empty() && k.outer.empty()) return none;
   std::vector<std::string> vars;
   std::vector<SymInt> sizes;
-  for (size_t i = 0; i < k.outer.size(); ++i) {
-    vars.push_back("o" + std::to_string(i));
-    sizes.push_back(k.outer[i]);
-  }
-  for (size_t i = 0; i < k.inner.size(); ++i) {
-    vars.push_back("r" + std::to_string(i));
-    sizes.push_back(k.inner[i]);
-  }
+  loop_vars(k, vars, sizes);
   const size_t lane = vars.size() - 1;
 
   VecPlan plan;
@@ -240,14 +245,7 @@ RowVectorPlan plan_row_vector(const passes::Program& p, const LoopKernel& k) {
   if (k.inner.empty()) return none;
   std::vector<std::string> vars;
   std::vector<SymInt> sizes;
-  for (size_t i = 0; i < k.outer.size(); ++i) {
-    vars.push_back("o" + std::to_string(i));
-    sizes.push_back(k.outer[i]);
-  }
-  for (size_t i = 0; i < k.inner.size(); ++i) {
-    vars.push_back("r" + std::to_string(i));
-    sizes.push_back(k.inner[i]);
-  }
+  loop_vars(k, vars, sizes);
   const size_t lane = vars.size() - 1;
   RowVectorPlan plan;
   plan.lane_var = vars[lane];
