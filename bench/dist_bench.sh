@@ -4,6 +4,8 @@
 # (default 3) and prints the median latency and bus bandwidth of each cell side by side.
 #   bench/dist_bench.sh [BUILD_DIR] [N] [ROUNDS]
 # BUILD_DIR (default build) must hold lib/libanvil_dist.so and lib/libanvil_core.so.
+# DIST_BENCH_MODE=ucx runs the mpi backend over Open MPI's ob1 + shared memory and over UCX
+# instead (no gloo, no torch).
 # DIST_BENCH_MODE=bucket measures what the compiler's bucketing trades instead (4 all_reduces vs
 # one coalesced call per tensor size, anvil's gloo and mpi backends; no torch).
 # Environment: PYTHON (default /usr/bin/python3, needs torch), BENCH_BIN (a prebuilt dist_bench:
@@ -31,6 +33,42 @@ if [ -z "$bench" ]; then
 fi
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ "${DIST_BENCH_MODE:-}" = ucx ]; then
+  # The mpi backend on Open MPI's two point-to-point layers, alternating: ob1 over the
+  # shared-memory BTL (vader, the default here) and UCX (pml ucx; Open MPI 4.1 selects it only
+  # for the transports in pml_ucx_tls / pml_ucx_devices, so `any` lets it run over shared memory
+  # and TCP on a host without InfiniBand).
+  for r in $(seq "$rounds"); do
+    $pin mpirun -n "$n" --oversubscribe --bind-to none --mca pml ob1 --mca btl self,vader \
+      "$bench" mpi > "$work/ob1.$r"
+    $pin mpirun -n "$n" --oversubscribe --bind-to none --mca pml ucx --mca pml_ucx_tls any \
+      --mca pml_ucx_devices any "$bench" mpi > "$work/ucx.$r"
+  done
+  /usr/bin/env python3 - "$work" "$rounds" "$n" <<'EOF'
+import statistics, sys
+work, rounds, n = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def load(engine):
+    cells = {}
+    for r in range(1, rounds + 1):
+        for line in open(f"{work}/{engine}.{r}"):
+            op, size, lat, bw = line.split()
+            cells.setdefault((op, int(size)), []).append((float(lat), float(bw)))
+    return {k: (statistics.median(l for l, _ in v), statistics.median(b for _, b in v))
+            for k, v in cells.items()}
+ob1, ucx = load("ob1"), load("ucx")
+def fmt(b):
+    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1024 else f"{b} B"
+print(f"anvil mpi backend, {n} ranks, median of {rounds} alternating runs; latency in us, bus "
+      f"bandwidth in GB/s")
+print("| op | size | ob1 + vader us | ucx us | ob1 + vader GB/s | ucx GB/s | ucx / ob1 time |")
+print("|---|---|---|---|---|---|---|")
+for (op, size) in sorted(ob1, key=lambda k: (k[0], k[1])):
+    a, u = ob1[(op, size)], ucx.get((op, size), (float("nan"), float("nan")))
+    print(f"| {op} | {fmt(size)} | {a[0]:.1f} | {u[0]:.1f} | {a[1]:.3f} | {u[1]:.3f} "
+          f"| {u[0] / a[0]:.2f}x |")
+EOF
+  exit
+fi
 if [ "${DIST_BENCH_MODE:-}" = bucket ]; then
   # What the compiler's bucketing trades: 4 all_reduces vs one coalesced call, per tensor size.
   for r in $(seq "$rounds"); do
