@@ -78,7 +78,6 @@ struct Attention {
 std::string sdpa(const Program& p, const ExternStep& e) {
   const Attention a(e);
   const TensorView &q = a.q, &kk = a.k, &v = a.v, &out = a.out;
-  const TensorView* mask = a.mask;
   const std::string &ct = a.ct, &B = a.B, &H = a.H, &L = a.L, &S = a.S, &hk = a.hk, &hv = a.hv;
   const std::string E = paren(q.sizes[3]), Ev = paren(v.sizes[3]);
   const std::string scale = a.scale(e, E);
@@ -143,9 +142,8 @@ std::string sdpa(const Program& p, const ExternStep& e) {
 std::string sdpa_tiled(const Program& p, const ExternStep& e) {
   const Attention a(e);
   const TensorView &q = a.q, &kk = a.k, &v = a.v, &out = a.out;
-  const TensorView* mask = a.mask;
   const bool causal = a.causal, f64 = a.f64;
-  const std::string &ct = a.ct, &B = a.B, &H = a.H, &L = a.L, &S = a.S, &hk = a.hk, &hv = a.hv;
+  const std::string &ct = a.ct, &L = a.L, &S = a.S, &hk = a.hk, &hv = a.hv;
   const int64_t E = q.sizes[3].constant(), EV = v.sizes[3].constant();
   const int64_t BK = (E + EV + 2) * (f64 ? 8 : 4) * 64 <= 48 * 1024 ? 64 : 32;  // keys per tile
   const std::string scale = a.scale(e, std::to_string(E));
@@ -231,7 +229,7 @@ bool wmma_attention(const ExternStep& e) {
 std::string sdpa_wmma(const Program& p, const ExternStep& e) {
   const Attention a(e);
   const TensorView &q = a.q, &kk = a.k, &v = a.v, &out = a.out;
-  const std::string &B = a.B, &H = a.H, &L = a.L, &S = a.S, &hk = a.hk, &hv = a.hv;
+  const std::string &L = a.L, &S = a.S, &hk = a.hk, &hv = a.hv;
   const int64_t E = q.sizes[3].constant();
   const std::string wt = q.dtype == DType::kBFloat16 ? "__nv_bfloat16" : "__half";
   const std::string scale = a.scale(e, std::to_string(E));
