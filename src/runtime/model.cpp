@@ -240,8 +240,8 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
   if (!device.is_cpu()) {
     const char* env = std::getenv("ANVIL_CUDA_GRAPHS");
     impl->graphs = options.cuda_graphs && !(env && std::string(env) == "0") &&
-                   m.graph_capturable && m.host_steps == 0 && impl->device_api->graph_begin &&
-                   !package_has_collectives(m.json);  // (capture with collectives: not yet)
+                   m.graph_capturable && m.host_steps == 0 && impl->device_api->graph_begin;
+    // (collectives too: the nccl backend records its ops into the graph being captured)
   }
   return Model(std::move(impl));
 }

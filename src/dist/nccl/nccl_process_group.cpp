@@ -161,6 +161,17 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
     // The op starts after the work queued so far on the caller's stream (none given: on the
     // legacy default stream).
     cudaStream_t caller = opts.stream ? static_cast<cudaStream_t>(opts.stream) : cudaStreamLegacy;
+    // Captured into a CUDA graph (the caller's stream is capturing, e.g. a compiled run being
+    // recorded): the event record / waits become the graph's edges and the NCCL calls its nodes;
+    // the host has nothing to watch, since the op runs when the graph is launched.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (opts.stream)
+      cuda(cudaStreamIsCapturing(caller, &capture), "asking whether the caller's stream captures");
+    const bool captured = capture == cudaStreamCaptureStatusActive;
+    if (captured && st_->blocking_wait.contains(op))
+      throw Error(str(op_type_name(op), " cannot be captured into a CUDA graph: its wait blocks "
+                                        "the host (the blocking-wait set, and barrier always)"),
+                  w, "an op outside ANVIL_NCCL_BLOCKING_WAIT", op_type_name(op));
     cuda(cudaEventRecord(st_->ready, caller),
          opts.stream ? "recording the caller's stream (is it a stream of the group's GPU?)"
                      : "recording the default stream");
@@ -174,9 +185,10 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
     cuda(rec, "recording the op's event");
     std::vector<Tensor> keep = std::move(inputs);
     keep.insert(keep.end(), outputs.begin(), outputs.end());
-    auto event = std::make_shared<nccl::NcclEvent>(
-        st_, ev, w, deadline, timeout, peer, std::move(keep), st_->blocking_wait.contains(op));
-    st_->add_pending(event);
+    auto event = std::make_shared<nccl::NcclEvent>(st_, ev, w, deadline, timeout, peer,
+                                                   std::move(keep),
+                                                   st_->blocking_wait.contains(op), captured);
+    if (!captured) st_->add_pending(event);
     work->set_result(std::move(outputs));
     if (op == OpType::kRecv) work->set_source_rank(peer);
     work->finish_on(std::move(event));

@@ -236,15 +236,16 @@ void NcclState::stop_watchdog_thread() {
 
 NcclEvent::NcclEvent(std::shared_ptr<NcclState> st, cudaEvent_t ev, std::string where,
                      Clock::time_point deadline, Millis timeout, int peer, std::vector<Tensor> keep,
-                     bool blocking)
+                     bool blocking, bool captured)
     : st_(std::move(st)),
       ev_(ev),
       where_(std::move(where)),
       deadline_(deadline),
       timeout_(timeout),
       peer_(peer),
-      keep_(std::move(keep)),
-      blocking_(blocking) {}
+      keep_(captured ? std::vector<Tensor>{} : std::move(keep)),
+      blocking_(blocking),
+      passed_(captured) {}
 
 NcclEvent::~NcclEvent() { (void)cudaEventDestroy(ev_); }
 

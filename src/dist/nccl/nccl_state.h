@@ -104,9 +104,12 @@ struct NcclState {
 /// the op's tensors alive until the device passed it.
 class NcclEvent final : public DeviceEvent {
  public:
+  /// `captured`: the op was recorded into a CUDA graph being captured, not run: it counts as
+  /// passed on the host (nothing to watch; the graph's launches run it) and block_stream only
+  /// adds the graph edge from the op to the caller's stream.
   NcclEvent(std::shared_ptr<NcclState> st, cudaEvent_t ev, std::string where,
             Clock::time_point deadline, Millis timeout, int peer, std::vector<Tensor> keep,
-            bool blocking);
+            bool blocking, bool captured = false);
   ~NcclEvent() override;
 
   /// True once passed; throws Error when the op failed (the group aborted, the deadline passed,
