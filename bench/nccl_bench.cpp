@@ -3,7 +3,8 @@
 // (bench/nccl_bench_torch.py) and prints them side by side.
 //   nccl_bench [OPTIONS]          anvil's nccl backend: starts 2 ranks of itself (cuda:0, cuda:1)
 //   nccl_bench --raw [OPTIONS]    the floor: raw NCCL calls on cudaMalloc'd buffers, same cells
-//   nccl_bench launch N CMD...    starts N ranks of CMD with the torchrun environment (dist::launch)
+//   nccl_bench launch N CMD...    starts N ranks of CMD with the torchrun environment
+//   (dist::launch)
 // OPTIONS: --max-bytes B (largest message, default 1 GiB), --ops a,b (default all five),
 //          --ranks N (default 2; every rank needs its own GPU).
 // Run under a launcher (RANK set) the process is one rank and does not start others.
@@ -22,10 +23,13 @@
 // calls, N waits, one synchronize (b2b).
 // Rank 0 prints one line per cell on stdout:
 //   ENGINE OP DTYPE BYTES MODE TIME_US ALGBW_GBPS BUSBW_GBPS
-// ENGINE is "anvil" or "floor". Exit status 2 (with a message naming what is missing) when the
-// machine has fewer GPUs than ranks, 1 on any other error.
+// ENGINE is "anvil" or "floor". Before timing, anvil's side checks one small fp32 call of each op
+// (and the functional all_reduce) against exact values; a mismatch is printed on stderr, the
+// timings still run, and the exit status is 3. Exit status 2 (with a message naming what is
+// missing) when the machine has fewer GPUs than ranks, 1 on any other error.
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,7 +41,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "dist/functional.h"
@@ -61,7 +64,8 @@ void cuda_check(cudaError_t e, const char* what) {
 void nccl_check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) {
     std::string msg = std::string(what) + " failed: " + ncclGetErrorString(r);
-    if (const char* last = ncclGetLastError(nullptr); last && *last) msg += std::string(" (") + last + ")";
+    if (const char* last = ncclGetLastError(nullptr); last && *last)
+      msg += std::string(" (") + last + ")";
     throw std::runtime_error(msg);
   }
 }
@@ -102,8 +106,8 @@ int64_t integer(const std::string& opt, const std::string& v, int64_t lo) {
     used = 0;
   }
   if (used == 0 || used != v.size() || x < lo)
-    throw std::runtime_error(opt + " expects an integer >= " + std::to_string(lo) + ", got '" +
-                             v + "'");
+    throw std::runtime_error(opt + " expects an integer >= " + std::to_string(lo) + ", got '" + v +
+                             "'");
   return x;
 }
 
@@ -166,8 +170,7 @@ void print_cell(const char* engine, const std::string& op, const char* dtype, in
                 const char* mode, double seconds, int w) {
   const double algbw = static_cast<double>(bytes) / seconds / 1e9;
   std::printf("%s %s %s %lld %s %.3f %.4f %.4f\n", engine, op.c_str(), dtype,
-              static_cast<long long>(bytes), mode, seconds * 1e6, algbw,
-              algbw * bus_factor(op, w));
+              static_cast<long long>(bytes), mode, seconds * 1e6, algbw, algbw * bus_factor(op, w));
   std::fflush(stdout);
 }
 
@@ -191,6 +194,87 @@ double time_calls(int warmup, int iters, bool b2b, const std::function<void()>& 
 
 // ---- anvil: the ProcessGroup interface --------------------------------------------------------
 
+/// One small fp32 call of each op against exact values (small integers, exact in fp32): figures
+/// of an op that returns wrong data mean nothing. Prints each mismatch on stderr (rank, op, index,
+/// value, expected) and returns false when there was one.
+bool check_anvil(dist::ProcessGroup& pg, cudaStream_t stream, const dist::OpOptions& opts,
+                 const std::vector<std::string>& ops) {
+  const int w = pg.size(), r = pg.rank();
+  const int64_t k = 4;  // elements per rank block
+  auto dev = [&](const std::vector<float>& v) {
+    return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}).to(pg.device());
+  };
+  auto host = [&](const Tensor& t) {
+    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    const Tensor h = t.to(Device::cpu());
+    return std::vector<float>(h.data<float>(), h.data<float>() + h.numel());
+  };
+  const float tri = static_cast<float>(w * (w + 1) / 2);  // sum over ranks q of q + 1
+  bool ok = true;
+  for (const std::string& op : ops) {
+    std::vector<float> got, want;
+    if (op == "all_reduce") {  // rank q holds q + 1
+      Tensor t = dev(std::vector<float>(k * w, static_cast<float>(r + 1)));
+      pg.all_reduce(t, dist::ReduceOp::kSum, opts)->wait_stream(stream);
+      got = host(t);
+      want.assign(k * w, tri);
+    } else if (op == "all_gather") {  // block j of the output = rank j's q + 1
+      Tensor in = dev(std::vector<float>(k, static_cast<float>(r + 1)));
+      Tensor out = dev(std::vector<float>(k * w, 0.f));
+      pg.all_gather_into_tensor(out, in, opts)->wait_stream(stream);
+      got = host(out);
+      for (int j = 0; j < w; ++j) want.insert(want.end(), k, static_cast<float>(j + 1));
+    } else if (op == "reduce_scatter") {  // rank q's block j = (q + 1)(j + 1)
+      std::vector<float> v;
+      for (int j = 0; j < w; ++j) v.insert(v.end(), k, static_cast<float>((r + 1) * (j + 1)));
+      Tensor in = dev(v);
+      Tensor out = dev(std::vector<float>(k, 0.f));
+      pg.reduce_scatter_tensor(out, in, dist::ReduceOp::kSum, opts)->wait_stream(stream);
+      got = host(out);
+      want.assign(k, tri * static_cast<float>(r + 1));
+    } else if (op == "all_to_all") {  // rank q's block j = 10 q + j goes to rank j
+      std::vector<float> v;
+      for (int j = 0; j < w; ++j) v.insert(v.end(), k, static_cast<float>(10 * r + j));
+      Tensor in = dev(v);
+      Tensor out = dev(std::vector<float>(k * w, 0.f));
+      pg.all_to_all_single(out, in, {}, {}, opts)->wait_stream(stream);
+      got = host(out);
+      for (int j = 0; j < w; ++j) want.insert(want.end(), k, static_cast<float>(10 * j + r));
+    } else {  // broadcast from rank 0 (q + 1 = 1)
+      Tensor t = dev(std::vector<float>(k, static_cast<float>(r + 1)));
+      pg.broadcast(t, 0, opts)->wait_stream(stream);
+      got = host(t);
+      want.assign(k, 1.f);
+    }
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (i < got.size() && got[i] == want[i]) continue;
+      std::fprintf(stderr, "nccl_bench: rank %d: %s fp32 check: element %zu is %g, expected %g\n",
+                   r, op.c_str(), i, i < got.size() ? static_cast<double>(got[i]) : -1.0,
+                   static_cast<double>(want[i]));
+      ok = false;
+      break;
+    }
+  }
+  {  // the functional all_reduce: a new tensor, the input untouched
+    Tensor x = dev(std::vector<float>(2, static_cast<float>(r + 1)));
+    const Tensor y = dist::functional::all_reduce(x, dist::ReduceOp::kSum, "0");
+    dist::functional::wait_tensor(y);
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    const std::vector<float> got = host(y), in = host(x);
+    if (got != std::vector<float>(2, tri) ||
+        in != std::vector<float>(2, static_cast<float>(r + 1))) {
+      std::fprintf(stderr,
+                   "nccl_bench: rank %d: functional all_reduce check: got {%g, %g} "
+                   "(input now {%g, %g}), expected {%g, %g} (input {%d, %d})\n",
+                   r, static_cast<double>(got.at(0)), static_cast<double>(got.at(1)),
+                   static_cast<double>(in.at(0)), static_cast<double>(in.at(1)),
+                   static_cast<double>(tri), static_cast<double>(tri), r + 1, r + 1);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 int run_anvil(const Options& o) {
   const dist::WorldEnv env = dist::read_world_env();
   require_gpus(env.local_world_size);
@@ -204,6 +288,7 @@ int run_anvil(const Options& o) {
   opts.stream = stream;
   auto sync = [&] { cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); };
   auto align = [&] { pg->barrier()->wait(); };
+  const bool checked = check_anvil(*pg, stream, opts, o.ops);
   auto on_gpu = [&](int64_t n, DType dt) {
     return Tensor::full({std::max<int64_t>(n, 1)}, 1, dt).to(pg->device());
   };
@@ -238,8 +323,7 @@ int run_anvil(const Options& o) {
           call = [&] { pg->broadcast(a, 0, opts)->wait_stream(stream); };
         }
         for (bool b2b : {false, true}) {
-          const double t =
-              time_calls(warmup_for(bytes), iters_for(bytes), b2b, call, sync, align);
+          const double t = time_calls(warmup_for(bytes), iters_for(bytes), b2b, call, sync, align);
           if (pg->rank() == 0) print_cell("anvil", op, dname, bytes, b2b ? "b2b" : "sync", t, w);
         }
       }
@@ -276,6 +360,12 @@ int run_anvil(const Options& o) {
   }
   pg->barrier()->wait();
   cuda_check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  if (!checked) {
+    std::fprintf(stderr,
+                 "nccl_bench: an op of anvil's nccl backend returned wrong values (above): "
+                 "its figures are not meaningful\n");
+    return 3;
+  }
   return 0;
 }
 
@@ -299,8 +389,9 @@ int run_raw(const Options& o) {
   cuda_check(cudaSetDevice(env.local_rank), "cudaSetDevice");
   const int rank = env.rank, w = env.world_size;
   if (env.master_addr.empty() || env.master_port < 0)
-    throw std::runtime_error("--raw: MASTER_ADDR / MASTER_PORT not set (run it "
-                             "without RANK set, or under a launcher)");
+    throw std::runtime_error(
+        "--raw: MASTER_ADDR / MASTER_PORT not set (run it "
+        "without RANK set, or under a launcher)");
   // the unique id through a TCP store hosted by rank 0 (as the nccl backend does)
   dist::TCPStore store(env.master_addr, env.master_port, rank == 0, std::chrono::seconds(60));
   ncclUniqueId id;
@@ -310,9 +401,8 @@ int run_raw(const Options& o) {
   } else {
     const std::string s = store.get("nccl_bench/id");
     if (s.size() != sizeof id)
-      throw std::runtime_error("--raw: the unique id from rank 0 has " +
-                               std::to_string(s.size()) + " bytes, expected " +
-                               std::to_string(sizeof id));
+      throw std::runtime_error("--raw: the unique id from rank 0 has " + std::to_string(s.size()) +
+                               " bytes, expected " + std::to_string(sizeof id));
     std::copy(s.begin(), s.end(), reinterpret_cast<char*>(&id));
   }
   ncclComm_t comm = nullptr;
@@ -369,8 +459,7 @@ int run_raw(const Options& o) {
           };
         }
         for (bool b2b : {false, true}) {
-          const double t =
-              time_calls(warmup_for(bytes), iters_for(bytes), b2b, call, sync, align);
+          const double t = time_calls(warmup_for(bytes), iters_for(bytes), b2b, call, sync, align);
           if (rank == 0) print_cell("floor", op, dname, bytes, b2b ? "b2b" : "sync", t, w);
         }
       }
