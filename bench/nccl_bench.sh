@@ -34,6 +34,9 @@ else
        "with cmake --build build --target nccl_bench (needs ANVIL_CUDA=ON)" >&2
   exit 2
 fi
+# torch runs with the caller's library path: the bundle's copies of libstdc++ & co. are for anvil
+if [ -n "${LD_LIBRARY_PATH:-}" ]; then torch_env=(env "LD_LIBRARY_PATH=$LD_LIBRARY_PATH");
+else torch_env=(env -u LD_LIBRARY_PATH); fi
 export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" ANVIL_DEVICE_BACKEND_DIR="$lib"
 # libnccl.so.2 is not packed: when the loader does not know one, use PyTorch's (nvidia/nccl/lib),
 # as bench/gpu_run.sh does
@@ -64,7 +67,7 @@ run_engine() {  # name seconds command...
 }
 run_engine anvil 150 "$bin" --ranks "$ranks" --max-bytes "$max_bytes"
 run_engine floor 120 "$bin" --raw --ranks "$ranks" --max-bytes "$max_bytes"
-run_engine torch 180 "$bin" launch "$ranks" "$python" "$root/bench/nccl_bench_torch.py" \
+run_engine torch 180 "$bin" launch "$ranks" "${torch_env[@]}" "$python" "$root/bench/nccl_bench_torch.py" \
   --max-bytes "$max_bytes"
 
 "$python" - "$work" "$json" "$ranks" <<'EOF'
