@@ -70,9 +70,10 @@ run_engine floor 120 "$bin" --raw --ranks "$ranks" --max-bytes "$max_bytes"
 run_engine torch 180 "$bin" launch "$ranks" "${torch_env[@]}" "$python" "$root/bench/nccl_bench_torch.py" \
   --max-bytes "$max_bytes"
 
-"$python" - "$work" "$json" "$ranks" <<'EOF'
+gpus=$(nvidia-smi -L 2>/dev/null | head -"$ranks" | sed 's/ (UUID.*//' | paste -sd ';' -)
+"$python" - "$work" "$json" "$ranks" "${gpus:-unknown}" <<'EOF'
 import json, sys
-work, out, ranks = sys.argv[1], sys.argv[2], sys.argv[3]
+work, out, ranks, gpus = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 cells, records = {}, []
 for engine in ("anvil", "floor", "torch"):
     for line in open(f"{work}/{engine}.out"):
@@ -106,6 +107,7 @@ order = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"
          "functional_all_reduce"]
 keys = sorted({(op, dt, b) for (_, op, dt, b, _) in cells},
               key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1] != "fp32", k[2]))
+print(f"GPUs: {gpus}")
 print(f"{ranks} ranks (one GPU each), NCCL_NVLS_ENABLE=0; times in us per call; busbw (b2b) in "
       "GB/s as nccl-tests; anvil % = floor time / anvil time")
 print("| op | dtype | size | anvil sync | torch sync | floor sync | anvil b2b | torch b2b | "
@@ -132,7 +134,7 @@ for op, dt, b in keys:
           f"{pct(t[('anvil', 'sync')], t[('floor', 'sync')])} | "
           f"{pct(t[('anvil', 'b2b')], t[('floor', 'b2b')])} |")
 with open(out, "w") as f:
-    json.dump({"ranks": int(ranks), "env": {"NCCL_NVLS_ENABLE": "0"}, "table": rows,
+    json.dump({"ranks": int(ranks), "gpus": gpus, "env": {"NCCL_NVLS_ENABLE": "0"}, "table": rows,
                "cells": records}, f, indent=1)
 print(f"JSON: {out}")
 EOF
