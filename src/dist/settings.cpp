@@ -95,7 +95,8 @@ std::string DistSettings::describe() const {
   return str("ANVIL_DIST_USE_FUTURE=", use_future ? 1 : 0,
              " ANVIL_DIST_HEALTH_CHECK=", health_check ? 1 : 0, " ANVIL_DIST_TRACE=", trace ? 1 : 0,
              " ANVIL_DIST_TRACE_DIR=", trace_dir, " ANVIL_NCCL_BLOCKING_WAIT=",
-             blocking_wait == OpTypeSet::all() ? std::string("all") : blocking_wait.names());
+             blocking_wait == OpTypeSet::all() ? std::string("all") : blocking_wait.names(),
+             " ANVIL_NCCL_BLOCKING_COMM=", nccl_blocking_comm ? 1 : 0);
 }
 
 DistSettings parse_dist_settings(const std::function<const char*(const char*)>& getenv) {
@@ -105,6 +106,8 @@ DistSettings parse_dist_settings(const std::function<const char*(const char*)>& 
   s.trace = parse_flag("ANVIL_DIST_TRACE", getenv("ANVIL_DIST_TRACE"), false);
   if (const char* d = getenv("ANVIL_DIST_TRACE_DIR"); d && *d) s.trace_dir = d;
   s.blocking_wait = parse_blocking("ANVIL_NCCL_BLOCKING_WAIT", getenv("ANVIL_NCCL_BLOCKING_WAIT"));
+  s.nccl_blocking_comm =
+      parse_flag("ANVIL_NCCL_BLOCKING_COMM", getenv("ANVIL_NCCL_BLOCKING_COMM"), false);
   return s;
 }
 

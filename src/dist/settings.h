@@ -52,6 +52,10 @@ struct DistSettings {
   std::string trace_dir = "/tmp/anvil_dist_trace";
   /// The ops whose wait_stream blocks the host on a device backend; always holds kBarrier.
   OpTypeSet blocking_wait;
+  /// nccl: a blocking communicator (NCCL's own enqueue) instead of the non-blocking one whose
+  /// ncclInProgress is polled: ~3x less host time per small op, but an enqueue waiting for a
+  /// dead peer's first connection can hang until the communicator is aborted.
+  bool nccl_blocking_comm = false;
 
   /// "ANVIL_DIST_USE_FUTURE=1 ANVIL_DIST_HEALTH_CHECK=0 ..." (every variable, as used).
   std::string describe() const;

@@ -54,7 +54,8 @@ TEST(PgSettings, Case01_Defaults) {
   EXPECT_TRUE(s.blocking_wait == barrier_only) << s.blocking_wait.names();
   EXPECT_EQ(s.describe(),
             "ANVIL_DIST_USE_FUTURE=1 ANVIL_DIST_HEALTH_CHECK=0 ANVIL_DIST_TRACE=0 "
-            "ANVIL_DIST_TRACE_DIR=/tmp/anvil_dist_trace ANVIL_NCCL_BLOCKING_WAIT=barrier");
+            "ANVIL_DIST_TRACE_DIR=/tmp/anvil_dist_trace ANVIL_NCCL_BLOCKING_WAIT=barrier "
+            "ANVIL_NCCL_BLOCKING_COMM=0");
 }
 
 // Cases 2-3: a trimmed, case-insensitive op list; "all" = every op type.
@@ -98,6 +99,10 @@ TEST(PgSettings, Case04_05_BadValuesNameTheVariable) {
         parse({{"ANVIL_DIST_HEALTH_CHECK", "2"}});
       },
       {"ANVIL_DIST_HEALTH_CHECK", "'2'"}));
+  EXPECT_TRUE(throws_error([] { parse({{"ANVIL_NCCL_BLOCKING_COMM", "yes"}}); },
+                           {"ANVIL_NCCL_BLOCKING_COMM", "is not 0 or 1", "'yes'"}));
+  EXPECT_TRUE(parse({{"ANVIL_NCCL_BLOCKING_COMM", "1"}}).nccl_blocking_comm);
+  EXPECT_FALSE(parse({}).nccl_blocking_comm);
   EXPECT_TRUE(throws_error(
       [] {
         parse({{"ANVIL_DIST_TRACE", "yes"}});

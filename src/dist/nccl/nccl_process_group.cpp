@@ -58,6 +58,7 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
   st_->size = size;
   st_->global_ranks = this->global_ranks();
   st_->blocking_wait = options.blocking_wait ? OpTypeSet::all() : dist_settings().blocking_wait;
+  st_->blocking_comm = dist_settings().nccl_blocking_comm;
   // NVLink multicast (NVLS) stays off unless the user asked for it explicitly.
   ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
 

@@ -31,11 +31,16 @@ const char* nccl_result_name(ncclResult_t r) {
 }
 
 /// Sleeps a little longer the longer a poll has gone on (spins first: most ops finish fast).
-void backoff(int round) {
-  if (round < 64)
+/// Between polls of something that usually completes within microseconds (an NCCL enqueue of a
+/// non-blocking communicator, a small op's event): spin (yielding) for the first 200 us since
+/// `start`, then sleep. A sleep costs far more than asked (the timer's slack: ~50 us on Linux),
+/// so sleeping early added ~80 us to every small op.
+void backoff(Clock::time_point start, int round) {
+  const auto waited = Clock::now() - start;
+  if (waited < std::chrono::microseconds(200))
     std::this_thread::yield();
   else
-    std::this_thread::sleep_for(std::chrono::microseconds(round < 1000 ? 20 : 200));
+    std::this_thread::sleep_for(std::chrono::microseconds(round < 100000 ? 20 : 200));
 }
 
 }  // namespace
@@ -66,7 +71,10 @@ void use_device(int device) {
 void NcclState::ensure_comm(Clock::time_point deadline, const std::string& where) {
   if (comm) return;
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  cfg.blocking = 0;  // no NCCL call may hang this thread: ncclInProgress is polled, bounded
+  // Non-blocking by default: no NCCL call may hang this thread (ncclInProgress is polled,
+  // bounded by the op's deadline). ANVIL_NCCL_BLOCKING_COMM=1 trades that for NCCL's own,
+  // faster enqueue (settings.h).
+  cfg.blocking = blocking_comm ? 1 : 0;
   cfg.commName = comm_name.c_str();
   const ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &cfg);
   if (r != ncclSuccess && r != ncclInProgress) {
@@ -82,6 +90,7 @@ void NcclState::ensure_comm(Clock::time_point deadline, const std::string& where
 
 void NcclState::wait_ready(Clock::time_point deadline, const std::string& what,
                            const std::string& where) {
+  const auto start = Clock::now();
   for (int round = 0;; ++round) {
     ncclResult_t state = ncclSuccess;
     const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
@@ -100,7 +109,7 @@ void NcclState::wait_ready(Clock::time_point deadline, const std::string& what,
                       "); the NCCL communicator was aborted and the group is unusable"),
                   where, "completion within the op's timeout", "still in progress");
     }
-    backoff(round);
+    backoff(start, round);
   }
 }
 
@@ -178,6 +187,7 @@ void NcclState::add_pending(std::shared_ptr<NcclEvent> e) {
 }
 
 bool NcclState::drain(Clock::time_point deadline) {
+  const auto start = Clock::now();
   for (int round = 0;; ++round) {
     std::vector<std::shared_ptr<NcclEvent>> snap;
     {
@@ -196,7 +206,7 @@ bool NcclState::drain(Clock::time_point deadline) {
       if (pending.empty()) return true;
     }
     if (Clock::now() > deadline) return false;
-    backoff(round);
+    backoff(start, round);
   }
 }
 
@@ -302,12 +312,10 @@ bool NcclEvent::query() {
 }
 
 void NcclEvent::synchronize() {
+  const auto start = Clock::now();
   for (int round = 0;; ++round) {
     if (query()) return;
-    if (round < 64)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(round < 1000 ? 10 : 200));
+    backoff(start, round);
   }
 }
 

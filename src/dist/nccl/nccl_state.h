@@ -52,6 +52,7 @@ struct NcclState {
   /// The ops whose wait_stream blocks the host: every op with GroupOptions::blocking_wait,
   /// else ANVIL_NCCL_BLOCKING_WAIT's list (settings.h; barrier always).
   OpTypeSet blocking_wait;
+  bool blocking_comm = false;  // DistSettings::nccl_blocking_comm
   std::string comm_name;  // the group's name, for NCCL's logs
   ncclUniqueId id{};
 
