@@ -147,6 +147,7 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, int rank, int s
       store_(std::move(store)),
       device_spec_(std::move(device)) {
   if (!store_) throw Error("the gloo backend needs a store", "GlooProcessGroup", "a store", "null");
+  init_chain_settings();
   device_ = shared_device(device_spec_);
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
   ctx->setTimeout(store_->timeout());
@@ -231,6 +232,10 @@ void GlooProcessGroup::run_reduce(Tensor& t, ReduceOp op, int root, Millis timeo
 
 void GlooProcessGroup::run_broadcast(Tensor& t, int src, Millis timeout) {
   if (size() == 1) return;
+  if (use_chain_broadcast(static_cast<int64_t>(t.nbytes()), timeout)) {
+    chain_broadcast(t, src);  // large messages: gloo_broadcast.cpp
+    return;
+  }
   gloo::BroadcastOptions o(context_);
   with_word(t.element_size(), [&](auto w) {
     using W = decltype(w);

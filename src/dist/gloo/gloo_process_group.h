@@ -27,6 +27,12 @@ struct GlooDeviceSpec {
 };
 GlooDeviceSpec gloo_device_from_env(const std::string& master_addr);
 
+/// Broadcasts of at least this many bytes take the chain path (gloo_broadcast.cpp) unless
+/// ANVIL_GLOO_BCAST_CHAIN_MIN sets another threshold (bytes; 0 = always, "off" = never).
+inline constexpr int64_t kGlooChainBroadcastMin = 0;
+/// The chain path forwards the message in chunks of this many bytes (ANVIL_GLOO_BCAST_CHUNK).
+inline constexpr int64_t kGlooChainBroadcastChunk = 1 << 20;
+
 /// A process group over a gloo context (on the host engine).
 class GlooProcessGroup : public HostProcessGroup {
  public:
@@ -57,6 +63,16 @@ class GlooProcessGroup : public HostProcessGroup {
   GlooDeviceSpec device_spec_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
+
+  // The chain broadcast (gloo_broadcast.cpp): a second full mesh whose pairs run in gloo's
+  // synchronous mode, connected on the first large broadcast (a collective call, so every rank
+  // connects it at the same point).
+  void init_chain_settings();
+  bool use_chain_broadcast(int64_t nbytes, Millis timeout) const;
+  void chain_broadcast(Tensor& t, int src);
+  std::shared_ptr<gloo::Context> sync_context_;
+  int64_t chain_min_ = kGlooChainBroadcastMin;
+  int64_t chain_chunk_ = kGlooChainBroadcastChunk;
 };
 
 }  // namespace anvil::dist
