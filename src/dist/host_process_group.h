@@ -129,6 +129,10 @@ class HostProcessGroup : public ProcessGroup {
   /// the p2p queue, starting the threads on first use. `outputs` become Work::result().
   std::shared_ptr<Work> post(OpType op, const OpOptions& opts, std::vector<Tensor> outputs,
                              Body body, bool p2p = false);
+  /// A receive into `t` through `buf` (its contiguous stand-in) on the p2p queue: the Work
+  /// reports the sender the waiter returns and copies `buf` back into `t`.
+  std::shared_ptr<Work> post_recv_work(OpType op, Tensor& t, Tensor buf, P2PWaiter waiter,
+                                       const OpOptions& opts);
   void progress_loop(bool p2p);
   /// Runs one dequeued job (lk held on entry and on return) and completes its Work.
   void run_job(Job& job, bool p2p, std::unique_lock<std::mutex>& lk);

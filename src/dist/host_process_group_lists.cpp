@@ -190,14 +190,7 @@ std::shared_ptr<Work> HostProcessGroup::issue_all_to_all_list(std::vector<Tensor
 std::shared_ptr<Work> HostProcessGroup::issue_recv_any_source(Tensor& t, int tag,
                                                               const OpOptions& opts) {
   Tensor buf = output_buffer(t);
-  P2PWaiter waiter = post_recv_any(buf, tag);
-  return post(
-      OpType::kRecvAnySource, opts, {t},
-      [waiter, t, buf](Work& wk, Millis to) mutable {
-        wk.set_source_rank(waiter(to));
-        copy_back(t, buf);
-      },
-      true);
+  return post_recv_work(OpType::kRecvAnySource, t, buf, post_recv_any(buf, tag), opts);
 }
 
 }  // namespace anvil::dist

@@ -230,9 +230,13 @@ std::shared_ptr<Work> HostProcessGroup::issue_send(const Tensor& t, int dst, int
 std::shared_ptr<Work> HostProcessGroup::issue_recv(Tensor& t, int src, int tag,
                                                    const OpOptions& opts) {
   Tensor buf = output_buffer(t);
-  P2PWaiter waiter = post_recv(buf, src, tag);
+  return post_recv_work(OpType::kRecv, t, buf, post_recv(buf, src, tag), opts);
+}
+
+std::shared_ptr<Work> HostProcessGroup::post_recv_work(OpType op, Tensor& t, Tensor buf,
+                                                       P2PWaiter waiter, const OpOptions& opts) {
   return post(
-      OpType::kRecv, opts, {t},
+      op, opts, {t},
       [waiter, t, buf](Work& wk, Millis to) mutable {
         wk.set_source_rank(waiter(to));
         copy_back(t, buf);

@@ -24,9 +24,17 @@ JobOptions over_ucx() {
 
 class MpiUcx : public ::testing::TestWithParam<std::string> {};
 
+/// Open MPI's words when no pml it was asked for can run on this host (a UCX without any usable
+/// transport): the host lacks UCX, which is no failure of anvil's.
+bool no_ucx_here(const JobResult& r) {
+  return !r.ok() && r.all_output().find("No components were able to be opened in the pml "
+                                        "framework") != std::string::npos;
+}
+
 TEST_P(MpiUcx, WorkerRunsOverUcx) {
   if (!backend_available("mpi")) GTEST_SKIP() << "mpi backend not available";
   const JobResult r = run_job("mpi", 2, GetParam(), over_ucx());
+  if (no_ucx_here(r)) GTEST_SKIP() << "Open MPI cannot run its UCX pml on this host";
   EXPECT_TRUE(r.ok()) << r.all_output();
 }
 
@@ -41,6 +49,7 @@ TEST(MpiUcxSelection, OpenMpiReportsUcxSelectedOnThreeRanks) {
   JobOptions o = over_ucx();
   o.env["OMPI_MCA_pml_base_verbose"] = "10";
   const JobResult r = run_job("mpi", 3, "reduce_to_root", o);
+  if (no_ucx_here(r)) GTEST_SKIP() << "Open MPI cannot run its UCX pml on this host";
   ASSERT_TRUE(r.ok()) << r.all_output();
   const std::string out = r.all_output();
   size_t n = 0;
