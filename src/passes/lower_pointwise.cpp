@@ -497,4 +497,23 @@ TRefPtr inplace_value(Lowerer& L, const ir::Node& n) {
   return src;
 }
 
+bool Lowerer::is_gemm_result_sum(const ir::Node& n, const TRef& t) const {
+  if (n.target != "aten.add.Tensor") return false;
+  bool gemm_operand = false;
+  int tensors = 0;
+  for (const auto& a : n.args) {
+    if (!a.value || !a.value->is_tensor()) continue;
+    ++tensors;
+    const auto r = vals_.find(a.value);
+    if (r == vals_.end() || !r->second) return false;
+    const TRef& in = *r->second;
+    if (in.dtype != t.dtype || !(in.sizes == t.sizes)) return false;  // no broadcast, no cast
+    if (!in.is_buffer() || !is_contiguous_view(in) || gemm_operand) continue;
+    for (const SNode& s : snodes_)
+      if (s.kind == SNode::Kind::kGemm && s.gemm && s.gemm->c.buffer == in.buffer)
+        gemm_operand = true;
+  }
+  return tensors == 2 && gemm_operand;
+}
+
 }  // namespace anvil::passes::detail

@@ -163,20 +163,30 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, int rank, int s
   context_ = ctx;
 }
 
-GlooProcessGroup::~GlooProcessGroup() { stop_threads(); }
+namespace {
 
-void GlooProcessGroup::run_all_reduce(Tensor& t, ReduceOp op, Millis timeout) {
-  if (size() == 1) return;
-  gloo::AllreduceOptions o(context_);
+/// A gloo all_reduce / reduce in place over `t` with anvil's reduce op, tag 0 and `timeout`.
+template <class Options>
+void set_reduction(Options& o, Tensor& t, ReduceOp op, Millis timeout) {
   with_word(t.element_size(), [&](auto w) {
     using W = decltype(w);
-    o.setOutput<W>(static_cast<W*>(t.data_ptr()), static_cast<size_t>(t.numel()));
+    o.template setOutput<W>(static_cast<W*>(t.data_ptr()), static_cast<size_t>(t.numel()));
   });
   const ReduceFn fn = reduce_fn(t.dtype(), op);
   o.setReduceFunction(
       [fn](void* out, const void* a, const void* b, size_t n) { fn(out, a, b, n); });
   o.setTag(0);
   o.setTimeout(timeout);
+}
+
+}  // namespace
+
+GlooProcessGroup::~GlooProcessGroup() { stop_threads(); }
+
+void GlooProcessGroup::run_all_reduce(Tensor& t, ReduceOp op, Millis timeout) {
+  if (size() == 1) return;
+  gloo::AllreduceOptions o(context_);
+  set_reduction(o, t, op, timeout);
   gloo::allreduce(o);
 }
 
@@ -217,16 +227,8 @@ void GlooProcessGroup::run_all_to_all(Tensor& out, const Tensor& in,
 void GlooProcessGroup::run_reduce(Tensor& t, ReduceOp op, int root, Millis timeout) {
   if (size() == 1) return;
   gloo::ReduceOptions o(context_);
-  with_word(t.element_size(), [&](auto w) {
-    using W = decltype(w);
-    o.setOutput<W>(static_cast<W*>(t.data_ptr()), static_cast<size_t>(t.numel()));
-  });
-  const ReduceFn fn = reduce_fn(t.dtype(), op);
-  o.setReduceFunction(
-      [fn](void* out, const void* a, const void* b, size_t n) { fn(out, a, b, n); });
+  set_reduction(o, t, op, timeout);
   o.setRoot(root);
-  o.setTag(0);
-  o.setTimeout(timeout);
   gloo::reduce(o);  // in place: the root's t gets the result, the others' t is scratch
 }
 
