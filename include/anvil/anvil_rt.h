@@ -35,8 +35,8 @@ extern "C" {
 /* Minor version: additions at the end of AnvilRtApi / AnvilRunArgs (1: collectives, 2: GEMM with
  * a packed constant B, 3: AnvilRunArgs::run_symbols, 4: memory sized during the run, 5:
  * AnvilRunArgs::step_ns, 6: devices — part of major 3, so every ABI 3 runtime has minors 1-6;
- * 7: collectives on a stream). */
-#define ANVIL_MODEL_ABI_MINOR_VERSION 7u
+ * 7: collectives on a stream, 8: AnvilRtApi::gemm, the library GEMM of the autotuner). */
+#define ANVIL_MODEL_ABI_MINOR_VERSION 8u
 
 /* Device types of AnvilRtTensor::device_type (as anvil::Device::Type). */
 #define ANVIL_DEVICE_CPU 0
@@ -65,6 +65,43 @@ typedef struct AnvilRtScalar {
   const int64_t* ints; /* optional int list (kind 3) */
   int32_t n_ints;
 } AnvilRtScalar;
+
+/* One GEMM (ABI minor 8): row-major C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C
+ * (+ bias) then the activation. trans_*: the stored matrix is the transpose (column-major
+ * operand). Dtypes are ScalarType codes: fp32 x fp32 -> fp32, bf16 x bf16 -> bf16 or fp32
+ * (fp32 accumulation), fp16 likewise, int8 x int8 -> int32 (exact), fp64. Generated GEMM
+ * templates take the same struct (codegen/gemm/gemm_candidate.h). */
+#define ANVIL_GEMM_LIB_DEFAULT 0  /* the runtime's own choice (as before autotuning) */
+#define ANVIL_GEMM_LIB_OPENBLAS 1
+#define ANVIL_GEMM_LIB_PACKED 2   /* anvil's packed-B kernel; variant: 0 auto, 1 generic, 2 avx2, 3 avx512 */
+#define ANVIL_GEMM_LIB_ONEDNN 3
+#define ANVIL_GEMM_ACT_NONE 0
+#define ANVIL_GEMM_ACT_RELU 1
+#define ANVIL_GEMM_ACT_RELU6 2
+#define ANVIL_GEMM_ACT_GELU_ERF 3
+#define ANVIL_GEMM_ACT_GELU_TANH 4
+#define ANVIL_GEMM_ACT_SILU 5
+#define ANVIL_GEMM_BIAS_NONE 0
+#define ANVIL_GEMM_BIAS_COL 1 /* bias[n], added to every row */
+#define ANVIL_GEMM_BIAS_ROW 2 /* bias[m], added to every column */
+typedef struct AnvilGemmCall {
+  int32_t library; /* ANVIL_GEMM_LIB_* (ignored by generated templates) */
+  int32_t variant; /* library-specific */
+  int32_t a_dtype, b_dtype, c_dtype;
+  int32_t trans_a, trans_b;
+  int32_t b_constant; /* B is an immutable model constant: a packed copy may be kept by address */
+  int64_t m, n, k;
+  const void* a;
+  int64_t lda;
+  const void* b;
+  int64_t ldb;
+  void* c;
+  int64_t ldc;
+  float alpha, beta;
+  const void* bias; /* c_dtype elements, or null */
+  int32_t bias_kind; /* ANVIL_GEMM_BIAS_* */
+  int32_t activation; /* ANVIL_GEMM_ACT_* */
+} AnvilGemmCall;
 
 /* Services the runtime provides to generated code. */
 typedef struct AnvilRtApi {
@@ -144,6 +181,10 @@ typedef struct AnvilRtApi {
    * until it is done (bounded by the group's timeout). Releases the handle either way. Returns
    * 0, or non-zero with a message written through set_error. */
   int (*coll_wait_stream)(void* run_ctx, int64_t handle, void* stream);
+  /* ---- ABI minor 8: a GEMM through the library `call->library` names (the autotuner's choice).
+   * Runs on the calling thread's pool. Returns 0, or non-zero with a message written through
+   * set_error (a library this runtime lacks, a dtype it does not take). ---- */
+  int (*gemm)(void* run_ctx, const AnvilGemmCall* call);
 } AnvilRtApi;
 
 /* Arguments of one run. */

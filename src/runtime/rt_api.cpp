@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "runtime/collectives.h"
 #include "runtime/externs.h"
+#include "runtime/gemm_call.h"
 #include "runtime/host_staging.h"
 #include "runtime/kernels/gemm_packed.h"
 
@@ -368,6 +369,7 @@ const AnvilRtApi* rt_api() {
       api_sgemm_const_b,       api_run_alloc, api_output_alloc,
       nullptr,  // device: set per model by Model::load for device packages
       coll_issue_stream,       coll_wait_stream,
+      api_gemm,
   };
   return &api;
 }
