@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages anvil needs and builds it into build/ (CLI at build/bin/anvil).
-#   scripts/setup.sh            # release-ish build (RelWithDebInfo)
+#   scripts/setup.sh            # optimised build (Release: -O2, no debug info)
 #   BUILD_DIR=build-asan CMAKE_ARGS=-DANVIL_SANITIZE=ON scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +25,6 @@ fi
 
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} ${CMAKE_ARGS:-} >/dev/null
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS" ${BUILD_TARGETS:+--target $BUILD_TARGETS}
 echo "setup: built $BUILD_DIR (CLI: $BUILD_DIR/bin/anvil)"

@@ -16,7 +16,8 @@ echo "== Debug (-O0) + ASan/UBSan: unit tests, archive reader + fuzz"
 # The unit tests run at -O0 too: a bug that optimisation hides (a pointer comparison of string
 # literals that merge at -O2) shows here.
 # (CPU code only: the CUDA backend and its tests build and run in the main build above.)
-BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_ARGS="-DANVIL_SANITIZE=ON -DANVIL_CUDA=OFF" \
+# -g1: line tables only (symbolised reports, less compile time than full debug info).
+BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_ARGS="-DANVIL_SANITIZE=ON -DANVIL_CUDA=OFF -DCMAKE_CXX_FLAGS_DEBUG=-g1" \
   BUILD_TARGETS="test_core test_ir test_ops test_passes test_fuzz test_frontend test_aot_leak" \
   scripts/setup.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define ANVIL_DEVICE_ABI_VERSION 3u
+#define ANVIL_DEVICE_ABI_VERSION 4u
 
 /* Directions of AnvilDeviceApi::copy. */
 #define ANVIL_COPY_HOST_TO_DEVICE 0
@@ -151,6 +151,13 @@ typedef struct AnvilDeviceApi {
    * kernel: 0 on success, ANVIL_GEMM_NOT_FUSED when cuBLASLt cannot fuse them for this problem
    * (nothing queued), another non-zero value on failure. */
   int (*gemm_ex)(int device, void* stream, const AnvilGemmArgs* args);
+  /* ---- ABI 4: scratch for generated GEMM kernels (the autotuner's CUTLASS choices) ---- */
+  /* The stream's workspace block, grown to at least `bytes` (the block cuBLASLt and cuDNN use
+   * on that stream; work on one stream is ordered, so they never overlap). Valid for work
+   * queued on `stream` until a later call asks for more. Null with last_error on failure; not
+   * while the stream is being captured into a CUDA graph unless the block is already large
+   * enough. */
+  void* (*workspace)(int device, void* stream, size_t bytes);
 } AnvilDeviceApi;
 
 typedef const AnvilDeviceApi* (*AnvilDeviceBackendFn)(void);

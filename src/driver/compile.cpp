@@ -12,6 +12,8 @@
 #include <sstream>
 
 #include "codegen/generate.h"
+#include "codegen/gemm/gemm_filter.h"
+#include "driver/gemm_tune.h"
 #include "codegen/target.h"
 #include "core/error.h"
 #include "codegen/cache.h"
@@ -113,6 +115,22 @@ std::vector<std::string> emit_sources(const std::string& dir, const codegen::Cpu
   return written;
 }
 
+/// The manifest's "gemm" record: the autotune mode and, per GEMM step, the kernel it runs
+/// ("default": the target's fixed path), its measured time and how many candidates were timed.
+nlohmann::json gemm_manifest(const passes::Program& program,
+                             const codegen::gemm::GemmOptions& o) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& step : program.steps)
+    if (const auto* g = std::get_if<passes::GemmStep>(&step))
+      steps.push_back({{"step", g->name},
+                       {"kernel", g->choice.name.empty() ? "default" : g->choice.name},
+                       {"time_us", g->choice.time_us},
+                       {"candidates", g->choice.candidates}});
+  return {{"autotune", codegen::gemm::autotune_mode_name(o.mode)},
+          {"steps", steps},
+          {"fused_epilogues", 0}};
+}
+
 }  // namespace
 
 const char* anvil_version() { return kAnvilVersion; }
@@ -135,9 +153,29 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   const codegen::TargetInfo target = backend.describe(options.target, options.compiler, cache_dir);
 
   auto t = Clock::now();
-  const passes::Program program =
-      passes::compile_to_program(graph, codegen::pipeline_for(co));
+  passes::Program program = passes::compile_to_program(graph, codegen::pipeline_for(co));
   r.passes_s = seconds_since(t);
+
+  codegen::ToolchainOptions to;
+  to.target = options.target;
+  to.compiler = options.compiler;
+  to.cache_dir = cache_dir;
+  to.include_dir = options.include_dir;
+  to.jobs = options.jobs;
+  to.progress = options.progress;
+  to.use_cache = options.use_object_cache;
+
+  t = Clock::now();
+  const GemmTuneReport tuned = tune_gemms(program, options.gemm, backend, target, to);
+  r.tune_s = seconds_since(t);
+  r.gemms_tuned = tuned.tuned;
+  r.gemms_from_cache = tuned.from_cache;
+  r.gemms_default = tuned.kept_default;
+  r.gemm_candidates_timed = tuned.candidates_timed;
+  r.tune_warnings = tuned.warnings;
+  r.tune_lines = tuned.lines;
+  if (options.progress != codegen::ProgressMode::kQuiet)
+    for (const auto& w : tuned.warnings) std::fprintf(stderr, "anvil: warning: %s\n", w.c_str());
 
   t = Clock::now();
   const codegen::CodegenResult gen = codegen::generate_program(program, co);
@@ -159,6 +197,7 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
       {"compile_flags", r.compile_flags},
       {"compiler", options.compiler.empty() ? codegen::default_compiler() : options.compiler},
       {"target_name", options.target}};
+  manifest["gemm"] = gemm_manifest(program, options.gemm);
   const std::string manifest_json = manifest.dump(2);
   r.codegen_s = seconds_since(t);
 
@@ -174,15 +213,7 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   fs::create_directories(scratch.path);
   std::vector<codegen::SourceFile> sources;
   for (const auto& s : gen.sources) sources.push_back({s.filename, s.text});
-  codegen::ToolchainOptions to;
-  to.target = options.target;
-  to.compiler = options.compiler;
-  to.cache_dir = cache_dir;
-  to.include_dir = options.include_dir;
-  to.jobs = options.jobs;
   to.extra_flags = gen.compile_flags;
-  to.progress = options.progress;
-  to.use_cache = options.use_object_cache;
   const codegen::BuildResult built =
       backend.build(sources, (scratch.path / "model.so").string(), to);
   r.units_compiled = built.compiled;
@@ -244,6 +275,14 @@ std::string package_cache_path(const std::string& pt2_path, const CompileOptions
       << "anvil " << kAnvilVersion << "\n"
       << "abi " << runtime::kPackageFormatVersion << "\n"
       << "exe " << executable_identity() << "\n";
+  const auto& g = options.gemm;
+  if (g.mode != codegen::gemm::AutotuneMode::kOff) {
+    key << "autotune " << codegen::gemm::autotune_mode_name(g.mode) << " allow " << g.allow_regex
+        << " deny " << g.deny_regex.value_or("<none>") << " cap " << g.max_profiled << " min "
+        << g.min_gemm_size << " fallback " << g.fallback << " backends";
+    for (auto b : g.backends) key << " " << codegen::gemm::gemm_backend_name(b);
+    key << "\n";
+  }
   const std::string stem = fs::path(pt2_path).stem().string();
   return (fs::path(cache_dir) / "packages" /
           (stem + "-" + codegen::sha256_hex(key.str()).substr(0, 32) + ".anvil"))

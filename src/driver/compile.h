@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/gemm/gemm_candidate.h"
 #include "codegen/toolchain.h"
 #include "ir/graph.h"
 
@@ -40,6 +41,8 @@ struct CompileOptions {
   int num_translation_units = 4;
   /// Use the toolchain's object cache.
   bool use_object_cache = true;
+  /// GEMM autotuning (driver/gemm_tune.h); off by default.
+  codegen::gemm::GemmOptions gemm;
 };
 
 /// What a compile did and produced.
@@ -61,6 +64,11 @@ struct CompileReport {
   int units_compiled = 0, units_cached = 0;  // translation units: compiled / from object cache
   std::vector<std::string> emitted_files;    // paths written under emit_source_dir
   bool cache_hit = false;                    // cached_package_for: served from the cache
+  // GEMM autotuning: steps tuned, served from the tuning cache, left on the default path;
+  // candidates timed; seconds; warnings (fallbacks); per-candidate times (--verbose).
+  int gemms_tuned = 0, gemms_from_cache = 0, gemms_default = 0, gemm_candidates_timed = 0;
+  double tune_s = 0;
+  std::vector<std::string> tune_warnings, tune_lines;
 };
 
 /// Compiles the .pt2 at `pt2_path` into the package `out_path` (written atomically: a partial

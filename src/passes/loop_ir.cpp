@@ -405,6 +405,7 @@ std::string print_program(const Program& p) {
       op("a", g->a);
       op("b", g->b);
       op("c", g->c);
+      if (!g->choice.name.empty()) os << "    kernel " << g->choice.name << "\n";
     } else if (const auto* e = std::get_if<ExternStep>(&step)) {
       os << "    " << e->target << "\n";
       for (const auto& v : e->inputs) os << "    in  " << view_str(v) << "\n";

@@ -236,6 +236,17 @@ struct GemmOperand {
 /// engine runs which dtype is the target's choice (the CPU target: api->sgemm / dgemm for f32 /
 /// f64, the extern "aten.mm.default" otherwise; CUDA: cuBLASLt through the device backend).
 /// Bias and activation epilogues are pointwise loop kernels the scheduler fuses after it.
+/// The kernel GEMM autotuning chose for a step (codegen/gemm, driver/gemm_tune.h); an empty
+/// name keeps the target's default path. A library call (source empty: `library` / `variant` as
+/// in AnvilGemmCall) or a generated template (`source` defining `entry`).
+struct GemmKernelChoice {
+  std::string name;
+  int library = 0, variant = 0;
+  std::string entry, source;
+  double time_us = 0;  // its measured time (0: not timed)
+  int candidates = 0;  // how many were timed
+};
+
 struct GemmStep {
   std::string name;
   std::vector<std::string> nodes;
@@ -244,6 +255,7 @@ struct GemmStep {
   std::vector<SymInt> batch;
   GemmOperand a, b, c;
   double alpha = 1.0;
+  GemmKernelChoice choice;
 };
 
 /// One step of the program.

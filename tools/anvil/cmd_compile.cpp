@@ -41,6 +41,22 @@ ArgParser compile_parser() {
       .option("--cache-dir", "", "D",
               "object cache folder (default $ANVIL_CACHE_DIR, else ~/.cache/anvil)")
       .option("--jobs", "-j", "N", "parallel compiler processes (default: hardware threads)")
+      .option("--autotune", "", "MODE",
+              "GEMM autotuning: off (default), fast (libraries + the first 4 templates) or max "
+              "(every candidate)")
+      .option("--gemm-backends", "", "LIST",
+              "candidate families, comma-separated: own, openblas, onednn, cublaslt, cutlass "
+              "(aten = the libraries; default: all)")
+      .option("--gemm-allow", "", "REGEX", "keep only templates whose name contains a match")
+      .option("--gemm-deny", "", "REGEX", "drop templates whose name contains a match")
+      .option("--gemm-max-candidates", "", "N", "time at most the first N templates per GEMM")
+      .option("--gemm-min-size", "", "N",
+              "offer templates only when M*N*K >= N (default 1; equality admits)")
+      .option("--autotune-cache", "", "DIR",
+              "where tuning choices are kept (default: <cache-dir>/autotune)")
+      .flag("--no-gemm-fallback", "",
+            "fail when every candidate of a GEMM fails instead of keeping the default path")
+      .flag("--verbose", "-v", "print each GEMM candidate's time")
       .flag("--quiet", "-q", "no progress and no summary")
       .notes(
           "The target is recorded in the package: loading it on a CPU without that ISA is an\n"
@@ -97,6 +113,10 @@ int cmd_compile(const ParsedArgs& args) {
             << ", codegen " << secs(r.codegen_s) << ", build " << secs(r.build_s) << " ("
             << r.units_compiled << " compiled, " << r.units_cached << " cached), package "
             << secs(r.package_s) << "; total " << secs(r.total_s) << "\n";
+  if (o.gemm.mode != codegen::gemm::AutotuneMode::kOff)
+    std::cout << "  autotune:     " << r.gemms_tuned << " GEMMs tuned (" << r.gemm_candidates_timed
+              << " candidates timed), " << r.gemms_from_cache << " from the tuning cache, "
+              << r.gemms_default << " on the default path; " << secs(r.tune_s) << "\n";
   if (!o.emit_source_dir.empty())
     std::cout << "  sources:      " << r.emitted_files.size() << " files in " << o.emit_source_dir
               << "\n";

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "commands.h"
+#include "codegen/gemm/gemm_filter.h"
 #include "codegen/target.h"
 #include "core/error.h"
 #include "core/npy.h"
@@ -53,6 +54,20 @@ driver::CompileOptions compile_options(const ParsedArgs& args, bool quiet) {
   if (auto d = args.value("--cache-dir")) o.cache_dir = *d;
   if (args.value("--jobs")) o.jobs = static_cast<int>(args.int_value("--jobs", 0, 1, 1024));
   o.progress = quiet ? codegen::ProgressMode::kQuiet : codegen::ProgressMode::kAuto;
+  // GEMM autotuning (commands that declare these options; docs/usage.md).
+  namespace gm = codegen::gemm;
+  if (auto v = args.value("--autotune")) o.gemm.mode = gm::parse_autotune_mode(*v);
+  if (auto v = args.value("--gemm-backends")) o.gemm.backends = gm::parse_backends(*v);
+  if (auto v = args.value("--gemm-allow")) o.gemm.allow_regex = *v;
+  if (auto v = args.value("--gemm-deny")) o.gemm.deny_regex = *v;
+  if (auto v = args.value("--autotune-cache")) o.gemm.cache_dir = *v;
+  if (args.value("--gemm-max-candidates"))
+    o.gemm.max_profiled = static_cast<int>(args.int_value("--gemm-max-candidates", 0, 1, 100000));
+  if (args.value("--gemm-min-size"))
+    o.gemm.min_gemm_size = args.int_value("--gemm-min-size", 1, 0, INT64_MAX);
+  if (args.has("--no-gemm-fallback")) o.gemm.fallback = false;
+  if (args.has("--verbose")) o.gemm.verbose = true;
+  o.gemm.jobs = o.jobs;
   return o;
 }
 

@@ -2,6 +2,7 @@
 // by the system C++ compiler. Loop kernels go through api->parallel_for, GEMMs through the
 // runtime's packed-B kernels, other ops through its extern kernels (docs/externs.md).
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
@@ -80,6 +81,22 @@ class CpuTarget final : public Target {
     r.manifest_fields["externs"] = std::vector<std::string>(externs.begin(), externs.end());
     r.sources.push_back({"model.cpp", emit_model(p, r.manifest_target,
                                                  model_metadata_json(p, r.manifest_target), o)});
+    // The generated GEMM templates the autotuner chose, once each (driver/gemm_tune.h).
+    std::map<std::string, std::string> templates;  // entry -> source
+    auto add_templates = [&](const passes::Program& q) {
+      for (const auto& step : q.steps)
+        if (const auto* g = std::get_if<passes::GemmStep>(&step); g && !g->choice.source.empty())
+          templates.emplace(g->choice.entry, g->choice.source);
+    };
+    add_templates(p);
+    for_each_subprogram(p, [&](const passes::Program& sub, const std::string&) {
+      add_templates(sub);
+    });
+    int t = 0;  // one translation unit each: templates may share helper names
+    for (const auto& [entry, source] : templates)
+      r.sources.push_back({"gemm_kernel_" + std::to_string(t++) + ".cpp",
+                           "// GEMM kernel " + entry + ", chosen by the autotuner (codegen/gemm)\n" +
+                               source});
     int k = 0;
     for (const auto& t : tus) {
       if (t.empty()) continue;

@@ -14,6 +14,7 @@ namespace {
 
 using passes::ExternStep;
 using passes::GemmOperand;
+using passes::GemmKernelChoice;
 using passes::GemmStep;
 using passes::Program;
 
@@ -58,6 +59,41 @@ bool gemm_b_is_constant(const Program& p, const GemmStep& g) {
   return !p.constants[static_cast<size_t>(b.index)].is_mutable;
 }
 
+/// The call of the autotuner's choice (a library through api->gemm, or a generated template
+/// from a gemm_kernel_*.cpp) for one matrix of the batch: a, b, c, m, n, k are in scope.
+static std::string emit_chosen_gemm_call(const Program& p, const GemmStep& g, const std::string& ind) {
+  const GemmKernelChoice& ch = g.choice;
+  const int dt = static_cast<int>(g.dtype);
+  char alpha[64];
+  std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha);
+  std::ostringstream os;
+  os << ind << "AnvilGemmCall call{};\n";
+  os << ind << "call.library = " << ch.library << "; call.variant = " << ch.variant << ";\n";
+  os << ind << "call.a_dtype = call.b_dtype = call.c_dtype = " << dt << ";\n";
+  os << ind << "call.trans_a = " << (g.a.trans ? 1 : 0) << "; call.trans_b = "
+     << (g.b.trans ? 1 : 0) << "; call.b_constant = " << (gemm_b_is_constant(p, g) ? 1 : 0)
+     << ";\n";
+  os << ind << "call.m = m; call.n = n; call.k = k;\n";
+  os << ind << "call.a = a; call.lda = " << g.a.ld.str() << "; call.b = b; call.ldb = "
+     << g.b.ld.str() << "; call.c = c; call.ldc = " << g.c.ld.str() << ";\n";
+  os << ind << "call.alpha = static_cast<float>(" << alpha << "); call.beta = 0.0f;\n";
+  if (ch.source.empty()) {
+    os << ind << "if (s.api->abi_minor_version < 8) {\n";
+    os << ind << "  s.api->set_error(s.run_ctx, \"" << g.name << ": this package calls "
+       << ch.name << " through AnvilRtApi::gemm (ABI minor 8); the runtime is older\");\n";
+    os << ind << "  return 1;\n";
+    os << ind << "}\n";
+    os << ind << "if (s.api->gemm(s.run_ctx, &call) != 0) return 1;\n";
+  } else {
+    os << ind << "if (" << ch.entry << "(s.api, s.run_ctx, &call) != 0) {\n";
+    os << ind << "  s.api->set_error(s.run_ctx, \"" << g.name << ": GEMM kernel " << ch.name
+       << " failed\");\n";
+    os << ind << "  return 1;\n";
+    os << ind << "}\n";
+  }
+  return os.str();
+}
+
 std::string emit_gemm(const Program& p, const GemmStep& g) {
   const bool blas = g.dtype == DType::kFloat32 || g.dtype == DType::kFloat64;
   const std::string st = storage_type(g.dtype);
@@ -79,7 +115,9 @@ std::string emit_gemm(const Program& p, const GemmStep& g) {
   body << ind << "    for (int64_t i = 0; i < m; ++i) std::memset(c + i * (" << g.c.ld.str()
        << "), 0, sizeof(" << st << ") * n);\n";
   body << ind << "  } else {\n";
-  if (blas) {
+  if (!g.choice.name.empty()) {
+    body << emit_chosen_gemm_call(p, g, ind + "    ");
+  } else if (blas) {
     const char* fn = g.dtype == DType::kFloat32 ? "sgemm" : "dgemm";
     char alpha[64];
     std::snprintf(alpha, sizeof alpha, "%.17g", g.alpha);
@@ -116,7 +154,11 @@ std::string emit_gemm(const Program& p, const GemmStep& g) {
   }
   body << "  return 0;\n";
   std::ostringstream fn;
-  fn << "// " << g.name << ": " << join_nodes(g.nodes) << " (" << dtype_name(g.dtype) << " GEMM)\n";
+  if (!g.choice.source.empty())
+    fn << "extern \"C\" int " << g.choice.entry
+       << "(const AnvilRtApi*, void*, const AnvilGemmCall*);  // gemm_kernel_*.cpp\n";
+  fn << "// " << g.name << ": " << join_nodes(g.nodes) << " (" << dtype_name(g.dtype) << " GEMM"
+     << (g.choice.name.empty() ? "" : ", kernel " + g.choice.name) << ")\n";
   fn << "ANVIL_HIDDEN int " << g.name << "(const RunState& s) {\n";
   fn << symbol_decls(p, body.str(), "s.sym", "  ");
   fn << body.str() << "}\n";

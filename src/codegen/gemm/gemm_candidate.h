@@ -81,6 +81,7 @@ struct GemmOptions {
   std::string cache_dir;                   // (--autotune-cache) empty: <cache>/autotune
   int jobs = 0;                            // parallel candidate compiles; 0: hardware threads
   bool verbose = false;                    // each candidate's time on stderr
+  int child_timeout_s = 60;                // a timing child past this is killed (+inf)
 };
 
 }  // namespace anvil::codegen::gemm

@@ -498,6 +498,18 @@ int backend_set_device(int device) {
   return guarded("set_device", [&]() -> int { return enter("set_device", device) ? 0 : -1; });
 }
 
+void* backend_workspace(int device, void* stream, size_t bytes) {
+  void* out = nullptr;
+  guarded("workspace", [&]() -> int {
+    DeviceState* s = enter("workspace", device);
+    if (s == nullptr) return -1;
+    std::lock_guard<std::mutex> lock(s->blas_mu);
+    out = stream_workspace(*s, device, stream, bytes, "generated GEMM");
+    return out != nullptr || bytes == 0 ? 0 : -1;
+  });
+  return out;
+}
+
 const AnvilDeviceApi kCudaBackend = {
     ANVIL_DEVICE_ABI_VERSION,
     "cuda",
@@ -522,6 +534,7 @@ const AnvilDeviceApi kCudaBackend = {
     &backend_mem_info,
     &backend_attention,
     &backend_gemm_ex,
+    &backend_workspace,
 };
 
 }  // namespace anvil::cuda_backend

@@ -1,0 +1,416 @@
+#include "driver/gemm_tune.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "codegen/gemm/gemm_filter.h"
+#include "codegen/gemm/gemm_problem.h"
+#include "core/error.h"
+#include "runtime/device_backend.h"
+
+extern char** environ;
+
+namespace anvil::driver {
+
+namespace fs = std::filesystem;
+using codegen::gemm::GemmCandidate;
+using codegen::gemm::GemmOptions;
+using codegen::gemm::GemmProblem;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Timing {
+  double ns = kInf;
+  std::string error;  // why it is +inf
+};
+
+/// Runs `argv` with stdout + stderr captured, killed after `timeout_s`.
+Timing run_child(const std::vector<std::string>& argv, int timeout_s) {
+  Timing t;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    t.error = std::string("pipe: ") + std::strerror(errno);
+    return t;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    t.error = "cannot start " + argv[0] + ": " + std::strerror(rc);
+    return t;
+  }
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  bool timed_out = false;
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int pr = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    t.error = "killed after " + std::to_string(timeout_s) + " s (a hang)";
+    return t;
+  }
+  if (WIFSIGNALED(status)) {
+    t.error = std::string("crashed (") + strsignal(WTERMSIG(status)) + ")";
+    return t;
+  }
+  const size_t at = out.find("time_ns=");
+  if (WEXITSTATUS(status) != 0 || at == std::string::npos) {
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    t.error = out.empty() ? "exit " + std::to_string(WEXITSTATUS(status)) : out;
+    return t;
+  }
+  t.ns = std::strtod(out.c_str() + at + 8, nullptr);
+  return t;
+}
+
+std::vector<std::string> child_args(const std::string& tool, const GemmProblem& p,
+                                    const GemmCandidate& c, const std::string& so) {
+  auto kv = [](const char* k, const auto& v) {
+    std::ostringstream os;
+    os << k << "=" << v;
+    return os.str();
+  };
+  const int64_t m = *p.m, n = *p.n, k = *p.k;
+  std::vector<std::string> a = {
+      tool, kv("m", m), kv("n", n), kv("k", k), kv("ta", p.trans_a ? 1 : 0),
+      kv("tb", p.trans_b ? 1 : 0),
+      kv("lda", p.lda.value_or(p.trans_a ? m : k)), kv("ldb", p.ldb.value_or(p.trans_b ? k : n)),
+      kv("ldc", p.ldc.value_or(n)), kv("a_dtype", static_cast<int>(p.a_dtype)),
+      kv("b_dtype", static_cast<int>(p.b_dtype)), kv("c_dtype", static_cast<int>(p.out_dtype)),
+      kv("alpha", p.alpha), kv("beta", p.beta), kv("bias", static_cast<int>(p.bias)),
+      kv("act", static_cast<int>(p.activation)), kv("b_constant", p.b_constant ? 1 : 0)};
+  if (c.source.empty()) {
+    a.push_back(kv("library", c.library));
+    a.push_back(kv("variant", c.variant));
+  } else {
+    a.push_back(kv("so", so));
+    a.push_back(kv("entry", c.entry));
+  }
+  return a;
+}
+
+/// What identifies this machine for the cache: the CPU model and its hardware threads.
+std::string machine_id() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown cpu";
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 1);
+      break;
+    }
+  return model + " x" + std::to_string(std::thread::hardware_concurrency());
+}
+
+std::string cache_file(const std::string& root, const std::string& key) {
+  return (fs::path(root) / "autotune" / (codegen::sha256_hex(key).substr(0, 40) + ".json"))
+      .string();
+}
+
+/// The cached choice's name for `key` ("" when none).
+std::string read_cached(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "";
+  try {
+    const auto j = nlohmann::json::parse(in);
+    return j.value("choice", "");
+  } catch (const std::exception&) {
+    return "";  // a torn or foreign file: tune again
+  }
+}
+
+void write_cached(const std::string& path, const std::string& key, const std::string& choice,
+                  const std::map<std::string, double>& times) {
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  nlohmann::json j;
+  j["key"] = key;
+  j["choice"] = choice;
+  for (const auto& [name, ns] : times) j["times_ns"][name] = std::isinf(ns) ? -1.0 : ns;
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    out << j.dump(1);
+  }
+  fs::rename(tmp, path, ec);
+}
+
+/// Builds every template candidate into its own library in parallel; the path per candidate
+/// ("" when it has no source or failed to compile, with the compiler's message in `errors`).
+std::vector<std::string> build_templates(const std::vector<GemmCandidate>& cands,
+                                         const codegen::Target& backend,
+                                         const codegen::ToolchainOptions& toolchain,
+                                         const std::string& dir, int jobs,
+                                         std::vector<std::string>& errors) {
+  std::vector<std::string> so(cands.size());
+  errors.assign(cands.size(), "");
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < cands.size(); i = next++) {
+      if (cands[i].source.empty()) continue;
+      codegen::ToolchainOptions to = toolchain;
+      to.jobs = 1;
+      to.progress = codegen::ProgressMode::kQuiet;
+      to.build_dir.clear();
+      const std::string path = (fs::path(dir) / ("cand" + std::to_string(i) + ".so")).string();
+      try {
+        backend.build({{"candidate.cpp", cands[i].source}}, path, to);
+        so[i] = path;
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  const int n = std::max(1, std::min<int>(jobs, static_cast<int>(cands.size())));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  return so;
+}
+
+std::string shape_text(const GemmProblem& p) {
+  return std::to_string(*p.m) + "x" + std::to_string(*p.n) + "x" + std::to_string(*p.k) + " " +
+         dtype_name(p.a_dtype);
+}
+
+}  // namespace
+
+int time_candidates(const GemmProblem& p, const std::vector<GemmCandidate>& cands,
+                    const codegen::Target& backend, const codegen::ToolchainOptions& toolchain,
+                    const GemmOptions& options, const std::string& tool,
+                    std::vector<CandidateTiming>& timings, const std::string& device) {
+  static std::atomic<int> dir_counter{0};
+  const fs::path scratch = fs::temp_directory_path() /
+      ("anvil_tune_" + std::to_string(::getpid()) + "_" + std::to_string(dir_counter++));
+  fs::create_directories(scratch);
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{scratch};
+  const int jobs = options.jobs > 0
+                       ? options.jobs
+                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::string> build_errors;
+  const std::vector<std::string> so =
+      build_templates(cands, backend, toolchain, scratch.string(), jobs, build_errors);
+  timings.assign(cands.size(), {});
+  int best = -1;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    CandidateTiming& ct = timings[i];
+    ct.name = cands[i].name;
+    Timing t;
+    if (!cands[i].source.empty() && so[i].empty()) {
+      t.error = "did not compile: " + build_errors[i].substr(0, 300);
+    } else {
+      std::vector<std::string> args = child_args(tool, p, cands[i], so[i]);
+      if (device != "cpu") args.push_back("device=" + device);
+      t = run_child(args, options.child_timeout_s);
+    }
+    ct.ns = t.ns;
+    ct.error = t.error;
+    if (!std::isinf(t.ns) && (best < 0 || t.ns < timings[static_cast<size_t>(best)].ns))
+      best = static_cast<int>(i);
+  }
+  return best;
+}
+
+std::string gemm_time_tool() {
+  if (const char* e = std::getenv("ANVIL_GEMM_TIME"); e && *e) return e;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path beside = self.parent_path() / "anvil-gemm-time";
+    if (fs::exists(beside, ec)) return beside.string();
+  }
+  if (const char* path = std::getenv("PATH")) {
+    std::stringstream ss(path);
+    std::string dir;
+    while (std::getline(ss, dir, ':'))
+      if (!dir.empty() && fs::exists(fs::path(dir) / "anvil-gemm-time", ec))
+        return (fs::path(dir) / "anvil-gemm-time").string();
+  }
+  return "";
+}
+
+GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
+                          const codegen::Target& backend, const codegen::TargetInfo& target,
+                          const codegen::ToolchainOptions& toolchain) {
+  GemmTuneReport r;
+  if (options.mode == codegen::gemm::AutotuneMode::kOff) return r;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string machine = machine_id();
+  int sm = 0;
+  std::string device = "cpu";
+  if (backend.device_type() == Device::Type::kCUDA) {
+    // CUDA candidates are timed on this machine's first GPU; without one the package keeps
+    // cuBLASLt's heuristic choice.
+    std::string why;
+    try {
+      const AnvilDeviceApi& api = runtime::device_backend(Device::Type::kCUDA);
+      if (api.device_count() <= 0) {
+        why = std::string("no GPU here (") + api.last_error() + ")";
+      } else {
+        sm = api.capability(0);
+        char buf[256] = {};
+        api.describe(0, buf, sizeof buf);
+        machine = buf;
+        device = "cuda:0";
+      }
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (!why.empty()) {
+      r.warnings.push_back("GEMM autotuning of CUDA packages needs a GPU where anvil compiles: " +
+                           why + "; the GEMMs keep cuBLASLt's heuristic choice");
+      return r;
+    }
+  } else if (backend.device_type() != Device::Type::kCPU) {
+    r.warnings.push_back("GEMM autotuning of " + backend.name() +
+                         " packages is not available: the default GEMM path is kept");
+    return r;
+  }
+  const std::string tool = gemm_time_tool();
+  const std::string cache_root =
+      !options.cache_dir.empty() ? options.cache_dir
+      : toolchain.cache_dir.empty() ? codegen::default_cache_dir() : toolchain.cache_dir;
+  const bool show = toolchain.progress != codegen::ProgressMode::kQuiet;
+  std::map<std::string, passes::GemmKernelChoice> decided;  // problem key -> choice
+
+  for (auto& step : program.steps) {
+    auto* g = std::get_if<passes::GemmStep>(&step);
+    if (!g) continue;
+    ++r.steps;
+    const GemmProblem p = codegen::gemm::problem_of(program, *g, target.name);
+    if (!p.is_static() || *p.m <= 0 || *p.n <= 0 || *p.k <= 0) {
+      ++r.kept_default;
+      continue;  // symbolic or empty: the default path (dispatch by size is not done yet)
+    }
+    std::vector<std::string> notes;
+    const std::vector<GemmCandidate> cands =
+        codegen::gemm::gemm_candidates(p, options, target.cpu_features, sm, &notes);
+    const std::string key = codegen::gemm::problem_key(p);
+    if (auto it = decided.find(key); it != decided.end()) {
+      g->choice = it->second;
+      continue;
+    }
+    if (cands.empty()) {
+      ++r.kept_default;
+      continue;
+    }
+    std::string cache_key = "anvil gemm tune v1\n" + key + "\n" + machine + "\n";
+    for (const auto& c : cands) cache_key += c.name + "\n";
+    const std::string cpath = cache_file(cache_root, cache_key);
+    if (const std::string cached = read_cached(cpath); !cached.empty()) {
+      for (const auto& c : cands)
+        if (c.name == cached) {
+          g->choice = {c.name, c.library, c.variant, c.entry, c.source, 0, 0};
+          decided[key] = g->choice;
+          ++r.from_cache;
+          break;
+        }
+      if (!g->choice.name.empty()) continue;
+    }
+    if (tool.empty()) {
+      r.warnings.push_back("anvil-gemm-time not found (beside the executable, on PATH or "
+                           "$ANVIL_GEMM_TIME): GEMMs keep the default path");
+      ++r.kept_default;
+      continue;
+    }
+    if (show)
+      std::fprintf(stderr, "autotune: GEMM %s (%s): %zu candidates\n", g->name.c_str(),
+                   shape_text(p).c_str(), cands.size());
+    std::vector<CandidateTiming> timings;
+    const int chosen =
+        time_candidates(p, cands, backend, toolchain, options, tool, timings, device);
+    r.candidates_timed += static_cast<int>(cands.size());
+    std::map<std::string, double> times;
+    for (const auto& t : timings) {
+      times[t.name] = t.ns;
+      std::ostringstream line;
+      line << "  " << g->name << " " << shape_text(p) << " " << t.name << ": ";
+      if (std::isinf(t.ns)) line << "inf (" << t.error << ")";
+      else line << t.ns / 1000.0 << " us";
+      r.lines.push_back(line.str());
+      if (options.verbose) std::fprintf(stderr, "%s\n", line.str().c_str());
+    }
+    const size_t best = chosen < 0 ? cands.size() : static_cast<size_t>(chosen);
+    const double best_ns = chosen < 0 ? kInf : timings[best].ns;
+    if (best == cands.size()) {
+      const std::string msg = "every GEMM candidate failed for " + g->name + " (" +
+                              shape_text(p) + ")";
+      if (!options.fallback)
+        throw Error(msg, "autotune " + g->name, "at least one working candidate",
+                    "none of " + std::to_string(cands.size()) + " (--no-gemm-fallback)");
+      r.warnings.push_back(msg + ": using the default GEMM path");
+      ++r.kept_default;
+      continue;
+    }
+    const GemmCandidate& c = cands[best];
+    g->choice = {c.name, c.library, c.variant, c.entry, c.source, best_ns / 1000.0,
+                 static_cast<int>(cands.size())};
+    decided[key] = g->choice;
+    ++r.tuned;
+    write_cached(cpath, cache_key, c.name, times);
+    if (options.verbose)
+      std::fprintf(stderr, "  %s: chose %s (%.1f us)\n", g->name.c_str(), c.name.c_str(),
+                   best_ns / 1000.0);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace anvil::driver

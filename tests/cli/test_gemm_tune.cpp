@@ -1,0 +1,186 @@
+// The GEMM autotuner (driver/gemm_tune.h) end to end: candidates timed in child processes
+// (tools/gemm_time), the fastest recorded in the package's manifest and run, the on-disk
+// choice cache (a second compile times nothing), and every failure a candidate can have — a
+// compile error, a crash, a hang, a wrong result — counted as infinitely slow without taking
+// the compiler down (spec part B cases 25-27), with the fallback rule when all fail.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "anvil/anvil_rt.h"
+#include "codegen/gemm/gemm_candidate.h"
+#include "codegen/target.h"
+#include "common/check.h"
+#include "core/error.h"
+#include "core/npy.h"
+#include "core/zip_reader.h"
+#include "driver/compile.h"
+#include "driver/gemm_tune.h"
+#include "runtime/model.h"
+
+namespace anvil {
+namespace {
+
+namespace fs = std::filesystem;
+namespace gm = codegen::gemm;
+
+std::string fixture(const std::string& file) {
+  return std::string(ANVIL_FIXTURES_DIR) + "/" + file;
+}
+
+class GemmTune : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("anvil_tune_test_" + std::to_string(getpid()) + "_" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    opts_.cache_dir = (dir_ / "cache").string();
+    opts_.progress = codegen::ProgressMode::kQuiet;
+    opts_.gemm.mode = gm::AutotuneMode::kMax;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    ::unsetenv("ANVIL_GEMM_TIME");
+  }
+  nlohmann::json manifest_of(const std::string& pkg) {
+    const ZipReader zip = ZipReader::open(pkg);
+    const auto* e = zip.find("manifest.json");
+    EXPECT_NE(e, nullptr);
+    return nlohmann::json::parse(zip.read(*e));
+  }
+  fs::path dir_;
+  driver::CompileOptions opts_;
+};
+
+TEST_F(GemmTune, ChoosesATimedCandidateRecordsItRunsItAndCachesIt) {
+  ASSERT_FALSE(driver::gemm_time_tool().empty()) << "anvil-gemm-time must be built beside the tests";
+  const std::string pkg = (dir_ / "m.anvil").string();
+  const driver::CompileReport r = driver::compile_pt2(fixture("mlp_small.pt2"), pkg, opts_);
+  EXPECT_EQ(r.gemms_tuned, 3) << ::testing::PrintToString(r.tune_warnings);
+  EXPECT_EQ(r.gemms_from_cache, 0);
+  EXPECT_GE(r.gemm_candidates_timed, 3);
+  const nlohmann::json m = manifest_of(pkg);
+  ASSERT_EQ(m["gemm"]["autotune"], "max");
+  ASSERT_EQ(m["gemm"]["steps"].size(), 3u);
+  for (const auto& s : m["gemm"]["steps"]) {
+    EXPECT_NE(s["kernel"].get<std::string>(), "default") << s.dump();
+    EXPECT_GT(s["time_us"].get<double>(), 0) << s.dump();
+    EXPECT_GE(s["candidates"].get<int>(), 1) << s.dump();
+  }
+  const runtime::Model model = runtime::Model::load(pkg);
+  const auto out = model.run({read_npy(fixture("mlp_small.in0.npy"))});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(::anvil::test::close(out[0], read_npy(fixture("mlp_small.out0.npy")), 1e-4));
+
+  // A second compile takes every choice from the cache and times nothing.
+  const driver::CompileReport again =
+      driver::compile_pt2(fixture("mlp_small.pt2"), (dir_ / "m2.anvil").string(), opts_);
+  EXPECT_EQ(again.gemms_tuned, 0);
+  EXPECT_EQ(again.gemms_from_cache, 3);
+  EXPECT_EQ(again.gemm_candidates_timed, 0);
+  const nlohmann::json m2 = manifest_of((dir_ / "m2.anvil").string());
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(m2["gemm"]["steps"][i]["kernel"], m["gemm"]["steps"][i]["kernel"]);
+}
+
+TEST_F(GemmTune, OffKeepsTheDefaultPath) {
+  opts_.gemm.mode = gm::AutotuneMode::kOff;
+  const std::string pkg = (dir_ / "m.anvil").string();
+  const driver::CompileReport r = driver::compile_pt2(fixture("mlp_small.pt2"), pkg, opts_);
+  EXPECT_EQ(r.gemms_tuned + r.gemms_from_cache + r.gemm_candidates_timed, 0);
+  for (const auto& s : manifest_of(pkg)["gemm"]["steps"]) EXPECT_EQ(s["kernel"], "default");
+}
+
+TEST_F(GemmTune, WhenEveryCandidateFailsTheFallbackKeepsTheDefaultOrTheCompileFails) {
+  ::setenv("ANVIL_GEMM_TIME", "/bin/false", 1);  // every timing child fails
+  const std::string pkg = (dir_ / "m.anvil").string();
+  const driver::CompileReport r = driver::compile_pt2(fixture("mlp_small.pt2"), pkg, opts_);
+  EXPECT_EQ(r.gemms_tuned, 0);
+  EXPECT_EQ(r.gemms_default, 3);
+  ASSERT_FALSE(r.tune_warnings.empty());
+  EXPECT_NE(r.tune_warnings[0].find("every GEMM candidate failed"), std::string::npos);
+  const runtime::Model model = runtime::Model::load(pkg);
+  const auto out = model.run({read_npy(fixture("mlp_small.in0.npy"))});
+  EXPECT_TRUE(::anvil::test::close(out[0], read_npy(fixture("mlp_small.out0.npy")), 1e-4));
+
+  opts_.gemm.fallback = false;
+  try {
+    driver::compile_pt2(fixture("mlp_small.pt2"), (dir_ / "m2.anvil").string(), opts_);
+    FAIL() << "expected an error with the fallback off";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("every GEMM candidate failed"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("--no-gemm-fallback"), std::string::npos) << e.what();
+  }
+}
+
+/// A generated template whose body is `body` (runs after the signature; `call` in scope).
+gm::GemmCandidate template_candidate(const std::string& name, const std::string& body) {
+  gm::GemmCandidate c;
+  c.name = name;
+  c.backend = gm::GemmBackend::kOwn;
+  c.entry = "test_" + name;
+  c.source = "#include \"anvil/anvil_rt.h\"\n#include <csignal>\n#include <unistd.h>\n"
+             "extern \"C\" int " + c.entry +
+             "(const AnvilRtApi* api, void* run_ctx, const AnvilGemmCall* call) {\n" + body +
+             "\n}\n";
+  return c;
+}
+
+// Spec B.5 cases 26 and 27: a crash, a hang, a wrong result and a compile error are each +inf
+// with their reason; the good candidate wins and the process that tuned is unharmed.
+TEST_F(GemmTune, CrashHangWrongAndBrokenCandidatesAreInfinitelySlow) {
+  const std::string tool = driver::gemm_time_tool();
+  ASSERT_FALSE(tool.empty());
+  gm::GemmProblem p;
+  p.m = 33;
+  p.n = 17;
+  p.k = 9;
+  p.target = "native";
+  const std::string naive =
+      "  const float* a = static_cast<const float*>(call->a);\n"
+      "  const float* b = static_cast<const float*>(call->b);\n"
+      "  float* c = static_cast<float*>(call->c);\n"
+      "  for (long i = 0; i < call->m; ++i) for (long j = 0; j < call->n; ++j) {\n"
+      "    float s = 0; for (long q = 0; q < call->k; ++q) s += a[i * call->lda + q] * "
+      "b[q * call->ldb + j];\n"
+      "    c[i * call->ldc + j] = call->alpha * s; }\n";
+  std::vector<gm::GemmCandidate> cands = {
+      template_candidate("crashes", "  std::raise(SIGSEGV); return 0;"),
+      template_candidate("hangs", "  for (;;) pause();"),
+      template_candidate("wrong", naive + "  for (long i = 0; i < call->m * call->ldc; ++i) "
+                                          "c[i] += 0.5f;\n  return 0;"),
+      template_candidate("broken", "  this does not compile;"),
+      template_candidate("fails", "  api->set_error(run_ctx, \"no\"); return 1;"),
+      template_candidate("good", naive + "  return 0;"),
+  };
+  opts_.gemm.child_timeout_s = 3;
+  const codegen::Target& backend = codegen::find_target("native");
+  codegen::ToolchainOptions to;
+  to.cache_dir = opts_.cache_dir;
+  to.progress = codegen::ProgressMode::kQuiet;
+  std::vector<driver::CandidateTiming> t;
+  const int best = driver::time_candidates(p, cands, backend, to, opts_.gemm, tool, t);
+  ASSERT_EQ(t.size(), cands.size());
+  EXPECT_EQ(best, 5);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(std::isinf(t[i].ns)) << t[i].name;
+  EXPECT_NE(t[0].error.find("crashed"), std::string::npos) << t[0].error;
+  EXPECT_NE(t[1].error.find("killed after 3 s"), std::string::npos) << t[1].error;
+  EXPECT_NE(t[2].error.find("wrong result"), std::string::npos) << t[2].error;
+  EXPECT_NE(t[3].error.find("did not compile"), std::string::npos) << t[3].error;
+  EXPECT_NE(t[4].error.find("no"), std::string::npos) << t[4].error;
+  EXPECT_GT(t[5].ns, 0);
+  EXPECT_FALSE(std::isinf(t[5].ns));
+}
+
+}  // namespace
+}  // namespace anvil
