@@ -357,7 +357,8 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     if (const std::string cached = read_cached(cpath); !cached.empty()) {
       for (const auto& c : cands)
         if (c.name == cached) {
-          g->choice = {c.name, c.library, c.variant, c.entry, c.source, 0, 0};
+          g->choice = {c.name, c.library, c.variant, c.entry, c.source, 0, 0, c.fuses_bias,
+                       c.fuses_activation};
           decided[key] = g->choice;
           ++r.from_cache;
           break;
@@ -400,8 +401,8 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       continue;
     }
     const GemmCandidate& c = cands[best];
-    g->choice = {c.name, c.library, c.variant, c.entry, c.source, best_ns / 1000.0,
-                 static_cast<int>(cands.size())};
+    g->choice = {c.name,          c.library, c.variant, c.entry, c.source, best_ns / 1000.0,
+                 static_cast<int>(cands.size()), c.fuses_bias, c.fuses_activation};
     decided[key] = g->choice;
     ++r.tuned;
     write_cached(cpath, cache_key, c.name, times);

@@ -245,6 +245,7 @@ struct GemmKernelChoice {
   std::string entry, source;
   double time_us = 0;  // its measured time (0: not timed)
   int candidates = 0;  // how many were timed
+  bool fuses_bias = false, fuses_activation = false;  // it can apply them in its store
 };
 
 struct GemmStep {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "codegen/cpu/emit_cpu.h"
+#include "codegen/gemm/gemm_epilogue.h"
 #include "codegen/target.h"
 #include "passes/collectives.h"
 
@@ -39,9 +40,14 @@ class CpuTarget final : public Target {
     std::vector<std::string> tus(static_cast<size_t>(ntu));
     int next_shared = 0;
     std::set<std::string> externs;  // the runtime kernels the package calls (checked at load)
+    int fused_epilogues = 0;
     auto add_kernels = [&](const passes::Program& q) {
       std::vector<StepFunctionText> fns;
-      for (const auto& step : q.steps) {
+      // bias / activation statements the chosen GEMM kernels apply in their store
+      const gemm::EpiloguePlan fusions = gemm::cpu_store_epilogues(q);
+      fused_epilogues += static_cast<int>(fusions.by_gemm.size());
+      for (size_t si = 0; si < q.steps.size(); ++si) {
+        const passes::Step& step = q.steps[si];
         if (const auto* e = std::get_if<passes::ExternStep>(&step);
             e && (passes::is_collective_issue(*e) || passes::is_collective_wait(*e)))
           continue;  // emitted inline in run() (emit_collective.cpp)
@@ -54,10 +60,15 @@ class CpuTarget final : public Target {
         f.step = &step;
         if (const auto* k = std::get_if<passes::LoopKernel>(&step)) {
           f.kind = StepFunctionText::Kind::kLoop;
-          f.text = emit_loop_kernel(q, *k, o);
+          if (fusions.fused_away(si, *k))
+            f.text = "// " + k->name + ": computed in the store of a GEMM kernel\nANVIL_HIDDEN void " +
+                     k->name + "(const RunState& s) { (void)s; }\n";
+          else
+            f.text = emit_loop_kernel(q, fusions.remaining(si, *k), o);
         } else if (const auto* g = std::get_if<passes::GemmStep>(&step)) {
           f.kind = StepFunctionText::Kind::kGemm;
-          f.text = emit_gemm(q, *g);
+          const auto fit = fusions.by_gemm.find(si);
+          f.text = emit_gemm(q, *g, fit == fusions.by_gemm.end() ? nullptr : &fit->second);
         } else {
           f.text = emit_extern(q, std::get<passes::ExternStep>(step));
         }
@@ -79,6 +90,7 @@ class CpuTarget final : public Target {
       add_kernels(sub);
     });
     r.manifest_fields["externs"] = std::vector<std::string>(externs.begin(), externs.end());
+    r.manifest_fields["gemm_fused_epilogues"] = fused_epilogues;
     r.sources.push_back({"model.cpp", emit_model(p, r.manifest_target,
                                                  model_metadata_json(p, r.manifest_target), o)});
     // The generated GEMM templates the autotuner chose, once each (driver/gemm_tune.h).

@@ -8,6 +8,10 @@
 #include "codegen/generate.h"
 #include "passes/loop_ir.h"
 
+namespace anvil::codegen::gemm {
+struct FusedEpilogue;  // codegen/gemm/gemm_epilogue.h
+}  // namespace anvil::codegen::gemm
+
 namespace anvil::codegen::cpu {
 
 /// The text every generated translation unit starts with: includes, RunState, scalar helpers
@@ -42,7 +46,9 @@ std::string rt_tensor_desc(const passes::Program& p, const std::string& var,
 std::string emit_loop_kernel(const passes::Program& p, const passes::LoopKernel& k,
                              const CpuCodegenOptions& o);
 /// Emits `int NAME(const RunState& s)` for a GEMM step.
-std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g);
+/// `fused`: the bias / activation the chosen kernel applies in its store (cpu_store_epilogues).
+std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g,
+                      const gemm::FusedEpilogue* fused = nullptr);
 /// Whether a GEMM step's B is an immutable f32 constant (emitted as api->sgemm_const_b, which
 /// needs the runtime's ABI minor 2).
 bool gemm_b_is_constant(const passes::Program& p, const passes::GemmStep& g);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "codegen/cpu/emit_cpu.h"
+#include "codegen/gemm/gemm_epilogue.h"
 #include "core/error.h"
 
 namespace anvil::codegen::cpu {
@@ -61,7 +62,8 @@ bool gemm_b_is_constant(const Program& p, const GemmStep& g) {
 
 /// The call of the autotuner's choice (a library through api->gemm, or a generated template
 /// from a gemm_kernel_*.cpp) for one matrix of the batch: a, b, c, m, n, k are in scope.
-static std::string emit_chosen_gemm_call(const Program& p, const GemmStep& g, const std::string& ind) {
+static std::string emit_chosen_gemm_call(const Program& p, const GemmStep& g, const std::string& ind,
+                                         const gemm::FusedEpilogue* fused) {
   const GemmKernelChoice& ch = g.choice;
   const int dt = static_cast<int>(g.dtype);
   char alpha[64];
@@ -77,6 +79,13 @@ static std::string emit_chosen_gemm_call(const Program& p, const GemmStep& g, co
   os << ind << "call.a = a; call.lda = " << g.a.ld.str() << "; call.b = b; call.ldb = "
      << g.b.ld.str() << "; call.c = c; call.ldc = " << g.c.ld.str() << ";\n";
   os << ind << "call.alpha = static_cast<float>(" << alpha << "); call.beta = 0.0f;\n";
+  if (fused) {  // the epilogue statement this kernel applies (its loop kernel lost it)
+    if (fused->bias >= 0)
+      os << ind << "call.bias = reinterpret_cast<const " << storage_type(g.dtype) << "*>("
+         << buffer_base(p, fused->bias) << ") + (" << fused->bias_offset.str()
+         << "); call.bias_kind = ANVIL_GEMM_BIAS_COL;\n";
+    os << ind << "call.activation = " << gemm::gemm_call_activation(fused->kind) << ";\n";
+  }
   if (ch.source.empty()) {
     os << ind << "if (s.api->abi_minor_version < 8) {\n";
     os << ind << "  s.api->set_error(s.run_ctx, \"" << g.name << ": this package calls "
@@ -94,7 +103,7 @@ static std::string emit_chosen_gemm_call(const Program& p, const GemmStep& g, co
   return os.str();
 }
 
-std::string emit_gemm(const Program& p, const GemmStep& g) {
+std::string emit_gemm(const Program& p, const GemmStep& g, const gemm::FusedEpilogue* fused) {
   const bool blas = g.dtype == DType::kFloat32 || g.dtype == DType::kFloat64;
   const std::string st = storage_type(g.dtype);
   std::ostringstream body;
@@ -116,7 +125,7 @@ std::string emit_gemm(const Program& p, const GemmStep& g) {
        << "), 0, sizeof(" << st << ") * n);\n";
   body << ind << "  } else {\n";
   if (!g.choice.name.empty()) {
-    body << emit_chosen_gemm_call(p, g, ind + "    ");
+    body << emit_chosen_gemm_call(p, g, ind + "    ", fused);
   } else if (blas) {
     const char* fn = g.dtype == DType::kFloat32 ? "sgemm" : "dgemm";
     char alpha[64];
@@ -158,7 +167,9 @@ std::string emit_gemm(const Program& p, const GemmStep& g) {
     fn << "extern \"C\" int " << g.choice.entry
        << "(const AnvilRtApi*, void*, const AnvilGemmCall*);  // gemm_kernel_*.cpp\n";
   fn << "// " << g.name << ": " << join_nodes(g.nodes) << " (" << dtype_name(g.dtype) << " GEMM"
-     << (g.choice.name.empty() ? "" : ", kernel " + g.choice.name) << ")\n";
+     << (g.choice.name.empty() ? "" : ", kernel " + g.choice.name)
+     << (fused ? std::string(", epilogue ") + gemm::epilogue_macro(fused->kind) + " in its store" : "")
+     << ")\n";
   fn << "ANVIL_HIDDEN int " << g.name << "(const RunState& s) {\n";
   fn << symbol_decls(p, body.str(), "s.sym", "  ");
   fn << body.str() << "}\n";

@@ -12,7 +12,7 @@
 
 #include "codegen/cpu/emit_cpu.h"  // emit_model: the entry table and run() are target-neutral text
 #include "codegen/cuda/emit_cuda.h"
-#include "codegen/cuda/gemm_epilogue.h"
+#include "codegen/gemm/gemm_epilogue.h"
 #include "codegen/target.h"
 #include "core/error.h"
 #include "passes/collectives.h"

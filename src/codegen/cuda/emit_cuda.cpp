@@ -10,7 +10,7 @@
 
 #include "codegen/c_expr.h"
 #include "codegen/cpu/emit_cpu.h"  // buffer_base, symbol_decls: target-neutral RunState text
-#include "codegen/cuda/gemm_epilogue.h"
+#include "codegen/gemm/gemm_epilogue.h"
 #include "codegen/text_util.h"
 #include "core/error.h"
 

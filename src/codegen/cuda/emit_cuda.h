@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "codegen/c_expr.h"
+#include "codegen/gemm/gemm_epilogue.h"  // FusedEpilogue
 #include "codegen/generate.h"
 #include "passes/loop_ir.h"
 
@@ -23,7 +24,6 @@ std::string preamble(bool with_complex);
 /// results with warp shuffles.
 std::string emit_loop_kernel(const passes::Program& p, const passes::LoopKernel& k);
 
-struct FusedEpilogue;  // gemm_epilogue.h
 
 /// `int NAME(const RunState& s)` for a GEMM step: the device backend's cuBLASLt GEMM
 /// (api->device->gemm), batched over the innermost batch dim, looping over the others. With

@@ -20,7 +20,7 @@
 #include "codegen/c_expr.h"
 #include "codegen/cpu/emit_cpu.h"  // buffer_base
 #include "codegen/cuda/emit_cuda.h"
-#include "codegen/cuda/gemm_epilogue.h"
+#include "codegen/gemm/gemm_epilogue.h"
 
 namespace anvil::codegen::cuda {
 

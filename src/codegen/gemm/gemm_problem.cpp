@@ -71,10 +71,12 @@ void cpu_library_candidates(const GemmProblem& p, const GemmOptions& o,
   if (backend_enabled(o, GemmBackend::kOneDnn)) {
     const DType a = p.a_dtype;
     const bool same = p.b_dtype == a;
-    if (same && (a == DType::kFloat32 || a == DType::kBFloat16 || a == DType::kFloat16))
+    if (same && (a == DType::kFloat32 || a == DType::kBFloat16 || a == DType::kFloat16)) {
       out.push_back(library(std::string("onednn_") + dtype_name(a) + "_" +
                                 dtype_name(p.out_dtype),
                             GemmBackend::kOneDnn, ANVIL_GEMM_LIB_ONEDNN, 0));
+      out.back().fuses_bias = out.back().fuses_activation = true;  // oneDNN post-ops
+    }
     if (same && a == DType::kInt8 && p.out_dtype == DType::kInt32)
       out.push_back(library("onednn_s8s8s32", GemmBackend::kOneDnn, ANVIL_GEMM_LIB_ONEDNN, 0));
   }

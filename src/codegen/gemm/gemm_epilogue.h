@@ -1,4 +1,5 @@
-// Internal to the CUDA target: GEMM epilogues fused into the cuBLASLt call (gemm_epilogue.cpp).
+// GEMM epilogues fused into the GEMM's own store (gemm_epilogue.cpp): the CUDA target's cuBLASLt
+// calls and, on the CPU, the autotuner's chosen kernels that apply a bias and an activation.
 //
 // A GEMM step's result is computed in place in the destination of the one pointwise statement
 // that reads it (passes/schedule.cpp fuse_gemm_epilogues); on the CPU that statement runs as a
@@ -23,7 +24,7 @@
 
 #include "passes/loop_ir.h"
 
-namespace anvil::codegen::cuda {
+namespace anvil::codegen::gemm {
 
 /// idx = c0 + sum(coef[v] * var[v]) over loop variables `vars` (o0.., r0..), proven by rebuilding
 /// idx from its parts; nullopt when idx is not affine in them (a product of two, a division, a
@@ -71,4 +72,23 @@ struct EpiloguePlan {
 /// compute. Strict: anything it cannot prove equal to one of the forms above stays unfused.
 EpiloguePlan plan_gemm_epilogues(const passes::Program& p);
 
+/// The fusions of plan_gemm_epilogues(p) that the CPU target applies in a GEMM's store: GEMM
+/// steps without batch dims whose autotuned kernel (GemmStep::choice) applies the bias and
+/// activation of the form (C + bias[j], relu, gelu_tanh and their bias forms; no residual).
+EpiloguePlan cpu_store_epilogues(const passes::Program& p);
+/// The AnvilGemmCall activation code (ANVIL_GEMM_ACT_*) of a fused form.
+int gemm_call_activation(GemmEpilogueKind k);
+
+}  // namespace anvil::codegen::gemm
+
+namespace anvil::codegen::cuda {
+// The CUDA target's names for them (it was their first user).
+using gemm::Affine;
+using gemm::affine;
+using gemm::buffer_root;
+using gemm::epilogue_macro;
+using gemm::EpiloguePlan;
+using gemm::FusedEpilogue;
+using gemm::GemmEpilogueKind;
+using gemm::plan_gemm_epilogues;
 }  // namespace anvil::codegen::cuda

@@ -12,7 +12,7 @@
 //  - how it combines them: a sum of those terms (the residual possibly times a constant), then
 //    nothing, relu, or the exact expression tree lower_pointwise builds for gelu(approximate=
 //    'tanh'), every node of the GEMM's dtype.
-#include "codegen/cuda/gemm_epilogue.h"
+#include "codegen/gemm/gemm_epilogue.h"
 
 #include <algorithm>
 #include <cmath>
@@ -22,7 +22,7 @@
 #include "codegen/cpu/emit_cpu.h"  // is_control_step
 #include "passes/collectives.h"
 
-namespace anvil::codegen::cuda {
+namespace anvil::codegen::gemm {
 
 namespace {
 
@@ -378,4 +378,36 @@ EpiloguePlan plan_gemm_epilogues(const Program& p) {
   return plan;
 }
 
-}  // namespace anvil::codegen::cuda
+EpiloguePlan cpu_store_epilogues(const passes::Program& p) {
+  bool any = false;
+  for (const auto& step : p.steps)
+    if (const auto* g = std::get_if<passes::GemmStep>(&step); g && g->choice.fuses_bias)
+      any = true;
+  EpiloguePlan out;
+  if (!any) return out;
+  const EpiloguePlan all = plan_gemm_epilogues(p);
+  for (const auto& [gi, f] : all.by_gemm) {
+    const auto& g = std::get<passes::GemmStep>(p.steps[gi]);
+    const bool bias = f.kind == GemmEpilogueKind::kBias || f.kind == GemmEpilogueKind::kBiasRelu ||
+                      f.kind == GemmEpilogueKind::kBiasGeluTanh;
+    const bool act = f.kind != GemmEpilogueKind::kBias && f.kind != GemmEpilogueKind::kNone;
+    if (f.kind == GemmEpilogueKind::kNone || f.residual >= 0 || !g.batch.empty()) continue;
+    if ((bias && !g.choice.fuses_bias) || (act && !g.choice.fuses_activation)) continue;
+    out.by_gemm.emplace(gi, f);
+    out.removed[f.kernel_step].emplace_back(f.pass, f.stmt);
+  }
+  for (auto& [k, v] : out.removed) std::sort(v.begin(), v.end());
+  return out;
+}
+
+int gemm_call_activation(GemmEpilogueKind k) {
+  switch (k) {
+    case GemmEpilogueKind::kRelu:
+    case GemmEpilogueKind::kBiasRelu: return 1;      // ANVIL_GEMM_ACT_RELU
+    case GemmEpilogueKind::kGeluTanh:
+    case GemmEpilogueKind::kBiasGeluTanh: return 4;  // ANVIL_GEMM_ACT_GELU_TANH
+    default: return 0;
+  }
+}
+
+}  // namespace anvil::codegen::gemm
