@@ -1,0 +1,375 @@
+// ANVIL_GEMM_LIB_ONEDNN (runtime/gemm_onednn.h): AnvilGemmCall -> a cached oneDNN matmul.
+//
+// The primitive computes dst = act(alpha * src * weights + sum_scale * dst_old + bias):
+// alpha is the output scale, beta the `sum` post-op, a per-column bias a broadcast `binary_add`
+// post-op and the activation an `eltwise` post-op, all in the primitive's store. oneDNN 2.6 has
+// no fast kernel for a per-row bias ([M,1] binary or bias operands fall to its reference code),
+// so a per-row bias is written into C first (C = beta * C + bias[i]) and summed with scale 1:
+// the activation stays fused. Operands are strided memory descriptors: transposes cost no copy.
+#include "runtime/gemm_onednn.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+#include "runtime/gemm_call.h"
+
+#ifdef ANVIL_HAVE_ONEDNN
+
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/half.h"
+#include "core/thread_pool.h"
+#include "core/dtype.h"
+
+namespace anvil::runtime {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using Dims = dnnl::memory::dims;
+
+constexpr int32_t kF32 = static_cast<int32_t>(DType::kFloat32);
+constexpr int32_t kBf16 = static_cast<int32_t>(DType::kBFloat16);
+constexpr int32_t kF16 = static_cast<int32_t>(DType::kFloat16);
+constexpr int32_t kS8 = static_cast<int32_t>(DType::kInt8);
+constexpr int32_t kS32 = static_cast<int32_t>(DType::kInt32);
+
+/// Below this many multiply-adds a product runs as one single-threaded call.
+constexpr int64_t kParallelWork = int64_t{1} << 18;
+
+dt dnnl_type(int32_t code) {
+  switch (code) {
+    case kF32: return dt::f32;
+    case kBf16: return dt::bf16;
+    case kS8: return dt::s8;
+    case kS32: return dt::s32;
+    default: return dt::undef;
+  }
+}
+
+size_t elem_bytes(int32_t code) {
+  return code == kS8 ? 1 : (code == kBf16 || code == kF16) ? 2 : 4;
+}
+
+dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+/// Everything that defines a primitive (sizes, strides, dtypes, epilogue, OpenMP threads).
+struct Key {
+  std::array<int64_t, 16> v;
+  bool operator==(const Key& o) const { return v == o.v; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = 1469598103934665603ull;
+    for (int64_t x : k.v) h = (h ^ static_cast<size_t>(x)) * 1099511628211ull;
+    return h;
+  }
+};
+
+struct Prim {
+  dnnl::matmul matmul;
+  dnnl::memory::desc a_md, b_md, c_md, bias_md, scratch_md;
+  size_t scratch_bytes = 0;
+  bool col_bias = false;
+};
+
+/// One block's problem: the call restricted to rows / columns, with the resolved epilogue.
+struct Block {
+  int32_t a_dt, b_dt, c_dt;
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  float alpha, sum_scale;
+  bool col_bias;
+  int32_t act;
+  int threads;
+};
+
+int64_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+Key key_of(const Block& b) {
+  return Key{{b.a_dt, b.b_dt, b.c_dt, b.ta, b.tb, b.m, b.n, b.k, b.lda, b.ldb, b.ldc,
+              float_bits(b.alpha), float_bits(b.sum_scale), b.col_bias, b.act, b.threads}};
+}
+
+Prim create(const Block& b) {
+  Prim p;
+  p.a_md = dnnl::memory::desc({b.m, b.k}, dnnl_type(b.a_dt), b.ta ? Dims{1, b.lda} : Dims{b.lda, 1});
+  p.b_md = dnnl::memory::desc({b.k, b.n}, dnnl_type(b.b_dt), b.tb ? Dims{1, b.ldb} : Dims{b.ldb, 1});
+  p.c_md = dnnl::memory::desc({b.m, b.n}, dnnl_type(b.c_dt), Dims{b.ldc, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (b.alpha != 1.0f) attr.set_output_scales(0, {b.alpha});
+  dnnl::post_ops ops;
+  if (b.sum_scale != 0.0f) ops.append_sum(b.sum_scale);
+  if (b.col_bias) {
+    p.bias_md = dnnl::memory::desc({1, b.n}, dnnl_type(b.c_dt), Dims{b.n, 1});
+    ops.append_binary(dnnl::algorithm::binary_add, p.bias_md);
+    p.col_bias = true;
+  }
+  switch (b.act) {
+    case ANVIL_GEMM_ACT_RELU: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f); break;
+    case ANVIL_GEMM_ACT_RELU6: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f); break;
+    case ANVIL_GEMM_ACT_GELU_ERF: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f); break;
+    case ANVIL_GEMM_ACT_GELU_TANH: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f); break;
+    case ANVIL_GEMM_ACT_SILU: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f); break;
+    default: break;
+  }
+  attr.set_post_ops(ops);
+  const dnnl::matmul::desc desc(p.a_md, p.b_md, p.c_md);
+  const dnnl::matmul::primitive_desc pd(desc, attr, engine());
+  p.scratch_md = pd.scratchpad_desc();
+  p.scratch_bytes = p.scratch_md.get_size();
+  p.matmul = dnnl::matmul(pd);
+  return p;
+}
+
+/// The process-wide primitive cache (creation takes tens to hundreds of microseconds).
+struct Cache {
+  std::mutex mutex;
+  std::unordered_map<Key, std::shared_ptr<const Prim>, KeyHash> prims;
+};
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: GEMMs may run during static destruction
+  return *c;
+}
+
+std::shared_ptr<const Prim> primitive(const Block& b) {
+  const Key key = key_of(b);
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.prims.find(key);
+  if (it != c.prims.end()) return it->second;
+  if (c.prims.size() >= 4096) c.prims.clear();  // shapes that keep changing: start over
+  auto p = std::make_shared<const Prim>(create(b));
+  c.prims.emplace(key, p);
+  return p;
+}
+
+/// OpenMP threads of this thread's parallel regions for the scope (restored after).
+class OmpThreads {
+ public:
+  explicit OmpThreads(int n) : previous_(omp_get_max_threads()) {
+    if (n != previous_) omp_set_num_threads(n);
+  }
+  ~OmpThreads() {
+    if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
+  }
+
+ private:
+  int previous_;
+};
+
+/// 64-byte aligned scratch of this thread.
+void* thread_scratch(size_t bytes) {
+  struct Buf {
+    void* p = nullptr;
+    size_t size = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf buf;
+  if (bytes > buf.size) {
+    std::free(buf.p);
+    buf.size = (bytes + 63) / 64 * 64;
+    buf.p = std::aligned_alloc(64, buf.size);
+    if (!buf.p) throw Error("out of memory for oneDNN scratch", "runtime::onednn_gemm");
+  }
+  return buf.p;
+}
+
+/// C rows [0, m) = beta * C + row_bias[i] (beta 0: C is not read), in C's dtype.
+void seed_row_bias(const Block& b, void* c, const void* bias, float beta) {
+  for (int64_t i = 0; i < b.m; ++i) {
+    if (b.c_dt == kF32) {
+      float* row = static_cast<float*>(c) + i * b.ldc;
+      const float v = static_cast<const float*>(bias)[i];
+      for (int64_t j = 0; j < b.n; ++j) row[j] = (beta == 0.0f ? 0.0f : beta * row[j]) + v;
+    } else {
+      BFloat16* row = static_cast<BFloat16*>(c) + i * b.ldc;
+      const float v = static_cast<const BFloat16*>(bias)[i];
+      for (int64_t j = 0; j < b.n; ++j)
+        row[j] = BFloat16((beta == 0.0f ? 0.0f : beta * float(row[j])) + v);
+    }
+  }
+}
+
+/// One block on the calling thread with `b.threads` OpenMP threads.
+void run_block(const Block& b, const void* a, const void* bm, void* c, const void* col_bias,
+               const void* row_bias, float beta) {
+  OmpThreads omp(b.threads);
+  if (row_bias) seed_row_bias(b, c, row_bias, beta);
+  const std::shared_ptr<const Prim> p = primitive(b);
+  thread_local std::unique_ptr<dnnl::stream> stream;
+  if (!stream) stream = std::make_unique<dnnl::stream>(engine());
+  dnnl::memory am(p->a_md, engine(), const_cast<void*>(a));
+  dnnl::memory bmem(p->b_md, engine(), const_cast<void*>(bm));
+  dnnl::memory cm(p->c_md, engine(), c);
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bmem}, {DNNL_ARG_DST, cm}};
+  if (p->scratch_bytes)
+    args.emplace(DNNL_ARG_SCRATCHPAD,
+                 dnnl::memory(p->scratch_md, engine(), thread_scratch(p->scratch_bytes)));
+  if (p->col_bias) {
+    const int idx = b.sum_scale != 0.0f ? 1 : 0;  // the binary post-op's position
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1,
+                 dnnl::memory(p->bias_md, engine(), const_cast<void*>(col_bias)));
+  }
+  p->matmul.execute(*stream, args);
+  stream->wait();
+}
+
+const char* byte_ptr(const void* p) { return static_cast<const char*>(p); }
+
+/// The fp32 / bf16 / int8 product over the pool (threading mode of the file comment).
+void native_gemm(const AnvilGemmCall& g) {
+  const bool row_bias = g.bias && g.bias_kind == ANVIL_GEMM_BIAS_ROW;
+  Block b{g.a_dtype, g.b_dtype, g.c_dtype, g.trans_a != 0, g.trans_b != 0, g.m, g.n, g.k,
+          g.lda, g.ldb, g.ldc, g.alpha, row_bias ? 1.0f : g.beta,
+          g.bias && g.bias_kind == ANVIL_GEMM_BIAS_COL, g.activation, 1};
+  const size_t ea = elem_bytes(g.a_dtype), eb = elem_bytes(g.b_dtype), ec = elem_bytes(g.c_dtype);
+  ThreadPool& pool = current_thread_pool();
+  const int threads = ThreadPool::in_parallel_region() ? 1 : pool.num_threads();
+  const bool small = threads <= 1 || g.m * g.n * g.k < kParallelWork;
+  if (small || onednn_threading() == OneDnnThreading::kOmp) {
+    b.threads = small ? 1 : threads;
+    run_block(b, g.a, g.b, g.c, g.bias, row_bias ? g.bias : nullptr, g.beta);
+    return;
+  }
+  if (g.m >= g.n || g.n < 128) {  // row blocks: rows [r0, r1) of op(A), C and a row bias
+    pool.parallel_for(0, g.m, std::max<int64_t>(16, (g.m + threads - 1) / threads),
+                      [&](int64_t r0, int64_t r1) {
+                        Block blk = b;
+                        blk.m = r1 - r0;
+                        const char* a = byte_ptr(g.a) + (b.ta ? r0 : r0 * g.lda) * ea;
+                        char* c = static_cast<char*>(g.c) + r0 * g.ldc * ec;
+                        run_block(blk, a, g.b, c, g.bias,
+                                  row_bias ? byte_ptr(g.bias) + r0 * ec : nullptr, g.beta);
+                      });
+    return;
+  }
+  const int64_t grain = ((g.n + threads - 1) / threads + 63) / 64 * 64;
+  pool.parallel_for(0, g.n, grain, [&](int64_t c0, int64_t c1) {
+    Block blk = b;
+    blk.n = c1 - c0;
+    const char* bp = byte_ptr(g.b) + (b.tb ? c0 * g.ldb : c0) * eb;
+    char* c = static_cast<char*>(g.c) + c0 * ec;
+    run_block(blk, g.a, bp, c, g.bias && b.col_bias ? byte_ptr(g.bias) + c0 * ec : nullptr,
+              row_bias ? g.bias : nullptr, g.beta);
+  });
+}
+
+/// `rows` x `cols` stored fp16 / fp32 elements (row stride ld) as compact fp32.
+std::vector<float> widen(const void* p, int32_t code, int64_t rows, int64_t cols, int64_t ld) {
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = code == kF16 ? float(static_cast<const Half*>(p)[r * ld + c])
+                                       : static_cast<const float*>(p)[r * ld + c];
+  return out;
+}
+
+/// fp16: oneDNN 2.x has no CPU fp16 matmul, so the operands are widened to fp32, the fused
+/// fp32 primitive runs, and the result is rounded once into C.
+void half_gemm(const AnvilGemmCall& g) {
+  const std::vector<float> a = g.trans_a ? widen(g.a, kF16, g.k, g.m, g.lda)
+                                         : widen(g.a, kF16, g.m, g.k, g.lda);
+  const std::vector<float> b = g.trans_b ? widen(g.b, kF16, g.n, g.k, g.ldb)
+                                         : widen(g.b, kF16, g.k, g.n, g.ldb);
+  const int64_t bias_len = g.bias_kind == ANVIL_GEMM_BIAS_ROW ? g.m : g.n;
+  std::vector<float> bias;
+  if (g.bias) bias = widen(g.bias, g.c_dtype, 1, bias_len, bias_len);
+  AnvilGemmCall w = g;
+  w.a_dtype = w.b_dtype = w.c_dtype = kF32;
+  w.a = a.data();
+  w.lda = g.trans_a ? g.m : g.k;
+  w.b = b.data();
+  w.ldb = g.trans_b ? g.k : g.n;
+  w.bias = g.bias ? bias.data() : nullptr;
+  if (g.c_dtype == kF32) return native_gemm(w);
+  std::vector<float> c = g.beta != 0.0f ? widen(g.c, kF16, g.m, g.n, g.ldc)
+                                        : std::vector<float>(static_cast<size_t>(g.m * g.n));
+  w.c = c.data();
+  w.ldc = g.n;
+  native_gemm(w);
+  Half* out = static_cast<Half*>(g.c);
+  for (int64_t i = 0; i < g.m; ++i)
+    for (int64_t j = 0; j < g.n; ++j) out[i * g.ldc + j] = Half(c[i * g.n + j]);
+}
+
+}  // namespace
+
+bool onednn_available() { return true; }
+
+size_t onednn_cached_primitives() {
+  std::lock_guard<std::mutex> lock(cache().mutex);
+  return cache().prims.size();
+}
+
+void onednn_gemm(const AnvilGemmCall& g) {
+  const bool bf16_in = g.a_dtype == kBf16 && g.b_dtype == kBf16;
+  const bool f16_in = g.a_dtype == kF16 && g.b_dtype == kF16;
+  const bool f32 = g.a_dtype == kF32 && g.b_dtype == kF32 && g.c_dtype == kF32;
+  const bool s8 = g.a_dtype == kS8 && g.b_dtype == kS8 && g.c_dtype == kS32;
+  if (!(f32 || s8 || ((bf16_in || f16_in) && (g.c_dtype == g.a_dtype || g.c_dtype == kF32))))
+    throw Error("oneDNN GEMM does not take these dtypes", gemm_call_str(g),
+                "fp32, bf16 -> bf16|fp32, fp16 -> fp16|fp32, int8 -> int32", "");
+  if (s8 && (g.alpha != 1.0f || g.beta != 0.0f || g.bias || g.activation != ANVIL_GEMM_ACT_NONE))
+    throw Error("oneDNN int8 GEMM is exact only without an epilogue", gemm_call_str(g),
+                "alpha 1, beta 0, no bias, no activation", "");
+  try {
+    if (f16_in) return half_gemm(g);
+    native_gemm(g);
+  } catch (const dnnl::error& e) {
+    throw Error("oneDNN rejected the GEMM", gemm_call_str(g), "a primitive oneDNN creates",
+                e.what());
+  }
+}
+
+}  // namespace anvil::runtime
+
+#else  // !ANVIL_HAVE_ONEDNN
+
+namespace anvil::runtime {
+
+bool onednn_available() { return false; }
+size_t onednn_cached_primitives() { return 0; }
+void onednn_gemm(const AnvilGemmCall& g) {
+  throw Error("GEMM library not available in this runtime", gemm_call_str(g),
+              "a runtime built with oneDNN (libdnnl-dev, -DANVIL_ONEDNN=ON)", "oneDNN (3)");
+}
+
+}  // namespace anvil::runtime
+
+#endif  // ANVIL_HAVE_ONEDNN
+
+namespace anvil::runtime {
+
+namespace {
+OneDnnThreading initial_threading() {
+  const char* v = std::getenv("ANVIL_ONEDNN_THREADING");
+  return v && std::string(v) == "omp" ? OneDnnThreading::kOmp : OneDnnThreading::kPoolChunks;
+}
+OneDnnThreading g_threading = initial_threading();
+}  // namespace
+
+OneDnnThreading onednn_threading() { return g_threading; }
+void set_onednn_threading(OneDnnThreading mode) { g_threading = mode; }
+
+}  // namespace anvil::runtime
