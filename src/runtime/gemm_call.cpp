@@ -295,6 +295,10 @@ void gemm_call(PackedWeightCache* cache, const AnvilGemmCall& g) {
       }
       return packed_isa_gemm(cache, g);
     default:  // ANVIL_GEMM_LIB_ONEDNN
+      if (!onednn_available())
+        throw Error("GEMM library not available in this runtime", gemm_call_str(g),
+                    "a runtime with oneDNN (libdnnl-dev, -DANVIL_ONEDNN=ON, ANVIL_ONEDNN not 0)",
+                    "oneDNN (3)");
       if (f64) not_taken(g, "fp32, bf16, fp16, int8 (not fp64)");
       if (g.k == 0) return empty_product(g);
       return onednn_gemm(g);

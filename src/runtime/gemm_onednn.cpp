@@ -4,8 +4,8 @@
 // alpha is the output scale, beta the `sum` post-op, a per-column bias a broadcast `binary_add`
 // post-op and the activation an `eltwise` post-op, all in the primitive's store. oneDNN 2.6 has
 // no fast kernel for a per-row bias ([M,1] binary or bias operands fall to its reference code),
-// so a per-row bias is written into C first (C = beta * C + bias[i]) and summed with scale 1:
-// the activation stays fused. Operands are strided memory descriptors: transposes cost no copy.
+// nor for a broadcast bias into a strided C (ldc > n), so such a bias is written into C first
+// (C = beta * C + bias) and summed with scale 1: the activation stays fused. Operands are strided memory descriptors: transposes cost no copy.
 #include "runtime/gemm_onednn.h"
 
 #include <cstdlib>
@@ -194,27 +194,37 @@ void* thread_scratch(size_t bytes) {
   return buf.p;
 }
 
-/// C rows [0, m) = beta * C + row_bias[i] (beta 0: C is not read), in C's dtype.
-void seed_row_bias(const Block& b, void* c, const void* bias, float beta) {
+/// C = beta * C + bias (beta 0: C is not read), bias[i] per row or bias[j] per column, in C's
+/// dtype: the bias oneDNN cannot fuse fast, then added by the primitive's sum post-op.
+void seed_bias(const Block& b, void* c, const void* bias, float beta, bool per_row) {
   for (int64_t i = 0; i < b.m; ++i) {
     if (b.c_dt == kF32) {
       float* row = static_cast<float*>(c) + i * b.ldc;
-      const float v = static_cast<const float*>(bias)[i];
-      for (int64_t j = 0; j < b.n; ++j) row[j] = (beta == 0.0f ? 0.0f : beta * row[j]) + v;
+      const float* bv = static_cast<const float*>(bias);
+      for (int64_t j = 0; j < b.n; ++j)
+        row[j] = (beta == 0.0f ? 0.0f : beta * row[j]) + bv[per_row ? i : j];
     } else {
       BFloat16* row = static_cast<BFloat16*>(c) + i * b.ldc;
-      const float v = static_cast<const BFloat16*>(bias)[i];
+      const BFloat16* bv = static_cast<const BFloat16*>(bias);
       for (int64_t j = 0; j < b.n; ++j)
-        row[j] = BFloat16((beta == 0.0f ? 0.0f : beta * float(row[j])) + v);
+        row[j] = BFloat16((beta == 0.0f ? 0.0f : beta * float(row[j])) + float(bv[per_row ? i : j]));
     }
   }
 }
 
-/// One block on the calling thread with `b.threads` OpenMP threads.
-void run_block(const Block& b, const void* a, const void* bm, void* c, const void* col_bias,
-               const void* row_bias, float beta) {
+/// One block (the call restricted to rows or columns, `bias` offset to them) on the calling
+/// thread with `b.threads` OpenMP threads. oneDNN 2.6 runs a broadcast bias post-op fast only
+/// into a dense C (ldc == n; a strided one falls to its reference code) and never a per-row one,
+/// so those biases are seeded into C and summed (the activation stays fused).
+void run_block(Block b, const AnvilGemmCall& g, const void* a, const void* bm, void* c,
+               const void* bias) {
+  const bool col = bias && g.bias_kind == ANVIL_GEMM_BIAS_COL;
+  const bool row = bias && g.bias_kind == ANVIL_GEMM_BIAS_ROW;
+  b.col_bias = col && b.ldc == b.n;
+  const bool seed = row || (col && !b.col_bias);
+  b.sum_scale = seed ? 1.0f : g.beta;
   OmpThreads omp(b.threads);
-  if (row_bias) seed_row_bias(b, c, row_bias, beta);
+  if (seed) seed_bias(b, c, bias, g.beta, row);
   const std::shared_ptr<const Prim> p = primitive(b);
   thread_local std::unique_ptr<dnnl::stream> stream;
   if (!stream) stream = std::make_unique<dnnl::stream>(engine());
@@ -229,7 +239,7 @@ void run_block(const Block& b, const void* a, const void* bm, void* c, const voi
   if (p->col_bias) {
     const int idx = b.sum_scale != 0.0f ? 1 : 0;  // the binary post-op's position
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1,
-                 dnnl::memory(p->bias_md, engine(), const_cast<void*>(col_bias)));
+                 dnnl::memory(p->bias_md, engine(), const_cast<void*>(bias)));
   }
   p->matmul.execute(*stream, args);
   stream->wait();
@@ -237,30 +247,30 @@ void run_block(const Block& b, const void* a, const void* bm, void* c, const voi
 
 const char* byte_ptr(const void* p) { return static_cast<const char*>(p); }
 
-/// The fp32 / bf16 / int8 product over the pool (threading mode of the file comment).
+/// The fp32 / bf16 / int8 product over the pool (threading mode of the file comment). Row
+/// blocks keep each block's C dense (oneDNN's fast kernels need that); only a product with
+/// fewer than 32 rows is split by columns.
 void native_gemm(const AnvilGemmCall& g) {
-  const bool row_bias = g.bias && g.bias_kind == ANVIL_GEMM_BIAS_ROW;
   Block b{g.a_dtype, g.b_dtype, g.c_dtype, g.trans_a != 0, g.trans_b != 0, g.m, g.n, g.k,
-          g.lda, g.ldb, g.ldc, g.alpha, row_bias ? 1.0f : g.beta,
-          g.bias && g.bias_kind == ANVIL_GEMM_BIAS_COL, g.activation, 1};
+          g.lda, g.ldb, g.ldc, g.alpha, g.beta, false, g.activation, 1};
   const size_t ea = elem_bytes(g.a_dtype), eb = elem_bytes(g.b_dtype), ec = elem_bytes(g.c_dtype);
+  const void* bias = g.bias_kind == ANVIL_GEMM_BIAS_NONE ? nullptr : g.bias;
+  const bool row_bias = bias && g.bias_kind == ANVIL_GEMM_BIAS_ROW;
   ThreadPool& pool = current_thread_pool();
   const int threads = ThreadPool::in_parallel_region() ? 1 : pool.num_threads();
-  const bool small = threads <= 1 || g.m * g.n * g.k < kParallelWork;
+  const bool small = threads <= 1 || g.m * g.n * g.k < kParallelWork || (g.m < 32 && g.n < 128);
   if (small || onednn_threading() == OneDnnThreading::kOmp) {
     b.threads = small ? 1 : threads;
-    run_block(b, g.a, g.b, g.c, g.bias, row_bias ? g.bias : nullptr, g.beta);
-    return;
+    return run_block(b, g, g.a, g.b, g.c, bias);
   }
-  if (g.m >= g.n || g.n < 128) {  // row blocks: rows [r0, r1) of op(A), C and a row bias
+  if (g.m >= 32) {  // row blocks: rows [r0, r1) of op(A), C and a row bias
     pool.parallel_for(0, g.m, std::max<int64_t>(16, (g.m + threads - 1) / threads),
                       [&](int64_t r0, int64_t r1) {
                         Block blk = b;
                         blk.m = r1 - r0;
-                        const char* a = byte_ptr(g.a) + (b.ta ? r0 : r0 * g.lda) * ea;
-                        char* c = static_cast<char*>(g.c) + r0 * g.ldc * ec;
-                        run_block(blk, a, g.b, c, g.bias,
-                                  row_bias ? byte_ptr(g.bias) + r0 * ec : nullptr, g.beta);
+                        run_block(blk, g, byte_ptr(g.a) + (b.ta ? r0 : r0 * g.lda) * ea, g.b,
+                                  static_cast<char*>(g.c) + r0 * g.ldc * ec,
+                                  row_bias ? byte_ptr(bias) + r0 * ec : bias);
                       });
     return;
   }
@@ -268,10 +278,9 @@ void native_gemm(const AnvilGemmCall& g) {
   pool.parallel_for(0, g.n, grain, [&](int64_t c0, int64_t c1) {
     Block blk = b;
     blk.n = c1 - c0;
-    const char* bp = byte_ptr(g.b) + (b.tb ? c0 * g.ldb : c0) * eb;
-    char* c = static_cast<char*>(g.c) + c0 * ec;
-    run_block(blk, g.a, bp, c, g.bias && b.col_bias ? byte_ptr(g.bias) + c0 * ec : nullptr,
-              row_bias ? g.bias : nullptr, g.beta);
+    run_block(blk, g, g.a, byte_ptr(g.b) + (b.tb ? c0 * g.ldb : c0) * eb,
+              static_cast<char*>(g.c) + c0 * ec,
+              bias && !row_bias ? byte_ptr(bias) + c0 * ec : bias);
   });
 }
 
@@ -315,7 +324,13 @@ void half_gemm(const AnvilGemmCall& g) {
 
 }  // namespace
 
-bool onednn_available() { return true; }
+bool onednn_available() {
+  static const bool on = [] {  // ANVIL_ONEDNN=0: off at run time (before / after benchmarks)
+    const char* v = std::getenv("ANVIL_ONEDNN");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
 
 size_t onednn_cached_primitives() {
   std::lock_guard<std::mutex> lock(cache().mutex);

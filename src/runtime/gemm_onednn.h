@@ -15,7 +15,8 @@
 
 namespace anvil::runtime {
 
-/// Whether this runtime was built with oneDNN (ANVIL_HAVE_ONEDNN).
+/// Whether this runtime was built with oneDNN (ANVIL_HAVE_ONEDNN) and ANVIL_ONEDNN=0 does not turn
+/// it off (the bf16 mm extern and the default library then take their pre-oneDNN paths).
 bool onednn_available();
 
 /// How a oneDNN GEMM uses the cores (see the file comment).
