@@ -2,7 +2,7 @@
 // (M K N), on anvil's thread pool of 1 and 2 threads, through AnvilRtApi::gemm:
 //   fp32: OpenBLAS (single-threaded OpenBLAS per pool chunk), oneDNN (pool chunks, and the OpenMP
 //         mode for comparison), anvil's packed kernel (B constant: packed once, then reused);
-//   bf16 -> bf16: oneDNN against the old extern path (widen both operands to fp32, OpenBLAS,
+//   bf16 -> bf16: oneDNN (its bf16 kernels; operands widened to fp32) against the old extern path (widen both operands to fp32, OpenBLAS,
 //         round once: what aten.mm.default did before oneDNN).
 // GFLOP/s are 2*M*N*K / the fastest call's time; % peak is against the fp32 FMA peak of the same number of
 // cores, measured first with a tight loop of independent FMAs (AVX-512 when the CPU has it, else
@@ -221,6 +221,10 @@ int gemm_suite_main(int argc, char** argv) {
       if (onednn_available()) {
         AnvilGemmCall h = make_call(ANVIL_GEMM_LIB_ONEDNN, DType::kBFloat16, s, ab.data(),
                                     bb.data(), cb.data());
+        h.variant = kOneDnnVariantWiden;
+        report("bf16", "onednn widened to fp32", best_time([&] { gemm_call(&cache, h); }),
+               [&] { return diff([&](int64_t i) { return float(cb[i]); }); });
+        h.variant = kOneDnnVariantNative;
         report("bf16", "onednn (pool chunks)", best_time([&] { gemm_call(&cache, h); }),
                [&] { return diff([&](int64_t i) { return float(cb[i]); }); });
         if (t > 1) {

@@ -2,7 +2,7 @@
 # Packs what the GPU tests and benches need on the GPU machine into one folder (default
 # gpu_bundle/, gitignored) small enough to carry: bin/anvil, the gpu test binary, the benches
 # serving_bench and nccl_bench (bench/nccl_bench.sh), the CUDA device
-# backend, the nccl process-group backend (libanvil_nccl.so), and the non-CUDA shared libraries they load (libzip, gloo, Open MPI, OpenBLAS, FFTW,
+# backend, the nccl process-group backend (libanvil_nccl.so), and the non-CUDA shared libraries they load (libzip, gloo, Open MPI, OpenBLAS, oneDNN with its libgomp and libOpenCL (about 7 MB of the tar.xz), FFTW,
 # ...). The CUDA libraries are not packed: the GPU machine has its own on the default path.
 #   bench/gpu_bundle.sh [BUILD_DIR] [OUT_DIR]
 # On the GPU machine, from the repository root (paths compiled into the binaries point at

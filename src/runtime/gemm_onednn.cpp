@@ -284,23 +284,33 @@ void native_gemm(const AnvilGemmCall& g) {
   });
 }
 
-/// `rows` x `cols` stored fp16 / fp32 elements (row stride ld) as compact fp32.
+float load16(const void* p, int32_t code, int64_t i) {
+  return code == kBf16 ? float(static_cast<const BFloat16*>(p)[i])
+         : code == kF16 ? float(static_cast<const Half*>(p)[i])
+                        : static_cast<const float*>(p)[i];
+}
+
+/// `rows` x `cols` stored bf16 / fp16 / fp32 elements (row stride ld) as compact fp32, rows
+/// split over the pool.
 std::vector<float> widen(const void* p, int32_t code, int64_t rows, int64_t cols, int64_t ld) {
   std::vector<float> out(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      out[r * cols + c] = code == kF16 ? float(static_cast<const Half*>(p)[r * ld + c])
-                                       : static_cast<const float*>(p)[r * ld + c];
+  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r)
+                   for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = load16(p, code, r * ld + c);
+               });
   return out;
 }
 
-/// fp16: oneDNN 2.x has no CPU fp16 matmul, so the operands are widened to fp32, the fused
-/// fp32 primitive runs, and the result is rounded once into C.
-void half_gemm(const AnvilGemmCall& g) {
-  const std::vector<float> a = g.trans_a ? widen(g.a, kF16, g.k, g.m, g.lda)
-                                         : widen(g.a, kF16, g.m, g.k, g.lda);
-  const std::vector<float> b = g.trans_b ? widen(g.b, kF16, g.n, g.k, g.ldb)
-                                         : widen(g.b, kF16, g.k, g.n, g.ldb);
+/// bf16 / fp16 widened: the operands converted to fp32, the fused fp32 primitive, the result
+/// rounded once into C. The only fp16 path (oneDNN 2.x has no CPU fp16 matmul); for bf16 a
+/// candidate of the autotuner (variant 2).
+void widened_gemm(const AnvilGemmCall& g) {
+  const int32_t in = g.a_dtype;
+  const std::vector<float> a = g.trans_a ? widen(g.a, in, g.k, g.m, g.lda)
+                                         : widen(g.a, in, g.m, g.k, g.lda);
+  const std::vector<float> b = g.trans_b ? widen(g.b, in, g.n, g.k, g.ldb)
+                                         : widen(g.b, in, g.k, g.n, g.ldb);
   const int64_t bias_len = g.bias_kind == ANVIL_GEMM_BIAS_ROW ? g.m : g.n;
   std::vector<float> bias;
   if (g.bias) bias = widen(g.bias, g.c_dtype, 1, bias_len, bias_len);
@@ -312,15 +322,24 @@ void half_gemm(const AnvilGemmCall& g) {
   w.ldb = g.trans_b ? g.k : g.n;
   w.bias = g.bias ? bias.data() : nullptr;
   if (g.c_dtype == kF32) return native_gemm(w);
-  std::vector<float> c = g.beta != 0.0f ? widen(g.c, kF16, g.m, g.n, g.ldc)
+  std::vector<float> c = g.beta != 0.0f ? widen(g.c, g.c_dtype, g.m, g.n, g.ldc)
                                         : std::vector<float>(static_cast<size_t>(g.m * g.n));
   w.c = c.data();
   w.ldc = g.n;
   native_gemm(w);
-  Half* out = static_cast<Half*>(g.c);
-  for (int64_t i = 0; i < g.m; ++i)
-    for (int64_t j = 0; j < g.n; ++j) out[i * g.ldc + j] = Half(c[i * g.n + j]);
+  parallel_for(0, g.m, std::max<int64_t>(1, 16384 / g.n), [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        const float v = c[i * g.n + j];
+        if (g.c_dtype == kBf16) static_cast<BFloat16*>(g.c)[i * g.ldc + j] = BFloat16(v);
+        else static_cast<Half*>(g.c)[i * g.ldc + j] = Half(v);
+      }
+  });
 }
+
+/// bf16 variant 2 only: on this CPU (AVX512-BF16, no AMX) widening measured on par with oneDNN's
+/// bf16 kernels at M >= 256 and slower below (docs/performance.md), so auto keeps them.
+bool bf16_widened(const AnvilGemmCall& g) { return g.variant == kOneDnnVariantWiden; }
 
 }  // namespace
 
@@ -349,7 +368,7 @@ void onednn_gemm(const AnvilGemmCall& g) {
     throw Error("oneDNN int8 GEMM is exact only without an epilogue", gemm_call_str(g),
                 "alpha 1, beta 0, no bias, no activation", "");
   try {
-    if (f16_in) return half_gemm(g);
+    if (f16_in || (bf16_in && bf16_widened(g))) return widened_gemm(g);
     native_gemm(g);
   } catch (const dnnl::error& e) {
     throw Error("oneDNN rejected the GEMM", gemm_call_str(g), "a primitive oneDNN creates",

@@ -26,6 +26,12 @@ enum class OneDnnThreading { kPoolChunks, kOmp };
 OneDnnThreading onednn_threading();
 void set_onednn_threading(OneDnnThreading mode);
 
+/// AnvilGemmCall::variant of ANVIL_GEMM_LIB_ONEDNN for bf16: 0 and 1 oneDNN's bf16 kernels, 2
+/// operands widened to fp32 and the fp32 primitive (fp16 is always widened). Other dtypes
+/// ignore the variant.
+constexpr int kOneDnnVariantNative = 1;
+constexpr int kOneDnnVariantWiden = 2;
+
 /// C = act(alpha * op(A) * op(B) + beta * C + bias) through oneDNN on the current thread pool.
 /// Dtypes: fp32; bf16 x bf16 -> bf16 or fp32; fp16 x fp16 -> fp16 or fp32 (oneDNN 2.x has no CPU
 /// fp16 matmul: the operands are widened to fp32 first); int8 x int8 -> int32 exact (alpha 1,

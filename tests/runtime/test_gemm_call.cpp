@@ -205,6 +205,9 @@ std::vector<Combo> combos() {
       {kF32, kF32}, {kBf16, kBf16}, {kBf16, kF32}, {kF16, kF16}, {kF16, kF32}, {kS8, kS32}};
   for (const auto& [in, out] : low) {
     if (onednn_available()) v.push_back({ANVIL_GEMM_LIB_ONEDNN, 0, in, out});
+    if (onednn_available() && in == kBf16)  // both bf16 variants, whatever auto picks here
+      for (int var : {kOneDnnVariantNative, kOneDnnVariantWiden})
+        v.push_back({ANVIL_GEMM_LIB_ONEDNN, var, in, out});
     v.push_back({ANVIL_GEMM_LIB_DEFAULT, 0, in, out});
   }
   v.push_back({ANVIL_GEMM_LIB_DEFAULT, 0, kF64, kF64});
