@@ -7,6 +7,11 @@
 //   g++ -O2 -std=c++20 -Isrc bench/gemm_bench.cpp src/runtime/kernels/gemm_packed.cpp
 //       src/core/error.cpp -lopenblas -o gemm_bench
 // Usage: gemm_bench [--isa auto|generic|avx2|avx512] [--epilogue] [--cold] [M K N ...]
+//        gemm_bench --suite [--threads 1,2] [M K N ...]
+//   --suite: the library comparison of issue 16 (bench/gemm_suite.cpp): OpenBLAS vs oneDNN vs the
+//            packed kernel in fp32 and oneDNN vs the old widening extern in bf16, through
+//            AnvilRtApi::gemm on anvil's pool of 1 and 2 threads, in GFLOP/s and % of the FMA
+//            peak measured by a tight FMA loop.
 //   --epilogue: the packed side also adds a bias and applies ReLU;
 //   --cold: each call uses the next of several weight copies (>= 64 MiB in all), so the weight
 //           comes from DRAM / L3 as in a model too big for the caches.
@@ -57,7 +62,11 @@ struct Shape {
 
 }  // namespace
 
+int gemm_suite_main(int argc, char** argv);  // bench/gemm_suite.cpp
+
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--suite") return gemm_suite_main(argc, argv);
   GemmIsa isa = GemmIsa::kAuto;
   bool epilogue = false, cold = false;
   std::vector<Shape> shapes;

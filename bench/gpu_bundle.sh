@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs what the GPU tests and benches need on the GPU machine into one folder (default
 # gpu_bundle/, gitignored) small enough to carry: bin/anvil, the gpu test binary, the benches
-# serving_bench and nccl_bench (bench/nccl_bench.sh), the CUDA device
-# backend, the nccl process-group backend (libanvil_nccl.so), and the non-CUDA shared libraries they load (libzip, gloo, Open MPI, OpenBLAS, FFTW,
+# serving_bench, nccl_bench (bench/nccl_bench.sh) and gemm_bench (--suite), the CUDA device
+# backend, the nccl process-group backend (libanvil_nccl.so), and the non-CUDA shared libraries they load (libzip, gloo, Open MPI, OpenBLAS, oneDNN with its libgomp and libOpenCL (about 7 MB of the tar.xz), FFTW,
 # ...). The CUDA libraries are not packed: the GPU machine has its own on the default path.
 #   bench/gpu_bundle.sh [BUILD_DIR] [OUT_DIR]
 # On the GPU machine, from the repository root (paths compiled into the binaries point at
@@ -14,7 +14,7 @@ build=$(cd "${1:-$root/build}" && pwd)
 out=$(realpath -m "${2:-$root/gpu_bundle}")
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-for b in anvil test_gpu serving_bench nccl_bench; do
+for b in anvil test_gpu serving_bench nccl_bench gemm_bench; do  # gemm_bench --suite: the host CPU's GEMM figures
   cp "$build/bin/$b" "$out/bin/"
   strip --strip-debug "$out/bin/$b"
 done

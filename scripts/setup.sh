@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake ninja-build pkg-config git
           libzip-dev nlohmann-json3-dev libgtest-dev googletest
           libopenblas-dev libdlpack-dev libfftw3-dev zlib1g-dev
-          libgloo-dev libopenmpi-dev openmpi-bin)
+          libgloo-dev libopenmpi-dev openmpi-bin
+          libdnnl-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

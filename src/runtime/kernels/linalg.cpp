@@ -1,8 +1,11 @@
 // Runtime extern kernels for aten.mm.default and aten.bmm.default. The code generator routes
 // only non-f32/f64 products here (bf16 / f16: converted to fp32, one GEMM, rounded once, like the
-// reference kernel); f32 / f64 also work (operands used in place when their layout allows) and
+// reference kernel; with oneDNN in the runtime, bf16 / f16 operands in a row- or column-major
+// layout go straight to runtime/gemm_call's oneDNN GEMM instead); f32 / f64 also work (operands used in place when their layout allows) and
 // integer dtypes use a direct loop with wrapping int64 accumulation. bmm splits its batch over
 // the thread pool when the batch is large, else the GEMM itself runs in parallel.
+#include "runtime/gemm_call.h"
+#include "runtime/gemm_onednn.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/rt_api.h"
 
@@ -33,6 +36,49 @@ void float_product(const Tensor& a, int64_t a_off, const Tensor& b, int64_t b_of
     T* o = static_cast<T*>(out.data_ptr()) + out_off;
     for (int64_t i = 0; i < m * n; ++i) o[i] = cast_value<T, F>(scratch[2][i]);
   });
+}
+
+/// A [rows, cols] operand of t at offset `off` for AnvilGemmCall: its pointer, leading dimension
+/// and whether it is stored transposed; false when neither row- nor column-major.
+bool gemm_operand(const Tensor& t, int64_t off, int64_t rows, int64_t cols, int64_t rs,
+                  int64_t cs, const void*& data, int64_t& ld, int32_t& trans) {
+  data = static_cast<const char*>(t.data_ptr()) + off * dtype_size(t.dtype());
+  if ((cs == 1 || cols <= 1) && (rs >= std::max<int64_t>(cols, 1) || rows <= 1)) {
+    ld = rows <= 1 ? std::max<int64_t>(cols, 1) : rs;
+    trans = 0;
+    return true;
+  }
+  if ((rs == 1 || rows <= 1) && (cs >= std::max<int64_t>(rows, 1) || cols <= 1)) {
+    ld = cols <= 1 ? std::max<int64_t>(rows, 1) : cs;
+    trans = 1;
+    return true;
+  }
+  return false;
+}
+
+/// bf16 / f16 products through oneDNN (fp32 accumulation, rounded once into the output); false
+/// when the runtime has no oneDNN or an operand's layout needs a copy (the caller converts).
+bool onednn_product(const Tensor& a, int64_t a_off, const Tensor& b, int64_t b_off,
+                    const Tensor& out, int64_t out_off) {
+  const DType dt = a.dtype();
+  if (!onednn_available() || (dt != DType::kBFloat16 && dt != DType::kFloat16) ||
+      out.dtype() != dt)
+    return false;
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  AnvilGemmCall g{};
+  g.library = ANVIL_GEMM_LIB_DEFAULT;
+  g.a_dtype = g.b_dtype = g.c_dtype = static_cast<int32_t>(dt);
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  if (!gemm_operand(a, a_off, m, k, a.stride(-2), a.stride(-1), g.a, g.lda, g.trans_a) ||
+      !gemm_operand(b, b_off, k, n, b.stride(-2), b.stride(-1), g.b, g.ldb, g.trans_b))
+    return false;
+  g.c = static_cast<char*>(out.data_ptr()) + out_off * dtype_size(dt);
+  g.ldc = std::max<int64_t>(n, 1);
+  g.alpha = 1.0f;
+  gemm_call(nullptr, g);
+  return true;
 }
 
 /// The same for integer dtypes (wrapping int64 accumulation).
@@ -67,7 +113,8 @@ void products(const Tensor& a, const Tensor& b, const Tensor& out, int64_t b0, i
   } else if (is_floating(dt)) {
     std::vector<float> scratch[3];
     for (int64_t i = b0; i < b1; ++i)
-      float_product<float>(a, i * a.stride(0), b, i * b.stride(0), out, i * mn, scratch);
+      if (!onednn_product(a, i * a.stride(0), b, i * b.stride(0), out, i * mn))
+        float_product<float>(a, i * a.stride(0), b, i * b.stride(0), out, i * mn, scratch);
   } else {
     ANVIL_DISPATCH_REAL(dt, "runtime::mm", T, {
       if constexpr (std::is_integral_v<T>)
