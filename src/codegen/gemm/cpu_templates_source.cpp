@@ -1,0 +1,407 @@
+// The text of one CPU GEMM template (cpu_templates.h): a prelude of the configuration's
+// constants, one of three micro-kernels (AVX2 fp32, AVX-512 fp32, AVX-512 bf16 pairs) and the
+// common body (validation, packing, blocking, threading, epilogue) written once below.
+#include <sstream>
+
+#include "codegen/gemm/cpu_templates.h"
+#include "core/error.h"
+
+namespace anvil::codegen::gemm {
+
+namespace {
+
+// The micro-kernels: kernel(steps, ap, bp, t) computes the MR x NR tile t (row-major, fp32) =
+// sum over `steps` packed K groups of A panel (MR values per group) times B panel (NR values
+// per group). Loops over MR and the vectors of NR are fully unrolled so the accumulators live
+// in registers.
+constexpr const char* kKernelAvx512 = R"SRC(
+constexpr int NV = NR / 16;
+inline void kernel(int64_t steps, const Packed* __restrict ap, const Packed* __restrict bp,
+                   float* __restrict t) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < steps; ++p) {
+    __m512 b[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(bp + v * 16);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * NR), _MM_HINT_T0);
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r) {
+      const __m512 a = _mm512_set1_ps(ap[r]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
+    }
+    ap += MR;
+    bp += NR;
+  }
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(t + r * NR + v * 16, acc[r][v]);
+}
+)SRC";
+
+constexpr const char* kKernelAvx2 = R"SRC(
+constexpr int NV = NR / 8;
+inline void kernel(int64_t steps, const Packed* __restrict ap, const Packed* __restrict bp,
+                   float* __restrict t) {
+  __m256 acc[MR][NV];
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < steps; ++p) {
+    __m256 b[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(bp + v * 8);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * NR), _MM_HINT_T0);
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r) {
+      const __m256 a = _mm256_broadcast_ss(ap + r);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(a, b[v], acc[r][v]);
+    }
+    ap += MR;
+    bp += NR;
+  }
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(t + r * NR + v * 8, acc[r][v]);
+}
+)SRC";
+
+// bf16 pairs: a K group is (k, k+1); A holds MR pairs (one 32-bit word per row), B NR pairs.
+constexpr const char* kKernelAvx512Bf16 = R"SRC(
+constexpr int NV = NR / 16;
+inline void kernel(int64_t steps, const Packed* __restrict ap, const Packed* __restrict bp,
+                   float* __restrict t) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < steps; ++p) {
+    __m512bh b[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) b[v] = (__m512bh)_mm512_loadu_si512(bp + v * 32);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + 16 * NR), _MM_HINT_T0);
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r) {
+      uint32_t pair;
+      std::memcpy(&pair, ap + 2 * r, 4);
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, b[v]);
+    }
+    ap += 2 * MR;
+    bp += 2 * NR;
+  }
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(t + r * NR + v * 16, acc[r][v]);
+}
+)SRC";
+
+// The common body. Uses the prelude's MR, NR, KC, MC, NC, kStep (K values per packed group),
+// In / Packed / Out (element types), kInDtype / kOutDtype and kName.
+constexpr const char* kBody = R"SRC(
+inline float bf16_to_f32(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t f32_to_bf16(float f) {  // round to nearest even; NaN stays NaN
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+inline float to_f32(float v) { return v; }
+inline float to_f32(uint16_t v) { return bf16_to_f32(v); }
+inline Packed to_packed(In v) {
+  if constexpr (sizeof(Packed) == sizeof(In)) return v; else return to_f32(v);
+}
+inline Out to_out(float v) {
+  if constexpr (sizeof(Out) == 4) return v; else return f32_to_bf16(v);
+}
+inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+inline void* alloc64(int64_t bytes) {
+  return bytes > 0 ? std::aligned_alloc(64, size_t(round_up(bytes, 64))) : nullptr;
+}
+
+struct Job {
+  const AnvilGemmCall* g;
+  const In* a;
+  const In* b;
+  Out* c;
+  const Out* bias;
+  int64_t m, n, k, kp;  // kp: k rounded up to kStep
+  Packed* bpack;        // ceil(n / NR) panels of kp x NR
+  int64_t mc, nc, nbm, nbn, kblocks;
+  std::atomic<int> failed{0};
+};
+
+// B panel jp: element (p, j0 + jj) at dst[(p / kStep * NR + jj) * kStep + p % kStep], zero
+// beyond n and k.
+void pack_b_panel(const Job& x, int64_t jp) {
+  Packed* dst = x.bpack + jp * x.kp * NR;
+  const int64_t j0 = jp * NR, nv = min64(NR, x.n - j0), ldb = x.g->ldb;
+  if (nv < NR || x.kp != x.k) std::memset(dst, 0, size_t(x.kp * NR) * sizeof(Packed));
+  if (!x.g->trans_b) {
+    for (int64_t p = 0; p < x.k; ++p) {
+      const In* src = x.b + p * ldb + j0;
+      Packed* d = dst + (p / kStep) * NR * kStep + p % kStep;
+      for (int64_t jj = 0; jj < nv; ++jj) d[jj * kStep] = to_packed(src[jj]);
+    }
+  } else {
+    for (int64_t jj = 0; jj < nv; ++jj) {
+      const In* src = x.b + (j0 + jj) * ldb;
+      for (int64_t p = 0; p < x.k; ++p)
+        dst[((p / kStep) * NR + jj) * kStep + p % kStep] = to_packed(src[p]);
+    }
+  }
+}
+
+// A rows [i0, i0 + rows) x K [p0, p0 + kc) into MR-row panels of kcp = round_up(kc, kStep)
+// steps: element (r, p) of panel g at dst[g * MR * kcp + (p / kStep * MR + r) * kStep + p % kStep].
+void pack_a(const Job& x, int64_t i0, int64_t rows, int64_t p0, int64_t kc, Packed* dst) {
+  const int64_t kcp = round_up(kc, kStep), lda = x.g->lda;
+  for (int64_t g0 = 0; g0 < rows; g0 += MR) {
+    Packed* d = dst + g0 * kcp;
+    const int64_t rv = min64(MR, rows - g0), r0 = i0 + g0;
+    if (rv < MR || kcp != kc) std::memset(d, 0, size_t(MR * kcp) * sizeof(Packed));
+    if (!x.g->trans_a) {
+      for (int64_t r = 0; r < rv; ++r) {
+        const In* src = x.a + (r0 + r) * lda + p0;
+        for (int64_t p = 0; p < kc; ++p) d[((p / kStep) * MR + r) * kStep + p % kStep] = to_packed(src[p]);
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        const In* src = x.a + (p0 + p) * lda + r0;
+        Packed* dp = d + (p / kStep) * MR * kStep + p % kStep;
+        for (int64_t r = 0; r < rv; ++r) dp[r * kStep] = to_packed(src[r]);
+      }
+    }
+  }
+}
+
+// The store of one tile: v = alpha * t + (first block: beta * C, else the running sum in acc);
+// not the last K block: acc = v; the last: C = activation(v + bias).
+void store_tile(const Job& x, const float* t, int64_t i0, int64_t j0, int64_t rv, int64_t cv,
+                bool first, bool last, float* acc, int64_t ld_acc) {
+  const AnvilGemmCall& g = *x.g;
+  const float alpha = g.alpha, beta = g.beta;
+  alignas(64) float v[NR];
+  for (int64_t r = 0; r < rv; ++r) {
+    const float* tr = t + r * NR;
+    float* ar = acc + r * ld_acc;
+    const int64_t i = i0 + r;
+    for (int64_t jj = 0; jj < cv; ++jj) v[jj] = alpha * tr[jj];
+    if (!first) {
+      for (int64_t jj = 0; jj < cv; ++jj) v[jj] += ar[jj];
+    } else if (beta != 0.0f) {
+      const Out* cr = x.c + i * g.ldc + j0;
+      for (int64_t jj = 0; jj < cv; ++jj) v[jj] += beta * to_f32(cr[jj]);
+    }
+    if (!last) {
+      for (int64_t jj = 0; jj < cv; ++jj) ar[jj] = v[jj];
+      continue;
+    }
+    if (g.bias_kind == ANVIL_GEMM_BIAS_COL) {
+      const Out* bb = x.bias + j0;
+      for (int64_t jj = 0; jj < cv; ++jj) v[jj] += to_f32(bb[jj]);
+    } else if (g.bias_kind == ANVIL_GEMM_BIAS_ROW) {
+      const float bv = to_f32(x.bias[i]);
+      for (int64_t jj = 0; jj < cv; ++jj) v[jj] += bv;
+    }
+    switch (g.activation) {
+      case ANVIL_GEMM_ACT_RELU:
+        for (int64_t jj = 0; jj < cv; ++jj) v[jj] = v[jj] > 0.0f ? v[jj] : 0.0f;
+        break;
+      case ANVIL_GEMM_ACT_RELU6:
+        for (int64_t jj = 0; jj < cv; ++jj) v[jj] = v[jj] > 0.0f ? (v[jj] < 6.0f ? v[jj] : 6.0f) : 0.0f;
+        break;
+      case ANVIL_GEMM_ACT_GELU_ERF:
+        for (int64_t jj = 0; jj < cv; ++jj)
+          v[jj] = 0.5f * v[jj] * (1.0f + std::erf(v[jj] * 0.70710678118654752f));
+        break;
+      case ANVIL_GEMM_ACT_GELU_TANH:
+        for (int64_t jj = 0; jj < cv; ++jj)
+          v[jj] = 0.5f * v[jj] *
+                  (1.0f + std::tanh(0.79788456080286536f * (v[jj] + 0.044715f * v[jj] * v[jj] * v[jj])));
+        break;
+      case ANVIL_GEMM_ACT_SILU:
+        for (int64_t jj = 0; jj < cv; ++jj) v[jj] = v[jj] / (1.0f + std::exp(-v[jj]));
+        break;
+      default:
+        break;
+    }
+    Out* cr = x.c + i * g.ldc + j0;
+    for (int64_t jj = 0; jj < cv; ++jj) cr[jj] = to_out(v[jj]);
+  }
+}
+
+// One MC x NC block of C: the K blocks in order, A packed per block, B from the packed panels.
+void run_block(Job& x, int64_t block) {
+  const int64_t ic = block / x.nbn * x.mc, jc = block % x.nbn * x.nc;
+  const int64_t rows = min64(x.mc, x.m - ic), cols = min64(x.nc, x.n - jc);
+  Packed* apack = static_cast<Packed*>(alloc64(round_up(rows, MR) * round_up(min64(KC, x.kp), kStep) * int64_t(sizeof(Packed))));
+  // fp32 running sums between K blocks: C itself for fp32 output, a block buffer for bf16.
+  float* ws = nullptr;
+  if (sizeof(Out) != 4 && x.kblocks > 1) ws = static_cast<float*>(alloc64(rows * cols * 4));
+  if ((x.k > 0 && !apack) || (sizeof(Out) != 4 && x.kblocks > 1 && !ws)) {
+    x.failed = 1;
+    std::free(apack);
+    std::free(ws);
+    return;
+  }
+  alignas(64) float tile[MR * NR];
+  for (int64_t kb = 0; kb < x.kblocks; ++kb) {
+    const int64_t p0 = kb * KC, kc = min64(KC, x.k - p0), kcp = round_up(kc, kStep);
+    const bool first = kb == 0, last = kb == x.kblocks - 1;
+    if (kc > 0) pack_a(x, ic, rows, p0, kc, apack);
+    for (int64_t jr = 0; jr < cols; jr += NR) {
+      const Packed* bp = x.bpack ? x.bpack + (jc + jr) / NR * x.kp * NR + p0 * NR : nullptr;
+      const int64_t cv = min64(NR, cols - jr);
+      for (int64_t ir = 0; ir < rows; ir += MR) {
+        kernel(kcp / kStep, apack + ir * kcp, bp, tile);
+        float* acc;
+        int64_t ld_acc;
+        if constexpr (sizeof(Out) == 4) {
+          acc = reinterpret_cast<float*>(x.c) + (ic + ir) * x.g->ldc + jc + jr;
+          ld_acc = x.g->ldc;
+        } else {
+          acc = ws ? ws + ir * cols + jr : nullptr;
+          ld_acc = cols;
+        }
+        store_tile(x, tile, ic + ir, jc + jr, min64(MR, rows - ir), cv, first, last, acc, ld_acc);
+      }
+    }
+  }
+  std::free(apack);
+  std::free(ws);
+}
+
+void pack_b_range(void* ctx, int64_t b, int64_t e) {
+  for (int64_t jp = b; jp < e; ++jp) pack_b_panel(*static_cast<Job*>(ctx), jp);
+}
+void block_range(void* ctx, int64_t b, int64_t e) {
+  for (int64_t t = b; t < e; ++t) run_block(*static_cast<Job*>(ctx), t);
+}
+
+int fail(const AnvilRtApi* api, void* run_ctx, const char* what, const char* expected, long long actual) {
+  char msg[512];
+  std::snprintf(msg, sizeof msg, "%s: %s (expected %s, got %lld)", kName, what, expected, actual);
+  if (api && api->set_error) api->set_error(run_ctx, msg);
+  return 1;
+}
+
+int run(const AnvilRtApi* api, void* run_ctx, const AnvilGemmCall* g) {
+  if (!api || !api->parallel_for) return 1;
+  if (!g) return fail(api, run_ctx, "null AnvilGemmCall", "a call", 0);
+  if (g->a_dtype != kInDtype) return fail(api, run_ctx, "A dtype", kInName, g->a_dtype);
+  if (g->b_dtype != kInDtype) return fail(api, run_ctx, "B dtype", kInName, g->b_dtype);
+  if (g->c_dtype != kOutDtype) return fail(api, run_ctx, "C dtype", kOutName, g->c_dtype);
+  if (g->m < 0 || g->n < 0 || g->k < 0)
+    return fail(api, run_ctx, "negative size", "m, n, k >= 0", g->m < 0 ? g->m : g->n < 0 ? g->n : g->k);
+  if (g->bias_kind < 0 || g->bias_kind > ANVIL_GEMM_BIAS_ROW)
+    return fail(api, run_ctx, "bias_kind", "0, 1 or 2", g->bias_kind);
+  if (g->activation < 0 || g->activation > ANVIL_GEMM_ACT_SILU)
+    return fail(api, run_ctx, "activation", "0..5", g->activation);
+  if (g->m == 0 || g->n == 0) return 0;
+  const int64_t a_cols = g->trans_a ? g->m : g->k, b_cols = g->trans_b ? g->k : g->n;
+  if (g->k > 0 && (!g->a || !g->b)) return fail(api, run_ctx, "null A or B", "data pointers", 0);
+  if (!g->c) return fail(api, run_ctx, "null C", "a data pointer", 0);
+  if (g->bias_kind != ANVIL_GEMM_BIAS_NONE && !g->bias) return fail(api, run_ctx, "null bias", "a bias pointer", 0);
+  if (g->k > 0 && g->lda < a_cols) return fail(api, run_ctx, "lda below the row length of A", "lda >= columns of stored A", g->lda);
+  if (g->k > 0 && g->ldb < b_cols) return fail(api, run_ctx, "ldb below the row length of B", "ldb >= columns of stored B", g->ldb);
+  if (g->ldc < g->n) return fail(api, run_ctx, "ldc below n", "ldc >= n", g->ldc);
+  Job x;
+  x.g = g;
+  x.a = static_cast<const In*>(g->a);
+  x.b = static_cast<const In*>(g->b);
+  x.c = static_cast<Out*>(g->c);
+  x.bias = static_cast<const Out*>(g->bias);
+  x.m = g->m;
+  x.n = g->n;
+  x.k = g->k;
+  x.kp = round_up(x.k, kStep);
+  const int64_t panels = (x.n + NR - 1) / NR;
+  x.bpack = static_cast<Packed*>(alloc64(panels * x.kp * NR * int64_t(sizeof(Packed))));
+  if (x.k > 0 && !x.bpack) return fail(api, run_ctx, "out of memory packing B", "bytes", panels * x.kp * NR * int64_t(sizeof(Packed)));
+  if (x.k > 0) api->parallel_for(0, panels, 1, pack_b_range, &x);
+  // Blocks: MC x NC, shrunk (never below 4 tiles) until there are enough to share; results do
+  // not depend on it (each element of C is one task's K loop in order).
+  x.mc = MC;
+  x.nc = NC;
+  auto blocks = [&x] { return ((x.m + x.mc - 1) / x.mc) * ((x.n + x.nc - 1) / x.nc); };
+  while (blocks() < 16 && x.nc > 4 * NR) x.nc = round_up(x.nc / 2, NR);
+  while (blocks() < 8 && x.mc > 4 * MR) x.mc = round_up(x.mc / 2, MR);
+  x.nbm = (x.m + x.mc - 1) / x.mc;
+  x.nbn = (x.n + x.nc - 1) / x.nc;
+  x.kblocks = x.k == 0 ? 1 : (x.k + KC - 1) / KC;
+  api->parallel_for(0, x.nbm * x.nbn, 1, block_range, &x);
+  std::free(x.bpack);
+  if (x.failed) return fail(api, run_ctx, "out of memory packing A", "a block buffer", 0);
+  return 0;
+}
+)SRC";
+
+const char* dtype_name(int32_t code) { return code == 7 ? "7 (float32)" : "13 (bfloat16)"; }
+
+}  // namespace
+
+std::string cpu_template_source(const CpuTemplateConfig& c) {
+  const std::string name = cpu_template_name(c), entry = cpu_template_entry(c);
+  const int width = c.isa == CpuIsa::kAvx2 ? 8 : 16;
+  const bool dot = c.isa == CpuIsa::kAvx512Bf16;
+  auto bad = [&](const std::string& what, const std::string& expected, const std::string& got) {
+    return Error("invalid CPU GEMM template configuration: " + what, name, expected, got);
+  };
+  if (c.mr < 1 || c.mr > 32) throw bad("mr", "1..32", std::to_string(c.mr));
+  if (c.nr < width || c.nr % width != 0 || c.nr / width > 8)
+    throw bad("nr", "a multiple of " + std::to_string(width) + " up to 8 vectors", std::to_string(c.nr));
+  if (c.kc < 2 || c.kc % 2 != 0) throw bad("kc", "an even number >= 2", std::to_string(c.kc));
+  if (c.mc < c.mr || c.mc % c.mr != 0) throw bad("mc", "a multiple of mr", std::to_string(c.mc));
+  if (c.nc < c.nr || c.nc % c.nr != 0) throw bad("nc", "a multiple of nr", std::to_string(c.nc));
+  if (dot && c.types == CpuGemmTypes::kF32) throw bad("isa", "bf16 inputs for avx512bf16", "f32");
+  const bool in_bf16 = c.types != CpuGemmTypes::kF32;
+  const bool out_bf16 = c.types == CpuGemmTypes::kBf16;
+  std::ostringstream s;
+  s << "// anvil CPU GEMM template " << name << " (generated by codegen/gemm/cpu_templates)\n"
+    << "#include \"anvil/anvil_rt.h\"\n#include <immintrin.h>\n#include <atomic>\n#include <cmath>\n"
+    << "#include <cstdint>\n#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n"
+    << "#pragma GCC push_options\n#pragma GCC target(\""
+    << (c.isa == CpuIsa::kAvx2 ? "avx2,fma"
+        : dot                  ? "avx2,fma,avx512f,avx512bw,avx512bf16"
+                               : "avx2,fma,avx512f")
+    << "\")\nnamespace " << entry << "_ns {\n"
+    << "constexpr const char* kName = \"" << name << "\";\n"
+    << "constexpr int MR = " << c.mr << ", NR = " << c.nr << ", kStep = " << (dot ? 2 : 1) << ";\n"
+    << "constexpr int64_t KC = " << c.kc << ", MC = " << c.mc << ", NC = " << c.nc << ";\n"
+    << "constexpr int32_t kInDtype = " << (in_bf16 ? 13 : 7) << ", kOutDtype = " << (out_bf16 ? 13 : 7) << ";\n"
+    << "constexpr const char* kInName = \"" << dtype_name(in_bf16 ? 13 : 7) << "\";\n"
+    << "constexpr const char* kOutName = \"" << dtype_name(out_bf16 ? 13 : 7) << "\";\n"
+    << "typedef " << (in_bf16 ? "uint16_t" : "float") << " In;\n"
+    << "typedef " << (dot ? "uint16_t" : "float") << " Packed;\n"
+    << "typedef " << (out_bf16 ? "uint16_t" : "float") << " Out;\n"
+    << (c.isa == CpuIsa::kAvx2 ? kKernelAvx2 : dot ? kKernelAvx512Bf16 : kKernelAvx512) << kBody
+    << "}  // namespace " << entry << "_ns\n"
+    << "extern \"C\" int " << entry
+    << "(const AnvilRtApi* api, void* run_ctx, const AnvilGemmCall* call) {\n  return " << entry
+    << "_ns::run(api, run_ctx, call);\n}\n#pragma GCC pop_options\n";
+  return s.str();
+}
+
+}  // namespace anvil::codegen::gemm
