@@ -123,9 +123,26 @@ TEST(GemmTemplates, OnlyIsasTheFeaturesHave) {
   EXPECT_EQ(tn.substr(tn.size() - 3), "_tn");
 }
 
+TEST(GemmTemplates, Int8NeedsVnni) {
+  const auto c = cpu_template_candidates(problem(DType::kInt8, DType::kInt32, false, true),
+                                         {"avx2", "fma", "avx512f", "avx512bw", "avx512vnni"});
+  ASSERT_EQ(c.size(), cpu_template_configs(CpuGemmTypes::kI8I32, CpuIsa::kAvx512Vnni).size());
+  ASSERT_GE(c.size(), 10u);
+  for (const auto& x : c) {
+    EXPECT_EQ(x.name.rfind("own_i8i32_avx512vnni_", 0), 0u) << x.name;
+    EXPECT_EQ(x.name.substr(x.name.size() - 3), "_nt");
+    EXPECT_FALSE(x.fuses_bias || x.fuses_activation) << x.name;
+  }
+  EXPECT_TRUE(cpu_template_configs(CpuGemmTypes::kF32, CpuIsa::kAvx512Vnni).empty());
+  EXPECT_TRUE(cpu_template_configs(CpuGemmTypes::kI8I32, CpuIsa::kAvx512).empty());
+}
+
 TEST(GemmTemplates, DtypesWithoutTemplatesGiveNothing) {
   EXPECT_TRUE(cpu_template_candidates(problem(DType::kFloat64, DType::kFloat64), kAllIsas).empty());
   EXPECT_TRUE(cpu_template_candidates(problem(DType::kInt8, DType::kInt32), kAllIsas).empty());
+  EXPECT_TRUE(cpu_template_candidates(problem(DType::kInt8, DType::kInt8),
+                                      {"avx2", "fma", "avx512f", "avx512bw", "avx512vnni"})
+                  .empty());
   EXPECT_TRUE(cpu_template_candidates(problem(DType::kFloat16, DType::kFloat16), kAllIsas).empty());
   GemmProblem mixed = problem(DType::kFloat32, DType::kFloat32);
   mixed.b_dtype = DType::kBFloat16;
@@ -197,6 +214,7 @@ struct Kernel {
 };
 
 CpuGemmTypes types_of(const std::string& name) {
+  if (name.rfind("own_i8i32_", 0) == 0) return CpuGemmTypes::kI8I32;
   if (name.rfind("own_bf16f32_", 0) == 0) return CpuGemmTypes::kBf16F32;
   if (name.rfind("own_bf16_", 0) == 0) return CpuGemmTypes::kBf16;
   return CpuGemmTypes::kF32;
@@ -214,14 +232,18 @@ const std::vector<Kernel>& kernels() {
     };
     const Pick picks[] = {{CpuGemmTypes::kF32, "_avx512_", 2},   {CpuGemmTypes::kF32, "_avx2_", 2},
                           {CpuGemmTypes::kBf16, "_avx512bf16_", 2}, {CpuGemmTypes::kBf16, "_avx512_", 1},
-                          {CpuGemmTypes::kBf16F32, "_avx512bf16_", 1}, {CpuGemmTypes::kBf16F32, "_avx2_", 1}};
+                          {CpuGemmTypes::kBf16F32, "_avx512bf16_", 1}, {CpuGemmTypes::kBf16F32, "_avx2_", 1},
+                          {CpuGemmTypes::kI8I32, "_avx512vnni_", 2}};
     std::mt19937 rng(16);
     std::vector<GemmCandidate> chosen;
     for (const Pick& pick : picks) {
-      const DType out = pick.types == CpuGemmTypes::kBf16F32 ? DType::kFloat32
-                        : pick.types == CpuGemmTypes::kBf16  ? DType::kBFloat16
-                                                             : DType::kFloat32;
-      const DType in = pick.types == CpuGemmTypes::kF32 ? DType::kFloat32 : DType::kBFloat16;
+      const bool i8 = pick.types == CpuGemmTypes::kI8I32;
+      const DType out = i8                                   ? DType::kInt32
+                        : pick.types == CpuGemmTypes::kBf16 ? DType::kBFloat16
+                                                            : DType::kFloat32;
+      const DType in = i8                                  ? DType::kInt8
+                       : pick.types == CpuGemmTypes::kF32 ? DType::kFloat32
+                                                          : DType::kBFloat16;
       std::vector<GemmCandidate> group;
       for (auto& c : cpu_template_candidates(problem(in, out), features))
         if (c.name.find(pick.isa_token) != std::string::npos) group.push_back(std::move(c));
@@ -382,6 +404,50 @@ std::vector<float> check_case(const Kernel& kn, const Case& c, std::mt19937& rng
   return got;
 }
 
+/// int8 x int8 -> int32: the full int8 range, exact against int64 sums. Returns C.
+std::vector<int32_t> check_int8(const Kernel& kn, const Case& c, std::mt19937& rng) {
+  const int64_t a_rows = c.ta ? c.k : c.m, lda = (c.ta ? c.m : c.k) + c.pad;
+  const int64_t b_rows = c.tb ? c.n : c.k, ldb = (c.tb ? c.k : c.n) + c.pad, ldc = c.n + c.pad;
+  std::uniform_int_distribution<int> u(-128, 127);
+  auto fill = [&](int64_t count) {
+    std::vector<int8_t> v(static_cast<size_t>(std::max<int64_t>(count, 1)));
+    for (auto& x : v) x = static_cast<int8_t>(u(rng));
+    return v;
+  };
+  const std::vector<int8_t> a = fill(a_rows * lda), b = fill(b_rows * ldb);
+  const int32_t sentinel = 0x5eed;
+  std::vector<int32_t> cv(static_cast<size_t>(std::max<int64_t>(c.m * ldc, 1)), sentinel);
+  AnvilGemmCall g{};
+  g.a_dtype = g.b_dtype = 2;
+  g.c_dtype = 4;
+  g.trans_a = c.ta;
+  g.trans_b = c.tb;
+  g.m = c.m, g.n = c.n, g.k = c.k;
+  g.a = a.data(), g.lda = lda, g.b = b.data(), g.ldb = ldb, g.c = cv.data(), g.ldc = ldc;
+  g.alpha = 1.0f;
+  g_error.clear();
+  EXPECT_EQ(kn.fn(test_api(), nullptr, &g), 0) << describe(kn, c) << ": " << g_error;
+  std::vector<int32_t> got(static_cast<size_t>(c.m * c.n));
+  int64_t wrong = 0, pad_broken = 0;
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      const int32_t v = cv[i * ldc + j];
+      if (j >= c.n) {
+        pad_broken += v != sentinel;
+        continue;
+      }
+      int64_t ref = 0;
+      for (int64_t p = 0; p < c.k; ++p)
+        ref += int64_t(c.ta ? a[p * lda + i] : a[i * lda + p]) *
+               int64_t(c.tb ? b[j * ldb + p] : b[p * ldb + j]);
+      wrong += ref != v;
+      got[i * c.n + j] = v;
+    }
+  EXPECT_EQ(wrong, 0) << describe(kn, c);
+  EXPECT_EQ(pad_broken, 0) << describe(kn, c) << ": the padding of C was written";
+  return got;
+}
+
 std::vector<Case> shapes(std::mt19937& rng, int randoms, int64_t max_volume) {
   std::vector<Case> out = {{1, 1, 1},    {1, 37, 1},    {7, 13, 5},      {3, 1, 2},
                            {97, 31, 263}, {29, 53, 1024}, {1024, 3, 2},   {2, 1024, 17},
@@ -412,7 +478,12 @@ TEST(GemmTemplatesRun, SampleAgainstDoubleReference) {
         c.beta = betas[(v / 2) % 3];
         c.pad = v % 5 == 0 ? 3 : 0;
         g_threads = 1 + v % 3;
-        check_case(kn, c, rng);
+        if (kn.types == CpuGemmTypes::kI8I32) {
+          c.bias_kind = c.act = 0, c.alpha = 1.0f, c.beta = 0.0f;
+          check_int8(kn, c, rng);
+        } else {
+          check_case(kn, c, rng);
+        }
       }
   }
   g_threads = 1;
@@ -427,6 +498,12 @@ TEST(GemmTemplatesRun, ResultsDoNotDependOnThreads) {
     c.act = ANVIL_GEMM_ACT_GELU_TANH;
     c.beta = 0.5f;
     std::mt19937 r1(7), r3(7), rp(7);
+    if (kn.types == CpuGemmTypes::kI8I32) {  // exact: only needs to be right with 3 threads
+      g_threads = 3;
+      check_int8(kn, Case{150, 300, 1100}, r3);
+      g_threads = 1;
+      continue;
+    }
     g_threads = 1;
     const auto one = check_case(kn, c, r1);
     g_threads = 3;
@@ -458,11 +535,13 @@ TEST(GemmTemplatesRun, BadCallsAreErrors) {
   const auto& ks = kernels();
   if (ks.empty()) GTEST_SKIP() << "no template ISA on this CPU";
   for (const Kernel& kn : ks) {
-    const bool in_bf = kn.types != CpuGemmTypes::kF32, out_bf = kn.types == CpuGemmTypes::kBf16;
+    const bool i8 = kn.types == CpuGemmTypes::kI8I32;
+    const bool in_bf = kn.types == CpuGemmTypes::kBf16 || kn.types == CpuGemmTypes::kBf16F32;
+    const bool out_bf = kn.types == CpuGemmTypes::kBf16;
     std::vector<float> buf(64, 1.0f);
     AnvilGemmCall good{};
-    good.a_dtype = good.b_dtype = in_bf ? 13 : 7;
-    good.c_dtype = out_bf ? 13 : 7;
+    good.a_dtype = good.b_dtype = i8 ? 2 : in_bf ? 13 : 7;
+    good.c_dtype = i8 ? 4 : out_bf ? 13 : 7;
     good.m = good.n = good.k = 4;
     good.a = good.b = buf.data();
     good.c = buf.data() + 32;
@@ -476,20 +555,30 @@ TEST(GemmTemplatesRun, BadCallsAreErrors) {
       EXPECT_NE(g_error.find(kn.name), std::string::npos) << g_error;
     };
     AnvilGemmCall g = good;
-    g.c_dtype = out_bf ? 7 : 13;
+    g.c_dtype = out_bf || i8 ? 7 : 13;
     expect_error(g, "C dtype");
+    if (i8) {
+      g = good;
+      g.alpha = 2.0f;
+      expect_error(g, "plain product");
+      g = good;
+      g.activation = ANVIL_GEMM_ACT_RELU;
+      expect_error(g, "plain product");
+    }
     g = good;
     g.a_dtype = 3;
     expect_error(g, "A dtype");
     g = good;
     g.m = -1;
     expect_error(g, "negative size");
-    g = good;
-    g.bias_kind = ANVIL_GEMM_BIAS_COL;
-    expect_error(g, "null bias");
-    g = good;
-    g.activation = 9;
-    expect_error(g, "activation");
+    if (!i8) {
+      g = good;
+      g.bias_kind = ANVIL_GEMM_BIAS_COL;
+      expect_error(g, "null bias");
+      g = good;
+      g.activation = 9;
+      expect_error(g, "activation");
+    }
     g = good;
     g.lda = 3;
     expect_error(g, "lda");

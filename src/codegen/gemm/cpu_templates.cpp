@@ -13,6 +13,7 @@ const char* cpu_isa_name(CpuIsa isa) {
     case CpuIsa::kAvx2: return "avx2";
     case CpuIsa::kAvx512: return "avx512";
     case CpuIsa::kAvx512Bf16: return "avx512bf16";
+    case CpuIsa::kAvx512Vnni: return "avx512vnni";
   }
   return "?";
 }
@@ -22,6 +23,7 @@ std::vector<std::string> cpu_isa_features(CpuIsa isa) {
     case CpuIsa::kAvx2: return {"avx2", "fma"};
     case CpuIsa::kAvx512: return {"avx2", "fma", "avx512f"};
     case CpuIsa::kAvx512Bf16: return {"avx2", "fma", "avx512f", "avx512bw", "avx512bf16"};
+    case CpuIsa::kAvx512Vnni: return {"avx2", "fma", "avx512f", "avx512bw", "avx512vnni"};
   }
   return {"?"};
 }
@@ -31,6 +33,7 @@ const char* cpu_gemm_types_token(CpuGemmTypes t) {
     case CpuGemmTypes::kF32: return "f32";
     case CpuGemmTypes::kBf16: return "bf16";
     case CpuGemmTypes::kBf16F32: return "bf16f32";
+    case CpuGemmTypes::kI8I32: return "i8i32";
   }
   return "?";
 }
@@ -81,6 +84,13 @@ const Shape kAvx512WidenShapes[] = {
     {6, 32, 256, 144, 1024}, {12, 32, 256, 144, 1024}, {8, 48, 256, 128, 960},
     {6, 64, 256, 144, 1024}, {14, 32, 384, 84, 2048},
 };
+// int8 quads: KC counts K values (a multiple of 4).
+const Shape kAvx512VnniShapes[] = {
+    {6, 32, 512, 144, 1024},  {8, 32, 512, 128, 1024},  {12, 32, 512, 144, 1024},
+    {14, 32, 512, 112, 1024}, {6, 64, 512, 144, 1024},  {4, 64, 1024, 128, 1024},
+    {8, 48, 512, 128, 960},   {12, 32, 1024, 96, 2048}, {6, 32, 1024, 72, 1024},
+    {12, 16, 1024, 144, 1024},
+};
 const Shape kAvx2WidenShapes[] = {
     {6, 16, 256, 144, 1024}, {4, 24, 256, 128, 960}, {6, 16, 384, 96, 2048},
 };
@@ -112,6 +122,7 @@ bool has_all(const std::vector<std::string>& have, const std::vector<std::string
 
 std::vector<CpuTemplateConfig> cpu_template_configs(CpuGemmTypes t, CpuIsa isa) {
   const bool f32 = t == CpuGemmTypes::kF32;
+  if ((t == CpuGemmTypes::kI8I32) != (isa == CpuIsa::kAvx512Vnni)) return {};
   switch (isa) {
     case CpuIsa::kAvx2:
       return f32 ? expand(t, isa, kAvx2Shapes) : expand(t, isa, kAvx2WidenShapes);
@@ -119,6 +130,8 @@ std::vector<CpuTemplateConfig> cpu_template_configs(CpuGemmTypes t, CpuIsa isa) 
       return f32 ? expand(t, isa, kAvx512Shapes) : expand(t, isa, kAvx512WidenShapes);
     case CpuIsa::kAvx512Bf16:
       return f32 ? std::vector<CpuTemplateConfig>{} : expand(t, isa, kAvx512Bf16Shapes);
+    case CpuIsa::kAvx512Vnni:
+      return expand(t, isa, kAvx512VnniShapes);
   }
   return {};
 }
@@ -135,11 +148,13 @@ std::vector<GemmCandidate> cpu_template_candidates(const GemmProblem& p,
   else if (p.a_dtype == DType::kBFloat16 && p.b_dtype == DType::kBFloat16 &&
            p.out_dtype == DType::kFloat32)
     types = CpuGemmTypes::kBf16F32;
+  else if (p.a_dtype == DType::kInt8 && p.b_dtype == DType::kInt8 && p.out_dtype == DType::kInt32)
+    types = CpuGemmTypes::kI8I32;  // exact int32 sums whatever acc_dtype says
   else
-    return {};  // int8 (VNNI) and fp16 / fp64 have no template yet
-  if (p.acc_dtype != DType::kFloat32) return {};
+    return {};  // fp16 / fp64 have no template
+  if (types != CpuGemmTypes::kI8I32 && p.acc_dtype != DType::kFloat32) return {};
   std::vector<GemmCandidate> out;
-  for (CpuIsa isa : {CpuIsa::kAvx512Bf16, CpuIsa::kAvx512, CpuIsa::kAvx2}) {
+  for (CpuIsa isa : {CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Bf16, CpuIsa::kAvx512, CpuIsa::kAvx2}) {
     if (!has_all(cpu_features, cpu_isa_features(isa))) continue;
     for (CpuTemplateConfig c : cpu_template_configs(types, isa)) {
       c.trans_a = p.trans_a;
@@ -149,8 +164,7 @@ std::vector<GemmCandidate> cpu_template_candidates(const GemmProblem& p,
       cand.backend = GemmBackend::kOwn;
       cand.entry = cpu_template_entry(c);
       cand.source = cpu_template_source(c);
-      cand.fuses_bias = true;
-      cand.fuses_activation = true;
+      cand.fuses_bias = cand.fuses_activation = types != CpuGemmTypes::kI8I32;
       out.push_back(std::move(cand));
     }
   }

@@ -26,8 +26,9 @@ enum class CpuIsa {
   kAvx2,        // avx2 + fma: ymm tiles
   kAvx512,      // avx512f: zmm tiles
   kAvx512Bf16,  // avx512f + avx512bw + avx512bf16: _mm512_dpbf16_ps on bf16 pairs
+  kAvx512Vnni,  // avx512f + avx512bw + avx512vnni: _mm512_dpbusd_epi32 on int8 quads
 };
-const char* cpu_isa_name(CpuIsa isa);  // "avx2", "avx512", "avx512bf16"
+const char* cpu_isa_name(CpuIsa isa);  // "avx2", "avx512", "avx512bf16", "avx512vnni"
 /// The target features (runtime/cpu_features names) an ISA needs.
 std::vector<std::string> cpu_isa_features(CpuIsa isa);
 
@@ -36,16 +37,19 @@ enum class CpuGemmTypes {
   kF32,      // fp32 x fp32 -> fp32
   kBf16,     // bf16 x bf16 -> bf16
   kBf16F32,  // bf16 x bf16 -> fp32
+  kI8I32,    // int8 x int8 -> int32 (exact; alpha 1, beta 0, no bias / activation)
 };
-const char* cpu_gemm_types_token(CpuGemmTypes t);  // "f32", "bf16", "bf16f32"
+const char* cpu_gemm_types_token(CpuGemmTypes t);  // "f32", "bf16", "bf16f32", "i8i32"
 
 /// One template configuration. bf16 inputs on kAvx2 / kAvx512 are widened to fp32 while packing
-/// and run the fp32 micro-kernel; kAvx512Bf16 packs them as (k, k+1) pairs for dpbf16.
+/// and run the fp32 micro-kernel; kAvx512Bf16 packs them as (k, k+1) pairs for dpbf16. int8 runs
+/// on kAvx512Vnni only (A packed as u8 = a + 128 in quads of K, 128 * colsum(B) subtracted).
 struct CpuTemplateConfig {
   CpuGemmTypes types = CpuGemmTypes::kF32;
   CpuIsa isa = CpuIsa::kAvx512;
   int mr = 6, nr = 32;                   // register tile; nr a multiple of the vector width
   int64_t kc = 256, mc = 144, nc = 1024;  // cache blocks; mc % mr == 0, nc % nr == 0, kc even
+                                          // (int8: a multiple of 4)
   bool trans_a = false, trans_b = false;  // the layout the name states (the kernel takes any)
 };
 
@@ -63,9 +67,10 @@ std::string cpu_template_source(const CpuTemplateConfig& c);
 std::vector<CpuTemplateConfig> cpu_template_configs(CpuGemmTypes t, CpuIsa isa);
 
 /// The template candidates for `p`: every configuration of each ISA whose features are all in
-/// `cpu_features` (widest ISA first), for the dtypes of p (fp32 -> fp32, bf16 -> bf16 or fp32);
-/// empty for other dtypes or when no ISA is available. Backend kOwn; the store applies bias and
-/// activation (fuses_bias / fuses_activation true). Deterministic order.
+/// `cpu_features` (widest ISA first), for the dtypes of p (fp32 -> fp32, bf16 -> bf16 or fp32,
+/// int8 -> int32); empty for other dtypes or when no ISA is available. Backend kOwn; the store
+/// applies bias and activation (fuses_bias / fuses_activation true; false for int8, which takes
+/// neither). Deterministic order.
 std::vector<GemmCandidate> cpu_template_candidates(const GemmProblem& p,
                                                    const std::vector<std::string>& cpu_features);
 

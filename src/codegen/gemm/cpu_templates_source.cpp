@@ -16,8 +16,8 @@ namespace {
 // in registers.
 constexpr const char* kKernelAvx512 = R"SRC(
 constexpr int NV = NR / 16;
-inline void kernel(int64_t steps, const Packed* __restrict ap, const Packed* __restrict bp,
-                   float* __restrict t) {
+inline void kernel(int64_t steps, const PackedA* __restrict ap, const PackedB* __restrict bp,
+                   Acc* __restrict t) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 32
   for (int r = 0; r < MR; ++r)
@@ -47,8 +47,8 @@ inline void kernel(int64_t steps, const Packed* __restrict ap, const Packed* __r
 
 constexpr const char* kKernelAvx2 = R"SRC(
 constexpr int NV = NR / 8;
-inline void kernel(int64_t steps, const Packed* __restrict ap, const Packed* __restrict bp,
-                   float* __restrict t) {
+inline void kernel(int64_t steps, const PackedA* __restrict ap, const PackedB* __restrict bp,
+                   Acc* __restrict t) {
   __m256 acc[MR][NV];
 #pragma GCC unroll 32
   for (int r = 0; r < MR; ++r)
@@ -79,8 +79,8 @@ inline void kernel(int64_t steps, const Packed* __restrict ap, const Packed* __r
 // bf16 pairs: a K group is (k, k+1); A holds MR pairs (one 32-bit word per row), B NR pairs.
 constexpr const char* kKernelAvx512Bf16 = R"SRC(
 constexpr int NV = NR / 16;
-inline void kernel(int64_t steps, const Packed* __restrict ap, const Packed* __restrict bp,
-                   float* __restrict t) {
+inline void kernel(int64_t steps, const PackedA* __restrict ap, const PackedB* __restrict bp,
+                   Acc* __restrict t) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 32
   for (int r = 0; r < MR; ++r)
@@ -110,8 +110,43 @@ inline void kernel(int64_t steps, const Packed* __restrict ap, const Packed* __r
 }
 )SRC";
 
+// int8: a K group is 4 values; A holds MR groups of u8 (a + 128), B NR groups of s8; vpdpbusd
+// sums the 4 products into int32 (the 128 * column sum of B is subtracted in the store).
+constexpr const char* kKernelAvx512Vnni = R"SRC(
+constexpr int NV = NR / 16;
+inline void kernel(int64_t steps, const PackedA* __restrict ap, const PackedB* __restrict bp,
+                   Acc* __restrict t) {
+  __m512i acc[MR][NV];
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < steps; ++p) {
+    __m512i b[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_si512(bp + v * 64);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + 32 * NR), _MM_HINT_T0);
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r) {
+      uint32_t quad;
+      std::memcpy(&quad, ap + 4 * r, 4);
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(quad));
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], a, b[v]);
+    }
+    ap += 4 * MR;
+    bp += 4 * NR;
+  }
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm512_storeu_si512(t + r * NR + v * 16, acc[r][v]);
+}
+)SRC";
+
 // The common body. Uses the prelude's MR, NR, KC, MC, NC, kStep (K values per packed group),
-// In / Packed / Out (element types), kInDtype / kOutDtype and kName.
+// In / PackedA / PackedB / Acc / Out (element types), kInt8, kInDtype / kOutDtype and kName.
 constexpr const char* kBody = R"SRC(
 inline float bf16_to_f32(uint16_t h) {
   const uint32_t u = uint32_t(h) << 16;
@@ -128,8 +163,15 @@ inline uint16_t f32_to_bf16(float f) {  // round to nearest even; NaN stays NaN
 }
 inline float to_f32(float v) { return v; }
 inline float to_f32(uint16_t v) { return bf16_to_f32(v); }
-inline Packed to_packed(In v) {
-  if constexpr (sizeof(Packed) == sizeof(In)) return v; else return to_f32(v);
+inline float to_f32(int8_t v) { return v; }
+inline float to_f32(int32_t v) { return float(v); }
+inline PackedA pack_a_val(In v) {
+  if constexpr (kInt8) return PackedA(int(v) + 128);
+  else if constexpr (sizeof(PackedA) == sizeof(In)) return PackedA(v);
+  else return PackedA(to_f32(v));
+}
+inline PackedB pack_b_val(In v) {
+  if constexpr (sizeof(PackedB) == sizeof(In)) return PackedB(v); else return PackedB(to_f32(v));
 }
 inline Out to_out(float v) {
   if constexpr (sizeof(Out) == 4) return v; else return f32_to_bf16(v);
@@ -147,7 +189,8 @@ struct Job {
   Out* c;
   const Out* bias;
   int64_t m, n, k, kp;  // kp: k rounded up to kStep
-  Packed* bpack;        // ceil(n / NR) panels of kp x NR
+  PackedB* bpack;       // ceil(n / NR) panels of kp x NR
+  int32_t* bsum;        // int8: 128 * the sum of each column of B (per panel, NR each)
   int64_t mc, nc, nbm, nbn, kblocks;
   std::atomic<int> failed{0};
 };
@@ -155,42 +198,50 @@ struct Job {
 // B panel jp: element (p, j0 + jj) at dst[(p / kStep * NR + jj) * kStep + p % kStep], zero
 // beyond n and k.
 void pack_b_panel(const Job& x, int64_t jp) {
-  Packed* dst = x.bpack + jp * x.kp * NR;
+  PackedB* dst = x.bpack + jp * x.kp * NR;
   const int64_t j0 = jp * NR, nv = min64(NR, x.n - j0), ldb = x.g->ldb;
-  if (nv < NR || x.kp != x.k) std::memset(dst, 0, size_t(x.kp * NR) * sizeof(Packed));
+  if (nv < NR || x.kp != x.k) std::memset(dst, 0, size_t(x.kp * NR) * sizeof(PackedB));
   if (!x.g->trans_b) {
     for (int64_t p = 0; p < x.k; ++p) {
       const In* src = x.b + p * ldb + j0;
-      Packed* d = dst + (p / kStep) * NR * kStep + p % kStep;
-      for (int64_t jj = 0; jj < nv; ++jj) d[jj * kStep] = to_packed(src[jj]);
+      PackedB* d = dst + (p / kStep) * NR * kStep + p % kStep;
+      for (int64_t jj = 0; jj < nv; ++jj) d[jj * kStep] = pack_b_val(src[jj]);
     }
   } else {
     for (int64_t jj = 0; jj < nv; ++jj) {
       const In* src = x.b + (j0 + jj) * ldb;
       for (int64_t p = 0; p < x.k; ++p)
-        dst[((p / kStep) * NR + jj) * kStep + p % kStep] = to_packed(src[p]);
+        dst[((p / kStep) * NR + jj) * kStep + p % kStep] = pack_b_val(src[p]);
     }
+  }
+  if (kInt8) {
+    int32_t* sum = x.bsum + jp * NR;
+    for (int64_t jj = 0; jj < NR; ++jj) sum[jj] = 0;
+    for (int64_t q = 0; q < x.kp / kStep; ++q)
+      for (int64_t jj = 0; jj < NR; ++jj)
+        for (int64_t t = 0; t < kStep; ++t) sum[jj] += int32_t(dst[(q * NR + jj) * kStep + t]);
+    for (int64_t jj = 0; jj < NR; ++jj) sum[jj] *= 128;
   }
 }
 
 // A rows [i0, i0 + rows) x K [p0, p0 + kc) into MR-row panels of kcp = round_up(kc, kStep)
 // steps: element (r, p) of panel g at dst[g * MR * kcp + (p / kStep * MR + r) * kStep + p % kStep].
-void pack_a(const Job& x, int64_t i0, int64_t rows, int64_t p0, int64_t kc, Packed* dst) {
+void pack_a(const Job& x, int64_t i0, int64_t rows, int64_t p0, int64_t kc, PackedA* dst) {
   const int64_t kcp = round_up(kc, kStep), lda = x.g->lda;
   for (int64_t g0 = 0; g0 < rows; g0 += MR) {
-    Packed* d = dst + g0 * kcp;
+    PackedA* d = dst + g0 * kcp;
     const int64_t rv = min64(MR, rows - g0), r0 = i0 + g0;
-    if (rv < MR || kcp != kc) std::memset(d, 0, size_t(MR * kcp) * sizeof(Packed));
+    if (rv < MR || kcp != kc) std::memset(d, 0, size_t(MR * kcp) * sizeof(PackedA));
     if (!x.g->trans_a) {
       for (int64_t r = 0; r < rv; ++r) {
         const In* src = x.a + (r0 + r) * lda + p0;
-        for (int64_t p = 0; p < kc; ++p) d[((p / kStep) * MR + r) * kStep + p % kStep] = to_packed(src[p]);
+        for (int64_t p = 0; p < kc; ++p) d[((p / kStep) * MR + r) * kStep + p % kStep] = pack_a_val(src[p]);
       }
     } else {
       for (int64_t p = 0; p < kc; ++p) {
         const In* src = x.a + (p0 + p) * lda + r0;
-        Packed* dp = d + (p / kStep) * MR * kStep + p % kStep;
-        for (int64_t r = 0; r < rv; ++r) dp[r * kStep] = to_packed(src[r]);
+        PackedA* dp = d + (p / kStep) * MR * kStep + p % kStep;
+        for (int64_t r = 0; r < rv; ++r) dp[r * kStep] = pack_a_val(src[r]);
       }
     }
   }
@@ -198,14 +249,14 @@ void pack_a(const Job& x, int64_t i0, int64_t rows, int64_t p0, int64_t kc, Pack
 
 // The store of one tile: v = alpha * t + (first block: beta * C, else the running sum in acc);
 // not the last K block: acc = v; the last: C = activation(v + bias).
-void store_tile(const Job& x, const float* t, int64_t i0, int64_t j0, int64_t rv, int64_t cv,
-                bool first, bool last, float* acc, int64_t ld_acc) {
+void store_tile(const Job& x, const Acc* t, int64_t i0, int64_t j0, int64_t rv, int64_t cv,
+                bool first, bool last, Acc* acc, int64_t ld_acc) {
   const AnvilGemmCall& g = *x.g;
   const float alpha = g.alpha, beta = g.beta;
   alignas(64) float v[NR];
   for (int64_t r = 0; r < rv; ++r) {
-    const float* tr = t + r * NR;
-    float* ar = acc + r * ld_acc;
+    const Acc* tr = t + r * NR;
+    Acc* ar = acc + r * ld_acc;
     const int64_t i = i0 + r;
     for (int64_t jj = 0; jj < cv; ++jj) v[jj] = alpha * tr[jj];
     if (!first) {
@@ -252,40 +303,60 @@ void store_tile(const Job& x, const float* t, int64_t i0, int64_t j0, int64_t rv
   }
 }
 
+// int8: exact int32 sums (alpha 1, beta 0, no bias / activation: checked by run); the running
+// sum is C itself; the first K block subtracts 128 * the column sums of B (A was packed + 128).
+void store_tile_int(const Job& x, const Acc* t, int64_t i0, int64_t j0, int64_t rv, int64_t cv,
+                    bool first, Acc* acc, int64_t ld_acc) {
+  const int32_t* comp = x.bsum ? x.bsum + j0 : nullptr;
+  for (int64_t r = 0; r < rv; ++r) {
+    const Acc* tr = t + r * NR;
+    Acc* ar = acc + r * ld_acc;
+    if (first) {
+      for (int64_t jj = 0; jj < cv; ++jj) ar[jj] = Acc(int32_t(tr[jj]) - (comp ? comp[jj] : 0));
+    } else {
+      for (int64_t jj = 0; jj < cv; ++jj) ar[jj] = Acc(int32_t(tr[jj]) + int32_t(ar[jj]));
+    }
+  }
+  (void)i0;
+}
+
 // One MC x NC block of C: the K blocks in order, A packed per block, B from the packed panels.
 void run_block(Job& x, int64_t block) {
   const int64_t ic = block / x.nbn * x.mc, jc = block % x.nbn * x.nc;
   const int64_t rows = min64(x.mc, x.m - ic), cols = min64(x.nc, x.n - jc);
-  Packed* apack = static_cast<Packed*>(alloc64(round_up(rows, MR) * round_up(min64(KC, x.kp), kStep) * int64_t(sizeof(Packed))));
+  PackedA* apack = static_cast<PackedA*>(alloc64(round_up(rows, MR) * round_up(min64(KC, x.kp), kStep) * int64_t(sizeof(PackedA))));
   // fp32 running sums between K blocks: C itself for fp32 output, a block buffer for bf16.
-  float* ws = nullptr;
-  if (sizeof(Out) != 4 && x.kblocks > 1) ws = static_cast<float*>(alloc64(rows * cols * 4));
+  Acc* ws = nullptr;
+  if (sizeof(Out) != 4 && x.kblocks > 1) ws = static_cast<Acc*>(alloc64(rows * cols * 4));
   if ((x.k > 0 && !apack) || (sizeof(Out) != 4 && x.kblocks > 1 && !ws)) {
     x.failed = 1;
     std::free(apack);
     std::free(ws);
     return;
   }
-  alignas(64) float tile[MR * NR];
+  alignas(64) Acc tile[MR * NR];
   for (int64_t kb = 0; kb < x.kblocks; ++kb) {
     const int64_t p0 = kb * KC, kc = min64(KC, x.k - p0), kcp = round_up(kc, kStep);
     const bool first = kb == 0, last = kb == x.kblocks - 1;
     if (kc > 0) pack_a(x, ic, rows, p0, kc, apack);
     for (int64_t jr = 0; jr < cols; jr += NR) {
-      const Packed* bp = x.bpack ? x.bpack + (jc + jr) / NR * x.kp * NR + p0 * NR : nullptr;
+      const PackedB* bp = x.bpack ? x.bpack + (jc + jr) / NR * x.kp * NR + p0 * NR : nullptr;
       const int64_t cv = min64(NR, cols - jr);
       for (int64_t ir = 0; ir < rows; ir += MR) {
         kernel(kcp / kStep, apack + ir * kcp, bp, tile);
-        float* acc;
+        Acc* acc;
         int64_t ld_acc;
         if constexpr (sizeof(Out) == 4) {
-          acc = reinterpret_cast<float*>(x.c) + (ic + ir) * x.g->ldc + jc + jr;
+          acc = reinterpret_cast<Acc*>(x.c) + (ic + ir) * x.g->ldc + jc + jr;
           ld_acc = x.g->ldc;
         } else {
           acc = ws ? ws + ir * cols + jr : nullptr;
           ld_acc = cols;
         }
-        store_tile(x, tile, ic + ir, jc + jr, min64(MR, rows - ir), cv, first, last, acc, ld_acc);
+        if constexpr (kInt8)
+          store_tile_int(x, tile, ic + ir, jc + jr, min64(MR, rows - ir), cv, first, acc, ld_acc);
+        else
+          store_tile(x, tile, ic + ir, jc + jr, min64(MR, rows - ir), cv, first, last, acc, ld_acc);
       }
     }
   }
@@ -319,6 +390,8 @@ int run(const AnvilRtApi* api, void* run_ctx, const AnvilGemmCall* g) {
     return fail(api, run_ctx, "bias_kind", "0, 1 or 2", g->bias_kind);
   if (g->activation < 0 || g->activation > ANVIL_GEMM_ACT_SILU)
     return fail(api, run_ctx, "activation", "0..5", g->activation);
+  if (kInt8 && (g->alpha != 1.0f || g->beta != 0.0f || g->bias_kind != 0 || g->activation != 0))
+    return fail(api, run_ctx, "int8 template takes a plain product", "alpha 1, beta 0, no bias or activation", g->activation);
   if (g->m == 0 || g->n == 0) return 0;
   const int64_t a_cols = g->trans_a ? g->m : g->k, b_cols = g->trans_b ? g->k : g->n;
   if (g->k > 0 && (!g->a || !g->b)) return fail(api, run_ctx, "null A or B", "data pointers", 0);
@@ -338,8 +411,13 @@ int run(const AnvilRtApi* api, void* run_ctx, const AnvilGemmCall* g) {
   x.k = g->k;
   x.kp = round_up(x.k, kStep);
   const int64_t panels = (x.n + NR - 1) / NR;
-  x.bpack = static_cast<Packed*>(alloc64(panels * x.kp * NR * int64_t(sizeof(Packed))));
-  if (x.k > 0 && !x.bpack) return fail(api, run_ctx, "out of memory packing B", "bytes", panels * x.kp * NR * int64_t(sizeof(Packed)));
+  x.bpack = static_cast<PackedB*>(alloc64(panels * x.kp * NR * int64_t(sizeof(PackedB))));
+  x.bsum = kInt8 && x.k > 0 ? static_cast<int32_t*>(alloc64(panels * NR * 4)) : nullptr;
+  if (x.k > 0 && (!x.bpack || (kInt8 && !x.bsum))) {
+    std::free(x.bpack);
+    std::free(x.bsum);
+    return fail(api, run_ctx, "out of memory packing B", "bytes", panels * x.kp * NR * int64_t(sizeof(PackedB)));
+  }
   if (x.k > 0) api->parallel_for(0, panels, 1, pack_b_range, &x);
   // Blocks: MC x NC, shrunk (never below 4 tiles) until there are enough to share; results do
   // not depend on it (each element of C is one task's K loop in order).
@@ -353,19 +431,23 @@ int run(const AnvilRtApi* api, void* run_ctx, const AnvilGemmCall* g) {
   x.kblocks = x.k == 0 ? 1 : (x.k + KC - 1) / KC;
   api->parallel_for(0, x.nbm * x.nbn, 1, block_range, &x);
   std::free(x.bpack);
+  std::free(x.bsum);
   if (x.failed) return fail(api, run_ctx, "out of memory packing A", "a block buffer", 0);
   return 0;
 }
 )SRC";
 
-const char* dtype_name(int32_t code) { return code == 7 ? "7 (float32)" : "13 (bfloat16)"; }
+const char* dtype_name(int32_t code) {
+  return code == 7 ? "7 (float32)" : code == 13 ? "13 (bfloat16)" : code == 2 ? "2 (int8)" : "4 (int32)";
+}
 
 }  // namespace
 
 std::string cpu_template_source(const CpuTemplateConfig& c) {
   const std::string name = cpu_template_name(c), entry = cpu_template_entry(c);
   const int width = c.isa == CpuIsa::kAvx2 ? 8 : 16;
-  const bool dot = c.isa == CpuIsa::kAvx512Bf16;
+  const bool dot = c.isa == CpuIsa::kAvx512Bf16, vnni = c.isa == CpuIsa::kAvx512Vnni;
+  const bool i8 = c.types == CpuGemmTypes::kI8I32;
   auto bad = [&](const std::string& what, const std::string& expected, const std::string& got) {
     return Error("invalid CPU GEMM template configuration: " + what, name, expected, got);
   };
@@ -375,9 +457,13 @@ std::string cpu_template_source(const CpuTemplateConfig& c) {
   if (c.kc < 2 || c.kc % 2 != 0) throw bad("kc", "an even number >= 2", std::to_string(c.kc));
   if (c.mc < c.mr || c.mc % c.mr != 0) throw bad("mc", "a multiple of mr", std::to_string(c.mc));
   if (c.nc < c.nr || c.nc % c.nr != 0) throw bad("nc", "a multiple of nr", std::to_string(c.nc));
-  if (dot && c.types == CpuGemmTypes::kF32) throw bad("isa", "bf16 inputs for avx512bf16", "f32");
-  const bool in_bf16 = c.types != CpuGemmTypes::kF32;
+  if (dot && c.types != CpuGemmTypes::kBf16 && c.types != CpuGemmTypes::kBf16F32)
+    throw bad("isa", "bf16 inputs for avx512bf16", cpu_gemm_types_token(c.types));
+  if (vnni != i8) throw bad("isa", "avx512vnni exactly for int8 inputs", cpu_isa_name(c.isa));
+  if (vnni && c.kc % 4 != 0) throw bad("kc", "a multiple of 4 for int8", std::to_string(c.kc));
+  const bool in_bf16 = c.types == CpuGemmTypes::kBf16 || c.types == CpuGemmTypes::kBf16F32;
   const bool out_bf16 = c.types == CpuGemmTypes::kBf16;
+  const int in_code = i8 ? 2 : in_bf16 ? 13 : 7, out_code = i8 ? 4 : out_bf16 ? 13 : 7;
   std::ostringstream s;
   s << "// anvil CPU GEMM template " << name << " (generated by codegen/gemm/cpu_templates)\n"
     << "#include \"anvil/anvil_rt.h\"\n#include <immintrin.h>\n#include <atomic>\n#include <cmath>\n"
@@ -385,18 +471,26 @@ std::string cpu_template_source(const CpuTemplateConfig& c) {
     << "#pragma GCC push_options\n#pragma GCC target(\""
     << (c.isa == CpuIsa::kAvx2 ? "avx2,fma"
         : dot                  ? "avx2,fma,avx512f,avx512bw,avx512bf16"
+        : vnni                 ? "avx2,fma,avx512f,avx512bw,avx512vnni"
                                : "avx2,fma,avx512f")
     << "\")\nnamespace " << entry << "_ns {\n"
     << "constexpr const char* kName = \"" << name << "\";\n"
-    << "constexpr int MR = " << c.mr << ", NR = " << c.nr << ", kStep = " << (dot ? 2 : 1) << ";\n"
+    << "constexpr int MR = " << c.mr << ", NR = " << c.nr << ", kStep = " << (vnni ? 4 : dot ? 2 : 1) << ";\n"
+    << "constexpr bool kInt8 = " << (i8 ? "true" : "false") << ";\n"
     << "constexpr int64_t KC = " << c.kc << ", MC = " << c.mc << ", NC = " << c.nc << ";\n"
-    << "constexpr int32_t kInDtype = " << (in_bf16 ? 13 : 7) << ", kOutDtype = " << (out_bf16 ? 13 : 7) << ";\n"
-    << "constexpr const char* kInName = \"" << dtype_name(in_bf16 ? 13 : 7) << "\";\n"
-    << "constexpr const char* kOutName = \"" << dtype_name(out_bf16 ? 13 : 7) << "\";\n"
-    << "typedef " << (in_bf16 ? "uint16_t" : "float") << " In;\n"
-    << "typedef " << (dot ? "uint16_t" : "float") << " Packed;\n"
-    << "typedef " << (out_bf16 ? "uint16_t" : "float") << " Out;\n"
-    << (c.isa == CpuIsa::kAvx2 ? kKernelAvx2 : dot ? kKernelAvx512Bf16 : kKernelAvx512) << kBody
+    << "constexpr int32_t kInDtype = " << in_code << ", kOutDtype = " << out_code << ";\n"
+    << "constexpr const char* kInName = \"" << dtype_name(in_code) << "\";\n"
+    << "constexpr const char* kOutName = \"" << dtype_name(out_code) << "\";\n"
+    << "typedef " << (i8 ? "int8_t" : in_bf16 ? "uint16_t" : "float") << " In;\n"
+    << "typedef " << (i8 ? "uint8_t" : dot ? "uint16_t" : "float") << " PackedA;\n"
+    << "typedef " << (i8 ? "int8_t" : dot ? "uint16_t" : "float") << " PackedB;\n"
+    << "typedef " << (i8 ? "int32_t" : "float") << " Acc;\n"
+    << "typedef " << (i8 ? "int32_t" : out_bf16 ? "uint16_t" : "float") << " Out;\n"
+    << (c.isa == CpuIsa::kAvx2 ? kKernelAvx2
+        : dot                  ? kKernelAvx512Bf16
+        : vnni                 ? kKernelAvx512Vnni
+                               : kKernelAvx512)
+    << kBody
     << "}  // namespace " << entry << "_ns\n"
     << "extern \"C\" int " << entry
     << "(const AnvilRtApi* api, void* run_ctx, const AnvilGemmCall* call) {\n  return " << entry
