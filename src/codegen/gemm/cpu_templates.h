@@ -57,8 +57,9 @@ struct CpuTemplateConfig {
 std::string cpu_template_name(const CpuTemplateConfig& c);
 /// The extern "C" entry symbol: "anvil_gemm_" + the name.
 std::string cpu_template_entry(const CpuTemplateConfig& c);
-/// The translation unit of `c` (defines cpu_template_entry(c); everything else it defines is in
-/// a namespace of that name, so several templates can be concatenated into one file).
+/// The translation unit of `c` (defines cpu_template_entry(c); everything else it defines has
+/// internal linkage in a namespace of that name, so several different templates can be
+/// concatenated into one file; a package must hold each entry once).
 /// Throws Error for an invalid configuration (tile / block sizes).
 std::string cpu_template_source(const CpuTemplateConfig& c);
 

@@ -473,7 +473,7 @@ std::string cpu_template_source(const CpuTemplateConfig& c) {
         : dot                  ? "avx2,fma,avx512f,avx512bw,avx512bf16"
         : vnni                 ? "avx2,fma,avx512f,avx512bw,avx512vnni"
                                : "avx2,fma,avx512f")
-    << "\")\nnamespace " << entry << "_ns {\n"
+    << "\")\nnamespace " << entry << "_ns {\nnamespace {\n"
     << "constexpr const char* kName = \"" << name << "\";\n"
     << "constexpr int MR = " << c.mr << ", NR = " << c.nr << ", kStep = " << (vnni ? 4 : dot ? 2 : 1) << ";\n"
     << "constexpr bool kInt8 = " << (i8 ? "true" : "false") << ";\n"
@@ -491,7 +491,7 @@ std::string cpu_template_source(const CpuTemplateConfig& c) {
         : vnni                 ? kKernelAvx512Vnni
                                : kKernelAvx512)
     << kBody
-    << "}  // namespace " << entry << "_ns\n"
+    << "}  // namespace\n}  // namespace " << entry << "_ns\n"
     << "extern \"C\" int " << entry
     << "(const AnvilRtApi* api, void* run_ctx, const AnvilGemmCall* call) {\n  return " << entry
     << "_ns::run(api, run_ctx, call);\n}\n#pragma GCC pop_options\n";
