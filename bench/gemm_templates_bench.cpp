@@ -6,15 +6,19 @@
 // per shape and dtype with its ratio to OpenBLAS (GFLOP/s, best of the timed reps: the box this
 // was written on is shared, and the minimum is the least disturbed figure).
 //
-// Usage: gemm_templates_bench [--all] [--threads 1,2] [--filter SUBSTR] [M K N ...]
+// Usage: gemm_templates_bench [--all] [--cpu-time] [--threads 1,2] [--filter SUBSTR] [M K N ...]
 //   default shapes: 256^3, 512^3, 1024^3, 2048^3 and M=64 K=1024 N=4096; --all prints every
-//   candidate's figure.
+//   candidate's figure; --cpu-time times with the process CPU clock (flops / CPU seconds: with
+//   1 thread the single-core rate net of preemption, the figure that survives a shared machine).
+// Debian's OpenBLAS 0.3.21 takes its generic Prescott kernels on a CPU it does not know (Zen 5):
+// run with OPENBLAS_CORETYPE=SkylakeX (or Haswell) to compare against its AVX-512 (AVX2) kernels.
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <dlfcn.h>
 #include <filesystem>
 #include <random>
@@ -40,7 +44,13 @@ struct Kernel {
   EntryFn fn;
 };
 
+bool g_cpu_time = false;
 double now() {
+  if (g_cpu_time) {
+    timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  }
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
@@ -78,6 +88,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--all") {
       all = true;
+    } else if (a == "--cpu-time") {
+      g_cpu_time = true;
     } else if (a == "--filter" && i + 1 < argc) {
       filter = argv[++i];
     } else if (a == "--threads" && i + 1 < argc) {
@@ -118,8 +130,11 @@ int main(int argc, char** argv) {
     opt.target = "native";
     opt.progress = ProgressMode::kQuiet;
     const BuildResult built = build_shared_library(files, dir + "/templates.so", opt);
-    std::printf("# %zu candidates, compiled %d, from cache %d, %.1f s\n", cands.size(),
-                built.compiled, built.cached, built.seconds);
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    std::printf("# %zu candidates, compiled %d, from cache %d, %.1f s; clock %s; "
+                "OPENBLAS_CORETYPE=%s\n",
+                cands.size(), built.compiled, built.cached, built.seconds,
+                g_cpu_time ? "process CPU" : "wall", coretype ? coretype : "(unset)");
     void* handle = dlopen(built.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
     std::filesystem::remove_all(dir);
     if (!handle) {

@@ -182,6 +182,30 @@ inline void* alloc64(int64_t bytes) {
   return bytes > 0 ? std::aligned_alloc(64, size_t(round_up(bytes, 64))) : nullptr;
 }
 
+// The packed-B buffer is kept between calls (one per template, taken and given back atomically:
+// a concurrent call allocates its own): a fresh one per call costs a page fault per 4 KiB, as
+// much as the packing itself for a large B. Buffers over 64 MiB are not kept.
+struct BCache {
+  std::atomic<char*> buf{nullptr};  // 64 header bytes holding the capacity, then the data
+  ~BCache() { std::free(buf.load()); }
+};
+BCache g_bcache;
+void* take_b(int64_t bytes) {
+  char* b = g_bcache.buf.exchange(nullptr);
+  if (b && *reinterpret_cast<int64_t*>(b) >= bytes) return b + 64;
+  std::free(b);
+  b = static_cast<char*>(std::aligned_alloc(64, size_t(round_up(bytes + 64, 64))));
+  if (!b) return nullptr;
+  *reinterpret_cast<int64_t*>(b) = bytes;
+  return b + 64;
+}
+void give_b(void* p) {
+  if (!p) return;
+  char* b = static_cast<char*>(p) - 64;
+  if (*reinterpret_cast<int64_t*>(b) > (int64_t(64) << 20)) return std::free(b);
+  std::free(g_bcache.buf.exchange(b));
+}
+
 struct Job {
   const AnvilGemmCall* g;
   const In* a;
@@ -195,26 +219,41 @@ struct Job {
   std::atomic<int> failed{0};
 };
 
-// B panel jp: element (p, j0 + jj) at dst[(p / kStep * NR + jj) * kStep + p % kStep], zero
-// beyond n and k.
-void pack_b_panel(const Job& x, int64_t jp) {
-  PackedB* dst = x.bpack + jp * x.kp * NR;
-  const int64_t j0 = jp * NR, nv = min64(NR, x.n - j0), ldb = x.g->ldb;
-  if (nv < NR || x.kp != x.k) std::memset(dst, 0, size_t(x.kp * NR) * sizeof(PackedB));
-  if (!x.g->trans_b) {
-    for (int64_t p = 0; p < x.k; ++p) {
-      const In* src = x.b + p * ldb + j0;
-      PackedB* d = dst + (p / kStep) * NR * kStep + p % kStep;
-      for (int64_t jj = 0; jj < nv; ++jj) d[jj * kStep] = pack_b_val(src[jj]);
-    }
-  } else {
-    for (int64_t jj = 0; jj < nv; ++jj) {
-      const In* src = x.b + (j0 + jj) * ldb;
-      for (int64_t p = 0; p < x.k; ++p)
-        dst[((p / kStep) * NR + jj) * kStep + p % kStep] = pack_b_val(src[p]);
+// Packing walks K in chunks of kChunk steps (a multiple of every kStep), so both the rows read and
+// the panel part written stay in L1 whatever the layout (no page-strided walks down a column).
+constexpr int64_t kChunk = 16;
+
+// B panels [jp0, jp1) over K rows [k0, k1) into `out` (panel jp at out + (jp - jp0) * kpp * NR,
+// kpp = round_up(k1 - k0, kStep)): element (k0 + p, j0 + jj) at
+// [(p / kStep * NR + jj) * kStep + p % kStep], zero beyond n and k1.
+void pack_b_panels(const Job& x, int64_t jp0, int64_t jp1, int64_t k0, int64_t k1, PackedB* out) {
+  const int64_t ldb = x.g->ldb, kpp = round_up(k1 - k0, kStep);
+  for (int64_t jp = jp0; jp < jp1; ++jp)
+    if (x.n - jp * NR < NR || kpp != k1 - k0)
+      std::memset(out + (jp - jp0) * kpp * NR, 0, size_t(kpp * NR) * sizeof(PackedB));
+  for (int64_t pc = k0; pc < k1; pc += kChunk) {
+    const int64_t pe = min64(pc + kChunk, k1);
+    for (int64_t jp = jp0; jp < jp1; ++jp) {
+      PackedB* dst = out + (jp - jp0) * kpp * NR - k0 * NR;  // k0 is a multiple of kStep
+      const int64_t j0 = jp * NR, nv = min64(NR, x.n - j0);
+      if (!x.g->trans_b) {
+        for (int64_t p = pc; p < pe; ++p) {
+          const In* src = x.b + p * ldb + j0;
+          PackedB* d = dst + (p / kStep) * NR * kStep + p % kStep;
+          for (int64_t jj = 0; jj < nv; ++jj) d[jj * kStep] = pack_b_val(src[jj]);
+        }
+      } else {
+        for (int64_t jj = 0; jj < nv; ++jj) {
+          const In* src = x.b + (j0 + jj) * ldb;
+          for (int64_t p = pc; p < pe; ++p)
+            dst[((p / kStep) * NR + jj) * kStep + p % kStep] = pack_b_val(src[p]);
+        }
+      }
     }
   }
-  if (kInt8) {
+  if (!kInt8) return;  // int8 packs all of K at once (k0 = 0)
+  for (int64_t jp = jp0; jp < jp1; ++jp) {
+    const PackedB* dst = x.bpack + jp * x.kp * NR;
     int32_t* sum = x.bsum + jp * NR;
     for (int64_t jj = 0; jj < NR; ++jj) sum[jj] = 0;
     for (int64_t q = 0; q < x.kp / kStep; ++q)
@@ -233,9 +272,12 @@ void pack_a(const Job& x, int64_t i0, int64_t rows, int64_t p0, int64_t kc, Pack
     const int64_t rv = min64(MR, rows - g0), r0 = i0 + g0;
     if (rv < MR || kcp != kc) std::memset(d, 0, size_t(MR * kcp) * sizeof(PackedA));
     if (!x.g->trans_a) {
-      for (int64_t r = 0; r < rv; ++r) {
-        const In* src = x.a + (r0 + r) * lda + p0;
-        for (int64_t p = 0; p < kc; ++p) d[((p / kStep) * MR + r) * kStep + p % kStep] = pack_a_val(src[p]);
+      for (int64_t pc = 0; pc < kc; pc += kChunk) {
+        const int64_t pe = min64(pc + kChunk, kc);
+        for (int64_t r = 0; r < rv; ++r) {
+          const In* src = x.a + (r0 + r) * lda + p0;
+          for (int64_t p = pc; p < pe; ++p) d[((p / kStep) * MR + r) * kStep + p % kStep] = pack_a_val(src[p]);
+        }
       }
     } else {
       for (int64_t p = 0; p < kc; ++p) {
@@ -322,7 +364,9 @@ void store_tile_int(const Job& x, const Acc* t, int64_t i0, int64_t j0, int64_t 
 
 // One MC x NC block of C: the K blocks in order, A packed per block, B from the packed panels.
 void run_block(Job& x, int64_t block) {
-  const int64_t ic = block / x.nbn * x.mc, jc = block % x.nbn * x.nc;
+  // Column-block major: consecutive blocks (one thread's chunk) share the K x NC slice of packed
+  // B, which stays in L3 while the row blocks pass.
+  const int64_t jc = block / x.nbm * x.nc, ic = block % x.nbm * x.mc;
   const int64_t rows = min64(x.mc, x.m - ic), cols = min64(x.nc, x.n - jc);
   PackedA* apack = static_cast<PackedA*>(alloc64(round_up(rows, MR) * round_up(min64(KC, x.kp), kStep) * int64_t(sizeof(PackedA))));
   // fp32 running sums between K blocks: C itself for fp32 output, a block buffer for bf16.
@@ -334,13 +378,28 @@ void run_block(Job& x, int64_t block) {
     std::free(ws);
     return;
   }
+  // One row block (small M): this block's B slice is packed per K block into a buffer that stays
+  // in cache, instead of all of B once into memory that would go out to DRAM and back.
+  PackedB* blocal = nullptr;
+  if (!x.bpack && x.k > 0) {
+    blocal = static_cast<PackedB*>(alloc64(round_up(cols, NR) * round_up(min64(KC, x.kp), kStep) * int64_t(sizeof(PackedB))));
+    if (!blocal) {
+      x.failed = 1;
+      std::free(apack);
+      std::free(ws);
+      return;
+    }
+  }
   alignas(64) Acc tile[MR * NR];
   for (int64_t kb = 0; kb < x.kblocks; ++kb) {
     const int64_t p0 = kb * KC, kc = min64(KC, x.k - p0), kcp = round_up(kc, kStep);
     const bool first = kb == 0, last = kb == x.kblocks - 1;
     if (kc > 0) pack_a(x, ic, rows, p0, kc, apack);
+    if (blocal && kc > 0) pack_b_panels(x, jc / NR, (jc + cols + NR - 1) / NR, p0, p0 + kc, blocal);
     for (int64_t jr = 0; jr < cols; jr += NR) {
-      const PackedB* bp = x.bpack ? x.bpack + (jc + jr) / NR * x.kp * NR + p0 * NR : nullptr;
+      const PackedB* bp = x.bpack   ? x.bpack + (jc + jr) / NR * x.kp * NR + p0 * NR
+                          : blocal ? blocal + jr / NR * kcp * NR
+                                   : nullptr;
       const int64_t cv = min64(NR, cols - jr);
       for (int64_t ir = 0; ir < rows; ir += MR) {
         kernel(kcp / kStep, apack + ir * kcp, bp, tile);
@@ -362,10 +421,12 @@ void run_block(Job& x, int64_t block) {
   }
   std::free(apack);
   std::free(ws);
+  std::free(blocal);
 }
 
 void pack_b_range(void* ctx, int64_t b, int64_t e) {
-  for (int64_t jp = b; jp < e; ++jp) pack_b_panel(*static_cast<Job*>(ctx), jp);
+  const Job& x = *static_cast<Job*>(ctx);
+  pack_b_panels(x, b, e, 0, x.k, x.bpack + b * x.kp * NR);
 }
 void block_range(void* ctx, int64_t b, int64_t e) {
   for (int64_t t = b; t < e; ++t) run_block(*static_cast<Job*>(ctx), t);
@@ -411,26 +472,27 @@ int run(const AnvilRtApi* api, void* run_ctx, const AnvilGemmCall* g) {
   x.k = g->k;
   x.kp = round_up(x.k, kStep);
   const int64_t panels = (x.n + NR - 1) / NR;
-  x.bpack = static_cast<PackedB*>(alloc64(panels * x.kp * NR * int64_t(sizeof(PackedB))));
+  const bool global_b = kInt8 || x.m > MC;
+  x.bpack = x.k > 0 && global_b ? static_cast<PackedB*>(take_b(panels * x.kp * NR * int64_t(sizeof(PackedB)))) : nullptr;
   x.bsum = kInt8 && x.k > 0 ? static_cast<int32_t*>(alloc64(panels * NR * 4)) : nullptr;
-  if (x.k > 0 && (!x.bpack || (kInt8 && !x.bsum))) {
-    std::free(x.bpack);
+  if (x.k > 0 && ((global_b && !x.bpack) || (kInt8 && !x.bsum))) {
+    give_b(x.bpack);
     std::free(x.bsum);
     return fail(api, run_ctx, "out of memory packing B", "bytes", panels * x.kp * NR * int64_t(sizeof(PackedB)));
   }
-  if (x.k > 0) api->parallel_for(0, panels, 1, pack_b_range, &x);
+  if (x.bpack) api->parallel_for(0, panels, 1, pack_b_range, &x);
   // Blocks: MC x NC, shrunk (never below 4 tiles) until there are enough to share; results do
   // not depend on it (each element of C is one task's K loop in order).
   x.mc = MC;
   x.nc = NC;
   auto blocks = [&x] { return ((x.m + x.mc - 1) / x.mc) * ((x.n + x.nc - 1) / x.nc); };
-  while (blocks() < 16 && x.nc > 4 * NR) x.nc = round_up(x.nc / 2, NR);
+  while (blocks() < 8 && x.nc > 4 * NR) x.nc = round_up(x.nc / 2, NR);
   while (blocks() < 8 && x.mc > 4 * MR) x.mc = round_up(x.mc / 2, MR);
   x.nbm = (x.m + x.mc - 1) / x.mc;
   x.nbn = (x.n + x.nc - 1) / x.nc;
   x.kblocks = x.k == 0 ? 1 : (x.k + KC - 1) / KC;
   api->parallel_for(0, x.nbm * x.nbn, 1, block_range, &x);
-  std::free(x.bpack);
+  give_b(x.bpack);
   std::free(x.bsum);
   if (x.failed) return fail(api, run_ctx, "out of memory packing A", "a block buffer", 0);
   return 0;
