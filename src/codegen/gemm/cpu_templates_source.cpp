@@ -271,7 +271,15 @@ void pack_a(const Job& x, int64_t i0, int64_t rows, int64_t p0, int64_t kc, Pack
     PackedA* d = dst + g0 * kcp;
     const int64_t rv = min64(MR, rows - g0), r0 = i0 + g0;
     if (rv < MR || kcp != kc) std::memset(d, 0, size_t(MR * kcp) * sizeof(PackedA));
-    if (!x.g->trans_a) {
+    if (!x.g->trans_a && kStep == 1 && rv == MR) {
+      // Full panel: rows side by side, MR contiguous stores per K step.
+      const In* src[MR];
+#pragma GCC unroll 32
+      for (int r = 0; r < MR; ++r) src[r] = x.a + (r0 + r) * lda + p0;
+      for (int64_t p = 0; p < kc; ++p)
+#pragma GCC unroll 32
+        for (int r = 0; r < MR; ++r) d[p * MR + r] = pack_a_val(src[r][p]);
+    } else if (!x.g->trans_a) {
       for (int64_t pc = 0; pc < kc; pc += kChunk) {
         const int64_t pe = min64(pc + kChunk, kc);
         for (int64_t r = 0; r < rv; ++r) {
