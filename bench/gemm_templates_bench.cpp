@@ -12,6 +12,9 @@
 //   1 thread the single-core rate net of preemption, the figure that survives a shared machine).
 // Debian's OpenBLAS 0.3.21 takes its generic Prescott kernels on a CPU it does not know (Zen 5):
 // run with OPENBLAS_CORETYPE=SkylakeX (or Haswell) to compare against its AVX-512 (AVX2) kernels.
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -19,11 +22,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <dlfcn.h>
 #include <filesystem>
 #include <random>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "codegen/gemm/cpu_templates.h"
@@ -103,9 +104,11 @@ int main(int argc, char** argv) {
       dims.push_back(std::atoll(a.c_str()));
     }
   }
-  for (size_t i = 0; i + 2 < dims.size(); i += 3) shapes.push_back({dims[i], dims[i + 1], dims[i + 2]});
+  for (size_t i = 0; i + 2 < dims.size(); i += 3)
+    shapes.push_back({dims[i], dims[i + 1], dims[i + 2]});
   if (shapes.empty())
-    shapes = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}, {64, 1024, 4096}};
+    shapes = {
+        {256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}, {64, 1024, 4096}};
 
   try {
     const TargetInfo target = resolve_target("native");
@@ -114,7 +117,8 @@ int main(int argc, char** argv) {
       GemmProblem p;
       p.a_dtype = p.b_dtype = p.out_dtype = bf ? DType::kBFloat16 : DType::kFloat32;
       for (auto& c : cpu_template_candidates(p, target.cpu_features))
-        if (filter.empty() || c.name.find(filter) != std::string::npos) cands.push_back(std::move(c));
+        if (filter.empty() || c.name.find(filter) != std::string::npos)
+          cands.push_back(std::move(c));
     }
     if (cands.empty()) {
       std::fprintf(stderr, "no template candidates for this CPU / filter\n");
@@ -131,10 +135,11 @@ int main(int argc, char** argv) {
     opt.progress = ProgressMode::kQuiet;
     const BuildResult built = build_shared_library(files, dir + "/templates.so", opt);
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-    std::printf("# %zu candidates, compiled %d, from cache %d, %.1f s; clock %s; "
-                "OPENBLAS_CORETYPE=%s\n",
-                cands.size(), built.compiled, built.cached, built.seconds,
-                g_cpu_time ? "process CPU" : "wall", coretype ? coretype : "(unset)");
+    std::printf(
+        "# %zu candidates, compiled %d, from cache %d, %.1f s; clock %s; "
+        "OPENBLAS_CORETYPE=%s\n",
+        cands.size(), built.compiled, built.cached, built.seconds,
+        g_cpu_time ? "process CPU" : "wall", coretype ? coretype : "(unset)");
     void* handle = dlopen(built.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
     std::filesystem::remove_all(dir);
     if (!handle) {
@@ -187,7 +192,9 @@ int main(int argc, char** argv) {
             continue;
           }
           const double gf = flops / best_time([&] { kn.fn(api, nullptr, &h); }) / 1e9;
-          if (all) std::printf("  %-58s %5ld %5ld %5ld %d thr %8.1f\n", kn.name.c_str(), long(m), long(k), long(n), t, gf);
+          if (all)
+            std::printf("  %-58s %5ld %5ld %5ld %d thr %8.1f\n", kn.name.c_str(), long(m), long(k),
+                        long(n), t, gf);
           if (gf > best[kn.bf16]) {
             best[kn.bf16] = gf;
             best_name[kn.bf16] = kn.name;

@@ -2,9 +2,11 @@
 // names, order) and, compiled with the system compiler, a seeded sample of the kernels against a
 // naive double-precision reference on edge and random shapes, every layout, the epilogues,
 // thread-count independence and bad calls. The sample is compiled as ONE translation unit.
-// ANVIL_GEMM_SWEEP=full: every candidate of every dtype on more shapes (bench/gemm_templates_sweep.sh).
+// ANVIL_GEMM_SWEEP=full: every candidate of every dtype on more shapes
+// (bench/gemm_templates_sweep.sh).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +17,6 @@
 #include <random>
 #include <set>
 #include <thread>
-#include <unistd.h>
 
 #include "codegen/gemm/cpu_templates.h"
 #include "codegen/toolchain.h"
@@ -60,8 +61,13 @@ TEST(GemmTemplates, Fp32ListIsDeterministicAndWellFormed) {
   EXPECT_EQ(a.front().name, "own_f32_avx512_mr6_nr32_kc256_mc144_nc1024_nn");
   std::set<std::string> seen_names, seen_entries;
   bool avx2_seen = false;
-  const std::set<std::string> allowed = {"\"anvil/anvil_rt.h\"", "<immintrin.h>", "<atomic>",
-                                         "<cmath>", "<cstdint>", "<cstdio>", "<cstdlib>",
+  const std::set<std::string> allowed = {"\"anvil/anvil_rt.h\"",
+                                         "<immintrin.h>",
+                                         "<atomic>",
+                                         "<cmath>",
+                                         "<cstdint>",
+                                         "<cstdio>",
+                                         "<cstdlib>",
                                          "<cstring>"};
   for (size_t i = 0; i < a.size(); ++i) {
     const GemmCandidate& c = a[i];
@@ -112,8 +118,8 @@ TEST(GemmTemplates, OnlyIsasTheFeaturesHave) {
     EXPECT_EQ(c.name.find("avx512bf16"), std::string::npos) << c.name;
     EXPECT_EQ(c.name.rfind("own_bf16_", 0), 0u) << c.name;
   }
-  const auto bf_dot = cpu_template_candidates(problem(DType::kBFloat16, DType::kFloat32, true, true),
-                                              kAllIsas);
+  const auto bf_dot =
+      cpu_template_candidates(problem(DType::kBFloat16, DType::kFloat32, true, true), kAllIsas);
   ASSERT_FALSE(bf_dot.empty());
   EXPECT_EQ(bf_dot.front().name, "own_bf16f32_avx512bf16_mr6_nr32_kc512_mc144_nc1024_tt");
   const std::string tn =
@@ -165,7 +171,6 @@ TEST(GemmTemplates, InvalidConfigurationIsAnError) {
   c.isa = CpuIsa::kAvx512Bf16;  // fp32 inputs
   EXPECT_THROW(cpu_template_source(c), Error);
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // Running the kernels.
@@ -230,18 +235,19 @@ const std::vector<Kernel>& kernels() {
       const char* isa_token;
       int count;
     };
-    const Pick picks[] = {{CpuGemmTypes::kF32, "_avx512_", 2},   {CpuGemmTypes::kF32, "_avx2_", 2},
-                          {CpuGemmTypes::kBf16, "_avx512bf16_", 2}, {CpuGemmTypes::kBf16, "_avx512_", 1},
-                          {CpuGemmTypes::kBf16F32, "_avx512bf16_", 1}, {CpuGemmTypes::kBf16F32, "_avx2_", 1},
-                          {CpuGemmTypes::kI8I32, "_avx512vnni_", 2}};
+    const Pick picks[] = {
+        {CpuGemmTypes::kF32, "_avx512_", 2},         {CpuGemmTypes::kF32, "_avx2_", 2},
+        {CpuGemmTypes::kBf16, "_avx512bf16_", 2},    {CpuGemmTypes::kBf16, "_avx512_", 1},
+        {CpuGemmTypes::kBf16F32, "_avx512bf16_", 1}, {CpuGemmTypes::kBf16F32, "_avx2_", 1},
+        {CpuGemmTypes::kI8I32, "_avx512vnni_", 2}};
     std::mt19937 rng(16);
     std::vector<GemmCandidate> chosen;
     for (const Pick& pick : picks) {
       const bool i8 = pick.types == CpuGemmTypes::kI8I32;
-      const DType out = i8                                   ? DType::kInt32
+      const DType out = i8                                  ? DType::kInt32
                         : pick.types == CpuGemmTypes::kBf16 ? DType::kBFloat16
                                                             : DType::kFloat32;
-      const DType in = i8                                  ? DType::kInt8
+      const DType in = i8                                 ? DType::kInt8
                        : pick.types == CpuGemmTypes::kF32 ? DType::kFloat32
                                                           : DType::kBFloat16;
       std::vector<GemmCandidate> group;
@@ -299,20 +305,25 @@ struct Case {
 };
 
 std::string describe(const Kernel& kn, const Case& c) {
-  return str(kn.name, " m=", c.m, " n=", c.n, " k=", c.k, " ta=", c.ta, " tb=", c.tb, " bias=",
-             c.bias_kind, " act=", c.act, " alpha=", c.alpha, " beta=", c.beta, " pad=", c.pad,
-             " threads=", g_threads);
+  return str(kn.name, " m=", c.m, " n=", c.n, " k=", c.k, " ta=", c.ta, " tb=", c.tb,
+             " bias=", c.bias_kind, " act=", c.act, " alpha=", c.alpha, " beta=", c.beta,
+             " pad=", c.pad, " threads=", g_threads);
 }
 
 double activation(double v, int act) {
   switch (act) {
-    case ANVIL_GEMM_ACT_RELU: return v > 0 ? v : 0;
-    case ANVIL_GEMM_ACT_RELU6: return std::min(std::max(v, 0.0), 6.0);
-    case ANVIL_GEMM_ACT_GELU_ERF: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    case ANVIL_GEMM_ACT_RELU:
+      return v > 0 ? v : 0;
+    case ANVIL_GEMM_ACT_RELU6:
+      return std::min(std::max(v, 0.0), 6.0);
+    case ANVIL_GEMM_ACT_GELU_ERF:
+      return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
     case ANVIL_GEMM_ACT_GELU_TANH:
       return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
-    case ANVIL_GEMM_ACT_SILU: return v / (1 + std::exp(-v));
-    default: return v;
+    case ANVIL_GEMM_ACT_SILU:
+      return v / (1 + std::exp(-v));
+    default:
+      return v;
   }
 }
 
@@ -335,8 +346,10 @@ std::vector<float> check_case(const Kernel& kn, const Case& c, std::mt19937& rng
   for (int64_t i = 0; i < c.m; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
       float& x = c0[static_cast<size_t>(i * ldc + j)];
-      if (j >= c.n) x = sentinel;                        // padding: must stay
-      else if (c.beta == 0.0f) x = std::nanf("");        // beta 0: C is not read
+      if (j >= c.n)
+        x = sentinel;  // padding: must stay
+      else if (c.beta == 0.0f)
+        x = std::nanf("");  // beta 0: C is not read
     }
   std::vector<double> ref(static_cast<size_t>(c.m * c.n));
   double max_ref = 0;
@@ -449,13 +462,14 @@ std::vector<int32_t> check_int8(const Kernel& kn, const Case& c, std::mt19937& r
 }
 
 std::vector<Case> shapes(std::mt19937& rng, int randoms, int64_t max_volume) {
-  std::vector<Case> out = {{1, 1, 1},    {1, 37, 1},    {7, 13, 5},      {3, 1, 2},
-                           {97, 31, 263}, {29, 53, 1024}, {1024, 3, 2},   {2, 1024, 17},
-                           {131, 67, 0}, {61, 127, 521}, {11, 257, 7},   {13, 17, 1031}};
+  std::vector<Case> out = {{1, 1, 1},     {1, 37, 1},     {7, 13, 5},   {3, 1, 2},
+                           {97, 31, 263}, {29, 53, 1024}, {1024, 3, 2}, {2, 1024, 17},
+                           {131, 67, 0},  {61, 127, 521}, {11, 257, 7}, {13, 17, 1031}};
   std::uniform_int_distribution<int64_t> size(1, 1024);
   for (int i = 0; i < randoms; ++i) {
     Case c{size(rng), size(rng), size(rng)};
-    while (c.m * c.n * c.k > max_volume) (c.m >= c.n && c.m >= c.k ? c.m : c.n >= c.k ? c.n : c.k) /= 2;
+    while (c.m * c.n * c.k > max_volume)
+      (c.m >= c.n && c.m >= c.k ? c.m : c.n >= c.k ? c.n : c.k) /= 2;
     out.push_back(c);
   }
   return out;

@@ -10,30 +10,42 @@ namespace anvil::codegen::gemm {
 
 const char* cpu_isa_name(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kAvx2: return "avx2";
-    case CpuIsa::kAvx512: return "avx512";
-    case CpuIsa::kAvx512Bf16: return "avx512bf16";
-    case CpuIsa::kAvx512Vnni: return "avx512vnni";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    case CpuIsa::kAvx512:
+      return "avx512";
+    case CpuIsa::kAvx512Bf16:
+      return "avx512bf16";
+    case CpuIsa::kAvx512Vnni:
+      return "avx512vnni";
   }
   return "?";
 }
 
 std::vector<std::string> cpu_isa_features(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kAvx2: return {"avx2", "fma"};
-    case CpuIsa::kAvx512: return {"avx2", "fma", "avx512f"};
-    case CpuIsa::kAvx512Bf16: return {"avx2", "fma", "avx512f", "avx512bw", "avx512bf16"};
-    case CpuIsa::kAvx512Vnni: return {"avx2", "fma", "avx512f", "avx512bw", "avx512vnni"};
+    case CpuIsa::kAvx2:
+      return {"avx2", "fma"};
+    case CpuIsa::kAvx512:
+      return {"avx2", "fma", "avx512f"};
+    case CpuIsa::kAvx512Bf16:
+      return {"avx2", "fma", "avx512f", "avx512bw", "avx512bf16"};
+    case CpuIsa::kAvx512Vnni:
+      return {"avx2", "fma", "avx512f", "avx512bw", "avx512vnni"};
   }
   return {"?"};
 }
 
 const char* cpu_gemm_types_token(CpuGemmTypes t) {
   switch (t) {
-    case CpuGemmTypes::kF32: return "f32";
-    case CpuGemmTypes::kBf16: return "bf16";
-    case CpuGemmTypes::kBf16F32: return "bf16f32";
-    case CpuGemmTypes::kI8I32: return "i8i32";
+    case CpuGemmTypes::kF32:
+      return "f32";
+    case CpuGemmTypes::kBf16:
+      return "bf16";
+    case CpuGemmTypes::kBf16F32:
+      return "bf16f32";
+    case CpuGemmTypes::kI8I32:
+      return "i8i32";
   }
   return "?";
 }
@@ -59,12 +71,12 @@ struct Shape {
 // the 32 zmm / 16 ymm registers. Cache blocks: the KC x NR B panel of one tile column in L1
 // (48 KiB on this generation), the MC x KC A block in L2, NC bounds the work of one task.
 const Shape kAvx512Shapes[] = {
-    {6, 32, 256, 144, 1024},  {6, 32, 384, 96, 2048},   {6, 32, 512, 72, 1024},
-    {8, 32, 256, 128, 1024},  {8, 32, 384, 96, 1024},   {12, 32, 256, 144, 1024},
-    {12, 32, 384, 96, 2048},  {12, 32, 192, 192, 1024}, {14, 32, 256, 112, 1024},
-    {14, 32, 384, 84, 2048},  {4, 64, 256, 128, 1024},  {4, 64, 384, 64, 2048},
-    {6, 64, 256, 144, 1024},  {6, 64, 192, 96, 1024},   {8, 48, 256, 128, 960},
-    {8, 48, 384, 96, 1920},   {12, 16, 512, 144, 1024}, {24, 16, 256, 144, 1024},
+    {6, 32, 256, 144, 1024}, {6, 32, 384, 96, 2048},   {6, 32, 512, 72, 1024},
+    {8, 32, 256, 128, 1024}, {8, 32, 384, 96, 1024},   {12, 32, 256, 144, 1024},
+    {12, 32, 384, 96, 2048}, {12, 32, 192, 192, 1024}, {14, 32, 256, 112, 1024},
+    {14, 32, 384, 84, 2048}, {4, 64, 256, 128, 1024},  {4, 64, 384, 64, 2048},
+    {6, 64, 256, 144, 1024}, {6, 64, 192, 96, 1024},   {8, 48, 256, 128, 960},
+    {8, 48, 384, 96, 1920},  {12, 16, 512, 144, 1024}, {24, 16, 256, 144, 1024},
 };
 const Shape kAvx2Shapes[] = {
     {6, 16, 256, 144, 1024}, {6, 16, 384, 96, 2048}, {6, 16, 512, 72, 1024},
@@ -74,9 +86,9 @@ const Shape kAvx2Shapes[] = {
 };
 // bf16 pairs: a K step is two values, so KC counts K values (even).
 const Shape kAvx512Bf16Shapes[] = {
-    {6, 32, 512, 144, 1024}, {6, 32, 256, 144, 1024}, {8, 32, 512, 128, 1024},
+    {6, 32, 512, 144, 1024},  {6, 32, 256, 144, 1024}, {8, 32, 512, 128, 1024},
     {12, 32, 512, 144, 1024}, {12, 32, 256, 96, 2048}, {14, 32, 512, 112, 1024},
-    {4, 64, 512, 128, 1024}, {6, 64, 384, 96, 1024},  {8, 48, 512, 128, 960},
+    {4, 64, 512, 128, 1024},  {6, 64, 384, 96, 1024},  {8, 48, 512, 128, 960},
     {12, 16, 768, 144, 1024},
 };
 // bf16 widened to fp32 while packing: a few of the fp32 shapes.
@@ -86,13 +98,15 @@ const Shape kAvx512WidenShapes[] = {
 };
 // int8 quads: KC counts K values (a multiple of 4).
 const Shape kAvx512VnniShapes[] = {
-    {6, 32, 512, 144, 1024},  {8, 32, 512, 128, 1024},  {12, 32, 512, 144, 1024},
-    {14, 32, 512, 112, 1024}, {6, 64, 512, 144, 1024},  {4, 64, 1024, 128, 1024},
-    {8, 48, 512, 128, 960},   {12, 32, 1024, 96, 2048}, {6, 32, 1024, 72, 1024},
+    {6, 32, 512, 144, 1024},   {8, 32, 512, 128, 1024},  {12, 32, 512, 144, 1024},
+    {14, 32, 512, 112, 1024},  {6, 64, 512, 144, 1024},  {4, 64, 1024, 128, 1024},
+    {8, 48, 512, 128, 960},    {12, 32, 1024, 96, 2048}, {6, 32, 1024, 72, 1024},
     {12, 16, 1024, 144, 1024},
 };
 const Shape kAvx2WidenShapes[] = {
-    {6, 16, 256, 144, 1024}, {4, 24, 256, 128, 960}, {6, 16, 384, 96, 2048},
+    {6, 16, 256, 144, 1024},
+    {4, 24, 256, 128, 960},
+    {6, 16, 384, 96, 2048},
 };
 
 template <size_t N>

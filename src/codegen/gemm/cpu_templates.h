@@ -1,7 +1,8 @@
 // anvil's own CPU GEMM kernels as autotuner candidates (issue 16, deliver 1): each candidate is
-// one generated translation unit (a BLIS-like blocked GEMM: B packed once into NR-column panels,
-// A packed per MC x KC block into MR-row panels, an MR x NR register-tile micro-kernel, the
-// epilogue in the store), generated from a CpuTemplateConfig. The candidate's `entry` is
+// one generated translation unit (a BLIS-like blocked GEMM: B packed into NR-column panels, once
+// per call or per block and K block for a small M, A packed per MC x KC block into MR-row
+// panels, an MR x NR register-tile micro-kernel, the epilogue in the store), generated from a
+// CpuTemplateConfig. The candidate's `entry` is
 //   extern "C" int entry(const AnvilRtApi* api, void* run_ctx, const AnvilGemmCall* call);
 // (0, or non-zero with a message through api->set_error). The source includes only
 // "anvil/anvil_rt.h", C/C++ standard headers and <immintrin.h>; its ISA is enabled with
@@ -47,7 +48,7 @@ const char* cpu_gemm_types_token(CpuGemmTypes t);  // "f32", "bf16", "bf16f32", 
 struct CpuTemplateConfig {
   CpuGemmTypes types = CpuGemmTypes::kF32;
   CpuIsa isa = CpuIsa::kAvx512;
-  int mr = 6, nr = 32;                   // register tile; nr a multiple of the vector width
+  int mr = 6, nr = 32;                    // register tile; nr a multiple of the vector width
   int64_t kc = 256, mc = 144, nc = 1024;  // cache blocks; mc % mr == 0, nc % nr == 0, kc even
                                           // (int8: a multiple of 4)
   bool trans_a = false, trans_b = false;  // the layout the name states (the kernel takes any)
