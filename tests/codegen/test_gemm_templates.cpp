@@ -239,7 +239,8 @@ const std::vector<Kernel>& kernels() {
         {CpuGemmTypes::kF32, "_avx512_", 2},         {CpuGemmTypes::kF32, "_avx2_", 2},
         {CpuGemmTypes::kBf16, "_avx512bf16_", 2},    {CpuGemmTypes::kBf16, "_avx512_", 1},
         {CpuGemmTypes::kBf16F32, "_avx512bf16_", 1}, {CpuGemmTypes::kBf16F32, "_avx2_", 1},
-        {CpuGemmTypes::kI8I32, "_avx512vnni_", 2}};
+        {CpuGemmTypes::kI8I32, "_avx512vnni_", 2},   {CpuGemmTypes::kBf16, "_avx2_", 0},
+        {CpuGemmTypes::kBf16F32, "_avx512_", 0}};  // count 0: in the sweep only
     std::mt19937 rng(16);
     std::vector<GemmCandidate> chosen;
     for (const Pick& pick : picks) {
