@@ -4,7 +4,7 @@
 # each (the toolchain's object cache keeps them), against the double-precision reference on the
 # edge shapes plus 10 random shapes (M, N, K in 1..1024, M*N*K <= 4e7) per candidate, every
 # layout, with the bias / activation / alpha / beta variants and 1-3 threads. The CI test
-# (GemmTemplates*) runs a seeded sample of 9 candidates on fewer shapes.
+# (GemmTemplates*) runs a seeded sample of 11 candidates on fewer shapes.
 # Usage: bench/gemm_templates_sweep.sh [build-dir]   (takes minutes on a 2-core machine)
 set -euo pipefail
 BUILD=${1:-build}
