@@ -20,12 +20,13 @@ cmake --build "$build" --target cutlass_dump >/dev/null || exit 1
 export nvcc cutlass out
 compile() {
   local f=$1 t0 rc
-  t0=$(date +%s.%N)
+  t0=$(date +%s%N)
   "$nvcc" -std=c++17 -arch=sm_90a -O3 -DNDEBUG --expt-relaxed-constexpr -Xcompiler -fPIC \
     -cudart shared -w -shared -isystem "$cutlass/include" -isystem "$cutlass/tools/util/include" \
     -I include "$out/$f.cu" -o "$out/$f.so" >"$out/$f.log" 2>&1
   rc=$?
-  printf '%s %s %.1f\n' "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$f" "$(echo "$(date +%s.%N) - $t0" | bc)"
+  printf '%s %s %s\n' "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$f" \
+    "$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN {printf "%.1f", (b - a) / 1e9}')"
 }
 export -f compile
 awk '{print $2}' "$out/candidates.txt" | xargs -P "$jobs" -I{} bash -c 'compile {}' | tee "$out/results.txt"
