@@ -18,7 +18,9 @@
 // C first); otherwise the kernel has no source operand (CUTLASS's void C) and a call with
 // beta != 0 is refused. Per-column ([N]) and per-row ([M]) bias vectors and relu / gelu (erf and
 // tanh) / silu are fused through CUTLASS's fusion operations (fuses_bias / fuses_activation);
-// relu6 is not. A candidate refuses a call that asks for an epilogue it does not apply.
+// relu6 is not. A candidate refuses a call that asks for an epilogue it does not apply. As in
+// AnvilRtApi::gemm, beta scales only C: the bias vector is added unscaled (addmm's beta * x[N]
+// needs x scaled by the caller, or x copied into C as a full bias).
 #pragma once
 
 #include <optional>
