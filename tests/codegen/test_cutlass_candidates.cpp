@@ -110,23 +110,48 @@ TEST(CutlassCandidates, LayoutsFollowTransposes) {
 }
 
 TEST(CutlassCandidates, AlignmentFilter) {
-  // TMA needs 16-byte rows: a 16-bit operand aligned to fewer than 8 elements gets no kernel,
-  // and never one claiming more alignment than the operand has.
+  // TMA needs 16-byte rows (align 8 for 16-bit). Below that: the cp.async kernels (no clusters,
+  // no stream-K, no fused bias / activation), aligned to the largest of 8 / 4 / 2 that both A and
+  // B allow; never a kernel claiming more alignment than an operand has; align 1 gets none.
   for (int align : {1, 2, 4}) {
-    for (int which = 0; which < 3; ++which) {
+    for (int which = 0; which < 2; ++which) {
       GemmProblem p = bf16_problem(64, 64, 64);
-      (which == 0 ? p.align_a : which == 1 ? p.align_b : p.align_c) = align;
-      for (const auto& g : cutlass_candidates(p, 90)) {
-        std::smatch m;
-        ASSERT_TRUE(std::regex_search(g.name, m, std::regex("_align(\\d+)_")));
-        EXPECT_LE(std::stoi(m[1]), align) << g.name;
+      (which == 0 ? p.align_a : p.align_b) = align;
+      p.bias = GemmBias::kPerColumn;
+      p.activation = GemmActivation::kRelu;
+      const auto c = cutlass_candidates(p, 90);
+      if (align == 1) {
+        EXPECT_TRUE(c.empty());
+        continue;
       }
-      EXPECT_TRUE(cutlass_candidates(p, 90).empty()) << "align " << align;
+      // 64x128 ping-pong, 128x128 cooperative and ping-pong, cluster 1x1x1.
+      ASSERT_EQ(c.size(), 3u) << align;
+      const std::string token = "_align" + std::to_string(align) + "_cpasync_warpspecialized_";
+      EXPECT_EQ(count_matching(c, token), 3) << token;
+      EXPECT_EQ(count_matching(c, "_1x1x1_0_"), 3);
+      EXPECT_EQ(count_matching(c, "_epi_nosmem"), 3);
+      for (const auto& g : c) {
+        EXPECT_FALSE(g.fuses_bias || g.fuses_activation) << g.name;
+        EXPECT_NE(g.source.find("cutlass::gemm::KernelCpAsyncWarpSpecialized"), std::string::npos);
+        EXPECT_NE(g.source.find("cutlass::epilogue::NoSmemWarpSpecialized;"), std::string::npos);
+        EXPECT_NE(g.source.find("constexpr int kAlignA = " + std::to_string(align)), std::string::npos);
+      }
     }
   }
-  GemmProblem p = bf16_problem(64, 64, 64);
-  p.align_a = p.align_b = p.align_c = 16;  // more than 8 allowed: the align8 kernels
+  // A and B aligned to 8 but C (N = 10) to 2: the cp.async mainloop at align 8, C at 2.
+  GemmProblem p = bf16_problem(64, 10, 64);
+  p.align_c = 2;
+  auto c = cutlass_candidates(p, 90);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(count_matching(c, "_align8_cpasync_"), 3);
+  EXPECT_NE(c[0].source.find("kAlignB = 8, kAlignC = 2;"), std::string::npos);
+  p.align_c = 1;
+  EXPECT_NE(cutlass_candidates(p, 90)[0].source.find("kAlignC = 1;"), std::string::npos);
+  p = bf16_problem(64, 64, 64);
+  p.align_a = p.align_b = p.align_c = 16;  // more than 8 allowed: the align8 TMA kernels
   EXPECT_EQ(count_matching(cutlass_candidates(p, 90), "_align8_"), 24);
+  EXPECT_EQ(count_matching(cutlass_candidates(p, 90), "_epi_tma"), 24);
+  EXPECT_EQ(count_matching(cutlass_candidates(p, 90), "_align8_stream_k_"), 9);
 }
 
 TEST(CutlassCandidates, DtypesAndAccumulators) {

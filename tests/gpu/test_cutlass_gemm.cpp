@@ -81,6 +81,14 @@ std::vector<Case> cases() {
           "_64x128x64_1x1x1_0_ttt_align8_warpspecialized_pingpong"};
   pp.p.activation = GemmActivation::kSilu;
   v.push_back(pp);
+  // spec B.5 cases 1-3's shape: N = 10 leaves 2-element alignment, the cp.async kernels; beta
+  // with C (the non-TMA epilogue's source).
+  Case x2{"cpasync_f16_100x10x100", problem(GemmOp::kMm, DType::kFloat16, 100, 10, 100, false, false),
+          "_128x128x64_1x1x1_0_ttt_align2_cpasync_warpspecialized_cooperative_epi_nosmem"};
+  x2.p.align_a = 4;
+  x2.p.align_b = x2.p.align_c = 2;
+  x2.p.beta = 0.5;
+  v.push_back(x2);
   return v;
 }
 
@@ -262,7 +270,7 @@ TEST_P(CutlassGemm, MatchesHostReference) {
   dlclose(b.so);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, CutlassGemm, ::testing::Range(0, 8),
+INSTANTIATE_TEST_SUITE_P(Cases, CutlassGemm, ::testing::Range(0, 9),
                          [](const ::testing::TestParamInfo<int>& i) { return cases()[i.param].label; });
 
 }  // namespace

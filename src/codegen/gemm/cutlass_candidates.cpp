@@ -1,6 +1,7 @@
 // CUTLASS 3.x sm90 candidate enumeration (B.4.4 a-g), configuration names, header discovery.
 #include "codegen/gemm/cutlass_candidates.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -56,12 +57,13 @@ std::string cutlass_config_name(const CutlassConfig& c) {
   s += c.b_row_major ? "t" : "n";
   s += "t";
   s += "_align" + std::to_string(c.align_a);
+  if (!c.tma) s += "_cpasync";
   switch (c.schedule) {
     case CutlassSchedule::kCooperative: s += "_warpspecialized_cooperative"; break;
     case CutlassSchedule::kPingpong: s += "_warpspecialized_pingpong"; break;
     case CutlassSchedule::kStreamK: s += "_stream_k_warpspecialized_cooperative"; break;
   }
-  s += "_epi_tma";
+  s += c.tma ? "_epi_tma" : "_epi_nosmem";
   if (c.batch > 1) s += "_batched";
   return s;
 }
@@ -91,11 +93,19 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
     } else {
       return out;
     }
-    // f. TMA needs 16-byte aligned rows: 8 elements of every operand (smaller alignments would
-    // need the cp.async mainloop and a non-TMA epilogue, not generated).
-    if (p.align_a < 8 || p.align_b < 8 || p.align_c < 8) return out;
-    base.align_a = base.align_b = base.align_c = 8;
-    tiles = {{64, 128, 64}, {128, 128, 64}, {128, 256, 64}, {256, 128, 64}};
+    // f. TMA needs 16-byte aligned rows: 8 elements of every operand. Below that, the cp.async
+    // kernels: A and B aligned to 4 or 2 elements (the largest both allow), C to 8, 4, 2 or 1.
+    if (p.align_a >= 8 && p.align_b >= 8 && p.align_c >= 8) {
+      base.align_a = base.align_b = base.align_c = 8;
+      tiles = {{64, 128, 64}, {128, 128, 64}, {128, 256, 64}, {256, 128, 64}};
+    } else {
+      const int ab = std::min({p.align_a, p.align_b, 8});
+      if (ab < 2) return out;
+      base.tma = false;
+      base.align_a = base.align_b = ab >= 8 ? 8 : ab >= 4 ? 4 : 2;
+      base.align_c = p.align_c >= 8 ? 8 : p.align_c >= 4 ? 4 : p.align_c >= 2 ? 2 : 1;
+      tiles = {{64, 128, 64}, {128, 128, 64}};
+    }
   } else if (p.a_dtype == DType::kInt8 && p.b_dtype == DType::kInt8 &&
              p.out_dtype == DType::kInt32) {
     if (p.acc_dtype != DType::kInt32) return out;
@@ -115,7 +125,7 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
   // Epilogue: bias and activation fused where CUTLASS's fusion operations express them.
   const bool integer = base.acc == DType::kInt32;
   base.has_source = p.beta != 0.0 || p.bias == GemmBias::kFull;
-  if (!integer) {
+  if (!integer && base.tma) {  // the non-TMA epilogue applies alpha and beta only
     if (p.bias == GemmBias::kPerColumn) base.bias = GemmBias::kPerColumn;
     // The per-row bias is read in vectors of 8 along M.
     if (p.bias == GemmBias::kPerRow && *p.m % 8 == 0) base.bias = GemmBias::kPerRow;
@@ -132,6 +142,8 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
         // a ping-pong warp group holds a whole tile's accumulators (M <= 128, N <= 128).
         if (s != CutlassSchedule::kPingpong && t.m % 128 != 0) continue;
         if (s == CutlassSchedule::kPingpong && (t.m > 128 || t.n > 128)) continue;
+        // cp.async kernels: no clusters, no stream-K.
+        if (!base.tma && (cm != 1 || cn != 1 || s == CutlassSchedule::kStreamK)) continue;
         CutlassConfig c = base;
         c.tile_m = t.m;
         c.tile_n = t.n;

@@ -60,6 +60,10 @@ struct CutlassConfig {
   bool a_row_major = true;      // !trans_a
   bool b_row_major = true;      // !trans_b (row-major B[K,N] is CUTLASS's N-major B)
   int align_a = 8, align_b = 8, align_c = 8;  // elements
+  // TMA mainloop and epilogue (16-byte aligned operands); else the cp.async mainloop
+  // (KernelCpAsyncWarpSpecialized*, cluster 1x1x1) with the non-TMA epilogue (NoSmemWarpSpecialized,
+  // alpha / beta only): "cpasync_..._epi_nosmem" names, for 16-bit operands aligned to 4 or 2.
+  bool tma = true;
   GemmBias bias = GemmBias::kNone;            // fused bias (kNone, kPerColumn or kPerRow)
   GemmActivation activation = GemmActivation::kNone;  // fused activation
   int64_t batch = 1;

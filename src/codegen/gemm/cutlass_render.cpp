@@ -44,6 +44,8 @@ int activation_code(GemmActivation a) {  // ANVIL_GEMM_ACT_*
 
 // The fusion operation: D = act(alpha * acc + beta * C + bias).
 std::string fusion_op(const CutlassConfig& c) {
+  // The non-TMA epilogue's builder takes exactly this operation (ElementC void: no source).
+  if (!c.tma) return "cutlass::epilogue::fusion::LinearCombination<ElementD, ElementCompute, ElementC, ElementCompute>";
   const std::string args = "ElementD, ElementCompute";
   const std::string bias_args = args + ", ElementD, ElementD, ElementScalar";
   const bool act = c.activation != GemmActivation::kNone;
@@ -96,10 +98,11 @@ std::string render_cutlass_source(const CutlassConfig& c, const std::string& ent
     << ", kAlignC = " << c.align_c << ";\n"
     << "using TileShape = Shape<_" << c.tile_m << ", _" << c.tile_n << ", _" << c.tile_k << ">;\n"
     << "using ClusterShape = Shape<_" << c.cluster_m << ", _" << c.cluster_n << ", _1>;\n"
-    << "using KernelSchedule = cutlass::gemm::"
-    << (coop ? "KernelTmaWarpSpecializedCooperative" : "KernelTmaWarpSpecializedPingpong") << ";\n"
+    << "using KernelSchedule = cutlass::gemm::Kernel" << (c.tma ? "Tma" : "CpAsync")
+    << (coop ? "WarpSpecializedCooperative" : "WarpSpecializedPingpong") << ";\n"
     << "using EpilogueSchedule = cutlass::epilogue::"
-    << (coop ? "TmaWarpSpecializedCooperative" : "TmaWarpSpecialized") << ";\n"
+    << (!c.tma ? "NoSmemWarpSpecialized" : coop ? "TmaWarpSpecializedCooperative" : "TmaWarpSpecialized")
+    << ";\n"
     << "using TileScheduler = "
     << (c.schedule == CutlassSchedule::kStreamK ? "cutlass::gemm::StreamKScheduler" : "void")
     << ";\n"
@@ -131,7 +134,7 @@ std::string render_cutlass_source(const CutlassConfig& c, const std::string& ent
     << "constexpr bool kHasSource = " << (c.has_source ? "true" : "false") << ";\n"
     << "constexpr bool kInteger = " << (integer ? "true" : "false") << ";\n"
     << "constexpr int64_t kBatch = " << c.batch << ";\n\n";
-  o << R"(bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+  o << R"(bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // 0, or the anvil CutlassStatus code saying why the call does not fit this kernel.
 int make_arguments(const AnvilGemmCall* call, Arguments* args) {
@@ -145,8 +148,9 @@ int make_arguments(const AnvilGemmCall* call, Arguments* args) {
   if (kInteger && (call->alpha != static_cast<float>(static_cast<int32_t>(call->alpha)) ||
                    call->beta != static_cast<float>(static_cast<int32_t>(call->beta))))
     return 1;
-  if (!aligned16(call->a) || !aligned16(call->b) || !aligned16(call->c) ||
-      (kBiasKind != 0 && !aligned16(call->bias)) || call->lda % kAlignA != 0 ||
+  if (!aligned(call->a, kAlignA * sizeof(ElementA)) || !aligned(call->b, kAlignB * sizeof(ElementB)) ||
+      !aligned(call->c, kAlignC * sizeof(ElementD)) || (kBiasKind != 0 && !aligned(call->bias, 16)) ||
+      call->lda % kAlignA != 0 ||
       call->ldb % kAlignB != 0 || call->ldc % kAlignC != 0)
     return 2;
   const int64_t m = call->m, n = call->n, k = call->k;
