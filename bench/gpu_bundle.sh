@@ -27,6 +27,17 @@ for f in "$out"/bin/* "$out"/lib/libanvil_cuda.so "$out"/lib/libanvil_nccl.so; d
   ldd "$f" | awk '/=> \// {print $3}'
 done | sort -u | grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnvrtc|libcudnn[^/]*|libnccl)\.so' |
   while read -r lib; do cp -L "$lib" "$out/lib/"; done
+# CUTLASS's headers (the CUTLASS GEMM candidates' GPU tests compile them with nvcc there):
+# 28 MB of text, about 1 MB compressed. bench/gpu_run.sh points ANVIL_CUTLASS_DIR at them.
+cutlass=${ANVIL_CUTLASS_DIR:-$root/.deps/cutlass-4.2.0.0}
+[ -f "$cutlass/cutlass_library/source/include/cutlass/cutlass.h" ] && cutlass=$cutlass/cutlass_library/source
+if [ -f "$cutlass/include/cutlass/cutlass.h" ]; then
+  mkdir -p "$out/cutlass/tools/util"
+  cp -r "$cutlass/include" "$out/cutlass/"
+  cp -r "$cutlass/tools/util/include" "$out/cutlass/tools/util/"
+else
+  echo "gpu_bundle: no CUTLASS headers under $cutlass: the CutlassGemm GPU tests will skip" >&2
+fi
 du -sh "$out"
 # one compressed file to carry (the folder itself is over a carry's 64 MiB with the tree)
 tar -C "$(dirname "$out")" -cJf "$out.tar.xz" "$(basename "$out")"

@@ -25,6 +25,7 @@ export ANVIL_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0
 # With 2 GPUs the 2-GPU tests (Nccl2Gpu.*: the nccl backend) must run, not skip.
 if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ]; then export ANVIL_REQUIRE_GPU=2; fi
 export ANVIL_CACHE_DIR=/tmp/anvil_gpu_cache
+if [ -d "$root/gpu_bundle/cutlass/include" ]; then export ANVIL_CUTLASS_DIR="$root/gpu_bundle/cutlass"; fi
 export ANVIL_NVCC="${ANVIL_NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 shards=${ANVIL_GPU_SHARDS:-$(nproc)}
 logs=$(mktemp -d)

@@ -9,7 +9,8 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git
           libzip-dev nlohmann-json3-dev libgtest-dev googletest
           libopenblas-dev libdlpack-dev libfftw3-dev zlib1g-dev
           libgloo-dev libopenmpi-dev openmpi-bin
-          libdnnl-dev)
+          libdnnl-dev
+          python3-pip)  # pip downloads header-only wheels (cuDNN frontend, CUTLASS); installs none
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -25,6 +26,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}
+# CUTLASS's headers (GEMM autotuning's CUDA candidates) from the nvidia-cutlass wheel, unzipped into
+# .deps (no pip install: works with Debian's externally-managed Python). Optional: without them
+# CUTLASS candidates are skipped with a warning. CMake does the same at configure time.
+scripts/fetch_cutlass_headers.sh 4.2.0.0 .deps/cutlass-4.2.0.0 ||
+  echo "setup: CUTLASS headers not fetched: CUTLASS GEMM candidates will be skipped"
 JOBS=${JOBS:-$(nproc)}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS" ${BUILD_TARGETS:+--target $BUILD_TARGETS}

@@ -1,0 +1,237 @@
+// CUTLASS 3.x sm90 candidate enumeration (B.4.4 a-g), configuration names, header discovery.
+#include "codegen/gemm/cutlass_candidates.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+namespace anvil::codegen::gemm {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* dtype_token(DType t) {
+  switch (t) {
+    case DType::kBFloat16: return "bf16";
+    case DType::kFloat16: return "f16";
+    case DType::kFloat32: return "f32";
+    case DType::kInt8: return "s8";
+    case DType::kInt32: return "s32";
+    default: return "?";
+  }
+}
+
+struct Tile {
+  int m, n, k;
+};
+
+bool is_16bit(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
+
+// Activations CUTLASS's sm90 fusion operations express (cutlass::epilogue::thread::*).
+bool fusable_activation(GemmActivation a) {
+  return a == GemmActivation::kRelu || a == GemmActivation::kGeluErf ||
+         a == GemmActivation::kGeluTanh || a == GemmActivation::kSilu;
+}
+
+}  // namespace
+
+std::string cutlass_config_name(const CutlassConfig& c) {
+  std::string s = "cutlass3x_sm90_tensorop_gemm_";
+  s += dtype_token(c.a);
+  s += "_";
+  s += dtype_token(c.b);
+  s += "_";
+  s += dtype_token(c.acc);
+  s += "_";
+  s += c.has_source ? dtype_token(c.d) : "void";
+  s += "_";
+  s += dtype_token(c.d);
+  s += "_" + std::to_string(c.tile_m) + "x" + std::to_string(c.tile_n) + "x" +
+       std::to_string(c.tile_k);
+  s += "_" + std::to_string(c.cluster_m) + "x" + std::to_string(c.cluster_n) + "x1";
+  s += "_0_";  // stage count: 0 = as many as shared memory holds (StageCountAutoCarveout)
+  // CUTLASS's layout letters: t = row-major, n = column-major; A, B, then C/D (always row-major).
+  s += c.a_row_major ? "t" : "n";
+  s += c.b_row_major ? "t" : "n";
+  s += "t";
+  s += "_align" + std::to_string(c.align_a);
+  if (!c.tma) s += "_cpasync";
+  switch (c.schedule) {
+    case CutlassSchedule::kCooperative: s += "_warpspecialized_cooperative"; break;
+    case CutlassSchedule::kPingpong: s += "_warpspecialized_pingpong"; break;
+    case CutlassSchedule::kStreamK: s += "_stream_k_warpspecialized_cooperative"; break;
+  }
+  s += c.tma ? "_epi_tma" : "_epi_nosmem";
+  if (c.batch > 1) s += "_batched";
+  return s;
+}
+
+std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const CutlassOptions& options) {
+  std::vector<CutlassConfig> out;
+  // B.4.3 / B.4.4 b: 3.x GemmUniversal kernels built for sm_90a only run on compute capability 9.0.
+  if (sm != 90) return out;
+  // B.4.3: static shapes, every dim non-zero.
+  if (!p.is_static() || *p.m <= 0 || *p.n <= 0 || *p.k <= 0 || p.batch < 1) return out;
+  if (p.op == GemmOp::kMixedMm) return out;  // mixed-input kernels are not generated
+
+  CutlassConfig base;
+  base.batch = p.batch;
+  base.a = p.a_dtype;
+  base.b = p.b_dtype;
+  base.d = p.out_dtype;
+  base.a_row_major = !p.trans_a;
+  base.b_row_major = !p.trans_b;
+  std::vector<Tile> tiles;
+  // d. dtypes (B.4.5 accumulators).
+  if (is_16bit(p.a_dtype) && p.b_dtype == p.a_dtype && p.out_dtype == p.a_dtype) {
+    if (p.acc_dtype == DType::kFloat16 && p.a_dtype == DType::kFloat16) {
+      base.acc = DType::kFloat16;
+    } else if (p.acc_dtype == DType::kFloat32) {
+      base.acc = DType::kFloat32;
+    } else {
+      return out;
+    }
+    // f. TMA needs 16-byte aligned rows: 8 elements of every operand. Below that, the cp.async
+    // kernels: A and B aligned to 4 or 2 elements (the largest both allow), C to 8, 4, 2 or 1.
+    if (p.align_a >= 8 && p.align_b >= 8 && p.align_c >= 8) {
+      base.align_a = base.align_b = base.align_c = 8;
+      tiles = {{64, 128, 64}, {128, 128, 64}, {128, 256, 64}, {256, 128, 64}};
+    } else {
+      const int ab = std::min({p.align_a, p.align_b, 8});
+      if (ab < 2) return out;
+      base.tma = false;
+      base.align_a = base.align_b = ab >= 8 ? 8 : ab >= 4 ? 4 : 2;
+      base.align_c = p.align_c >= 8 ? 8 : p.align_c >= 4 ? 4 : p.align_c >= 2 ? 2 : 1;
+      tiles = {{64, 128, 64}, {128, 128, 64}};
+    }
+  } else if (p.a_dtype == DType::kInt8 && p.b_dtype == DType::kInt8 &&
+             p.out_dtype == DType::kInt32) {
+    if (p.acc_dtype != DType::kInt32) return out;
+    base.acc = DType::kInt32;
+    // e. int8 tensor cores read both operands K-major: A row-major, B column-major; K % 16.
+    if (p.trans_a || !p.trans_b || *p.k % 16 != 0) return out;
+    if (p.align_a < 16 || p.align_b < 16 || p.align_c < 4) return out;
+    base.align_a = base.align_b = 16;
+    base.align_c = 4;
+    tiles = {{64, 128, 128}, {128, 128, 128}, {128, 256, 128}, {256, 128, 128}};
+  } else {
+    // fp32 (TF32) is opt-in and not generated yet; fp64 and other dtypes have no sm90 3.x kernels.
+    (void)options.allow_tf32;
+    return out;
+  }
+
+  // Epilogue: bias and activation fused where CUTLASS's fusion operations express them.
+  const bool integer = base.acc == DType::kInt32;
+  base.has_source = p.beta != 0.0 || p.bias == GemmBias::kFull;
+  if (!integer && base.tma) {  // the non-TMA epilogue applies alpha and beta only
+    if (p.bias == GemmBias::kPerColumn) base.bias = GemmBias::kPerColumn;
+    // The per-row bias is read in vectors of 8 along M.
+    if (p.bias == GemmBias::kPerRow && *p.m % 8 == 0) base.bias = GemmBias::kPerRow;
+    if (fusable_activation(p.activation)) base.activation = p.activation;
+  }
+
+  const std::pair<int, int> clusters[] = {{1, 1}, {2, 1}, {1, 2}};
+  const CutlassSchedule schedules[] = {CutlassSchedule::kCooperative, CutlassSchedule::kPingpong,
+                                       CutlassSchedule::kStreamK};
+  for (const Tile& t : tiles) {
+    for (auto [cm, cn] : clusters) {
+      for (CutlassSchedule s : schedules) {
+        // Cooperative kernels split the tile's M between two consumer warp groups (M % 128);
+        // a ping-pong warp group holds a whole tile's accumulators (M <= 128, N <= 128).
+        if (s != CutlassSchedule::kPingpong && t.m % 128 != 0) continue;
+        if (s == CutlassSchedule::kPingpong && (t.m > 128 || t.n > 128)) continue;
+        // cp.async kernels: no clusters, no stream-K.
+        if (!base.tma && (cm != 1 || cn != 1 || s == CutlassSchedule::kStreamK)) continue;
+        CutlassConfig c = base;
+        c.tile_m = t.m;
+        c.tile_n = t.n;
+        c.tile_k = t.k;
+        c.cluster_m = cm;
+        c.cluster_n = cn;
+        c.schedule = s;
+        out.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<GemmCandidate> cutlass_candidates(const GemmProblem& p, int sm, const CutlassOptions& options) {
+  std::vector<GemmCandidate> out;
+  for (const CutlassConfig& c : cutlass_configs(p, sm, options)) {
+    GemmCandidate g;
+    g.name = cutlass_config_name(c);
+    g.backend = GemmBackend::kCutlass;
+    g.entry = "anvil_" + g.name;
+    g.source = render_cutlass_source(c, g.entry);
+    g.fuses_bias = c.bias != GemmBias::kNone;
+    g.fuses_activation = c.activation != GemmActivation::kNone;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::optional<CutlassHeaders> find_cutlass_headers(std::string* why) {
+  // A CUTLASS tree (include/, tools/util/include/) or the folder above the wheel's one.
+  auto probe = [](const fs::path& dir) -> std::optional<CutlassHeaders> {
+    std::error_code ec;
+    for (const fs::path& root : {dir, dir / "cutlass_library" / "source"}) {
+      if (fs::exists(root / "include" / "cutlass" / "cutlass.h", ec) &&
+          fs::exists(root / "include" / "cute" / "tensor.hpp", ec)) {
+        return CutlassHeaders{root.string(), (root / "include").string(),
+                              (root / "tools" / "util" / "include").string()};
+      }
+    }
+    return std::nullopt;
+  };
+  std::string looked;
+  if (const char* d = std::getenv("ANVIL_CUTLASS_DIR"); d && *d) {
+    if (auto h = probe(d)) return h;
+    looked = std::string("ANVIL_CUTLASS_DIR=") + d + " has no include/cutlass/cutlass.h";
+  } else {
+#ifdef ANVIL_CUTLASS_DEFAULT_DIR
+    if (auto h = probe(ANVIL_CUTLASS_DEFAULT_DIR)) return h;
+    looked = std::string("no include/cutlass/cutlass.h under ") + ANVIL_CUTLASS_DEFAULT_DIR +
+             " (the build's default; set ANVIL_CUTLASS_DIR or run scripts/fetch_cutlass_headers.sh)";
+#else
+    looked = "ANVIL_CUTLASS_DIR is not set and the build found no CUTLASS (run "
+             "scripts/fetch_cutlass_headers.sh and reconfigure)";
+#endif
+  }
+  if (why) *why = looked;
+  return std::nullopt;
+}
+
+std::vector<std::string> cutlass_nvcc_flags(const CutlassHeaders& h) {
+  return {"-std=c++17", "-arch=sm_90a", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
+          "-Xcompiler", "-fPIC", "-cudart", "shared", "-w", "-isystem", h.include, "-isystem",
+          h.util_include};
+}
+
+ToolchainOptions cutlass_toolchain_options(const CutlassHeaders& h) {
+  ToolchainOptions o;
+  o.compiler = "/usr/local/cuda/bin/nvcc";
+  if (const char* e = std::getenv("CUDA_HOME"); e && *e) o.compiler = std::string(e) + "/bin/nvcc";
+  if (const char* e = std::getenv("ANVIL_NVCC"); e && *e) o.compiler = e;
+  o.target = "cuda-sm90";
+  o.opt_level = "-O3";
+  o.compile_flags = cutlass_nvcc_flags(h);
+  o.link_flags = {"-shared", "-Xcompiler", "-fPIC", "-cudart", "shared"};
+  o.progress = ProgressMode::kQuiet;
+  return o;
+}
+
+std::vector<GemmCandidate> cutlass_candidates_if_available(const GemmProblem& p, int sm,
+                                                           std::string* warning,
+                                                           const CutlassOptions& options) {
+  std::string why;
+  if (!find_cutlass_headers(&why)) {
+    if (warning) *warning = "CUTLASS headers not found (" + why + "): CUTLASS candidates skipped";
+    return {};
+  }
+  return cutlass_candidates(p, sm, options);
+}
+
+}  // namespace anvil::codegen::gemm
