@@ -123,6 +123,46 @@ TEST_F(GemmTune, WhenEveryCandidateFailsTheFallbackKeepsTheDefaultOrTheCompileFa
   }
 }
 
+// Templates only (allow-list): a generated kernel is chosen, built into the package in its own
+// translation unit, and matches PyTorch.
+TEST_F(GemmTune, AnAllowListedTemplateIsBuiltIntoThePackageAndMatches) {
+  opts_.gemm.allow_regex = "^own_f32_";
+  opts_.gemm.max_profiled = 2;
+  opts_.emit_source_dir = (dir_ / "src").string();
+  const std::string pkg = (dir_ / "m.anvil").string();
+  const driver::CompileReport r = driver::compile_pt2(fixture("mlp_small.pt2"), pkg, opts_);
+  EXPECT_EQ(r.gemms_tuned, 3) << ::testing::PrintToString(r.tune_lines);
+  for (const auto& st : manifest_of(pkg)["gemm"]["steps"])
+    EXPECT_EQ(st["kernel"].get<std::string>().rfind("own_f32_", 0), 0u) << st.dump();
+  EXPECT_TRUE(fs::exists(dir_ / "src" / "gemm_kernel_0.cpp"));
+  const runtime::Model model = runtime::Model::load(pkg);
+  const auto out = model.run({read_npy(fixture("mlp_small.in0.npy"))});
+  EXPECT_TRUE(::anvil::test::close(out[0], read_npy(fixture("mlp_small.out0.npy")), 1e-4));
+}
+
+// Issue 16 item 5: bias + relu / gelu-tanh computed in the chosen kernel's store (oneDNN's
+// post-ops, a template's store), their loop kernels gone, every output as PyTorch's.
+TEST_F(GemmTune, BiasAndActivationFuseIntoTheChosenKernelAndMatchPyTorch) {
+  const std::string base = "gemm_epilogue/gemm_epilogue_float32";
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < 5; ++i) inputs.push_back(read_npy(fixture(base + ".in" + std::to_string(i) + ".npy")));
+  for (const char* allow : {"^onednn_", "^own_f32_"}) {
+    SCOPED_TRACE(allow);
+    opts_.gemm.allow_regex = allow;
+    opts_.gemm.max_profiled = 1;
+    const std::string pkg = (dir_ / (std::string(allow + 1) + "m.anvil")).string();
+    driver::compile_pt2(fixture(base + ".pt2"), pkg, opts_);
+    const nlohmann::json m = manifest_of(pkg);
+    EXPECT_GE(m["gemm_fused_epilogues"].get<int>(), 3) << m["gemm"].dump();
+    const runtime::Model model = runtime::Model::load(pkg);
+    const auto out = model.run(inputs);
+    for (size_t i = 0; i < out.size(); ++i)
+      EXPECT_TRUE(::anvil::test::close(
+          out[i], read_npy(fixture(base + ".out" + std::to_string(i) + ".npy")), 1e-4))
+          << "output " << i;
+  }
+}
+
 /// A generated template whose body is `body` (runs after the signature; `call` in scope).
 gm::GemmCandidate template_candidate(const std::string& name, const std::string& body) {
   gm::GemmCandidate c;

@@ -3,6 +3,7 @@
 // (1, 2, 5, 31), allow / deny lists and the cap (22-24), option parsing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -87,15 +88,18 @@ TEST(GemmFilter, DenyAllowDedupeAndCapInTheSpecsOrder) {
                                             "cutlass_128x128_warpspecialized_cooperative",
                                             "cutlass_64x128_warpspecialized_cooperative_stream_k"}));
   o.deny_regex.reset();
-  o.allow_regex = "pingpong";  // case 23: every template kept contains it; libraries stay
+  o.allow_regex = "pingpong";  // case 23: every candidate kept contains it
   kept = names(filter_candidates(sample(), o, 0));
-  EXPECT_EQ(kept, (std::vector<std::string>{"openblas_sgemm",
-                                            "cutlass_128x128_warpspecialized_pingpong",
+  EXPECT_EQ(kept, (std::vector<std::string>{"cutlass_128x128_warpspecialized_pingpong",
                                             "cutlass_256x128_warpspecialized_pingpong"}));
   o.allow_regex = "stream_k";  // case 7
   kept = names(filter_candidates(sample(), o, 0));
-  EXPECT_EQ(kept.size(), 2u);
-  EXPECT_EQ(kept[1], "cutlass_64x128_warpspecialized_cooperative_stream_k");
+  EXPECT_EQ(kept, std::vector<std::string>{"cutlass_64x128_warpspecialized_cooperative_stream_k"});
+  o.allow_regex.clear();
+  o.deny_regex = "openblas|cooperative";  // libraries are filtered by name too
+  EXPECT_EQ(names(filter_candidates(sample(), o, 0)),
+            (std::vector<std::string>{"cutlass_128x128_warpspecialized_pingpong",
+                                      "cutlass_256x128_warpspecialized_pingpong"}));
   o.allow_regex.clear();
   o.deny_regex = "";  // an empty deny list filters nothing
   kept = names(filter_candidates(sample(), o, 2));  // case 24: the first 2, unique, in order
@@ -125,16 +129,28 @@ TEST(GemmFilter, CpuLibraryCandidatesFollowDtypesBackendsAndFeatures) {
   GemmOptions o;
   GemmProblem p = problem(64, 64, 64, DType::kFloat32);
   auto all = names(gemm_candidates(p, o, {"avx2", "fma", "avx512f"}, 0));
-  EXPECT_EQ(all, (std::vector<std::string>{"openblas_sgemm", "own_packed_f32_avx512",
-                                           "own_packed_f32_avx2", "onednn_f32_f32"}));
+  // libraries first, then the first 4 templates (the fast mode's cap) in generation order
+  ASSERT_EQ(all.size(), 8u);
+  EXPECT_EQ(std::vector<std::string>(all.begin(), all.begin() + 4),
+            (std::vector<std::string>{"openblas_sgemm", "own_packed_f32_avx512",
+                                      "own_packed_f32_avx2", "onednn_f32_f32"}));
+  for (size_t i = 4; i < all.size(); ++i) EXPECT_EQ(all[i].rfind("own_f32_avx512_", 0), 0u);
+  o.mode = AutotuneMode::kMax;  // every template
+  EXPECT_GT(gemm_candidates(p, o, {"avx2", "fma", "avx512f"}, 0).size(), 8u);
+  o.mode = AutotuneMode::kOff;
   all = names(gemm_candidates(p, o, {"avx2", "fma"}, 0));  // no AVX-512 kernel offered
   EXPECT_EQ(std::count(all.begin(), all.end(), "own_packed_f32_avx512"), 0);
-  o.backends = {GemmBackend::kOneDnn};
+  o.backends = {GemmBackend::kOneDnn};  // one family
   EXPECT_EQ(names(gemm_candidates(p, o, {}, 0)), std::vector<std::string>{"onednn_f32_f32"});
   o.backends.clear();
   p = problem(64, 64, 64, DType::kBFloat16);  // bf16: no BLAS, no packed fp32 kernel
+  o.backends = {GemmBackend::kOneDnn, GemmBackend::kOpenBlas};
   EXPECT_EQ(names(gemm_candidates(p, o, {"avx512f"}, 0)),
             std::vector<std::string>{"onednn_bf16_bf16"});
+  p.m.reset();  // symbolic: libraries only
+  o.backends.clear();
+  for (const auto& n : names(gemm_candidates(p, o, {"avx512f", "avx512bf16"}, 0)))
+    EXPECT_EQ(n.rfind("own_", 0), std::string::npos) << n;
 }
 
 }  // namespace

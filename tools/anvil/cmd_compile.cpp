@@ -47,8 +47,8 @@ ArgParser compile_parser() {
       .option("--gemm-backends", "", "LIST",
               "candidate families, comma-separated: own, openblas, onednn, cublaslt, cutlass "
               "(aten = the libraries; default: all)")
-      .option("--gemm-allow", "", "REGEX", "keep only templates whose name contains a match")
-      .option("--gemm-deny", "", "REGEX", "drop templates whose name contains a match")
+      .option("--gemm-allow", "", "REGEX", "keep only candidates whose name contains a match")
+      .option("--gemm-deny", "", "REGEX", "drop candidates whose name contains a match")
       .option("--gemm-max-candidates", "", "N", "time at most the first N templates per GEMM")
       .option("--gemm-min-size", "", "N",
               "offer templates only when M*N*K >= N (default 1; equality admits)")

@@ -114,10 +114,8 @@ std::vector<GemmCandidate> filter_candidates(std::vector<GemmCandidate> candidat
   int templates = 0;
   for (auto& c : candidates) {
     const bool library = is_library_backend(c.backend) || c.source.empty();
-    if (!library) {
-      if (allow && !allow->search(c.name)) continue;
-      if (deny && deny->search(c.name)) continue;
-    }
+    if (allow && !allow->search(c.name)) continue;
+    if (deny && deny->search(c.name)) continue;
     if (!seen.insert(c.name).second) continue;
     if (!library) {
       if (cap > 0 && templates >= cap) continue;

@@ -26,8 +26,8 @@ bool template_eligible(const GemmProblem& p, const GemmOptions& options, std::st
 
 /// Steps h-i, 3 of B.4.4: keep names that contain a match of options.allow_regex (empty: all),
 /// drop names that contain a match of options.deny_regex (nullopt or empty: none), de-duplicate by
-/// name (first wins), keep the first `cap` (0: all) in generation order. Library candidates
-/// (openblas, onednn, the packed kernel, cuBLASLt) are not subject to allow / deny / cap. Throws
+/// name (first wins), keep the first `cap` (0: all) templates in generation order. The regexes
+/// filter library candidates too (`--gemm-deny openblas`); the cap counts templates only. Throws
 /// Error for an invalid regex, naming the option.
 std::vector<GemmCandidate> filter_candidates(std::vector<GemmCandidate> candidates,
                                              const GemmOptions& options, int cap);

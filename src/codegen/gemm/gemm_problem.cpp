@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include "anvil/anvil_rt.h"
+#include "codegen/gemm/cpu_templates.h"
+#include "codegen/gemm/cutlass_candidates.h"
 #include "codegen/gemm/gemm_filter.h"
 
 namespace anvil::codegen::gemm {
@@ -153,6 +155,12 @@ std::vector<GemmCandidate> gemm_candidates(const GemmProblem& p, const GemmOptio
   std::string why;
   if (!template_eligible(p, options, &why)) {
     if (notes) notes->push_back("no template candidates: " + why);
+  } else if (sm == 0 && backend_enabled(options, GemmBackend::kOwn)) {
+    for (auto& c : cpu_template_candidates(p, cpu_features)) all.push_back(std::move(c));
+  } else if (sm > 0 && backend_enabled(options, GemmBackend::kCutlass)) {
+    std::string warning;
+    for (auto& c : cutlass_candidates_if_available(p, sm, &warning)) all.push_back(std::move(c));
+    if (!warning.empty() && notes) notes->push_back(warning);
   }
   return filter_candidates(std::move(all), options, template_cap(options));
 }
