@@ -14,7 +14,7 @@ build=$(cd "${1:-$root/build}" && pwd)
 out=$(realpath -m "${2:-$root/gpu_bundle}")
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-for b in anvil test_gpu serving_bench nccl_bench gemm_bench; do  # gemm_bench --suite: the host CPU's GEMM figures
+for b in anvil anvil-gemm-time test_gpu serving_bench nccl_bench gemm_bench; do  # gemm_bench --suite: the host CPU's GEMM figures; anvil-gemm-time: the autotuner's timing child
   cp "$build/bin/$b" "$out/bin/"
   strip --strip-debug "$out/bin/$b"
 done
@@ -22,11 +22,13 @@ for l in libanvil_cuda.so libanvil_nccl.so; do  # device backend; nccl process-g
   cp "$build/lib/$l" "$out/lib/"
   strip "$out/lib/$l"
 done
-# shared libraries of the binaries, except the C runtime and CUDA's own (NCCL included)
+# shared libraries of the binaries, except the C / C++ runtimes (the GPU machine's are newer, and
+# libraries nvcc builds there need them) and CUDA's own (NCCL included)
 for f in "$out"/bin/* "$out"/lib/libanvil_cuda.so "$out"/lib/libanvil_nccl.so; do
   ldd "$f" | awk '/=> \// {print $3}'
-done | sort -u | grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnvrtc|libcudnn[^/]*|libnccl)\.so' |
+done | sort -u | grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnvrtc|libcudnn[^/]*|libnccl)\.so' |
   while read -r lib; do cp -L "$lib" "$out/lib/"; done
+strip --strip-debug "$out"/lib/libanvil_*.so  # a RelWithDebInfo build's debug info: tens of MB
 # CUTLASS's headers (the CUTLASS GEMM candidates' GPU tests compile them with nvcc there):
 # 28 MB of text, about 1 MB compressed. bench/gpu_run.sh points ANVIL_CUTLASS_DIR at them.
 cutlass=${ANVIL_CUTLASS_DIR:-$root/.deps/cutlass-4.2.0.0}

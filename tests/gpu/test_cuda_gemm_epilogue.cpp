@@ -111,7 +111,7 @@ TEST(CudaGemmEx, BadArgumentsAreRefusedWithAMessage) {
   } catch (const Error& e) {
     GTEST_SKIP() << "no CUDA device backend: " << e.what();
   }
-  ASSERT_EQ(api->abi_version, 3u);
+  ASSERT_EQ(api->abi_version, ANVIL_DEVICE_ABI_VERSION);
   ASSERT_NE(api->gemm_ex, nullptr);
   const auto refused = [&](const AnvilGemmArgs* g, const char* says) {
     const int rc = api->gemm_ex(0, nullptr, g);
