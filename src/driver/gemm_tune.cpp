@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/gemm/cutlass_candidates.h"
+#include "codegen/gemm/gemm_epilogue.h"
 #include "codegen/gemm/gemm_filter.h"
 #include "codegen/gemm/gemm_problem.h"
 #include "core/error.h"
@@ -427,6 +428,22 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     if (options.verbose)
       std::fprintf(stderr, "  %s: chose %s (%.1f us)\n", g->name.c_str(), c.name.c_str(),
                    best_ns / 1000.0);
+  }
+  if (sm > 0) {
+    // The CUDA emitter calls a chosen kernel only for a plain GEMM (no batch dims, no epilogue
+    // cuBLASLt fuses: codegen/gemm/gemm_epilogue.h); the others keep cuBLASLt, and say so.
+    const codegen::gemm::EpiloguePlan plan = codegen::gemm::plan_gemm_epilogues(program);
+    int kept = 0;
+    for (size_t i = 0; i < program.steps.size(); ++i)
+      if (auto* g = std::get_if<passes::GemmStep>(&program.steps[i]);
+          g && !g->choice.source.empty() && (!g->batch.empty() || plan.by_gemm.count(i))) {
+        g->choice = {};
+        ++kept;
+      }
+    if (kept > 0)
+      r.warnings.push_back(std::to_string(kept) +
+                           " GEMM(s) timed faster in a CUTLASS kernel keep cuBLASLt: their fused "
+                           "epilogue or batch dims are not passed to the tuner's kernels yet");
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

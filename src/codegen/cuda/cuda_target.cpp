@@ -8,10 +8,12 @@
 // compute in libcu++'s cuda::std::complex (codegen/c_expr.h's CUDA dialect). Collectives are
 // issued and waited in run() on the run's stream (a GPU group: NCCL), as on the CPU.
 #include <cstdlib>
+#include <map>
 #include <set>
 
 #include "codegen/cpu/emit_cpu.h"  // emit_model: the entry table and run() are target-neutral text
 #include "codegen/cuda/emit_cuda.h"
+#include "codegen/gemm/cutlass_candidates.h"
 #include "codegen/gemm/gemm_epilogue.h"
 #include "codegen/target.h"
 #include "core/error.h"
@@ -159,6 +161,29 @@ class CudaTarget final : public Target {
                                        .substr(plain.size());
     r.sources.push_back(
         {"model.cu", (cpu::needs_complex(model_body) ? pre(true) : plain) + model_body});
+    // The CUTLASS kernels the autotuner chose for plain GEMMs (driver/gemm_tune.cpp), one unit
+    // each, built with CUTLASS's include dirs.
+    std::map<std::string, std::string> chosen;
+    auto add_chosen = [&](const passes::Program& q) {
+      for (const auto& step : q.steps)
+        if (const auto* g = std::get_if<passes::GemmStep>(&step);
+            g && g->batch.empty() && !g->choice.source.empty())
+          chosen.emplace(g->choice.entry, g->choice.source);
+    };
+    add_chosen(p);
+    cpu::for_each_subprogram(p, [&](const passes::Program& sub, const std::string&) { add_chosen(sub); });
+    int t = 0;
+    for (const auto& [entry, source] : chosen)
+      r.sources.push_back({"gemm_kernel_" + std::to_string(t++) + ".cu", source});
+    if (!chosen.empty()) {
+      std::string why;
+      const auto h = gemm::find_cutlass_headers(&why);
+      if (!h) throw Error("CUTLASS headers not found", "codegen/cuda", "the headers the tuner used", why);
+      for (const char* f : {"--expt-relaxed-constexpr", "-isystem"}) r.compile_flags.push_back(f);
+      r.compile_flags.push_back(h->include);
+      r.compile_flags.push_back("-isystem");
+      r.compile_flags.push_back(h->util_include);
+    }
     if (!kernels.empty())
       r.sources.push_back({"kernels_0.cu", pre(cpu::needs_complex(kernels)) + "\nnamespace " +
                                                o.cpp_namespace + " {\n\n" + kernels +

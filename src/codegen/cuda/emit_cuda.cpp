@@ -367,6 +367,38 @@ std::string fused_gemm_body(const passes::Program& p, const GemmStep& g, const F
 
 }  // namespace
 
+/// The body of a GEMM step that runs the autotuner's CUTLASS kernel (a gemm_kernel_N.cu of the
+/// package; no batch dims, no fused epilogue): its workspace is the stream's (device ABI 4).
+std::string chosen_gemm_body(const passes::Program& p, const GemmStep& g, const std::string& st) {
+  const std::string& e = g.choice.entry;
+  char alpha[64];
+  std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha);
+  std::ostringstream b;
+  b << "  AnvilGemmCall call{};\n";
+  b << "  call.a_dtype = call.b_dtype = call.c_dtype = " << static_cast<int>(g.dtype) << ";\n";
+  b << "  call.trans_a = " << (g.a.trans ? 1 : 0) << "; call.trans_b = " << (g.b.trans ? 1 : 0)
+    << ";\n";
+  b << "  call.m = m; call.n = n; call.k = k;\n";
+  b << "  call.a = " << operand_ptr(p, g.a, st, 0) << "; call.lda = " << g.a.ld.str() << ";\n";
+  b << "  call.b = " << operand_ptr(p, g.b, st, 0) << "; call.ldb = " << g.b.ld.str() << ";\n";
+  b << "  call.c = " << operand_ptr(p, g.c, st, 0) << "; call.ldc = " << g.c.ld.str() << ";\n";
+  b << "  call.alpha = static_cast<float>(" << alpha << "); call.beta = 0.0f;\n";
+  b << "  const size_t ws_bytes = " << e << "_workspace(&call);\n";
+  b << "  void* ws = nullptr;\n";
+  b << "  if (ws_bytes > 0) {\n";
+  b << "    ws = dev->abi_version >= 4 ? dev->workspace(device, s.stream, ws_bytes) : nullptr;\n";
+  b << "    if (!ws) {\n      s.api->set_error(s.run_ctx, \"" << g.name
+    << ": no workspace for the GEMM kernel (device backend ABI 4 needed)\");\n      return 1;\n    }\n";
+  b << "  }\n";
+  b << "  const int rc = " << e << "(&call, ws, ws_bytes, s.stream);\n";
+  b << "  if (rc != 0) {\n";
+  b << "    char msg[512];\n";
+  b << "    snprintf(msg, sizeof msg, \"" << g.name << ": GEMM kernel " << g.choice.name
+    << " refused the call (code %d)\", rc);\n";
+  b << "    s.api->set_error(s.run_ctx, msg);\n    return 1;\n  }\n";
+  return b.str();
+}
+
 std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEpilogue* fused) {
   const std::string st = storage_type(g.dtype);
   const size_t nb = g.batch.size();
@@ -386,6 +418,8 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
   body << "  if (batch <= 0) return 0;\n";
   if (fused) {
     body << fused_gemm_body(p, g, *fused, st);
+  } else if (nb == 0 && !g.choice.source.empty()) {
+    body << chosen_gemm_body(p, g, st);
   } else {
     std::string ind = "  ";
     for (size_t d = 0; d < outer; ++d) {
@@ -415,8 +449,12 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
   }
   body << "  return 0;\n";
   std::ostringstream fn;
+  const bool chosen = !fused && nb == 0 && !g.choice.source.empty();
+  if (chosen)
+    fn << "extern \"C\" int " << g.choice.entry << "(const AnvilGemmCall*, void*, size_t, void*);\n"
+       << "extern \"C\" size_t " << g.choice.entry << "_workspace(const AnvilGemmCall*);\n";
   fn << "// " << g.name << ": " << join(g.nodes) << " (" << dtype_name(g.dtype)
-     << " GEMM, cuBLASLt";
+     << (chosen ? " GEMM, " + g.choice.name : std::string(" GEMM, cuBLASLt"));
   if (fused) {
     fn << "; epilogue " << epilogue_macro(fused->kind);
     if (fused->residual >= 0) fn << " + residual C";
