@@ -354,6 +354,11 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       ++r.kept_default;
       continue;  // symbolic or empty: the default path (dispatch by size is not done yet)
     }
+    const std::string key = codegen::gemm::problem_key(p);
+    if (auto it = decided.find(key); it != decided.end()) {  // the same problem seen before
+      g->choice = it->second;
+      continue;
+    }
     std::vector<std::string> notes;
     const std::vector<GemmCandidate> cands =
         codegen::gemm::gemm_candidates(p, options, target.cpu_features, sm, &notes);
@@ -361,11 +366,6 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       if (n.rfind("CUTLASS", 0) == 0 &&
           std::find(r.warnings.begin(), r.warnings.end(), n) == r.warnings.end())
         r.warnings.push_back(n);
-    const std::string key = codegen::gemm::problem_key(p);
-    if (auto it = decided.find(key); it != decided.end()) {
-      g->choice = it->second;
-      continue;
-    }
     if (cands.empty()) {
       ++r.kept_default;
       continue;
