@@ -111,6 +111,10 @@ def main():
                     help="also serve the MLP at batch 1 from 4 threads (gpu_bundle/bin/serving_bench)")
     ap.add_argument("--serving-calls", type=int, default=10000)
     ap.add_argument("--work", default="", help="folder for the exports and packages (default: a temp folder)")
+    ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--tuned", default="",
+                    help="also compile each model with these extra `anvil compile` flags (e.g. "
+                         "'--autotune fast') and time that package beside the default one")
     ap.add_argument("--modes", default="default,reduce-overhead",
                     help="torch.compile modes to time (max-autotune compiles for minutes)")
     a = ap.parse_args()
@@ -120,7 +124,8 @@ def main():
     work = a.work or tempfile.mkdtemp()
     os.makedirs(work, exist_ok=True)
     ap_models = a.models.split(",")
-    for mname, dt in [(mn, d) for mn in ap_models for d in (torch.float32, torch.bfloat16)]:
+    dtypes = [getattr(torch, d) for d in a.dtypes.split(",")]
+    for mname, dt in [(mn, d) for mn in ap_models for d in dtypes]:
         name = f"{mname}_{str(dt).split('.')[-1]}"
         cls, make_x = MODELS[mname]
         m = cls().to(dt).eval()
@@ -150,6 +155,23 @@ def main():
              "anvil_cuda_graphs": graphs["cuda_graphs"],
              "anvil_nographs_single_ms": plain["single_ms"], "anvil_nographs_b2b_ms": plain["b2b_ms"],
              "anvil_compile_s": compile_s, "max_rel_err_vs_eager": rel}
+        if a.tuned:
+            tpkg = os.path.join(work, name + "_tuned.anvil")
+            t0 = time.perf_counter()
+            subprocess.run([a.anvil, "compile", pt2, "-o", tpkg, "--target", "cuda-sm90",
+                            *a.tuned.split()], check=True)
+            r["tuned_args"] = a.tuned
+            r["tuned_compile_s"] = time.perf_counter() - t0
+            tout = os.path.join(work, name + "_tuned_out")
+            subprocess.run([a.anvil, "run", tpkg, "-i", xin, "-o", tout, "-q"], check=True)
+            tgot = torch.from_numpy(np.load(os.path.join(tout, "out0.npy")))
+            r["tuned_max_rel_err_vs_eager"] = ((tgot - want).abs().max() / want.abs().max().clamp(min=1)).item()
+            # alternate default and tuned packages, twice, so drift hits both alike
+            for rnd in range(2):
+                for key, pk in (("anvil", pkg), ("tuned", tpkg)):
+                    b = anvil_bench(a.anvil, pk, a.iters)
+                    r[f"{key}_single_ms_r{rnd}"] = b["single_ms"]
+                    r[f"{key}_b2b_ms_r{rnd}"] = b["b2b_ms"]
         with torch.no_grad():
             r["eager_single_ms"] = time_torch(mg, xg, a.iters)
             r["eager_b2b_ms"] = time_torch_b2b(mg, xg, a.iters)

@@ -140,11 +140,18 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
+/// A temporary name beside `path`, unique in this process: threads that build the same source
+/// at once (the autotuner compiles many candidates in parallel; two problems may share a
+/// template's text) each write their own file and the last rename wins.
+fs::path unique_tmp(const fs::path& path) {
+  static std::atomic<uint64_t> counter{0};
+  return path.string() + str(".tmp.", ::getpid(), ".", counter++);
+}
+
 /// Writes `data` to `path` atomically (a temporary file in the same folder, then rename).
 void write_atomic(const fs::path& path, const std::string& data) {
-  static std::atomic<uint64_t> counter{0};
   fs::create_directories(path.parent_path());
-  const fs::path tmp = path.string() + str(".tmp.", ::getpid(), ".", counter++);
+  const fs::path tmp = unique_tmp(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(data.data(), static_cast<std::streamsize>(data.size()));
@@ -465,7 +472,7 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
         const fs::path src = build_dir / sources[i].name;
         write_atomic(src, sources[i].code);
         fs::create_directories(obj.parent_path());
-        const fs::path tmp_obj = obj.string() + str(".tmp.", ::getpid(), ".", i);
+        const fs::path tmp_obj = unique_tmp(obj);
         std::vector<std::string> argv{compiler};
         argv.insert(argv.end(), flags.begin(), flags.end());
         argv.insert(argv.end(), {"-I" + include_dir, "-c", src.string(), "-o", tmp_obj.string()});
@@ -514,7 +521,7 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
   std::error_code ec;
   if (!(opt.use_cache && codegen::touch_cache_entry(so_cache.string()))) {
     fs::create_directories(so_cache.parent_path());
-    const fs::path tmp_so = so_cache.string() + str(".tmp.", ::getpid());
+    const fs::path tmp_so = unique_tmp(so_cache);
     std::vector<std::string> argv{compiler};
     argv.insert(argv.end(), link_flags.begin(), link_flags.end());
     argv.insert(argv.end(), {"-o", tmp_so.string()});
@@ -532,7 +539,7 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
   }
   const fs::path out = fs::absolute(output_so);
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
-  const fs::path tmp_out = out.string() + str(".tmp.", ::getpid());
+  const fs::path tmp_out = unique_tmp(out);
   fs::copy_file(so_cache, tmp_out, fs::copy_options::overwrite_existing);
   fs::rename(tmp_out, out);
   result.so_path = out.string();

@@ -35,6 +35,7 @@ extern char** environ;
 namespace anvil::driver {
 
 namespace fs = std::filesystem;
+using codegen::gemm::GemmActivation;
 using codegen::gemm::GemmCandidate;
 using codegen::gemm::GemmOptions;
 using codegen::gemm::GemmProblem;
@@ -118,6 +119,15 @@ Timing run_child(const std::vector<std::string>& argv, int timeout_s) {
   return t;
 }
 
+/// Whether `c` is cuBLASLt and `act` is not one of its epilogues (erf GELU, SiLU): the package
+/// would then run the activation in a kernel of its own after the GEMM. Such a candidate is timed
+/// without the activation (GEMM and bias only): a lower bound of what it costs in the package, so
+/// a CUTLASS kernel that fuses the activation is chosen only when it beats cuBLASLt outright.
+bool cublaslt_lacks(const GemmCandidate& c, GemmActivation act) {
+  return c.backend == codegen::gemm::GemmBackend::kCublasLt && act != GemmActivation::kNone &&
+         act != GemmActivation::kRelu && act != GemmActivation::kGeluTanh;
+}
+
 std::vector<std::string> child_args(const std::string& tool, const GemmProblem& p,
                                     const GemmCandidate& c, const std::string& so) {
   auto kv = [](const char* k, const auto& v) {
@@ -133,7 +143,9 @@ std::vector<std::string> child_args(const std::string& tool, const GemmProblem& 
       kv("ldc", p.ldc.value_or(n)), kv("a_dtype", static_cast<int>(p.a_dtype)),
       kv("b_dtype", static_cast<int>(p.b_dtype)), kv("c_dtype", static_cast<int>(p.out_dtype)),
       kv("alpha", p.alpha), kv("beta", p.beta), kv("bias", static_cast<int>(p.bias)),
-      kv("act", static_cast<int>(p.activation)), kv("b_constant", p.b_constant ? 1 : 0)};
+      kv("act", static_cast<int>(cublaslt_lacks(c, p.activation) ? GemmActivation::kNone
+                                                                  : p.activation)),
+      kv("b_constant", p.b_constant ? 1 : 0)};
   if (c.source.empty()) {
     a.push_back(kv("library", c.library));
     a.push_back(kv("variant", c.variant));
@@ -241,31 +253,40 @@ std::string shape_text(const GemmProblem& p) {
 
 }  // namespace
 
-int time_candidates(const GemmProblem& p, const std::vector<GemmCandidate>& cands,
-                    const codegen::Target& backend, const codegen::ToolchainOptions& toolchain,
-                    const GemmOptions& options, const std::string& tool,
-                    std::vector<CandidateTiming>& timings, const std::string& device) {
-  static std::atomic<int> dir_counter{0};
-  const fs::path scratch = fs::temp_directory_path() /
-      ("anvil_tune_" + std::to_string(::getpid()) + "_" + std::to_string(dir_counter++));
-  fs::create_directories(scratch);
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } cleanup{scratch};
-  const int jobs = options.jobs > 0
-                       ? options.jobs
-                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::string> build_errors;
-  const std::vector<std::string> so =
-      build_templates(cands, backend, toolchain, scratch.string(), jobs, build_errors);
-  timings.assign(cands.size(), {});
+namespace {
+
+/// A scratch folder for candidate libraries, removed with the object.
+struct Scratch {
+  fs::path path;
+  Scratch() {
+    static std::atomic<int> counter{0};
+    path = fs::temp_directory_path() /
+           ("anvil_tune_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::create_directories(path);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+int build_jobs(const GemmOptions& options) {
+  return options.jobs > 0 ? options.jobs
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+/// Times candidates [from, from + n) of `cands` whose libraries `so` built (errors beside), in
+/// order, one child process at a time; the index (relative to `from`) of the fastest, or -1.
+int time_built(const GemmProblem& p, const std::vector<GemmCandidate>& cands, size_t from,
+               size_t n, const std::vector<std::string>& so,
+               const std::vector<std::string>& build_errors, const GemmOptions& options,
+               const std::string& tool, std::vector<CandidateTiming>& timings,
+               const std::string& device) {
+  timings.assign(n, {});
   int best = -1;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    CandidateTiming& ct = timings[i];
+  for (size_t j = 0; j < n; ++j) {
+    const size_t i = from + j;
+    CandidateTiming& ct = timings[j];
     ct.name = cands[i].name;
     Timing t;
     if (!cands[i].source.empty() && so[i].empty()) {
@@ -278,9 +299,23 @@ int time_candidates(const GemmProblem& p, const std::vector<GemmCandidate>& cand
     ct.ns = t.ns;
     ct.error = t.error;
     if (!std::isinf(t.ns) && (best < 0 || t.ns < timings[static_cast<size_t>(best)].ns))
-      best = static_cast<int>(i);
+      best = static_cast<int>(j);
   }
   return best;
+}
+
+}  // namespace
+
+int time_candidates(const GemmProblem& p, const std::vector<GemmCandidate>& cands,
+                    const codegen::Target& backend, const codegen::ToolchainOptions& toolchain,
+                    const GemmOptions& options, const std::string& tool,
+                    std::vector<CandidateTiming>& timings, const std::string& device) {
+  Scratch scratch;
+  std::vector<std::string> build_errors;
+  const std::vector<std::string> so = build_templates(cands, backend, toolchain,
+                                                      scratch.path.string(), build_jobs(options),
+                                                      build_errors);
+  return time_built(p, cands, 0, cands.size(), so, build_errors, options, tool, timings, device);
 }
 
 std::string gemm_time_tool() {
@@ -344,23 +379,63 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       : toolchain.cache_dir.empty() ? codegen::default_cache_dir() : toolchain.cache_dir;
   const bool show = toolchain.progress != codegen::ProgressMode::kQuiet;
   std::map<std::string, passes::GemmKernelChoice> decided;  // problem key -> choice
+  // On CUDA a chosen kernel replaces cuBLASLt together with the epilogue cuBLASLt would fuse, so
+  // its candidates are posed the GEMM with that epilogue (bias, activation): the forms the
+  // epilogue matcher proves (codegen/gemm/gemm_epilogue.h), erf GELU and SiLU included, which
+  // only a CUTLASS kernel fuses. GEMMs whose epilogue adds a residual keep cuBLASLt.
+  const codegen::gemm::EpiloguePlan epilogues =
+      sm > 0 ? codegen::gemm::match_gemm_epilogues(program) : codegen::gemm::EpiloguePlan{};
 
-  for (auto& step : program.steps) {
-    auto* g = std::get_if<passes::GemmStep>(&step);
+  // 1. Each GEMM step's problem and candidates; a choice from the on-disk cache or an earlier
+  // step with the same problem ends there; the others are pending.
+  struct Pending {
+    size_t step;
+    GemmProblem problem;
+    std::string key, cache_key, cache_path;
+    std::vector<GemmCandidate> cands;
+    size_t first = 0;  // index of its first candidate in `all`
+    int same_as = -1;  // a pending problem with the same key, timed once
+  };
+  std::vector<Pending> pending;
+  std::map<std::string, size_t> pending_by_key;
+  std::vector<GemmCandidate> all;  // every pending problem's candidates, built together
+  auto choice_of = [](const GemmCandidate& c, double us, int n) {
+    return passes::GemmKernelChoice{c.name,  c.library, c.variant,    c.entry,
+                                    c.source, us,       n,           c.fuses_bias,
+                                    c.fuses_activation};
+  };
+  for (size_t si = 0; si < program.steps.size(); ++si) {
+    auto* g = std::get_if<passes::GemmStep>(&program.steps[si]);
     if (!g) continue;
     ++r.steps;
-    const GemmProblem p = codegen::gemm::problem_of(program, *g, target.name);
+    GemmProblem p = codegen::gemm::problem_of(program, *g, target.name);
     if (!p.is_static() || *p.m <= 0 || *p.n <= 0 || *p.k <= 0) {
       ++r.kept_default;
       continue;  // symbolic or empty: the default path (dispatch by size is not done yet)
+    }
+    if (const auto f = epilogues.by_gemm.find(si); f != epilogues.by_gemm.end()) {
+      if (f->second.residual >= 0 || !g->batch.empty()) {
+        ++r.kept_default;  // cuBLASLt's residual (or batched) epilogue
+        continue;
+      }
+      p.bias = codegen::gemm::epilogue_has_bias(f->second.kind) ? codegen::gemm::GemmBias::kPerColumn
+                                                                 : codegen::gemm::GemmBias::kNone;
+      p.activation = static_cast<GemmActivation>(codegen::gemm::gemm_call_activation(f->second.kind));
     }
     const std::string key = codegen::gemm::problem_key(p);
     if (auto it = decided.find(key); it != decided.end()) {  // the same problem seen before
       g->choice = it->second;
       continue;
     }
+    if (auto it = pending_by_key.find(key); it != pending_by_key.end()) {
+      Pending same;
+      same.step = si;
+      same.same_as = static_cast<int>(it->second);
+      pending.push_back(std::move(same));
+      continue;
+    }
     std::vector<std::string> notes;
-    const std::vector<GemmCandidate> cands =
+    std::vector<GemmCandidate> cands =
         codegen::gemm::gemm_candidates(p, options, target.cpu_features, sm, &notes);
     for (const auto& n : notes)  // e.g. CUTLASS's headers missing (spec case 28): once
       if (n.rfind("CUTLASS", 0) == 0 &&
@@ -376,8 +451,7 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     if (const std::string cached = read_cached(cpath); !cached.empty()) {
       for (const auto& c : cands)
         if (c.name == cached) {
-          g->choice = {c.name, c.library, c.variant, c.entry, c.source, 0, 0, c.fuses_bias,
-                       c.fuses_activation};
+          g->choice = choice_of(c, 0, 0);
           decided[key] = g->choice;
           ++r.from_cache;
           break;
@@ -390,13 +464,48 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       ++r.kept_default;
       continue;
     }
+    Pending pd{si, p, key, cache_key, cpath, std::move(cands), all.size(), -1};
+    all.insert(all.end(), pd.cands.begin(), pd.cands.end());
+    pending_by_key[key] = pending.size();
+    pending.push_back(std::move(pd));
+  }
+
+  // 2. Every pending problem's templates compiled together, in parallel (a model's GEMMs share
+  // the compiler's jobs instead of compiling one problem's few candidates at a time).
+  Scratch scratch;
+  std::vector<std::string> build_errors, so;
+  bool any_source = false;
+  for (const auto& c : all) any_source |= !c.source.empty();
+  if (any_source) {
+    if (show)
+      std::fprintf(stderr, "autotune: compiling the template candidates of %zu GEMM problem(s)\n",
+                   pending_by_key.size());
+    so = build_templates(all, backend, toolchain, scratch.path.string(), build_jobs(options),
+                         build_errors);
+  } else {
+    so.assign(all.size(), "");
+    build_errors.assign(all.size(), "");
+  }
+
+  // 3. Each pending problem timed, one child at a time.
+  std::vector<passes::GemmKernelChoice> chosen(pending.size());
+  std::vector<bool> ok(pending.size(), false);
+  for (size_t pi = 0; pi < pending.size(); ++pi) {
+    Pending& pd = pending[pi];
+    auto* g = std::get_if<passes::GemmStep>(&program.steps[pd.step]);
+    if (pd.same_as >= 0) {
+      if (ok[static_cast<size_t>(pd.same_as)]) g->choice = chosen[static_cast<size_t>(pd.same_as)];
+      else ++r.kept_default;
+      continue;
+    }
+    const GemmProblem& p = pd.problem;
     if (show)
       std::fprintf(stderr, "autotune: GEMM %s (%s): %zu candidates\n", g->name.c_str(),
-                   shape_text(p).c_str(), cands.size());
+                   shape_text(p).c_str(), pd.cands.size());
     std::vector<CandidateTiming> timings;
-    const int chosen =
-        time_candidates(p, cands, backend, toolchain, options, tool, timings, device);
-    r.candidates_timed += static_cast<int>(cands.size());
+    const int best = time_built(p, all, pd.first, pd.cands.size(), so, build_errors, options,
+                                tool, timings, device);
+    r.candidates_timed += static_cast<int>(pd.cands.size());
     std::map<std::string, double> times;
     for (const auto& t : timings) {
       times[t.name] = t.ns;
@@ -407,43 +516,48 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       r.lines.push_back(line.str());
       if (options.verbose) std::fprintf(stderr, "%s\n", line.str().c_str());
     }
-    const size_t best = chosen < 0 ? cands.size() : static_cast<size_t>(chosen);
-    const double best_ns = chosen < 0 ? kInf : timings[best].ns;
-    if (best == cands.size()) {
+    if (best < 0) {
       const std::string msg = "every GEMM candidate failed for " + g->name + " (" +
                               shape_text(p) + ")";
       if (!options.fallback)
         throw Error(msg, "autotune " + g->name, "at least one working candidate",
-                    "none of " + std::to_string(cands.size()) + " (--no-gemm-fallback)");
+                    "none of " + std::to_string(pd.cands.size()) + " (--no-gemm-fallback)");
       r.warnings.push_back(msg + ": using the default GEMM path");
       ++r.kept_default;
       continue;
     }
-    const GemmCandidate& c = cands[best];
-    g->choice = {c.name,          c.library, c.variant, c.entry, c.source, best_ns / 1000.0,
-                 static_cast<int>(cands.size()), c.fuses_bias, c.fuses_activation};
-    decided[key] = g->choice;
+    const double best_ns = timings[static_cast<size_t>(best)].ns;
+    const GemmCandidate& c = pd.cands[static_cast<size_t>(best)];
+    g->choice = choice_of(c, best_ns / 1000.0, static_cast<int>(pd.cands.size()));
+    chosen[pi] = g->choice;
+    ok[pi] = true;
     ++r.tuned;
-    write_cached(cpath, cache_key, c.name, times);
+    write_cached(pd.cache_path, pd.cache_key, c.name, times);
     if (options.verbose)
       std::fprintf(stderr, "  %s: chose %s (%.1f us)\n", g->name.c_str(), c.name.c_str(),
                    best_ns / 1000.0);
   }
   if (sm > 0) {
-    // The CUDA emitter calls a chosen kernel only for a plain GEMM (no batch dims, no epilogue
-    // cuBLASLt fuses: codegen/gemm/gemm_epilogue.h); the others keep cuBLASLt, and say so.
-    const codegen::gemm::EpiloguePlan plan = codegen::gemm::plan_gemm_epilogues(program);
+    // The CUDA emitter calls a chosen kernel for a GEMM without batch dims whose epilogue, if
+    // any, the kernel applies exactly (codegen/gemm/gemm_epilogue.h chosen_kernel_fuses); the
+    // others keep cuBLASLt, and say so.
     int kept = 0;
-    for (size_t i = 0; i < program.steps.size(); ++i)
-      if (auto* g = std::get_if<passes::GemmStep>(&program.steps[i]);
-          g && !g->choice.source.empty() && (!g->batch.empty() || plan.by_gemm.count(i))) {
+    for (size_t i = 0; i < program.steps.size(); ++i) {
+      auto* g = std::get_if<passes::GemmStep>(&program.steps[i]);
+      if (!g || g->choice.source.empty()) continue;
+      const auto f = epilogues.by_gemm.find(i);
+      const bool fits = f == epilogues.by_gemm.end()
+                            ? g->batch.empty() && !g->choice.fuses_bias && !g->choice.fuses_activation
+                            : codegen::gemm::chosen_kernel_fuses(*g, f->second);
+      if (!fits) {
         g->choice = {};
         ++kept;
       }
+    }
     if (kept > 0)
       r.warnings.push_back(std::to_string(kept) +
-                           " GEMM(s) timed faster in a CUTLASS kernel keep cuBLASLt: their fused "
-                           "epilogue or batch dims are not passed to the tuner's kernels yet");
+                           " GEMM(s) timed faster in a CUTLASS kernel keep cuBLASLt: their batch "
+                           "dims or epilogue are not what the kernel was timed with");
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

@@ -149,8 +149,9 @@ TEST(CutlassCandidates, AlignmentFilter) {
   EXPECT_NE(cutlass_candidates(p, 90)[0].source.find("kAlignC = 1;"), std::string::npos);
   p = bf16_problem(64, 64, 64);
   p.align_a = p.align_b = p.align_c = 16;  // more than 8 allowed: the align8 TMA kernels
-  EXPECT_EQ(count_matching(cutlass_candidates(p, 90), "_align8_"), 24);
-  EXPECT_EQ(count_matching(cutlass_candidates(p, 90), "_epi_tma"), 24);
+  // (M <= 64: the skinny 64x64 tile's three clusters besides the 24)
+  EXPECT_EQ(count_matching(cutlass_candidates(p, 90), "_align8_"), 27);
+  EXPECT_EQ(count_matching(cutlass_candidates(p, 90), "_epi_tma"), 27);
   EXPECT_EQ(count_matching(cutlass_candidates(p, 90), "_align8_stream_k_"), 9);
 }
 
@@ -314,6 +315,49 @@ TEST(CutlassHeaders, EnvOverrideAndWarning) {
     EXPECT_NE(std::find(flags.begin(), flags.end(), h->include), flags.end());
     EXPECT_NE(std::find(flags.begin(), flags.end(), "-arch=sm_90a"), flags.end());
   }
+}
+
+}  // namespace
+}  // namespace anvil::codegen::gemm
+
+namespace anvil::codegen::gemm {
+namespace {
+
+TEST(CutlassCandidates, EpilogueIsPartOfTheNameAndEntry) {
+  // Two GEMMs of one shape with different epilogues get different kernels in one package.
+  GemmProblem p = bf16_problem(256, 512, 128);
+  const auto plain = cutlass_candidates(p, 90);
+  p.bias = GemmBias::kPerColumn;
+  p.activation = GemmActivation::kGeluErf;
+  const auto fused = cutlass_candidates(p, 90);
+  ASSERT_EQ(plain.size(), fused.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(fused[i].name, plain[i].name + "_bias_col_gelu_erf");
+    EXPECT_NE(fused[i].entry, plain[i].entry);
+    EXPECT_TRUE(fused[i].fuses_bias && fused[i].fuses_activation);
+  }
+  p.bias = GemmBias::kNone;
+  p.activation = GemmActivation::kRelu;
+  EXPECT_EQ(cutlass_candidates(p, 90)[0].name, plain[0].name + "_relu");
+}
+
+TEST(CutlassCandidates, SkinnyProblemsTryTheKernelsThatSpreadBFirst) {
+  // M <= 64 (a batch of tokens against a weight): a 64 x 64 ping-pong tile is added and the
+  // first four (what --autotune fast times) are stream-K 128x128, ping-pong 64x64 and 64x128,
+  // stream-K 128x256, all with single-CTA clusters.
+  const auto c = cutlass_candidates(bf16_problem(64, 4096, 1024), 90);
+  ASSERT_EQ(c.size(), 27u);  // 24 + the 64x64 tile's three clusters
+  EXPECT_EQ(count_matching(c, "_64x64x64_"), 3);
+  ASSERT_GE(c.size(), 4u);
+  EXPECT_NE(c[0].name.find("_128x128x64_1x1x1_0_ttt_align8_stream_k_"), std::string::npos) << c[0].name;
+  EXPECT_NE(c[1].name.find("_64x64x64_1x1x1_0_ttt_align8_warpspecialized_pingpong"), std::string::npos) << c[1].name;
+  EXPECT_NE(c[2].name.find("_64x128x64_1x1x1_0_ttt_align8_warpspecialized_pingpong"), std::string::npos) << c[2].name;
+  EXPECT_NE(c[3].name.find("_128x256x64_1x1x1_0_ttt_align8_stream_k_"), std::string::npos) << c[3].name;
+  // larger problems keep the generation order (tile, cluster, schedule) and the four tiles
+  const auto big = cutlass_candidates(bf16_problem(65, 4096, 1024), 90);
+  EXPECT_EQ(big.size(), 24u);
+  EXPECT_EQ(count_matching(big, "_64x64x64_"), 0);
+  EXPECT_NE(big[0].name.find("_64x128x64_1x1x1_"), std::string::npos) << big[0].name;
 }
 
 }  // namespace

@@ -117,12 +117,16 @@ class CudaTarget final : public Target {
           if (f == plan.by_gemm.end()) {
             kernels += emit_gemm(q, *g) + "\n";
           } else {
-            kernels += emit_loop_kernel(q, f->second.fallback) + "\n";
+            // cuBLASLt may refuse an epilogue at run time (ANVIL_GEMM_NOT_FUSED): its GEMM step
+            // then launches the statement's own kernel; a chosen CUTLASS kernel has it built in.
+            const bool chosen = !g->choice.source.empty();
+            if (!chosen) kernels += emit_loop_kernel(q, f->second.fallback) + "\n";
             kernels += emit_gemm(q, *g, &f->second) + "\n";
             fused.push_back({{"gemm", g->name},
                              {"kernel", passes::step_name(q.steps[f->second.kernel_step])},
                              {"epilogue", epilogue_macro(f->second.kind)},
-                             {"residual", f->second.residual >= 0}});
+                             {"residual", f->second.residual >= 0},
+                             {"by", chosen ? g->choice.name : std::string("cublaslt")}});
           }
         } else {
           const auto& e = std::get<passes::ExternStep>(step);

@@ -368,8 +368,10 @@ std::string fused_gemm_body(const passes::Program& p, const GemmStep& g, const F
 }  // namespace
 
 /// The body of a GEMM step that runs the autotuner's CUTLASS kernel (a gemm_kernel_N.cu of the
-/// package; no batch dims, no fused epilogue): its workspace is the stream's (device ABI 4).
-std::string chosen_gemm_body(const passes::Program& p, const GemmStep& g, const std::string& st) {
+/// package; no batch dims), with the bias and activation of `fused` applied in its store when
+/// set (chosen_kernel_fuses): its workspace is the stream's (device ABI 4).
+std::string chosen_gemm_body(const passes::Program& p, const GemmStep& g, const std::string& st,
+                             const FusedEpilogue* fused) {
   const std::string& e = g.choice.entry;
   char alpha[64];
   std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha);
@@ -383,6 +385,12 @@ std::string chosen_gemm_body(const passes::Program& p, const GemmStep& g, const 
   b << "  call.b = " << operand_ptr(p, g.b, st, 0) << "; call.ldb = " << g.b.ld.str() << ";\n";
   b << "  call.c = " << operand_ptr(p, g.c, st, 0) << "; call.ldc = " << g.c.ld.str() << ";\n";
   b << "  call.alpha = static_cast<float>(" << alpha << "); call.beta = 0.0f;\n";
+  if (fused && gemm::epilogue_has_bias(fused->kind))
+    b << "  call.bias = reinterpret_cast<" << st << "*>(" << buffer_base(p, fused->bias)
+      << ") + (" << fused->bias_offset.str() << ");\n  call.bias_kind = ANVIL_GEMM_BIAS_COL;\n";
+  if (fused && gemm::epilogue_has_activation(fused->kind))
+    b << "  call.activation = " << gemm::gemm_call_activation(fused->kind) << ";  // "
+      << epilogue_macro(fused->kind) << "\n";
   b << "  const size_t ws_bytes = " << e << "_workspace(&call);\n";
   b << "  void* ws = nullptr;\n";
   b << "  if (ws_bytes > 0) {\n";
@@ -416,10 +424,11 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
   body << "  const int64_t batch = " << (nb > 0 ? g.batch[nb - 1].str() : std::string("1"))
        << ";\n";
   body << "  if (batch <= 0) return 0;\n";
-  if (fused) {
+  const bool chosen = nb == 0 && !g.choice.source.empty();
+  if (chosen) {
+    body << chosen_gemm_body(p, g, st, fused);
+  } else if (fused) {
     body << fused_gemm_body(p, g, *fused, st);
-  } else if (nb == 0 && !g.choice.source.empty()) {
-    body << chosen_gemm_body(p, g, st);
   } else {
     std::string ind = "  ";
     for (size_t d = 0; d < outer; ++d) {
@@ -449,7 +458,6 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
   }
   body << "  return 0;\n";
   std::ostringstream fn;
-  const bool chosen = !fused && nb == 0 && !g.choice.source.empty();
   if (chosen)
     fn << "extern \"C\" int " << g.choice.entry << "(const AnvilGemmCall*, void*, size_t, void*);\n"
        << "extern \"C\" size_t " << g.choice.entry << "_workspace(const AnvilGemmCall*);\n";
@@ -458,7 +466,9 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
   if (fused) {
     fn << "; epilogue " << epilogue_macro(fused->kind);
     if (fused->residual >= 0) fn << " + residual C";
-    fn << " in the GEMM; unfused: " << fused->fallback.name << ")\n";
+    fn << " in the GEMM";
+    if (!chosen) fn << "; unfused: " << fused->fallback.name;
+    fn << ")\n";
   } else {
     fn << ")\n";
   }

@@ -64,6 +64,16 @@ std::string cutlass_config_name(const CutlassConfig& c) {
     case CutlassSchedule::kStreamK: s += "_stream_k_warpspecialized_cooperative"; break;
   }
   s += c.tma ? "_epi_tma" : "_epi_nosmem";
+  // The fused epilogue (two GEMMs of one shape may differ only in it: distinct entry names).
+  if (c.bias == GemmBias::kPerColumn) s += "_bias_col";
+  if (c.bias == GemmBias::kPerRow) s += "_bias_row";
+  switch (c.activation) {
+    case GemmActivation::kRelu: s += "_relu"; break;
+    case GemmActivation::kGeluErf: s += "_gelu_erf"; break;
+    case GemmActivation::kGeluTanh: s += "_gelu_tanh"; break;
+    case GemmActivation::kSilu: s += "_silu"; break;
+    default: break;
+  }
   if (c.batch > 1) s += "_batched";
   return s;
 }
@@ -98,6 +108,9 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
     if (p.align_a >= 8 && p.align_b >= 8 && p.align_c >= 8) {
       base.align_a = base.align_b = base.align_c = 8;
       tiles = {{64, 128, 64}, {128, 128, 64}, {128, 256, 64}, {256, 128, 64}};
+      // Skinny problems (a few rows, e.g. a batch of tokens against a weight): a 64 x 64 tile
+      // puts twice the CTAs of 64 x 128 on the weight's columns.
+      if (*p.m <= 64) tiles.insert(tiles.begin(), Tile{64, 64, 64});
     } else {
       const int ab = std::min({p.align_a, p.align_b, 8});
       if (ab < 2) return out;
@@ -154,6 +167,24 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
         out.push_back(c);
       }
     }
+  }
+  // Skinny problems are bound by reading B: the kernels that spread it over the most SMs come
+  // first, so that `--autotune fast` (the first four) times them: stream-K on 128 x 128 tiles
+  // (the K loop split across SMs), then 64-row ping-pong tiles, single-CTA clusters.
+  if (*p.m <= 64) {
+    auto rank = [](const CutlassConfig& c) {
+      if (c.cluster_m != 1 || c.cluster_n != 1) return 9;
+      const bool sk = c.schedule == CutlassSchedule::kStreamK;
+      const bool pp = c.schedule == CutlassSchedule::kPingpong;
+      if (sk && c.tile_m == 128 && c.tile_n == 128) return 0;
+      if (pp && c.tile_m == 64 && c.tile_n == 64) return 1;
+      if (pp && c.tile_m == 64 && c.tile_n == 128) return 2;
+      if (sk && c.tile_m == 128 && c.tile_n == 256) return 3;
+      return 8;
+    };
+    std::stable_sort(out.begin(), out.end(), [&](const CutlassConfig& a, const CutlassConfig& b) {
+      return rank(a) < rank(b);
+    });
   }
   return out;
 }

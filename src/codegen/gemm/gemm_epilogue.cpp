@@ -89,6 +89,12 @@ class Matcher {
     } else if (int gx = gelu_tanh_input(x); gx >= 0) {
       f.kind = GemmEpilogueKind::kGeluTanh;
       x = gx;
+    } else if (int ex = gelu_erf_input(x); ex >= 0) {
+      f.kind = GemmEpilogueKind::kGeluErf;
+      x = ex;
+    } else if (int sx = silu_input(x); sx >= 0) {
+      f.kind = GemmEpilogueKind::kSilu;
+      x = sx;
     }
     std::vector<int> terms;
     flatten_sum(x, terms);
@@ -109,6 +115,8 @@ class Matcher {
     if (f.bias >= 0)
       f.kind = f.kind == GemmEpilogueKind::kRelu       ? GemmEpilogueKind::kBiasRelu
                : f.kind == GemmEpilogueKind::kGeluTanh ? GemmEpilogueKind::kBiasGeluTanh
+               : f.kind == GemmEpilogueKind::kGeluErf  ? GemmEpilogueKind::kBiasGeluErf
+               : f.kind == GemmEpilogueKind::kSilu     ? GemmEpilogueKind::kBiasSilu
                                                        : GemmEpilogueKind::kBias;
     return true;
   }
@@ -141,6 +149,30 @@ class Matcher {
         x3 != x || !bin(sq, ExprOp::kMul, cx, x2) || x2 != x || !bin(cx, ExprOp::kMul, c, x1) ||
         !is_const(c, 0.044715) || x1 != x)
       return -1;
+    return x;
+  }
+
+  /// x when `id` is lower_pointwise's gelu(x, approximate='none'):
+  ///   (x * 0.5) * (1 + erf(x * (1 / sqrt 2))); else -1.
+  int gelu_erf_input(int id) const {
+    int half_x, one_plus, x, half, one, er, scaled, x2, k;
+    if (!bin(id, ExprOp::kMul, half_x, one_plus) || !bin(half_x, ExprOp::kMul, x, half) ||
+        !is_const(half, 0.5) || !bin(one_plus, ExprOp::kAdd, one, er) || !is_const(one, 1.0) ||
+        !is(er, ExprOp::kErf))
+      return -1;
+    scaled = at(er).args[0];
+    if (!bin(scaled, ExprOp::kMul, x2, k) || x2 != x || !is_const(k, M_SQRT1_2)) return -1;
+    return x;
+  }
+
+  /// x when `id` is lower_pointwise's silu(x): x / (1 + exp(-x)); else -1.
+  int silu_input(int id) const {
+    int x, one_plus, one, ex;
+    if (!bin(id, ExprOp::kDiv, x, one_plus) || !bin(one_plus, ExprOp::kAdd, one, ex) ||
+        !is_const(one, 1.0) || !is(ex, ExprOp::kExp))
+      return -1;
+    const int neg = at(ex).args[0];
+    if (!is(neg, ExprOp::kNeg) || at(neg).args[0] != x) return -1;
     return x;
   }
 
@@ -342,8 +374,36 @@ const char* epilogue_macro(GemmEpilogueKind k) {
       return "ANVIL_EPILOGUE_BIAS_RELU";
     case GemmEpilogueKind::kBiasGeluTanh:
       return "ANVIL_EPILOGUE_BIAS_GELU_TANH";
+    case GemmEpilogueKind::kGeluErf:
+      return "ANVIL_EPILOGUE_GELU_ERF";
+    case GemmEpilogueKind::kBiasGeluErf:
+      return "ANVIL_EPILOGUE_BIAS_GELU_ERF";
+    case GemmEpilogueKind::kSilu:
+      return "ANVIL_EPILOGUE_SILU";
+    case GemmEpilogueKind::kBiasSilu:
+      return "ANVIL_EPILOGUE_BIAS_SILU";
   }
   return "ANVIL_EPILOGUE_NONE";
+}
+
+bool cublaslt_fuses(GemmEpilogueKind k) {
+  switch (k) {
+    case GemmEpilogueKind::kGeluErf:
+    case GemmEpilogueKind::kBiasGeluErf:
+    case GemmEpilogueKind::kSilu:
+    case GemmEpilogueKind::kBiasSilu: return false;
+    default: return true;
+  }
+}
+
+bool epilogue_has_bias(GemmEpilogueKind k) {
+  return k == GemmEpilogueKind::kBias || k == GemmEpilogueKind::kBiasRelu ||
+         k == GemmEpilogueKind::kBiasGeluTanh || k == GemmEpilogueKind::kBiasGeluErf ||
+         k == GemmEpilogueKind::kBiasSilu;
+}
+
+bool epilogue_has_activation(GemmEpilogueKind k) {
+  return k != GemmEpilogueKind::kNone && k != GemmEpilogueKind::kBias;
 }
 
 passes::LoopKernel EpiloguePlan::remaining(size_t step, const LoopKernel& k) const {
@@ -364,7 +424,24 @@ bool EpiloguePlan::fused_away(size_t step, const LoopKernel& k) const {
   return true;
 }
 
-EpiloguePlan plan_gemm_epilogues(const Program& p) {
+namespace {
+
+/// The fusions of `all` that `keep(gemm step, fusion)` accepts.
+template <class Keep>
+EpiloguePlan select(const Program& p, const EpiloguePlan& all, Keep keep) {
+  EpiloguePlan out;
+  for (const auto& [gi, f] : all.by_gemm) {
+    if (!keep(std::get<GemmStep>(p.steps[gi]), f)) continue;
+    out.by_gemm.emplace(gi, f);
+    out.removed[f.kernel_step].emplace_back(f.pass, f.stmt);
+  }
+  for (auto& [k, v] : out.removed) std::sort(v.begin(), v.end());
+  return out;
+}
+
+}  // namespace
+
+EpiloguePlan match_gemm_epilogues(const Program& p) {
   EpiloguePlan plan;
   for (size_t i = 0; i < p.steps.size(); ++i) {
     if (!std::holds_alternative<GemmStep>(p.steps[i])) continue;
@@ -378,26 +455,29 @@ EpiloguePlan plan_gemm_epilogues(const Program& p) {
   return plan;
 }
 
+bool chosen_kernel_fuses(const GemmStep& g, const FusedEpilogue& f) {
+  if (g.choice.source.empty() || !g.batch.empty() || f.residual >= 0) return false;
+  return g.choice.fuses_bias == epilogue_has_bias(f.kind) &&
+         g.choice.fuses_activation == epilogue_has_activation(f.kind);
+}
+
+EpiloguePlan plan_gemm_epilogues(const Program& p) {
+  return select(p, match_gemm_epilogues(p), [](const GemmStep& g, const FusedEpilogue& f) {
+    return g.choice.source.empty() ? cublaslt_fuses(f.kind) : chosen_kernel_fuses(g, f);
+  });
+}
+
 EpiloguePlan cpu_store_epilogues(const passes::Program& p) {
   bool any = false;
   for (const auto& step : p.steps)
     if (const auto* g = std::get_if<passes::GemmStep>(&step); g && g->choice.fuses_bias)
       any = true;
-  EpiloguePlan out;
-  if (!any) return out;
-  const EpiloguePlan all = plan_gemm_epilogues(p);
-  for (const auto& [gi, f] : all.by_gemm) {
-    const auto& g = std::get<passes::GemmStep>(p.steps[gi]);
-    const bool bias = f.kind == GemmEpilogueKind::kBias || f.kind == GemmEpilogueKind::kBiasRelu ||
-                      f.kind == GemmEpilogueKind::kBiasGeluTanh;
-    const bool act = f.kind != GemmEpilogueKind::kBias && f.kind != GemmEpilogueKind::kNone;
-    if (f.kind == GemmEpilogueKind::kNone || f.residual >= 0 || !g.batch.empty()) continue;
-    if ((bias && !g.choice.fuses_bias) || (act && !g.choice.fuses_activation)) continue;
-    out.by_gemm.emplace(gi, f);
-    out.removed[f.kernel_step].emplace_back(f.pass, f.stmt);
-  }
-  for (auto& [k, v] : out.removed) std::sort(v.begin(), v.end());
-  return out;
+  if (!any) return {};
+  return select(p, match_gemm_epilogues(p), [](const GemmStep& g, const FusedEpilogue& f) {
+    if (f.kind == GemmEpilogueKind::kNone || f.residual >= 0 || !g.batch.empty()) return false;
+    return (!epilogue_has_bias(f.kind) || g.choice.fuses_bias) &&
+           (!epilogue_has_activation(f.kind) || g.choice.fuses_activation);
+  });
 }
 
 int gemm_call_activation(GemmEpilogueKind k) {
@@ -406,6 +486,10 @@ int gemm_call_activation(GemmEpilogueKind k) {
     case GemmEpilogueKind::kBiasRelu: return 1;      // ANVIL_GEMM_ACT_RELU
     case GemmEpilogueKind::kGeluTanh:
     case GemmEpilogueKind::kBiasGeluTanh: return 4;  // ANVIL_GEMM_ACT_GELU_TANH
+    case GemmEpilogueKind::kGeluErf:
+    case GemmEpilogueKind::kBiasGeluErf: return 3;   // ANVIL_GEMM_ACT_GELU_ERF
+    case GemmEpilogueKind::kSilu:
+    case GemmEpilogueKind::kBiasSilu: return 5;      // ANVIL_GEMM_ACT_SILU
     default: return 0;
   }
 }

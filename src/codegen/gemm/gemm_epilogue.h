@@ -37,10 +37,21 @@ std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& 
 /// The buffer whose memory buffer `b` uses (following alias_of).
 int buffer_root(const passes::Program& p, int b);
 
-/// Epilogue codes as the generated code names them (include/anvil/anvil_device.h).
-enum class GemmEpilogueKind { kNone, kBias, kRelu, kGeluTanh, kBiasRelu, kBiasGeluTanh };
+/// Epilogue codes as the generated code names them (include/anvil/anvil_device.h). The kinds
+/// after kBiasGeluTanh (gelu with approximate='none', silu) are not cuBLASLt's: only a chosen
+/// kernel that applies them in its store (a CUTLASS candidate of the autotuner, a CPU library or
+/// template) fuses them; their names have no ANVIL_EPILOGUE_* macro in anvil_device.h.
+enum class GemmEpilogueKind {
+  kNone, kBias, kRelu, kGeluTanh, kBiasRelu, kBiasGeluTanh,
+  kGeluErf, kBiasGeluErf, kSilu, kBiasSilu
+};
 /// "ANVIL_EPILOGUE_BIAS_RELU", ...
 const char* epilogue_macro(GemmEpilogueKind k);
+/// Whether cuBLASLt's epilogues compute kind `k` (the device backend's gemm_ex).
+bool cublaslt_fuses(GemmEpilogueKind k);
+/// Whether `k` adds a bias vector / applies an activation.
+bool epilogue_has_bias(GemmEpilogueKind k);
+bool epilogue_has_activation(GemmEpilogueKind k);
 
 /// One fused epilogue: statement `stmt` of the loop of pass `pass` of kernel step `kernel_step`,
 /// computed by GEMM step `gemm_step`'s cuBLASLt call.
@@ -68,13 +79,22 @@ struct EpiloguePlan {
   bool fused_away(size_t step, const passes::LoopKernel& k) const;
 };
 
-/// Finds every GEMM step of `p` (not of its subprograms) whose epilogue statement cuBLASLt can
-/// compute. Strict: anything it cannot prove equal to one of the forms above stays unfused.
+/// Every GEMM step of `p` (not of its subprograms) whose epilogue statement is one of the forms
+/// above, any kind (what the autotuner poses to candidates that fuse epilogues). Strict: anything
+/// it cannot prove equal to one of the forms stays unfused.
+EpiloguePlan match_gemm_epilogues(const passes::Program& p);
+/// The CUDA target's fusions: the forms of match_gemm_epilogues that cuBLASLt computes, and any
+/// form whose GEMM step runs a chosen CUTLASS kernel applying exactly its bias and activation
+/// (GemmStep::choice; no residual, no batch dims; see chosen_kernel_fuses).
 EpiloguePlan plan_gemm_epilogues(const passes::Program& p);
+/// Whether GEMM step `g`'s chosen kernel (choice.source set) applies fusion `f`'s bias and
+/// activation and nothing else it lacks: no residual, no batch dims, bias and activation as tuned.
+bool chosen_kernel_fuses(const passes::GemmStep& g, const FusedEpilogue& f);
 
-/// The fusions of plan_gemm_epilogues(p) that the CPU target applies in a GEMM's store: GEMM
+/// The fusions of match_gemm_epilogues(p) that the CPU target applies in a GEMM's store: GEMM
 /// steps without batch dims whose autotuned kernel (GemmStep::choice) applies the bias and
-/// activation of the form (C + bias[j], relu, gelu_tanh and their bias forms; no residual).
+/// activation of the form (C + bias[j], relu, gelu (tanh or erf), silu and their bias forms; no
+/// residual).
 EpiloguePlan cpu_store_epilogues(const passes::Program& p);
 /// The AnvilGemmCall activation code (ANVIL_GEMM_ACT_*) of a fused form.
 int gemm_call_activation(GemmEpilogueKind k);
@@ -91,4 +111,5 @@ using gemm::EpiloguePlan;
 using gemm::FusedEpilogue;
 using gemm::GemmEpilogueKind;
 using gemm::plan_gemm_epilogues;
+using gemm::chosen_kernel_fuses;
 }  // namespace anvil::codegen::cuda
