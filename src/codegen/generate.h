@@ -43,6 +43,8 @@ struct CodegenOptions {
 struct GeneratedSource {
   std::string filename;  // "model.cpp", "kernels_0.cpp", ...
   std::string text;
+  std::vector<std::string> flags;  // this unit's own compile flags (SourceFile::flags), if any
+  std::string cache_name;          // SourceFile::cache_name
 };
 
 /// A constant of the package, in manifest order (= AnvilRunArgs::constants order).

@@ -414,12 +414,17 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
   }
   flags.insert(flags.end(), opt.extra_flags.begin(), opt.extra_flags.end());
 
-  // Key material shared by every unit: compiler identity, flags, what `native` means, header.
-  std::string common = probe(compiler, {"--version"}, cache_dir);
-  common += "\nflags:" + shell_join(flags);
-  common += "\nfeatures:";
-  for (const std::string& f : result.target.cpu_features) common += f + ",";
-  common += "\nheader:" + sha256_hex(header);
+  // Each unit's compile flags: its own (SourceFile::flags) or the build's, then extra_flags.
+  auto unit_flags = [&](const SourceFile& s) {
+    if (s.flags.empty()) return flags;
+    std::vector<std::string> f = s.flags;
+    f.insert(f.end(), opt.extra_flags.begin(), opt.extra_flags.end());
+    return f;
+  };
+  // Key material of a unit: compiler identity, flags, what `native` means, header, source.
+  const std::string compiler_id = probe(compiler, {"--version"}, cache_dir);
+  std::string features;
+  for (const std::string& f : result.target.cpu_features) features += f + ",";
 
   std::vector<std::string> keys;
   std::map<std::string, int> names;
@@ -429,7 +434,10 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
         "toolchain", "bad source file name", "a plain file name", s.name);
     ANVIL_CHECK(names[s.name]++ == 0, "toolchain", "duplicate source file name", "unique names",
                 s.name);
-    keys.push_back(sha256_hex(common + "\nsource:" + s.name + "\n" + s.code));
+    const std::string common = compiler_id + "\nflags:" + shell_join(unit_flags(s)) +
+                               "\nfeatures:" + features + "\nheader:" + sha256_hex(header);
+    keys.push_back(sha256_hex(common + "\nsource:" +
+                              (s.cache_name.empty() ? s.name : s.cache_name) + "\n" + s.code));
   }
   const fs::path obj_dir = fs::path(cache_dir) / "obj";
   auto obj_path = [&](size_t i) { return obj_dir / keys[i].substr(0, 2) / (keys[i] + ".o"); };
@@ -474,7 +482,8 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
         fs::create_directories(obj.parent_path());
         const fs::path tmp_obj = unique_tmp(obj);
         std::vector<std::string> argv{compiler};
-        argv.insert(argv.end(), flags.begin(), flags.end());
+        const std::vector<std::string> f = unit_flags(sources[i]);
+        argv.insert(argv.end(), f.begin(), f.end());
         argv.insert(argv.end(), {"-I" + include_dir, "-c", src.string(), "-o", tmp_obj.string()});
         ++g_compiles;
         ProcessResult r = run_process(argv);
@@ -515,7 +524,7 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
       opt.link_flags.empty()
           ? std::vector<std::string>{"-shared", "-fPIC", "-Wl,-z,defs", "-Wl,-O1"}
           : opt.link_flags;
-  std::string link_key = common + "\nlink:" + shell_join(link_flags);
+  std::string link_key = compiler_id + "\nlink:" + shell_join(link_flags);
   for (const std::string& k : keys) link_key += "\n" + k;
   const fs::path so_cache = fs::path(cache_dir) / "so" / (sha256_hex(link_key) + ".so");
   std::error_code ec;

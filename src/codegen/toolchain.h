@@ -59,6 +59,13 @@ struct ToolchainOptions {
 struct SourceFile {
   std::string name;  // file name, e.g. "kernels_0.cpp" (no directories)
   std::string code;
+  /// This unit's compile flags in place of the build's (ToolchainOptions::compile_flags or the
+  /// target's), when set; extra_flags still follow.
+  std::vector<std::string> flags;
+  /// The name the object cache keys this unit by, when set (else `name`): a unit compiled
+  /// elsewhere under another name with the same text and flags (the autotuner's candidate.cu)
+  /// is then found in the cache.
+  std::string cache_name;
 };
 
 /// What build_shared_library did.

@@ -212,7 +212,7 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   fs::remove_all(scratch.path);
   fs::create_directories(scratch.path);
   std::vector<codegen::SourceFile> sources;
-  for (const auto& s : gen.sources) sources.push_back({s.filename, s.text});
+  for (const auto& s : gen.sources) sources.push_back({s.filename, s.text, s.flags, s.cache_name});
   to.extra_flags = gen.compile_flags;
   const codegen::BuildResult built =
       backend.build(sources, (scratch.path / "model.so").string(), to);

@@ -177,16 +177,20 @@ class CudaTarget final : public Target {
     add_chosen(p);
     cpu::for_each_subprogram(p, [&](const passes::Program& sub, const std::string&) { add_chosen(sub); });
     int t = 0;
-    for (const auto& [entry, source] : chosen)
-      r.sources.push_back({"gemm_kernel_" + std::to_string(t++) + ".cu", source});
     if (!chosen.empty()) {
       std::string why;
       const auto h = gemm::find_cutlass_headers(&why);
       if (!h) throw Error("CUTLASS headers not found", "codegen/cuda", "the headers the tuner used", why);
-      for (const char* f : {"--expt-relaxed-constexpr", "-isystem"}) r.compile_flags.push_back(f);
-      r.compile_flags.push_back(h->include);
-      r.compile_flags.push_back("-isystem");
-      r.compile_flags.push_back(h->util_include);
+      // Each unit compiled exactly as the tuner compiled it (sm_90a only: CUTLASS's sm90
+      // kernels are empty for other archs), so the object cache already holds it; the package
+      // then needs compute capability 9.0 (checked at load).
+      for (const auto& [entry, source] : chosen) {
+        GeneratedSource f{"gemm_kernel_" + std::to_string(t++) + ".cu", source, {}, {}};
+        f.flags = gemm::cutlass_nvcc_flags(*h);
+        f.cache_name = "candidate.cu";
+        r.sources.push_back(std::move(f));
+      }
+      r.manifest_fields["cuda_min_capability"] = 90;
     }
     if (!kernels.empty())
       r.sources.push_back({"kernels_0.cu", pre(cpu::needs_complex(kernels)) + "\nnamespace " +
