@@ -132,11 +132,11 @@ P2pPeer& NcclState::ensure_p2p(int peer, Store& store, Clock::time_point deadlin
   const std::string names[2] = {str(comm_name, " p2p ", lo, "->", hi),
                                 str(comm_name, " p2p ", hi, "->", lo)};
   P2pLane* lanes[2] = {&up, &down};
+  ncclConfig_t cfgs[2] = {NCCL_CONFIG_INITIALIZER, NCCL_CONFIG_INITIALIZER};  // live until ready
   for (int i = 0; i < 2; ++i) {
-    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = blocking_comm ? 1 : 0;
-    cfg.commName = names[i].c_str();
-    const ncclResult_t r = ncclCommInitRankConfig(&lanes[i]->comm, 2, ids[i], me, &cfg);
+    cfgs[i].blocking = blocking_comm ? 1 : 0;
+    cfgs[i].commName = names[i].c_str();
+    const ncclResult_t r = ncclCommInitRankConfig(&lanes[i]->comm, 2, ids[i], me, &cfgs[i]);
     if (r != ncclSuccess && r != ncclInProgress) {
       lanes[i]->comm = nullptr;  // not made: nothing to abort
       fail(str("ncclCommInitRankConfig (", names[i], ")"), "ncclSuccess", nccl_message(r));
