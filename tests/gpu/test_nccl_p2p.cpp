@@ -92,10 +92,9 @@ DIST_WORKER(nccl_p2p_crossed) {
   Tensor got_a = on_gpu(Tensor::zeros({kSmall}, DType::kInt32), pg);
   Tensor got_b = on_gpu(Tensor::zeros({kBig}, DType::kInt32), pg);
   Tensor sum = on_gpu(scaled({1, 2, 3}, r + 1, DType::kFloat32), pg);
-  std::vector<std::shared_ptr<Work>> works = {pg.send(a, peer, 0, o), pg.send(b, peer, 0, o),
-                                              pg.all_reduce(sum, ReduceOp::kSum, o),
-                                              pg.recv(got_a, peer, 0, o),
-                                              pg.recv(got_b, peer, 0, o)};
+  std::vector<std::shared_ptr<Work>> works = {
+      pg.send(a, peer, 0, o), pg.send(b, peer, 0, o), pg.all_reduce(sum, ReduceOp::kSum, o),
+      pg.recv(got_a, peer, 0, o), pg.recv(got_b, peer, 0, o)};
   for (auto& w : works) w->wait();
   EXPECT_EQ(mismatches(got_a, base_of(peer, 100)), 0);
   EXPECT_EQ(mismatches(got_b, base_of(peer, 101)), 0);
@@ -127,8 +126,7 @@ DIST_WORKER(nccl_p2p_caller_stream) {
     auto sw = pg.send(msg, peer, 0, o);
     auto rw = pg.recv(got, peer, 0, o);
     rw->wait_stream(s);
-    ASSERT_EQ(api.copy(r, back.data_ptr(), got.data_ptr(), n * 4, ANVIL_COPY_DEVICE_TO_HOST, s),
-              0);
+    ASSERT_EQ(api.copy(r, back.data_ptr(), got.data_ptr(), n * 4, ANVIL_COPY_DEVICE_TO_HOST, s), 0);
     ASSERT_EQ(api.stream_synchronize(r, s), 0);
     EXPECT_EQ(mismatches(back, base_of(peer, round)), 0) << "round " << round;
     sw->wait();
@@ -153,16 +151,14 @@ DIST_WORKER(nccl_p2p_timeout) {
     Tensor big = on_gpu(pattern(kBig, 0), pg);
     const auto start = std::chrono::steady_clock::now();
     auto w = pg.send(big, 1, 0, OpOptions{milliseconds(2000)});
-    EXPECT_TRUE(throws_error([&] { w->wait(); },
-                             {"nccl send #3 on group '0' (rank 0 of 2)", "timed out",
-                              "rank 1 (world rank 1)"}));
-    const auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() -
-                                                               start)
-                          .count();
+    EXPECT_TRUE(throws_error([&] { w->wait(); }, {"nccl send #3 on group '0' (rank 0 of 2)",
+                                                  "timed out", "rank 1 (world rank 1)"}));
+    const auto took =
+        std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start).count();
     EXPECT_LT(took, 20000) << "the failure took far longer than the op's 2 s timeout";
     EXPECT_FALSE(w->is_success());
-    EXPECT_TRUE(throws_error([&] { pg.send(msg, 1)->wait(); },
-                             {"unusable after an earlier failure"}));
+    EXPECT_TRUE(
+        throws_error([&] { pg.send(msg, 1)->wait(); }, {"unusable after an earlier failure"}));
     std::ofstream(marker) << "1";
   } else {
     for (int i = 0; i < 600 && !std::ifstream(marker).good(); ++i)
@@ -178,12 +174,15 @@ DIST_WORKER(nccl_barrier_device_ids) {
   const int r = ctx.rank, other = 1 - r;
   ASSERT_EQ(pg.device(), Device::cuda(r));
   // Refused before posting: two ids, a negative id, a GPU this machine lacks.
-  EXPECT_TRUE(throws_error([&] { pg.barrier(std::vector<int>{0, 1}); },
-                           {"at most one device id", "2"}));
+  EXPECT_TRUE(throws_error(
+      [&] {
+        pg.barrier(std::vector<int>{0, 1});
+      },
+      {"at most one device id", "2"}));
   EXPECT_TRUE(throws_error([&] { pg.barrier(std::vector<int>{-1}); }, {"non-negative"}));
   const int n = gpu_count();
-  EXPECT_TRUE(throws_error([&] { pg.barrier(std::vector<int>{n}); },
-                           {str("cuda:", n, " does not exist")}));
+  EXPECT_TRUE(
+      throws_error([&] { pg.barrier(std::vector<int>{n}); }, {str("cuda:", n, " does not exist")}));
   EXPECT_EQ(pg.sequence_number(), 0u);
   EXPECT_EQ(pg.device(), Device::cuda(r)) << "a refused barrier moved the group";
 
@@ -227,12 +226,12 @@ DIST_WORKER(nccl_barrier_device_ids) {
 
   // A later op on cuda:r, and a barrier on cuda:r: multi-device errors naming both GPUs.
   Tensor old = scaled({1, 2}, 1, DType::kFloat32).to(Device::cuda(r));
-  EXPECT_TRUE(throws_error([&] { pg.all_reduce(old, ReduceOp::kSum); },
-                           {str("is on cuda:", r), str("not on the group's device cuda:", other),
-                            "multi-device"}));
-  EXPECT_TRUE(throws_error([&] { pg.barrier(std::vector<int>{r}); },
-                           {str("already runs on cuda:", other), str("a barrier on cuda:", r),
-                            "multi-device"}));
+  EXPECT_TRUE(throws_error(
+      [&] { pg.all_reduce(old, ReduceOp::kSum); },
+      {str("is on cuda:", r), str("not on the group's device cuda:", other), "multi-device"}));
+  EXPECT_TRUE(throws_error(
+      [&] { pg.barrier(std::vector<int>{r}); },
+      {str("already runs on cuda:", other), str("a barrier on cuda:", r), "multi-device"}));
   // A barrier on its own GPU, a plain one, and a sub-group (made on the group's GPU) still work.
   pg.barrier(std::vector<int>{other})->wait();
   pg.barrier()->wait();
