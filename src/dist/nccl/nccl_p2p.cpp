@@ -2,6 +2,8 @@
 // used its own (barrier(device_ids)), and the p2p lanes of send / recv (nccl_state.h).
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <string_view>
 
 #include "core/error.h"
 #include "dist/nccl/nccl_state.h"
@@ -96,10 +98,14 @@ P2pPeer& NcclState::ensure_p2p(int peer, Store& store, Clock::time_point deadlin
 
   // The unique ids, lower-to-higher first, made by the lower rank and read through the store.
   ncclUniqueId ids[2];
-  const std::string key = str("nccl/p2p/", lo, "-", hi);
+  // Keyed by this group's own unique id too, so a later group on the same store (the world made
+  // again, say) never reads this one's ids.
+  const size_t group_key =
+      std::hash<std::string_view>{}(std::string_view(id.internal, sizeof(id.internal)));
+  const std::string key = str("nccl/p2p/", std::hex, group_key, std::dec, "/", lo, "-", hi);
   if (low) {
-    for (ncclUniqueId& id : ids) {
-      const ncclResult_t r = ncclGetUniqueId(&id);
+    for (ncclUniqueId& u : ids) {
+      const ncclResult_t r = ncclGetUniqueId(&u);
       if (r != ncclSuccess) fail("ncclGetUniqueId failed", "ncclSuccess", nccl_message(r));
     }
     store.set(key, std::string(reinterpret_cast<const char*>(ids), sizeof(ids)));
