@@ -51,7 +51,9 @@ struct GroupOptions {
 
 /// A communicator over `size()` ranks. Thread-safe: any thread may post ops; they run in posting
 /// order (ops posted concurrently from two threads are ordered by whoever posts first, which must
-/// then be the same on every rank).
+/// then be the same on every rank). The nccl backend keeps that order among its collectives and
+/// among the messages of one direction between two ranks, but runs send / recv on streams of
+/// their own: an op that needs an earlier one's result waits on its Work (nccl_process_group.h).
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
   /// `global_ranks[i]` = the world rank of member i (empty = 0..size-1). Throws Error on an
