@@ -25,7 +25,9 @@ void check_tensor(const Tensor& t, const Device& device, const std::string& wher
     throw Error(device.is_cpu() ? str("the ", role, " tensor is on ", d.str(),
                                       ", not on the CPU (this backend moves host memory)")
                                 : str("the ", role, " tensor is on ", d.str(),
-                                      ", not on the group's device ", device.str()),
+                                      ", not on the group's device ", device.str(),
+                                      " (a group uses one device: multi-device ops are not "
+                                      "supported)"),
                 where, device.str(), d.str());
   check_collective_dtype(t.dtype(), str(where, " (", role, ")"));
 }

@@ -226,6 +226,21 @@ std::shared_ptr<Work> ProcessGroup::barrier(const OpOptions& opts) {
   return work;
 }
 
+std::shared_ptr<Work> ProcessGroup::barrier(const std::vector<int>& device_ids,
+                                            const OpOptions& opts) {
+  if (device_ids.empty()) return barrier(opts);
+  const std::string w = where(OpType::kBarrier, 0);
+  if (device_ids.size() != 1)
+    throw Error("barrier takes at most one device id (one GPU per rank)", w, "0 or 1 device ids",
+                std::to_string(device_ids.size()));
+  if (device_ids[0] < 0)
+    throw Error("the barrier's device id must be non-negative", w, ">= 0",
+                std::to_string(device_ids[0]));
+  auto work = issue_barrier_on(device_ids[0], opts);
+  if (trace_) trace_op(*work, {}, {});
+  return work;
+}
+
 std::shared_ptr<Work> ProcessGroup::send(const Tensor& t, int dst, int tag, const OpOptions& opts) {
   const std::string w = where(OpType::kSend, 0);
   check_tensor(t, w, "input");
@@ -426,6 +441,15 @@ std::shared_ptr<Work> ProcessGroup::issue_all_to_all_list(std::vector<Tensor>&,
 std::shared_ptr<Work> ProcessGroup::issue_recv_any_source(Tensor&, int, const OpOptions&) {
   unsupported(backend_name(), OpType::kRecvAnySource, where(OpType::kRecvAnySource, 0),
               " (its engine matches a receive with one given peer: use recv(t, src))");
+}
+
+std::shared_ptr<Work> ProcessGroup::issue_barrier_on(int device_index, const OpOptions&) {
+  const Device d = device();
+  throw Error(str("backend ", backend_name(), " runs its barrier on ", d.str(),
+                  "; device_ids choose the GPU of a device backend's barrier (nccl)"),
+              where(OpType::kBarrier, 0),
+              str("no device ids (the group's device is ", d.str(), ")"),
+              str("device_ids = [", device_index, "]"));
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroup(const std::vector<int>& ranks,

@@ -51,7 +51,9 @@ struct GroupOptions {
 
 /// A communicator over `size()` ranks. Thread-safe: any thread may post ops; they run in posting
 /// order (ops posted concurrently from two threads are ordered by whoever posts first, which must
-/// then be the same on every rank).
+/// then be the same on every rank). The nccl backend keeps that order among its collectives and
+/// among the messages of one direction between two ranks, but runs send / recv on streams of
+/// their own: an op that needs an earlier one's result waits on its Work (nccl_process_group.h).
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
   /// `global_ranks[i]` = the world rank of member i (empty = 0..size-1). Throws Error on an
@@ -107,6 +109,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   /// t <- rank src's t.
   std::shared_ptr<Work> broadcast(Tensor& t, int src, const OpOptions& opts = {});
   std::shared_ptr<Work> barrier(const OpOptions& opts = {});
+  /// A barrier on a chosen GPU (c10d's barrier(device_ids)): `device_ids` holds at most one id
+  /// (one GPU per rank); empty = barrier(opts). A device backend runs the barrier on
+  /// cuda:<id>: a group that has not used its GPU yet (no op posted, no communicator) moves to
+  /// that GPU, so its later ops must use it; a group already bound to another GPU refuses with an
+  /// Error naming both (multi-device groups are not supported). Host backends refuse any id.
+  std::shared_ptr<Work> barrier(const std::vector<int>& device_ids, const OpOptions& opts = {});
   /// Sends t to rank dst (group rank); matched by (peer, tag).
   std::shared_ptr<Work> send(const Tensor& t, int dst, int tag = 0, const OpOptions& opts = {});
   /// Receives into t from rank src.
@@ -207,6 +215,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
                                                       const std::vector<Tensor>& ins,
                                                       const OpOptions& opts);
   virtual std::shared_ptr<Work> issue_recv_any_source(Tensor& t, int tag, const OpOptions& opts);
+  /// barrier(device_ids) with one id (>= 0, checked): the default refuses it (a host backend's
+  /// barrier runs on the CPU); a device backend binds the group to that device as documented
+  /// there, then runs its barrier.
+  virtual std::shared_ptr<Work> issue_barrier_on(int device_index, const OpOptions& opts);
   /// Creates the sub-group (see new_subgroup, which checked `members`: ranks of this group).
   virtual std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& members,
                                                       const std::string& name) = 0;

@@ -93,6 +93,8 @@ class EventGroup : public ProcessGroup {
     std::shared_ptr<Work> work;
   };
   std::vector<Call> calls;
+  /// The device of each barrier(device_ids) that reached the backend.
+  std::vector<int> barrier_devices;
 
  protected:
   std::shared_ptr<Work> issue(OpType op, const OpOptions& opts, std::vector<Tensor> ts,
@@ -138,6 +140,10 @@ class EventGroup : public ProcessGroup {
     return issue(OpType::kBroadcast, o, {t});
   }
   std::shared_ptr<Work> issue_barrier(const OpOptions& o) override {
+    return issue(OpType::kBarrier, o, {});
+  }
+  std::shared_ptr<Work> issue_barrier_on(int device_index, const OpOptions& o) override {
+    barrier_devices.push_back(device_index);
     return issue(OpType::kBarrier, o, {});
   }
   std::shared_ptr<Work> issue_send(const Tensor& t, int, int, const OpOptions& o) override {

@@ -134,7 +134,9 @@ TEST(ProcessGroupInterface, ChecksRunBeforeABackendOnTheInterfaceAlone) {
   ANVIL_EXPECT_ERROR(pg->all_reduce(host, ReduceOp::kSum),
                      "the input tensor is on cpu, not on the group's device cuda:0");
   Tensor other_gpu = tensor_on(Device::cuda(1), {4});
-  ANVIL_EXPECT_ERROR(pg->all_reduce(other_gpu, ReduceOp::kSum), "not on the group's device");
+  ANVIL_EXPECT_ERROR(pg->all_reduce(other_gpu, ReduceOp::kSum),
+                     "is on cuda:1, not on the group's device cuda:0 (a group uses one device: "
+                     "multi-device ops are not supported)");
   Tensor out = tensor_on(gpu, {6}), in = tensor_on(gpu, {4});
   ANVIL_EXPECT_ERROR(pg->all_gather_into_tensor(out, in),
                      "the output tensor of all_gather has the wrong shape");
@@ -169,6 +171,32 @@ TEST(ProcessGroupInterface, ChecksRunBeforeABackendOnTheInterfaceAlone) {
   ASSERT_NE(sub, nullptr);
   EXPECT_EQ(sub->name(), "sub");
   ANVIL_EXPECT_ERROR(pg->new_subgroup({1, 1}, "bad"), "strictly increasing");
+}
+
+// barrier(device_ids) (spec A.3 #43): the interface checks the list, hands one id to the backend
+// (a device backend binds its group there: the nccl tests), and a host backend refuses any id.
+TEST(ProcessGroupInterface, BarrierDeviceIdsAreCheckedThenGivenToTheBackend) {
+  auto pg = std::make_shared<EventGroup>(0, 2, Device::cuda(0));
+  pg->set_name("g");
+  ANVIL_EXPECT_ERROR(pg->barrier(std::vector<int>{0, 1}),
+                     "barrier takes at most one device id (one GPU per rank)");
+  ANVIL_EXPECT_ERROR(pg->barrier(std::vector<int>{-1}), "device id must be non-negative");
+  EXPECT_EQ(pg->sequence_number(), 0u) << "a refused barrier was posted";
+  pg->barrier(std::vector<int>{1});
+  pg->barrier(std::vector<int>{});  // no id: the plain barrier
+  ASSERT_EQ(pg->calls.size(), 2u);
+  EXPECT_EQ(pg->calls[0].op, OpType::kBarrier);
+  EXPECT_EQ(pg->calls[1].op, OpType::kBarrier);
+  EXPECT_EQ(pg->barrier_devices, std::vector<int>{1});
+
+  auto host = std::make_shared<FakeProcessGroup>(0, 2);
+  host->set_name("host");
+  ANVIL_EXPECT_ERROR(host->barrier(std::vector<int>{0}),
+                     "backend fake runs its barrier on cpu; device_ids choose the GPU");
+  ANVIL_EXPECT_ERROR(host->barrier(std::vector<int>{0}), "device_ids = [0]");
+  EXPECT_EQ(host->sequence_number(), 0u);
+  host->barrier(std::vector<int>{})->wait();
+  EXPECT_EQ(host->sequence_number(), 1u);
 }
 
 TEST(HostProcessGroup, RefusesDeviceTensorsNamingTheDeviceBeforePosting) {

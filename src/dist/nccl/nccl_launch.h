@@ -11,7 +11,7 @@
 namespace anvil::dist {
 
 struct NcclProcessGroup::Launch {
-  /// One NCCL call on the group's communicator and stream; `what` names it in messages.
+  /// One NCCL call on the op's communicator and stream; `what` names it in messages.
   struct Call {
     std::string what;
     std::function<ncclResult_t(ncclComm_t comm, cudaStream_t stream)> fn;
@@ -19,12 +19,14 @@ struct NcclProcessGroup::Launch {
   std::vector<Call> calls;
   /// Between ncclGroupStart / ncclGroupEnd (coalesced ops, all_to_all's sends and receives).
   bool grouped = false;
-  /// Queued on the group's stream before the calls (all_to_all's block to itself); may be empty.
+  /// Queued on the op's stream before the calls (all_to_all's block to itself); may be empty.
   std::function<cudaError_t(cudaStream_t stream)> before;
 
-  /// Runs the calls (mu held, device set); throws Error after aborting the communicator when a
-  /// call fails or does not complete its enqueue by `deadline`.
-  void run(nccl::NcclState& st, nccl::Clock::time_point deadline, const std::string& where) const;
+  /// Runs the calls on `comm` and `stream` (the group's, or a p2p lane's) with mu held and the
+  /// device set; throws Error after aborting the group when a call fails or does not complete
+  /// its enqueue by `deadline`.
+  void run(nccl::NcclState& st, ncclComm_t comm, cudaStream_t stream,
+           nccl::Clock::time_point deadline, const std::string& where) const;
 };
 
 }  // namespace anvil::dist

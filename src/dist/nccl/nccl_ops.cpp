@@ -109,10 +109,10 @@ Launch::Call reduce_scatter_call(const Tensor& out, const Tensor& in, ReduceOp o
 
 }  // namespace
 
-void Launch::run(nccl::NcclState& st, nccl::Clock::time_point deadline,
-                 const std::string& where) const {
+void Launch::run(nccl::NcclState& st, ncclComm_t comm, cudaStream_t stream,
+                 nccl::Clock::time_point deadline, const std::string& where) const {
   if (before) {
-    const cudaError_t e = before(st.stream);
+    const cudaError_t e = before(stream);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       const std::string m = nccl::cuda_message(e);
@@ -122,15 +122,15 @@ void Launch::run(nccl::NcclState& st, nccl::Clock::time_point deadline,
     }
   }
   if (!grouped) {
-    for (const Call& c : calls) st.check(c.fn(st.comm, st.stream), deadline, c.what, where);
+    for (const Call& c : calls) st.check(comm, c.fn(comm, stream), deadline, c.what, where);
     return;
   }
   if (calls.empty()) return;
-  st.check(ncclGroupStart(), deadline, "ncclGroupStart", where);
+  st.check(comm, ncclGroupStart(), deadline, "ncclGroupStart", where);
   ncclResult_t first = ncclSuccess;
   std::string what;
   for (const Call& c : calls) {
-    const ncclResult_t r = c.fn(st.comm, st.stream);
+    const ncclResult_t r = c.fn(comm, stream);
     if (r != ncclSuccess && r != ncclInProgress) {
       first = r;
       what = c.what;
@@ -138,8 +138,8 @@ void Launch::run(nccl::NcclState& st, nccl::Clock::time_point deadline,
     }
   }
   const ncclResult_t end = ncclGroupEnd();  // always closes the group
-  if (first != ncclSuccess) st.check(first, deadline, what, where);
-  st.check(end, deadline, "ncclGroupEnd (the op's grouped NCCL calls)", where);
+  if (first != ncclSuccess) st.check(comm, first, deadline, what, where);
+  st.check(comm, end, deadline, "ncclGroupEnd (the op's grouped NCCL calls)", where);
 }
 
 std::shared_ptr<Work> NcclProcessGroup::issue_all_reduce(Tensor& t, ReduceOp op,
@@ -274,12 +274,22 @@ std::shared_ptr<Work> NcclProcessGroup::issue_broadcast(Tensor& t, int src,
 }
 
 std::shared_ptr<Work> NcclProcessGroup::issue_barrier(const OpOptions& opts) {
-  float* buf = st_->barrier_buf;
+  nccl::NcclState* st = st_.get();
   Launch l;
-  l.calls.push_back({"ncclAllReduce (barrier)", [=](ncclComm_t c, cudaStream_t s) {
+  l.calls.push_back({"ncclAllReduce (barrier)", [st](ncclComm_t c, cudaStream_t s) {
+                       // read when run (mu held): bind_device may have made the scratch again
+                       float* buf = reinterpret_cast<float*>(st->scratch);
                        return ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, s);
                      }});
   return post(OpType::kBarrier, opts, {}, {}, -1, l);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::issue_barrier_on(int device_index, const OpOptions& opts) {
+  {
+    std::lock_guard<std::mutex> lk(st_->mu);
+    st_->bind_device(device_index, where(OpType::kBarrier, 0));
+  }
+  return issue_barrier(opts);
 }
 
 namespace {
@@ -305,7 +315,7 @@ std::shared_ptr<Work> NcclProcessGroup::issue_send(const Tensor& t, int dst, int
     l.calls.push_back({str("ncclSend to rank ", dst), [=](ncclComm_t c, cudaStream_t s) {
                          return ncclSend(p, bytes, ncclUint8, dst, c, s);
                        }});
-  return post(OpType::kSend, opts, {}, {t}, dst, l);
+  return post(OpType::kSend, opts, {}, {t}, dst, l, Lane::kSend);
 }
 
 std::shared_ptr<Work> NcclProcessGroup::issue_recv(Tensor& t, int src, int tag,
@@ -320,7 +330,7 @@ std::shared_ptr<Work> NcclProcessGroup::issue_recv(Tensor& t, int src, int tag,
     l.calls.push_back({str("ncclRecv from rank ", src), [=](ncclComm_t c, cudaStream_t s) {
                          return ncclRecv(p, bytes, ncclUint8, src, c, s);
                        }});
-  return post(OpType::kRecv, opts, {t}, {}, src, l);
+  return post(OpType::kRecv, opts, {t}, {}, src, l, Lane::kRecv);
 }
 
 // Rooted and list forms (the interface checked roots, list lengths, dtypes and shapes).

@@ -84,22 +84,18 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
     std::memcpy(st_->id.internal, id.data(), id.size());
   }
 
-  use_device(st_->device);
-  auto cuda_check = [&](cudaError_t e, const char* what) {
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      throw Error(str("the nccl backend cannot ", what, " on cuda:", st_->device), w,
-                  "cudaSuccess", cuda_message(e));
-    }
-  };
-  cuda_check(cudaStreamCreateWithFlags(&st_->stream, cudaStreamNonBlocking), "create its stream");
-  cuda_check(cudaEventCreateWithFlags(&st_->ready, cudaEventDisableTiming), "create an event");
-  cuda_check(cudaMalloc(reinterpret_cast<void**>(&st_->barrier_buf), sizeof(float)),
-             "allocate its barrier buffer");
+  try {
+    st_->make_device_objects(w);
+  } catch (...) {
+    st_->release_device_objects();
+    throw;
+  }
   st_->start_watchdog();
   if (options.eager_init) {
     try {
       std::lock_guard<std::mutex> lk(st_->mu);
+      use_device(st_->device);
+      st_->device_used = true;
       st_->ensure_comm(Clock::now() + options.timeout, w);
     } catch (...) {
       shutdown(Millis(0));
@@ -110,10 +106,8 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
 
 NcclProcessGroup::~NcclProcessGroup() {
   shutdown(timeout());  // never throws
-  (void)cudaSetDevice(st_->device);
-  if (st_->barrier_buf) (void)cudaFree(st_->barrier_buf);
-  if (st_->ready) (void)cudaEventDestroy(st_->ready);
-  if (st_->stream) (void)cudaStreamDestroy(st_->stream);
+  std::lock_guard<std::mutex> lk(st_->mu);
+  st_->release_device_objects();
 }
 
 Device NcclProcessGroup::device() const { return Device::cuda(st_->device); }
@@ -124,7 +118,10 @@ bool NcclProcessGroup::shutdown(Millis grace) {
   const bool drained = st_->drain(Clock::now() + grace);
   st_->stop_watchdog_thread();
   std::lock_guard<std::mutex> lk(st_->mu);
-  if (st_->comm) {
+  bool has_comm = st_->comm != nullptr;
+  for (const auto& [peer, lanes] : st_->p2p)
+    has_comm = has_comm || lanes.send.comm || lanes.recv.comm;
+  if (has_comm) {
     // Released with ncclCommAbort even after a full drain: ncclCommFinalize / ncclCommDestroy
     // are intra-node collectives, and ranks may shut their groups down in different orders (at
     // exit the registry's order is not the same on every rank), which could hang. With nothing
@@ -139,7 +136,7 @@ bool NcclProcessGroup::shutdown(Millis grace) {
 std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
                                              std::vector<Tensor> outputs,
                                              std::vector<Tensor> inputs, int peer,
-                                             const Launch& launch) {
+                                             const Launch& launch, Lane lane) {
   const Millis timeout = op_timeout(opts);
   std::lock_guard<std::mutex> lk(st_->mu);
   const uint64_t seq = ++st_->seq;
@@ -151,7 +148,18 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
     const auto deadline = Clock::now() + timeout;
     st_->comm_name = name();
     use_device(st_->device);
-    st_->ensure_comm(deadline, w);
+    st_->device_used = true;
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = st_->stream;
+    if (lane == Lane::kGroup) {
+      st_->ensure_comm(deadline, w);
+      comm = st_->comm;
+    } else {
+      nccl::P2pPeer& p = st_->ensure_p2p(peer, *store_, deadline, w);
+      const nccl::P2pLane& l = lane == Lane::kSend ? p.send : p.recv;
+      comm = l.comm;
+      stream = l.stream;
+    }
     auto cuda = [&](cudaError_t e, const std::string& what) {
       if (e == cudaSuccess) return;
       (void)cudaGetLastError();
@@ -176,12 +184,12 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
     cuda(cudaEventRecord(st_->ready, caller),
          opts.stream ? "recording the caller's stream (is it a stream of the group's GPU?)"
                      : "recording the default stream");
-    cuda(cudaStreamWaitEvent(st_->stream, st_->ready, 0), "ordering after the caller's stream");
+    cuda(cudaStreamWaitEvent(stream, st_->ready, 0), "ordering after the caller's stream");
     work->mark_started();  // the trace's start: queued on the device
-    launch.run(*st_, deadline, w);
+    launch.run(*st_, comm, stream, deadline, w);
     cudaEvent_t ev = nullptr;
     cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "creating the op's event");
-    const cudaError_t rec = cudaEventRecord(ev, st_->stream);
+    const cudaError_t rec = cudaEventRecord(ev, stream);
     if (rec != cudaSuccess) (void)cudaEventDestroy(ev);
     cuda(rec, "recording the op's event");
     std::vector<Tensor> keep = std::move(inputs);
@@ -205,6 +213,10 @@ std::shared_ptr<ProcessGroup> NcclProcessGroup::make_subgroup(const std::vector<
   std::shared_ptr<ProcessGroup> sub;
   if (my >= 0) {
     GroupOptions o = options();
+    {
+      std::lock_guard<std::mutex> lk(st_->mu);
+      st_->device_used = true;  // the sub-group is on it: the GPU can no longer move
+    }
     o.device_index = st_->device;  // the sub-group uses this rank's GPU
     auto sub_store = std::make_shared<PrefixStore>(str("subgroup/", name), store_);
     sub = std::make_shared<NcclProcessGroup>(sub_store, my, static_cast<int>(members.size()),

@@ -7,10 +7,16 @@
 //   missing rank 0 fails the construction). The communicator itself (ncclCommInitRankConfig,
 //   non-blocking) is created on the group's first op, or at construction with eager_init.
 //   Sub-groups get a unique id of their own through the store (a PrefixStore per sub-group).
-// - Streams: each group has an internal non-blocking stream. An op first makes that stream wait
-//   for the caller's stream (OpOptions::stream; none: the legacy default stream), runs there,
-//   and its Work completes on a CUDA event recorded after it: Work::wait_stream(s) makes `s`
-//   wait for that event (the host does not wait), Work::wait() polls it.
+// - Streams: each group has an internal non-blocking stream for its collectives; send / recv run
+//   on p2p lanes, a 2-rank communicator and stream per peer and direction (nccl_state.h), so
+//   crossed sends and receives between two ranks never wait on each other. An op first makes
+//   its stream wait for the caller's stream (OpOptions::stream; none: the legacy default
+//   stream), runs there, and its Work completes on a CUDA event recorded after it:
+//   Work::wait_stream(s) makes `s` wait for that event (the host does not wait), Work::wait()
+//   polls it.
+// - Device: one GPU per rank, chosen at construction (GroupOptions::device_index, LOCAL_RANK,
+//   the rank). barrier(device_ids = {d}) before the group used its GPU moves it to cuda:d (the
+//   communicator is made there); afterwards, a barrier on another GPU is a multi-device Error.
 // - Failures: see nccl_state.h (timeouts, asynchronous errors, abort; never a hang).
 // - Ops: every op of the interface on contiguous tensors of the group's GPU. Reductions take
 //   bool, u8, i8, i32, i64, f16, bf16, f32, f64 with sum, avg (ncclAvg), product, min, max;
@@ -71,6 +77,7 @@ class NcclProcessGroup final : public ProcessGroup {
                                          const OpOptions& opts) override;
   std::shared_ptr<Work> issue_broadcast(Tensor& t, int src, const OpOptions& opts) override;
   std::shared_ptr<Work> issue_barrier(const OpOptions& opts) override;
+  std::shared_ptr<Work> issue_barrier_on(int device_index, const OpOptions& opts) override;
   std::shared_ptr<Work> issue_send(const Tensor& t, int dst, int tag,
                                    const OpOptions& opts) override;
   std::shared_ptr<Work> issue_recv(Tensor& t, int src, int tag, const OpOptions& opts) override;
@@ -97,10 +104,14 @@ class NcclProcessGroup final : public ProcessGroup {
                                               const std::string& name) override;
 
  private:
+  /// Where an op runs: the group's communicator and stream, or this rank's send / receive lane
+  /// to the op's peer.
+  enum class Lane { kGroup, kSend, kRecv };
   /// Posts one op: next sequence number, communicator, stream ordering, `launch`, the event.
   /// Errors after the sequence number was taken go to the Work (and break the group).
   std::shared_ptr<Work> post(OpType op, const OpOptions& opts, std::vector<Tensor> outputs,
-                             std::vector<Tensor> inputs, int peer, const Launch& launch);
+                             std::vector<Tensor> inputs, int peer, const Launch& launch,
+                             Lane lane = Lane::kGroup);
 
   std::shared_ptr<Store> store_;
   std::shared_ptr<nccl::NcclState> st_;

@@ -82,18 +82,18 @@ void NcclState::ensure_comm(Clock::time_point deadline, const std::string& where
     abort_locked(str(where, ": creating the NCCL communicator failed: ", m));
     throw Error("creating the NCCL communicator failed", where, "ncclSuccess", m);
   }
-  wait_ready(deadline,
+  wait_ready(comm, deadline,
              str("creating the NCCL communicator (every rank of the group takes part; waiting on ",
                  peers(-1), ")"),
              where);
 }
 
-void NcclState::wait_ready(Clock::time_point deadline, const std::string& what,
+void NcclState::wait_ready(ncclComm_t c, Clock::time_point deadline, const std::string& what,
                            const std::string& where) {
   const auto start = Clock::now();
   for (int round = 0;; ++round) {
     ncclResult_t state = ncclSuccess;
-    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    const ncclResult_t r = ncclCommGetAsyncError(c, &state);
     if (r != ncclSuccess) state = r;
     if (state == ncclSuccess) return;
     if (state != ncclInProgress) {
@@ -113,11 +113,11 @@ void NcclState::wait_ready(Clock::time_point deadline, const std::string& what,
   }
 }
 
-void NcclState::check(ncclResult_t r, Clock::time_point deadline, const std::string& what,
-                      const std::string& where) {
+void NcclState::check(ncclComm_t c, ncclResult_t r, Clock::time_point deadline,
+                      const std::string& what, const std::string& where) {
   if (r == ncclSuccess) return;
   if (r == ncclInProgress) {
-    wait_ready(deadline, what, where);
+    wait_ready(c, deadline, what, where);
     return;
   }
   const std::string m = nccl_message(r);
@@ -141,12 +141,16 @@ void NcclState::abort_locked(const std::string& reason) {
     for (auto& e : pending) e->fail_if_pending("");
     failing.swap(pending);
   }
-  if (comm && !aborted) {  // NCCL's kernels stop waiting for peers
+  if (!aborted) {  // NCCL's kernels stop waiting for peers
     (void)cudaSetDevice(device);  // on the group's device, whichever thread found the failure
-    (void)ncclCommAbort(comm);
+    if (comm) (void)ncclCommAbort(comm);
+    for (auto& [peer, lanes] : p2p)
+      for (P2pLane* l : {&lanes.send, &lanes.recv})
+        if (l->comm) (void)ncclCommAbort(l->comm);
   }
   aborted = true;
   comm = nullptr;
+  for (auto& [peer, lanes] : p2p) lanes.send.comm = lanes.recv.comm = nullptr;
   {
     std::lock_guard<std::mutex> lk(pmu);
     for (auto& e : failing) e->fail_if_pending(str("aborted with its group: ", broken));
@@ -156,11 +160,25 @@ void NcclState::abort_locked(const std::string& reason) {
 
 std::string NcclState::async_error() {
   std::unique_lock<std::mutex> lk(mu, std::try_to_lock);
-  if (!lk.owns_lock() || !comm || aborted) return "";
-  ncclResult_t state = ncclSuccess;
-  if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return "";
-  if (state == ncclSuccess || state == ncclInProgress) return "";
-  return nccl_message(state);
+  if (!lk.owns_lock() || aborted) return "";
+  auto error_of = [](ncclComm_t c) -> std::string {
+    ncclResult_t state = ncclSuccess;
+    if (!c || ncclCommGetAsyncError(c, &state) != ncclSuccess) return "";
+    if (state == ncclSuccess || state == ncclInProgress) return "";
+    return nccl_message(state);
+  };
+  std::string e = error_of(comm);
+  for (auto& [peer, lanes] : p2p) {
+    if (!e.empty()) break;
+    for (P2pLane* l : {&lanes.send, &lanes.recv})
+      if (e.empty()) {
+        e = error_of(l->comm);
+        if (!e.empty())
+          e = str("on the ", l == &lanes.send ? "send" : "receive", " lane to ", peers(peer), ": ",
+                  e);
+      }
+  }
+  return e;
 }
 
 std::string NcclState::peers(int peer) const {
@@ -212,11 +230,13 @@ bool NcclState::drain(Clock::time_point deadline) {
 
 void NcclState::start_watchdog() {
   watchdog = std::thread([this] {
-    (void)cudaSetDevice(device);  // else this thread's CUDA calls would open a context on GPU 0
+    int current = device;
+    (void)cudaSetDevice(current);  // else this thread's CUDA calls would open a context on GPU 0
     std::unique_lock<std::mutex> lk(pmu);
     while (!stop_watchdog) {
       pcv.wait_for(lk, std::chrono::milliseconds(pending.empty() ? 200 : 10));
       if (stop_watchdog || pending.empty()) continue;
+      if (device != current) (void)cudaSetDevice(current = device);  // bind_device moved it
       std::vector<std::shared_ptr<NcclEvent>> snap(pending.begin(), pending.end());
       lk.unlock();
       for (auto& e : snap) {

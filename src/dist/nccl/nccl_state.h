@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,7 @@
 
 #include "core/tensor.h"
 #include "dist/settings.h"
+#include "dist/store.h"
 #include "dist/work.h"
 
 namespace anvil::dist::nccl {
@@ -44,9 +46,33 @@ void use_device(int device);
 
 class NcclEvent;
 
+/// One direction of this rank's point-to-point traffic with one peer: a 2-rank communicator
+/// that carries only that direction, and the stream its ops run on.
+struct P2pLane {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+/// This rank's lanes to one peer: sends go on `send`, receives on `recv`.
+struct P2pPeer {
+  P2pLane send, recv;
+};
+
 /// One group's communicator, stream and failure state. Shared by the group and its events.
+///
+/// Point-to-point ops (send / recv) do not run on the group's communicator: NCCL runs the ops of
+/// one communicator one after another on the device, so rank 0's send -> recv against rank 1's
+/// send -> recv would have each send wait for a receive queued behind the other's send (a
+/// deadlock once a message outgrows NCCL's buffers). As c10d gives p2p ops their own
+/// communicator and stream, each pair of ranks gets two 2-rank communicators, one per direction,
+/// each on its own stream: the messages of one direction match in posting order, and a send
+/// never waits behind a receive. They are made, with their connections, by the pair's first
+/// p2p op (ensure_p2p); like every op, a p2p op starts after the caller's stream and completes
+/// on an event recorded on its lane's stream. Ops on different lanes are ordered only through
+/// the caller's stream (wait / wait_stream), as in c10d.
 struct NcclState {
-  int device = 0;
+  /// The group's GPU; moved only by bind_device before the group used it (barrier(device_ids)).
+  std::atomic<int> device{0};
   int rank = 0, size = 1;
   std::vector<int> global_ranks;
   /// The ops whose wait_stream blocks the host: every op with GroupOptions::blocking_wait,
@@ -60,9 +86,16 @@ struct NcclState {
   std::mutex mu;
   ncclComm_t comm = nullptr;
   bool aborted = false;
-  cudaStream_t stream = nullptr;  // the group's internal stream
-  cudaEvent_t ready = nullptr;    // marks the caller's stream; the internal stream waits on it
-  float* barrier_buf = nullptr;   // one float on the device: barrier = all_reduce of it
+  cudaStream_t stream = nullptr;  // the group's internal stream (collectives)
+  cudaEvent_t ready = nullptr;    // marks the caller's stream; the op's stream waits on it
+  /// kScratchBytes on the device: the barrier all_reduces the float at 0; the p2p lanes' first
+  /// message (connecting them) sends the byte at kWarmSendOffset, receives at kWarmRecvOffset.
+  char* scratch = nullptr;
+  static constexpr size_t kScratchBytes = 64, kWarmSendOffset = 16, kWarmRecvOffset = 32;
+  std::map<int, P2pPeer> p2p;  // by peer (group rank); made by ensure_p2p
+  /// The group used its GPU (an op posted, a communicator or a sub-group made): bind_device
+  /// may no longer move it.
+  bool device_used = false;
   std::atomic<uint64_t> seq{0};  // taken under mu; read without it
   std::string broken;  // the first failure (empty while usable)
 
@@ -76,18 +109,29 @@ struct NcclState {
   /// Creates the communicator when there is none (mu held): ncclCommInitRankConfig, polled
   /// until ready or `deadline`. Throws Error (the communicator then aborted).
   void ensure_comm(Clock::time_point deadline, const std::string& where);
-  /// Polls ncclCommGetAsyncError until the communicator is no longer in progress (mu held);
-  /// throws Error naming `what` on an error or when `deadline` passes.
-  void wait_ready(Clock::time_point deadline, const std::string& what, const std::string& where);
-  /// Checks the result of an NCCL call on the communicator (mu held): ncclInProgress is waited
+  /// The lanes to `peer`, made on first use (mu held, device set): both ranks of the pair make
+  /// both communicators (unique ids from the lower rank through `store`, bounded by the store's
+  /// timeout), lower-to-higher first, then connect each with a 1-byte message, so no later p2p
+  /// op waits on its peer on the host. Throws Error (the group then aborted).
+  P2pPeer& ensure_p2p(int peer, Store& store, Clock::time_point deadline, const std::string& where);
+  /// Moves the group to cuda:`index` (mu held): its stream, event and scratch are made again
+  /// there. Throws Error when the group already used another GPU (multi-device), or when
+  /// cuda:`index` does not exist.
+  void bind_device(int index, const std::string& where);
+  /// Polls ncclCommGetAsyncError on `c` until it is no longer in progress (mu held); throws
+  /// Error naming `what` on an error or when `deadline` passes.
+  void wait_ready(ncclComm_t c, Clock::time_point deadline, const std::string& what,
+                  const std::string& where);
+  /// Checks the result of an NCCL call on communicator `c` (mu held): ncclInProgress is waited
   /// for (wait_ready), anything but success throws Error naming `what`.
-  void check(ncclResult_t r, Clock::time_point deadline, const std::string& what,
+  void check(ncclComm_t c, ncclResult_t r, Clock::time_point deadline, const std::string& what,
              const std::string& where);
   /// Aborts the communicator and marks the group unusable with `reason` (the first reason
   /// wins); every op in flight fails with it. Takes mu (abort_locked: mu already held).
   void abort(const std::string& reason);
   void abort_locked(const std::string& reason);
-  /// The communicator's asynchronous error as a message, or "" (none, or mu is busy now).
+  /// The asynchronous error of the group's communicator or of a p2p lane as a message, or ""
+  /// (none, or mu is busy now).
   std::string async_error();
   /// The other members, "rank 1 (world rank 1)" / "ranks 1, 2 (world ranks 3, 4)"; `peer` >= 0:
   /// that rank only.
@@ -99,6 +143,10 @@ struct NcclState {
   bool drain(Clock::time_point deadline);
   void start_watchdog();
   void stop_watchdog_thread();
+  /// Makes the stream, event and scratch buffer on `device` (mu held or not yet shared);
+  /// throws Error. release_device_objects frees them and the p2p streams (never throws).
+  void make_device_objects(const std::string& where);
+  void release_device_objects();
 };
 
 /// The event an nccl op's Work completes on: recorded on the group's stream after the op. Keeps
@@ -121,7 +169,7 @@ class NcclEvent final : public DeviceEvent {
   void synchronize() override;
   /// cudaStreamWaitEvent; for an op in the group's blocking-wait set, synchronize() instead.
   void block_stream(void* stream) override;
-  std::string device() const override { return str("cuda:", st_->device); }
+  std::string device() const override { return str("cuda:", st_->device.load()); }
 
   /// Called by NcclState::abort (pmu held): fails the op with `reason` unless it passed.
   void fail_if_pending(const std::string& reason);
