@@ -22,7 +22,7 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__SSE2__)
 #include <immintrin.h>
 #endif
 
@@ -228,6 +228,39 @@ void plane(const PlaneGeom& p, int lanes, const float* buf, const float* w, floa
   }
 }
 
+/// Writes input row `in` [w] into one padded buffer row split into `sw` phases (`phase_floats`
+/// apart): input column ix sits at padded column pc = ix + pad_left, i.e. at phase pc % sw,
+/// offset pc / sw. Each residue ix % sw is one contiguous run of the destination.
+void split_row(const float* in, int64_t w, int64_t sw, int64_t pad_left, float* dst,
+               int64_t phase_floats) {
+  if (sw == 1) {
+    std::memcpy(dst + pad_left, in, sizeof(float) * static_cast<size_t>(w));
+    return;
+  }
+  float* run[2] = {nullptr, nullptr};  // sw == 2: destinations of the even / odd columns
+  for (int64_t r = 0; r < std::min(sw, w); ++r) {
+    float* d = dst + ((r + pad_left) % sw) * phase_floats + (r + pad_left) / sw;
+    if (sw == 2) {
+      run[r] = d;
+      continue;
+    }
+    for (int64_t j = 0, ix = r; ix < w; ++j, ix += sw) d[j] = in[ix];
+  }
+  if (sw != 2) return;
+  int64_t j = 0;
+#if defined(__SSE2__)
+  for (; 2 * j + 8 <= w; j += 4) {  // 8 columns -> 4 even + 4 odd
+    const __m128 a = _mm_loadu_ps(in + 2 * j), b = _mm_loadu_ps(in + 2 * j + 4);
+    _mm_storeu_ps(run[0] + j, _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm_storeu_ps(run[1] + j, _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+#endif
+  for (; 2 * j < w; ++j) {
+    run[0][j] = in[2 * j];
+    if (2 * j + 1 < w) run[1][j] = in[2 * j + 1];
+  }
+}
+
 /// The typed body: T is the element type of x and out (float, BFloat16 or Half).
 template <typename T>
 void depthwise_run(const ConvGeom& g, const Tensor& x, const Tensor& weight,
@@ -267,39 +300,30 @@ void depthwise_run(const ConvGeom& g, const Tensor& x, const Tensor& weight,
   const size_t buf_floats = static_cast<size_t>(sw * ph * pg.ld);
   const int64_t l = g.l();
 
-  // Copies plane (b, ch) into the buffer's interior.
-  auto fill = [&](float* buf, int64_t b, int64_t ch) {
+  // Copies plane (b, ch) into the buffer's interior, row by row: a contiguous fp32 row (the
+  // input's own, or `tmp` converted / gathered), then split into its column phases.
+  auto fill = [&](float* buf, float* tmp, int64_t b, int64_t ch) {
     const T* src = xp + b * xs_n + ch * xs_c;
     for (int64_t iy = 0; iy < g.h; ++iy) {
       const T* row = src + iy * xs_h;
-      const int64_t prow = iy + g.pad_top;
-      if (sw == 1) {
-        float* dst = buf + prow * pg.ld + g.pad_left;
-        if constexpr (std::is_same_v<T, float>) {
-          if (xs_w == 1) {
-            std::memcpy(dst, row, sizeof(float) * static_cast<size_t>(g.w));
-            continue;
-          }
-        }
-        for (int64_t ix = 0; ix < g.w; ++ix) dst[ix] = cast_value<float, T>(row[ix * xs_w]);
-        continue;
+      const float* in = tmp;
+      if constexpr (std::is_same_v<T, float>) {
+        if (xs_w == 1) in = row;
       }
-      int64_t r = g.pad_left % sw, k = g.pad_left / sw;  // phase and column of input column 0
-      for (int64_t ix = 0; ix < g.w; ++ix) {
-        buf[(r * ph + prow) * pg.ld + k] = cast_value<float, T>(row[ix * xs_w]);
-        if (++r == sw) r = 0, ++k;
-      }
+      if (in == tmp)
+        for (int64_t ix = 0; ix < g.w; ++ix) tmp[ix] = cast_value<float, T>(row[ix * xs_w]);
+      split_row(in, g.w, sw, g.pad_left, buf + (iy + g.pad_top) * pg.ld, ph * pg.ld);
     }
   };
 
   const int64_t planes = g.n * g.c;
   const int lanes = tile_lanes();
   parallel_for(0, planes, grain_for(mult * l * taps), [&](int64_t p0, int64_t p1) {
-    std::vector<float> buf(buf_floats, 0.0f);
+    std::vector<float> buf(buf_floats, 0.0f), tmp(static_cast<size_t>(g.w));
     std::vector<float> scratch(std::is_same_v<T, float> ? 0 : static_cast<size_t>(l));
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t b = p / g.c, ch = p % g.c;
-      fill(buf.data(), b, ch);
+      fill(buf.data(), tmp.data(), b, ch);
       for (int64_t j = 0; j < mult; ++j) {
         const int64_t oc = ch * mult + j;
         T* dst = op + (b * g.o + oc) * l;
