@@ -157,18 +157,21 @@ TileTable make_table() {
 }
 #endif
 
-/// The vector ISA the tiles use: 16 (AVX-512), 8 (AVX2 + FMA) or 0 (generic C++), the best
-/// the CPU has unless ANVIL_CONV_ISA=avx2|generic asks for less (tests and benchmarks compare).
-int tile_lanes() {
+/// The vector ISA the tiles of `ow`-wide output rows use: 16 (AVX-512), 8 (AVX2 + FMA) or 0
+/// (generic C++), the best the CPU has unless ANVIL_CONV_ISA=avx2|generic asks for less (tests
+/// and benchmarks compare). Rows of at most 8 outputs (7x7 planes) take 8-lane vectors, which
+/// waste fewer lanes.
+int tile_lanes(int64_t ow) {
 #if defined(__x86_64__)
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const char* env = std::getenv("ANVIL_CONV_ISA");
   const std::string isa = env ? env : "";
   if (isa == "generic") return 0;
-  if (avx512 && isa != "avx2") return 16;
+  if (avx512 && isa != "avx2" && !(ow <= 8 && avx2)) return 16;
   return avx2 ? 8 : 0;
 #else
+  (void)ow;
   return 0;
 #endif
 }
@@ -180,7 +183,7 @@ struct PlaneGeom {
 };
 
 /// One output plane (its weights `w`, its bias, `out` [oh, ow]) from the padded buffer, with
-/// tiles of `lanes`-wide vectors (tile_lanes()).
+/// tiles of `lanes`-wide vectors (tile_lanes).
 void plane(const PlaneGeom& p, int lanes, const float* buf, const float* w, float bias, bool relu,
            float* out) {
 #if defined(__x86_64__)
@@ -317,7 +320,7 @@ void depthwise_run(const ConvGeom& g, const Tensor& x, const Tensor& weight,
   };
 
   const int64_t planes = g.n * g.c;
-  const int lanes = tile_lanes();
+  const int lanes = tile_lanes(g.ow);
   parallel_for(0, planes, grain_for(mult * l * taps), [&](int64_t p0, int64_t p1) {
     std::vector<float> buf(buf_floats, 0.0f), tmp(static_cast<size_t>(g.w));
     std::vector<float> scratch(std::is_same_v<T, float> ? 0 : static_cast<size_t>(l));
