@@ -139,6 +139,32 @@ TEST(ExternConvDepthwise, HalfPrecisionOneDimAndUnbatched) {
       .check();
 }
 
+TEST(ExternConvDepthwise, AsymmetricPaddingRectangularKernelsAndWidePadding) {
+  for (const char* isa : {"", "avx2", "generic"}) {
+    ScopedEnv env("ANVIL_CONV_ISA", isa);
+    SCOPED_TRACE(str("isa '", isa, "'"));
+    // "same" with an even kernel width: padding left 1, right 2 (top 2, bottom 2 for k 5).
+    ExternCase("aten.conv2d.default")
+        .tensor("input", rand_tensor(DType::kFloat32, {1, 6, 11, 21}, 6000))
+        .tensor("weight", rand_tensor(DType::kFloat32, {6, 1, 5, 4}, 6001))
+        .tensor("bias", rand_tensor(DType::kFloat32, {6}, 6002))
+        .string("padding", "same")
+        .scalar("groups", 6)
+        .check();
+    // 3 x 5 kernel, strides 2 x 3, dilations 1 x 2, padding wider than the kernel reaches
+    // (rows and columns of outputs that read only padding: bias alone).
+    ExternCase("aten.conv2d.default")
+        .tensor("input", rand_tensor(DType::kFloat32, {2, 4, 9, 16}, 6003))
+        .tensor("weight", rand_tensor(DType::kFloat32, {8, 1, 3, 5}, 6004))
+        .tensor("bias", rand_tensor(DType::kFloat32, {8}, 6005))
+        .ints("stride", {2, 3})
+        .ints("padding", {4, 9})
+        .ints("dilation", {1, 2})
+        .scalar("groups", 4)
+        .check();
+  }
+}
+
 TEST(ExternConvDepthwise, FusedReluKeepsNaN) {
   // x = [[1, NaN, -3, 4]] per channel; 1x1 depthwise with weights {1, -1}: channel 0 gives
   // relu(x) = {1, NaN, 0, 4}, channel 1 relu(-x) = {0, NaN, 3, 0}.
