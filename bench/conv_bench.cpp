@@ -1,8 +1,8 @@
 // Depthwise convolutions: the direct kernel (runtime/kernels/conv_depthwise.cpp) beside the
 // im2col + packed-GEMM path (ANVIL_CONV=im2col) on ConvNeXt-T's 7x7 depthwise layers (batch 1,
 // padding 3) and a few MobileNet / EfficientNet ones (3x3 and 5x5, stride 1 and 2), through the
-// aten.conv2d.default extern, at 1 and 2 threads. The two paths are timed alternately on the same
-// inputs (median of ITERS calls each); their outputs are compared once.
+// aten.conv2d.default extern, at 1 and 2 threads. The two paths take turns on the same inputs
+// (median of at least ITERS calls each); their outputs are compared once.
 //   build/bin/conv_bench [ITERS] [THREADS...]
 #include <algorithm>
 #include <chrono>
@@ -70,20 +70,26 @@ struct Call {
   }
 };
 
-/// Median milliseconds of one call with ANVIL_CONV unset (direct) or "im2col", alternating.
+/// Median milliseconds of one call with ANVIL_CONV unset (direct) or "im2col": the paths take
+/// turns in blocks of 5 calls (the first of each block untimed), so that both see the same load
+/// and each runs with its own data in cache, as a layer of a model would.
 void time_both(Call& c, int iters, double* direct_ms, double* im2col_ms) {
+  constexpr int kBlock = 5;
   std::vector<double> d, g;
-  for (int i = 0; i < iters + 2; ++i)
+  for (int round = 0; static_cast<int>(d.size()) < iters; ++round)
     for (int path = 0; path < 2; ++path) {
       if (path == 1)
         setenv("ANVIL_CONV", "im2col", 1);
       else
         unsetenv("ANVIL_CONV");
-      const auto t0 = std::chrono::steady_clock::now();
-      c.run();
-      const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (i >= 2) (path == 0 ? d : g).push_back(ms);
+      for (int i = 0; i < kBlock; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        c.run();
+        const double ms = std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count();
+        if (i > 0) (path == 0 ? d : g).push_back(ms);
+      }
     }
   unsetenv("ANVIL_CONV");
   std::sort(d.begin(), d.end());
