@@ -85,9 +85,9 @@ void time_both(Call& c, int iters, double* direct_ms, double* im2col_ms) {
       for (int i = 0; i < kBlock; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         c.run();
-        const double ms = std::chrono::duration<double, std::milli>(
-                              std::chrono::steady_clock::now() - t0)
-                              .count();
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
         if (i > 0) (path == 0 ? d : g).push_back(ms);
       }
     }
@@ -140,15 +140,16 @@ int main(int argc, char** argv) {
       const double flops = 2.0 * static_cast<double>(c.out.numel()) * s.k * s.k;
       std::printf("%-16s %5lld %4lld %3lld %2lld %3d | %10.4f %10.4f %6.2fx | %7.1f\n", s.model,
                   static_cast<long long>(s.c), static_cast<long long>(s.hw),
-                  static_cast<long long>(s.k), static_cast<long long>(s.stride), t, dm, gm,
-                  gm / dm, flops / dm / 1e6);
+                  static_cast<long long>(s.k), static_cast<long long>(s.stride), t, dm, gm, gm / dm,
+                  flops / dm / 1e6);
       if (std::string(s.model) == "ConvNeXt-T") {
         total_direct += dm;
         total_im2col += gm;
       }
     }
-    std::printf("ConvNeXt-T's four depthwise shapes, %d thread(s): direct %.3f ms, im2col %.3f ms\n",
-                t, total_direct, total_im2col);
+    std::printf(
+        "ConvNeXt-T's four depthwise shapes, %d thread(s): direct %.3f ms, im2col %.3f ms\n", t,
+        total_direct, total_im2col);
   }
   return 0;
 }

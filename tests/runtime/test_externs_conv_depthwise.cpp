@@ -64,8 +64,8 @@ TEST(ExternConvDepthwise, SweepMatchesReferenceInEveryIsa) {
     ScopedEnv env("ANVIL_CONV_ISA", isa);
     uint32_t seed = 1000;
     for (const DwCase& d : sweep_cases()) {
-      SCOPED_TRACE(str("isa '", isa, "' n", d.n, " c", d.c, " m", d.mult, " k", d.k, " s",
-                       d.stride, " d", d.dil, d.same ? " same" : " pad0"));
+      SCOPED_TRACE(str("isa '", isa, "' n", d.n, " c", d.c, " m", d.mult, " k", d.k, " s", d.stride,
+                       " d", d.dil, d.same ? " same" : " pad0"));
       check_case(d, DType::kFloat32, rand_tensor(DType::kFloat32, {d.n, d.c, d.h, d.w}, seed),
                  seed + 1);
       seed += 3;

@@ -42,14 +42,14 @@ constexpr int kMaxRows[kMaxNv] = {8, 4, 4, 3};
 
 /// One tile: output rows [y0, y0 + R) x columns [x0, x0 + NV * lanes) of one output plane.
 struct Tile {
-  const float* src;     // the padded buffer at (row y0 * sh, phase 0, column x0)
-  const int64_t* off;   // per tap: buffer offset of its first input pixel from `src`
-  const float* w;       // per tap: the weight
-  int64_t taps;         // kh * kw
-  int64_t row_step;     // buffer floats between the inputs of consecutive output rows
-  float* out;           // output at (y0, x0)
-  int64_t ldo;          // output row stride
-  int last;             // valid lanes of the tile's last vector (1 .. lanes)
+  const float* src;    // the padded buffer at (row y0 * sh, phase 0, column x0)
+  const int64_t* off;  // per tap: buffer offset of its first input pixel from `src`
+  const float* w;      // per tap: the weight
+  int64_t taps;        // kh * kw
+  int64_t row_step;    // buffer floats between the inputs of consecutive output rows
+  float* out;          // output at (y0, x0)
+  int64_t ldo;         // output row stride
+  int last;            // valid lanes of the tile's last vector (1 .. lanes)
   float bias;
   bool relu;
 };
@@ -83,8 +83,7 @@ __attribute__((target("avx512f"))) void tile_avx512(const Tile& t) {
     for (int v = 0; v < NV; ++v) {
       // max(0, x) with x second keeps NaN (as torch.relu); maskz avoids a GCC 12
       // -Wmaybe-uninitialized false positive in _mm512_max_ps.
-      const __m512 y =
-          t.relu ? _mm512_maskz_max_ps(__mmask16(0xFFFF), zero, acc[r][v]) : acc[r][v];
+      const __m512 y = t.relu ? _mm512_maskz_max_ps(__mmask16(0xFFFF), zero, acc[r][v]) : acc[r][v];
       float* o = t.out + r * t.ldo + v * 16;
       if (v + 1 < NV)
         _mm512_storeu_ps(o, y);
@@ -355,9 +354,8 @@ bool use_conv_depthwise(const ConvGeom& g, DType dtype) {
 
 void conv_depthwise(const ConvGeom& g, const Tensor& x, const Tensor& weight,
                     const std::optional<Tensor>& bias, const Tensor& out) {
-  ANVIL_CHECK(g.depthwise() && g.o % g.c == 0, "conv_depthwise",
-              "not a depthwise convolution", str("groups == C (", g.c, ") and O % C == 0"),
-              str("groups ", g.groups, ", O ", g.o));
+  ANVIL_CHECK(g.depthwise() && g.o % g.c == 0, "conv_depthwise", "not a depthwise convolution",
+              str("groups == C (", g.c, ") and O % C == 0"), str("groups ", g.groups, ", O ", g.o));
   ANVIL_CHECK(out.is_contiguous() && out.dtype() == x.dtype(), "conv_depthwise",
               "the output must be contiguous with the input's dtype", dtype_name(x.dtype()),
               out.type_str());
@@ -369,8 +367,7 @@ void conv_depthwise(const ConvGeom& g, const Tensor& x, const Tensor& weight,
     case DType::kFloat16:
       return depthwise_run<Half>(g, x, weight, bias, out);
     default:
-      throw Error("unsupported dtype", "conv_depthwise", "f32, bf16 or f16",
-                  dtype_name(x.dtype()));
+      throw Error("unsupported dtype", "conv_depthwise", "f32, bf16 or f16", dtype_name(x.dtype()));
   }
 }
 
