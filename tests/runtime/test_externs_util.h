@@ -79,6 +79,8 @@ class ExternCase {
     inputs_.push_back(t);
     return *this;
   }
+  /// An int attribute only the extern sees (anvil's own, such as fused_relu).
+  ExternCase& extern_int(const std::string& name, int64_t v) { return add_int(name, v); }
   /// A Tensor[] argument: expanded in place plus an int attribute with the count.
   ExternCase& tensors(const std::string& name, const std::vector<Tensor>& ts) {
     ref_.tensors(name, ts);

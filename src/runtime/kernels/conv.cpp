@@ -4,6 +4,7 @@
 // groups, batched or unbatched input, any input strides. Floating dtypes run im2col + GEMM in
 // fp32 (f64 for double; f16 / bf16 converted to fp32, rounded once at the end, like the
 // reference kernel); integer dtypes use im2col + a direct wrapping-int64 product loop.
+// Depthwise convolutions (groups == C) in fp32 / bf16 / fp16 go to conv_depthwise.cpp instead.
 // Work is split over the batch (or groups, or inside the GEMM) on the runtime thread pool.
 #include <algorithm>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "runtime/kernels/gemm_packed.h"
 #include "runtime/rt_api.h"
 
+#include "runtime/kernels/conv.h"
 #include "runtime/kernels/conv_transpose.h"
 #include "runtime/kernels/kernel_util.h"
 
@@ -25,27 +27,7 @@ namespace {
 
 using kern::available_threads;
 
-/// Geometry of one 2-D convolution (1-D convolutions have h = kh = 1).
-struct ConvGeom {
-  int64_t n = 1, c = 0, h = 1, w = 0;  // input batch, channels, height, width
-  int64_t o = 0, groups = 1;           // output channels, groups
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
-  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  int64_t oh = 1, ow = 0;
-  bool unbatched = false;
-  int spatial = 2;
-  bool relu = false;  // attribute fused_relu: max(x, 0) applied as the result is stored
-
-  int64_t cg() const { return c / groups; }       // input channels per group
-  int64_t og() const { return o / groups; }       // output channels per group
-  int64_t ckk() const { return cg() * kh * kw; }  // GEMM inner size per group
-  int64_t l() const { return oh * ow; }           // output pixels per plane
-  /// A 1x1, stride-1, unpadded convolution reads the input planes as they are (no im2col).
-  bool pointwise() const {
-    return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pad_top == 0 && pad_left == 0 &&
-           pad_bottom == 0 && pad_right == 0;
-  }
-};
+using kern::ConvGeom;
 
 /// An int list attribute expanded to `n` values (a single value applies to every dim).
 std::vector<int64_t> spatial_list(const ExternCall& call, const char* name, int64_t dflt,
@@ -520,6 +502,10 @@ int conv_extern(ExternCall& call) {
     } else {
       Tensor(out).fill(0);
     }
+    return 0;
+  }
+  if (kern::use_conv_depthwise(g, x.dtype())) {
+    kern::conv_depthwise(g, x, wt, bias, out);
     return 0;
   }
   switch (x.dtype()) {

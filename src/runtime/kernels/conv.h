@@ -1,0 +1,50 @@
+// Shared by the convolution extern (conv.cpp: checks, im2col + GEMM) and the direct depthwise
+// kernel (conv_depthwise.cpp): the geometry of one 2-D convolution and the depthwise entry point.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace anvil::runtime::kern {
+
+/// Geometry of one 2-D convolution (1-D convolutions have h = kh = 1).
+struct ConvGeom {
+  int64_t n = 1, c = 0, h = 1, w = 0;  // input batch, channels, height, width
+  int64_t o = 0, groups = 1;           // output channels, groups
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t oh = 1, ow = 0;
+  bool unbatched = false;
+  int spatial = 2;
+  bool relu = false;  // attribute fused_relu: max(x, 0) applied as the result is stored
+
+  int64_t cg() const { return c / groups; }       // input channels per group
+  int64_t og() const { return o / groups; }       // output channels per group
+  int64_t ckk() const { return cg() * kh * kw; }  // GEMM inner size per group
+  int64_t l() const { return oh * ow; }           // output pixels per plane
+  /// A 1x1, stride-1, unpadded convolution reads the input planes as they are (no im2col).
+  bool pointwise() const {
+    return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pad_top == 0 && pad_left == 0 &&
+           pad_bottom == 0 && pad_right == 0;
+  }
+  /// One group per input channel (groups == C > 1), each with O / C output channels (the
+  /// channel multiplier): the direct depthwise kernel's case.
+  bool depthwise() const { return groups > 1 && groups == c; }
+};
+
+/// Whether conv_depthwise() takes a convolution of geometry `g` and element type `dtype`:
+/// depthwise, fp32 / bf16 / fp16, and ANVIL_CONV is not "im2col" (which keeps every
+/// convolution on im2col + GEMM, for comparisons).
+bool use_conv_depthwise(const ConvGeom& g, DType dtype);
+
+/// Direct depthwise convolution: out [N, O, OH, OW] (contiguous, x's dtype; unbatched / 1-D
+/// shapes as the caller's) from x (any strides: NCHW, channels-last, broadcast), weight
+/// [O, 1, KH, KW] and optional bias [O]. Accumulates in fp32 (one FMA chain per output,
+/// starting from the bias), rounds once to the output dtype, applies g.relu as it stores.
+/// Work: the N x C input planes split over the current thread pool.
+void conv_depthwise(const ConvGeom& g, const Tensor& x, const Tensor& weight,
+                    const std::optional<Tensor>& bias, const Tensor& out);
+
+}  // namespace anvil::runtime::kern
