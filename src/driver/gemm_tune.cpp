@@ -120,9 +120,10 @@ Timing run_child(const std::vector<std::string>& argv, int timeout_s) {
 }
 
 /// Whether `c` is cuBLASLt and `act` is not one of its epilogues (erf GELU, SiLU): the package
-/// would then run the activation in a kernel of its own after the GEMM. Such a candidate is timed
-/// without the activation (GEMM and bias only): a lower bound of what it costs in the package, so
-/// a CUTLASS kernel that fuses the activation is chosen only when it beats cuBLASLt outright.
+/// would then run the bias and activation in a kernel of its own after a plain GEMM. Such a
+/// candidate is timed as that: the plain GEMM, then a device copy of C standing in for the
+/// memory-bound epilogue kernel (anvil-gemm-time unfused_epilogue=1), so a CUTLASS kernel that
+/// fuses the epilogue competes with what the package would really run instead.
 bool cublaslt_lacks(const GemmCandidate& c, GemmActivation act) {
   return c.backend == codegen::gemm::GemmBackend::kCublasLt && act != GemmActivation::kNone &&
          act != GemmActivation::kRelu && act != GemmActivation::kGeluTanh;
@@ -142,10 +143,16 @@ std::vector<std::string> child_args(const std::string& tool, const GemmProblem& 
       kv("lda", p.lda.value_or(p.trans_a ? m : k)), kv("ldb", p.ldb.value_or(p.trans_b ? k : n)),
       kv("ldc", p.ldc.value_or(n)), kv("a_dtype", static_cast<int>(p.a_dtype)),
       kv("b_dtype", static_cast<int>(p.b_dtype)), kv("c_dtype", static_cast<int>(p.out_dtype)),
-      kv("alpha", p.alpha), kv("beta", p.beta), kv("bias", static_cast<int>(p.bias)),
-      kv("act", static_cast<int>(cublaslt_lacks(c, p.activation) ? GemmActivation::kNone
-                                                                  : p.activation)),
+      kv("alpha", p.alpha), kv("beta", p.beta),
       kv("b_constant", p.b_constant ? 1 : 0)};
+  if (cublaslt_lacks(c, p.activation)) {  // plain GEMM + the epilogue kernel's stand-in
+    a.push_back(kv("bias", 0));
+    a.push_back(kv("act", 0));
+    a.push_back(kv("unfused_epilogue", 1));
+  } else {
+    a.push_back(kv("bias", static_cast<int>(p.bias)));
+    a.push_back(kv("act", static_cast<int>(p.activation)));
+  }
   if (c.source.empty()) {
     a.push_back(kv("library", c.library));
     a.push_back(kv("variant", c.variant));

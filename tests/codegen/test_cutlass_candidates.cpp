@@ -309,7 +309,7 @@ TEST(CutlassHeaders, EnvOverrideAndWarning) {
   // The build's default, when it holds the headers, gives both include folders.
   if (auto h = find_cutlass_headers()) {
     warning.clear();
-    EXPECT_EQ(cutlass_candidates_if_available(bf16_problem(64, 64, 64), 90, &warning).size(), 24u);
+    EXPECT_EQ(cutlass_candidates_if_available(bf16_problem(128, 64, 64), 90, &warning).size(), 24u);
     EXPECT_TRUE(warning.empty());
     const auto flags = cutlass_nvcc_flags(*h);
     EXPECT_NE(std::find(flags.begin(), flags.end(), h->include), flags.end());
