@@ -405,6 +405,7 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
   };
   std::vector<Pending> pending;
   std::map<std::string, size_t> pending_by_key;
+  std::vector<std::string> dynamic;  // GEMM steps with symbolic sizes (spec B.5 case 5)
   std::vector<GemmCandidate> all;  // every pending problem's candidates, built together
   auto choice_of = [](const GemmCandidate& c, double us, int n) {
     return passes::GemmKernelChoice{c.name,  c.library, c.variant,    c.entry,
@@ -417,8 +418,9 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     ++r.steps;
     GemmProblem p = codegen::gemm::problem_of(program, *g, target.name);
     if (!p.is_static() || *p.m <= 0 || *p.n <= 0 || *p.k <= 0) {
-      ++r.kept_default;
-      continue;  // symbolic or empty: the default path (dispatch by size is not done yet)
+      ++r.kept_default;  // symbolic or empty: the default path (dispatch by size is not done yet)
+      if (!p.is_static()) dynamic.push_back(g->name);
+      continue;
     }
     if (const auto f = epilogues.by_gemm.find(si); f != epilogues.by_gemm.end()) {
       if (f->second.residual >= 0 || !g->batch.empty()) {
@@ -475,6 +477,14 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     all.insert(all.end(), pd.cands.begin(), pd.cands.end());
     pending_by_key[key] = pending.size();
     pending.push_back(std::move(pd));
+  }
+
+  if (!dynamic.empty()) {
+    std::string names;
+    for (const auto& n : dynamic) names += (names.empty() ? "" : ", ") + n;
+    r.warnings.push_back(std::to_string(dynamic.size()) + " GEMM(s) with dynamic sizes (" + names +
+                         ") have no autotuning candidates: they keep the default path (" +
+                         (sm > 0 ? "cuBLASLt" : "the runtime's GEMM") + ")");
   }
 
   // 2. Every pending problem's templates compiled together, in parallel (a model's GEMMs share

@@ -6,14 +6,17 @@
 // compared with PyTorch's outputs; the manifest says which GEMM ran which kernel.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "common/check.h"
 #include "core/npy.h"
 #include "gpu/gpu_test_util.h"
+#include "ir/parser.h"
 #include "runtime/model.h"
 #include "runtime/package.h"
 
@@ -98,6 +101,98 @@ TEST_P(CudaAutotune, ChosenCutlassKernelsApplyTheFusedEpilogues) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaAutotune, ::testing::Values("bfloat16", "float16"));
+
+/// The fp16 graph out = a[M, K] @ b[K, N] (M symbolic "s0" when `dynamic`).
+std::string mm_graph(int64_t m, int64_t k, int64_t n, bool dynamic) {
+  const std::string ms = dynamic ? "s0" : std::to_string(m);
+  const std::string sym = dynamic ? "  symbols {\n    s0 in [1, 512]\n  }\n" : "";
+  return "graph {\n" + sym + "  inputs {\n    %a: f16[" + ms + ", " + std::to_string(k) +
+         "] = user_input\n    %b: f16[" + std::to_string(k) + ", " + std::to_string(n) +
+         "] = user_input\n  }\n  %m: f16[" + ms + ", " + std::to_string(n) +
+         "] = aten.mm.default(self=%a, mat2=%b)\n  outputs {\n    user_output %m\n  }\n}\n";
+}
+
+/// Tunes `graph` for cuda-sm90 with `backends`, runs it on cuda:0 at m rows and checks the
+/// product against a double-precision one; returns the compile report and the manifest.
+std::pair<driver::CompileReport, nlohmann::json> tune_and_check(
+    const std::string& graph, const std::string& name, int64_t m, int64_t k, int64_t n,
+    const std::vector<codegen::gemm::GemmBackend>& backends, int jobs) {
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.cache_dir = (out_dir() / "cache").string();
+  o.gemm.mode = codegen::gemm::AutotuneMode::kFast;
+  o.gemm.backends = backends;
+  o.gemm.jobs = jobs;
+  const std::string pkg = (out_dir() / (name + ".anvil")).string();
+  const auto g = ir::parse_graph(graph);
+  const driver::CompileReport r = driver::compile_graph(*g, pkg, o);
+  runtime::ModelOptions mo;
+  mo.device = Device::cuda(0);
+  const runtime::Model model = runtime::Model::load(pkg, mo);
+  Tensor a = Tensor::empty({m, k}, DType::kFloat32), b = Tensor::empty({k, n}, DType::kFloat32);
+  float* ap = a.data<float>();
+  float* bp = b.data<float>();
+  for (int64_t i = 0; i < m * k; ++i) ap[i] = static_cast<float>((i * 7 % 17) - 8) / 8.f;
+  for (int64_t i = 0; i < k * n; ++i) bp[i] = static_cast<float>((i * 5 % 13) - 6) / 4.f;
+  const auto out = model.run({a.to(DType::kFloat16).to(Device::cuda(0)),
+                              b.to(DType::kFloat16).to(Device::cuda(0))});
+  EXPECT_EQ(out.size(), 1u);
+  if (!out.empty()) {
+    const Tensor got = out[0].to(Device::cpu()).to(DType::kFloat32);
+    const float* gp = got.data<float>();
+    int bad = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t q = 0; q < k; ++q) want += double(ap[i * k + q]) * bp[q * n + j];
+        if (std::fabs(gp[i * n + j] - want) > 2e-3 * std::max(1.0, std::fabs(want))) ++bad;
+      }
+    EXPECT_EQ(bad, 0) << name;
+  }
+  return {r, nlohmann::json::parse(runtime::Package::open(pkg)->manifest().json)};
+}
+
+// Spec B.5 case 4: mm 128x16 @ 16x128 fp16, CUTLASS only, static, sm90: at least one CUTLASS
+// candidate is benchmarked and chosen; the result is close.
+TEST(CudaAutotuneSpec, Case4_StaticMmBenchmarksCutlassCandidates) {
+  ANVIL_REQUIRE_GPU();
+  const auto [r, mf] = tune_and_check(mm_graph(128, 16, 128, false), "case4", 128, 16, 128,
+                                      {codegen::gemm::GemmBackend::kCutlass}, 0);
+  EXPECT_EQ(r.gemms_tuned, 1) << ::testing::PrintToString(r.tune_lines);
+  EXPECT_GE(r.gemm_candidates_timed, 1);
+  const auto& step = mf.at("gemm").at("steps").at(0);
+  EXPECT_EQ(step.at("kernel").get<std::string>().rfind("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_", 0), 0u)
+      << step.dump();
+  EXPECT_GT(step.at("time_us").get<double>(), 0.0);
+}
+
+// Spec B.5 case 5: the same with a dynamic M: no CUTLASS candidates, cuBLASLt with a warning.
+TEST(CudaAutotuneSpec, Case5_DynamicMmFallsBackWithAWarning) {
+  ANVIL_REQUIRE_GPU();
+  const auto [r, mf] = tune_and_check(mm_graph(0, 16, 128, true), "case5", 77, 16, 128,
+                                      {codegen::gemm::GemmBackend::kCutlass}, 0);
+  EXPECT_EQ(r.gemms_tuned, 0);
+  EXPECT_EQ(r.gemm_candidates_timed, 0);
+  bool warned = false;
+  for (const auto& w : r.tune_warnings) warned |= w.find("dynamic sizes") != std::string::npos;
+  EXPECT_TRUE(warned) << ::testing::PrintToString(r.tune_warnings);
+  EXPECT_EQ(mf.at("gemm").at("steps").at(0).at("kernel").get<std::string>(), "default");
+}
+
+// Spec B.5 case 3: mm 100x10 @ 10x100 fp16 (rows of 20 bytes: the cp.async kernels), CUTLASS and
+// cuBLASLt candidates, 4 compile jobs, each timed in its own process: no crash, close.
+TEST(CudaAutotuneSpec, Case3_UnalignedMmTunesInSubprocessesWithoutACrash) {
+  ANVIL_REQUIRE_GPU();
+  const auto [r, mf] = tune_and_check(
+      mm_graph(100, 10, 100, false), "case3", 100, 10, 100,
+      {codegen::gemm::GemmBackend::kCutlass, codegen::gemm::GemmBackend::kCublasLt}, 4);
+  EXPECT_EQ(r.gemms_tuned, 1) << ::testing::PrintToString(r.tune_warnings);
+  EXPECT_GE(r.gemm_candidates_timed, 2);
+  bool cpasync = false;
+  for (const auto& l : r.tune_lines) cpasync |= l.find("_cpasync_") != std::string::npos;
+  EXPECT_TRUE(cpasync) << ::testing::PrintToString(r.tune_lines);
+}
 
 }  // namespace
 }  // namespace anvil
