@@ -188,6 +188,30 @@ TEST_F(CudaEpilogue, FormsCuBlasLtCannotComputeStayLoopKernels) {
                   .empty());
 }
 
+// The forms only the CPU's chosen kernels fuse (codegen/gemm/gemm_epilogue.h cpu_only_form: a
+// constant factor or divisor, a constant added, relu6) are neither cuBLASLt's nor posed to
+// CUTLASS candidates: on CUDA they stay loop kernels after a plain GEMM.
+TEST_F(CudaEpilogue, CpuOnlyFormsStayLoopKernels) {
+  const char* mm = "  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w)\n";
+  const char* linear = "  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w, bias=%b)\n";
+  for (const auto& [name, body] : std::vector<std::pair<std::string, std::string>>{
+           {"scale", std::string(mm) + "  %y: f32[8, 16] = aten.mul.Tensor(self=%l, other=3.0)\n"},
+           {"div", std::string(mm) + "  %y: f32[8, 16] = aten.div.Tensor(self=%l, other=16)\n"},
+           {"shift", std::string(mm) + "  %s: f32[8, 16] = aten.mul.Tensor(self=%l, other=3.3)\n"
+                                       "  %y: f32[8, 16] = aten.sub.Tensor(self=%s, other=1.234)\n"},
+           {"add_const", std::string(mm) + "  %y: f32[8, 16] = aten.add.Tensor(self=%l, other=0.5)\n"},
+           {"scaled_bias", std::string(mm) + "  %s: f32[8, 16] = aten.mul.Tensor(self=%l, other=0.5)\n"
+                                             "  %y: f32[8, 16] = aten.add.Tensor(self=%s, other=%b)\n"},
+           {"relu6", std::string(linear) + "  %y: f32[8, 16] = aten.relu6.default(self=%l)\n"},
+           {"hardtanh", std::string(linear) + "  %y: f32[8, 16] = aten.hardtanh.default(self=%l, "
+                                              "min_val=0.0, max_val=6.0)\n"},
+           {"clamp_relu", std::string(mm) + "  %r: f32[8, 16] = aten.relu.default(self=%l)\n"
+                                            "  %y: f32[8, 16] = aten.clamp.default(self=%r, max=6.0)\n"}}) {
+    EXPECT_TRUE(emit(name, "", graph(body)).empty()) << name;
+    EXPECT_NE(source_.find("dev->gemm(device"), std::string::npos) << name;  // a plain GEMM
+  }
+}
+
 TEST_F(CudaEpilogue, AResidualAddLeavesTheLayerNormKernelItOpens) {
   // x + linear(h) feeding a layer norm and returned: the add is a store of the norm's
   // multi-pass kernel; it moves into the GEMM and the kernel reads the GEMM's result
