@@ -1,5 +1,6 @@
 // GEMM epilogues fused into the GEMM's own store (gemm_epilogue.cpp): the CUDA target's cuBLASLt
-// calls and, on the CPU, the autotuner's chosen kernels that apply a bias and an activation.
+// calls and, on the CPU, the autotuner's chosen kernels that apply a bias and an activation
+// (and the CPU-only forms below: a constant factor, a constant term, relu6).
 //
 // A GEMM step's result is computed in place in the destination of the one pointwise statement
 // that reads it (passes/schedule.cpp fuse_gemm_epilogues); on the CPU that statement runs as a
