@@ -192,21 +192,23 @@ TEST_F(CudaEpilogue, FormsCuBlasLtCannotComputeStayLoopKernels) {
 // constant factor or divisor, a constant added, relu6) are neither cuBLASLt's nor posed to
 // CUTLASS candidates: on CUDA they stay loop kernels after a plain GEMM.
 TEST_F(CudaEpilogue, CpuOnlyFormsStayLoopKernels) {
-  const char* mm = "  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w)\n";
-  const char* linear = "  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w, bias=%b)\n";
+  const std::string mm = "  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w)\n";
+  const std::string linear =
+      "  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w, bias=%b)\n";
+  const std::string Y = "  %y: f32[8, 16] = ";
+  const std::string S = "  %s: f32[8, 16] = ";
   for (const auto& [name, body] : std::vector<std::pair<std::string, std::string>>{
-           {"scale", std::string(mm) + "  %y: f32[8, 16] = aten.mul.Tensor(self=%l, other=3.0)\n"},
-           {"div", std::string(mm) + "  %y: f32[8, 16] = aten.div.Tensor(self=%l, other=16)\n"},
-           {"shift", std::string(mm) + "  %s: f32[8, 16] = aten.mul.Tensor(self=%l, other=3.3)\n"
-                                       "  %y: f32[8, 16] = aten.sub.Tensor(self=%s, other=1.234)\n"},
-           {"add_const", std::string(mm) + "  %y: f32[8, 16] = aten.add.Tensor(self=%l, other=0.5)\n"},
-           {"scaled_bias", std::string(mm) + "  %s: f32[8, 16] = aten.mul.Tensor(self=%l, other=0.5)\n"
-                                             "  %y: f32[8, 16] = aten.add.Tensor(self=%s, other=%b)\n"},
-           {"relu6", std::string(linear) + "  %y: f32[8, 16] = aten.relu6.default(self=%l)\n"},
-           {"hardtanh", std::string(linear) + "  %y: f32[8, 16] = aten.hardtanh.default(self=%l, "
-                                              "min_val=0.0, max_val=6.0)\n"},
-           {"clamp_relu", std::string(mm) + "  %r: f32[8, 16] = aten.relu.default(self=%l)\n"
-                                            "  %y: f32[8, 16] = aten.clamp.default(self=%r, max=6.0)\n"}}) {
+           {"scale", mm + Y + "aten.mul.Tensor(self=%l, other=3.0)\n"},
+           {"div", mm + Y + "aten.div.Tensor(self=%l, other=16)\n"},
+           {"shift", mm + S + "aten.mul.Tensor(self=%l, other=3.3)\n" + Y +
+                         "aten.sub.Tensor(self=%s, other=1.234)\n"},
+           {"add_const", mm + Y + "aten.add.Tensor(self=%l, other=0.5)\n"},
+           {"scaled_bias", mm + S + "aten.mul.Tensor(self=%l, other=0.5)\n" + Y +
+                               "aten.add.Tensor(self=%s, other=%b)\n"},
+           {"relu6", linear + Y + "aten.relu6.default(self=%l)\n"},
+           {"hardtanh", linear + Y + "aten.hardtanh.default(self=%l, min_val=0.0, max_val=6.0)\n"},
+           {"clamp_relu", mm + S + "aten.relu.default(self=%l)\n" + Y +
+                              "aten.clamp.default(self=%s, max=6.0)\n"}}) {
     EXPECT_TRUE(emit(name, "", graph(body)).empty()) << name;
     EXPECT_NE(source_.find("dev->gemm(device"), std::string::npos) << name;  // a plain GEMM
   }
