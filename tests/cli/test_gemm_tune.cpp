@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,7 @@
 #include "core/zip_reader.h"
 #include "driver/compile.h"
 #include "driver/gemm_tune.h"
+#include "interp/interpreter.h"
 #include "ir/parser.h"
 #include "runtime/model.h"
 
@@ -210,6 +212,162 @@ TEST_F(GemmTune, DynamicSizesKeepTheDefaultPathWithAWarning) {
         for (int64_t k = 0; k < 16; ++k) want += double(xp[i * 16 + k]) * wp[k * 16 + j];
         ASSERT_NEAR(o[i * 16 + j], want, 1e-4) << rows << " rows, at " << i << "," << j;
       }
+/// Seeded pseudo-random values in [-scale, scale) of shape `sizes`, as `dt`.
+Tensor ramp(Shape sizes, DType dt, double scale, int seed) {
+  std::mt19937 gen(static_cast<uint32_t>(seed));
+  std::vector<float> v(static_cast<size_t>(shape_numel(sizes)));
+  for (float& x : v) x = static_cast<float>(scale * (gen() / 2147483648.0 - 1.0));
+  return Tensor::from_vector(v, sizes).to(dt);
+}
+
+/// The text of every generated C++ file under `dir`.
+std::string sources_in(const fs::path& dir) {
+  std::string all;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".cpp") {
+      std::ifstream in(e.path());
+      all += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    }
+  return all;
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+/// Spec part B cases 10, 12 and 14 (and 8, 11) on the CPU, `dt` = "f32" or "bf16": 12 GEMMs
+/// [8, 32] x [32, 16] (separate B inputs, so no two are one GEMM) and their epilogues.
+std::string scaled_epilogue_graph(const std::string& dt) {
+  std::string t = "graph {\n  inputs {\n    %a: " + dt + "[8, 32] = user_input\n";
+  for (int i = 0; i < 12; ++i)
+    t += "    %b" + std::to_string(i) + ": " + dt + (i == 6 ? "[16, 32]" : "[32, 16]") +
+         " = user_input\n";
+  t += "    %bias: " + dt + "[16] = user_input\n  }\n";
+  const std::string T = ": " + dt + "[8, 16] = ";
+  for (int i = 0; i < 12; ++i)
+    if (i != 6)
+      t += "  %m" + std::to_string(i) + T + "aten.mm.default(self=%a, mat2=%b" +
+           std::to_string(i) + ")\n";
+  t += "  %y0" + T + "aten.mul.Tensor(self=%m0, other=3.0)\n"           // case 8: x 3.0
+       "  %t1" + T + "aten.mul.Tensor(self=%m1, other=3.3)\n"            // case 10
+       "  %y1" + T + "aten.sub.Tensor(self=%t1, other=1.234)\n"
+       "  %t2" + T + "aten.mul.Tensor(self=%m2, other=3.3)\n"            // case 11
+       "  %u2" + T + "aten.sub.Tensor(self=%t2, other=1.234)\n"
+       "  %y2" + T + "aten.relu.default(self=%u2)\n"
+       "  %r3" + T + "aten.relu.default(self=%m3)\n"                     // case 12
+       "  %y3" + T + "aten.clamp.default(self=%r3, max=6.0)\n"
+       "  %y4" + T + "aten.div.Tensor(self=%m4, other=16)\n"             // case 14: / b.size(1)
+       "  %t5" + T + "aten.mul.Tensor(self=%m5, other=0.5)\n"            // 0.5 C + bias
+       "  %y5" + T + "aten.add.Tensor(self=%t5, other=%bias)\n"
+       "  %l6" + T + "aten.linear.default(input=%a, weight=%b6, bias=%bias)\n"
+       "  %y6" + T + "aten.hardtanh.default(self=%l6, min_val=0.0, max_val=6.0)\n"
+       "  %y7" + T + "aten.relu6.default(self=%m7)\n"
+       "  %y8" + T + "aten.clamp.default(self=%m8, min=0, max=6)\n"
+       "  %t9" + T + "aten.add.Tensor(self=%m9, other=%bias)\n"          // 2 (C + bias): the
+       "  %y9" + T + "aten.mul.Tensor(self=%t9, other=2.0)\n"            // bias scaled too
+       "  %c10" + T + "aten.clamp.default(self=%m10, max=6.0)\n"
+       "  %y10" + T + "aten.relu.default(self=%c10)\n"
+       "  %t11" + T + "aten.add.Tensor(self=%m11, other=%bias)\n"       // two bias vectors:
+       "  %y11" + T + "aten.add.Tensor(self=%t11, other=1.0)\n"         // a loop kernel
+       "  outputs {\n";
+  for (int i = 0; i < 12; ++i) t += "    user_output %y" + std::to_string(i) + "\n";
+  return t + "  }\n}\n";
+}
+
+// Issue 16 item 5, spec part B cases 10, 12, 14: a constant factor or divisor (in the kernel's
+// alpha, a bias still added unscaled), a constant added (a bias vector of it) and relu6 in its
+// five spellings computed in the chosen kernel's store (oneDNN's post-ops, a template's store),
+// every output as the interpreter's; 2 (C + bias) and C + bias + 1 stay loop kernels.
+TEST_F(GemmTune, ScaleShiftAndRelu6FuseIntoTheChosenKernelAndMatchTheInterpreter) {
+  for (const auto& [dt, dtype] : {std::pair<std::string, DType>{"f32", DType::kFloat32},
+                                  {"bf16", DType::kBFloat16}}) {
+    const auto graph = ir::parse_graph(scaled_epilogue_graph(dt));
+    std::vector<Tensor> inputs = {ramp({8, 32}, dtype, 2.0, 1)};
+    for (int i = 0; i < 12; ++i)
+      inputs.push_back(ramp(i == 6 ? Shape{16, 32} : Shape{32, 16}, dtype, 1.0, i + 2));
+    inputs.push_back(ramp({16}, dtype, 1.0, 20));
+    const auto want = interp::Interpreter(*graph).run(inputs);
+    // the clamps are exercised: some elements of relu6(C) are 0, some 6, some between
+    int zero = 0, six = 0, between = 0;
+    for (double v : want[7].to_doubles()) (v == 0 ? zero : v == 6 ? six : between)++;
+    ASSERT_TRUE(zero > 0 && six > 0 && between > 0) << zero << " " << six << " " << between;
+    for (const std::string& allow : std::vector<std::string>{"^onednn_", "^own_" + dt + "_"}) {
+      SCOPED_TRACE(dt + " " + allow);
+      opts_.gemm.allow_regex = allow;
+      opts_.gemm.max_profiled = 1;
+      const fs::path src = dir_ / (dt + allow.substr(1) + "src");
+      opts_.emit_source_dir = src.string();
+      const std::string pkg = (dir_ / (dt + allow.substr(1) + ".anvil")).string();
+      const driver::CompileReport r = driver::compile_graph(*graph, pkg, opts_);
+      const nlohmann::json m = manifest_of(pkg);
+      for (const auto& st : m["gemm"]["steps"])
+        EXPECT_EQ(st["kernel"].get<std::string>().rfind(allow.substr(1), 0), 0u) << st.dump();
+      EXPECT_EQ(m["gemm_fused_epilogues"].get<int>(), 10)
+          << m["gemm"].dump() << "\n" << ::testing::PrintToString(r.tune_warnings);
+      const std::string code = sources_in(src);
+      EXPECT_EQ(count_of(code, "call.activation = 2;"), 5u);  // relu6 (ANVIL_GEMM_ACT_RELU6)
+      EXPECT_EQ(count_of(code, "call.alpha = static_cast<float>(3.3);"), 2u);
+      EXPECT_EQ(count_of(code, "call.alpha = static_cast<float>(0.0625);"), 1u);  // / 16
+      EXPECT_EQ(count_of(code, "call.alpha = static_cast<float>(3);"), 1u);
+      EXPECT_EQ(count_of(code, "call.alpha = static_cast<float>(0.5);"), 1u);
+      EXPECT_EQ(count_of(code, "// + -1.234 on every element: the bias [16] of it"), 2u);
+      EXPECT_EQ(count_of(code, "call.bias = shift_bias;"), 2u);
+      const runtime::Model model = runtime::Model::load(pkg);
+      const auto got = model.run(inputs);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_TRUE(::anvil::test::matches_reference(got[i], want[i])) << "output " << i;
+    }
+  }
+}
+
+// Spec part B case 13: a dtype change after the GEMM, (a @ b).to(float32) * 1e-5 over bf16,
+// never fuses (its statement stores float32); the same scale without the cast does.
+TEST_F(GemmTune, ADtypeChangingEpilogueNeverFuses) {
+  const auto graph = ir::parse_graph(
+      "graph {\n  inputs {\n    %a: bf16[8, 32] = user_input\n    %b0: bf16[32, 16] = "
+      "user_input\n    %b1: bf16[32, 16] = user_input\n  }\n"
+      "  %m0: bf16[8, 16] = aten.mm.default(self=%a, mat2=%b0)\n"
+      "  %f0: f32[8, 16] = aten._to_copy.default(self=%m0, dtype=f32)\n"
+      "  %y0: f32[8, 16] = aten.mul.Tensor(self=%f0, other=1e-05)\n"
+      "  %m1: bf16[8, 16] = aten.mm.default(self=%a, mat2=%b1)\n"
+      "  %y1: bf16[8, 16] = aten.mul.Tensor(self=%m1, other=1e-05)\n"
+      "  outputs {\n    user_output %y0\n    user_output %y1\n  }\n}\n");
+  const std::vector<Tensor> inputs = {ramp({8, 32}, DType::kBFloat16, 2.0, 1),
+                                      ramp({32, 16}, DType::kBFloat16, 1.0, 2),
+                                      ramp({32, 16}, DType::kBFloat16, 1.0, 3)};
+  const auto want = interp::Interpreter(*graph).run(inputs);
+  for (const char* allow : {"^onednn_", "^own_bf16_"}) {
+    SCOPED_TRACE(allow);
+    opts_.gemm.allow_regex = allow;
+    opts_.gemm.max_profiled = 1;
+    const fs::path src = dir_ / (std::string(allow + 1) + "src");
+    opts_.emit_source_dir = src.string();
+    const std::string pkg = (dir_ / (std::string(allow + 1) + ".anvil")).string();
+    const driver::CompileReport r = driver::compile_graph(*graph, pkg, opts_);
+    const nlohmann::json m = manifest_of(pkg);
+    ASSERT_EQ(m["gemm"]["steps"].size(), 2u);
+    for (const auto& st : m["gemm"]["steps"])  // both GEMMs run the chosen kernel
+      EXPECT_EQ(st["kernel"].get<std::string>().rfind(allow + 1, 0), 0u)
+          << st.dump() << ::testing::PrintToString(r.tune_warnings);
+    EXPECT_EQ(m["gemm_fused_epilogues"].get<int>(), 1);
+    const std::string code = sources_in(src);
+    EXPECT_EQ(count_of(code, "call.alpha = static_cast<float>(1e-05);"), 1u);
+    EXPECT_EQ(count_of(code, "call.alpha = static_cast<float>(1);"), 1u);  // the cast one's GEMM
+    const runtime::Model model = runtime::Model::load(pkg);
+    const auto got = model.run(inputs);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].dtype(), DType::kFloat32);
+    EXPECT_EQ(got[1].dtype(), DType::kBFloat16);
+    // compared at the GEMM's scale (x 1e5: values near 1) within bf16's rounding, 1e-2
+    for (size_t i = 0; i < 2; ++i) {
+      std::vector<double> g = got[i].to_doubles(), w = want[i].to_doubles();
+      for (double& v : g) v *= 1e5;
+      for (double& v : w) v *= 1e5;
+      EXPECT_TRUE(::anvil::test::close(g, w, 1e-2)) << "output " << i;
+    }
   }
 }
 

@@ -188,6 +188,32 @@ TEST_F(CudaEpilogue, FormsCuBlasLtCannotComputeStayLoopKernels) {
                   .empty());
 }
 
+// The forms only the CPU's chosen kernels fuse (codegen/gemm/gemm_epilogue.h cpu_only_form: a
+// constant factor or divisor, a constant added, relu6) are neither cuBLASLt's nor posed to
+// CUTLASS candidates: on CUDA they stay loop kernels after a plain GEMM.
+TEST_F(CudaEpilogue, CpuOnlyFormsStayLoopKernels) {
+  const std::string mm = "  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w)\n";
+  const std::string linear =
+      "  %l: f32[8, 16] = aten.linear.default(input=%h, weight=%w, bias=%b)\n";
+  const std::string Y = "  %y: f32[8, 16] = ";
+  const std::string S = "  %s: f32[8, 16] = ";
+  for (const auto& [name, body] : std::vector<std::pair<std::string, std::string>>{
+           {"scale", mm + Y + "aten.mul.Tensor(self=%l, other=3.0)\n"},
+           {"div", mm + Y + "aten.div.Tensor(self=%l, other=16)\n"},
+           {"shift", mm + S + "aten.mul.Tensor(self=%l, other=3.3)\n" + Y +
+                         "aten.sub.Tensor(self=%s, other=1.234)\n"},
+           {"add_const", mm + Y + "aten.add.Tensor(self=%l, other=0.5)\n"},
+           {"scaled_bias", mm + S + "aten.mul.Tensor(self=%l, other=0.5)\n" + Y +
+                               "aten.add.Tensor(self=%s, other=%b)\n"},
+           {"relu6", linear + Y + "aten.relu6.default(self=%l)\n"},
+           {"hardtanh", linear + Y + "aten.hardtanh.default(self=%l, min_val=0.0, max_val=6.0)\n"},
+           {"clamp_relu", mm + S + "aten.relu.default(self=%l)\n" + Y +
+                              "aten.clamp.default(self=%s, max=6.0)\n"}}) {
+    EXPECT_TRUE(emit(name, "", graph(body)).empty()) << name;
+    EXPECT_NE(source_.find("dev->gemm(device"), std::string::npos) << name;  // a plain GEMM
+  }
+}
+
 TEST_F(CudaEpilogue, AResidualAddLeavesTheLayerNormKernelItOpens) {
   // x + linear(h) feeding a layer norm and returned: the add is a store of the norm's
   // multi-pass kernel; it moves into the GEMM and the kernel reads the GEMM's result

@@ -46,7 +46,8 @@ std::string rt_tensor_desc(const passes::Program& p, const std::string& var,
 std::string emit_loop_kernel(const passes::Program& p, const passes::LoopKernel& k,
                              const CpuCodegenOptions& o);
 /// Emits `int NAME(const RunState& s)` for a GEMM step.
-/// `fused`: the bias / activation the chosen kernel applies in its store (cpu_store_epilogues).
+/// `fused`: the bias / activation the chosen kernel applies in its store, its constant factor
+/// (in alpha) and constant term (a bias vector of it) (cpu_store_epilogues).
 std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g,
                       const gemm::FusedEpilogue* fused = nullptr);
 /// Whether a GEMM step's B is an immutable f32 constant (emitted as api->sgemm_const_b, which

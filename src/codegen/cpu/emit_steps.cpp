@@ -8,6 +8,7 @@
 #include "codegen/cpu/emit_cpu.h"
 #include "codegen/gemm/gemm_epilogue.h"
 #include "core/error.h"
+#include "core/half.h"
 
 namespace anvil::codegen::cpu {
 
@@ -60,14 +61,46 @@ bool gemm_b_is_constant(const Program& p, const GemmStep& g) {
   return !p.constants[static_cast<size_t>(b.index)].is_mutable;
 }
 
+/// A fused epilogue's constant added to every element, as the column bias the kernel adds: a
+/// vector of n copies (n static) the function fills once, thread-safely.
+static std::string shift_bias(const GemmStep& g, double shift, const std::string& ind) {
+  const auto n = g.n.maybe_constant();
+  if (!n || *n <= 0)
+    throw Error("a GEMM epilogue's constant fused as a bias needs a static n",
+                "codegen/cpu " + g.name, "n > 0 known at compile time", g.n.str());
+  const std::string st = storage_type(g.dtype);
+  char value[96];
+  const float f = static_cast<float>(shift);
+  if (g.dtype == DType::kBFloat16)
+    std::snprintf(value, sizeof value, "0x%04x", static_cast<unsigned>(BFloat16(f).bits));
+  else if (g.dtype == DType::kFloat16)
+    std::snprintf(value, sizeof value, "0x%04x", static_cast<unsigned>(Half(f).bits));
+  else if (g.dtype == DType::kFloat32)
+    std::snprintf(value, sizeof value, "static_cast<float>(%.17g)", shift);
+  else
+    throw Error("a GEMM epilogue's constant fused as a bias needs a float GEMM",
+                "codegen/cpu " + g.name, "float32, bfloat16 or float16", dtype_name(g.dtype));
+  char comment[64];
+  std::snprintf(comment, sizeof comment, "%.9g", shift);
+  std::ostringstream os;
+  os << ind << "// + " << comment << " on every element: the bias [" << *n << "] of it\n";
+  os << ind << "static const " << st << "* const shift_bias = [] {\n";
+  os << ind << "  static " << st << " v[" << *n << "];\n";
+  os << ind << "  for (int64_t j = 0; j < " << *n << "; ++j) v[j] = " << value << ";\n";
+  os << ind << "  return v;\n";
+  os << ind << "}();\n";
+  os << ind << "call.bias = shift_bias; call.bias_kind = ANVIL_GEMM_BIAS_COL;\n";
+  return os.str();
+}
+
 /// The call of the autotuner's choice (a library through api->gemm, or a generated template
 /// from a gemm_kernel_*.cpp) for one matrix of the batch: a, b, c, m, n, k are in scope.
 static std::string emit_chosen_gemm_call(const Program& p, const GemmStep& g, const std::string& ind,
                                          const gemm::FusedEpilogue* fused) {
   const GemmKernelChoice& ch = g.choice;
   const int dt = static_cast<int>(g.dtype);
-  char alpha[64];
-  std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha);
+  char alpha[64];  // a fused epilogue's constant factor scales the product
+  std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha * (fused ? fused->scale : 1.0));
   std::ostringstream os;
   os << ind << "AnvilGemmCall call{};\n";
   os << ind << "call.library = " << ch.library << "; call.variant = " << ch.variant << ";\n";
@@ -84,6 +117,8 @@ static std::string emit_chosen_gemm_call(const Program& p, const GemmStep& g, co
       os << ind << "call.bias = reinterpret_cast<const " << storage_type(g.dtype) << "*>("
          << buffer_base(p, fused->bias) << ") + (" << fused->bias_offset.str()
          << "); call.bias_kind = ANVIL_GEMM_BIAS_COL;\n";
+    else if (fused->has_shift)
+      os << shift_bias(g, fused->shift, ind);
     os << ind << "call.activation = " << gemm::gemm_call_activation(fused->kind) << ";\n";
   }
   if (ch.source.empty()) {
@@ -168,7 +203,10 @@ std::string emit_gemm(const Program& p, const GemmStep& g, const gemm::FusedEpil
        << "(const AnvilRtApi*, void*, const AnvilGemmCall*);  // gemm_kernel_*.cpp\n";
   fn << "// " << g.name << ": " << join_nodes(g.nodes) << " (" << dtype_name(g.dtype) << " GEMM"
      << (g.choice.name.empty() ? "" : ", kernel " + g.choice.name)
-     << (fused ? std::string(", epilogue ") + gemm::epilogue_macro(fused->kind) + " in its store" : "")
+     << (fused ? std::string(", epilogue ") + gemm::epilogue_macro(fused->kind) +
+                     (fused->scale != 1.0 ? " scaled" : "") +
+                     (fused->has_shift ? " shifted" : "") + " in its store"
+               : "")
      << ")\n";
   fn << "ANVIL_HIDDEN int " << g.name << "(const RunState& s) {\n";
   fn << symbol_decls(p, body.str(), "s.sym", "  ");

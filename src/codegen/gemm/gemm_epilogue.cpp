@@ -12,6 +12,8 @@
 //  - how it combines them: a sum of those terms (the residual possibly times a constant), then
 //    nothing, relu, or the exact expression tree lower_pointwise builds for gelu(approximate=
 //    'tanh'), every node of the GEMM's dtype.
+// The CPU forms (cpu_forms) add: the result times or divided by constants, one constant added or
+// subtracted, and relu6 as lower_pointwise writes clamps (where(x < 0, 0, x), where(x > 6, 6, x)).
 #include "codegen/gemm/gemm_epilogue.h"
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include <set>
 
 #include "codegen/cpu/emit_cpu.h"  // is_control_step
+#include "core/half.h"
 #include "passes/collectives.h"
 
 namespace anvil::codegen::gemm {
@@ -71,8 +74,9 @@ bool coefs_are(const Domain& d, const Affine& a, size_t from) {
 /// The statement's loads and the gelu / relu around their sum, matched against the forms.
 class Matcher {
  public:
-  Matcher(const Program& p, const GemmStep& g, const Domain& d, const Stmt& s, int c)
-      : p_(p), g_(g), d_(d), s_(s), c_(c) {
+  Matcher(const Program& p, const GemmStep& g, const Domain& d, const Stmt& s, int c,
+          bool cpu_forms)
+      : p_(p), g_(g), d_(d), s_(s), c_(c), cpu_forms_(cpu_forms) {
     // the bias dims: the innermost dims multiplying to n
     SymInt inner(1);
     for (size_t q = d.sizes.size() + 1; q-- > 0;) {
@@ -83,7 +87,10 @@ class Matcher {
 
   bool match(FusedEpilogue& f) {
     int x = s_.expr;
-    if (is(x, ExprOp::kRelu)) {
+    if (const int rx = cpu_forms_ ? relu6_input(x) : -1; rx >= 0) {
+      f.kind = GemmEpilogueKind::kRelu6;
+      x = rx;
+    } else if (is(x, ExprOp::kRelu)) {
       f.kind = GemmEpilogueKind::kRelu;
       x = at(x).args[0];
     } else if (int gx = gelu_tanh_input(x); gx >= 0) {
@@ -96,24 +103,45 @@ class Matcher {
       f.kind = GemmEpilogueKind::kSilu;
       x = sx;
     }
-    std::vector<int> terms;
-    flatten_sum(x, terms);
+    std::vector<std::pair<int, bool>> terms;  // (term, subtracted)
+    flatten_sum(x, false, terms);
     int n_c = 0;
-    for (int t : terms) {
+    double v = 0;
+    for (const auto& [t, minus] : terms) {
       const Expr& e = at(t);
+      if (minus) {  // only a constant is subtracted (the CPU forms' shift)
+        if (f.has_shift || !number(t, v)) return false;
+        f.has_shift = true;
+        f.shift = -v;
+        continue;
+      }
       if (e.op == ExprOp::kLoad && e.buffer == c_) {
         if (!(e.index == s_.index) || e.dtype != g_.dtype) return false;
         ++n_c;
         continue;
       }
+      if (cpu_forms_ && scaled_result(t, f)) {
+        ++n_c;
+        continue;
+      }
       if (e.op == ExprOp::kLoad && f.bias < 0 && bias_load(t, f)) continue;
       if (f.residual < 0 && residual_term(t, f)) continue;
+      if (cpu_forms_ && !f.has_shift && number(t, v)) {
+        f.has_shift = true;
+        f.shift = v;
+        continue;
+      }
       return false;
     }
     if (n_c != 1) return false;
     if (f.residual >= 0 && f.kind != GemmEpilogueKind::kNone) return false;  // act(... + R)
-    if (f.bias >= 0)
+    if (f.residual >= 0 && (f.scale != 1.0 || f.has_shift)) return false;
+    // one bias vector: a loaded one or the shift's; the shift a float
+    if (f.has_shift && (f.bias >= 0 || !std::isfinite(f.shift) || std::fabs(f.shift) > 3.0e38))
+      return false;
+    if (f.bias >= 0 || f.has_shift)
       f.kind = f.kind == GemmEpilogueKind::kRelu       ? GemmEpilogueKind::kBiasRelu
+               : f.kind == GemmEpilogueKind::kRelu6    ? GemmEpilogueKind::kBiasRelu6
                : f.kind == GemmEpilogueKind::kGeluTanh ? GemmEpilogueKind::kBiasGeluTanh
                : f.kind == GemmEpilogueKind::kGeluErf  ? GemmEpilogueKind::kBiasGeluErf
                : f.kind == GemmEpilogueKind::kSilu     ? GemmEpilogueKind::kBiasSilu
@@ -176,14 +204,89 @@ class Matcher {
     return x;
   }
 
-  void flatten_sum(int id, std::vector<int>& out) const {
+  /// The terms of a sum, each with whether it is subtracted (a - b: the CPU forms only).
+  void flatten_sum(int id, bool minus, std::vector<std::pair<int, bool>>& out) const {
     int a, b;
     if (bin(id, ExprOp::kAdd, a, b)) {
-      flatten_sum(a, out);
-      flatten_sum(b, out);
+      flatten_sum(a, minus, out);
+      flatten_sum(b, minus, out);
+    } else if (cpu_forms_ && bin(id, ExprOp::kSub, a, b)) {
+      flatten_sum(a, minus, out);
+      flatten_sum(b, !minus, out);
     } else {
-      out.push_back(id);
+      out.emplace_back(id, minus);
     }
+  }
+
+  /// A number in the expression: a floating constant (of any float dtype: lower_pointwise keeps
+  /// a Python scalar in float32 for a 16-bit result) or a constant cast to the GEMM's dtype (a
+  /// clamp's bounds).
+  bool number(int id, double& v) const {
+    const Expr* e = &at(id);
+    const bool cast = e->op == ExprOp::kCast && e->dtype == g_.dtype;
+    if (cast) e = &at(e->args[0]);
+    if (e->op != ExprOp::kConst) return false;
+    v = is_floating(e->dtype) ? e->f : static_cast<double>(e->i);
+    if (cast)  // the value the cast gives
+      v = g_.dtype == DType::kBFloat16 ? double(float(BFloat16(static_cast<float>(v))))
+          : g_.dtype == DType::kFloat16 ? double(float(Half(static_cast<float>(v))))
+                                        : double(static_cast<float>(v));
+    return true;
+  }
+
+  /// The GEMM's result times or divided by numbers (C * a, a * C, C / a, nested): sets f.scale
+  /// to their product (a float, not 0).
+  bool scaled_result(int id, FusedEpilogue& f) const {
+    double scale = 1.0, v = 0;
+    bool any = false;
+    for (;;) {
+      int l, r;
+      if (bin(id, ExprOp::kMul, l, r) && number(r, v)) {
+        id = l;
+        scale *= v;
+      } else if (bin(id, ExprOp::kMul, l, r) && number(l, v)) {
+        id = r;
+        scale *= v;
+      } else if (bin(id, ExprOp::kDiv, l, r) && number(r, v)) {
+        id = l;
+        scale /= v;
+      } else {
+        break;
+      }
+      any = true;
+    }
+    const Expr& e = at(id);
+    if (!any || e.op != ExprOp::kLoad || e.buffer != c_ || !(e.index == s_.index) ||
+        e.dtype != g_.dtype)
+      return false;
+    if (!std::isfinite(scale) || std::fabs(scale) > 3.0e38 || std::fabs(scale) < 1.0e-37)
+      return false;
+    f.scale = scale;
+    return true;
+  }
+
+  /// x when `id` is where(x OP b, b, x) with b the number `bound` (lower_pointwise's clamp to
+  /// a bound: OP kLt for a lower one, kGt for an upper one); else -1.
+  int clamp_input(int id, double bound, ExprOp op) const {
+    if (!is(id, ExprOp::kWhere)) return -1;
+    const Expr& w = at(id);
+    const int b = w.args[1], x = w.args[2];
+    const Expr& c = at(w.args[0]);
+    double v = 0;
+    if (c.op != op || c.args[0] != x || c.args[1] != b || !number(b, v) || v != bound ||
+        at(x).dtype != g_.dtype)
+      return -1;
+    return x;
+  }
+
+  /// y when `id` is relu6(y): an upper clamp at 6 over relu(y) or over a lower clamp at 0
+  /// (relu6, hardtanh(0, 6), clamp(0, 6), clamp(relu(y), max=6)), or relu of an upper clamp
+  /// at 6 (relu(clamp(y, max=6))); else -1.
+  int relu6_input(int id) const {
+    if (const int y = clamp_input(id, 6.0, ExprOp::kGt); y >= 0)
+      return is(y, ExprOp::kRelu) ? at(y).args[0] : clamp_input(y, 0.0, ExprOp::kLt);
+    if (is(id, ExprOp::kRelu)) return clamp_input(at(id).args[0], 6.0, ExprOp::kGt);
+    return -1;
   }
 
   /// A load of the GEMM's dtype from another buffer than the result and its destination, of
@@ -233,6 +336,7 @@ class Matcher {
   const Domain& d_;
   const Stmt& s_;
   const int c_;
+  const bool cpu_forms_;
   size_t bias_from_ = static_cast<size_t>(-1);
 };
 
@@ -247,7 +351,7 @@ bool contiguous_result(const GemmStep& g) {
   return true;
 }
 
-std::optional<FusedEpilogue> plan_one(const Program& p, size_t gi) {
+std::optional<FusedEpilogue> plan_one(const Program& p, size_t gi, bool cpu_forms) {
   const auto& g = std::get<GemmStep>(p.steps[gi]);
   if (g.dtype != DType::kFloat32 && g.dtype != DType::kBFloat16 && g.dtype != DType::kFloat16)
     return std::nullopt;
@@ -308,7 +412,7 @@ std::optional<FusedEpilogue> plan_one(const Program& p, size_t gi) {
   f.kernel_step = ki;
   f.pass = pi;
   f.stmt = si;
-  if (!Matcher(p, g, d, s, c).match(f)) return std::nullopt;
+  if (!Matcher(p, g, d, s, c, cpu_forms).match(f)) return std::nullopt;
   // what the epilogue reads is final at the GEMM: no step in between nor another statement of
   // the kernel writes its memory, and it is not the result's own memory
   std::set<int> inputs;
@@ -382,6 +486,10 @@ const char* epilogue_macro(GemmEpilogueKind k) {
       return "ANVIL_EPILOGUE_SILU";
     case GemmEpilogueKind::kBiasSilu:
       return "ANVIL_EPILOGUE_BIAS_SILU";
+    case GemmEpilogueKind::kRelu6:
+      return "ANVIL_EPILOGUE_RELU6";
+    case GemmEpilogueKind::kBiasRelu6:
+      return "ANVIL_EPILOGUE_BIAS_RELU6";
   }
   return "ANVIL_EPILOGUE_NONE";
 }
@@ -391,7 +499,9 @@ bool cublaslt_fuses(GemmEpilogueKind k) {
     case GemmEpilogueKind::kGeluErf:
     case GemmEpilogueKind::kBiasGeluErf:
     case GemmEpilogueKind::kSilu:
-    case GemmEpilogueKind::kBiasSilu: return false;
+    case GemmEpilogueKind::kBiasSilu:
+    case GemmEpilogueKind::kRelu6:
+    case GemmEpilogueKind::kBiasRelu6: return false;
     default: return true;
   }
 }
@@ -399,7 +509,12 @@ bool cublaslt_fuses(GemmEpilogueKind k) {
 bool epilogue_has_bias(GemmEpilogueKind k) {
   return k == GemmEpilogueKind::kBias || k == GemmEpilogueKind::kBiasRelu ||
          k == GemmEpilogueKind::kBiasGeluTanh || k == GemmEpilogueKind::kBiasGeluErf ||
-         k == GemmEpilogueKind::kBiasSilu;
+         k == GemmEpilogueKind::kBiasSilu || k == GemmEpilogueKind::kBiasRelu6;
+}
+
+bool cpu_only_form(const FusedEpilogue& f) {
+  return f.scale != 1.0 || f.has_shift || f.kind == GemmEpilogueKind::kRelu6 ||
+         f.kind == GemmEpilogueKind::kBiasRelu6;
 }
 
 bool epilogue_has_activation(GemmEpilogueKind k) {
@@ -441,11 +556,11 @@ EpiloguePlan select(const Program& p, const EpiloguePlan& all, Keep keep) {
 
 }  // namespace
 
-EpiloguePlan match_gemm_epilogues(const Program& p) {
+EpiloguePlan match_gemm_epilogues(const Program& p, bool cpu_forms) {
   EpiloguePlan plan;
   for (size_t i = 0; i < p.steps.size(); ++i) {
     if (!std::holds_alternative<GemmStep>(p.steps[i])) continue;
-    if (auto f = plan_one(p, i)) {
+    if (auto f = plan_one(p, i, cpu_forms)) {
       auto& rm = plan.removed[f->kernel_step];
       const std::pair<size_t, size_t> at{f->pass, f->stmt};
       rm.insert(std::upper_bound(rm.begin(), rm.end(), at), at);
@@ -456,7 +571,8 @@ EpiloguePlan match_gemm_epilogues(const Program& p) {
 }
 
 bool chosen_kernel_fuses(const GemmStep& g, const FusedEpilogue& f) {
-  if (g.choice.source.empty() || !g.batch.empty() || f.residual >= 0) return false;
+  if (g.choice.source.empty() || !g.batch.empty() || f.residual >= 0 || cpu_only_form(f))
+    return false;
   return g.choice.fuses_bias == epilogue_has_bias(f.kind) &&
          g.choice.fuses_activation == epilogue_has_activation(f.kind);
 }
@@ -470,11 +586,15 @@ EpiloguePlan plan_gemm_epilogues(const Program& p) {
 EpiloguePlan cpu_store_epilogues(const passes::Program& p) {
   bool any = false;
   for (const auto& step : p.steps)
-    if (const auto* g = std::get_if<passes::GemmStep>(&step); g && g->choice.fuses_bias)
+    if (const auto* g = std::get_if<passes::GemmStep>(&step); g && !g->choice.name.empty())
       any = true;
   if (!any) return {};
-  return select(p, match_gemm_epilogues(p), [](const GemmStep& g, const FusedEpilogue& f) {
-    if (f.kind == GemmEpilogueKind::kNone || f.residual >= 0 || !g.batch.empty()) return false;
+  return select(p, match_gemm_epilogues(p, true), [](const GemmStep& g, const FusedEpilogue& f) {
+    if (g.choice.name.empty() || f.residual >= 0 || !g.batch.empty()) return false;
+    if (f.kind == GemmEpilogueKind::kNone && f.scale == 1.0) return false;  // a copy
+    // every chosen kernel applies AnvilGemmCall::alpha (the scale); the shift's bias vector is
+    // sized when the package is generated
+    if (f.has_shift && !g.n.maybe_constant()) return false;
     return (!epilogue_has_bias(f.kind) || g.choice.fuses_bias) &&
            (!epilogue_has_activation(f.kind) || g.choice.fuses_activation);
   });
@@ -484,6 +604,8 @@ int gemm_call_activation(GemmEpilogueKind k) {
   switch (k) {
     case GemmEpilogueKind::kRelu:
     case GemmEpilogueKind::kBiasRelu: return 1;      // ANVIL_GEMM_ACT_RELU
+    case GemmEpilogueKind::kRelu6:
+    case GemmEpilogueKind::kBiasRelu6: return 2;     // ANVIL_GEMM_ACT_RELU6
     case GemmEpilogueKind::kGeluTanh:
     case GemmEpilogueKind::kBiasGeluTanh: return 4;  // ANVIL_GEMM_ACT_GELU_TANH
     case GemmEpilogueKind::kGeluErf:

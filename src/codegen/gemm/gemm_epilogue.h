@@ -1,5 +1,6 @@
 // GEMM epilogues fused into the GEMM's own store (gemm_epilogue.cpp): the CUDA target's cuBLASLt
-// calls and, on the CPU, the autotuner's chosen kernels that apply a bias and an activation.
+// calls and, on the CPU, the autotuner's chosen kernels that apply a bias and an activation
+// (and the CPU-only forms below: a constant factor, a constant term, relu6).
 //
 // A GEMM step's result is computed in place in the destination of the one pointwise statement
 // that reads it (passes/schedule.cpp fuse_gemm_epilogues); on the CPU that statement runs as a
@@ -43,7 +44,8 @@ int buffer_root(const passes::Program& p, int b);
 /// template) fuses them; their names have no ANVIL_EPILOGUE_* macro in anvil_device.h.
 enum class GemmEpilogueKind {
   kNone, kBias, kRelu, kGeluTanh, kBiasRelu, kBiasGeluTanh,
-  kGeluErf, kBiasGeluErf, kSilu, kBiasSilu
+  kGeluErf, kBiasGeluErf, kSilu, kBiasSilu,
+  kRelu6, kBiasRelu6  // relu6 = hardtanh(0, 6) = clamp(relu(x), max 6): CPU chosen kernels only
 };
 /// "ANVIL_EPILOGUE_BIAS_RELU", ...
 const char* epilogue_macro(GemmEpilogueKind k);
@@ -63,6 +65,13 @@ struct FusedEpilogue {
   int residual = -1;  // R, or -1: same layout as the GEMM's C from residual_offset
   SymInt residual_offset;
   double beta = 1.0;  // D = ... + beta * R
+  // The CPU forms (match_gemm_epilogues with cpu_forms): D = act(scale * C [+ bias[j]]) with C
+  // times or divided by constants (scale, folded into the GEMM's alpha), and D = act(scale * C
+  // + shift) with one constant added to every element (has_shift: the bias is a vector of
+  // `shift` the generated code fills once; the bias kinds then have bias = -1).
+  double scale = 1.0;
+  bool has_shift = false;
+  double shift = 0.0;
   /// The loop kernel that computes only the fused statement: what the GEMM step launches after
   /// a plain GEMM when cuBLASLt cannot fuse (gemm_ex's ANVIL_GEMM_NOT_FUSED).
   passes::LoopKernel fallback;
@@ -81,8 +90,13 @@ struct EpiloguePlan {
 
 /// Every GEMM step of `p` (not of its subprograms) whose epilogue statement is one of the forms
 /// above, any kind (what the autotuner poses to candidates that fuse epilogues). Strict: anything
-/// it cannot prove equal to one of the forms stays unfused.
-EpiloguePlan match_gemm_epilogues(const passes::Program& p);
+/// it cannot prove equal to one of the forms stays unfused. With `cpu_forms` also the forms only
+/// the CPU target's chosen kernels fuse (cpu_only_form): C scaled by constants (C * s, C / s,
+/// nested), a constant added or subtracted (when no bias vector is), and relu6 written as
+/// relu6, hardtanh(0, 6), clamp(0, 6), clamp(relu(x), max=6) or relu(clamp(x, max=6)).
+EpiloguePlan match_gemm_epilogues(const passes::Program& p, bool cpu_forms = false);
+/// Whether fusion `f` uses a form only the CPU's chosen kernels apply (a scale, a shift, relu6).
+bool cpu_only_form(const FusedEpilogue& f);
 /// The CUDA target's fusions: the forms of match_gemm_epilogues that cuBLASLt computes, and any
 /// form whose GEMM step runs a chosen CUTLASS kernel applying exactly its bias and activation
 /// (GemmStep::choice; no residual, no batch dims; see chosen_kernel_fuses).
@@ -91,10 +105,11 @@ EpiloguePlan plan_gemm_epilogues(const passes::Program& p);
 /// activation and nothing else it lacks: no residual, no batch dims, bias and activation as tuned.
 bool chosen_kernel_fuses(const passes::GemmStep& g, const FusedEpilogue& f);
 
-/// The fusions of match_gemm_epilogues(p) that the CPU target applies in a GEMM's store: GEMM
-/// steps without batch dims whose autotuned kernel (GemmStep::choice) applies the bias and
-/// activation of the form (C + bias[j], relu, gelu (tanh or erf), silu and their bias forms; no
-/// residual).
+/// The fusions of match_gemm_epilogues(p, true) that the CPU target applies in a GEMM's store:
+/// GEMM steps without batch dims whose autotuned kernel (GemmStep::choice) applies the bias and
+/// activation of the form (C + bias[j], relu, relu6, gelu (tanh or erf), silu and their bias
+/// forms; no residual), the scale through AnvilGemmCall::alpha (any chosen kernel) and a shift
+/// as a bias vector (a kernel that fuses a bias; the GEMM's n static).
 EpiloguePlan cpu_store_epilogues(const passes::Program& p);
 /// The AnvilGemmCall activation code (ANVIL_GEMM_ACT_*) of a fused form.
 int gemm_call_activation(GemmEpilogueKind k);
