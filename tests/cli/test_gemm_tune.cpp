@@ -212,6 +212,9 @@ TEST_F(GemmTune, DynamicSizesKeepTheDefaultPathWithAWarning) {
         for (int64_t k = 0; k < 16; ++k) want += double(xp[i * 16 + k]) * wp[k * 16 + j];
         ASSERT_NEAR(o[i * 16 + j], want, 1e-4) << rows << " rows, at " << i << "," << j;
       }
+  }
+}
+
 /// Seeded pseudo-random values in [-scale, scale) of shape `sizes`, as `dt`.
 Tensor ramp(Shape sizes, DType dt, double scale, int seed) {
   std::mt19937 gen(static_cast<uint32_t>(seed));
