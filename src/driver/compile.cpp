@@ -115,10 +115,12 @@ std::vector<std::string> emit_sources(const std::string& dir, const codegen::Cpu
   return written;
 }
 
-/// The manifest's "gemm" record: the autotune mode and, per GEMM step, the kernel it runs
-/// ("default": the target's fixed path), its measured time and how many candidates were timed.
+/// The manifest's "gemm" record: the autotune mode; per GEMM step, the kernel it runs
+/// ("default": the target's fixed path), its measured time and how many candidates were timed;
+/// and how many epilogues the GEMMs apply in their store (the target's own record of them:
+/// the CPU's "gemm_fused_epilogues" count, the CUDA target's "gemm_epilogues" list).
 nlohmann::json gemm_manifest(const passes::Program& program,
-                             const codegen::gemm::GemmOptions& o) {
+                             const codegen::gemm::GemmOptions& o, const nlohmann::json& manifest) {
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& step : program.steps)
     if (const auto* g = std::get_if<passes::GemmStep>(&step))
@@ -126,9 +128,14 @@ nlohmann::json gemm_manifest(const passes::Program& program,
                        {"kernel", g->choice.name.empty() ? "default" : g->choice.name},
                        {"time_us", g->choice.time_us},
                        {"candidates", g->choice.candidates}});
+  int fused = 0;
+  if (manifest.contains("gemm_fused_epilogues") && manifest["gemm_fused_epilogues"].is_number())
+    fused = manifest["gemm_fused_epilogues"].get<int>();
+  else if (manifest.contains("gemm_epilogues") && manifest["gemm_epilogues"].is_array())
+    fused = static_cast<int>(manifest["gemm_epilogues"].size());
   return {{"autotune", codegen::gemm::autotune_mode_name(o.mode)},
           {"steps", steps},
-          {"fused_epilogues", 0}};
+          {"fused_epilogues", fused}};
 }
 
 }  // namespace
@@ -197,7 +204,7 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
       {"compile_flags", r.compile_flags},
       {"compiler", options.compiler.empty() ? codegen::default_compiler() : options.compiler},
       {"target_name", options.target}};
-  manifest["gemm"] = gemm_manifest(program, options.gemm);
+  manifest["gemm"] = gemm_manifest(program, options.gemm, manifest);
   const std::string manifest_json = manifest.dump(2);
   r.codegen_s = seconds_since(t);
 

@@ -158,6 +158,7 @@ TEST_F(GemmTune, BiasAndActivationFuseIntoTheChosenKernelAndMatchPyTorch) {
     const nlohmann::json m = manifest_of(pkg);
     // relu, gelu tanh, gelu erf, mm + bias, relu without bias, the 3-D input's bias, the odd
     // width's gelu tanh: 7 (the residual forms and the batched bias stay loop kernels)
+    EXPECT_EQ(m["gemm"]["fused_epilogues"].get<int>(), 7) << m["gemm"].dump();
     EXPECT_EQ(m["gemm_fused_epilogues"].get<int>(), 7)
         << m["gemm"].dump() << "\n" << ::testing::PrintToString(r.tune_lines)
         << ::testing::PrintToString(r.tune_warnings);
