@@ -28,7 +28,6 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
 
 #include <cudnn_frontend.h>
 
-#include <algorithm>
 #include <cinttypes>
 #include <cstring>
 #include <map>
@@ -171,14 +170,19 @@ std::string precheck(const AnvilConvArgs& a) {
   return "";
 }
 
-// The strides of `sizes` with each size-1 dim's stride (arbitrary in a view, checked by cuDNN
-// all the same) made the outermost: one past the largest extent of the others.
+// The strides of logical NCHW `sizes` with each size-1 dim's stride (arbitrary in a view, checked
+// by cuDNN all the same) made the packed one of the tensor's layout, as PyTorch does for its
+// cuDNN descriptors: channels-last when the channel dim is the innermost, else NCHW.
 void normalize(const int64_t* sizes, int64_t* stride) {
-  int64_t extent = 1;
-  for (int d = 0; d < 4; ++d)
-    if (sizes[d] != 1) extent = std::max(extent, stride[d] * sizes[d]);
-  for (int d = 0; d < 4; ++d)
-    if (sizes[d] == 1) stride[d] = extent;
+  const bool nhwc = sizes[1] > 1 && stride[1] == 1;
+  static const int kNchw[4] = {3, 2, 1, 0}, kNhwc[4] = {1, 3, 2, 0};  // innermost first
+  const int* order = nhwc ? kNhwc : kNchw;
+  int64_t packed = 1;
+  for (int i = 0; i < 4; ++i) {
+    const int d = order[i];
+    if (sizes[d] == 1) stride[d] = packed;
+    packed *= sizes[d];
+  }
 }
 
 AnvilConvArgs normalized(const AnvilConvArgs& a) {
