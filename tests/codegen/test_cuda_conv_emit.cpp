@@ -10,8 +10,10 @@
 #include <fstream>
 #include <map>
 
+#include "anvil/anvil_device.h"
 #include "driver/compile.h"
 #include "ir/parser.h"
+#include "runtime/device_backend.h"
 #include "runtime/package.h"
 #include <nlohmann/json.hpp>
 
@@ -122,6 +124,22 @@ TEST(CudaConvEmit, ConvolutionsCallCudnnWithTheHostPathBehind) {
   // unbatched: batch 1
   EXPECT_NE(f4.find("a.batch = 1;"), std::string::npos) << f4;
   fs::remove_all(dir);
+}
+
+TEST(CudaConvEmit, TheBackendHasDeviceAbi5AndChecksItsArgumentsFirst) {
+  // no GPU needed: the CUDA backend library loads where the CUDA libraries are installed, and
+  // its conv rejects a missing or too small AnvilConvArgs before touching a device
+  const AnvilDeviceApi& dev = runtime::device_backend(Device::Type::kCUDA);
+  EXPECT_EQ(dev.abi_version, 5u);
+  ASSERT_NE(dev.conv, nullptr);
+  EXPECT_EQ(dev.conv(0, nullptr, nullptr), -1);
+  EXPECT_NE(std::string(dev.last_error()).find("null arguments"), std::string::npos)
+      << dev.last_error();
+  AnvilConvArgs a{};
+  a.struct_size = 16;
+  EXPECT_EQ(dev.conv(0, nullptr, &a), -1);
+  EXPECT_NE(std::string(dev.last_error()).find("AnvilConvArgs of 16 bytes"), std::string::npos)
+      << dev.last_error();
 }
 
 }  // namespace
