@@ -2,7 +2,8 @@
 // convolutions are not host steps; each fills AnvilConvArgs and calls anvil_conv (cuDNN through
 // the device backend's `conv`, device ABI 5) with its host path behind it, and a fused bias or
 // relu keeps its own kernel for when cuDNN cannot fuse them. float64 and transposed ones stay
-// host steps, with the reason. The source compiles with nvcc.
+// host steps, with the reason. Strided views (a channels-last permute, a slice) reach the call
+// as they are. The source compiles with nvcc.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -58,6 +59,8 @@ TEST(CudaConvEmit, ConvolutionsCallCudnnWithTheHostPathBehind) {
     %u: f32[8, 16, 16] = user_input
     %d: f64[1, 2, 8, 8] = user_input
     %wdd: f64[2, 2, 3, 3] = user_input
+    %xw: f32[2, 8, 16, 17] = user_input
+    %xl: f32[2, 16, 16, 8] = user_input
   }
   %c0: f32[2, 16, 8, 8] = aten.conv2d.default(input=%x, weight=%w, bias=%b, stride=[2, 2], padding=[1, 1])
   %r0: f32[2, 16, 8, 8] = aten.relu.default(self=%c0)
@@ -66,6 +69,10 @@ TEST(CudaConvEmit, ConvolutionsCallCudnnWithTheHostPathBehind) {
   %c3: f16[2, 6, 18] = aten.conv1d.default(input=%s, weight=%ws)
   %c4: f32[16, 16, 16] = aten.conv2d.default(input=%u, weight=%w, padding=[1, 1])
   %c5: f64[1, 2, 6, 6] = aten.conv2d.default(input=%d, weight=%wdd)
+  %xs: f32[2, 8, 16, 16] = aten.slice.Tensor(self=%xw, dim=3, start=1, end=17)
+  %c6: f32[2, 16, 16, 16] = aten.conv2d.default(input=%xs, weight=%w, padding=[1, 1])
+  %xp: f32[2, 8, 16, 16] = aten.permute.default(self=%xl, dims=[0, 3, 1, 2])
+  %c7: f32[2, 16, 16, 16] = aten.conv2d.default(input=%xp, weight=%w, padding=[1, 1])
   outputs {
     user_output %r0
     user_output %c1
@@ -73,6 +80,8 @@ TEST(CudaConvEmit, ConvolutionsCallCudnnWithTheHostPathBehind) {
     user_output %c3
     user_output %c4
     user_output %c5
+    user_output %c6
+    user_output %c7
   }
 })");
   const std::string pkg = (dir / "conv.anvil").string();
@@ -85,7 +94,7 @@ TEST(CudaConvEmit, ConvolutionsCallCudnnWithTheHostPathBehind) {
   const auto& hs = m["host_steps"][0];
   EXPECT_EQ(hs.at("target"), "aten.conv2d.default");
   EXPECT_NE(hs.at("why").get<std::string>().find("f64 convolutions run on the host"), std::string::npos) << hs.dump();
-  EXPECT_EQ(m.at("cudnn_convs").size(), 5u) << m.at("cudnn_convs").dump();
+  EXPECT_EQ(m.at("cudnn_convs").size(), 7u) << m.at("cudnn_convs").dump();
   // the host path's runtime kernels are checked at load
   EXPECT_EQ(runtime::Package::open(pkg)->manifest().externs,
             (std::vector<std::string>{"aten.conv1d.default", "aten.conv2d.default"}));
@@ -96,13 +105,13 @@ TEST(CudaConvEmit, ConvolutionsCallCudnnWithTheHostPathBehind) {
     std::ifstream in(f.path());
     text += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   }
-  EXPECT_EQ(count(text, "return anvil_conv(s, "), 5u);
-  EXPECT_EQ(count(text, "_host(const RunState& s)"), 5u) << "each keeps its host path";
+  EXPECT_EQ(count(text, "return anvil_conv(s, "), 7u);
+  EXPECT_EQ(count(text, "_host(const RunState& s)"), 7u) << "each keeps its host path";
   // the relu folded into the first convolution and its bias: fused, with a kernel behind
   EXPECT_EQ(count(text, "_epilogue(const RunState& s)"), 1u);
   std::map<std::string, std::string> step;  // the first node of each cuDNN step -> its name
   for (const auto& c : m["cudnn_convs"]) step[c.at("nodes")[0]] = c.at("name");
-  ASSERT_EQ(step.size(), 5u);
+  ASSERT_EQ(step.size(), 7u);
   const auto fn = [&](const std::string& node) {
     return function_after(text, "ANVIL_HIDDEN int " + step.at(node) + "(const RunState& s) {");
   };
@@ -123,6 +132,13 @@ TEST(CudaConvEmit, ConvolutionsCallCudnnWithTheHostPathBehind) {
     EXPECT_NE(f3.find(want), std::string::npos) << want << " in\n" << f3;
   // unbatched: batch 1
   EXPECT_NE(f4.find("a.batch = 1;"), std::string::npos) << f4;
+  // views reach cuDNN as they are: a slice one element in (cuDNN refuses it at run time: the
+  // host path), and a channels-last permute (NHWC strides, which cuDNN takes)
+  const std::string f6 = fn("c6"), f7 = fn("c7");
+  for (const char* want : {"+ (1);", "a.x_stride[2] = (17);"})
+    EXPECT_NE(f6.find(want), std::string::npos) << want << " in\n" << f6;
+  for (const char* want : {"a.x_stride[1] = (1);", "a.x_stride[2] = (128);", "a.x_stride[3] = (8);"})
+    EXPECT_NE(f7.find(want), std::string::npos) << want << " in\n" << f7;
   fs::remove_all(dir);
 }
 

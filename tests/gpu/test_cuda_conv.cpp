@@ -278,6 +278,47 @@ TEST(CudaConvSteps, EachPathMatchesTheInterpreter) {
   }
 }
 
+TEST(CudaConvSteps, AViewCudnnRefusesRunsTheHostPath) {
+  ANVIL_REQUIRE_GPU();
+  // the input one element into its buffer: where the view reaches the step, cuDNN refuses the
+  // unaligned pointer at run time, the host path runs, and the capture of the second run fails
+  // (the host path cannot be captured), so the package runs plainly, with the same values
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %xw: f32[2, 8, 16, 17] = user_input
+    %w: f32[16, 8, 3, 3] = user_input
+    %b: f32[16] = user_input
+  }
+  %xs: f32[2, 8, 16, 16] = aten.slice.Tensor(self=%xw, dim=3, start=1, end=17)
+  %c: f32[2, 16, 16, 16] = aten.conv2d.default(input=%xs, weight=%w, bias=%b, padding=[1, 1])
+  %r: f32[2, 16, 16, 16] = aten.relu.default(self=%c)
+  outputs {
+    user_output %r
+  }
+})");
+  const fs::path dir = gpu_test::out_dir();
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.cache_dir = (dir / "cache").string();
+  const std::string pkg = (dir / "conv_unaligned.anvil").string();
+  driver::compile_graph(*g, pkg, o);
+  const std::vector<Tensor> ins = random_inputs(*g, 80);
+  interp::Interpreter ref(*g);
+  const auto want = ref.run(ins);
+  std::vector<Tensor> dev;
+  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  ScopedEnv tf("ANVIL_CUDA_CONV_TF32", "0");
+  runtime::ModelOptions mo;
+  mo.device = Device::cuda(0);
+  const runtime::Model m = runtime::Model::load(pkg, mo);
+  for (int run = 0; run < 4; ++run) {
+    const auto got = m.run(dev);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_LE(testing::rel_error(got[0].to(Device::cpu()), want[0]), 1e-4) << "run " << run;
+  }
+}
+
 TEST(CudaConvModels, SmallCnnHasNoConvolutionHostStepsAndMatchesPyTorch) {
   ANVIL_REQUIRE_GPU();
   const std::string pkg = gpu_test::compile_cuda(gpu_test::fixture("small_cnn.pt2"));
