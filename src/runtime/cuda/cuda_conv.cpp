@@ -30,6 +30,7 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
 
 #include <cinttypes>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -80,7 +81,7 @@ fe::DataType_t fe_type(int32_t dtype) {
 }
 
 // The plan of `a` built with `handle`, or the reason none applies (Plan::graph null).
-Plan build_plan(cudnnHandle_t handle, const AnvilConvArgs& a) {
+Plan build_plan_or_throw(cudnnHandle_t handle, const AnvilConvArgs& a) {
   Plan p;
   auto g = std::make_shared<fe::graph::Graph>();
   g->set_io_data_type(fe_type(a.dtype))
@@ -142,6 +143,18 @@ Plan build_plan(cudnnHandle_t handle, const AnvilConvArgs& a) {
     return p;
   p.graph = std::move(g);
   return p;
+}
+
+// build_plan_or_throw, with an exception of the frontend (some of its calls throw) taken as
+// "no plan", remembered like any other reason.
+Plan build_plan(cudnnHandle_t handle, const AnvilConvArgs& a) {
+  try {
+    return build_plan_or_throw(handle, a);
+  } catch (const std::exception& e) {
+    Plan p;
+    p.why = format("cuDNN frontend exception: %s", e.what());
+    return p;
+  }
 }
 
 // Why the problem is outside what this entry point takes, or "" (before asking cuDNN).
