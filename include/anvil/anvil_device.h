@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define ANVIL_DEVICE_ABI_VERSION 4u
+#define ANVIL_DEVICE_ABI_VERSION 5u
 
 /* Directions of AnvilDeviceApi::copy. */
 #define ANVIL_COPY_HOST_TO_DEVICE 0
@@ -93,6 +93,46 @@ typedef struct AnvilAttentionArgs {
   int64_t bias_size[4], bias_stride[4];
 } AnvilAttentionArgs;
 
+/* Activations AnvilDeviceApi::conv applies after the bias (AnvilConvArgs::activation). */
+#define ANVIL_CONV_ACT_NONE 0
+#define ANVIL_CONV_ACT_RELU 1 /* y = max(y, 0) */
+
+/* conv's return when cuDNN has no engine that fuses the bias or activation into this
+ * convolution: nothing was queued; the caller asks again without them (bias null, activation
+ * NONE) and applies them itself. last_error says why. */
+#define ANVIL_CONV_NOT_FUSED 1
+
+/* One 2-D forward convolution (AnvilDeviceApi::conv), PyTorch's conv2d (cross-correlation):
+ *   y[n, k, p, q] = act(bias[k] + sum_{c, r, s} x[n, g * C/G + c, p * stride_h - pad_top +
+ *                   r * dilation_h, q * stride_w - pad_left + s * dilation_w] * w[k, c, r, s])
+ * with g = k / (out_channels / groups) and zero padding. Sizes are logical NCHW (x [n,
+ * in_channels, in_h, in_w], w [out_channels, in_channels / groups, kernel_h, kernel_w], y [n,
+ * out_channels, out_h, out_w]); the strides are in elements, per logical dim, so NCHW and
+ * channels-last (NHWC) memory are both described (cuDNN takes a fully packed layout in some dim
+ * order). x, w, y and bias share dtype: float32 (TF32 tensor cores unless allow_tf32 is 0, as
+ * PyTorch's default torch.backends.cudnn.allow_tf32), bfloat16 or float16 with fp32
+ * accumulation. bias is optional (null), out_channels contiguous elements. */
+typedef struct AnvilConvArgs {
+  uint32_t struct_size; /* sizeof(AnvilConvArgs) */
+  int32_t dtype;        /* anvil::DType code */
+  int64_t batch, in_channels, in_h, in_w;
+  int64_t out_channels, kernel_h, kernel_w;
+  int64_t out_h, out_w;
+  int64_t groups;
+  int64_t stride_h, stride_w;
+  int64_t pad_top, pad_left, pad_bottom, pad_right;
+  int64_t dilation_h, dilation_w;
+  const void* x;
+  int64_t x_stride[4];
+  const void* w;
+  int64_t w_stride[4];
+  void* y;
+  int64_t y_stride[4];
+  const void* bias;   /* null: none */
+  int32_t activation; /* ANVIL_CONV_ACT_* */
+  int32_t allow_tf32; /* float32: TF32 tensor cores allowed */
+} AnvilConvArgs;
+
 typedef struct AnvilDeviceApi {
   uint32_t abi_version; /* ANVIL_DEVICE_ABI_VERSION */
   const char* name;     /* "cuda" */
@@ -158,6 +198,13 @@ typedef struct AnvilDeviceApi {
    * while the stream is being captured into a CUDA graph unless the block is already large
    * enough. */
   void* (*workspace)(int device, void* stream, size_t bytes);
+  /* ---- ABI 5: convolutions (cuDNN's, through its graph API) ---- */
+  /* Queues the convolution `args` describes (with its bias and activation fused) on `stream`:
+   * 0 on success; ANVIL_CONV_NOT_FUSED when no engine fuses the bias / activation (nothing
+   * queued; ask again without them); ANVIL_DEVICE_UNSUPPORTED (nothing queued, last_error says
+   * why) when no cuDNN engine takes the convolution at all: the caller runs its own path; any
+   * other non-zero value on failure. */
+  int (*conv)(int device, void* stream, const AnvilConvArgs* args);
 } AnvilDeviceApi;
 
 typedef const AnvilDeviceApi* (*AnvilDeviceBackendFn)(void);

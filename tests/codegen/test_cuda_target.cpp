@@ -187,21 +187,22 @@ TEST_F(CudaTarget, ComplexValuesCompileWithNvcc) {
 }
 
 TEST_F(CudaTarget, ExternsWithoutACudaKernelRunOnTheHostAndAreCounted) {
-  // small_cnn's convolutions and pooling have no CUDA kernel yet: they compile as host steps
-  // (the CPU kernel on host copies), listed in the manifest for `anvil inspect`, and their
-  // runtime kernels are checked at load like a CPU package's.
+  // small_cnn's pooling has no CUDA kernel yet: it compiles as a host step (the CPU kernel on
+  // host copies), listed in the manifest for `anvil inspect`; its convolutions go to cuDNN
+  // (manifest "cudnn_convs") with the same host path behind them. The runtime kernels of both
+  // are checked at load like a CPU package's.
   opts_.emit_source_dir = (dir_ / "src").string();
   const std::string pkg = (dir_ / "cnn.anvil").string();
   driver::compile_pt2(fixture("small_cnn.pt2"), pkg, opts_);
   EXPECT_EQ(host_steps(pkg), (std::map<std::string, std::string>{
-                                 {"ext0", "aten.conv2d.default"},
-                                 {"ext1", "aten.conv2d.default"},
                                  {"ext2", "aten.adaptive_avg_pool2d.default"}}));
   EXPECT_EQ(runtime::Package::open(pkg)->manifest().externs,
             (std::vector<std::string>{"aten.adaptive_avg_pool2d.default", "aten.conv2d.default"}));
   std::ifstream in(dir_ / "src" / "kernels_0.cu");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(text.find("s.api->extern_call(s.run_ctx, \"aten.conv2d.default\""), std::string::npos);
+  EXPECT_NE(text.find("s.api->extern_call(s.run_ctx, \"aten.conv2d.default\""), std::string::npos)
+      << "the convolutions' host path";
+  EXPECT_NE(text.find("return anvil_conv(s, \"ext0\""), std::string::npos);
   // The bench models and the transformer fixtures run wholly on the GPU (their manifests are
   // read as emitted: no nvcc run, a compiler that fails stops each compile after emission).
   driver::CompileOptions emit_only = opts_;

@@ -43,6 +43,9 @@ Tensor input_as(const Tensor& t, DType want) {
 /// Runs a fixture's package on cuda:0 on each of its input sets (in<k>.npy, and in<k>_<j>.npy
 /// for exports with dynamic shapes) and checks every output against PyTorch's.
 void expect_matches_pytorch(const std::string& stem) {
+  // PyTorch's outputs are its CPU float32 values: float32 convolutions run without TF32 here
+  // (cuDNN's default, as PyTorch's on the GPU, is TF32; test_cuda_conv.cpp checks it).
+  ::setenv("ANVIL_CUDA_CONV_TF32", "0", 1);
   const std::string pkg = compile_cuda(stem + ".pt2");  // cached: no second nvcc run
   runtime::ModelOptions mo;
   mo.device = Device::cuda(0);

@@ -87,7 +87,8 @@ TEST(CudaGraphs, ConstantUpdatesAndSwapsAreSeenByReplays) {
 
 TEST(CudaGraphs, PackagesWithHostStepsOrHostReadsRunPlainly) {
   ANVIL_REQUIRE_GPU();
-  // small_cnn's convolutions are host steps; aot_63 reads an item on the host
+  // small_cnn's pooling is a host step (its convolutions run on cuDNN); aot_63 reads an item
+  // on the host
   for (const char* f : {"small_cnn.pt2", "aot/aot_63_item_check.pt2"}) {
     const runtime::Model m = load_on_gpu(compile_cuda(fixture(f)), true);
     EXPECT_FALSE(m.uses_cuda_graphs()) << f;

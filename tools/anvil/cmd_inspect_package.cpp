@@ -123,6 +123,7 @@ int inspect_package(const std::string& path, bool as_json) {
     j["kernels_shared"] = raw.value("kernels_shared", 0);
     if (raw.contains("host_steps")) {
       j["host_steps"] = raw["host_steps"];
+      j["cudnn_convs"] = raw.value("cudnn_convs", json::array());
       j["cuda_graphs"] = m.graph_capturable && m.host_steps == 0;
     }
     j["planned_peak_bytes"] = m.planned_peak_bytes;
@@ -187,6 +188,10 @@ int inspect_package(const std::string& path, bool as_json) {
     for (const auto& h : hs)
       std::cout << "  " << std::left << std::setw(16) << h.value("name", "?") << " "
                 << h.value("target", "?") << "  (" << h.value("why", "") << ")\n";
+    const json convs = raw.value("cudnn_convs", json::array());
+    if (!convs.empty())  // on cuDNN (device ABI 5), their host path kept behind them
+      std::cout << "cuDNN convolutions: " << convs.size()
+                << " (each runs its host path where cuDNN has no engine at run time)\n";
     const json syncs = raw.value("host_syncs", json::array());
     std::cout << "CUDA graphs: ";
     if (m.graph_capturable && m.host_steps == 0)

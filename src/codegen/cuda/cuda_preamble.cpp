@@ -216,6 +216,69 @@ static inline int anvil_attention(const RunState& s, const char* step, AnvilAtte
   return 0;
 }
 
+/// float32 convolutions may use TF32 tensor cores, as PyTorch's default
+/// torch.backends.cudnn.allow_tf32 = True; ANVIL_CUDA_CONV_TF32=0 turns them off (read at each
+/// call: a CUDA graph keeps what its capture used).
+static inline int anvil_conv_tf32() {
+  const char* v = std::getenv("ANVIL_CUDA_CONV_TF32");
+  return v != nullptr && std::strcmp(v, "0") == 0 ? 0 : 1;
+}
+/// ANVIL_CUDA_CONV: 0 auto (cuDNN, fused where it can), 1 "unfused" (cuDNN's plain
+/// convolution and the step's own bias / relu kernel), 2 "host" (the host path).
+static inline int anvil_conv_mode() {
+  const char* m = std::getenv("ANVIL_CUDA_CONV");
+  if (m == nullptr || *m == 0 || std::strcmp(m, "auto") == 0) return 0;
+  if (std::strcmp(m, "unfused") == 0) return 1;
+  if (std::strcmp(m, "host") == 0) return 2;
+  static bool warned = false;
+  if (!warned) std::fprintf(stderr, "anvil: ANVIL_CUDA_CONV=%s is not auto, unfused or host; using auto\n", m);
+  warned = true;
+  return 0;
+}
+/// Runs convolution step `step`: the device backend's cuDNN convolution (device ABI 5) with
+/// the bias and activation fused; where no engine fuses them, the plain convolution and then
+/// `epilogue` (the step's bias / relu kernel); where cuDNN takes no engine at all, `host` (the
+/// CPU kernel on host copies), which cannot run while the stream is captured into a CUDA graph
+/// (the capture then fails and the runtime runs that shape plainly).
+static inline int anvil_conv(const RunState& s, const char* step, AnvilConvArgs* a,
+                             int (*epilogue)(const RunState&), int (*host)(const RunState&)) {
+  const AnvilDeviceApi* dev = s.api->device;
+  const int mode = anvil_conv_mode();
+  const bool cudnn = mode != 2 && dev != nullptr && dev->abi_version >= 5 && dev->conv != nullptr;
+  int rc = ANVIL_DEVICE_UNSUPPORTED;
+  if (cudnn) {
+    int device = 0;
+    cudaGetDevice(&device);
+    a->allow_tf32 = anvil_conv_tf32();
+    rc = mode == 1 && epilogue != nullptr ? ANVIL_CONV_NOT_FUSED : dev->conv(device, s.stream, a);
+    if (rc == ANVIL_CONV_NOT_FUSED && epilogue != nullptr) {
+      a->bias = nullptr;
+      a->activation = ANVIL_CONV_ACT_NONE;
+      rc = dev->conv(device, s.stream, a);
+      if (rc == 0) return epilogue(s);
+    }
+  }
+  if (rc == ANVIL_DEVICE_UNSUPPORTED) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(static_cast<cudaStream_t>(s.stream), &capturing) == cudaSuccess &&
+        capturing == cudaStreamCaptureStatusNone)
+      return host(s);
+    char msg[768];
+    std::snprintf(msg, sizeof msg,
+                  "%s: the convolution's host path cannot run inside a CUDA graph capture (%s)",
+                  step, cudnn ? dev->last_error() : "cuDNN not used");
+    s.api->set_error(s.run_ctx, msg);
+    return 1;
+  }
+  if (rc != 0) {
+    char msg[768];
+    std::snprintf(msg, sizeof msg, "%s: %s", step, dev->last_error());
+    s.api->set_error(s.run_ctx, msg);
+    return rc;
+  }
+  return 0;
+}
+
 /// Reports a failed launch through the runtime; returns non-zero then.
 static inline int anvil_launch_check(const RunState& s, const char* step) {
   const cudaError_t e = cudaGetLastError();

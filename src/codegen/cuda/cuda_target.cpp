@@ -2,7 +2,8 @@
 // PTX for `cuda-sm90`; compute_80 PTX and sm_80 code for `cuda-sm80`). Loop kernels become
 // __global__ functions launched on the run's stream, GEMMs go to the device backend's cuBLASLt
 // (include/anvil/anvil_device.h), the extern ops transformers carry (embedding, indexing, cumsum,
-// diff, attention) get generated kernels; other extern ops run as host steps (their CPU
+// diff, attention) get generated kernels, 1-D / 2-D convolutions go to the device backend's cuDNN
+// (device ABI 5, emit_cuda_conv.cpp); other extern ops run as host steps (their CPU
 // kernel on host copies, runtime/host_staging.h). Control flow and run-time sizes (aten.item,
 // nonzero) are generated host code reading the values they need from the device. Complex values
 // compute in libcu++'s cuda::std::complex (codegen/c_expr.h's CUDA dialect). Collectives are
@@ -28,6 +29,12 @@ std::string join_nodes(const std::vector<std::string>& nodes) {
   for (size_t i = 0; i < nodes.size() && i < 4; ++i) s += (i ? ", " : "") + nodes[i];
   if (nodes.size() > 4) s += ", ...";
   return s;
+}
+
+/// True for a convolution step the CUDA target gives to cuDNN (its gap checked by the caller).
+bool is_cudnn_conv(const passes::ExternStep& e) {
+  return e.target == "aten.convolution.default" || e.target == "aten.conv2d.default" ||
+         e.target == "aten.conv1d.default";
 }
 
 /// The nvcc binary: $ANVIL_NVCC, else nvcc beside $CUDA_HOME / /usr/local/cuda, else "nvcc".
@@ -92,6 +99,7 @@ class CudaTarget final : public Target {
     // lists them; a model with none runs wholly on the GPU).
     nlohmann::json host_steps = nlohmann::json::array();
     nlohmann::json fused = nlohmann::json::array();
+    nlohmann::json cudnn_convs = nlohmann::json::array();
     auto add_kernels = [&](const passes::Program& q) {
       // GEMM epilogues cuBLASLt computes (gemm_epilogue.h): the GEMM step calls gemm_ex and the
       // epilogue's statement leaves its loop kernel
@@ -135,6 +143,9 @@ class CudaTarget final : public Target {
                                   {"target", e.target},
                                   {"nodes", passes::step_nodes(step)},
                                   {"why", gap}});
+          else if (is_cudnn_conv(e))  // cuDNN's, with the host path behind it
+            cudnn_convs.push_back(
+                {{"name", e.name}, {"target", e.target}, {"nodes", passes::step_nodes(step)}});
           kernels += emit_extern(q, e) + "\n";
         }
         ++bodies;
@@ -145,8 +156,12 @@ class CudaTarget final : public Target {
         p, [&](const passes::Program& sub, const std::string&) { add_kernels(sub); });
     r.manifest_fields["host_steps"] = host_steps;
     r.manifest_fields["gemm_epilogues"] = fused;
-    std::set<std::string> externs;  // the runtime kernels host steps call (checked at load)
+    r.manifest_fields["cudnn_convs"] = cudnn_convs;
+    // the runtime kernels host steps call, and those cuDNN convolutions fall back to (checked
+    // at load)
+    std::set<std::string> externs;
     for (const auto& h : host_steps) externs.insert(h["target"].get<std::string>());
+    for (const auto& c : cudnn_convs) externs.insert(c["target"].get<std::string>());
     r.manifest_fields["externs"] = std::vector<std::string>(externs.begin(), externs.end());
     r.kernel_bodies = bodies;
     auto pre = [&](bool with_complex) {

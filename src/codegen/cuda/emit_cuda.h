@@ -35,7 +35,8 @@ std::string emit_gemm(const passes::Program& p, const passes::GemmStep& g,
 std::string emit_fused_away(const passes::LoopKernel& k, const std::string& gemms);
 
 /// `int NAME(const RunState& s)` for an extern op: with its CUDA kernel where it has one
-/// (emit_cuda_extern.cpp: embedding, index.Tensor, gather, cumsum, diff, attention), else a
+/// (emit_cuda_extern.cpp: embedding, index.Tensor, gather, cumsum, diff, attention; 1-D / 2-D
+/// convolutions through cuDNN, emit_cuda_conv.cpp, with the host step behind them), else a
 /// host step — the CPU runtime kernel through api->extern_call, which stages the tensors
 /// through host memory (runtime/host_staging.h).
 std::string emit_extern(const passes::Program& p, const passes::ExternStep& e);

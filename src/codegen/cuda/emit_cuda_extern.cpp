@@ -1,6 +1,7 @@
 // CUDA kernels for the extern ops transformer exports carry (codegen/cuda/emit_cuda.h): gathers
-// (embedding, index.Tensor with integer indices, gather), scans (cumsum), diff, and
-// scaled_dot_product_attention (emit_cuda_attention.cpp). Each is generated from the step's strided views, like a loop
+// (embedding, index.Tensor with integer indices, gather), scans (cumsum), diff,
+// scaled_dot_product_attention (emit_cuda_attention.cpp), and convolutions through cuDNN
+// (emit_cuda_conv.cpp). Each is generated from the step's strided views, like a loop
 // kernel: shapes and strides are expressions over the model's symbols, evaluated in the kernel.
 // Indices out of range stop the kernel with a message (as PyTorch's device-side assert does);
 // the run then fails at the stream synchronization.
@@ -372,6 +373,9 @@ std::string cuda_kernel_gap(const passes::Program& p, const passes::ExternStep& 
     }
     return "";
   }
+  if (t == "aten.convolution.default" || t == "aten.conv2d.default" ||
+      t == "aten.conv1d.default")
+    return ext::conv_gap(e);  // cuDNN's (device ABI 5), its host path behind it
   (void)p;
   return "no CUDA kernel for " + t + " yet";
 }
@@ -411,6 +415,9 @@ std::string emit_extern(const passes::Program& p, const passes::ExternStep& e) {
   if (t == "aten.cumsum.default") return cumsum(p, e);
   if (t == "aten.diff.default") return diff(p, e);
   if (t == "aten.scaled_dot_product_attention.default") return ext::attention(p, e);
+  if (t == "aten.convolution.default" || t == "aten.conv2d.default" ||
+      t == "aten.conv1d.default")
+    return ext::conv(p, e);
   throw Error("internal error: no CUDA kernel for an extern the target accepted", "codegen/cuda",
               "a supported extern", t);
 }

@@ -58,4 +58,12 @@ std::string elementwise_grid(const TensorView& out);
 /// applies and is faster, else anvil's own kernel.
 std::string attention(const Program& p, const ExternStep& e);
 
+/// Why convolution step `e` does not run on cuDNN (emit_cuda_conv.cpp; it stays a host step),
+/// or "" when it does: 1-D or 2-D, not transposed, float32 / bfloat16 / float16, constant
+/// stride, padding, dilation and groups.
+std::string conv_gap(const ExternStep& e);
+/// A convolution through the device backend's cuDNN convolution (api->device->conv), its bias
+/// and fused relu fused where an engine takes them, with the step's host path behind it.
+std::string conv(const Program& p, const ExternStep& e);
+
 }  // namespace anvil::codegen::cuda::ext

@@ -535,6 +535,7 @@ const AnvilDeviceApi kCudaBackend = {
     &backend_attention,
     &backend_gemm_ex,
     &backend_workspace,
+    &backend_conv,
 };
 
 }  // namespace anvil::cuda_backend

@@ -144,6 +144,9 @@ int backend_mem_info(int device, size_t* free_bytes, size_t* total_bytes);
 /// AnvilDeviceApi::attention (cuda_attention.cpp: cuDNN's fused attention).
 int backend_attention(int device, void* stream, const AnvilAttentionArgs* args);
 
+/// AnvilDeviceApi::conv (cuda_conv.cpp: cuDNN's convolution through its graph API).
+int backend_conv(int device, void* stream, const AnvilConvArgs* args);
+
 /// The workspace of `stream` on device `device`, grown to at least `bytes` (waiting for the
 /// stream first when an older, smaller block must go). Callers hold s.blas_mu. Null with
 /// last_error on failure.

@@ -1,0 +1,237 @@
+// 2-D (and 1-D) forward convolutions on the CUDA target: the step fills AnvilConvArgs from its
+// strided views and attributes and calls the device backend's cuDNN convolution
+// (api->device->conv, device ABI 5) through anvil_conv (the preamble), with its bias and a
+// folded relu (attribute fused_relu) fused where a cuDNN engine takes them, else the plain
+// convolution followed by the step's own bias / relu kernel (NAME_epilogue); where cuDNN takes
+// no engine at all, the step's host path (NAME_host: the CPU kernel on host copies, as before
+// device ABI 5) runs instead.
+#include <cstdlib>
+#include <sstream>
+
+#include "codegen/c_expr.h"
+#include "codegen/cuda/extern_kernel.h"
+#include "core/error.h"
+
+namespace anvil::codegen::cuda::ext {
+
+namespace {
+
+bool is_conv_target(const std::string& t) {
+  return t == "aten.convolution.default" || t == "aten.conv2d.default" ||
+         t == "aten.conv1d.default";
+}
+
+bool cudnn_dtype(DType t) {
+  return t == DType::kFloat32 || t == DType::kBFloat16 || t == DType::kFloat16;
+}
+
+/// The constant values of int-list attribute `name` expanded to `n` (one value applies to
+/// every spatial dim); false when it is symbolic or has another count.
+bool spatial_ints(const ExternStep& e, const std::string& name, int64_t dflt, size_t n,
+                  std::vector<int64_t>& out) {
+  out.assign(n, dflt);
+  const ExternAttr* a = passes::find_attr(e, name);
+  if (a == nullptr) return true;
+  if (a->kind == 0) {
+    if (!a->i.is_constant()) return false;
+    out.assign(n, a->i.constant());
+    return true;
+  }
+  if (a->kind != 3 || (a->ints.size() != 1 && a->ints.size() != n)) return false;
+  for (size_t d = 0; d < n; ++d) {
+    const SymInt& v = a->ints[a->ints.size() == 1 ? 0 : d];
+    if (!v.is_constant()) return false;
+    out[d] = v.constant();
+  }
+  return true;
+}
+
+/// A convolution step's geometry as the emitter passes it to AnvilConvArgs: spatial attributes
+/// as (h, w) pairs (h of a 1-D convolution is the unit dim), padding resolved.
+struct ConvGeom {
+  const TensorView *x = nullptr, *w = nullptr, *bias = nullptr, *y = nullptr;
+  size_t spatial = 2;
+  bool unbatched = false, relu = false;
+  int64_t groups = 1;
+  int64_t stride[2] = {1, 1}, dilation[2] = {1, 1};
+  int64_t pad_begin[2] = {0, 0}, pad_end[2] = {0, 0};
+};
+
+/// Why `e` does not go to cuDNN (it stays a host step), or "" with `g` filled.
+std::string read_geometry(const ExternStep& e, ConvGeom& g) {
+  if (std::getenv("ANVIL_CUDA_NO_CUDNN_CONV") != nullptr)
+    return "ANVIL_CUDA_NO_CUDNN_CONV was set when the package was compiled";
+  if (e.inputs.size() < 2 || e.outputs.size() != 1 || e.inputs[0].buffer < 0 ||
+      e.inputs[1].buffer < 0)
+    return "a convolution without input and weight tensors";
+  if (int_attr(e, "transposed", 0) != 0) return "transposed convolutions have no CUDA kernel yet";
+  g.x = &e.inputs[0];
+  g.w = &e.inputs[1];
+  g.bias = e.inputs.size() > 2 && e.inputs[2].buffer >= 0 ? &e.inputs[2] : nullptr;
+  g.y = &e.outputs[0];
+  const size_t wr = g.w->sizes.size();
+  if (wr != 3 && wr != 4)
+    return "only 1-D and 2-D convolutions run on cuDNN (a " + std::to_string(wr) + "-D weight)";
+  g.spatial = wr - 2;
+  const size_t xr = g.x->sizes.size();
+  if (xr != wr && xr + 1 != wr) return "the input's rank does not fit the weight's";
+  g.unbatched = xr + 1 == wr;
+  if (g.y->sizes.size() != xr) return "the output's rank differs from the input's";
+  const DType t = g.x->dtype;
+  if (!cudnn_dtype(t))
+    return std::string(dtype_name(t)) +
+           " convolutions run on the host (cuDNN is used for float32, bfloat16 and float16)";
+  if (g.w->dtype != t || g.y->dtype != t || (g.bias && g.bias->dtype != t))
+    return "input, weight, bias and output dtypes differ";
+  if (g.bias && g.bias->sizes.size() != 1) return "a bias that is not 1-D";
+  if (g.bias && !(g.bias->strides[0].is_constant() && g.bias->strides[0].constant() == 1) &&
+      !(g.bias->sizes[0].is_constant() && g.bias->sizes[0].constant() == 1))
+    return "a strided bias (cuDNN reads it contiguous)";
+  const ExternAttr* ga = passes::find_attr(e, "groups");
+  if (ga && (ga->kind != 0 || !ga->i.is_constant())) return "a symbolic group count";
+  g.groups = int_attr(e, "groups", 1);
+  g.relu = int_attr(e, "fused_relu", 0) != 0;
+  const size_t n = g.spatial;
+  std::vector<int64_t> stride, dilation;
+  if (!spatial_ints(e, "stride", 1, n, stride) || !spatial_ints(e, "dilation", 1, n, dilation))
+    return "a symbolic or malformed stride or dilation";
+  const size_t o = 2 - n;  // a 1-D convolution's only spatial dim is w
+  for (size_t d = 0; d < n; ++d) {
+    g.stride[o + d] = stride[d];
+    g.dilation[o + d] = dilation[d];
+  }
+  const ExternAttr* pa = passes::find_attr(e, "padding");
+  if (pa && pa->kind == 2) {
+    if (pa->s == "same") {
+      if (g.stride[0] != 1 || g.stride[1] != 1) return "padding='same' with a stride";
+      for (size_t d = 0; d < n; ++d) {
+        const SymInt& k = g.w->sizes[2 + d];
+        if (!k.is_constant()) return "padding='same' with a symbolic kernel size";
+        const int64_t total = g.dilation[o + d] * (k.constant() - 1);
+        g.pad_begin[o + d] = total / 2;
+        g.pad_end[o + d] = total - total / 2;
+      }
+    } else if (pa->s != "valid") {
+      return "padding '" + pa->s + "'";
+    }
+  } else {
+    std::vector<int64_t> pad;
+    if (!spatial_ints(e, "padding", 0, n, pad)) return "a symbolic or malformed padding";
+    for (size_t d = 0; d < n; ++d) g.pad_begin[o + d] = g.pad_end[o + d] = pad[d];
+  }
+  return "";
+}
+
+/// The (size, stride) expressions of view `v` as logical 4-D NCHW (a missing batch or height
+/// dim: size 1, whose stride the backend normalizes).
+struct Dims4 {
+  std::string size[4], stride[4];
+};
+Dims4 nchw(const TensorView& v, bool has_batch, bool has_h) {
+  Dims4 d;
+  size_t k = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    const bool present = (i == 0 && has_batch) || i == 1 || (i == 2 && has_h) || i == 3;
+    if (present) {
+      d.size[i] = paren(v.sizes[k]);
+      d.stride[i] = paren(v.strides[k]);
+      ++k;
+    } else {
+      d.size[i] = "1";
+      d.stride[i] = "1";
+    }
+  }
+  return d;
+}
+
+std::string pointer(const Program& p, const TensorView& t) {
+  return "reinterpret_cast<" + storage_type(t.dtype) + "*>(" + buffer_base(p, t.buffer) +
+         ") + (" + t.offset.str() + ")";
+}
+
+/// The bias / relu kernel the step runs after a plain cuDNN convolution when no engine fuses
+/// them: y = relu(y + bias[c]) in place, one thread per output element.
+std::string epilogue_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
+  ExternStep named = e;
+  named.name = e.name + "_epilogue";
+  const TensorView& y = *g.y;
+  const std::vector<std::string> uv = vars("u", y.sizes.size());
+  const std::string ct = compute_type(y.dtype, Dialect::kCuda);
+  std::ostringstream in;
+  in << "    " << ct << " v = " << load(y.dtype, "y0", offset_of(y, uv)) << ";\n";
+  if (g.bias)
+    in << "    v += " << load(g.bias->dtype, "v2", "u" + std::string(g.unbatched ? "0" : "1") +
+                                                    " * " + paren(g.bias->strides[0]))
+       << ";\n";
+  if (g.relu) in << "    if (v < 0) v = 0;  // relu (NaN stays NaN)\n";
+  in << "    " << store(y.dtype, "y0", offset_of(y, uv), "v") << "\n";
+  KernelText k;
+  if (g.bias) k.params.push_back({"v2", g.bias});
+  k.params.push_back({"y0", &y});
+  k.body = elementwise_loop(y, in.str());
+  k.grid = elementwise_grid(y);
+  return finish(p, named, k);
+}
+
+}  // namespace
+
+std::string conv_gap(const ExternStep& e) {
+  if (!is_conv_target(e.target)) return "not a convolution";
+  ConvGeom g;
+  return read_geometry(e, g);
+}
+
+std::string conv(const Program& p, const ExternStep& e) {
+  ConvGeom g;
+  if (const std::string why = read_geometry(e, g); !why.empty())
+    throw Error("internal error: a convolution cuDNN cannot take reached its emitter",
+                "codegen/cuda", "a cuDNN convolution", e.name + ": " + why);
+  const bool fused = g.bias != nullptr || g.relu;
+  ExternStep host = e;
+  host.name = e.name + "_host";
+  std::string text = "// " + host.name +
+                     ": the host path of " + e.name +
+                     " (the CPU kernel on host copies) where cuDNN has no engine\n" +
+                     cpu::emit_extern(p, host) + "\n";
+  if (fused) text += epilogue_kernel(p, e, g) + "\n";
+  const bool h = g.spatial == 2;
+  const Dims4 x = nchw(*g.x, !g.unbatched, h), w = nchw(*g.w, true, h),
+              y = nchw(*g.y, !g.unbatched, h);
+  std::ostringstream b;
+  b << "  AnvilConvArgs a{};\n";
+  b << "  a.struct_size = sizeof(AnvilConvArgs);\n";
+  b << "  a.dtype = " << static_cast<int>(g.x->dtype) << ";\n";
+  b << "  a.batch = " << x.size[0] << ";\n  a.in_channels = " << x.size[1] << ";\n";
+  b << "  a.in_h = " << x.size[2] << ";\n  a.in_w = " << x.size[3] << ";\n";
+  b << "  a.out_channels = " << w.size[0] << ";\n";
+  b << "  a.kernel_h = " << w.size[2] << ";\n  a.kernel_w = " << w.size[3] << ";\n";
+  b << "  a.out_h = " << y.size[2] << ";\n  a.out_w = " << y.size[3] << ";\n";
+  b << "  a.groups = " << g.groups << ";\n";
+  b << "  a.stride_h = " << g.stride[0] << ";\n  a.stride_w = " << g.stride[1] << ";\n";
+  b << "  a.pad_top = " << g.pad_begin[0] << ";\n  a.pad_left = " << g.pad_begin[1] << ";\n";
+  b << "  a.pad_bottom = " << g.pad_end[0] << ";\n  a.pad_right = " << g.pad_end[1] << ";\n";
+  b << "  a.dilation_h = " << g.dilation[0] << ";\n  a.dilation_w = " << g.dilation[1] << ";\n";
+  const struct {
+    const char *ptr, *strides;
+    const TensorView* v;
+    const Dims4* d;
+  } ts[3] = {{"x", "x_stride", g.x, &x}, {"w", "w_stride", g.w, &w}, {"y", "y_stride", g.y, &y}};
+  for (const auto& t : ts) {
+    b << "  a." << t.ptr << " = " << pointer(p, *t.v) << ";\n";
+    for (int d = 0; d < 4; ++d) b << "  a." << t.strides << "[" << d << "] = " << t.d->stride[d] << ";\n";
+  }
+  if (g.bias) b << "  a.bias = " << pointer(p, *g.bias) << ";\n";
+  if (g.relu) b << "  a.activation = ANVIL_CONV_ACT_RELU;\n";
+  b << "  if (a.batch * a.out_channels * a.out_h * a.out_w == 0) return 0;\n";
+  b << "  return anvil_conv(s, \"" << e.name << "\", &a, "
+    << (fused ? e.name + "_epilogue" : std::string("nullptr")) << ", " << host.name << ");\n";
+  std::string nodes;
+  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
+  text += "// " + e.name + ": " + nodes + " (" + e.target +
+          "): cuDNN's convolution (api->device->conv), else " + host.name + "\n";
+  text += "ANVIL_HIDDEN int " + e.name + "(const RunState& s) {\n";
+  text += symbol_decls(p, b.str(), "s.sym", "  ") + b.str() + "}\n";
+  return text;
+}
+
+}  // namespace anvil::codegen::cuda::ext

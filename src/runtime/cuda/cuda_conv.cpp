@@ -1,0 +1,298 @@
+// AnvilDeviceApi::conv: 2-D forward convolutions through cuDNN's graph API (the frontend's
+// conv_fprop node, followed by pointwise nodes for the bias and the activation when asked).
+//
+// As cuda_attention.cpp: plans are cached per thread and problem (a cuDNN handle carries its
+// stream, and an executed frontend graph keeps per-call state), a problem no engine takes is
+// remembered with the reason, and the workspace is the stream's (stream_workspace). A fused
+// problem (bias or activation) no engine takes answers ANVIL_CONV_NOT_FUSED, and the caller
+// asks again for the plain convolution and applies the rest itself; a plain convolution no
+// engine takes answers ANVIL_DEVICE_UNSUPPORTED, and the caller runs its host path.
+#include <cudnn.h>
+
+#include "cuda_backend_internal.h"
+
+#ifdef ANVIL_NO_CUDNN_FRONTEND  // configured without the frontend's headers (CMakeLists.txt)
+
+namespace anvil::cuda_backend {
+
+int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
+  (void)device, (void)stream, (void)args;
+  fail("conv: this build of libanvil_cuda has no cuDNN frontend (its headers could not be "
+       "fetched at configure time): the convolution runs on the host");
+  return ANVIL_DEVICE_UNSUPPORTED;
+}
+
+}  // namespace anvil::cuda_backend
+
+#else
+
+#include <cudnn_frontend.h>
+
+#include <cinttypes>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+namespace anvil::cuda_backend {
+
+namespace {
+
+namespace fe = cudnn_frontend;
+
+enum Uid : int64_t { kX = 1, kW, kY, kBias };
+
+// Everything a plan depends on: the problem, its layout and options (pointers are only
+// checked for alignment, which every plan assumes).
+struct ConvKey {
+  int device;
+  int32_t dtype;
+  int64_t dims[18];
+  int64_t strides[3][4];
+  int32_t has_bias, activation, tf32;
+  auto operator<=>(const ConvKey&) const = default;
+};
+
+struct Plan {
+  std::shared_ptr<fe::graph::Graph> graph;  // null: unsupported
+  std::string why;                          // the reason, when unsupported
+  int64_t workspace = 0;
+};
+
+// The calling thread's handles (one per device) and plans.
+struct ThreadState {
+  std::unordered_map<int, cudnnHandle_t> handles;
+  std::map<ConvKey, Plan> plans;
+  ~ThreadState() {
+    for (auto& [device, h] : handles) {
+      if (cudaSetDevice(device) == cudaSuccess) cudnnDestroy(h);
+    }
+  }
+};
+thread_local ThreadState t_conv;
+
+std::vector<int64_t> vec4(const int64_t* v) { return {v[0], v[1], v[2], v[3]}; }
+
+fe::DataType_t fe_type(int32_t dtype) {
+  if (dtype == kDTypeBFloat16) return fe::DataType_t::BFLOAT16;
+  if (dtype == kDTypeFloat16) return fe::DataType_t::HALF;
+  return fe::DataType_t::FLOAT;
+}
+
+// The plan of `a` built with `handle`, or the reason none applies (Plan::graph null).
+Plan build_plan_or_throw(cudnnHandle_t handle, const AnvilConvArgs& a) {
+  Plan p;
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(fe_type(a.dtype))
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  const auto tensor = [&](const char* name, Uid uid, std::vector<int64_t> dims,
+                          std::vector<int64_t> stride) {
+    return g->tensor(fe::graph::Tensor_attributes()
+                         .set_name(name)
+                         .set_uid(uid)
+                         .set_dim(std::move(dims))
+                         .set_stride(std::move(stride)));
+  };
+  auto x = tensor("X", kX, {a.batch, a.in_channels, a.in_h, a.in_w}, vec4(a.x_stride));
+  auto w = tensor("W", kW, {a.out_channels, a.in_channels / a.groups, a.kernel_h, a.kernel_w},
+                  vec4(a.w_stride));
+  auto opts = fe::graph::Conv_fprop_attributes()
+                  .set_name("anvil_conv")
+                  .set_pre_padding({a.pad_top, a.pad_left})
+                  .set_post_padding({a.pad_bottom, a.pad_right})
+                  .set_stride({a.stride_h, a.stride_w})
+                  .set_dilation({a.dilation_h, a.dilation_w})
+                  .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto y = g->conv_fprop(x, w, opts);
+  if (a.bias != nullptr) {
+    auto b = tensor("Bias", kBias, {1, a.out_channels, 1, 1}, {a.out_channels, 1, 1, 1});
+    y = g->pointwise(y, b,
+                     fe::graph::Pointwise_attributes()
+                         .set_name("anvil_conv_bias")
+                         .set_mode(fe::PointwiseMode_t::ADD)
+                         .set_compute_data_type(fe::DataType_t::FLOAT));
+  }
+  if (a.activation == ANVIL_CONV_ACT_RELU)
+    y = g->pointwise(y, fe::graph::Pointwise_attributes()
+                            .set_name("anvil_conv_relu")
+                            .set_mode(fe::PointwiseMode_t::RELU_FWD)
+                            .set_compute_data_type(fe::DataType_t::FLOAT));
+  y->set_output(true)
+      .set_uid(kY)
+      .set_data_type(fe_type(a.dtype))
+      .set_dim({a.batch, a.out_channels, a.out_h, a.out_w})
+      .set_stride(vec4(a.y_stride));
+  const auto step = [&](const char* what, fe::error_t e) {
+    if (e.is_good()) return true;
+    p.why = format("cuDNN %s: %s", what, e.get_message().c_str());
+    return false;
+  };
+  if (!step("validate", g->validate()) ||
+      !step("build_operation_graph", g->build_operation_graph(handle)) ||
+      !step("create_execution_plans",
+            g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK})))
+    return p;
+  // PyTorch's torch.backends.cudnn.allow_tf32 = False: no tensor-core engine for float32
+  if (a.dtype == kDTypeFloat32 && a.allow_tf32 == 0)
+    g->deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE});
+  if (!step("check_support", g->check_support(handle)) ||
+      !step("build_plans", g->build_plans(handle)) ||
+      !step("get_workspace_size", g->get_workspace_size(p.workspace)))
+    return p;
+  p.graph = std::move(g);
+  return p;
+}
+
+// build_plan_or_throw, with an exception of the frontend (some of its calls throw) taken as
+// "no plan", remembered like any other reason.
+Plan build_plan(cudnnHandle_t handle, const AnvilConvArgs& a) {
+  try {
+    return build_plan_or_throw(handle, a);
+  } catch (const std::exception& e) {
+    Plan p;
+    p.why = format("cuDNN frontend exception: %s", e.what());
+    return p;
+  }
+}
+
+// Why the problem is outside what this entry point takes, or "" (before asking cuDNN).
+std::string precheck(const AnvilConvArgs& a) {
+  if (a.dtype != kDTypeFloat32 && a.dtype != kDTypeBFloat16 && a.dtype != kDTypeFloat16)
+    return format("dtype code %d (cuDNN convolutions here take float32, bfloat16, float16)",
+                  a.dtype);
+  const int64_t sizes[] = {a.batch,    a.in_channels, a.in_h,     a.in_w,    a.out_channels,
+                           a.kernel_h, a.kernel_w,    a.out_h,    a.out_w,   a.groups,
+                           a.stride_h, a.stride_w,    a.dilation_h, a.dilation_w};
+  for (int64_t s : sizes)
+    if (s <= 0) return "an empty or negative size, stride, dilation or group count";
+  if (a.pad_top < 0 || a.pad_left < 0 || a.pad_bottom < 0 || a.pad_right < 0)
+    return "a negative padding";
+  if (a.in_channels % a.groups != 0 || a.out_channels % a.groups != 0)
+    return format("%" PRId64 " groups do not divide %" PRId64 " input and %" PRId64
+                  " output channels",
+                  a.groups, a.in_channels, a.out_channels);
+  const void* ptrs[4] = {a.x, a.w, a.y, a.bias};
+  const char* names[4] = {"x", "w", "y", "bias"};
+  for (int t = 0; t < 4; ++t)
+    if (reinterpret_cast<uintptr_t>(ptrs[t]) % 16 != 0)
+      return format("%s is not 16-byte aligned", names[t]);
+  if (a.activation != ANVIL_CONV_ACT_NONE && a.activation != ANVIL_CONV_ACT_RELU)
+    return format("activation code %d", a.activation);
+  return "";
+}
+
+// The strides of logical NCHW `sizes` with each size-1 dim's stride (arbitrary in a view, checked
+// by cuDNN all the same) made the packed one of the tensor's layout, as PyTorch does for its
+// cuDNN descriptors: channels-last when the channel dim is the innermost, else NCHW.
+void normalize(const int64_t* sizes, int64_t* stride) {
+  const bool nhwc = sizes[1] > 1 && stride[1] == 1;
+  static const int kNchw[4] = {3, 2, 1, 0}, kNhwc[4] = {1, 3, 2, 0};  // innermost first
+  const int* order = nhwc ? kNhwc : kNchw;
+  int64_t packed = 1;
+  for (int i = 0; i < 4; ++i) {
+    const int d = order[i];
+    if (sizes[d] == 1) stride[d] = packed;
+    packed *= sizes[d];
+  }
+}
+
+AnvilConvArgs normalized(const AnvilConvArgs& a) {
+  AnvilConvArgs n = a;
+  const int64_t x[4] = {a.batch, a.in_channels, a.in_h, a.in_w};
+  const int64_t w[4] = {a.out_channels, a.groups > 0 ? a.in_channels / a.groups : 0, a.kernel_h,
+                        a.kernel_w};
+  const int64_t y[4] = {a.batch, a.out_channels, a.out_h, a.out_w};
+  normalize(x, n.x_stride);
+  normalize(w, n.w_stride);
+  normalize(y, n.y_stride);
+  return n;
+}
+
+std::string problem_text(const AnvilConvArgs& a) {
+  return format("x [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "], w [%" PRId64
+                ", %" PRId64 ", %" PRId64 ", %" PRId64 "], groups %" PRId64 ", stride %" PRId64
+                "x%" PRId64 ", dilation %" PRId64 "x%" PRId64 ", dtype code %d%s%s",
+                a.batch, a.in_channels, a.in_h, a.in_w, a.out_channels,
+                a.groups > 0 ? a.in_channels / a.groups : 0, a.kernel_h, a.kernel_w, a.groups,
+                a.stride_h, a.stride_w, a.dilation_h, a.dilation_w, a.dtype,
+                a.bias ? ", bias" : "", a.activation == ANVIL_CONV_ACT_RELU ? ", relu" : "");
+}
+
+}  // namespace
+
+int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
+  return guarded("conv", [&]() -> int {
+    if (args == nullptr) return fail("conv(device=%d): null arguments", device);
+    if (args->struct_size < sizeof(AnvilConvArgs))
+      return fail("conv(device=%d): AnvilConvArgs of %u bytes, expected at least %zu (a caller "
+                  "built against an older anvil_device.h)",
+                  device, args->struct_size, sizeof(AnvilConvArgs));
+    const AnvilConvArgs a = normalized(*args);
+    DeviceState* s = enter("conv", device);
+    if (s == nullptr) return -1;
+    if (const std::string why = precheck(a); !why.empty()) {
+      fail("conv: cuDNN is not used for %s", why.c_str());
+      return ANVIL_DEVICE_UNSUPPORTED;
+    }
+    ConvKey key{};
+    key.device = device;
+    key.dtype = a.dtype;
+    const int64_t dims[18] = {a.batch,      a.in_channels, a.in_h,       a.in_w,
+                              a.out_channels, a.kernel_h,  a.kernel_w,   a.out_h,
+                              a.out_w,      a.groups,      a.stride_h,   a.stride_w,
+                              a.pad_top,    a.pad_left,    a.pad_bottom, a.pad_right,
+                              a.dilation_h, a.dilation_w};
+    std::memcpy(key.dims, dims, sizeof dims);
+    std::memcpy(key.strides[0], a.x_stride, sizeof a.x_stride);
+    std::memcpy(key.strides[1], a.w_stride, sizeof a.w_stride);
+    std::memcpy(key.strides[2], a.y_stride, sizeof a.y_stride);
+    key.has_bias = a.bias != nullptr;
+    key.activation = a.activation;
+    key.tf32 = a.dtype == kDTypeFloat32 && a.allow_tf32 != 0;
+
+    cudnnHandle_t& handle = t_conv.handles[device];
+    if (handle == nullptr) {
+      const cudnnStatus_t st = cudnnCreate(&handle);
+      if (st != CUDNN_STATUS_SUCCESS) {
+        handle = nullptr;
+        return fail("conv(device=%d): cudnnCreate failed: %s", device, cudnnGetErrorString(st));
+      }
+    }
+    auto found = t_conv.plans.find(key);
+    if (found == t_conv.plans.end()) found = t_conv.plans.emplace(key, build_plan(handle, a)).first;
+    const Plan& plan = found->second;
+    if (plan.graph == nullptr) {
+      const bool fused = a.bias != nullptr || a.activation != ANVIL_CONV_ACT_NONE;
+      fail("conv: no cuDNN engine for %s: %s", problem_text(a).c_str(), plan.why.c_str());
+      return fused ? ANVIL_CONV_NOT_FUSED : ANVIL_DEVICE_UNSUPPORTED;
+    }
+    void* workspace = nullptr;
+    if (plan.workspace > 0) {
+      std::lock_guard<std::mutex> lock(s->blas_mu);
+      workspace =
+          stream_workspace(*s, device, stream, static_cast<size_t>(plan.workspace), "cuDNN");
+      if (workspace == nullptr) return fail("conv: %s", t_last_error.c_str());
+    }
+    const cudnnStatus_t st = cudnnSetStream(handle, static_cast<cudaStream_t>(stream));
+    if (st != CUDNN_STATUS_SUCCESS)
+      return fail("conv: cudnnSetStream failed: %s", cudnnGetErrorString(st));
+    std::unordered_map<int64_t, void*> pack = {{kX, const_cast<void*>(a.x)},
+                                               {kW, const_cast<void*>(a.w)},
+                                               {kY, a.y}};
+    if (a.bias != nullptr) pack.emplace(kBias, const_cast<void*>(a.bias));
+    fe::error_t e = plan.graph->execute(handle, pack, workspace);
+    if (e.is_bad()) {
+      const cudaError_t ce = cudaGetLastError();
+      return fail("conv: cuDNN execute failed for %s: %s%s%s", problem_text(a).c_str(),
+                  e.get_message().c_str(), ce != cudaSuccess ? " (CUDA: " : "",
+                  ce != cudaSuccess ? (cuda_text(ce) + ")").c_str() : "");
+    }
+    return 0;
+  });
+}
+
+}  // namespace anvil::cuda_backend
+
+#endif  // ANVIL_NO_CUDNN_FRONTEND

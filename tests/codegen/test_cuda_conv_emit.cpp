@@ -1,0 +1,162 @@
+// Convolutions on the CUDA target without a GPU: 1-D and 2-D float32 / bfloat16 / float16
+// convolutions are not host steps; each fills AnvilConvArgs and calls anvil_conv (cuDNN through
+// the device backend's `conv`, device ABI 5) with its host path behind it, and a fused bias or
+// relu keeps its own kernel for when cuDNN cannot fuse them. float64 and transposed ones stay
+// host steps, with the reason. Strided views (a channels-last permute, a slice) reach the call
+// as they are. The source compiles with nvcc.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "anvil/anvil_device.h"
+#include "driver/compile.h"
+#include "ir/parser.h"
+#include "runtime/device_backend.h"
+#include "runtime/package.h"
+#include <nlohmann/json.hpp>
+
+namespace anvil {
+namespace {
+
+namespace fs = std::filesystem;
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+/// The text after the first occurrence of `head` up to the next "\n}\n" (one function).
+std::string function_after(const std::string& text, const std::string& head) {
+  const size_t at = text.find(head);
+  if (at == std::string::npos) return "";
+  const size_t end = text.find("\n}\n", at);
+  return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+TEST(CudaConvEmit, ConvolutionsCallCudnnWithTheHostPathBehind) {
+  const fs::path dir = fs::temp_directory_path() / ("anvil_cuda_conv_emit_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.cache_dir = (dir / "cache").string();
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.emit_source_dir = (dir / "src").string();
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[2, 8, 16, 16] = user_input
+    %w: f32[16, 8, 3, 3] = user_input
+    %b: f32[16] = user_input
+    %wd: f32[8, 1, 5, 5] = user_input
+    %h: bf16[1, 4, 9, 9] = user_input
+    %wh: bf16[4, 2, 3, 3] = user_input
+    %s: f16[2, 4, 20] = user_input
+    %ws: f16[6, 4, 3] = user_input
+    %u: f32[8, 16, 16] = user_input
+    %d: f64[1, 2, 8, 8] = user_input
+    %wdd: f64[2, 2, 3, 3] = user_input
+    %xw: f32[2, 8, 16, 17] = user_input
+    %xl: f32[2, 16, 16, 8] = user_input
+  }
+  %c0: f32[2, 16, 8, 8] = aten.conv2d.default(input=%x, weight=%w, bias=%b, stride=[2, 2], padding=[1, 1])
+  %r0: f32[2, 16, 8, 8] = aten.relu.default(self=%c0)
+  %c1: f32[2, 8, 16, 16] = aten.conv2d.default(input=%x, weight=%wd, padding=[4, 4], dilation=[2, 2], groups=8)
+  %c2: bf16[1, 4, 9, 9] = aten.conv2d.default(input=%h, weight=%wh, padding=[1, 1], groups=2)
+  %c3: f16[2, 6, 18] = aten.conv1d.default(input=%s, weight=%ws)
+  %c4: f32[16, 16, 16] = aten.conv2d.default(input=%u, weight=%w, padding=[1, 1])
+  %c5: f64[1, 2, 6, 6] = aten.conv2d.default(input=%d, weight=%wdd)
+  %xs: f32[2, 8, 16, 16] = aten.slice.Tensor(self=%xw, dim=3, start=1, end=17)
+  %c6: f32[2, 16, 16, 16] = aten.conv2d.default(input=%xs, weight=%w, padding=[1, 1])
+  %xp: f32[2, 8, 16, 16] = aten.permute.default(self=%xl, dims=[0, 3, 1, 2])
+  %c7: f32[2, 16, 16, 16] = aten.conv2d.default(input=%xp, weight=%w, padding=[1, 1])
+  outputs {
+    user_output %r0
+    user_output %c1
+    user_output %c2
+    user_output %c3
+    user_output %c4
+    user_output %c5
+    user_output %c6
+    user_output %c7
+  }
+})");
+  const std::string pkg = (dir / "conv.anvil").string();
+  driver::compile_graph(*g, pkg, o);  // nvcc compiles the generated source
+
+  std::ifstream mf(dir / "src" / "manifest.json");
+  ASSERT_TRUE(mf.good());
+  const auto m = nlohmann::json::parse(mf);
+  ASSERT_EQ(m.at("host_steps").size(), 1u) << m.at("host_steps").dump();
+  const auto& hs = m["host_steps"][0];
+  EXPECT_EQ(hs.at("target"), "aten.conv2d.default");
+  EXPECT_NE(hs.at("why").get<std::string>().find("f64 convolutions run on the host"), std::string::npos) << hs.dump();
+  EXPECT_EQ(m.at("cudnn_convs").size(), 7u) << m.at("cudnn_convs").dump();
+  // the host path's runtime kernels are checked at load
+  EXPECT_EQ(runtime::Package::open(pkg)->manifest().externs,
+            (std::vector<std::string>{"aten.conv1d.default", "aten.conv2d.default"}));
+
+  std::string text;
+  for (const auto& f : fs::directory_iterator(dir / "src")) {
+    if (f.path().extension() != ".cu") continue;
+    std::ifstream in(f.path());
+    text += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  EXPECT_EQ(count(text, "return anvil_conv(s, "), 7u);
+  EXPECT_EQ(count(text, "_host(const RunState& s)"), 7u) << "each keeps its host path";
+  // the relu folded into the first convolution and its bias: fused, with a kernel behind
+  EXPECT_EQ(count(text, "_epilogue(const RunState& s)"), 1u);
+  std::map<std::string, std::string> step;  // the first node of each cuDNN step -> its name
+  for (const auto& c : m["cudnn_convs"]) step[c.at("nodes")[0]] = c.at("name");
+  ASSERT_EQ(step.size(), 7u);
+  const auto fn = [&](const std::string& node) {
+    return function_after(text, "ANVIL_HIDDEN int " + step.at(node) + "(const RunState& s) {");
+  };
+  const std::string f0 = fn("c0"), f1 = fn("c1"), f2 = fn("c2"), f3 = fn("c3"), f4 = fn("c4");
+  for (const char* want : {"a.activation = ANVIL_CONV_ACT_RELU;", "a.bias = ", "a.stride_h = 2;",
+                           "a.stride_w = 2;", "a.pad_top = 1;", "a.pad_right = 1;",
+                           "a.dtype = 7;", "_epilogue, "})
+    EXPECT_NE(f0.find(want), std::string::npos) << want << " in\n" << f0;
+  for (const char* want : {"a.groups = 8;", "a.dilation_h = 2;", "a.dilation_w = 2;",
+                           "a.pad_left = 4;", "nullptr, "})
+    EXPECT_NE(f1.find(want), std::string::npos) << want << " in\n" << f1;
+  EXPECT_EQ(f1.find("a.bias"), std::string::npos);
+  for (const char* want : {"a.groups = 2;", "a.dtype = 13;"})
+    EXPECT_NE(f2.find(want), std::string::npos) << want << " in\n" << f2;
+  // 1-D: a unit height
+  for (const char* want : {"a.dtype = 6;", "a.in_h = 1;", "a.kernel_h = 1;", "a.out_h = 1;",
+                           "a.kernel_w = (3);", "a.out_w = (18);"})
+    EXPECT_NE(f3.find(want), std::string::npos) << want << " in\n" << f3;
+  // unbatched: batch 1
+  EXPECT_NE(f4.find("a.batch = 1;"), std::string::npos) << f4;
+  // views reach cuDNN as they are: a slice one element in (cuDNN refuses it at run time: the
+  // host path), and a channels-last permute (NHWC strides, which cuDNN takes)
+  const std::string f6 = fn("c6"), f7 = fn("c7");
+  for (const char* want : {"+ (1);", "a.x_stride[2] = (17);"})
+    EXPECT_NE(f6.find(want), std::string::npos) << want << " in\n" << f6;
+  for (const char* want : {"a.x_stride[1] = (1);", "a.x_stride[2] = (128);", "a.x_stride[3] = (8);"})
+    EXPECT_NE(f7.find(want), std::string::npos) << want << " in\n" << f7;
+  fs::remove_all(dir);
+}
+
+TEST(CudaConvEmit, TheBackendHasDeviceAbi5AndChecksItsArgumentsFirst) {
+  // no GPU needed: the CUDA backend library loads where the CUDA libraries are installed, and
+  // its conv rejects a missing or too small AnvilConvArgs before touching a device
+  const AnvilDeviceApi& dev = runtime::device_backend(Device::Type::kCUDA);
+  EXPECT_EQ(dev.abi_version, 5u);
+  ASSERT_NE(dev.conv, nullptr);
+  EXPECT_EQ(dev.conv(0, nullptr, nullptr), -1);
+  EXPECT_NE(std::string(dev.last_error()).find("null arguments"), std::string::npos)
+      << dev.last_error();
+  AnvilConvArgs a{};
+  a.struct_size = 16;
+  EXPECT_EQ(dev.conv(0, nullptr, &a), -1);
+  EXPECT_NE(std::string(dev.last_error()).find("AnvilConvArgs of 16 bytes"), std::string::npos)
+      << dev.last_error();
+}
+
+}  // namespace
+}  // namespace anvil

@@ -1,0 +1,346 @@
+// Convolutions on the GPU through cuDNN (AnvilDeviceApi::conv, device ABI 5): the backend entry
+// point against a host reference computed in double over a sweep of configurations (kernel 1 /
+// 3 / 5 / 7, stride 1 / 2, dilation 1 / 2, padding, groups 1 / depthwise / other, bias, relu,
+// batch 1 / 2, NCHW and channels-last memory, float32 / bfloat16 / float16); the generated
+// convolution steps in each mode (fused, unfused with their own bias / relu kernel, the host
+// path) against the reference interpreter, plainly and in CUDA graphs; and the small CNN
+// fixture compiled for CUDA with no convolution host step, against PyTorch. Label gpu: skips
+// without a GPU (ANVIL_REQUIRE_GPU=1: fails).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "anvil/anvil_device.h"
+#include "codegen/harness.h"
+#include "common/check.h"
+#include "driver/compile.h"
+#include "gpu/gpu_test_util.h"
+#include "interp/interpreter.h"
+#include "ir/parser.h"
+#include "runtime/device_backend.h"
+#include "runtime/model.h"
+#include "runtime/package.h"
+#include <nlohmann/json.hpp>
+
+namespace anvil {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// Sets an environment variable for one scope.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
+  ~ScopedEnv() { ::unsetenv(name.c_str()); }
+};
+
+struct ConvCase {
+  const char* name;
+  DType dtype;
+  int64_t n, c, h, w, k, kh, kw, groups, stride, pad, dilation;
+  bool bias, relu, channels_last, tf32;
+};
+
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
+/// y [n, k, oh, ow] (contiguous NCHW) in double from NCHW x and KCRS w.
+std::vector<double> reference(const ConvCase& p, const std::vector<double>& x,
+                              const std::vector<double>& w, const std::vector<double>& b) {
+  const int64_t oh = out_size(p.h, p.kh, p.stride, p.pad, p.dilation);
+  const int64_t ow = out_size(p.w, p.kw, p.stride, p.pad, p.dilation);
+  const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
+  std::vector<double> y(static_cast<size_t>(p.n * p.k * oh * ow));
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t k = 0; k < p.k; ++k) {
+      const int64_t g = k / kg;
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double acc = p.bias ? b[static_cast<size_t>(k)] : 0.0;
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t r = 0; r < p.kh; ++r)
+              for (int64_t s = 0; s < p.kw; ++s) {
+                const int64_t hi = i * p.stride - p.pad + r * p.dilation;
+                const int64_t wi = j * p.stride - p.pad + s * p.dilation;
+                if (hi < 0 || hi >= p.h || wi < 0 || wi >= p.w) continue;
+                acc += x[static_cast<size_t>(((n * p.c + g * cg + c) * p.h + hi) * p.w + wi)] *
+                       w[static_cast<size_t>(((k * cg + c) * p.kh + r) * p.kw + s)];
+              }
+          if (p.relu) acc = std::max(acc, 0.0);
+          y[static_cast<size_t>(((n * p.k + k) * oh + i) * ow + j)] = acc;
+        }
+    }
+  return y;
+}
+
+/// Strides of logical NCHW dims (d0, d1, d2, d3) for memory in NCHW or NHWC order.
+void strides_of(int64_t* s, int64_t d1, int64_t d2, int64_t d3, bool channels_last) {
+  if (channels_last) {
+    s[0] = d1 * d2 * d3, s[1] = 1, s[2] = d3 * d1, s[3] = d1;
+  } else {
+    s[0] = d1 * d2 * d3, s[1] = d2 * d3, s[2] = d3, s[3] = 1;
+  }
+}
+
+class CudaConv : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(CudaConv, CudnnMatchesAHostReference) {
+  ANVIL_REQUIRE_GPU();
+  const ConvCase& p = GetParam();
+  const AnvilDeviceApi& dev = runtime::device_backend(Device::Type::kCUDA);
+  ASSERT_GE(dev.abi_version, 5u);
+  const Device gpu = Device::cuda(0);
+  const int64_t oh = out_size(p.h, p.kh, p.stride, p.pad, p.dilation);
+  const int64_t ow = out_size(p.w, p.kw, p.stride, p.pad, p.dilation);
+  const int64_t cg = p.c / p.groups;
+  // host tensors in memory order; the reference reads their NCHW / KCRS views
+  const Shape xs = p.channels_last ? Shape{p.n, p.h, p.w, p.c} : Shape{p.n, p.c, p.h, p.w};
+  const Shape ws = p.channels_last ? Shape{p.k, p.kh, p.kw, cg} : Shape{p.k, cg, p.kh, p.kw};
+  const Tensor x = testing::random_tensor(xs, p.dtype, 21);
+  const Tensor w = testing::random_tensor(ws, p.dtype, 22);
+  const Tensor b = testing::random_tensor({p.k}, p.dtype, 23);
+  const auto nchw = [&](const Tensor& t) {
+    return (p.channels_last ? t.permute({0, 3, 1, 2}).contiguous() : t).to_doubles();
+  };
+  const Tensor dx = x.to(gpu), dw = w.to(gpu), db = b.to(gpu);
+  const Shape ys = p.channels_last ? Shape{p.n, oh, ow, p.k} : Shape{p.n, p.k, oh, ow};
+  const Tensor dy = Tensor::zeros(ys, p.dtype).to(gpu);
+
+  AnvilConvArgs a{};
+  a.struct_size = sizeof a;
+  a.dtype = static_cast<int32_t>(p.dtype);
+  a.batch = p.n, a.in_channels = p.c, a.in_h = p.h, a.in_w = p.w;
+  a.out_channels = p.k, a.kernel_h = p.kh, a.kernel_w = p.kw, a.out_h = oh, a.out_w = ow;
+  a.groups = p.groups;
+  a.stride_h = a.stride_w = p.stride;
+  a.pad_top = a.pad_left = a.pad_bottom = a.pad_right = p.pad;
+  a.dilation_h = a.dilation_w = p.dilation;
+  a.x = dx.data_ptr(), a.w = dw.data_ptr(), a.y = dy.data_ptr();
+  strides_of(a.x_stride, p.c, p.h, p.w, p.channels_last);
+  strides_of(a.w_stride, cg, p.kh, p.kw, p.channels_last);
+  strides_of(a.y_stride, p.k, oh, ow, p.channels_last);
+  a.bias = p.bias ? db.data_ptr() : nullptr;
+  a.activation = p.relu ? ANVIL_CONV_ACT_RELU : ANVIL_CONV_ACT_NONE;
+  a.allow_tf32 = p.tf32 ? 1 : 0;
+  void* stream = dev.stream_create(0);
+  ASSERT_NE(stream, nullptr) << dev.last_error();
+  int rc = dev.conv(0, stream, &a);
+  ConvCase want_case = p;
+  if (rc == ANVIL_CONV_NOT_FUSED) {  // allowed: then the plain convolution must run
+    std::printf("%s: not fused: %s\n", p.name, dev.last_error());
+    a.bias = nullptr, a.activation = ANVIL_CONV_ACT_NONE;
+    want_case.bias = want_case.relu = false;
+    rc = dev.conv(0, stream, &a);
+  }
+  ASSERT_EQ(rc, 0) << p.name << ": " << dev.last_error();
+  ASSERT_EQ(dev.stream_synchronize(0, stream), 0) << dev.last_error();
+  // a second call takes the cached plan
+  ASSERT_EQ(dev.conv(0, stream, &a), 0) << dev.last_error();
+  ASSERT_EQ(dev.stream_synchronize(0, stream), 0) << dev.last_error();
+  dev.stream_destroy(0, stream);
+
+  const std::vector<double> want = reference(want_case, nchw(x), nchw(w), b.to_doubles());
+  const std::vector<double> got = nchw(dy.to(Device::cpu()));
+  const double tol =
+      p.dtype == DType::kFloat32 ? (p.tf32 ? 5e-3 : 1e-4) : ::anvil::test::tolerance_of(p.dtype);
+  EXPECT_LE(::anvil::test::rel_error(got, want), tol) << p.name;
+}
+
+constexpr DType kF32 = DType::kFloat32, kBF16 = DType::kBFloat16, kF16 = DType::kFloat16;
+
+// name, dtype, n, c, h, w, k, kh, kw, groups, stride, pad, dilation, bias, relu, NHWC, tf32
+INSTANTIATE_TEST_SUITE_P(
+    Sweep, CudaConv,
+    ::testing::Values(
+        ConvCase{"f32_k3_s1_bias", kF32, 2, 16, 20, 20, 32, 3, 3, 1, 1, 1, 1, true, false, false, false},
+        ConvCase{"f32_k1_pointwise", kF32, 1, 32, 14, 14, 64, 1, 1, 1, 1, 0, 1, false, false, false, false},
+        ConvCase{"f32_k7_s2_stem_relu", kF32, 2, 3, 64, 64, 16, 7, 7, 1, 2, 3, 1, true, true, false, false},
+        ConvCase{"f32_k5_dilated", kF32, 1, 8, 24, 24, 8, 5, 5, 1, 1, 4, 2, false, false, false, false},
+        ConvCase{"f32_depthwise_k3_s2", kF32, 2, 32, 17, 17, 32, 3, 3, 32, 2, 1, 1, true, false, false, false},
+        ConvCase{"f32_groups4", kF32, 1, 16, 12, 12, 32, 3, 3, 4, 1, 1, 1, true, true, false, false},
+        ConvCase{"f32_nhwc_k3", kF32, 2, 16, 18, 18, 32, 3, 3, 1, 1, 1, 1, true, false, true, false},
+        ConvCase{"f32_tf32_k3", kF32, 2, 64, 16, 16, 64, 3, 3, 1, 1, 1, 1, true, true, false, true},
+        ConvCase{"bf16_k3_bias_relu", kBF16, 2, 32, 16, 16, 64, 3, 3, 1, 1, 1, 1, true, true, false, false},
+        ConvCase{"bf16_nhwc_k1_s2", kBF16, 1, 64, 28, 28, 128, 1, 1, 1, 2, 0, 1, false, false, true, false},
+        ConvCase{"bf16_depthwise_k7", kBF16, 1, 96, 14, 14, 96, 7, 7, 96, 1, 3, 1, true, false, true, false},
+        ConvCase{"bf16_dilated_s2", kBF16, 2, 16, 21, 21, 16, 3, 3, 1, 2, 2, 2, false, true, false, false},
+        ConvCase{"f16_k5_groups2", kF16, 2, 8, 15, 15, 16, 5, 5, 2, 1, 2, 1, true, false, false, false},
+        ConvCase{"f16_nhwc_k3_relu", kF16, 1, 32, 10, 10, 32, 3, 3, 1, 1, 1, 1, true, true, true, false},
+        ConvCase{"f16_depthwise_s2", kF16, 2, 24, 9, 9, 24, 3, 3, 24, 2, 0, 1, false, false, false, false},
+        ConvCase{"f16_k7_d2", kF16, 1, 4, 30, 30, 8, 7, 7, 1, 1, 6, 2, true, false, false, false}),
+    [](const ::testing::TestParamInfo<ConvCase>& i) { return std::string(i.param.name); });
+
+TEST(CudaConvBackend, RefusesWhatItDoesNotTakeWithoutQueueingWork) {
+  ANVIL_REQUIRE_GPU();
+  const AnvilDeviceApi& dev = runtime::device_backend(Device::Type::kCUDA);
+  AnvilConvArgs a{};
+  a.struct_size = sizeof a;
+  a.dtype = static_cast<int32_t>(DType::kFloat64);
+  a.batch = 1, a.in_channels = 4, a.in_h = a.in_w = 8, a.out_channels = 4;
+  a.kernel_h = a.kernel_w = 3, a.out_h = a.out_w = 6, a.groups = 1;
+  a.stride_h = a.stride_w = a.dilation_h = a.dilation_w = 1;
+  EXPECT_EQ(dev.conv(0, nullptr, &a), ANVIL_DEVICE_UNSUPPORTED);
+  EXPECT_NE(std::string(dev.last_error()).find("float32, bfloat16, float16"), std::string::npos)
+      << dev.last_error();
+  a.dtype = static_cast<int32_t>(DType::kFloat32);
+  a.groups = 3;
+  EXPECT_EQ(dev.conv(0, nullptr, &a), ANVIL_DEVICE_UNSUPPORTED);
+  EXPECT_NE(std::string(dev.last_error()).find("groups do not divide"), std::string::npos)
+      << dev.last_error();
+  a.struct_size = 8;
+  EXPECT_EQ(dev.conv(0, nullptr, &a), -1);
+  EXPECT_NE(std::string(dev.last_error()).find("AnvilConvArgs of 8 bytes"), std::string::npos)
+      << dev.last_error();
+  EXPECT_EQ(dev.conv(0, nullptr, nullptr), -1);
+}
+
+std::vector<Tensor> random_inputs(const ir::Graph& g, uint64_t seed) {
+  std::vector<Tensor> ins;
+  for (const auto& spec : g.input_specs()) {
+    Shape sizes;
+    for (const auto& s : spec.value->type.sizes) sizes.push_back(s.constant());
+    ins.push_back(testing::random_tensor(sizes, spec.value->type.dtype, seed++));
+  }
+  return ins;
+}
+
+TEST(CudaConvSteps, EachPathMatchesTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // a relu folded into a biased strided convolution, a dilated depthwise one, a grouped bf16
+  // one, a 1-D fp16 one, an unbatched one, and a convolution reading a channels-last view
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[2, 8, 16, 16] = user_input
+    %w: f32[16, 8, 3, 3] = user_input
+    %b: f32[16] = user_input
+    %wd: f32[8, 1, 5, 5] = user_input
+    %h: bf16[1, 4, 9, 9] = user_input
+    %wh: bf16[4, 2, 3, 3] = user_input
+    %s: f16[2, 4, 20] = user_input
+    %ws: f16[6, 4, 3] = user_input
+    %u: f32[8, 16, 16] = user_input
+    %xl: f32[2, 16, 16, 8] = user_input
+  }
+  %c0: f32[2, 16, 8, 8] = aten.conv2d.default(input=%x, weight=%w, bias=%b, stride=[2, 2], padding=[1, 1])
+  %r0: f32[2, 16, 8, 8] = aten.relu.default(self=%c0)
+  %c1: f32[2, 8, 16, 16] = aten.conv2d.default(input=%x, weight=%wd, padding=[4, 4], dilation=[2, 2], groups=8)
+  %c2: bf16[1, 4, 9, 9] = aten.conv2d.default(input=%h, weight=%wh, padding=[1, 1], groups=2)
+  %c3: f16[2, 6, 18] = aten.conv1d.default(input=%s, weight=%ws)
+  %c4: f32[16, 16, 16] = aten.conv2d.default(input=%u, weight=%w, bias=%b, padding=[1, 1])
+  %xp: f32[2, 8, 16, 16] = aten.permute.default(self=%xl, dims=[0, 3, 1, 2])
+  %c5: f32[2, 16, 16, 16] = aten.conv2d.default(input=%xp, weight=%w, padding=[1, 1])
+  outputs {
+    user_output %r0
+    user_output %c1
+    user_output %c2
+    user_output %c3
+    user_output %c4
+    user_output %c5
+  }
+})");
+  const fs::path dir = gpu_test::out_dir();
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.cache_dir = (dir / "cache").string();
+  const std::string pkg = (dir / "conv_steps.anvil").string();
+  driver::compile_graph(*g, pkg, o);
+  const auto j = nlohmann::json::parse(runtime::Package::open(pkg)->manifest().json);
+  EXPECT_TRUE(j.at("host_steps").empty()) << j.at("host_steps").dump();
+  const std::vector<Tensor> ins = random_inputs(*g, 60);
+  interp::Interpreter ref(*g);
+  const auto want = ref.run(ins);
+  std::vector<Tensor> dev;
+  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  for (const char* mode : {"auto", "unfused", "host"}) {
+    ScopedEnv env("ANVIL_CUDA_CONV", mode);
+    for (const char* tf32 : {"0", "1"}) {
+      ScopedEnv tf("ANVIL_CUDA_CONV_TF32", tf32);
+      runtime::ModelOptions mo;
+      mo.device = Device::cuda(0);
+      const runtime::Model m = runtime::Model::load(pkg, mo);
+      EXPECT_TRUE(m.uses_cuda_graphs()) << "no host step: captured from the second run";
+      for (int run = 0; run < 3; ++run) {  // plain, captured (not with the host path), replayed
+        const auto got = m.run(dev);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          const DType t = want[i].dtype();
+          const double tol = t == DType::kFloat32 ? (tf32[0] == '1' ? 5e-3 : 1e-4)
+                                                  : ::anvil::test::tolerance_of(t);
+          EXPECT_LE(testing::rel_error(got[i].to(Device::cpu()), want[i]), tol)
+              << mode << " tf32=" << tf32 << " run " << run << " output " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaConvSteps, AViewCudnnRefusesRunsTheHostPath) {
+  ANVIL_REQUIRE_GPU();
+  // the input one element into its buffer: where the view reaches the step, cuDNN refuses the
+  // unaligned pointer at run time, the host path runs, and the capture of the second run fails
+  // (the host path cannot be captured), so the package runs plainly, with the same values
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %xw: f32[2, 8, 16, 17] = user_input
+    %w: f32[16, 8, 3, 3] = user_input
+    %b: f32[16] = user_input
+  }
+  %xs: f32[2, 8, 16, 16] = aten.slice.Tensor(self=%xw, dim=3, start=1, end=17)
+  %c: f32[2, 16, 16, 16] = aten.conv2d.default(input=%xs, weight=%w, bias=%b, padding=[1, 1])
+  %r: f32[2, 16, 16, 16] = aten.relu.default(self=%c)
+  outputs {
+    user_output %r
+  }
+})");
+  const fs::path dir = gpu_test::out_dir();
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.cache_dir = (dir / "cache").string();
+  const std::string pkg = (dir / "conv_unaligned.anvil").string();
+  driver::compile_graph(*g, pkg, o);
+  const std::vector<Tensor> ins = random_inputs(*g, 80);
+  interp::Interpreter ref(*g);
+  const auto want = ref.run(ins);
+  std::vector<Tensor> dev;
+  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  ScopedEnv tf("ANVIL_CUDA_CONV_TF32", "0");
+  runtime::ModelOptions mo;
+  mo.device = Device::cuda(0);
+  const runtime::Model m = runtime::Model::load(pkg, mo);
+  for (int run = 0; run < 4; ++run) {
+    const auto got = m.run(dev);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_LE(testing::rel_error(got[0].to(Device::cpu()), want[0]), 1e-4) << "run " << run;
+  }
+}
+
+TEST(CudaConvModels, SmallCnnHasNoConvolutionHostStepsAndMatchesPyTorch) {
+  ANVIL_REQUIRE_GPU();
+  const std::string pkg = gpu_test::compile_cuda(gpu_test::fixture("small_cnn.pt2"));
+  const auto j = nlohmann::json::parse(runtime::Package::open(pkg)->manifest().json);
+  for (const auto& h : j.at("host_steps"))
+    EXPECT_EQ(h.at("target").get<std::string>().find("conv"), std::string::npos) << h.dump();
+  EXPECT_EQ(j.at("cudnn_convs").size(), 2u) << j.at("cudnn_convs").dump();
+  const Tensor in = read_npy(gpu_test::fixture("small_cnn.in0.npy"));
+  const Tensor want = read_npy(gpu_test::fixture("small_cnn.out0.npy"));
+  for (const char* tf32 : {"0", "1"}) {  // PyTorch's reference is its CPU float32
+    ScopedEnv tf("ANVIL_CUDA_CONV_TF32", tf32);
+    runtime::ModelOptions mo;
+    mo.device = Device::cuda(0);
+    const runtime::Model m = runtime::Model::load(pkg, mo);
+    for (int run = 0; run < 3; ++run) {
+      const auto got = m.run({in.to(Device::cuda(0))});
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_LE(testing::rel_error(got[0].to(Device::cpu()), want), tf32[0] == '1' ? 5e-3 : 1e-4)
+          << "tf32=" << tf32 << " run " << run;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace anvil
