@@ -87,7 +87,18 @@ void open_library(std::string_view bytes, const std::string& where, Library& lib
 
 Library::~Library() {
   if (handle) ::dlclose(handle);
-  if (fd >= 0) ::close(fd);
+  if (fd >= 0) {
+    // dlclose may leave the library loaded (glibc never unloads one with STB_GNU_UNIQUE
+    // symbols, e.g. C++17 inline statics of a default-visibility template library). Its path,
+    // "/proc/self/fd/N", must then never name another model: dlopen would return this one's
+    // code for it. So the descriptor stays open (one fd per such model) while it is loaded.
+    const std::string path = "/proc/self/fd/" + std::to_string(fd);
+    if (void* still = ::dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+      ::dlclose(still);
+      return;
+    }
+    ::close(fd);
+  }
 }
 
 Model::Impl::~Impl() {

@@ -75,9 +75,9 @@ TEST(CutlassCandidates, Bf16EnumerationIsDeterministicUniqueAndComplete) {
   for (const auto& g : a) {
     EXPECT_EQ(g.backend, GemmBackend::kCutlass);
     EXPECT_EQ(g.entry, "anvil_" + g.name);
-    EXPECT_NE(g.source.find("extern \"C\" int " + g.entry + "(const AnvilGemmCall* call"),
+    EXPECT_NE(g.source.find("extern \"C\" __attribute__((visibility(\"default\"))) int " + g.entry + "(const AnvilGemmCall* call"),
               std::string::npos);
-    EXPECT_NE(g.source.find("extern \"C\" size_t " + g.entry + "_workspace("), std::string::npos);
+    EXPECT_NE(g.source.find("extern \"C\" __attribute__((visibility(\"default\"))) size_t " + g.entry + "_workspace("), std::string::npos);
     EXPECT_FALSE(g.fuses_bias);
     EXPECT_FALSE(g.fuses_activation);
     // Cooperative tiles split M over two warp groups; ping-pong holds at most 128x128.

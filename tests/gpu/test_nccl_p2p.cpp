@@ -135,8 +135,9 @@ DIST_WORKER(nccl_p2p_caller_stream) {
   api.stream_destroy(r, s);
 }
 
-// A send whose peer never posts the receive: rank 0's 64 MiB send (2 s timeout) fails naming the
-// op and rank 1, and the group is unusable; rank 1 waits for rank 0's verdict, then leaves.
+// A receive whose peer never sends: rank 0's 64 MiB recv (2 s timeout) fails naming the op and
+// rank 1, and the group is unusable; rank 1 waits for rank 0's verdict, then leaves. (A send with
+// no receiver is no test of it: on 2 x H200 NCCL completed a 64 MiB send that nobody received.)
 DIST_WORKER(nccl_p2p_timeout) {
   ProcessGroup& pg = *ctx.pg;
   const int r = ctx.rank, peer = 1 - r;
@@ -148,10 +149,11 @@ DIST_WORKER(nccl_p2p_timeout) {
   ASSERT_EQ(mismatches(got, base_of(peer, 0)), 0);
   const std::string marker = ctx.outdir + "/nccl_p2p_timeout_seen";
   if (r == 0) {
-    Tensor big = on_gpu(pattern(kBig, 0), pg);
+    // A receive with no matching send (a send alone may complete: NCCL can buffer it).
+    Tensor big = on_gpu(Tensor::zeros({kBig}, DType::kInt32), pg);
     const auto start = std::chrono::steady_clock::now();
-    auto w = pg.send(big, 1, 0, OpOptions{milliseconds(2000)});
-    EXPECT_TRUE(throws_error([&] { w->wait(); }, {"nccl send #3 on group '0' (rank 0 of 2)",
+    auto w = pg.recv(big, 1, 0, OpOptions{milliseconds(2000)});
+    EXPECT_TRUE(throws_error([&] { w->wait(); }, {"nccl recv #3 on group '0' (rank 0 of 2)",
                                                   "timed out", "rank 1 (world rank 1)"}));
     const auto took =
         std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start).count();

@@ -57,6 +57,35 @@ struct ConvGeom {
   int64_t pad_begin[2] = {0, 0}, pad_end[2] = {0, 0};
 };
 
+/// Whether weight view `w` ([K, C, (R,) S], constant sizes and strides) is dense in KCRS order
+/// or in KRSC (channels-last) order; dims of size 1 may have any stride. A weight that is a
+/// permuted view (convolution_backward's grad_weight convolution has one) is neither: cuDNN's
+/// engines read filters in those two layouts, and gave wrong values for other strides.
+bool dense_filter(const TensorView& w) {
+  const size_t r = w.sizes.size();
+  std::vector<int64_t> size(r), stride(r);
+  for (size_t i = 0; i < r; ++i) {
+    if (!w.sizes[i].is_constant() || !w.strides[i].is_constant()) return false;
+    size[i] = w.sizes[i].constant();
+    stride[i] = w.strides[i].constant();
+  }
+  auto dense_in = [&](const std::vector<size_t>& order) {  // innermost last
+    int64_t expect = 1;
+    for (size_t j = order.size(); j-- > 0;) {
+      const size_t d = order[j];
+      if (size[d] != 1 && stride[d] != expect) return false;
+      expect *= size[d];
+    }
+    return true;
+  };
+  std::vector<size_t> kcrs(r), krsc;
+  for (size_t i = 0; i < r; ++i) kcrs[i] = i;
+  krsc.push_back(0);
+  for (size_t i = 2; i < r; ++i) krsc.push_back(i);
+  krsc.push_back(1);
+  return dense_in(kcrs) || dense_in(krsc);
+}
+
 /// Why `e` does not go to cuDNN (it stays a host step), or "" with `g` filled.
 std::string read_geometry(const ExternStep& e, ConvGeom& g) {
   if (std::getenv("ANVIL_CUDA_NO_CUDNN_CONV") != nullptr)
@@ -83,6 +112,8 @@ std::string read_geometry(const ExternStep& e, ConvGeom& g) {
            " convolutions run on the host (cuDNN is used for float32, bfloat16 and float16)";
   if (g.w->dtype != t || g.y->dtype != t || (g.bias && g.bias->dtype != t))
     return "input, weight, bias and output dtypes differ";
+  if (!dense_filter(*g.w))
+    return "a weight laid out neither as KCRS nor as KRSC (the filter layouts cuDNN reads)";
   if (g.bias && g.bias->sizes.size() != 1) return "a bias that is not 1-D";
   if (g.bias && !(g.bias->strides[0].is_constant() && g.bias->strides[0].constant() == 1) &&
       !(g.bias->sizes[0].is_constant() && g.bias->sizes[0].constant() == 1))

@@ -236,9 +236,12 @@ std::optional<CutlassHeaders> find_cutlass_headers(std::string* why) {
 }
 
 std::vector<std::string> cutlass_nvcc_flags(const CutlassHeaders& h) {
+  // Hidden by default (the entries say otherwise): CUTLASS's templates then export nothing, and a
+  // package holding them can be unloaded (default-visibility inline statics are STB_GNU_UNIQUE,
+  // which glibc never unloads).
   return {"-std=c++17", "-arch=sm_90a", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
-          "-Xcompiler", "-fPIC", "-cudart", "shared", "-w", "-isystem", h.include, "-isystem",
-          h.util_include};
+          "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", "-cudart", "shared", "-w",
+          "-isystem", h.include, "-isystem", h.util_include};
 }
 
 ToolchainOptions cutlass_toolchain_options(const CutlassHeaders& h) {

@@ -200,11 +200,12 @@ int make_arguments(const AnvilGemmCall* call, Arguments* args) {
 }  // namespace
 
 )";
-  o << "extern \"C\" size_t " << entry << "_workspace(const AnvilGemmCall* call) {\n"
+  o << "extern \"C\" __attribute__((visibility(\"default\"))) size_t " << entry
+    << "_workspace(const AnvilGemmCall* call) {\n"
     << "  Arguments args;\n"
     << "  if (make_arguments(call, &args) != 0) return 0;\n"
     << "  return Gemm::get_workspace_size(args);\n}\n\n";
-  o << "extern \"C\" int " << entry
+  o << "extern \"C\" __attribute__((visibility(\"default\"))) int " << entry
     << "(const AnvilGemmCall* call, void* workspace, size_t workspace_bytes, void* stream) {\n"
     << R"(  Arguments args;
   if (int rc = make_arguments(call, &args)) return rc;
