@@ -11,10 +11,12 @@
 // is kept in the run's PackedWeightCache keyed by the weight's address and layout.
 //
 // Primitives (convolution and reorders) are cached per problem, process-wide, behind a mutex.
-// Threading as gemm_onednn.h's: a batch of at least as many images as the pool has threads is
-// split into image chunks over anvil's pool, each chunk one oneDNN call with OpenMP held to one
-// thread; a smaller batch is one call on the calling thread with OpenMP's team sized to the
-// pool (the pool idles meanwhile); inside a parallel region, one thread.
+// Threading as gemm_onednn.h's default: the work is split over anvil's pool and each piece is
+// one oneDNN call with OpenMP held to one thread (oneDNN never starts a thread). A batch of at
+// least as many images as the pool has threads is split into single images, a smaller one into
+// bands of output rows (each band's call reads its input rows and is padded only where the
+// image is). An OpenMP team sized to the pool measured far slower on this shared 2-core
+// machine (docs/performance.md). Inside a parallel region: one call on the calling thread.
 #include <cstdlib>
 #include <string>
 
@@ -111,21 +113,22 @@ class OmpThreads {
 dt dnnl_type(DType d) { return d == DType::kBFloat16 ? dt::bf16 : dt::f32; }
 
 /// The problem of `n` images: geometry, source / destination strides, dtype, bias, threads.
+/// One oneDNN call: `n` images, input rows [.., + h) with padding pad_top / pad_bottom giving
+/// `oh` output rows (a band of the geometry's rows, or all of them), the user layouts' strides.
 struct Problem {
   const ConvGeom* g;
-  int64_t n;
+  int64_t n, h, oh, pad_top, pad_bottom;
   Dims src_strides;  // [N, C, H, W] strides of the user's source
   DType dtype;
   bool bias;
-  int threads;
 };
 
 Key key_of(const Problem& p) {
   const ConvGeom& g = *p.g;
-  Key k{p.n,  g.c,        g.h,      g.w,         g.o,         g.groups,     g.kh,
-        g.kw, g.sh,       g.sw,     g.dh,        g.dw,        g.pad_top,    g.pad_left,
-        g.pad_bottom,     g.pad_right, g.relu,   p.bias,      static_cast<int64_t>(p.dtype),
-        p.threads};
+  Key k{p.n,  g.c,  p.h,  g.w,         g.o,          g.groups,  g.kh,   g.kw,
+        g.sh, g.sw, g.dh, g.dw,        p.pad_top,    g.pad_left, p.pad_bottom,
+        g.pad_right,      p.oh,        g.oh,         g.ow,      g.relu, p.bias,
+        static_cast<int64_t>(p.dtype)};
   k.insert(k.end(), p.src_strides.begin(), p.src_strides.end());
   return k;
 }
@@ -143,18 +146,19 @@ Prim create(const Problem& p) {
   const ConvGeom& g = *p.g;
   const dt type = dnnl_type(p.dtype);
   Prim r;
-  r.src_user = Md({p.n, g.c, g.h, g.w}, type, p.src_strides);
+  r.src_user = Md({p.n, g.c, p.h, g.w}, type, p.src_strides);
   r.wei_user = Md(weight_dims(g), type,
                   g.groups > 1 ? dnnl::memory::format_tag::goihw : dnnl::memory::format_tag::oihw);
-  r.dst_user = Md({p.n, g.o, g.oh, g.ow}, type, dnnl::memory::format_tag::nchw);
-  const Md src_any({p.n, g.c, g.h, g.w}, type, dnnl::memory::format_tag::any);
+  // The band's rows of the whole NCHW output.
+  r.dst_user = Md({p.n, g.o, p.oh, g.ow}, type, Dims{g.o * g.oh * g.ow, g.oh * g.ow, g.ow, 1});
+  const Md src_any({p.n, g.c, p.h, g.w}, type, dnnl::memory::format_tag::any);
   const Md wei_any(weight_dims(g), type, dnnl::memory::format_tag::any);
-  const Md dst_any({p.n, g.o, g.oh, g.ow}, type, dnnl::memory::format_tag::any);
+  const Md dst_any({p.n, g.o, p.oh, g.ow}, type, dnnl::memory::format_tag::any);
   const Md bias_md = p.bias ? Md({g.o}, type, dnnl::memory::format_tag::x) : Md();
   const dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any, wei_any,
-      bias_md, dst_any, {g.sh, g.sw}, {g.dh - 1, g.dw - 1}, {g.pad_top, g.pad_left},
-      {g.pad_bottom, g.pad_right});
+      bias_md, dst_any, {g.sh, g.sw}, {g.dh - 1, g.dw - 1}, {p.pad_top, g.pad_left},
+      {p.pad_bottom, g.pad_right});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (g.relu) {
@@ -162,7 +166,7 @@ Prim create(const Problem& p) {
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     attr.set_post_ops(ops);
   }
-  OmpThreads omp(p.threads);  // oneDNN plans its work for the threads it sees at creation
+  OmpThreads omp(1);  // oneDNN plans its work for the threads it sees at creation
   const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
   r.impl = pd.impl_info_str();
   r.fast = r.impl.rfind("ref", 0) != 0;
@@ -246,11 +250,10 @@ const void* prepared_weights(const Prim& p, const void* w, PackedWeightCache* co
   return hold.get();
 }
 
-/// One oneDNN call over `p.n` images: source reorder, convolution, destination reorder, on the
-/// calling thread with p.threads OpenMP threads.
-void run_images(const Prim& p, int threads, const void* x, const void* w, const void* bias,
-                void* out) {
-  OmpThreads omp(threads);
+/// One oneDNN call: source reorder, convolution, destination reorder, on the calling thread
+/// (OpenMP held to one thread).
+void run_call(const Prim& p, const void* x, const void* w, const void* bias, void* out) {
+  OmpThreads omp(1);
   dnnl::stream& s = thread_stream();
   dnnl::memory src(p.src_user, engine(), const_cast<void*>(x));
   if (p.src_reorder) {
@@ -321,46 +324,79 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
   if (!weight.is_contiguous()) constants = nullptr;  // the copy's address is not the constant's
   std::optional<Tensor> b;
   if (bias) b = bias->is_contiguous() ? *bias : bias->contiguous();
-  const int pool_threads = available_threads();
-  // Image chunks over the pool when the batch feeds every thread, else one OpenMP team.
-  const bool chunks = pool_threads > 1 && g.n >= pool_threads;
-  const int64_t per = chunks ? (g.n + pool_threads - 1) / pool_threads : g.n;
-  const int omp = chunks ? 1 : pool_threads;
-  std::shared_ptr<const Prim> p, tail;
-  const int64_t rest = chunks ? g.n % per : 0;
+  // Work items over the pool: one call per image when the batch feeds every thread (an image's
+  // reordered source and destination stay in cache: batched calls measured up to 2x slower on
+  // 1x1 layers), else bands of output rows (all images; each band reads its input rows,
+  // padded only at the image's edges).
+  const int threads = available_threads();
+  const bool by_image = threads <= 1 || g.n >= threads;
+  const int64_t items = by_image ? g.n : std::min<int64_t>(threads, g.oh);
+  const int64_t total = by_image ? g.n : g.oh;
+  const int64_t per = (total + items - 1) / items;
+  struct Item {
+    std::shared_ptr<const Prim> prim;
+    const void* w = nullptr;
+    int64_t x_offset = 0, out_offset = 0;  // elements
+  };
+  std::vector<Item> work;
+  const int64_t ekh = g.dh * (g.kh - 1) + 1;
   try {  // a problem oneDNN has no primitive for stays on the other paths
-    p = primitive(Problem{&g, per, strides, x.dtype(), b.has_value(), omp});
-    if (rest) tail = primitive(Problem{&g, rest, strides, x.dtype(), b.has_value(), 1});
+    for (int64_t i0 = 0; i0 < total; i0 += per) {
+      const int64_t i1 = std::min(total, i0 + per);
+      Problem pr{&g, g.n, g.h, g.oh, g.pad_top, g.pad_bottom, strides, x.dtype(), b.has_value()};
+      Item it;
+      if (by_image) {
+        pr.n = i1 - i0;
+        it.x_offset = i0 * strides[0];
+        it.out_offset = i0 * g.o * g.oh * g.ow;
+      } else {
+        const int64_t lo = i0 * g.sh - g.pad_top, hi = (i1 - 1) * g.sh - g.pad_top + ekh;
+        const int64_t in_lo = std::max<int64_t>(lo, 0), in_hi = std::min(hi, g.h);
+        if (in_hi <= in_lo) {  // a band of padding only: one call for everything
+          work.clear();
+          pr = Problem{&g, g.n, g.h, g.oh, g.pad_top, g.pad_bottom, strides, x.dtype(), b.has_value()};
+          work.push_back(Item{primitive(pr), nullptr, 0, 0});
+          break;
+        }
+        pr.h = in_hi - in_lo;
+        pr.oh = i1 - i0;
+        pr.pad_top = in_lo - lo;
+        pr.pad_bottom = hi - in_hi;
+        it.x_offset = in_lo * strides[2];
+        it.out_offset = i0 * g.ow;
+      }
+      it.prim = primitive(pr);
+      work.push_back(it);
+    }
   } catch (const dnnl::error&) {
     return false;
   }
-  if (!p->fast || (tail && !tail->fast)) return false;
+  for (const Item& it : work)
+    if (!it.prim->fast) return false;
   try {
-    std::shared_ptr<const void> hold;
-    const void* wp = prepared_weights(*p, w.data_ptr(), constants, hold);
+    std::vector<std::shared_ptr<const void>> holds(work.size());
+    for (size_t i = 0; i < work.size(); ++i) {  // weights per distinct layout, before the split
+      for (size_t j = 0; j < i && !work[i].w; ++j)
+        if (work[j].prim->wei == work[i].prim->wei) work[i].w = work[j].w;
+      if (!work[i].w) work[i].w = prepared_weights(*work[i].prim, w.data_ptr(), constants, holds[i]);
+    }
     const void* bp = b ? b->data_ptr() : nullptr;
-    const size_t es = dtype_size(x.dtype());
+    const int64_t es = static_cast<int64_t>(dtype_size(x.dtype()));
     const auto* xb = static_cast<const char*>(xs.data_ptr());
     auto* ob = static_cast<char*>(out.data_ptr());
-    const int64_t out_image = g.o * g.oh * g.ow;
     ++g_runs;
-    if (!chunks) {
-      run_images(*p, omp, xb, wp, bp, ob);
+    auto run_item = [&](const Item& it) {
+      run_call(*it.prim, xb + it.x_offset * es, it.w, bp, ob + it.out_offset * es);
+    };
+    if (work.size() == 1) {
+      run_item(work[0]);
       return true;
     }
-    std::shared_ptr<const void> tail_hold;
-    const void* tail_w = wp;
-    if (tail) {
-      tail_w = tail->wei == p->wei ? wp : prepared_weights(*tail, w.data_ptr(), constants, tail_hold);
-    }
-    current_thread_pool().parallel_for(0, (g.n + per - 1) / per, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t i0 = c * per;
-        const bool last = i0 + per > g.n;
-        run_images(last ? *tail : *p, 1, xb + i0 * strides[0] * static_cast<int64_t>(es),
-                   last ? tail_w : wp, bp, ob + i0 * out_image * static_cast<int64_t>(es));
-      }
-    });
+    current_thread_pool().parallel_for(0, static_cast<int64_t>(work.size()), 1,
+                                       [&](int64_t c0, int64_t c1) {
+                                         for (int64_t c = c0; c < c1; ++c)
+                                           run_item(work[static_cast<size_t>(c)]);
+                                       });
     return true;
   } catch (const dnnl::error& e) {
     throw Error("oneDNN rejected the convolution", "conv_onednn",
