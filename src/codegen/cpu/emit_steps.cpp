@@ -273,7 +273,7 @@ std::string emit_extern(const Program& p, const ExternStep& e) {
   for (size_t i = 0; i < ni; ++i) desc("in", i, e.inputs[i]);
   for (size_t i = 0; i < no; ++i) desc("out", i, e.outputs[i]);
   body << "  AnvilRtScalar at[" << std::max<size_t>(na, 1) << "] = {};\n";
-  for (size_t i = 0; i < na; ++i) {
+  for (size_t i = 0; i < e.attrs.size(); ++i) {
     const auto& a = e.attrs[i];
     const std::string t = "at[" + std::to_string(i) + "]";
     body << "  " << t << ".name = \"" << a.name << "\";\n";
