@@ -160,10 +160,10 @@ bool table(const char* title, const std::vector<Layer>& layers, const std::vecto
     const std::vector<double> ms = time_paths(c, paths, iters);
     const size_t best = static_cast<size_t>(std::min_element(ms.begin(), ms.end()) - ms.begin());
     const double flops = 2.0 * static_cast<double>(c.out.numel()) * (s.c / s.groups) * s.k * s.k;
-    std::printf("%-16s %3lld %5lld %5lld %4lld %2lld %2lld |", s.model,
-                static_cast<long long>(s.n), static_cast<long long>(s.c),
-                static_cast<long long>(s.o), static_cast<long long>(s.hw),
-                static_cast<long long>(s.k), static_cast<long long>(s.stride));
+    std::printf("%-16s %3lld %5lld %5lld %4lld %2lld %2lld |", s.model, static_cast<long long>(s.n),
+                static_cast<long long>(s.c), static_cast<long long>(s.o),
+                static_cast<long long>(s.hw), static_cast<long long>(s.k),
+                static_cast<long long>(s.stride));
     for (size_t p = 0; p < ms.size(); ++p) {
       std::printf(" %12.4f", ms[p]);
       total[p] += ms[p];
@@ -184,26 +184,29 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) threads.push_back(std::atoi(argv[i]));
   if (threads.empty()) threads = {1, 2};
   const std::vector<Layer> depthwise = {
-      {"ConvNeXt-T", 1, 96, 96, 56, 7, 1, 96},       {"ConvNeXt-T", 1, 192, 192, 28, 7, 1, 192},
-      {"ConvNeXt-T", 1, 384, 384, 14, 7, 1, 384},    {"ConvNeXt-T", 1, 768, 768, 7, 7, 1, 768},
-      {"MobileNetV3", 1, 64, 64, 112, 3, 2, 64},     {"EfficientNet-B0", 1, 96, 96, 112, 3, 2, 96},
-      {"EfficientNet-B0", 1, 144, 144, 56, 5, 2, 144}, {"EfficientNet-B0", 1, 480, 480, 14, 5, 1, 480},
+      {"ConvNeXt-T", 1, 96, 96, 56, 7, 1, 96},
+      {"ConvNeXt-T", 1, 192, 192, 28, 7, 1, 192},
+      {"ConvNeXt-T", 1, 384, 384, 14, 7, 1, 384},
+      {"ConvNeXt-T", 1, 768, 768, 7, 7, 1, 768},
+      {"MobileNetV3", 1, 64, 64, 112, 3, 2, 64},
+      {"EfficientNet-B0", 1, 96, 96, 112, 3, 2, 96},
+      {"EfficientNet-B0", 1, 144, 144, 56, 5, 2, 144},
+      {"EfficientNet-B0", 1, 480, 480, 14, 5, 1, 480},
   };
   std::vector<Layer> dense;
   for (int64_t n : {1, 8}) {
     const std::vector<Layer> per_batch = {
-        {"stem 7x7 s2", n, 3, 64, 224, 7, 2, 1},    {"ResNet-18 3x3", n, 64, 64, 56, 3, 1, 1},
-        {"ResNet-18 3x3", n, 128, 128, 28, 3, 1, 1}, {"ResNet-18 3x3", n, 256, 256, 14, 3, 1, 1},
-        {"ResNet-18 3x3", n, 512, 512, 7, 3, 1, 1},  {"ResNet-18 3x3s2", n, 64, 128, 56, 3, 2, 1},
-        {"ResNet-50 1x1", n, 256, 64, 56, 1, 1, 1},  {"ResNet-50 1x1", n, 64, 256, 56, 1, 1, 1},
+        {"stem 7x7 s2", n, 3, 64, 224, 7, 2, 1},      {"ResNet-18 3x3", n, 64, 64, 56, 3, 1, 1},
+        {"ResNet-18 3x3", n, 128, 128, 28, 3, 1, 1},  {"ResNet-18 3x3", n, 256, 256, 14, 3, 1, 1},
+        {"ResNet-18 3x3", n, 512, 512, 7, 3, 1, 1},   {"ResNet-18 3x3s2", n, 64, 128, 56, 3, 2, 1},
+        {"ResNet-50 1x1", n, 256, 64, 56, 1, 1, 1},   {"ResNet-50 1x1", n, 64, 256, 56, 1, 1, 1},
         {"ResNet-50 1x1", n, 1024, 256, 14, 1, 1, 1}, {"ResNet-50 1x1", n, 512, 2048, 7, 1, 1, 1},
-        {"MobileNet pw", n, 32, 64, 112, 1, 1, 1},   {"MobileNet pw", n, 256, 256, 28, 1, 1, 1},
+        {"MobileNet pw", n, 32, 64, 112, 1, 1, 1},    {"MobileNet pw", n, 256, 256, 28, 1, 1, 1},
     };
     dense.insert(dense.end(), per_batch.begin(), per_batch.end());
   }
   for (int t : threads) {
-    if (!table("Depthwise layers", depthwise,
-               {{"", false}, {"onednn", true}, {"im2col", false}},
+    if (!table("Depthwise layers", depthwise, {{"", false}, {"onednn", true}, {"im2col", false}},
                {"direct", "onednn", "im2col"}, iters, t) ||
         !table("Dense layers", dense, {{"", true}, {"", false}, {"direct", false}},
                {"onednn", "onednn-w/call", "im2col"}, iters, t))

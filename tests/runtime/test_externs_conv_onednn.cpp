@@ -59,7 +59,8 @@ void check_case(const Case& k, DType dt, uint32_t seed) {
                        ? rand_tensor(dt, {k.n, k.h, k.w, k.c}, seed).permute({0, 3, 1, 2})
                        : rand_tensor(dt, {k.n, k.c, k.h, k.w}, seed);
   ExternCase c("aten.conv2d.default");
-  c.tensor("input", x).tensor("weight", rand_tensor(dt, {k.o, k.c / k.groups, k.kh, k.kw}, seed + 1));
+  c.tensor("input", x)
+      .tensor("weight", rand_tensor(dt, {k.o, k.c / k.groups, k.kh, k.kw}, seed + 1));
   if (k.bias)
     c.tensor("bias", rand_tensor(dt, {k.o}, seed + 2));
   else
@@ -96,11 +97,13 @@ TEST(ExternConvOneDnn, SweepMatchesReference) {
                 const int v = variant++;
                 // pad 2 at stride 1: an even kernel width, so "same" pads left and right
                 // differently.
-                const Case cs{n,      4,          6,    16, 17, k, pad == 2 ? k + 1 : k, stride,
-                              dil,    groups,     pad,  (v & 1) != 0, (v & 2) != 0, (v & 4) != 0};
+                const bool cl = (v & 1) != 0, bias = (v & 2) != 0, relu = (v & 4) != 0;
+                const int64_t kw = pad == 2 ? k + 1 : k;
+                const Case cs{n, 4, 6, 16, 17, k, kw, stride, dil, groups, pad, cl, bias, relu};
                 SCOPED_TRACE(str(dtype_name(dt), " n", n, " k", cs.kh, "x", cs.kw, " s", stride,
-                                 " d", dil, " pad", pad, " g", groups, cs.channels_last ? " nhwc" : "",
-                                 cs.bias ? " bias" : "", cs.relu ? " relu" : ""));
+                                 " d", dil, " pad", pad, " g", groups,
+                                 cs.channels_last ? " nhwc" : "", cs.bias ? " bias" : "",
+                                 cs.relu ? " relu" : ""));
                 check_case(cs, dt, seed);
                 seed += 3;
               }
@@ -190,8 +193,8 @@ Tensor run_with_cache(const Tensor& x, const Tensor& w, const Tensor& b, bool co
   std::vector<AnvilRtScalar> at(constant ? 2 : 1);
   at[0] = AnvilRtScalar{"padding", 3, 0, 0, nullptr, pad.data(), 1};
   if (constant) at[1] = AnvilRtScalar{"weight_constant", 0, 1, 0, nullptr, nullptr, 0};
-  ExternCall call("aten.conv2d.default", in.data(), 3, at.data(),
-                  static_cast<int32_t>(at.size()), &od, 1);
+  ExternCall call("aten.conv2d.default", in.data(), 3, at.data(), static_cast<int32_t>(at.size()),
+                  &od, 1);
   call.set_packed_weights(cache);
   EXPECT_EQ(find_extern("aten.conv2d.default")(call), 0) << call.error();
   return out;

@@ -28,12 +28,11 @@
 
 #include <omp.h>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
 
@@ -125,10 +124,17 @@ struct Problem {
 
 Key key_of(const Problem& p) {
   const ConvGeom& g = *p.g;
-  Key k{p.n,  g.c,  p.h,  g.w,         g.o,          g.groups,  g.kh,   g.kw,
-        g.sh, g.sw, g.dh, g.dw,        p.pad_top,    g.pad_left, p.pad_bottom,
-        g.pad_right,      p.oh,        g.oh,         g.ow,      g.relu, p.bias,
-        static_cast<int64_t>(p.dtype)};
+  Key k{p.n,          g.c,
+        p.h,          g.w,
+        g.o,          g.groups,
+        g.kh,         g.kw,
+        g.sh,         g.sw,
+        g.dh,         g.dw,
+        p.pad_top,    g.pad_left,
+        p.pad_bottom, g.pad_right,
+        p.oh,         g.oh,
+        g.ow,         g.relu,
+        p.bias,       static_cast<int64_t>(p.dtype)};
   k.insert(k.end(), p.src_strides.begin(), p.src_strides.end());
   return k;
 }
@@ -139,7 +145,8 @@ Dims weight_dims(const ConvGeom& g) {
 
 std::unique_ptr<dnnl::reorder> reorder_if(const Md& from, const Md& to) {
   if (from == to) return nullptr;
-  return std::make_unique<dnnl::reorder>(dnnl::reorder::primitive_desc(engine(), from, engine(), to));
+  return std::make_unique<dnnl::reorder>(
+      dnnl::reorder::primitive_desc(engine(), from, engine(), to));
 }
 
 Prim create(const Problem& p) {
@@ -155,10 +162,10 @@ Prim create(const Problem& p) {
   const Md wei_any(weight_dims(g), type, dnnl::memory::format_tag::any);
   const Md dst_any({p.n, g.o, p.oh, g.ow}, type, dnnl::memory::format_tag::any);
   const Md bias_md = p.bias ? Md({g.o}, type, dnnl::memory::format_tag::x) : Md();
-  const dnnl::convolution_forward::desc desc(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any, wei_any,
-      bias_md, dst_any, {g.sh, g.sw}, {g.dh - 1, g.dw - 1}, {p.pad_top, g.pad_left},
-      {p.pad_bottom, g.pad_right});
+  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                             dnnl::algorithm::convolution_direct, src_any, wei_any,
+                                             bias_md, dst_any, {g.sh, g.sw}, {g.dh - 1, g.dw - 1},
+                                             {p.pad_top, g.pad_left}, {p.pad_bottom, g.pad_right});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (g.relu) {
@@ -202,7 +209,7 @@ std::shared_ptr<const Prim> primitive(const Problem& p) {
   }
   auto made = std::make_shared<const Prim>(create(p));
   std::lock_guard<std::mutex> lock(c.mutex);
-  if (c.prims.size() >= 4096) c.prims.clear();  // shapes that keep changing: start over
+  if (c.prims.size() >= 4096) c.prims.clear();      // shapes that keep changing: start over
   return c.prims.emplace(key, made).first->second;  // a racing creator's copy wins
 }
 
@@ -215,8 +222,8 @@ dnnl::stream& thread_stream() {
 /// "onednn:" + the dims, dtype and blocking of a oneDNN layout: equal strings, equal layouts.
 std::string layout_key(const Md& md) {
   const dnnl_memory_desc_t& d = md.data;
-  std::string k = str("onednn:", static_cast<int>(d.data_type), ":", d.format_kind, ":",
-                      d.extra.flags);
+  std::string k =
+      str("onednn:", static_cast<int>(d.data_type), ":", d.format_kind, ":", d.extra.flags);
   for (int i = 0; i < d.ndims; ++i) k += str(":", d.dims[i], "/", d.padded_dims[i]);
   const dnnl_blocking_desc_t& b = d.format_desc.blocking;
   for (int i = 0; i < d.ndims; ++i) k += str(",", b.strides[i]);
@@ -354,7 +361,8 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
         const int64_t in_lo = std::max<int64_t>(lo, 0), in_hi = std::min(hi, g.h);
         if (in_hi <= in_lo) {  // a band of padding only: one call for everything
           work.clear();
-          pr = Problem{&g, g.n, g.h, g.oh, g.pad_top, g.pad_bottom, strides, x.dtype(), b.has_value()};
+          pr = Problem{&g,           g.n,     g.h,       g.oh,         g.pad_top,
+                       g.pad_bottom, strides, x.dtype(), b.has_value()};
           work.push_back(Item{primitive(pr), nullptr, 0, 0});
           break;
         }
@@ -378,7 +386,8 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
     for (size_t i = 0; i < work.size(); ++i) {  // weights per distinct layout, before the split
       for (size_t j = 0; j < i && !work[i].w; ++j)
         if (work[j].prim->wei == work[i].prim->wei) work[i].w = work[j].w;
-      if (!work[i].w) work[i].w = prepared_weights(*work[i].prim, w.data_ptr(), constants, holds[i]);
+      if (!work[i].w)
+        work[i].w = prepared_weights(*work[i].prim, w.data_ptr(), constants, holds[i]);
     }
     const void* bp = b ? b->data_ptr() : nullptr;
     const int64_t es = static_cast<int64_t>(dtype_size(x.dtype()));
