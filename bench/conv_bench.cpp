@@ -7,7 +7,7 @@
 //    oneDNN with the weight reordered per call, and im2col + packed GEMM (ANVIL_CONV=direct).
 // The paths take turns in blocks of 5 calls on the same inputs (median of at least ITERS calls
 // each, the first call of a block untimed); their outputs are compared once.
-//   build/bin/conv_bench [ITERS] [THREADS...]
+//   [CONV_BENCH_DTYPE=bf16] build/bin/conv_bench [ITERS] [THREADS...]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -33,13 +33,19 @@ struct Layer {
   int64_t n, c, o, hw, k, stride, groups;
 };
 
-/// A contiguous fp32 tensor of normal random values.
+/// The element type of every table: fp32, or bf16 when CONV_BENCH_DTYPE=bf16.
+DType bench_dtype() {
+  const char* v = std::getenv("CONV_BENCH_DTYPE");
+  return v && std::string(v) == "bf16" ? DType::kBFloat16 : DType::kFloat32;
+}
+
+/// A contiguous tensor of normal random values in bench_dtype().
 Tensor randn(const Shape& sizes, uint32_t seed) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> dist(0.f, 1.f);
   std::vector<float> v(static_cast<size_t>(shape_numel(sizes)));
   for (float& e : v) e = dist(gen);
-  return Tensor::from_vector(v, sizes);
+  return Tensor::from_vector(v, sizes).to(bench_dtype(), /*copy=*/true);
 }
 
 /// One extern call, ready to run repeatedly.
@@ -57,7 +63,7 @@ struct Call {
     w = randn({s.o, s.c / s.groups, s.k, s.k}, 2);
     b = randn({s.o}, 3);
     const int64_t pad = s.k / 2, oh = (s.hw + 2 * pad - s.k) / s.stride + 1;
-    out = Tensor::empty({s.n, s.o, oh, oh}, DType::kFloat32);
+    out = Tensor::empty({s.n, s.o, oh, oh}, bench_dtype());
     in = {runtime::rt_from_tensor(x), runtime::rt_from_tensor(w), runtime::rt_from_tensor(b)};
     od = runtime::rt_from_tensor(out);
     stride = {s.stride};
@@ -135,7 +141,7 @@ bool paths_agree(Call& c, const std::vector<Path>& paths) {
       diff = std::max(diff, std::abs(v[i] - first[i]));
       mag = std::max(mag, std::abs(first[i]));
     }
-    if (diff > 1e-4 * mag) {
+    if (diff > (bench_dtype() == DType::kFloat32 ? 1e-4 : 5e-2) * mag) {
       std::fprintf(stderr, "paths disagree (ANVIL_CONV=%s): max diff %g\n", p.env, diff);
       return false;
     }
@@ -147,7 +153,8 @@ bool paths_agree(Call& c, const std::vector<Path>& paths) {
 /// One table: the layers on the paths, at `threads` threads; returns false on disagreement.
 bool table(const char* title, const std::vector<Layer>& layers, const std::vector<Path>& paths,
            const std::vector<const char*>& names, int iters, int threads) {
-  std::printf("\n%s, %d thread(s), fp32, ms per call (median)\n", title, threads);
+  std::printf("\n%s, %d thread(s), %s, ms per call (median)\n", title, threads,
+              dtype_name(bench_dtype()));
   std::printf("%-16s %3s %5s %5s %4s %2s %2s |", "model", "N", "C", "O", "HW", "k", "s");
   for (const char* n : names) std::printf(" %12s", n);
   std::printf(" | %7s %8s\n", "best", "GFLOP/s");

@@ -85,6 +85,8 @@ void check_case(const Case& k, DType dt, uint32_t seed) {
 
 TEST(ExternConvOneDnn, SweepMatchesReference) {
   if (!onednn_f32()) GTEST_SKIP() << "runtime built without oneDNN";
+  // Every case split over the pool (bands of rows at batch 1, images at batch 2), however small.
+  ScopedEnv split("ANVIL_CONV_PARALLEL_MACS", "0");
   uint32_t seed = 100;
   int variant = 0;  // cycles channels-last x bias x relu over the cases
   for (DType dt : {DType::kFloat32, DType::kBFloat16})
@@ -111,17 +113,20 @@ TEST(ExternConvOneDnn, SweepMatchesReference) {
 
 TEST(ExternConvOneDnn, PoolChunksAndThreadCounts) {
   if (!onednn_f32()) GTEST_SKIP() << "runtime built without oneDNN";
-  // Batch 1 (one OpenMP team), 3 (chunks of 2 + a tail of 1 on two threads), 8 (even chunks).
-  for (int threads : {1, 2, 3})
-    for (int64_t n : {1, 3, 8}) {
-      SCOPED_TRACE(str(threads, " threads, batch ", n));
-      ThreadPool pool(threads);
-      ScopedThreadPool scope(&pool);
-      check_case({n, 16, 24, 14, 14, 3, 3, 1, 1, 1, 1, n == 3, true, true}, DType::kFloat32,
-                 700 + static_cast<uint32_t>(n));
-      check_case({n, 8, 16, 9, 9, 1, 1, 2, 1, 1, 0, false, n != 3, false}, DType::kBFloat16,
-                 800 + static_cast<uint32_t>(n));
-    }
+  // Batch 1 (bands of output rows), 3 (bands on three threads, images on two), 8 (images);
+  // small enough to run as one call unless the split threshold is lowered.
+  for (const char* macs : {"0", "100000000"})
+    for (int threads : {1, 2, 3})
+      for (int64_t n : {1, 3, 8}) {
+        SCOPED_TRACE(str(threads, " threads, batch ", n, ", split above ", macs, " MACs"));
+        ScopedEnv split("ANVIL_CONV_PARALLEL_MACS", macs);
+        ThreadPool pool(threads);
+        ScopedThreadPool scope(&pool);
+        check_case({n, 16, 24, 14, 14, 3, 3, 1, 1, 1, 1, n == 3, true, true}, DType::kFloat32,
+                   700 + static_cast<uint32_t>(n));
+        check_case({n, 8, 16, 9, 9, 1, 1, 2, 1, 1, 0, false, n != 3, false}, DType::kBFloat16,
+                   800 + static_cast<uint32_t>(n));
+      }
 }
 
 TEST(ExternConvOneDnn, OneDimUnbatchedStridedAndBroadcastInputs) {

@@ -50,6 +50,13 @@ using Md = dnnl::memory::desc;
 
 std::atomic<size_t> g_runs{0};
 
+/// Below this many multiply-adds a convolution is one call on the calling thread; the
+/// environment variable ANVIL_CONV_PARALLEL_MACS overrides it (tests, measurements).
+int64_t parallel_macs() {
+  const char* v = std::getenv("ANVIL_CONV_PARALLEL_MACS");
+  return v ? std::atoll(v) : int64_t{1} << 21;
+}
+
 dnnl::engine& engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   return eng;
@@ -334,8 +341,9 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
   // Work items over the pool: one call per image when the batch feeds every thread (an image's
   // reordered source and destination stay in cache: batched calls measured up to 2x slower on
   // 1x1 layers), else bands of output rows (all images; each band reads its input rows,
-  // padded only at the image's edges).
-  const int threads = available_threads();
+  // padded only at the image's edges). Below parallel_macs() multiply-adds: one call.
+  const int64_t macs = g.n * g.o * g.oh * g.ow * g.cg() * g.kh * g.kw;
+  const int threads = macs < parallel_macs() ? 1 : available_threads();
   const bool by_image = threads <= 1 || g.n >= threads;
   const int64_t items = by_image ? g.n : std::min<int64_t>(threads, g.oh);
   const int64_t total = by_image ? g.n : g.oh;
