@@ -27,14 +27,22 @@ class ScopedEnv {
   const char* name_;
 };
 
-/// A geometry of `c` channels, `groups` groups (routing tests only need these fields).
+/// A geometry of `c` channels, `groups` groups, 3x3 kernel, 16x16 output (routing tests).
 kern::ConvGeom geom(int64_t c, int64_t groups, int64_t o) {
   kern::ConvGeom g;
   g.c = c;
   g.groups = groups;
   g.o = o;
+  g.kh = g.kw = 3;
+  g.h = g.w = g.oh = g.ow = 16;
   return g;
 }
+
+/// Sends every convolution oneDNN takes there, however small (the sweep's cases are small).
+class ExternConvOneDnnAnySize : public ::testing::Test {
+ protected:
+  ScopedEnv any_size_{"ANVIL_CONV_ONEDNN_MIN_MACS", "0"};
+};
 
 bool onednn_f32() { return kern::onednn_conv_supports(geom(4, 1, 4), DType::kFloat32); }
 
@@ -83,7 +91,7 @@ void check_case(const Case& k, DType dt, uint32_t seed) {
     EXPECT_EQ(kern::onednn_conv_runs(), runs + 1) << "oneDNN did not run it";
 }
 
-TEST(ExternConvOneDnn, SweepMatchesReference) {
+TEST_F(ExternConvOneDnnAnySize, SweepMatchesReference) {
   if (!onednn_f32()) GTEST_SKIP() << "runtime built without oneDNN";
   // Every case split over the pool (bands of rows at batch 1, images at batch 2), however small.
   ScopedEnv split("ANVIL_CONV_PARALLEL_MACS", "0");
@@ -111,7 +119,7 @@ TEST(ExternConvOneDnn, SweepMatchesReference) {
               }
 }
 
-TEST(ExternConvOneDnn, PoolChunksAndThreadCounts) {
+TEST_F(ExternConvOneDnnAnySize, PoolChunksAndThreadCounts) {
   if (!onednn_f32()) GTEST_SKIP() << "runtime built without oneDNN";
   // Batch 1 (bands of output rows), 3 (bands on three threads, images on two), 8 (images);
   // small enough to run as one call unless the split threshold is lowered.
@@ -129,7 +137,7 @@ TEST(ExternConvOneDnn, PoolChunksAndThreadCounts) {
       }
 }
 
-TEST(ExternConvOneDnn, OneDimUnbatchedStridedAndBroadcastInputs) {
+TEST_F(ExternConvOneDnnAnySize, OneDimUnbatchedStridedAndBroadcastInputs) {
   if (!onednn_f32()) GTEST_SKIP() << "runtime built without oneDNN";
   const size_t runs = kern::onednn_conv_runs();
   // conv1d, stride 2, dilation 2, groups 2.
@@ -205,7 +213,7 @@ Tensor run_with_cache(const Tensor& x, const Tensor& w, const Tensor& b, bool co
   return out;
 }
 
-TEST(ExternConvOneDnn, ConstantWeightsReorderedOnceAndPrimitivesCached) {
+TEST_F(ExternConvOneDnnAnySize, ConstantWeightsReorderedOnceAndPrimitivesCached) {
   if (!onednn_f32()) GTEST_SKIP() << "runtime built without oneDNN";
   const Tensor x = rand_tensor(DType::kFloat32, {2, 32, 12, 12}, 1000);
   const Tensor w = rand_tensor(DType::kFloat32, {48, 32, 3, 3}, 1001);
@@ -238,6 +246,14 @@ TEST(ExternConvOneDnn, RoutingAndEnvOverride) {
   EXPECT_EQ(kern::conv_path(plain, DType::kFloat64), P::kIm2col);
   EXPECT_EQ(kern::conv_path(plain, DType::kFloat16), P::kIm2col);
   EXPECT_EQ(kern::conv_path(plain, DType::kInt64), P::kIm2col);
+  kern::ConvGeom tiny = plain;  // a 1x1 convolution on a 1x1 image: 128 multiply-adds
+  tiny.kh = tiny.kw = 1;
+  tiny.oh = tiny.ow = 1;
+  EXPECT_EQ(kern::conv_path(tiny, DType::kFloat32), P::kIm2col);
+  {
+    ScopedEnv env("ANVIL_CONV_ONEDNN_MIN_MACS", "0");
+    EXPECT_EQ(kern::conv_path(tiny, DType::kFloat32), on ? P::kOneDnn : P::kIm2col);
+  }
   {
     ScopedEnv env("ANVIL_CONV", "im2col");
     EXPECT_EQ(kern::conv_path(plain, DType::kFloat32), P::kIm2col);

@@ -48,7 +48,8 @@ enum class ConvPath {
 
 /// The path of a convolution of geometry `g` and element type `dtype` (docs/design_notes.md):
 /// depthwise fp32 / bf16 / fp16 -> kDirect; else whatever oneDNN takes (onednn_conv_supports)
-/// -> kOneDnn; else kIm2col. ANVIL_CONV overrides it: "im2col" sends everything to im2col;
+/// with at least 2^16 multiply-adds (ANVIL_CONV_ONEDNN_MIN_MACS overrides) -> kOneDnn; else
+/// kIm2col. ANVIL_CONV overrides it: "im2col" sends everything to im2col;
 /// "direct" keeps the paths before oneDNN (depthwise direct, the rest im2col); "onednn" sends
 /// every convolution oneDNN takes there, depthwise ones included.
 ConvPath conv_path(const ConvGeom& g, DType dtype);

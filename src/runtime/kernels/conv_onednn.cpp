@@ -54,7 +54,7 @@ std::atomic<size_t> g_runs{0};
 /// environment variable ANVIL_CONV_PARALLEL_MACS overrides it (tests, measurements).
 int64_t parallel_macs() {
   const char* v = std::getenv("ANVIL_CONV_PARALLEL_MACS");
-  return v ? std::atoll(v) : int64_t{1} << 21;
+  return v ? std::atoll(v) : int64_t{1} << 18;
 }
 
 dnnl::engine& engine() {
@@ -449,6 +449,12 @@ size_t onednn_conv_runs() { return 0; }
 
 namespace anvil::runtime::kern {
 
+namespace {
+/// Convolutions of fewer multiply-adds stay on im2col (conv_path): on the zoo's EfficientNet-B0
+/// and MobileNetV3 at 64x64, 2^12 to 2^18 measured alike and better than 0.
+constexpr int64_t kOneDnnMinMacs = int64_t{1} << 16;
+}  // namespace
+
 ConvPath conv_path(const ConvGeom& g, DType dtype) {
   const char* env = std::getenv("ANVIL_CONV");
   const std::string mode = env ? env : "";
@@ -458,6 +464,11 @@ ConvPath conv_path(const ConvGeom& g, DType dtype) {
   if (mode == "onednn" && onednn_conv_supports(g, dtype)) return ConvPath::kOneDnn;
   if (g.depthwise() && dw_dtype) return ConvPath::kDirect;
   if (mode == "direct") return ConvPath::kIm2col;  // the paths before oneDNN
+  // Tiny convolutions (squeeze-and-excitation 1x1 convolutions on a 1x1 image) cost more in
+  // oneDNN's per-call work (reorders, lookups) than they compute.
+  const char* min_env = std::getenv("ANVIL_CONV_ONEDNN_MIN_MACS");
+  const int64_t min_macs = min_env ? std::atoll(min_env) : kOneDnnMinMacs;
+  if (g.n * g.o * g.oh * g.ow * g.cg() * g.kh * g.kw < min_macs) return ConvPath::kIm2col;
   return onednn_conv_supports(g, dtype) ? ConvPath::kOneDnn : ConvPath::kIm2col;
 }
 
