@@ -30,6 +30,8 @@
 
 namespace anvil::runtime {
 
+class PackedWeightCache;
+
 /// One extern call: the target, its tensor inputs and outputs (AnvilRtTensor descriptors) and
 /// its scalar attributes, looked up by ATen argument name ("stride", "padding", "groups").
 class ExternCall {
@@ -81,6 +83,12 @@ class ExternCall {
   RandomGenerator& generator() const { return generator_ ? *generator_ : default_generator(); }
   void set_generator(RandomGenerator* g) { generator_ = g; }
 
+  /// The run's cache of derived copies of constants (the Model's constant set; null outside a
+  /// Model run): a kernel may keep a copy of an input there only when the call says that input
+  /// is an immutable constant (e.g. the convolution's weight_constant attribute).
+  PackedWeightCache* packed_weights() const { return packed_weights_; }
+  void set_packed_weights(PackedWeightCache* c) { packed_weights_ = c; }
+
   /// Records `message` as this call's error and returns 1 (so a kernel can `return call.fail(..)`).
   int fail(const std::string& message);
   /// The message recorded by fail(), empty when none.
@@ -96,6 +104,7 @@ class ExternCall {
   int32_t n_outputs_;
   std::string error_;
   RandomGenerator* generator_ = nullptr;
+  PackedWeightCache* packed_weights_ = nullptr;
 };
 
 /// An extern kernel: returns 0 on success (see the contract at the top of this file).

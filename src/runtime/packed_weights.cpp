@@ -37,6 +37,20 @@ std::shared_ptr<const PackedMatrix> PackedWeightCache::get(bool trans_b, int64_t
   return slot;
 }
 
+PackedWeightCache::Derived PackedWeightCache::derived(const void* address,
+                                                      const std::string& layout,
+                                                      const std::function<Derived()>& make) {
+  const auto key = std::make_pair(address, layout);
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    auto it = derived_.find(key);
+    if (it != derived_.end()) return it->second;
+  }
+  Derived made = make();
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  return derived_.emplace(key, std::move(made)).first->second;
+}
+
 std::shared_ptr<PackedWeightCache> PackedWeightCache::carried_over(
     const std::vector<void*>& kept) const {
   const std::set<const void*> alive(kept.begin(), kept.end());
@@ -44,18 +58,21 @@ std::shared_ptr<PackedWeightCache> PackedWeightCache::carried_over(
   std::shared_lock<std::shared_mutex> lock(mutex_);
   for (const auto& [key, pack] : packs_)
     if (alive.count(std::get<0>(key))) next->packs_.emplace(key, pack);
+  for (const auto& [key, copy] : derived_)
+    if (alive.count(key.first)) next->derived_.emplace(key, copy);
   return next;
 }
 
 size_t PackedWeightCache::size() const {
   std::shared_lock<std::shared_mutex> lock(mutex_);
-  return packs_.size();
+  return packs_.size() + derived_.size();
 }
 
 int64_t PackedWeightCache::bytes() const {
   std::shared_lock<std::shared_mutex> lock(mutex_);
   int64_t total = 0;
   for (const auto& [key, pack] : packs_) total += pack->bytes();
+  for (const auto& [key, copy] : derived_) total += copy.bytes;
   return total;
 }
 

@@ -7,10 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <shared_mutex>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace anvil::runtime {
@@ -37,10 +40,22 @@ class PackedWeightCache {
   /// The packed copy of op(B), made on first use.
   std::shared_ptr<const PackedMatrix> get(bool trans_b, int64_t k, int64_t n, const float* b,
                                           int64_t ldb);
+  /// A copy of a constant in some other layout (oneDNN's reordered convolution weights): an
+  /// opaque object and the bytes it takes.
+  struct Derived {
+    std::shared_ptr<const void> object;
+    int64_t bytes = 0;
+  };
+  /// The copy of the constant at `address` in `layout` (a string naming the layout and shape
+  /// completely), made by `make` on first use. Thread-safe; `make` runs without the lock held
+  /// (racing makers: the first stored copy wins).
+  Derived derived(const void* address, const std::string& layout,
+                  const std::function<Derived()>& make);
+
   /// A cache holding this one's packs of matrices whose address is in `kept` (the constants a
   /// new constant set shares with this one's set).
   std::shared_ptr<PackedWeightCache> carried_over(const std::vector<void*>& kept) const;
-  /// Packed matrices held and their bytes (tests, `anvil inspect`-style reporting).
+  /// Packed matrices and derived copies held and their bytes (tests, `anvil inspect`-style reporting).
   size_t size() const;
   int64_t bytes() const;
 
@@ -48,6 +63,7 @@ class PackedWeightCache {
   using Key = std::tuple<const float*, bool, int64_t, int64_t, int64_t>;  // b, trans, k, n, ld
   mutable std::shared_mutex mutex_;
   std::map<Key, std::shared_ptr<const PackedMatrix>> packs_;
+  std::map<std::pair<const void*, std::string>, Derived> derived_;
 };
 
 }  // namespace anvil::runtime

@@ -273,7 +273,10 @@ int api_extern_call(void* run_ctx, const char* target, const AnvilRtTensor* inpu
     std::string error;
     auto run = [&](const AnvilRtTensor* in, AnvilRtTensor* out) {
       ExternCall call(target, in, n_inputs, attrs, n_attrs, out, n_outputs);
-      if (ctx) call.set_generator(ctx->generator);
+      if (ctx) {
+        call.set_generator(ctx->generator);
+        call.set_packed_weights(ctx->packed_weights);
+      }
       const int rc = fn(call);
       if (rc != 0) error = call.error();
       return rc;

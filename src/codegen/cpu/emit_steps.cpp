@@ -54,11 +54,16 @@ std::string matrix_desc(const std::string& var, const std::string& ptr, DType dt
 
 }  // namespace
 
-bool gemm_b_is_constant(const Program& p, const GemmStep& g) {
-  if (g.dtype != DType::kFloat32 || g.b.buffer < 0) return false;
-  const passes::Buffer& b = p.buffers[static_cast<size_t>(g.b.buffer)];
+/// Whether buffer `buffer` is a constant of the model that no step writes.
+static bool is_immutable_constant(const Program& p, int64_t buffer) {
+  if (buffer < 0) return false;
+  const passes::Buffer& b = p.buffers[static_cast<size_t>(buffer)];
   if (b.kind != passes::BufferKind::kConstant || b.index < 0) return false;
   return !p.constants[static_cast<size_t>(b.index)].is_mutable;
+}
+
+bool gemm_b_is_constant(const Program& p, const GemmStep& g) {
+  return g.dtype == DType::kFloat32 && is_immutable_constant(p, g.b.buffer);
 }
 
 /// A fused epilogue's constant added to every element, as the column bias the kernel adds: a
@@ -256,13 +261,19 @@ std::string emit_extern(const Program& p, const ExternStep& e) {
   auto desc = [&](const std::string& arr, size_t i, const passes::TensorView& v) {
     body << rt_tensor_desc(p, arr + "[" + std::to_string(i) + "]", v, "  ", "codegen/cpu " + e.name);
   };
-  const size_t ni = e.inputs.size(), no = e.outputs.size(), na = e.attrs.size();
+  const size_t ni = e.inputs.size(), no = e.outputs.size();
+  // A convolution whose weight is an immutable constant says so (weight_constant = 1): the
+  // runtime may keep a copy of the weight in another layout (oneDNN's, runtime/kernels/conv.h).
+  const bool conv = e.target == "aten.convolution.default" || e.target == "aten.conv2d.default" ||
+                    e.target == "aten.conv1d.default";
+  const bool weight_constant = conv && ni >= 2 && is_immutable_constant(p, e.inputs[1].buffer);
+  const size_t na = e.attrs.size() + (weight_constant ? 1 : 0);
   body << "  AnvilRtTensor in[" << std::max<size_t>(ni, 1) << "] = {};\n";
   body << "  AnvilRtTensor out[" << std::max<size_t>(no, 1) << "] = {};\n";
   for (size_t i = 0; i < ni; ++i) desc("in", i, e.inputs[i]);
   for (size_t i = 0; i < no; ++i) desc("out", i, e.outputs[i]);
   body << "  AnvilRtScalar at[" << std::max<size_t>(na, 1) << "] = {};\n";
-  for (size_t i = 0; i < na; ++i) {
+  for (size_t i = 0; i < e.attrs.size(); ++i) {
     const auto& a = e.attrs[i];
     const std::string t = "at[" + std::to_string(i) + "]";
     body << "  " << t << ".name = \"" << a.name << "\";\n";
@@ -283,6 +294,12 @@ std::string emit_extern(const Program& p, const ExternStep& e) {
       body << "  " << t << ".ints = ints" << i << ";\n";
       body << "  " << t << ".n_ints = " << a.ints.size() << ";\n";
     }
+  }
+  if (weight_constant) {
+    const std::string t = "at[" + std::to_string(e.attrs.size()) + "]";
+    body << "  " << t << ".name = \"weight_constant\";\n";
+    body << "  " << t << ".kind = 0;\n";
+    body << "  " << t << ".i = 1;\n";
   }
   body << "  return s.api->extern_call(s.run_ctx, \"" << e.target << "\", in, " << ni << ", at, "
        << na << ", out, " << no << ");\n";

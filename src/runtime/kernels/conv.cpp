@@ -4,7 +4,8 @@
 // groups, batched or unbatched input, any input strides. Floating dtypes run im2col + GEMM in
 // fp32 (f64 for double; f16 / bf16 converted to fp32, rounded once at the end, like the
 // reference kernel); integer dtypes use im2col + a direct wrapping-int64 product loop.
-// Depthwise convolutions (groups == C) in fp32 / bf16 / fp16 go to conv_depthwise.cpp instead.
+// Depthwise convolutions (groups == C) in fp32 / bf16 / fp16 go to conv_depthwise.cpp instead,
+// the other fp32 / bf16 ones to oneDNN (conv_onednn.cpp) when built with it (kern::conv_path).
 // Work is split over the batch (or groups, or inside the GEMM) on the runtime thread pool.
 #include <algorithm>
 #include <cstring>
@@ -504,9 +505,18 @@ int conv_extern(ExternCall& call) {
     }
     return 0;
   }
-  if (kern::use_conv_depthwise(g, x.dtype())) {
-    kern::conv_depthwise(g, x, wt, bias, out);
-    return 0;
+  switch (kern::conv_path(g, x.dtype())) {
+    case kern::ConvPath::kDirect:
+      kern::conv_depthwise(g, x, wt, bias, out);
+      return 0;
+    case kern::ConvPath::kOneDnn:
+      // weight_constant (CPU codegen): the weight is an immutable constant of the model.
+      if (kern::conv_onednn(g, x, wt, bias, out,
+                            call.attr_int("weight_constant", 0) ? call.packed_weights() : nullptr))
+        return 0;
+      break;  // no fast oneDNN kernel for it: im2col
+    case kern::ConvPath::kIm2col:
+      break;
   }
   switch (x.dtype()) {
     case DType::kFloat32:

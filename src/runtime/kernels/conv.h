@@ -1,11 +1,16 @@
-// Shared by the convolution extern (conv.cpp: checks, im2col + GEMM) and the direct depthwise
-// kernel (conv_depthwise.cpp): the geometry of one 2-D convolution and the depthwise entry point.
+// Shared by the convolution extern (conv.cpp: checks, im2col + GEMM), the direct depthwise
+// kernel (conv_depthwise.cpp) and oneDNN's convolution (conv_onednn.cpp): the geometry of one
+// 2-D convolution, the routing between the paths and their entry points.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 
 #include "core/tensor.h"
+
+namespace anvil::runtime {
+class PackedWeightCache;
+}
 
 namespace anvil::runtime::kern {
 
@@ -34,9 +39,43 @@ struct ConvGeom {
   bool depthwise() const { return groups > 1 && groups == c; }
 };
 
-/// Whether conv_depthwise() takes a convolution of geometry `g` and element type `dtype`:
-/// depthwise, fp32 / bf16 / fp16, and ANVIL_CONV is not "im2col" (which keeps every
-/// convolution on im2col + GEMM, for comparisons).
+/// The paths of a non-transposed convolution.
+enum class ConvPath {
+  kDirect,  // conv_depthwise()
+  kOneDnn,  // conv_onednn()
+  kIm2col,  // im2col + GEMM (conv.cpp): every dtype
+};
+
+/// The path of a convolution of geometry `g` and element type `dtype` (docs/design_notes.md):
+/// depthwise fp32 / bf16 / fp16 -> kDirect; else whatever oneDNN takes (onednn_conv_supports)
+/// with at least 2^16 multiply-adds (ANVIL_CONV_ONEDNN_MIN_MACS overrides) -> kOneDnn; else
+/// kIm2col. ANVIL_CONV overrides it: "im2col" sends everything to im2col;
+/// "direct" keeps the paths before oneDNN (depthwise direct, the rest im2col); "onednn" sends
+/// every convolution oneDNN takes there, depthwise ones included.
+ConvPath conv_path(const ConvGeom& g, DType dtype);
+
+/// Whether this runtime can run `g` in `dtype` through oneDNN: built with oneDNN and not turned
+/// off (ANVIL_ONEDNN=0), fp32, or bf16 on a CPU with AVX512-BF16 or AMX-BF16.
+bool onednn_conv_supports(const ConvGeom& g, DType dtype);
+
+/// oneDNN's convolution (conv_onednn.cpp): out [N, O, OH, OW] (contiguous, x's dtype) from x
+/// (NCHW or channels-last; other strides are copied), weight [O, C / groups, KH, KW] and an
+/// optional bias [O], with g.relu fused. `constants`: where the weight is an immutable model
+/// constant, the cache that keeps its reordered copy (null: reordered per call). Returns false,
+/// having written nothing, when oneDNN has no primitive or only a reference one for the
+/// problem (the caller takes another path); throws Error when oneDNN fails to run it.
+bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
+                 const std::optional<Tensor>& bias, const Tensor& out,
+                 PackedWeightCache* constants);
+
+/// oneDNN convolution primitives held by the cache (tests: a repeated call creates none).
+size_t onednn_conv_cached_primitives();
+/// Convolutions conv_onednn() has run in this process (tests: the path was taken).
+size_t onednn_conv_runs();
+
+/// Whether conv_depthwise() takes a convolution of geometry `g` and element type `dtype`
+/// (conv_path() says kDirect: depthwise, fp32 / bf16 / fp16, ANVIL_CONV not "im2col" or
+/// "onednn").
 bool use_conv_depthwise(const ConvGeom& g, DType dtype);
 
 /// Direct depthwise convolution: out [N, O, OH, OW] (contiguous, x's dtype; unbatched / 1-D

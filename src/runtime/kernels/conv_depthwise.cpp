@@ -345,11 +345,7 @@ void depthwise_run(const ConvGeom& g, const Tensor& x, const Tensor& weight,
 }  // namespace
 
 bool use_conv_depthwise(const ConvGeom& g, DType dtype) {
-  if (!g.depthwise()) return false;
-  if (dtype != DType::kFloat32 && dtype != DType::kBFloat16 && dtype != DType::kFloat16)
-    return false;
-  const char* env = std::getenv("ANVIL_CONV");
-  return !(env && std::string(env) == "im2col");
+  return conv_path(g, dtype) == ConvPath::kDirect;
 }
 
 void conv_depthwise(const ConvGeom& g, const Tensor& x, const Tensor& weight,
