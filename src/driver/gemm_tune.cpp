@@ -427,9 +427,10 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
         ++r.kept_default;  // cuBLASLt's residual (or batched) epilogue
         continue;
       }
-      p.bias = codegen::gemm::epilogue_has_bias(f->second.kind) ? codegen::gemm::GemmBias::kPerColumn
-                                                                 : codegen::gemm::GemmBias::kNone;
-      p.activation = static_cast<GemmActivation>(codegen::gemm::gemm_call_activation(f->second.kind));
+      const codegen::gemm::GemmEpilogueKind kind = f->second.kind;
+      p.bias = codegen::gemm::epilogue_has_bias(kind) ? codegen::gemm::GemmBias::kPerColumn
+                                                      : codegen::gemm::GemmBias::kNone;
+      p.activation = static_cast<GemmActivation>(codegen::gemm::gemm_call_activation(kind));
     }
     const std::string key = codegen::gemm::problem_key(p);
     if (auto it = decided.find(key); it != decided.end()) {  // the same problem seen before
@@ -563,8 +564,9 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       auto* g = std::get_if<passes::GemmStep>(&program.steps[i]);
       if (!g || g->choice.source.empty()) continue;
       const auto f = epilogues.by_gemm.find(i);
+      const bool plain = g->batch.empty() && !g->choice.fuses_bias && !g->choice.fuses_activation;
       const bool fits = f == epilogues.by_gemm.end()
-                            ? g->batch.empty() && !g->choice.fuses_bias && !g->choice.fuses_activation
+                            ? plain
                             : codegen::gemm::chosen_kernel_fuses(*g, f->second);
       if (!fits) {
         g->choice = {};

@@ -162,7 +162,8 @@ TEST(CudaAutotuneSpec, Case4_StaticMmBenchmarksCutlassCandidates) {
   EXPECT_EQ(r.gemms_tuned, 1) << ::testing::PrintToString(r.tune_lines);
   EXPECT_GE(r.gemm_candidates_timed, 1);
   const auto& step = mf.at("gemm").at("steps").at(0);
-  EXPECT_EQ(step.at("kernel").get<std::string>().rfind("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_", 0), 0u)
+  const std::string kernel = step.at("kernel").get<std::string>();
+  EXPECT_EQ(kernel.rfind("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_", 0), 0u)
       << step.dump();
   EXPECT_GT(step.at("time_us").get<double>(), 0.0);
 }

@@ -190,7 +190,8 @@ class CudaTarget final : public Target {
           chosen.emplace(g->choice.entry, g->choice.source);
     };
     add_chosen(p);
-    cpu::for_each_subprogram(p, [&](const passes::Program& sub, const std::string&) { add_chosen(sub); });
+    cpu::for_each_subprogram(
+        p, [&](const passes::Program& sub, const std::string&) { add_chosen(sub); });
     int t = 0;
     if (!chosen.empty()) {
       std::string why;
