@@ -71,7 +71,16 @@ struct ZipReader::Impl {
 
 namespace {
 
-/// read_zip_directory over the file at `path`, mapped read-only for the check.
+/// read_zip_directory, its errors phrased as the reader's ("cannot open zip archive: ...").
+std::vector<ZipRecord> checked_directory(std::string_view bytes, const std::string& name) {
+  try {
+    return read_zip_directory(bytes, name);
+  } catch (const Error& e) {
+    throw Error("cannot open zip archive: " + e.what_part(), e.where(), e.expected(), e.actual());
+  }
+}
+
+/// checked_directory over the file at `path`, mapped read-only for the check.
 std::vector<ZipRecord> check_file_directory(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error("cannot open archive", path, "a readable file", std::strerror(errno));
@@ -83,7 +92,7 @@ std::vector<ZipRecord> check_file_directory(const std::string& path) {
   const size_t n = static_cast<size_t>(st.st_size);
   if (n == 0) {
     ::close(fd);
-    return read_zip_directory({}, path);  // throws: too small
+    return checked_directory({}, path);  // throws: too small
   }
   void* addr = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
@@ -94,7 +103,7 @@ std::vector<ZipRecord> check_file_directory(const std::string& path) {
     size_t n;
     ~Unmap() { ::munmap(addr, n); }
   } unmap{addr, n};
-  return read_zip_directory({static_cast<const char*>(addr), n}, path);
+  return checked_directory({static_cast<const char*>(addr), n}, path);
 }
 
 }  // namespace
@@ -107,8 +116,7 @@ ZipReader::~ZipReader() = default;
 ZipReader ZipReader::open(const std::string& path) {
   auto impl = std::make_unique<Impl>();
   impl->name = path;
-  if (::access(path.c_str(), R_OK) != 0)
-    throw Error("cannot open archive", path, "an existing, readable file", std::strerror(errno));
+  impl->records = check_file_directory(path);
   int err = 0;
   impl->za = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err);
   if (!impl->za) {
@@ -118,7 +126,6 @@ ZipReader ZipReader::open(const std::string& path) {
     zip_error_fini(&ze);
     throw Error("cannot open zip archive", path, "a valid zip archive", msg);
   }
-  impl->records = check_file_directory(path);
   impl->index();
   return ZipReader(std::move(impl));
 }
@@ -127,6 +134,7 @@ ZipReader ZipReader::from_bytes(std::string bytes, const std::string& name) {
   auto impl = std::make_unique<Impl>();
   impl->name = name;
   impl->bytes = std::move(bytes);
+  impl->records = checked_directory(impl->bytes, name);
   zip_error_t ze;
   zip_error_init(&ze);
   zip_source_t* src = zip_source_buffer_create(impl->bytes.data(), impl->bytes.size(), 0, &ze);
@@ -143,7 +151,6 @@ ZipReader ZipReader::from_bytes(std::string bytes, const std::string& name) {
     throw Error("cannot open zip archive", name, "a valid zip archive", msg);
   }
   zip_error_fini(&ze);
-  impl->records = read_zip_directory(impl->bytes, name);
   impl->index();
   return ZipReader(std::move(impl));
 }
