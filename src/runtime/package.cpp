@@ -68,8 +68,9 @@ void check_constant_ranges(const std::vector<ConstantSpec>& constants, uint64_t 
     if (c.nbytes > 0) order.push_back(i);
   }
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return constants[a].offset != constants[b].offset ? constants[a].offset < constants[b].offset
-                                                      : constants[a].nbytes < constants[b].nbytes;
+    const ConstantSpec &x = constants[a], &y = constants[b];
+    return x.offset != y.offset ? x.offset < y.offset : x.nbytes != y.nbytes ? x.nbytes < y.nbytes
+                                                                              : a < b;
   });
   // Sorted by offset, a constant overlaps an earlier one exactly when it starts before the
   // furthest end so far; `last` is the constant that reaches that end.
