@@ -15,8 +15,7 @@ constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0
                    kEnd64Sig = 0x06064b50, kLocator64Sig = 0x07064b50;
 constexpr uint32_t kMax32 = 0xFFFFFFFFu;
 constexpr uint16_t kMax16 = 0xFFFF;
-constexpr size_t kEndLen = 22, kEnd64Len = 56, kLocator64Len = 20, kCentralLen = 46,
-                 kLocalLen = 30;
+constexpr size_t kEndLen = 22, kEnd64Len = 56, kLocator64Len = 20, kCentralLen = 46, kLocalLen = 30;
 constexpr uint16_t kFlagEncrypted = 0x0001, kFlagDataDescriptor = 0x0008,
                    kFlagStrongEncryption = 0x0040;
 constexpr uint16_t kHostUnix = 3, kHostOsx = 19;
@@ -127,8 +126,8 @@ std::vector<ZipRecord> read_zip_directory(std::string_view archive, const std::s
                  str("a consistent ", kind), "a damaged or hostile file");
   };
   if (n < kEndLen)
-    throw Error(str("not a ", kind, " (too small, truncated?)"), where, str(">= ", kEndLen, " bytes"),
-                str(n, " bytes"));
+    throw Error(str("not a ", kind, " (too small, truncated?)"), where,
+                str(">= ", kEndLen, " bytes"), str(n, " bytes"));
 
   // End of central directory: the last signature within the final 64 KiB + 22 bytes.
   uint64_t end = UINT64_MAX;
@@ -207,9 +206,9 @@ std::vector<ZipRecord> read_zip_directory(std::string_view archive, const std::s
                   "an encrypted one");
     if (method == 0) {
       if (csize != usize)
-        throw corrupt(str("stored entry's sizes disagree (", csize, " bytes stored, ", usize,
-                          " declared)"),
-                      at);
+        throw corrupt(
+            str("stored entry's sizes disagree (", csize, " bytes stored, ", usize, " declared)"),
+            at);
     } else if (method == 8) {
       if (usize / kZipMaxDeflateRatio > csize)
         throw Error("implausible uncompressed size (a zip bomb?)", where + ": " + at,

@@ -17,8 +17,8 @@ namespace anvil {
 /// One entry of a zip archive, as its central directory and local header (which agree) say.
 struct ZipRecord {
   std::string name;
-  uint16_t method = 0;          // 0 stored, 8 deflate
-  uint16_t flags = 0;           // general purpose bits
+  uint16_t method = 0;  // 0 stored, 8 deflate
+  uint16_t flags = 0;   // general purpose bits
   uint32_t crc = 0;
   uint64_t compressed_size = 0;  // bytes of data in the archive
   uint64_t size = 0;             // uncompressed bytes

@@ -2,8 +2,8 @@
 #include <memory>
 
 #include "core/storage.h"
-#include "core/zip_directory.h"
 #include "core/tensor.h"
+#include "core/zip_directory.h"
 #include "frontend/pt2_internal.h"
 
 namespace anvil::frontend::detail {

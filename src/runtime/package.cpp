@@ -69,8 +69,9 @@ void check_constant_ranges(const std::vector<ConstantSpec>& constants, uint64_t 
   }
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const ConstantSpec &x = constants[a], &y = constants[b];
-    return x.offset != y.offset ? x.offset < y.offset : x.nbytes != y.nbytes ? x.nbytes < y.nbytes
-                                                                              : a < b;
+    return x.offset != y.offset   ? x.offset < y.offset
+           : x.nbytes != y.nbytes ? x.nbytes < y.nbytes
+                                  : a < b;
   });
   // Sorted by offset, a constant overlaps an earlier one exactly when it starts before the
   // furthest end so far; `last` is the constant that reaches that end.
@@ -80,8 +81,8 @@ void check_constant_ranges(const std::vector<ConstantSpec>& constants, uint64_t 
     if (last != SIZE_MAX) {
       const ConstantSpec& p = constants[last];
       const uint64_t p_end = p.offset + p.nbytes;
-      const bool shared = c.offset == p.offset && c.nbytes == p.nbytes && !c.is_mutable &&
-                          !p.is_mutable;
+      const bool shared =
+          c.offset == p.offset && c.nbytes == p.nbytes && !c.is_mutable && !p.is_mutable;
       if (c.offset < p_end && !shared)
         throw Error("constants overlap in weights.bin", path + ": " + c.name,
                     str("bytes of its own (or, for identical immutable constants, the same ",
@@ -238,8 +239,7 @@ std::shared_ptr<Package> Package::open(const std::string& path) {
   };
 
   // The zip structure, checked (names, sizes, local headers, overlaps) before any entry is used.
-  for (ZipRecord& r :
-       read_zip_directory({static_cast<const char*>(addr), n}, path, "package")) {
+  for (ZipRecord& r : read_zip_directory({static_cast<const char*>(addr), n}, path, "package")) {
     if (r.method != 0)
       throw Error("package entry is compressed", path + ": " + r.name,
                   "stored (uncompressed) entries", str("compression method ", r.method));

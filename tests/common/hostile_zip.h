@@ -19,7 +19,8 @@ inline void put_le(std::string& z, size_t at, uint64_t v, int bytes) {
 }
 inline uint64_t get_le(const std::string& z, size_t at, int bytes) {
   uint64_t v = 0;
-  for (int i = bytes; i-- > 0;) v = (v << 8) | static_cast<unsigned char>(z[at + static_cast<size_t>(i)]);
+  for (int i = bytes; i-- > 0;)
+    v = (v << 8) | static_cast<unsigned char>(z[at + static_cast<size_t>(i)]);
   return v;
 }
 
@@ -48,7 +49,8 @@ inline std::string raw_zip(const std::vector<RawEntry>& entries) {
     put_le(z, z.size(), 0, 2);  // flags
     put_le(z, z.size(), e.method, 2);
     put_le(z, z.size(), 0, 4);  // time, date
-    put_le(z, z.size(), e.crc >= 0 ? static_cast<uint64_t>(e.crc) : crc32(e.data.data(), e.data.size()), 4);
+    put_le(z, z.size(),
+           e.crc >= 0 ? static_cast<uint64_t>(e.crc) : crc32(e.data.data(), e.data.size()), 4);
     put_le(z, z.size(), big ? 0xFFFFFFFFu : e.data.size(), 4);
     put_le(z, z.size(), big ? 0xFFFFFFFFu : usize, 4);
     put_le(z, z.size(), e.name.size(), 2);

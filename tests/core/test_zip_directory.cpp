@@ -38,7 +38,8 @@ bool says(const std::string& message, const std::string& part) {
 /// Writes `bytes` to a fresh file; returns its path.
 std::string write_temp(const std::string& bytes, const std::string& name) {
   const std::string path = "/tmp/anvil_zipdir_" + std::to_string(::getpid()) + "_" + name;
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return path;
 }
 
@@ -52,7 +53,8 @@ void expect_refused(const std::string& zip, const std::vector<std::string>& part
       error_of([&] { ZipReader::open(path); })};
   std::remove(path.c_str());
   for (const std::string& e : errors)
-    for (const std::string& part : parts) EXPECT_TRUE(says(e, part)) << "'" << part << "' in: " << e;
+    for (const std::string& part : parts)
+      EXPECT_TRUE(says(e, part)) << "'" << part << "' in: " << e;
 }
 
 /// Raw deflate (no zlib header) of `data`, as zip stores it.
@@ -103,8 +105,10 @@ TEST(ZipDirectory, UnsafeNamesAreRefusedWhereverTheArchiveIsRead) {
     const std::string zip = raw_zip({{"fine.txt", "ok"}, {name, "payload"}});
     std::string shown = name;
     for (size_t i = 0; i < shown.size(); ++i)
-      if (shown[i] == '\0') shown.replace(i, 1, "\\x00");
-      else if (shown[i] == '\\') shown.replace(i++, 1, "\\x5c");
+      if (shown[i] == '\0')
+        shown.replace(i, 1, "\\x00");
+      else if (shown[i] == '\\')
+        shown.replace(i++, 1, "\\x5c");
     expect_refused(zip, {"hostile.zip: " + shown, "unsafe entry name: it has " + problem});
   }
   // ZipWriter never writes one.
@@ -125,8 +129,8 @@ TEST(ZipDirectory, SymlinksAndDevicesAreRefused) {
   RawEntry device{"dev", ""};
   device.made_by = unix_host;
   device.external = 0020644u << 16;
-  expect_refused(raw_zip({device}), {"hostile.zip: dev", "special file entries are not allowed",
-                                     "file mode 020000"});
+  expect_refused(raw_zip({device}),
+                 {"hostile.zip: dev", "special file entries are not allowed", "file mode 020000"});
   // Regular files and folders with Unix modes are fine.
   RawEntry file{"d/f", "data"}, folder{"d/", ""};
   file.made_by = folder.made_by = unix_host;
@@ -221,8 +225,8 @@ TEST(ZipDirectory, LocalHeadersMustAgreeWithTheCentralDirectory) {
   // The local name differs (a reader that trusts local headers would see another file).
   std::string renamed = good;
   renamed.replace(local_header(renamed, 1) + 30, 6, "data/x");
-  expect_refused(renamed, {"hostile.zip: data/w", "local header disagrees with the central directory",
-                           "name 'data/x'"});
+  expect_refused(renamed, {"hostile.zip: data/w",
+                           "local header disagrees with the central directory", "name 'data/x'"});
   // The local header declares a huge size where the central directory declares 8 bytes.
   std::string bigger = good;
   put_le(bigger, local_header(bigger, 1) + 22, 0x7FFFFFFFu, 4);
@@ -230,8 +234,8 @@ TEST(ZipDirectory, LocalHeadersMustAgreeWithTheCentralDirectory) {
   // Another compression method.
   std::string method = good;
   put_le(method, local_header(method, 0) + 8, 8, 2);
-  expect_refused(method, {"hostile.zip: models/model.json", "local header disagrees",
-                          "compression method 0"});
+  expect_refused(
+      method, {"hostile.zip: models/model.json", "local header disagrees", "compression method 0"});
   // No local header where the central directory points.
   std::string moved = good;
   put_le(moved, central_record(moved, 1) + 42, 3, 4);
@@ -243,8 +247,8 @@ TEST(ZipDirectory, OverlappingEntriesAreRefused) {
   // overlapping-files trick of non-recursive zip bombs.
   std::string z = raw_zip({{"a", "first"}, {"b", "second"}});
   const uint64_t stretched = local_header(z, 1) + 31 + 6 - (local_header(z, 0) + 31);
-  for (size_t at : {central_record(z, 0) + 20, central_record(z, 0) + 24,
-                    local_header(z, 0) + 18, local_header(z, 0) + 22})
+  for (size_t at : {central_record(z, 0) + 20, central_record(z, 0) + 24, local_header(z, 0) + 18,
+                    local_header(z, 0) + 22})
     put_le(z, at, stretched, 4);
   expect_refused(z, {"hostile.zip: b", "entries overlap", "where 'a' ends"});
   // Two central records for one local header.
@@ -254,7 +258,8 @@ TEST(ZipDirectory, OverlappingEntriesAreRefused) {
   EXPECT_TRUE(says(e, "hostile.zip: a")) << e;
   EXPECT_TRUE(says(e, "disagrees") || says(e, "duplicate entry name") || says(e, "overlap")) << e;
   // Duplicate names at distinct offsets.
-  expect_refused(raw_zip({{"a", "first"}, {"a", "again"}}), {"hostile.zip: a", "duplicate entry name"});
+  expect_refused(raw_zip({{"a", "first"}, {"a", "again"}}),
+                 {"hostile.zip: a", "duplicate entry name"});
 }
 
 }  // namespace
