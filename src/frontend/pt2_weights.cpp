@@ -3,6 +3,7 @@
 
 #include "core/storage.h"
 #include "core/tensor.h"
+#include "core/zip_directory.h"
 #include "frontend/pt2_internal.h"
 
 namespace anvil::frontend::detail {
@@ -139,6 +140,14 @@ void load_payloads(ir::Graph& graph, const PayloadEntries& w) {
 
     JField path = entry->at("path_name");
     const std::string& file = path.as_string();
+    // A payload is a file of the config's own folder: a name with '/', '..' or NUL could name
+    // another entry (or, for a reader that extracts, a path outside its folder).
+    std::string problem = zip_entry_name_problem(file);
+    if (problem.empty() && file.find('/') != std::string::npos) problem = "a '/'";
+    if (!problem.empty())
+      path.fail("unsafe payload file name: it has " + problem,
+                "a file name in " + cfg->dir + " (no '/', '..', '\\' or NUL)",
+                Json(file).dump(-1, ' ', true, Json::error_handler_t::replace));
     const std::string zip_name = w.prefix + cfg->dir + file;
     const ZipEntry* ze = w.zip->find(zip_name);
     if (!ze)

@@ -1,4 +1,5 @@
 // Manifest::parse: manifest.json -> Manifest, with every field checked.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -254,6 +255,13 @@ Manifest Manifest::parse(const std::string& text, const std::string& where) {
       s.kind = c.contains("kind") ? r.string(c["kind"], p + ".kind") : "constant";
       s.dtype = r.dtype(r.field(c, "dtype", p + ".dtype"), p + ".dtype");
       s.sizes = r.int_list(r.field(c, "sizes", p + ".sizes"), p + ".sizes");
+      // Every element's byte offset must fit in 63 bits (checked before any stride is formed).
+      int64_t span = static_cast<int64_t>(dtype_size(s.dtype));
+      for (int64_t v : s.sizes) {
+        if (v < 0) r.fail(p + ".sizes", "sizes >= 0", c["sizes"]);
+        if (__builtin_mul_overflow(span, std::max<int64_t>(v, 1), &span))
+          r.fail(p + ".sizes", "a tensor of fewer than 2^63 bytes", c["sizes"]);
+      }
       s.strides = c.contains("strides") ? r.int_list(c["strides"], p + ".strides")
                                         : Tensor::contiguous_strides(s.sizes);
       if (s.strides.size() != s.sizes.size())
@@ -264,21 +272,31 @@ Manifest Manifest::parse(const std::string& text, const std::string& where) {
         if (!c["mutable"].is_boolean()) r.fail(p + ".mutable", "true or false", c["mutable"]);
         s.is_mutable = c["mutable"].get<bool>();
       }
-      for (int64_t v : s.sizes)
-        if (v < 0) r.fail(p + ".sizes", "sizes >= 0", c["sizes"]);
-      // The bytes the sizes and strides reach must fit in nbytes.
-      uint64_t extent = 0;
-      bool empty = false;
+      // nbytes must be exactly the bytes the sizes and strides reach (dtype size x numel for
+      // the contiguous constants write_package stores), computed without overflow.
+      uint64_t last = 0;  // the highest element index reached
+      bool empty = false, overflow = false;
       for (size_t d = 0; d < s.sizes.size(); ++d) {
-        if (s.sizes[d] == 0) empty = true;
         if (s.strides[d] < 0) r.fail(p + ".strides", "strides >= 0", c["strides"]);
-        extent += static_cast<uint64_t>(std::max<int64_t>(s.sizes[d] - 1, 0)) *
-                  static_cast<uint64_t>(s.strides[d]);
+        if (s.sizes[d] == 0) empty = true;
+        const uint64_t reach = static_cast<uint64_t>(std::max<int64_t>(s.sizes[d] - 1, 0));
+        uint64_t step = 0;
+        overflow |= __builtin_mul_overflow(reach, static_cast<uint64_t>(s.strides[d]), &step) ||
+                    __builtin_add_overflow(last, step, &last);
       }
-      const uint64_t need = empty ? 0 : (extent + 1) * dtype_size(s.dtype);
-      if (s.nbytes < need)
-        throw Error("constant's nbytes is smaller than its sizes need", r.where + ": " + p,
-                    str(">= ", need), std::to_string(s.nbytes));
+      uint64_t need = 0;
+      if (!empty &&
+          (overflow || __builtin_add_overflow(last, 1, &need) ||
+           __builtin_mul_overflow(need, static_cast<uint64_t>(dtype_size(s.dtype)), &need) ||
+           need > static_cast<uint64_t>(INT64_MAX)))
+        r.fail(p + ".strides", "a layout within 2^63 bytes",
+               Json{{"sizes", c["sizes"]}, {"strides", c.value("strides", Json())}});
+      if (s.nbytes != need)
+        throw Error(str("constant's nbytes ", s.nbytes < need ? "is smaller than" : "exceeds",
+                        " what its dtype and sizes need"),
+                    r.where + ": " + p + " ('" + s.name + "')",
+                    str(need, " bytes (", dtype_name(s.dtype), " ", shape_str(s.sizes), ")"),
+                    std::to_string(s.nbytes));
       m.constants.push_back(s);
     }
   }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/zip_directory.h"
 #include "core/zip_reader.h"
 
 namespace anvil::runtime {
@@ -49,13 +51,47 @@ uint64_t content_hash(const char* p, size_t n) {
   return h;
 }
 
-uint16_t rd16(const unsigned char* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t rd32(const unsigned char* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
-}
-uint64_t rd64(const unsigned char* p) {
-  return static_cast<uint64_t>(rd32(p)) | (static_cast<uint64_t>(rd32(p + 4)) << 32);
+/// Every constant's bytes lie inside weights.bin (of `weights_size` bytes) at a 64-byte aligned
+/// offset, and no two constants share bytes unless both are immutable and name the same range
+/// (write_package stores identical immutable constants once). Throws Error naming the constant.
+void check_constant_ranges(const std::vector<ConstantSpec>& constants, uint64_t weights_size,
+                           const std::string& path) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < constants.size(); ++i) {
+    const ConstantSpec& c = constants[i];
+    if (c.offset % kWeightsAlignment != 0)
+      throw Error("constant is not 64-byte aligned in weights.bin", path + ": " + c.name,
+                  "an offset that is a multiple of 64", std::to_string(c.offset));
+    if (c.offset > weights_size || c.nbytes > weights_size - c.offset)
+      throw Error("constant lies outside weights.bin", path + ": " + c.name,
+                  str("offset + nbytes <= ", weights_size), str(c.offset, " + ", c.nbytes));
+    if (c.nbytes > 0) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const ConstantSpec &x = constants[a], &y = constants[b];
+    return x.offset != y.offset   ? x.offset < y.offset
+           : x.nbytes != y.nbytes ? x.nbytes < y.nbytes
+                                  : a < b;
+  });
+  // Sorted by offset, a constant overlaps an earlier one exactly when it starts before the
+  // furthest end so far; `last` is the constant that reaches that end.
+  size_t last = SIZE_MAX;
+  for (size_t i : order) {
+    const ConstantSpec& c = constants[i];
+    if (last != SIZE_MAX) {
+      const ConstantSpec& p = constants[last];
+      const uint64_t p_end = p.offset + p.nbytes;
+      const bool shared =
+          c.offset == p.offset && c.nbytes == p.nbytes && !c.is_mutable && !p.is_mutable;
+      if (c.offset < p_end && !shared)
+        throw Error("constants overlap in weights.bin", path + ": " + c.name,
+                    str("bytes of its own (or, for identical immutable constants, the same ",
+                        "offset and size), after '", p.name, "' at [", p.offset, ", ", p_end, ")"),
+                    str("[", c.offset, ", ", c.offset + c.nbytes, ")"));
+      if (c.offset + c.nbytes <= p_end) continue;
+    }
+    last = i;
+  }
 }
 
 }  // namespace
@@ -198,83 +234,21 @@ std::shared_ptr<Package> Package::open(const std::string& path) {
   pkg->mapping_ = std::make_shared<Mapping>();
   pkg->mapping_->addr = addr;
   pkg->mapping_->size = n;
-  const auto* base = static_cast<const unsigned char*>(addr);
-
   auto corrupt = [&](const std::string& what) -> Error {
     return Error("corrupt package: " + what, path, "a .anvil zip archive", "a damaged file");
   };
 
-  // End of central directory: the last signature within the final 64 KiB + 22 bytes.
-  size_t eocd = SIZE_MAX;
-  const size_t lowest = n > 22 + 65535 ? n - 22 - 65535 : 0;
-  for (size_t pos = n - 22 + 1; pos-- > lowest;)
-    if (rd32(base + pos) == 0x06054b50) {
-      eocd = pos;
-      break;
-    }
-  if (eocd == SIZE_MAX)
-    throw corrupt("no end-of-central-directory record (not a zip, or truncated)");
-  uint64_t count = rd16(base + eocd + 10), cd_size = rd32(base + eocd + 12),
-           cd_off = rd32(base + eocd + 16);
-  if (count == 0xFFFF || cd_size == 0xFFFFFFFFu || cd_off == 0xFFFFFFFFu) {
-    if (eocd < 20 || rd32(base + eocd - 20) != 0x07064b50) throw corrupt("missing ZIP64 locator");
-    const uint64_t e64 = rd64(base + eocd - 20 + 8);
-    if (e64 > n - 56 || rd32(base + e64) != 0x06064b50) throw corrupt("bad ZIP64 record");
-    count = rd64(base + e64 + 32);
-    cd_size = rd64(base + e64 + 40);
-    cd_off = rd64(base + e64 + 48);
-  }
-  if (cd_off > n || cd_size > n - cd_off) throw corrupt("central directory out of bounds");
-  if (count > cd_size / 46 + 1) throw corrupt("entry count does not fit the central directory");
-
-  uint64_t pos = cd_off;
-  const uint64_t cd_end = cd_off + cd_size;
-  for (uint64_t i = 0; i < count; ++i) {
-    if (cd_end - pos < 46 || rd32(base + pos) != 0x02014b50)
-      throw corrupt(str("bad central directory record ", i));
-    const unsigned char* h = base + pos;
-    const uint16_t method = rd16(h + 10), name_len = rd16(h + 28), extra_len = rd16(h + 30),
-                   comment_len = rd16(h + 32);
-    uint64_t csize = rd32(h + 20), usize = rd32(h + 24), lho = rd32(h + 42);
-    const uint32_t crc = rd32(h + 16);
-    if (cd_end - pos < 46ull + name_len + extra_len + comment_len)
-      throw corrupt(str("central directory record ", i, " overruns the directory"));
+  // The zip structure, checked (names, sizes, local headers, overlaps) before any entry is used.
+  for (ZipRecord& r : read_zip_directory({static_cast<const char*>(addr), n}, path, "package")) {
+    if (r.method != 0)
+      throw Error("package entry is compressed", path + ": " + r.name,
+                  "stored (uncompressed) entries", str("compression method ", r.method));
     Entry e;
-    e.name.assign(reinterpret_cast<const char*>(h + 46), name_len);
-    // ZIP64 extended information: the 0xFFFFFFFF fields, in order usize, csize, offset.
-    const unsigned char* x = h + 46 + name_len;
-    for (uint32_t k = 0; k + 4 <= extra_len;) {
-      const uint16_t id = rd16(x + k), len = rd16(x + k + 2);
-      if (k + 4 + len > extra_len) break;
-      if (id == 0x0001) {
-        const unsigned char* f = x + k + 4;
-        uint32_t used = 0;
-        auto take = [&](uint64_t& v) {
-          if (v != 0xFFFFFFFFu) return;
-          if (used + 8 > len) throw corrupt("short ZIP64 extra field for " + e.name);
-          v = rd64(f + used);
-          used += 8;
-        };
-        take(usize);
-        take(csize);
-        take(lho);
-      }
-      k += 4u + len;
-    }
-    if (method != 0)
-      throw Error("package entry is compressed", path + ": " + e.name,
-                  "stored (uncompressed) entries", str("compression method ", method));
-    if (csize != usize) throw corrupt("stored entry sizes disagree for " + e.name);
-    if (lho > n || n - lho < 30 || rd32(base + lho) != 0x04034b50)
-      throw corrupt("bad local header for " + e.name);
-    const uint64_t data = lho + 30 + rd16(base + lho + 26) + rd16(base + lho + 28);
-    if (data > n || usize > n - data)
-      throw corrupt("entry " + e.name + " runs past the end of the file (truncated?)");
-    e.data_offset = data;
-    e.size = usize;
-    e.crc = crc;
+    e.name = std::move(r.name);
+    e.data_offset = r.data_offset;
+    e.size = r.size;
+    e.crc = r.crc;
     pkg->entries_.push_back(std::move(e));
-    pos += 46ull + name_len + extra_len + comment_len;
   }
 
   auto checked = [&](const char* name) -> std::string_view {
@@ -300,14 +274,7 @@ std::shared_ptr<Package> Package::open(const std::string& path) {
     throw Error("package has no weights.bin but its manifest lists constants", path,
                 "an entry weights.bin", "none");
   }
-  for (const ConstantSpec& c : pkg->manifest_.constants) {
-    if (c.offset % kWeightsAlignment != 0)
-      throw Error("constant is not 64-byte aligned in weights.bin", path + ": " + c.name,
-                  "an offset that is a multiple of 64", std::to_string(c.offset));
-    if (c.offset > pkg->weights_.size() || c.nbytes > pkg->weights_.size() - c.offset)
-      throw Error("constant lies outside weights.bin", path + ": " + c.name,
-                  str("offset + nbytes <= ", pkg->weights_.size()), str(c.offset, " + ", c.nbytes));
-  }
+  check_constant_ranges(pkg->manifest_.constants, pkg->weights_.size(), path);
   return pkg;
 }
 

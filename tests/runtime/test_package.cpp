@@ -170,11 +170,13 @@ TEST(Package, CorruptPackagesGiveErrors) {
   const std::string no_so = open_err(only_manifest);
   EXPECT_NE(no_so.find("package has no model.so"), std::string::npos) << no_so;
   // Compressed entries are refused (packages hold stored entries).
-  // (ZipWriter only writes stored entries; patch the method field of the first record.)
+  // (ZipWriter only writes stored entries; patch the method field of the first record and of
+  // its local header, which must agree.)
   std::string compressed = zip_bytes({{"manifest.json", test_manifest(true)}});
   const size_t cd = compressed.find(std::string("PK\x01\x02", 4));
   ASSERT_NE(cd, std::string::npos);
   compressed[cd + 10] = 8;
+  compressed[8] = 8;
   EXPECT_NE(open_err(compressed).find("package entry is compressed"), std::string::npos);
 }
 
@@ -195,7 +197,8 @@ TEST(Package, ManifestErrorsAreClear) {
   EXPECT_NE(e.find("bad manifest field 'inputs[0].dtype'"), std::string::npos) << e;
   e = parse_err(R"({"format_version": 1, "abi_version": 1, "target": "cpu",
       "constants": [{"name": "c", "dtype": "f32", "sizes": [4], "offset": 0, "nbytes": 8}]})");
-  EXPECT_NE(e.find("nbytes is smaller than its sizes need (expected >= 16, got 8)"),
+  EXPECT_NE(e.find("constants[0] ('c'): constant's nbytes is smaller than what its dtype and sizes "
+                   "need (expected 16 bytes (f32 [4]), got 8)"),
             std::string::npos)
       << e;
   e = parse_err(R"({"format_version": 1, "abi_version": 1, "target": "cpu",
