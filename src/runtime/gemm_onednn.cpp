@@ -30,6 +30,7 @@
 
 #include "core/half.h"
 #include "core/thread_pool.h"
+#include "runtime/onednn_util.h"
 #include "core/dtype.h"
 
 namespace anvil::runtime {
@@ -62,10 +63,8 @@ size_t elem_bytes(int32_t code) {
   return code == kS8 ? 1 : (code == kBf16 || code == kF16) ? 2 : 4;
 }
 
-dnnl::engine& engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
+using onednn::engine;
+using onednn::OmpThreads;
 
 /// Everything that defines a primitive (sizes, strides, dtypes, epilogue, OpenMP threads).
 struct Key {
@@ -141,41 +140,16 @@ Prim create(const Block& b) {
   return p;
 }
 
-/// The process-wide primitive cache (creation takes tens to hundreds of microseconds).
-struct Cache {
-  std::mutex mutex;
-  std::unordered_map<Key, std::shared_ptr<const Prim>, KeyHash> prims;
-};
-Cache& cache() {
-  static Cache* c = new Cache;  // never destroyed: GEMMs may run during static destruction
+/// The process-wide primitive cache (onednn_util.h).
+onednn::PrimitiveCache<Key, Prim, KeyHash>& cache() {
+  // never destroyed: calls may run during static destruction
+  static auto* c = new onednn::PrimitiveCache<Key, Prim, KeyHash>;
   return *c;
 }
 
-std::shared_ptr<const Prim> primitive(const Block& b) {
-  const Key key = key_of(b);
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  auto it = c.prims.find(key);
-  if (it != c.prims.end()) return it->second;
-  if (c.prims.size() >= 4096) c.prims.clear();  // shapes that keep changing: start over
-  auto p = std::make_shared<const Prim>(create(b));
-  c.prims.emplace(key, p);
-  return p;
+std::shared_ptr<const Prim> primitive(const Block b) {
+  return cache().get(key_of(b), [&] { return create(b); });
 }
-
-/// OpenMP threads of this thread's parallel regions for the scope (restored after).
-class OmpThreads {
- public:
-  explicit OmpThreads(int n) : previous_(omp_get_max_threads()) {
-    if (n != previous_) omp_set_num_threads(n);
-  }
-  ~OmpThreads() {
-    if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
-  }
-
- private:
-  int previous_;
-};
 
 /// 64-byte aligned scratch of this thread.
 void* thread_scratch(size_t bytes) {
@@ -352,8 +326,7 @@ bool onednn_available() {
 }
 
 size_t onednn_cached_primitives() {
-  std::lock_guard<std::mutex> lock(cache().mutex);
-  return cache().prims.size();
+  return cache().size();
 }
 
 void onednn_gemm(const AnvilGemmCall& g) {

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "runtime/onednn_util.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/packed_weights.h"
 
@@ -57,10 +58,8 @@ int64_t parallel_macs() {
   return v ? std::atoll(v) : int64_t{1} << 18;
 }
 
-dnnl::engine& engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
+using onednn::engine;
+using onednn::OmpThreads;
 
 /// One oneDNN call's problem: images [n] of the geometry, the user layouts' strides, dtype,
 /// bias, ReLU and the OpenMP threads the primitive is created for.
@@ -99,22 +98,6 @@ void* thread_buffer(int slot, size_t bytes) {
   }
   return b.p;
 }
-
-/// OpenMP threads of this thread's parallel regions for the scope (restored after).
-class OmpThreads {
- public:
-  explicit OmpThreads(int n) : previous_(omp_get_max_threads()) {
-    if (n != previous_) omp_set_num_threads(n);
-  }
-  ~OmpThreads() {
-    if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
-  }
-  OmpThreads(const OmpThreads&) = delete;
-  OmpThreads& operator=(const OmpThreads&) = delete;
-
- private:
-  int previous_;
-};
 
 dt dnnl_type(DType d) { return d == DType::kBFloat16 ? dt::bf16 : dt::f32; }
 
@@ -196,28 +179,15 @@ Prim create(const Problem& p) {
   return r;
 }
 
-/// The process-wide primitive cache (creation takes tens to hundreds of microseconds).
-struct Cache {
-  std::mutex mutex;
-  std::unordered_map<Key, std::shared_ptr<const Prim>, KeyHash> prims;
-};
-Cache& cache() {
-  static Cache* c = new Cache;  // never destroyed: convolutions may run during static destruction
+/// The process-wide primitive cache (onednn_util.h).
+onednn::PrimitiveCache<Key, Prim, KeyHash>& cache() {
+  // never destroyed: calls may run during static destruction
+  static auto* c = new onednn::PrimitiveCache<Key, Prim, KeyHash>;
   return *c;
 }
 
-std::shared_ptr<const Prim> primitive(const Problem& p) {
-  const Key key = key_of(p);
-  Cache& c = cache();
-  {
-    std::lock_guard<std::mutex> lock(c.mutex);
-    auto it = c.prims.find(key);
-    if (it != c.prims.end()) return it->second;
-  }
-  auto made = std::make_shared<const Prim>(create(p));
-  std::lock_guard<std::mutex> lock(c.mutex);
-  if (c.prims.size() >= 4096) c.prims.clear();      // shapes that keep changing: start over
-  return c.prims.emplace(key, made).first->second;  // a racing creator's copy wins
+std::shared_ptr<const Prim> primitive(const Problem p) {
+  return cache().get(key_of(p), [&] { return create(p); });
 }
 
 dnnl::stream& thread_stream() {
@@ -423,8 +393,7 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
 }
 
 size_t onednn_conv_cached_primitives() {
-  std::lock_guard<std::mutex> lock(cache().mutex);
-  return cache().prims.size();
+  return cache().size();
 }
 
 size_t onednn_conv_runs() { return g_runs.load(); }
