@@ -1,9 +1,11 @@
 // The dist test harness (dist_harness.h).
 #include "dist_harness.h"
 
+#include <execinfo.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -179,6 +181,12 @@ bool wait_all(std::vector<Proc>& procs, std::chrono::milliseconds deadline) {
           std::ofstream(p.log, std::ios::app)
               << "\n*** deadline: processes of this job still running ***\n"
               << describe(job);
+          // Ranks still running print their main thread's stack (DistWorker.Run's handler)
+          // into the same log before they are killed: where a hang was, not only that it was.
+          for (const auto& q : job)
+            if (q.cmd.find("DistWorker.Run") != std::string::npos)
+              (void)syscall(SYS_tgkill, q.pid, q.pid, SIGUSR2);  // its main thread
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
           for (const auto& q : job) kill(q.pid, SIGKILL);  // ranks in sessions of their own too
           kill(-p.pid, SIGKILL);
         }
@@ -329,12 +337,24 @@ std::vector<DistParam> all_params() {
 
 }  // namespace anvil::dist::test
 
+namespace {
+/// SIGUSR2 (the harness's deadline): the stack of the thread it lands on, to stderr (the
+/// rank's log); frames of the test binary print as offsets (addr2line -e test_x -f -C OFFSET).
+void print_stack_on_deadline(int) {
+  static const char head[] = "\n*** this rank's stack at the job's deadline ***\n";
+  (void)!write(2, head, sizeof(head) - 1);
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
+}
+}  // namespace
+
 // The entry point of every rank: runs the worker named by ANVIL_DIST_WORKER.
 TEST(DistWorker, Run) {
   using namespace anvil::dist;
   using namespace anvil::dist::test;
   const char* name = std::getenv("ANVIL_DIST_WORKER");
   if (!name) GTEST_SKIP() << "runs only as a rank of a multi-process dist test";
+  signal(SIGUSR2, print_stack_on_deadline);
   auto it = workers().find(name);
   ASSERT_NE(it, workers().end()) << "unknown dist worker '" << name << "'";
   WorkerCtx ctx;

@@ -127,6 +127,26 @@ void NcclState::check(ncclComm_t c, ncclResult_t r, Clock::time_point deadline,
               where, "ncclSuccess", m);
 }
 
+namespace {
+
+/// Aborts every communicator in `comms` (all on cuda:`device`) at once. One at a time could hang:
+/// ncclCommAbort sets its communicator's abort flag, then frees its pinned host memory, and
+/// cuMemFreeHost waits for the whole device, so aborting the group's idle communicator while a
+/// p2p lane's receive still waits for its peer (its flag not yet set) never returned (seen on
+/// 2 x H200). Each abort runs on its own thread, so every flag is set before any free waits.
+void abort_all(const std::vector<ncclComm_t>& comms, int device) {
+  auto one = [device](ncclComm_t c) {
+    (void)cudaSetDevice(device);  // on the group's device, whichever thread found the failure
+    (void)ncclCommAbort(c);
+  };
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < comms.size(); ++i) others.emplace_back(one, comms[i]);
+  if (!comms.empty()) one(comms[0]);
+  for (std::thread& t : others) t.join();
+}
+
+}  // namespace
+
 void NcclState::abort(const std::string& reason) {
   std::lock_guard<std::mutex> lk(mu);
   abort_locked(reason);
@@ -142,11 +162,12 @@ void NcclState::abort_locked(const std::string& reason) {
     failing.swap(pending);
   }
   if (!aborted) {  // NCCL's kernels stop waiting for peers
-    (void)cudaSetDevice(device);  // on the group's device, whichever thread found the failure
-    if (comm) (void)ncclCommAbort(comm);
+    std::vector<ncclComm_t> comms;
+    if (comm) comms.push_back(comm);
     for (auto& [peer, lanes] : p2p)
       for (P2pLane* l : {&lanes.send, &lanes.recv})
-        if (l->comm) (void)ncclCommAbort(l->comm);
+        if (l->comm) comms.push_back(l->comm);
+    abort_all(comms, device);
   }
   aborted = true;
   comm = nullptr;
