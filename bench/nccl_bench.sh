@@ -9,7 +9,8 @@
 # came along (unpacked here when gpu_bundle/ is missing); without a bundle it uses build/.
 # Environment: BENCH_BIN (a nccl_bench binary), PYTHON (default python3, needs torch with CUDA),
 # NCCL_BENCH_JSON (default $OUT/nccl_bench.json when OUT is set, else /tmp/nccl_bench.json), RANKS
-# (default 2). Each engine is bounded by a timeout (anvil 150 s, floor 120 s, torch 180 s): one
+# (default 2), NCCL_BENCH_OPS (a comma list of the ops to run, e.g. all_to_all; default all).
+# Each engine is bounded by a timeout (anvil 150 s, floor 120 s, torch 180 s): one
 # that fails or times out prints n/a in its columns and the script exits non-zero at the end.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,10 +66,12 @@ run_engine() {  # name seconds command...
   fi
   echo "nccl_bench.sh: $name took $((SECONDS - t0)) s" >&2
 }
-run_engine anvil 150 "$bin" --ranks "$ranks" --max-bytes "$max_bytes"
-run_engine floor 120 "$bin" --raw --ranks "$ranks" --max-bytes "$max_bytes"
+ops=()
+if [ -n "${NCCL_BENCH_OPS:-}" ]; then ops=(--ops "$NCCL_BENCH_OPS"); fi
+run_engine anvil 150 "$bin" --ranks "$ranks" --max-bytes "$max_bytes" "${ops[@]}"
+run_engine floor 120 "$bin" --raw --ranks "$ranks" --max-bytes "$max_bytes" "${ops[@]}"
 run_engine torch 180 "$bin" launch "$ranks" "${torch_env[@]}" "$python" "$root/bench/nccl_bench_torch.py" \
-  --max-bytes "$max_bytes"
+  --max-bytes "$max_bytes" "${ops[@]}"
 
 gpus=$(nvidia-smi -L 2>/dev/null | head -"$ranks" | sed 's/ (UUID.*//' | paste -sd ';' -)
 "$python" - "$work" "$json" "$ranks" "${gpus:-unknown}" <<'EOF'

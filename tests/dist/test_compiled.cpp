@@ -377,6 +377,28 @@ void run_tp_mlp_launch(int world) {
 TEST(CompiledCollectivesCli, TpMlpUnderLaunchTwoRanks) { run_tp_mlp_launch(2); }
 TEST(CompiledCollectivesCli, TpMlpUnderLaunchFourRanks) { run_tp_mlp_launch(4); }
 
+TEST(CompiledCollectivesCli, BenchUnderLaunchJoinsTheWorldWithTheNamedBackend) {
+  // `anvil bench --backend gloo` on every rank: each joins the world and times its runs (the
+  // all_reduce needs the other rank: a rank that did not join would fail or hang)
+  const std::string pkg = compile_fixture("tp_mlp_allreduce");
+  bool timed_out = false;
+  const auto r = run_command({ANVIL_CLI, "launch", "-n", "2", "--", ANVIL_CLI, "bench", pkg,
+                              "--backend", "gloo", "-n", "5", "--warmup", "1", "-q"},
+                             {{"ANVIL_DIST_TIMEOUT", "30"}}, std::chrono::milliseconds(90000),
+                             &timed_out);
+  ASSERT_FALSE(timed_out) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  size_t lines = 0;
+  for (size_t at = r.output.find("\"p50_ms\""); at != std::string::npos;
+       at = r.output.find("\"p50_ms\"", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 2u) << "one JSON line per rank\n" << r.output;
+  const auto bad = run_command({ANVIL_CLI, "bench", pkg, "--backend", "carrier-pigeon"}, {},
+                               std::chrono::milliseconds(30000), &timed_out);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--backend needs gloo, mpi or nccl"), std::string::npos) << bad.output;
+}
+
 TEST(CompiledCollectivesCli, LoadWithoutLauncherEnvironmentSaysWhatToSet) {
   const std::string pkg = compile_fixture("tp_mlp_allreduce");
   const std::string dir = temp_dir() + "/noenv";

@@ -57,6 +57,9 @@ ArgParser bench_parser() {
               "size of a symbolic dim for random inputs (default: its lower bound)", true)
       .option("--target", "", "T", "target when compiling a .pt2 (default native)")
       .option("--cache-dir", "", "D", "package and object cache when compiling a .pt2")
+      .option("--backend", "", "NAME",
+              "distributed backend of a package with collectives, gloo, mpi or nccl (sets "
+              "ANVIL_BACKEND; run every rank under `anvil launch`)")
       .flag("--no-cuda-graphs", "", "device packages: run every step as launched, without "
                                     "capturing the run as a CUDA graph")
       .flag("--profile", "", "after the timed runs, run as many again with per-step timing and "
@@ -89,6 +92,7 @@ int cmd_bench(const ParsedArgs& args) {
     throw UsageError("--dim shapes random inputs; it does not go with -i");
   require_file(model, "model");
   for (const auto& p : in_paths) require_file(p, "input");
+  apply_backend_option(args);
   const std::string pkg = package_for(model, args, quiet);
 
   runtime::ModelOptions mo = model_options(args, pkg);

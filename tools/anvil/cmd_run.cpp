@@ -120,11 +120,7 @@ int cmd_run(const ParsedArgs& args) {
   const int64_t threads = args.int_value("--threads", 0, 1, 4096);
   const bool quiet = args.has("--quiet");
   const bool interpret = args.has("--interpret");
-  if (auto b = args.value("--backend")) {
-    if (*b != "gloo" && *b != "mpi" && *b != "nccl")
-      throw UsageError("--backend needs gloo, mpi or nccl, got '" + *b + "'");
-    set_env("ANVIL_BACKEND", *b);
-  }
+  apply_backend_option(args);
   if (interpret && (args.has("--target") || args.has("--cache-dir")))
     throw UsageError("--target and --cache-dir compile a .pt2; they do not go with --interpret");
   std::optional<std::string> out_dir = args.value("--output");

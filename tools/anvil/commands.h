@@ -81,5 +81,8 @@ runtime::ModelOptions model_options(const ParsedArgs& args, const std::string& p
 Tensor npy_ready(const Tensor& t);
 /// Sets an environment variable (used for --backend, --threads). Throws Error on failure.
 void set_env(const std::string& name, const std::string& value);
+/// --backend NAME (gloo, mpi or nccl) sets ANVIL_BACKEND: the engine a package with collectives
+/// joins the world with at load. Throws UsageError for another name.
+void apply_backend_option(const ParsedArgs& args);
 
 }  // namespace anvil::cli

@@ -204,4 +204,12 @@ void set_env(const std::string& name, const std::string& value) {
     throw Error("cannot set environment variable", name, "setenv to succeed", value);
 }
 
+void apply_backend_option(const ParsedArgs& args) {
+  if (auto b = args.value("--backend")) {
+    if (*b != "gloo" && *b != "mpi" && *b != "nccl")
+      throw UsageError("--backend needs gloo, mpi or nccl, got '" + *b + "'");
+    set_env("ANVIL_BACKEND", *b);
+  }
+}
+
 }  // namespace anvil::cli
