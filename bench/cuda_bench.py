@@ -62,10 +62,63 @@ class Block(nn.Module):  # LLaMA-style decoder block, as in compile_bench_defs.p
         return x + s.dn(F.silu(s.g(h)) * s.u(h))
 
 
+class BasicBlock(nn.Module):  # ResNet-18's block (torchvision's layout, written out here)
+    def __init__(s, cin, cout, stride):
+        super().__init__()
+        s.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False); s.b1 = nn.BatchNorm2d(cout)
+        s.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False); s.b2 = nn.BatchNorm2d(cout)
+        s.down = None if stride == 1 and cin == cout else nn.Sequential(
+            nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(s, x):
+        y = s.b2(s.c2(F.relu(s.b1(s.c1(x)))))
+        return F.relu(y + (x if s.down is None else s.down(x)))
+
+
+class Bottleneck(nn.Module):  # ResNet-50's block
+    def __init__(s, cin, width, stride):
+        super().__init__(); cout = width * 4
+        s.c1 = nn.Conv2d(cin, width, 1, bias=False); s.b1 = nn.BatchNorm2d(width)
+        s.c2 = nn.Conv2d(width, width, 3, stride, 1, bias=False); s.b2 = nn.BatchNorm2d(width)
+        s.c3 = nn.Conv2d(width, cout, 1, bias=False); s.b3 = nn.BatchNorm2d(cout)
+        s.down = None if stride == 1 and cin == cout else nn.Sequential(
+            nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(s, x):
+        y = F.relu(s.b1(s.c1(x)))
+        y = s.b3(s.c3(F.relu(s.b2(s.c2(y)))))
+        return F.relu(y + (x if s.down is None else s.down(x)))
+
+
+class ResNet(nn.Module):  # ResNet-18 (basic blocks 2-2-2-2) or -50 (bottlenecks 3-4-6-3), 1000 classes
+    def __init__(s, depth=18):
+        super().__init__()
+        s.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                               nn.MaxPool2d(3, 2, 1))
+        layers, cin = [], 64
+        for i, n in enumerate((2, 2, 2, 2) if depth == 18 else (3, 4, 6, 3)):
+            width = 64 << i
+            for j in range(n):
+                stride = 2 if i > 0 and j == 0 else 1
+                if depth == 18:
+                    layers.append(BasicBlock(cin, width, stride)); cin = width
+                else:
+                    layers.append(Bottleneck(cin, width, stride)); cin = width * 4
+        s.layers = nn.Sequential(*layers)
+        s.fc = nn.Linear(cin, 1000)
+
+    def forward(s, x):
+        return s.fc(torch.flatten(F.adaptive_avg_pool2d(s.layers(s.stem(x)), 1), 1))
+
+
 MODELS = {
     "mlp_1024x4096": (MLP, lambda dt: torch.randn(64, 1024, dtype=dt)),
     "llama_block_d1024_t256": (Block, lambda dt: torch.randn(4, 256, 1024, dtype=dt)),
+    # vision at 224^2 (issue 19 / 14: convolutions through cuDNN), not in the default list
+    "resnet18_b1": (lambda: ResNet(18), lambda dt: torch.randn(1, 3, 224, 224, dtype=dt)),
+    "resnet50_b16": (lambda: ResNet(50), lambda dt: torch.randn(16, 3, 224, 224, dtype=dt)),
 }
+DEFAULT_MODELS = "mlp_1024x4096,llama_block_d1024_t256"
 
 
 def time_torch(fn, x, iters, warmup=20):
@@ -106,7 +159,8 @@ def main():
     ap.add_argument("--anvil", default="gpu_bundle/bin/anvil")
     ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--json", default="")
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default=DEFAULT_MODELS,
+                    help=f"comma list of {', '.join(MODELS)} (default {DEFAULT_MODELS})")
     ap.add_argument("--serving", action="store_true",
                     help="also serve the MLP at batch 1 from 4 threads (gpu_bundle/bin/serving_bench)")
     ap.add_argument("--serving-calls", type=int, default=10000)

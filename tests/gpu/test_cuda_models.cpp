@@ -151,7 +151,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaFixture, ::testing::ValuesIn(all_fixtures
 
 TEST(CudaModels, ResNet50Fp64WithHostStepConvolutions) {
   // spec aot case 49 on the GPU: the weights refilled from their formulas (as test_aot_resnet),
-  // 53 convolutions and a max-pool as host steps, batch norms folded, adds and ReLUs on the GPU;
+  // 53 convolutions as host steps (float64), the max-pool a kernel, batch norms folded, adds and
+  // ReLUs on the GPU;
   // float64 throughout, so the bound is tight (2e-7 of max(1, |want|)).
   ANVIL_REQUIRE_GPU();
   const std::string pt2 = (out_dir() / "aot_49_resnet50_fp64.pt2").string();

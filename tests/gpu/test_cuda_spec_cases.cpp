@@ -87,6 +87,52 @@ TEST(CudaSpecAot, C86_DeviceMovesAndCpuBuffersMatchOnEveryGpu) {
   }
 }
 
+TEST(CudaPool, PoolingKernelsMatchTheInterpreter) {
+  // the pooling steps run as CUDA kernels (no host step): padding, dilation, ceil mode,
+  // count_include_pad off, divisor_override, non-dividing adaptive windows, a channels-last
+  // view, a 3-D input, and bf16
+  ANVIL_REQUIRE_GPU();
+  EXPECT_LT(gpu_vs_interpreter("pool_f32", R"(graph {
+  inputs {
+    %x: f32[2, 3, 17, 19] = user_input
+    %t: f32[2, 17, 19, 3] = user_input
+    %v: f32[3, 17, 19] = user_input
+  }
+  %m1: f32[2, 3, 9, 10] = aten.max_pool2d.default(self=%x, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceil_mode=False)
+  %m2: f32[2, 3, 8, 10] = aten.max_pool2d.default(self=%x, kernel_size=[3, 2], stride=[2, 2], padding=[1, 1], dilation=[2, 1], ceil_mode=True)
+  %a1: f32[2, 3, 9, 10] = aten.avg_pool2d.default(self=%x, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], ceil_mode=True, count_include_pad=False)
+  %a2: f32[2, 3, 8, 9] = aten.avg_pool2d.default(self=%x, kernel_size=[2, 2], stride=[], padding=[0, 0], ceil_mode=False, count_include_pad=True, divisor_override=3)
+  %d1: f32[2, 3, 5, 7] = aten.adaptive_avg_pool2d.default(self=%x, output_size=[5, 7])
+  %cl: f32[2, 3, 17, 19] = aten.permute.default(self=%t, dims=[0, 3, 1, 2])
+  %m3: f32[2, 3, 9, 10] = aten.max_pool2d.default(self=%cl, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceil_mode=False)
+  %m4: f32[3, 8, 9] = aten.max_pool2d.default(self=%v, kernel_size=[2, 2], stride=[], padding=[0, 0], dilation=[1, 1], ceil_mode=False)
+  %d2: f32[3, 4, 4] = aten.adaptive_avg_pool2d.default(self=%v, output_size=[4, 4])
+  outputs {
+    user_output %m1
+    user_output %m2
+    user_output %a1
+    user_output %a2
+    user_output %d1
+    user_output %m3
+    user_output %m4
+    user_output %d2
+  }
+})"),
+            1e-5);
+  EXPECT_LT(gpu_vs_interpreter("pool_bf16", R"(graph {
+  inputs {
+    %x: bf16[2, 8, 14, 14] = user_input
+  }
+  %m: bf16[2, 8, 7, 7] = aten.max_pool2d.default(self=%x, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceil_mode=False)
+  %a: bf16[2, 8, 1, 1] = aten.adaptive_avg_pool2d.default(self=%x, output_size=[1, 1])
+  outputs {
+    user_output %m
+    user_output %a
+  }
+})"),
+            1e-2);
+}
+
 TEST(CudaSpecAot, C88_LargeGridPermuteContiguous) {
   ANVIL_REQUIRE_GPU();
   // 16 777 472 x 8 = 134 219 776 elements: more blocks than a 1-D grid of 65 535 would hold

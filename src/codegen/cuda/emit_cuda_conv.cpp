@@ -25,26 +25,6 @@ bool cudnn_dtype(DType t) {
   return t == DType::kFloat32 || t == DType::kBFloat16 || t == DType::kFloat16;
 }
 
-/// The constant values of int-list attribute `name` expanded to `n` (one value applies to
-/// every spatial dim); false when it is symbolic or has another count.
-bool spatial_ints(const ExternStep& e, const std::string& name, int64_t dflt, size_t n,
-                  std::vector<int64_t>& out) {
-  out.assign(n, dflt);
-  const ExternAttr* a = passes::find_attr(e, name);
-  if (a == nullptr) return true;
-  if (a->kind == 0) {
-    if (!a->i.is_constant()) return false;
-    out.assign(n, a->i.constant());
-    return true;
-  }
-  if (a->kind != 3 || (a->ints.size() != 1 && a->ints.size() != n)) return false;
-  for (size_t d = 0; d < n; ++d) {
-    const SymInt& v = a->ints[a->ints.size() == 1 ? 0 : d];
-    if (!v.is_constant()) return false;
-    out[d] = v.constant();
-  }
-  return true;
-}
 
 /// A convolution step's geometry as the emitter passes it to AnvilConvArgs: spatial attributes
 /// as (h, w) pairs (h of a 1-D convolution is the unit dim), padding resolved.
@@ -205,6 +185,27 @@ std::string epilogue_kernel(const Program& p, const ExternStep& e, const ConvGeo
 }
 
 }  // namespace
+
+/// The constant values of int-list attribute `name` expanded to `n` (one value applies to
+/// every spatial dim); false when it is symbolic or has another count.
+bool spatial_ints(const ExternStep& e, const std::string& name, int64_t dflt, size_t n,
+                  std::vector<int64_t>& out) {
+  out.assign(n, dflt);
+  const ExternAttr* a = passes::find_attr(e, name);
+  if (a == nullptr) return true;
+  if (a->kind == 0) {
+    if (!a->i.is_constant()) return false;
+    out.assign(n, a->i.constant());
+    return true;
+  }
+  if (a->kind != 3 || (a->ints.size() != 1 && a->ints.size() != n)) return false;
+  for (size_t d = 0; d < n; ++d) {
+    const SymInt& v = a->ints[a->ints.size() == 1 ? 0 : d];
+    if (!v.is_constant()) return false;
+    out[d] = v.constant();
+  }
+  return true;
+}
 
 std::string conv_gap(const ExternStep& e) {
   if (!is_conv_target(e.target)) return "not a convolution";

@@ -373,6 +373,7 @@ std::string cuda_kernel_gap(const passes::Program& p, const passes::ExternStep& 
     }
     return "";
   }
+  if (ext::is_pool_target(t)) return ext::pool_gap(e);
   if (t == "aten.convolution.default" || t == "aten.conv2d.default" ||
       t == "aten.conv1d.default")
     return ext::conv_gap(e);  // cuDNN's (device ABI 5), its host path behind it
@@ -415,6 +416,7 @@ std::string emit_extern(const passes::Program& p, const passes::ExternStep& e) {
   if (t == "aten.cumsum.default") return cumsum(p, e);
   if (t == "aten.diff.default") return diff(p, e);
   if (t == "aten.scaled_dot_product_attention.default") return ext::attention(p, e);
+  if (ext::is_pool_target(t)) return ext::pool(p, e);
   if (t == "aten.convolution.default" || t == "aten.conv2d.default" ||
       t == "aten.conv1d.default")
     return ext::conv(p, e);

@@ -54,6 +54,17 @@ std::string check_index(const ExternStep& e, const std::string& var, const std::
                         bool wrap);
 std::string elementwise_grid(const TensorView& out);
 
+/// The constant values of int-list attribute `name` expanded to `n` (one value applies to
+/// every spatial dim; absent: `dflt`); false when it is symbolic or has another count.
+bool spatial_ints(const ExternStep& e, const std::string& name, int64_t dflt, size_t n,
+                  std::vector<int64_t>& out);
+
+/// Why pooling step `e` (max_pool2d, avg_pool2d, adaptive_avg_pool2d) has no CUDA kernel, or
+/// "" (emit_cuda_pool.cpp); pool() emits it: one thread per output element.
+std::string pool_gap(const ExternStep& e);
+std::string pool(const Program& p, const ExternStep& e);
+bool is_pool_target(const std::string& t);
+
 /// scaled_dot_product_attention (emit_cuda_attention.cpp): cuDNN's fused attention where it
 /// applies and is faster, else anvil's own kernel.
 std::string attention(const Program& p, const ExternStep& e);

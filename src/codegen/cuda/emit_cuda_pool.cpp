@@ -1,0 +1,167 @@
+// 2-D pooling on the CUDA target: max_pool2d, avg_pool2d and adaptive_avg_pool2d over 3-D or
+// 4-D strided views, one thread per output element (grid-stride), accumulating in float (double
+// for float64) and following the reference kernels of src/ops/conv.cpp: max propagates NaN and
+// skips padding; avg divides by the window clipped to the padded input (count_include_pad) or to
+// the input, or by divisor_override; adaptive windows are [floor(i*H/O), ceil((i+1)*H/O)). Until
+// these, each pooling step was a host step, which drained the stream around it and kept the run
+// out of a CUDA graph (ResNet's stem max pool and its final average pool).
+#include <sstream>
+
+#include "codegen/cuda/extern_kernel.h"
+
+namespace anvil::codegen::cuda::ext {
+
+namespace {
+
+bool floating(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 ||
+         t == DType::kFloat64;
+}
+
+/// A window's constant geometry (stride empty -> the kernel size, as PyTorch).
+struct Window {
+  std::vector<int64_t> kernel, stride, pad, dilation;
+};
+
+std::string window(const ExternStep& e, bool dilated, Window& w) {
+  if (!spatial_ints(e, "kernel_size", 1, 2, w.kernel) || !has_attr(e, "kernel_size"))
+    return "a symbolic or malformed kernel_size";
+  const passes::ExternAttr* s = passes::find_attr(e, "stride");
+  if (s == nullptr || (s->kind == 3 && s->ints.empty()))
+    w.stride = w.kernel;
+  else if (!spatial_ints(e, "stride", 1, 2, w.stride))
+    return "a symbolic or malformed stride";
+  if (!spatial_ints(e, "padding", 0, 2, w.pad)) return "a symbolic or malformed padding";
+  w.dilation = {1, 1};
+  if (dilated && !spatial_ints(e, "dilation", 1, 2, w.dilation))
+    return "a symbolic or malformed dilation";
+  for (size_t d = 0; d < 2; ++d)
+    if (w.kernel[d] <= 0 || w.stride[d] <= 0 || w.dilation[d] <= 0 || w.pad[d] < 0)
+      return "a non-positive kernel, stride or dilation, or a negative padding";
+  return "";
+}
+
+std::string acc_type(DType t) { return t == DType::kFloat64 ? "double" : "float"; }
+
+/// The body shared by the three ops: the output element's plane (leading indices u0..u{r-3})
+/// and its position (oy, ox); `inner` computes `r` from the input plane `at(iy, ix)`.
+std::string pool_body(const ExternStep& e, const std::string& inner) {
+  const TensorView &x = e.inputs[0], &out = e.outputs[0];
+  const size_t r = out.sizes.size();
+  std::vector<std::string> uv = vars("u", r);
+  std::vector<std::string> xv(uv.begin(), uv.end() - 2);
+  xv.push_back("iy");
+  xv.push_back("ix");
+  std::ostringstream in;
+  in << "    const int64_t oy = u" << r - 2 << ", ox = u" << r - 1 << ";\n";
+  in << "    const int64_t H = " << paren(x.sizes[r - 2]) << ", W = " << paren(x.sizes[r - 1])
+     << ";\n";
+  in << "    const int64_t OH = " << paren(out.sizes[r - 2]) << ", OW = "
+     << paren(out.sizes[r - 1]) << ";\n";
+  in << "    (void)OH; (void)OW;\n";
+  in << "    auto at = [&](int64_t iy, int64_t ix) { return " << load(x.dtype, "v0", offset_of(x, xv))
+     << "; };\n";
+  in << inner;
+  in << "    " << store(out.dtype, "y0", offset_of(out, uv), "r") << "\n";
+  return in.str();
+}
+
+std::string max_pool(const Window& w, const std::string& acc) {
+  std::ostringstream in;
+  in << "    const int64_t ly = oy * " << w.stride[0] << " - " << w.pad[0] << ", lx = ox * "
+     << w.stride[1] << " - " << w.pad[1] << ";\n";
+  in << "    " << acc << " r = -INFINITY;\n    bool nan = false;\n";
+  in << "    for (int64_t ki = 0; ki < " << w.kernel[0] << "; ++ki) {\n"
+     << "      const int64_t iy = ly + ki * " << w.dilation[0] << ";\n"
+     << "      if (iy < 0 || iy >= H) continue;\n"
+     << "      for (int64_t kj = 0; kj < " << w.kernel[1] << "; ++kj) {\n"
+     << "        const int64_t ix = lx + kj * " << w.dilation[1] << ";\n"
+     << "        if (ix < 0 || ix >= W) continue;\n"
+     << "        const " << acc << " v = static_cast<" << acc << ">(at(iy, ix));\n"
+     << "        if (isnan(v)) nan = true;\n"
+     << "        else if (v > r) r = v;\n      }\n    }\n";
+  in << "    if (nan) r = NAN;\n";
+  return in.str();
+}
+
+std::string avg_pool(const Window& w, bool include_pad, int64_t divisor, const std::string& acc) {
+  std::ostringstream in;
+  in << "    int64_t ly = oy * " << w.stride[0] << " - " << w.pad[0] << ", lx = ox * "
+     << w.stride[1] << " - " << w.pad[1] << ";\n";
+  in << "    int64_t hy = ly + " << w.kernel[0] << ", hx = lx + " << w.kernel[1] << ";\n";
+  in << "    if (hy > H + " << w.pad[0] << ") hy = H + " << w.pad[0] << ";\n";
+  in << "    if (hx > W + " << w.pad[1] << ") hx = W + " << w.pad[1] << ";\n";
+  in << "    const int64_t padded = (hy - ly) * (hx - lx);\n";
+  in << "    if (ly < 0) ly = 0;\n    if (lx < 0) lx = 0;\n";
+  in << "    if (hy > H) hy = H;\n    if (hx > W) hx = W;\n";
+  in << "    " << acc << " r = 0;\n";
+  in << "    if (ly < hy && lx < hx) {\n"
+     << "      " << acc << " sum = 0;\n"
+     << "      for (int64_t iy = ly; iy < hy; ++iy)\n"
+     << "        for (int64_t ix = lx; ix < hx; ++ix) sum += static_cast<" << acc
+     << ">(at(iy, ix));\n";
+  const std::string div = divisor != 0 ? std::to_string(divisor)
+                          : include_pad ? "padded"
+                                        : "(hy - ly) * (hx - lx)";
+  in << "      r = sum / static_cast<" << acc << ">(" << div << ");\n    }\n";
+  return in.str();
+}
+
+std::string adaptive_avg_pool(const std::string& acc) {
+  std::ostringstream in;
+  in << "    const int64_t ly = (oy * H) / OH, hy = ((oy + 1) * H + OH - 1) / OH;\n";
+  in << "    const int64_t lx = (ox * W) / OW, hx = ((ox + 1) * W + OW - 1) / OW;\n";
+  in << "    " << acc << " sum = 0;\n";
+  in << "    for (int64_t iy = ly; iy < hy; ++iy)\n"
+     << "      for (int64_t ix = lx; ix < hx; ++ix) sum += static_cast<" << acc
+     << ">(at(iy, ix));\n";
+  in << "    const " << acc << " r = sum / static_cast<" << acc << ">((hy - ly) * (hx - lx));\n";
+  return in.str();
+}
+
+}  // namespace
+
+bool is_pool_target(const std::string& t) {
+  return t == "aten.max_pool2d.default" || t == "aten.avg_pool2d.default" ||
+         t == "aten.adaptive_avg_pool2d.default";
+}
+
+std::string pool_gap(const ExternStep& e) {
+  if (e.inputs.empty() || e.outputs.size() != 1) return "pooling with other than one output";
+  const TensorView &x = e.inputs[0], &out = e.outputs[0];
+  if (x.sizes.size() != 3 && x.sizes.size() != 4) return "pooling of other than a 3-D or 4-D input";
+  if (out.sizes.size() != x.sizes.size()) return "pooling output rank differs from its input's";
+  if (!floating(x.dtype) || out.dtype != x.dtype) return "pooling of non-floating tensors";
+  Window w;
+  if (e.target == "aten.max_pool2d.default") return window(e, true, w);
+  if (e.target == "aten.avg_pool2d.default") {
+    if (has_attr(e, "divisor_override") && int_attr(e, "divisor_override", 0) == 0)
+      return "a zero or symbolic divisor_override";
+    return window(e, false, w);
+  }
+  return "";  // adaptive: the output's sizes are its windows
+}
+
+std::string pool(const Program& p, const ExternStep& e) {
+  const TensorView &x = e.inputs[0], &out = e.outputs[0];
+  const std::string acc = acc_type(x.dtype);
+  std::string inner;
+  Window w;
+  if (e.target == "aten.max_pool2d.default") {
+    (void)window(e, true, w);
+    inner = max_pool(w, acc);
+  } else if (e.target == "aten.avg_pool2d.default") {
+    (void)window(e, false, w);
+    inner = avg_pool(w, int_attr(e, "count_include_pad", 1) != 0,
+                     int_attr(e, "divisor_override", 0), acc);
+  } else {
+    inner = adaptive_avg_pool(acc);
+  }
+  KernelText k;
+  k.params = {{"v0", &x}, {"y0", &out}};
+  k.body = elementwise_loop(out, pool_body(e, inner));
+  k.grid = elementwise_grid(out);
+  return finish(p, e, k);
+}
+
+}  // namespace anvil::codegen::cuda::ext

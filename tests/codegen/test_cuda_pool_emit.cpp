@@ -1,0 +1,65 @@
+// Pooling on the CUDA target without a GPU: max_pool2d, avg_pool2d and adaptive_avg_pool2d of
+// floating tensors are CUDA kernels (no host step: a host step drains the stream and keeps the
+// run out of a CUDA graph), their geometry baked into the kernel; an integer max pool stays a
+// host step with its reason. The source compiles with nvcc. The values are checked on a GPU by
+// CudaPool.PoolingKernelsMatchTheInterpreter (tests/gpu/test_cuda_spec_cases.cpp).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "driver/compile.h"
+#include "ir/parser.h"
+#include <nlohmann/json.hpp>
+
+namespace anvil {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(CudaPoolEmit, FloatingPoolsAreKernelsAndIntegerOnesHostSteps) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_cuda_pool_emit_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.cache_dir = (dir / "cache").string();
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.emit_source_dir = (dir / "src").string();
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[2, 3, 17, 19] = user_input
+    %h: bf16[3, 14, 14] = user_input
+    %i: i32[1, 2, 8, 8] = user_input
+  }
+  %m: f32[2, 3, 8, 10] = aten.max_pool2d.default(self=%x, kernel_size=[3, 2], stride=[2, 2], padding=[1, 1], dilation=[2, 1], ceil_mode=True)
+  %a: f32[2, 3, 8, 9] = aten.avg_pool2d.default(self=%x, kernel_size=[2, 2], stride=[], padding=[0, 0], ceil_mode=False, count_include_pad=True, divisor_override=3)
+  %d: bf16[3, 4, 4] = aten.adaptive_avg_pool2d.default(self=%h, output_size=[4, 4])
+  %n: i32[1, 2, 4, 4] = aten.max_pool2d.default(self=%i, kernel_size=[2, 2], stride=[], padding=[0, 0], dilation=[1, 1], ceil_mode=False)
+  outputs {
+    user_output %m
+    user_output %a
+    user_output %d
+    user_output %n
+  }
+})");
+  driver::compile_graph(*g, (dir / "pool.anvil").string(), o);  // nvcc compiles the source
+  std::ifstream mf(dir / "src" / "manifest.json");
+  ASSERT_TRUE(mf.good());
+  const auto m = nlohmann::json::parse(mf);
+  ASSERT_EQ(m.at("host_steps").size(), 1u) << m.at("host_steps").dump();
+  EXPECT_NE(m["host_steps"][0].at("why").get<std::string>().find("non-floating"),
+            std::string::npos)
+      << m["host_steps"][0].dump();
+  std::ifstream k(dir / "src" / "kernels_0.cu");
+  const std::string text((std::istreambuf_iterator<char>(k)), std::istreambuf_iterator<char>());
+  // the geometry is constant in the kernels: max pool's dilation 2 rows, avg's divisor 3
+  EXPECT_NE(text.find("ki * 2"), std::string::npos);
+  EXPECT_NE(text.find("/ static_cast<float>(3)"), std::string::npos);
+  EXPECT_NE(text.find("isnan(v)"), std::string::npos) << "max pool propagates NaN";
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace anvil
