@@ -1,0 +1,127 @@
+# The install test (ctest -R install_tree, label `install`): installs the build into a scratch
+# prefix, compiles a fixture with the installed CLI, builds examples/ against the installed tree
+# as a separate CMake project (find_package(anvil)) and with pkg-config, runs them, and checks the
+# outputs against PyTorch's (the fixture's .npy). With dpkg-deb present it also packs the Debian
+# package and checks its contents.
+#
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... -DCC=... -P install_test.cmake
+foreach(v BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CC)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "install_test.cmake: -D${v}=... is required")
+  endif()
+endforeach()
+
+set(prefix ${WORK_DIR}/prefix)
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+# run(NAME OUT_VAR cmd...): runs a command, fails the test with its output when it fails.
+function(run name out)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE e)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${name} failed (exit ${rc}): ${ARGN}\n--- stdout\n${o}\n--- stderr\n${e}")
+  endif()
+  set(${out} "${o}${e}" PARENT_SCOPE)
+endfunction()
+
+# expect(TEXT PART...): every PART occurs in TEXT.
+function(expect what text)
+  foreach(part IN LISTS ARGN)
+    string(FIND "${text}" "${part}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "${what}: expected \"${part}\" in:\n${text}")
+    endif()
+  endforeach()
+endfunction()
+
+# 1. Install.
+run("cmake --install" out ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+foreach(f bin/anvil bin/anvil-gemm-time lib/libanvil_rt.so lib/libanvil_rt.so.0
+          include/anvil/anvil.h include/anvil/anvil_c.h include/anvil/anvil_rt.h
+          lib/cmake/anvil/anvilConfig.cmake lib/cmake/anvil/anvilConfigVersion.cmake
+          lib/cmake/anvil/anvilTargets.cmake lib/pkgconfig/anvil.pc lib/anvil/libanvil_rt.so
+          lib/anvil/libanvil_core.so lib/anvil/libanvil_dist.so)
+  if(NOT EXISTS ${prefix}/${f})
+    message(FATAL_ERROR "the install lacks ${prefix}/${f}")
+  endif()
+endforeach()
+# The public headers include nothing from src/ (only <...> headers and "anvil/..." ones).
+file(GLOB headers ${prefix}/include/anvil/*.h)
+foreach(h IN LISTS headers)
+  file(STRINGS ${h} incs REGEX "^[ \t]*#[ \t]*include")
+  foreach(line IN LISTS incs)
+    if(NOT line MATCHES "#[ \t]*include[ \t]*<" AND NOT line MATCHES "\"anvil/")
+      message(FATAL_ERROR "${h}: a public header includes a private one: ${line}")
+    endif()
+  endforeach()
+endforeach()
+
+# 2. The installed CLI compiles a fixture (generated code against the installed headers).
+set(fixtures ${SOURCE_DIR}/tests/fixtures)
+set(pkg ${WORK_DIR}/mlp_small.anvil)
+run("installed anvil compile" out ${CMAKE_COMMAND} -E env --unset=ANVIL_INCLUDE_DIR
+    ANVIL_CACHE_DIR=${WORK_DIR}/cache ${prefix}/bin/anvil compile ${fixtures}/mlp_small.pt2
+    -o ${pkg} -q)
+
+# 3. examples/ as a project of its own, outside the source tree, against the installed tree.
+run("configure examples" out ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples -B ${WORK_DIR}/examples
+    -G ${GENERATOR} -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix})
+run("build examples" out ${CMAKE_COMMAND} --build ${WORK_DIR}/examples)
+# It linked the installed library, not the build's.
+file(READ ${WORK_DIR}/examples/CMakeCache.txt cache)
+expect("examples' anvil_DIR" "${cache}" "anvil_DIR:PATH=${prefix}/lib/cmake/anvil")
+run("ldd embed_cpp" ldd ldd ${WORK_DIR}/examples/embed_cpp)
+expect("embed_cpp's libraries" "${ldd}" "libanvil_rt.so.0 => ${prefix}/lib/libanvil_rt.so.0")
+string(FIND "${ldd}" "libanvil_core" at)
+if(NOT at EQUAL -1)
+  message(FATAL_ERROR "embed_cpp needs more than libanvil_rt:\n${ldd}")
+endif()
+
+# 4. Run the C++ example on the fixture's input; its outputs must match PyTorch's.
+run("embed_cpp" out ${WORK_DIR}/examples/embed_cpp ${pkg} ${fixtures}/mlp_small.in0.npy
+    --want ${fixtures}/mlp_small.out0.npy)
+expect("embed_cpp output" "${out}" "input x [8, 256]" "output 0: [8, 256]" "output 0: match")
+message(STATUS "embed_cpp:\n${out}")
+# A bad input is anvil's error, through the C++ API, and a failure exit.
+execute_process(COMMAND ${WORK_DIR}/examples/embed_cpp ${pkg} ${fixtures}/small_cnn.in0.npy
+                RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE e)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "embed_cpp accepted a wrong input:\n${o}${e}")
+endif()
+expect("embed_cpp's error" "${e}" "error: " "input 'x' (#0): wrong number of dims")
+
+# 5. The C example, built with pkg-config alone, runs the package.
+run("pkg-config" flags ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${prefix}/lib/pkgconfig
+    pkg-config --cflags --libs anvil)
+string(STRIP "${flags}" flags)
+separate_arguments(flags UNIX_COMMAND "${flags}")
+expect("pkg-config flags" "${flags}" "-I${prefix}/lib/pkgconfig/../../include"
+       "-L${prefix}/lib/pkgconfig/../../lib" "-lanvil_rt")
+run("cc embed_c.c" out ${CC} ${SOURCE_DIR}/examples/embed_c.c ${flags} -o ${WORK_DIR}/embed_c_pc)
+run("embed_c" out ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${prefix}/lib ${WORK_DIR}/embed_c_pc
+    ${pkg})
+expect("embed_c output" "${out}" "input 0: x dtype(code=2 bits=32) [8, 256]" "run 2:"
+       "output 0: [8, 256]")
+
+# 6. The Debian package (where dpkg-deb exists): built, and holding the same tree under /usr.
+find_program(DPKG_DEB dpkg-deb)
+get_filename_component(cmake_bin ${CMAKE_COMMAND} DIRECTORY)
+if(DPKG_DEB)
+  run("cpack -G DEB" out ${cmake_bin}/cpack -G DEB --config ${BUILD_DIR}/CPackConfig.cmake
+      -B ${WORK_DIR}/deb)
+  file(GLOB debs ${WORK_DIR}/deb/*.deb)
+  list(LENGTH debs n)
+  if(NOT n EQUAL 1)
+    message(FATAL_ERROR "cpack made ${n} .deb files: ${debs}\n${out}")
+  endif()
+  run("dpkg-deb -c" listing ${DPKG_DEB} -c ${debs})
+  expect("the .deb's files" "${listing}" "./usr/bin/anvil" "./usr/lib/libanvil_rt.so.0.1.0"
+         "./usr/include/anvil/anvil.h" "./usr/lib/cmake/anvil/anvilConfig.cmake"
+         "./usr/lib/pkgconfig/anvil.pc" "./usr/lib/anvil/libanvil_core.so")
+  run("dpkg-deb -f" fields ${DPKG_DEB} -f ${debs} Package Version Depends)
+  expect("the .deb's control fields" "${fields}" "Package: anvil" "Depends:" "libzip")
+  message(STATUS "Debian package ${debs}:\n${fields}")
+else()
+  message(STATUS "dpkg-deb not found: the Debian package is not checked")
+endif()
+file(REMOVE_RECURSE ${WORK_DIR})
