@@ -35,8 +35,8 @@ std::string header_field(const std::string& h, const std::string& key) {
   size_t v = h.find(':', k) + 1;
   while (h[v] == ' ') ++v;
   if (h[v] == '\'') return h.substr(v + 1, h.find('\'', v + 1) - v - 1);  // a string, unquoted
-  if (h[v] == '(') return h.substr(v, h.find(')', v) - v + 1);             // a tuple
-  return h.substr(v, h.find_first_of(",}", v) - v);                      // True, False, numbers
+  if (h[v] == '(') return h.substr(v, h.find(')', v) - v + 1);            // a tuple
+  return h.substr(v, h.find_first_of(",}", v) - v);                       // True, False, numbers
 }
 
 Npy read_npy(const std::string& path) {
@@ -54,12 +54,18 @@ Npy read_npy(const std::string& path) {
     throw anvil::api::Error(path + ": Fortran order is not supported");
   Npy a;
   const std::string descr = header_field(h, "descr");
-  if (descr == "<f4") a.dtype = anvil::api::dtype_of<float>();
-  else if (descr == "<f8") a.dtype = anvil::api::dtype_of<double>();
-  else if (descr == "<i8") a.dtype = anvil::api::dtype_of<int64_t>();
-  else if (descr == "<i4") a.dtype = anvil::api::dtype_of<int32_t>();
-  else if (descr == "|b1") a.dtype = anvil::api::dtype_of<bool>();
-  else throw anvil::api::Error(path + ": unsupported dtype " + descr);
+  if (descr == "<f4")
+    a.dtype = anvil::api::dtype_of<float>();
+  else if (descr == "<f8")
+    a.dtype = anvil::api::dtype_of<double>();
+  else if (descr == "<i8")
+    a.dtype = anvil::api::dtype_of<int64_t>();
+  else if (descr == "<i4")
+    a.dtype = anvil::api::dtype_of<int32_t>();
+  else if (descr == "|b1")
+    a.dtype = anvil::api::dtype_of<bool>();
+  else
+    throw anvil::api::Error(path + ": unsupported dtype " + descr);
   const std::string shape = header_field(h, "shape");
   for (size_t i = 1; i < shape.size();) {
     const size_t j = shape.find_first_of(",)", i);
@@ -89,14 +95,17 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 int run(int argc, char** argv) {
   std::vector<std::string> ins, wants;
   for (int i = 2, want = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--want") == 0) want = 1;
-    else (want ? wants : ins).push_back(argv[i]);
+    if (std::strcmp(argv[i], "--want") == 0)
+      want = 1;
+    else
+      (want ? wants : ins).push_back(argv[i]);
   }
   const anvil::api::Model model = anvil::api::Model::load(argv[1]);
   std::printf("model %s\n", argv[1]);
   for (const auto& s : model.input_specs()) {
     std::printf("  input %s [", s.name.c_str());
-    for (size_t d = 0; d < s.sizes.size(); ++d) std::printf("%s%s", d ? ", " : "", s.sizes[d].c_str());
+    for (size_t d = 0; d < s.sizes.size(); ++d)
+      std::printf("%s%s", d ? ", " : "", s.sizes[d].c_str());
     std::printf("]\n");
   }
   std::vector<Npy> arrays;
@@ -115,7 +124,8 @@ int run(int argc, char** argv) {
     const anvil::api::Tensor& t = outs[i];
     const void* data = static_cast<const char*>(t.dl().data) + t.dl().byte_offset;
     std::printf("  output %zu: %s", i, shape_text(t.shape()).c_str());
-    for (int64_t k = 0; k < t.numel() && k < 4; ++k) std::printf(" %g", element(data, t.dtype(), k));
+    for (int64_t k = 0; k < t.numel() && k < 4; ++k)
+      std::printf(" %g", element(data, t.dtype(), k));
     std::printf(t.numel() > 4 ? " ...\n" : "\n");
     if (i >= wants.size()) continue;
     const Npy want = read_npy(wants[i]);

@@ -42,19 +42,23 @@ inline void check(int rc, char* err) {
   anvil_free(err);
   throw Error(message);
 }
+template <typename>
+inline constexpr bool kNoDtype = false;
 }  // namespace detail
 
-/// The DLPack dtype of a C++ element type (float, double, int64_t, int32_t, uint8_t, bool ...).
+/// The DLPack dtype of a C++ element type: bool, the floating types, the integer types.
 template <typename T>
-DLDataType dtype_of();
-template <> inline DLDataType dtype_of<float>() { return {kDLFloat, 32, 1}; }
-template <> inline DLDataType dtype_of<double>() { return {kDLFloat, 64, 1}; }
-template <> inline DLDataType dtype_of<int64_t>() { return {kDLInt, 64, 1}; }
-template <> inline DLDataType dtype_of<int32_t>() { return {kDLInt, 32, 1}; }
-template <> inline DLDataType dtype_of<int16_t>() { return {kDLInt, 16, 1}; }
-template <> inline DLDataType dtype_of<int8_t>() { return {kDLInt, 8, 1}; }
-template <> inline DLDataType dtype_of<uint8_t>() { return {kDLUInt, 8, 1}; }
-template <> inline DLDataType dtype_of<bool>() { return {6 /* kDLBool */, 8, 1}; }
+DLDataType dtype_of() {
+  constexpr uint8_t bits = static_cast<uint8_t>(8 * sizeof(T));
+  if constexpr (std::is_same_v<T, bool>)
+    return {6 /* kDLBool */, 8, 1};
+  else if constexpr (std::is_floating_point_v<T>)
+    return {static_cast<uint8_t>(kDLFloat), bits, 1};
+  else if constexpr (std::is_integral_v<T>)
+    return {static_cast<uint8_t>(std::is_signed_v<T> ? kDLInt : kDLUInt), bits, 1};
+  else
+    static_assert(detail::kNoDtype<T>, "anvil::api::dtype_of: not an arithmetic type");
+}
 
 /// Caller-owned memory passed as an input or a constant value: borrowed for the call only.
 /// Empty strides mean compact row-major; strides are in elements, as DLPack's.
@@ -104,8 +108,8 @@ class Tensor {
     if (want.code != dtype().code || want.bits != dtype().bits)
       throw Error("anvil::api::Tensor::data: element type (DLPack code " +
                   std::to_string(want.code) + ", " + std::to_string(want.bits) +
-                  " bits) does not match the tensor's dtype (code " +
-                  std::to_string(dtype().code) + ", " + std::to_string(dtype().bits) + " bits)");
+                  " bits) does not match the tensor's dtype (code " + std::to_string(dtype().code) +
+                  ", " + std::to_string(dtype().bits) + " bits)");
     return reinterpret_cast<const T*>(static_cast<const char*>(dl().data) + dl().byte_offset);
   }
   /// Hands the DLPack tensor to the caller (who then calls its deleter).
@@ -216,8 +220,8 @@ class Model {
     m.dl_tensor.dtype = v.dtype;
     m.dl_tensor.shape = const_cast<int64_t*>(v.shape.data());
     if (!v.strides.empty() && v.strides.size() != v.shape.size())
-      throw Error("anvil::api::TensorView: " + std::to_string(v.strides.size()) +
-                  " strides for " + std::to_string(v.shape.size()) + " dims");
+      throw Error("anvil::api::TensorView: " + std::to_string(v.strides.size()) + " strides for " +
+                  std::to_string(v.shape.size()) + " dims");
     m.dl_tensor.strides = v.strides.empty() ? nullptr : const_cast<int64_t*>(v.strides.data());
     return &m;
   }
@@ -245,8 +249,8 @@ class Model {
   std::vector<std::string> constants(bool original) const {
     std::vector<std::string> out;
     for (size_t i = 0; i < anvil_model_num_constants(m_); ++i) {
-      const char* s = original ? anvil_model_constant_original_name(m_, i)
-                               : anvil_model_constant_name(m_, i);
+      const char* s =
+          original ? anvil_model_constant_original_name(m_, i) : anvil_model_constant_name(m_, i);
       out.emplace_back(s ? s : "");
     }
     return out;

@@ -19,7 +19,8 @@ namespace anvil::dist {
 void require_same_dist(void* handle, const std::string& library) {
   const void* theirs = ::dlsym(handle, "anvil_dist_self");
   if (theirs == &anvil_dist_self) return;
-  throw Error(str(library, " was built against anvil's dist library, and this program holds "
+  throw Error(str(library,
+                  " was built against anvil's dist library, and this program holds "
                   "another copy of it (a program linked to the public libanvil_rt: it runs "
                   "packages with gloo and mpi collectives, not nccl ones; run nccl jobs with "
                   "the anvil CLI or a program linked to anvil's layer libraries)"),

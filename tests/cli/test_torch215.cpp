@@ -117,10 +117,10 @@ TEST(Torch215, NewerSchemaMajorNamesBothVersions) {
   } catch (const Error& e) {
     msg = e.what();
   }
-  for (const char* part : {"future.pt2", "models/model.json: schema_version",
-                           "schema version too new for this anvil", "schema 8.x",
-                           "PyTorch 2.11 to 2.15", "8.17 to 8.20", "got 9.2",
-                           "written by PyTorch 2.19.0"})
+  for (const char* part :
+       {"future.pt2", "models/model.json: schema_version", "schema version too new for this anvil",
+        "schema 8.x", "PyTorch 2.11 to 2.15", "8.17 to 8.20", "got 9.2",
+        "written by PyTorch 2.19.0"})
     EXPECT_NE(msg.find(part), std::string::npos) << "lacks \"" << part << "\": " << msg;
 }
 
@@ -130,8 +130,8 @@ TEST(Torch215, NewerSchemaMinorIsRead) {
   const auto graph = frontend::load_pt2_bytes(bytes, "minor.pt2");
   EXPECT_EQ(graph->attributes.at("schema_version"), "8.99");
   interp::Interpreter interp(*graph);
-  expect_match(interp.run(read_set("mlp_dynbatch", "in", "")),
-               read_set("mlp_dynbatch", "out", ""), "schema 8.99");
+  expect_match(interp.run(read_set("mlp_dynbatch", "in", "")), read_set("mlp_dynbatch", "out", ""),
+               "schema 8.99");
 }
 
 }  // namespace

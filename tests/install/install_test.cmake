@@ -1,8 +1,8 @@
 # The install test (ctest -R install_tree, label `install`): installs the build into a scratch
 # prefix, compiles a fixture with the installed CLI, builds examples/ against the installed tree
 # as a separate CMake project (find_package(anvil)) and with pkg-config, runs them, and checks the
-# outputs against PyTorch's (the fixture's .npy). With dpkg-deb present it also packs the Debian
-# package and checks its contents.
+# outputs against PyTorch's (the fixture's .npy). With dpkg-deb and dpkg-shlibdeps present it also
+# packs the Debian package and checks its contents.
 #
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... -DCC=... -P install_test.cmake
 foreach(v BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CC)
@@ -63,6 +63,20 @@ run("installed anvil compile" out ${CMAKE_COMMAND} -E env --unset=ANVIL_INCLUDE_
     ANVIL_CACHE_DIR=${WORK_DIR}/cache ${prefix}/bin/anvil compile ${fixtures}/mlp_small.pt2
     -o ${pkg} -q)
 
+# ... and with the headers installed beside it, not the source tree's: a sentinel planted in the
+# installed anvil_rt.h must break a compile (a fresh cache, so nothing is reused).
+file(READ ${prefix}/include/anvil/anvil_rt.h rt_header)
+file(APPEND ${prefix}/include/anvil/anvil_rt.h "\n#error anvil_install_test_sentinel\n")
+execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=ANVIL_INCLUDE_DIR
+                ANVIL_CACHE_DIR=${WORK_DIR}/cache_sentinel ${prefix}/bin/anvil compile
+                ${fixtures}/mlp_small.pt2 -o ${WORK_DIR}/sentinel.anvil -q
+                RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE e)
+file(WRITE ${prefix}/include/anvil/anvil_rt.h "${rt_header}")
+if(rc EQUAL 0)
+  message(FATAL_ERROR "the installed CLI compiled without the installed headers:\n${o}${e}")
+endif()
+expect("the installed CLI's compile error" "${o}${e}" "anvil_install_test_sentinel")
+
 # 3. examples/ as a project of its own, outside the source tree, against the installed tree.
 run("configure examples" out ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples -B ${WORK_DIR}/examples
     -G ${GENERATOR} -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix})
@@ -105,8 +119,9 @@ expect("embed_c output" "${out}" "input 0: x dtype(code=2 bits=32) [8, 256]" "ru
 
 # 6. The Debian package (where dpkg-deb exists): built, and holding the same tree under /usr.
 find_program(DPKG_DEB dpkg-deb)
+find_program(DPKG_SHLIBDEPS dpkg-shlibdeps)  # dpkg-dev (build-essential has it)
 get_filename_component(cmake_bin ${CMAKE_COMMAND} DIRECTORY)
-if(DPKG_DEB)
+if(DPKG_DEB AND DPKG_SHLIBDEPS)
   run("cpack -G DEB" out ${cmake_bin}/cpack -G DEB --config ${BUILD_DIR}/CPackConfig.cmake
       -B ${WORK_DIR}/deb)
   file(GLOB debs ${WORK_DIR}/deb/*.deb)
@@ -122,6 +137,6 @@ if(DPKG_DEB)
   expect("the .deb's control fields" "${fields}" "Package: anvil" "Depends:" "libzip")
   message(STATUS "Debian package ${debs}:\n${fields}")
 else()
-  message(STATUS "dpkg-deb not found: the Debian package is not checked")
+  message(STATUS "dpkg-deb or dpkg-shlibdeps not found: the Debian package is not checked")
 endif()
 file(REMOVE_RECURSE ${WORK_DIR})

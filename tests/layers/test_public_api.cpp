@@ -103,15 +103,14 @@ TEST(PublicApi, EachHeaderCompilesAlone) {
     const std::string name = e.path().filename().string();
     SCOPED_TRACE(name);
     // As C++ (every header), and as C (those of the C ABIs: all but anvil.h).
-    std::vector<std::pair<std::string, std::string>> builds = {
-        {ANVIL_CXX, "-x c++ -std=c++17"}};
+    std::vector<std::pair<std::string, std::string>> builds = {{ANVIL_CXX, "-x c++ -std=c++17"}};
     if (name != "anvil.h") builds.push_back({ANVIL_CC, "-x c -std=c99"});
     for (const auto& [compiler, lang] : builds) {
       const fs::path src = dir / "use.txt";
       std::ofstream(src) << "#include <anvil/" << name << ">\nint anvil_test_main(void);\n";
-      const auto [out, rc] = shell(std::string(compiler) + " " + lang +
-                                   " -fsyntax-only -Wall -Wextra -Werror -I" +
-                                   include_dir().string() + " " + src.string());
+      const auto [out, rc] =
+          shell(std::string(compiler) + " " + lang + " -fsyntax-only -Wall -Wextra -Werror -I" +
+                include_dir().string() + " " + src.string());
       EXPECT_EQ(rc, 0) << compiler << " " << lang << ":\n" << out;
     }
   }
@@ -135,11 +134,11 @@ TEST(PublicApi, RuntimeLibraryExportsTheCApiOnly) {
       declared_functions(include_dir() / "anvil" / "anvil_c.h", "anvil_");
   EXPECT_GE(declared.size(), 15u);
   for (const std::string& s : exported)
-    EXPECT_TRUE(declared.count(s)) << ANVIL_PUBLIC_RT << " exports " << s
-                                   << ", which anvil_c.h does not declare";
+    EXPECT_TRUE(declared.count(s))
+        << ANVIL_PUBLIC_RT << " exports " << s << ", which anvil_c.h does not declare";
   for (const std::string& s : declared)
-    EXPECT_TRUE(exported.count(s)) << "anvil_c.h declares " << s << ", which " << ANVIL_PUBLIC_RT
-                                   << " does not export";
+    EXPECT_TRUE(exported.count(s))
+        << "anvil_c.h declares " << s << ", which " << ANVIL_PUBLIC_RT << " does not export";
 
   // One library: it needs none of the layers' libraries (they stay private to the CLI).
   const auto [dyn, rc2] = shell(std::string("readelf -d ") + ANVIL_PUBLIC_RT);

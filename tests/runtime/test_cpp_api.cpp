@@ -75,17 +75,21 @@ TEST(CppApi, LoadRunConstantsAndErrors) {
 
   // The runtime's errors, with its message: input, dim, expected, actual.
   const api::TensorView bad = api::TensorView::of(xt.data(), {n, 5});
-  EXPECT_NE(api_error([&] { model.run({bad, vz}); })
-                .find("input 'x' (#0): unmatched dim value at dim 1 (expected 4, got 5)"),
+  EXPECT_NE(api_error([&] {
+              model.run({bad, vz});
+            }).find("input 'x' (#0): unmatched dim value at dim 1 (expected 4, got 5)"),
             std::string::npos);
   EXPECT_NE(api_error([&] { model.run({vx}); }).find("wrong number of inputs"), std::string::npos);
   std::vector<int64_t> ints = {1, 2, 3, 4};
-  EXPECT_NE(api_error([&] { model.run({vx, api::TensorView::of(ints.data(), {4})}); })
-                .find("unmatched dtype (expected f32, got i64)"),
+  EXPECT_NE(api_error([&] {
+              model.run({vx, api::TensorView::of(ints.data(), {4})});
+            }).find("unmatched dtype (expected f32, got i64)"),
             std::string::npos);
   api::TensorView odd = vx;
   odd.strides = {1};
-  EXPECT_NE(api_error([&] { model.run({odd, vz}); }).find("1 strides for 2 dims"),
+  EXPECT_NE(api_error([&] {
+              model.run({odd, vz});
+            }).find("1 strides for 2 dims"),
             std::string::npos);
   EXPECT_NE(api_error([&] {
               model.update_constants({{"p_b", api::TensorView::of(b2.data(), {4})}}, false, true);
