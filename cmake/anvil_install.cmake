@@ -106,8 +106,7 @@ include(CPack)
 # library's exported symbols.
 if(ANVIL_BUILD_TESTS)
   add_test(NAME install_tree COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR}
-           -DSOURCE_DIR=${CMAKE_SOURCE_DIR} -DWORK_DIR=${CMAKE_BINARY_DIR}/install_test
-           -DGENERATOR=${CMAKE_GENERATOR} -DCC=${CMAKE_C_COMPILER}
+           -DSOURCE_DIR=${CMAKE_SOURCE_DIR} -DGENERATOR=${CMAKE_GENERATOR} -DCC=${CMAKE_C_COMPILER}
            -P ${CMAKE_SOURCE_DIR}/tests/install/install_test.cmake)
   set_tests_properties(install_tree PROPERTIES LABELS install TIMEOUT 1200)
   if(TARGET test_layers)

@@ -4,12 +4,23 @@
 # outputs against PyTorch's (the fixture's .npy). With dpkg-deb and dpkg-shlibdeps present it also
 # packs the Debian package and checks its contents.
 #
-#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... -DCC=... -P install_test.cmake
-foreach(v BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CC)
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DGENERATOR=... -DCC=... [-DWORK_DIR=...] -P install_test.cmake
+#
+# Everything happens in WORK_DIR (default: a fresh folder under $TMPDIR or /tmp, outside the
+# source and build trees), removed at the end when the test passes.
+foreach(v BUILD_DIR SOURCE_DIR GENERATOR CC)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "install_test.cmake: -D${v}=... is required")
   endif()
 endforeach()
+if(NOT DEFINED WORK_DIR)
+  set(tmp /tmp)
+  if(DEFINED ENV{TMPDIR} AND IS_DIRECTORY "$ENV{TMPDIR}")
+    set(tmp $ENV{TMPDIR})
+  endif()
+  string(RANDOM LENGTH 10 tag)
+  set(WORK_DIR ${tmp}/anvil_install_test_${tag})
+endif()
 
 set(prefix ${WORK_DIR}/prefix)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -77,8 +88,12 @@ if(rc EQUAL 0)
 endif()
 expect("the installed CLI's compile error" "${o}${e}" "anvil_install_test_sentinel")
 
-# 3. examples/ as a project of its own, outside the source tree, against the installed tree.
-run("configure examples" out ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples -B ${WORK_DIR}/examples
+# 3. examples/ as a project of its own, copied outside the source tree, against the installed
+# tree.
+file(MAKE_DIRECTORY ${WORK_DIR}/examples_src)
+file(COPY ${SOURCE_DIR}/examples/CMakeLists.txt ${SOURCE_DIR}/examples/embed_c.c
+          ${SOURCE_DIR}/examples/embed_cpp.cpp DESTINATION ${WORK_DIR}/examples_src)
+run("configure examples" out ${CMAKE_COMMAND} -S ${WORK_DIR}/examples_src -B ${WORK_DIR}/examples
     -G ${GENERATOR} -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix})
 run("build examples" out ${CMAKE_COMMAND} --build ${WORK_DIR}/examples)
 # It linked the installed library, not the build's.
@@ -111,7 +126,7 @@ string(STRIP "${flags}" flags)
 separate_arguments(flags UNIX_COMMAND "${flags}")
 expect("pkg-config flags" "${flags}" "-I${prefix}/lib/pkgconfig/../../include"
        "-L${prefix}/lib/pkgconfig/../../lib" "-lanvil_rt")
-run("cc embed_c.c" out ${CC} ${SOURCE_DIR}/examples/embed_c.c ${flags} -o ${WORK_DIR}/embed_c_pc)
+run("cc embed_c.c" out ${CC} ${WORK_DIR}/examples_src/embed_c.c ${flags} -o ${WORK_DIR}/embed_c_pc)
 run("embed_c" out ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${prefix}/lib ${WORK_DIR}/embed_c_pc
     ${pkg})
 expect("embed_c output" "${out}" "input 0: x dtype(code=2 bits=32) [8, 256]" "run 2:"
