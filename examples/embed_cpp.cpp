@@ -2,6 +2,7 @@
 // on .npy inputs, and compare its outputs with expected .npy files.
 //
 //   example_embed_cpp MODEL.anvil IN0.npy [IN1.npy ...] [--want OUT0.npy [OUT1.npy ...]]
+//                     [--device cpu|cuda|cuda:N]
 //
 // Prints the model's inputs and outputs, runs it once, and prints each output's shape and first
 // values. With --want, each output is compared with the expected array (anvil's tolerance:
@@ -94,13 +95,16 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 int run(int argc, char** argv) {
   std::vector<std::string> ins, wants;
+  anvil::api::LoadOptions options;
   for (int i = 2, want = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--want") == 0)
       want = 1;
+    else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc)
+      options.device = argv[++i];
     else
       (want ? wants : ins).push_back(argv[i]);
   }
-  const anvil::api::Model model = anvil::api::Model::load(argv[1]);
+  const anvil::api::Model model = anvil::api::Model::load(argv[1], options);
   std::printf("model %s\n", argv[1]);
   for (const auto& s : model.input_specs()) {
     std::printf("  input %s [", s.name.c_str());
@@ -155,7 +159,8 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL.anvil IN0.npy ... [--want OUT0.npy ...]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.anvil IN0.npy ... [--want OUT0.npy ...] [--device D]\n",
+                 argv[0]);
     return 2;
   }
   try {

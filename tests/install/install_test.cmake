@@ -119,6 +119,30 @@ if(rc EQUAL 0)
 endif()
 expect("embed_cpp's error" "${e}" "error: " "input 'x' (#0): wrong number of dims")
 
+# A CUDA package (where the CUDA backend was built and nvcc is found): the public library loads
+# the installed libanvil_cuda.so for it. Without a GPU that load ends in the backend's own "no
+# cuda device" error; on a GPU the model loads and the example's host input is refused.
+if(EXISTS ${BUILD_DIR}/lib/libanvil_cuda.so)
+  if(NOT EXISTS ${prefix}/lib/libanvil_cuda.so)
+    message(FATAL_ERROR "the CUDA backend was built but not installed as ${prefix}/lib/libanvil_cuda.so")
+  endif()
+  find_program(NVCC nvcc HINTS /usr/local/cuda/bin)
+endif()
+if(EXISTS ${BUILD_DIR}/lib/libanvil_cuda.so AND NVCC)
+  run("installed anvil compile --target cuda-sm90" out ${CMAKE_COMMAND} -E env
+      ANVIL_CACHE_DIR=${WORK_DIR}/cache ${prefix}/bin/anvil compile ${fixtures}/mlp_small.pt2
+      --target cuda-sm90 -o ${WORK_DIR}/mlp_gpu.anvil -q)
+  execute_process(COMMAND ${WORK_DIR}/examples/embed_cpp ${WORK_DIR}/mlp_gpu.anvil
+                  ${fixtures}/mlp_small.in0.npy --device cuda
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE e)
+  if(rc EQUAL 0 OR NOT ("${e}" MATCHES "no cuda device is available" OR
+                        "${e}" MATCHES "input is on the wrong device"))
+    message(FATAL_ERROR "a CUDA package through the installed libanvil_rt: expected the CUDA "
+            "backend to load (then no GPU, or a host input refused), got exit ${rc}:\n${o}${e}")
+  endif()
+  message(STATUS "CUDA package through the installed library: ${e}")
+endif()
+
 # 5. The C example, built with pkg-config alone, runs the package.
 run("pkg-config" flags ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${prefix}/lib/pkgconfig
     pkg-config --cflags --libs anvil)
