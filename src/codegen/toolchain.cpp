@@ -340,16 +340,17 @@ std::string default_include_dir() {
     return fs::exists(dir / "anvil" / "anvil_rt.h", ec);
   };
   if (const char* d = std::getenv("ANVIL_INCLUDE_DIR"); d && *d) return d;
+  // An installed CLI (bin/anvil beside include/) uses the headers installed with it, even where
+  // the source tree it was built from still exists.
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && has_header(exe.parent_path().parent_path() / "include"))
+    return (exe.parent_path().parent_path() / "include").string();
 #ifdef ANVIL_RT_INCLUDE_DIR
   if (has_header(ANVIL_RT_INCLUDE_DIR)) return ANVIL_RT_INCLUDE_DIR;
 #endif
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (const fs::path& cand : {exe.parent_path().parent_path() / "include",
-                                 exe.parent_path().parent_path().parent_path() / "include"})
-      if (has_header(cand)) return cand.string();
-  }
+  if (!ec && has_header(exe.parent_path().parent_path().parent_path() / "include"))
+    return (exe.parent_path().parent_path().parent_path() / "include").string();
   throw Error("cannot find anvil/anvil_rt.h for generated code", "toolchain",
               "ANVIL_INCLUDE_DIR naming the folder that holds anvil/anvil_rt.h",
               "no such folder next to the executable");

@@ -86,8 +86,9 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
 
 /// $ANVIL_CACHE_DIR, else $XDG_CACHE_HOME/anvil, else $HOME/.cache/anvil.
 std::string default_cache_dir();
-/// $ANVIL_INCLUDE_DIR, else the ANVIL_RT_INCLUDE_DIR compile definition, else the first of
-/// <exe>/../include, <exe>/../../include that holds anvil/anvil_rt.h. Throws Error when none does.
+/// The first that holds anvil/anvil_rt.h of: $ANVIL_INCLUDE_DIR (taken as is), <exe>/../include
+/// (an installed tree), the ANVIL_RT_INCLUDE_DIR compile definition (the source tree),
+/// <exe>/../../include. Throws Error when none does.
 std::string default_include_dir();
 /// The compiler command used when none is given: $ANVIL_CXX or "c++".
 std::string default_compiler();

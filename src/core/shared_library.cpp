@@ -19,6 +19,9 @@ std::vector<std::string> anvil_library_dirs() {
     const fs::path self = fs::canonical(fs::path(info.dli_fname), ec);
     if (!ec) {
       dirs.push_back(self.parent_path().string());
+      // An installed tree: the CLI's private libraries in lib/anvil/, libanvil_cuda.so in lib/.
+      if (self.parent_path().filename() == "anvil")
+        dirs.push_back(self.parent_path().parent_path().string());
       dirs.push_back((self.parent_path().parent_path() / "lib").string());
     }
   }

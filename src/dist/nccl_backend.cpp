@@ -8,7 +8,26 @@
 #include "core/error.h"
 #include "core/shared_library.h"
 
+// This copy of the dist layer, as the nccl backend must see it: the backend links
+// libanvil_dist.so, so in a program of anvil's layer libraries (the CLI, the tests) it resolves
+// this very symbol. The libanvil_rt that programs link (cmake/anvil_install.cmake) holds a copy
+// of dist whose symbols are local; the backend would bring a second copy, and is refused.
+extern "C" __attribute__((visibility("default"))) const int anvil_dist_self = 1;
+
 namespace anvil::dist {
+
+void require_same_dist(void* handle, const std::string& library) {
+  const void* theirs = ::dlsym(handle, "anvil_dist_self");
+  if (theirs == &anvil_dist_self) return;
+  throw Error(str(library,
+                  " was built against anvil's dist library, and this program holds "
+                  "another copy of it (a program linked to the public libanvil_rt: it runs "
+                  "packages with gloo and mpi collectives, not nccl ones; run nccl jobs with "
+                  "the anvil CLI or a program linked to anvil's layer libraries)"),
+              "dist::create_process_group(\"nccl\")",
+              "the backend resolving this process's dist layer",
+              theirs ? "another copy of it" : "no anvil dist layer");
+}
 
 namespace {
 
@@ -27,6 +46,7 @@ NcclCreateFn entry_point() {
                     "ANVIL_DEVICE_BACKEND_DIR to its folder"),
                 "dist::create_process_group(\"nccl\")", str("a loadable ", kNcclBackendLibrary),
                 str("looked in ", looked, error.empty() ? "" : "; dlopen: " + error));
+  require_same_dist(handle, kNcclBackendLibrary);
   auto f = reinterpret_cast<NcclCreateFn>(::dlsym(handle, kNcclBackendSymbol));
   if (!f)
     throw Error(str(kNcclBackendLibrary, " does not export the backend entry point"),

@@ -31,6 +31,11 @@ inline constexpr const char* kNcclBackendSymbol = "anvil_nccl_create_group";
 /// The entry point: creates the group into args->group, or throws Error.
 using NcclCreateFn = void (*)(NcclGroupArgs* args);
 
+/// Throws Error unless the library `handle` (dlopen's) resolves anvil's dist layer to the copy
+/// this code belongs to: the nccl backend shares dist's C++ objects with its caller, which a
+/// second copy of the layer in the process (the public libanvil_rt holds one) would break.
+void require_same_dist(void* handle, const std::string& library);
+
 /// Loads libanvil_nccl.so (once) and creates a world-style nccl group over `store`. Throws Error
 /// naming the library and where it was looked for when it cannot be loaded, and the backend's
 /// Error (no GPU, a bad device index, a missing rank) otherwise.

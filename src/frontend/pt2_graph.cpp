@@ -1,4 +1,4 @@
-// models/model.json (torch.export schema 8.x) -> ir::Graph.
+// models/model.json (torch.export schema 8.x, PyTorch 2.11 to 2.15) -> ir::Graph.
 #include <algorithm>
 #include <optional>
 #include <set>
@@ -10,7 +10,13 @@
 namespace anvil::frontend::detail {
 namespace {
 
+// The export schema anvil reads: major 8, as PyTorch 2.11 (8.17) to 2.15 (8.20) write it
+// (tests/fixtures and tests/fixtures_215 hold exports of both).
 constexpr int64_t kSchemaMajor = 8;
+constexpr int64_t kSchemaOldestMinor = 17;
+constexpr int64_t kSchemaNewestMinor = 20;
+constexpr const char* kSchemaOldestTorch = "2.11";
+constexpr const char* kSchemaNewestTorch = "2.15";
 constexpr int64_t kRangeUnbounded = int64_t{1} << 62;  // larger maxima mean "no upper bound"
 
 const char* value_kind_name(ir::ValueKind k) {
@@ -102,14 +108,24 @@ class GraphBuilder {
   bool operator_arg_ok_ = false;
 
   // ---- header ----
+  /// The schema's major version must be the one anvil reads (kSchemaMajor): a newer major is
+  /// an incompatible format, named with both versions and the PyTorch that wrote it. A newer
+  /// minor only adds optional fields (torch's serde rule), so it is read.
   void check_schema_version() {
     JField v = root_.at("schema_version");
     int64_t major = v.at("major").as_int();
     int64_t minor = v.at("minor").as_int();
-    if (major != kSchemaMajor)
-      v.fail(major > kSchemaMajor ? "schema version too new" : "schema version too old",
-             str("schema major version ", kSchemaMajor, " (as PyTorch 2.11 writes)"),
-             str(major, ".", minor));
+    if (major != kSchemaMajor) {
+      std::string writer;
+      if (auto t = root_.get("torch_version"); t && t->json().is_string())
+        writer = str(" (written by PyTorch ", t->as_string(), ")");
+      v.fail(major > kSchemaMajor ? "schema version too new for this anvil"
+                                  : "schema version too old for this anvil",
+             str("schema ", kSchemaMajor, ".x, which anvil reads (PyTorch ",
+                 kSchemaOldestTorch, " to ", kSchemaNewestTorch, " write ", kSchemaMajor, ".",
+                 kSchemaOldestMinor, " to ", kSchemaMajor, ".", kSchemaNewestMinor, ")"),
+             str(major, ".", minor, writer));
+    }
     g_.attributes["schema_version"] = str(major, ".", minor);
   }
 

@@ -1,4 +1,4 @@
-// Reader for the .pt2 archives torch.export.save writes (PyTorch 2.11, schema 8.x).
+// Reader for the .pt2 archives torch.export.save writes (PyTorch 2.11 to 2.15, schema 8.x).
 #pragma once
 
 #include <memory>

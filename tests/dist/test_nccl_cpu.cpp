@@ -2,11 +2,14 @@
 // group is a clear Error (never a crash), a malformed nccl setting is an Error naming it, and a
 // CPU-only program (gloo collectives, the whole runtime linked) never loads the CUDA runtime,
 // NCCL or anvil's CUDA / NCCL libraries. The 2-GPU tests of the backend are in tests/gpu.
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "core/shared_library.h"
+#include "dist/nccl_backend.h"
 #include "dist/store.h"
 #include "dist/world.h"
 #include "dist_check.h"
@@ -88,6 +91,21 @@ TEST(NcclBackend, CreatingAGroupWithoutAGpuIsAClearError) {
   }
   ASSERT_NE(pg, nullptr);
   GTEST_SKIP() << "this machine has a GPU: the group was created (tests/gpu cover it)";
+}
+
+// The backend must resolve this process's dist layer: the program itself does (a library linking
+// libanvil_dist.so would), a library without it (as the backend seen from the public
+// libanvil_rt, whose dist is a local copy) is refused, saying why.
+TEST(NcclBackend, RefusedWhereItWouldBringASecondDistLayer) {
+  void* self = ::dlopen(nullptr, RTLD_NOW);
+  ASSERT_NE(self, nullptr);
+  require_same_dist(self, "this program");
+  void* z = ::dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(z, nullptr) << ::dlerror();
+  EXPECT_TRUE(throws_error([&] { require_same_dist(z, "libz.so.1"); },
+                           {"libz.so.1 was built against anvil's dist library",
+                            "public libanvil_rt", "no anvil dist layer"}));
+  ::dlclose(z);
 }
 
 TEST(NcclBackend, AStoreIsRequired) {
