@@ -99,13 +99,15 @@ class Soak {
       const auto b = lat_.begin() + static_cast<int64_t>(k) * window_;
       std::vector<float> w(b, b + window_);
       std::sort(w.begin(), w.end());
-      auto at = [&](double q) { return w[static_cast<size_t>(q * static_cast<double>(w.size() - 1))]; };
+      auto at = [&](double q) {
+        return w[static_cast<size_t>(q * static_cast<double>(w.size() - 1))];
+      };
       samples_[k].p50 = at(0.50);
       samples_[k].p99 = at(0.99);
       samples_[k].max = w.back();
     }
-    std::printf("%s\n%8s %10s %8s %9s %5s %9s %9s %10s\n", title.c_str(), "window", "done", "time_s",
-                "rss_MiB", "fds", "p50_us", "p99_us", "max_us");
+    std::printf("%s\n%8s %10s %8s %9s %5s %9s %9s %10s\n", title.c_str(), "window", "done",
+                "time_s", "rss_MiB", "fds", "p50_us", "p99_us", "max_us");
     for (size_t k = 0; k < samples_.size(); ++k) {
       const Sample& s = samples_[k];
       std::printf("%8zu %10lld %8.1f %9.2f %5d %9.1f %9.1f %10.1f\n", k + 1,
@@ -121,12 +123,13 @@ class Soak {
       p99s.push_back(samples_[k].p99);
     }
     std::sort(p99s.begin(), p99s.end());
-    std::printf("summary: rss %.2f -> %.2f MiB (growth %+.2f MiB after window 2), fds %d -> %d "
-                "(%+d), p99 over windows 2..%zu: min %.1f median %.1f max %.1f us "
-                "(max/median %.2f), %.0f calls/s\n",
-                second.rss, last.rss, last.rss - second.rss, samples_[0].fds, last.fds,
-                last.fds - samples_[0].fds, samples_.size(), lo, p99s[p99s.size() / 2], hi,
-                hi / p99s[p99s.size() / 2], static_cast<double>(last.done) / last.seconds);
+    std::printf(
+        "summary: rss %.2f -> %.2f MiB (growth %+.2f MiB after window 2), fds %d -> %d "
+        "(%+d), p99 over windows 2..%zu: min %.1f median %.1f max %.1f us "
+        "(max/median %.2f), %.0f calls/s\n",
+        second.rss, last.rss, last.rss - second.rss, samples_[0].fds, last.fds,
+        last.fds - samples_[0].fds, samples_.size(), lo, p99s[p99s.size() / 2], hi,
+        hi / p99s[p99s.size() / 2], static_cast<double>(last.done) / last.seconds);
   }
 
  private:
@@ -162,7 +165,8 @@ int model_mode(const std::string& pkg, int argc, char** argv) {
   std::vector<Tensor> inputs, want;
   for (int t = 0; t < threads; ++t) {
     std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((i * 7 + 13 * t) % 17) / 17.0 - 0.5;
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<double>((i * 7 + 13 * t) % 17) / 17.0 - 0.5;
     inputs.push_back(Tensor::from_vector(v, shape).to(spec.dtype));
     want.push_back(m.run({inputs.back()})[0]);
   }
@@ -216,7 +220,8 @@ int dist_mode(const std::string& backend, int argc, char** argv) {
         Tensor out = Tensor::empty({W * n}, DType::kFloat32);
         pg->all_gather_into_tensor(out, x)->wait();
         for (int r = 0; r < W; ++r)
-          ok = ok && out.data<float>()[r * n] == r + base && out.data<float>()[r * n + n - 1] == r + base;
+          ok = ok && out.data<float>()[r * n] == r + base &&
+               out.data<float>()[r * n + n - 1] == r + base;
         break;
       }
       default: {  // broadcast from rank slot % W

@@ -317,7 +317,8 @@ JobResult run_job(const std::string& backend, int world, const std::string& name
       e["LOCAL_WORLD_SIZE"] = std::to_string(world);
       e["MASTER_ADDR"] = opts.master_addr;
       e["MASTER_PORT"] = std::to_string(port);
-      std::vector<std::string> argv = opts.rank_prefix ? opts.rank_prefix(r) : std::vector<std::string>{};
+      std::vector<std::string> argv =
+          opts.rank_prefix ? opts.rank_prefix(r) : std::vector<std::string>{};
       argv.insert(argv.end(), worker_args.begin(), worker_args.end());
       procs.push_back(start(argv, e, dir.path + "/rank" + std::to_string(r) + ".log"));
     }

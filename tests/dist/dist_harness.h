@@ -11,6 +11,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <functional>
@@ -18,8 +19,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <sys/types.h>
 
 #include "dist/process_group.h"
 

@@ -36,12 +36,14 @@ std::string NetLab::unavailable() {
   static std::string why;
   std::call_once(once, [] {
     if (!quiet("command -v ip"))
-      throw std::runtime_error("the network-fault tests need `ip` (Debian: iproute2; "
-                               "scripts/setup.sh installs it)");
+      throw std::runtime_error(
+          "the network-fault tests need `ip` (Debian: iproute2; "
+          "scripts/setup.sh installs it)");
     const std::string probe = "anvnf" + std::to_string(::getpid()) + "probe";
     if (!quiet("ip netns add " + probe)) {
-      why = "this process may not create network namespaces (`ip netns add` failed: needs root "
-            "or CAP_SYS_ADMIN); the network-fault tests run as root in CI";
+      why =
+          "this process may not create network namespaces (`ip netns add` failed: needs root "
+          "or CAP_SYS_ADMIN); the network-fault tests run as root in CI";
       return;
     }
     quiet("ip netns del " + probe);
@@ -119,14 +121,15 @@ void NetLab::loss(int rank, int percent) {
     return;
   }
   if (!quiet("command -v nft"))
-    throw std::runtime_error("this kernel has no netem qdisc, and loss then needs `nft` "
-                             "(Debian: nftables; scripts/setup.sh installs it)");
+    throw std::runtime_error(
+        "this kernel has no netem qdisc, and loss then needs `nft` "
+        "(Debian: nftables; scripts/setup.sh installs it)");
   const std::string rule = "numgen random mod 100 < " + pct + " drop";
   sh("ip netns exec " + ns(rank) + " nft -f - <<'EOF'\n" +
      "table inet anvil_loss {\n"
-     "  chain out { type filter hook output priority 0; oifname \"eth0\" " + rule + "; }\n" +
-     "  chain in { type filter hook input priority 0; iifname \"eth0\" " + rule + "; }\n" +
-     "}\nEOF");
+     "  chain out { type filter hook output priority 0; oifname \"eth0\" " +
+     rule + "; }\n" + "  chain in { type filter hook input priority 0; iifname \"eth0\" " + rule +
+     "; }\n" + "}\nEOF");
 }
 
 void NetLab::delay(int rank, int ms) {
