@@ -5,9 +5,10 @@
 // every rank that saw the failure writes "anvil/failed/<seq>/<rank>" into the group's store and
 // watches for its peers' keys until the diagnosis budget ends. Survivors of a peer that was
 // stopped (SIGSTOP), cut off the network or crashed all report, and the silent peer is named;
-// a rank whose store does not answer either is most likely the one cut off itself. The store
-// calls run on a detached thread: a store that does not answer costs the budget, not its own
-// timeout.
+// a rank whose store does not answer either is most likely the one cut off itself. A survivor
+// still waiting in the op on another survivor (which keeps its connections until it exits) is
+// silent too, so the note lists the candidates rather than a verdict. The store calls run on a
+// detached thread: a store that does not answer costs the budget, not its own timeout.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -35,9 +36,10 @@ std::string rank_list(const std::vector<int>& ranks) {
 struct Probe {
   std::mutex mu;
   std::condition_variable cv;
-  bool stored = false;     // this rank's report reached the store
-  bool done = false;       // the thread finished
-  std::vector<bool> seen;  // peers whose report was seen
+  bool stored = false;      // this rank's report reached the store
+  bool done = false;        // the thread finished
+  std::vector<bool> seen;   // peers whose report was seen
+  std::string store_error;  // the store call's error, when one failed
 };
 
 }  // namespace
@@ -77,7 +79,9 @@ std::string GlooProcessGroup::diagnose_failure(const Work& work, Millis budget) 
         if (all || Clock::now() >= deadline) break;
         std::this_thread::sleep_for(Millis(10));
       }
-    } catch (...) {  // the store failed too: what was seen so far stands
+    } catch (const std::exception& e) {  // the store failed too: what was seen so far stands
+      std::lock_guard<std::mutex> lk(probe->mu);
+      probe->store_error = e.what();
     }
     std::lock_guard<std::mutex> lk(probe->mu);
     probe->done = true;
@@ -86,6 +90,10 @@ std::string GlooProcessGroup::diagnose_failure(const Work& work, Millis budget) 
   std::unique_lock<std::mutex> lk(probe->mu);
   probe->cv.wait_until(lk, deadline + Millis(20), [&] { return probe->done; });
   const std::string within = str(" within ", budget.count(), " ms");
+  if (!probe->stored && !probe->store_error.empty())
+    return str("the group's store failed too (", probe->store_error,
+               "): this rank's network path to it is likely down, or the rank hosting it (rank 0 "
+               "of the world) stopped or exited");
   if (!probe->stored)
     return str("the group's store did not answer", within,
                " either: this rank's network path to it is likely down, or the rank hosting "
@@ -95,7 +103,7 @@ std::string GlooProcessGroup::diagnose_failure(const Work& work, Millis budget) 
     if (j != rank()) (probe->seen[static_cast<size_t>(j)] ? reported : silent).push_back(j);
   if (silent.empty()) return str("every peer failed this op too (", rank_list(reported), ")");
   std::string note = str(rank_list(silent), " did not report failing this op", within,
-                         ": stopped, cut off, crashed or not in this op (the likely cause)");
+                         " (stopped, cut off, crashed, or still waiting in it on another rank)");
   if (!reported.empty()) note += str("; ", rank_list(reported), " failed it too");
   return note;
 }
