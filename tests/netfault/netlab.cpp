@@ -66,6 +66,8 @@ bool NetLab::has_netem() {
 
 std::string NetLab::loss_method() { return has_netem() ? "netem" : "nftables"; }
 
+std::string NetLab::delay_method() { return has_netem() ? "netem" : "nfqueue"; }
+
 NetLab::NetLab(int ranks) : ranks_(ranks) {
   const std::string tag = "anvnf" + std::to_string(::getpid()) + "_";
   static int serial = 0;
@@ -98,6 +100,7 @@ NetLab::NetLab(int ranks) : ranks_(ranks) {
 NetLab::~NetLab() { teardown(); }
 
 void NetLab::teardown() {
+  delayers_.clear();  // their rules go first, then their held packets
   for (auto it = made_.rbegin(); it != made_.rend(); ++it) quiet("ip netns del " + *it);
   made_.clear();
 }
@@ -133,10 +136,17 @@ void NetLab::loss(int rank, int percent) {
 }
 
 void NetLab::delay(int rank, int ms) {
-  if (!has_netem())
-    throw std::runtime_error("this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM)");
-  sh("ip netns exec " + ns(rank) + " tc qdisc replace dev eth0 root netem delay " +
-     std::to_string(ms) + "ms");
+  if (has_netem()) {
+    sh("ip netns exec " + ns(rank) + " tc qdisc replace dev eth0 root netem delay " +
+       std::to_string(ms) + "ms");
+    return;
+  }
+  if (!quiet("command -v nft"))
+    throw std::runtime_error(
+        "this kernel has no netem qdisc, and delay then needs `nft` "
+        "(Debian: nftables; scripts/setup.sh installs it)");
+  delayers_.push_back(
+      std::make_unique<NfqueueDelay>(ns(rank), 70 + rank, std::chrono::milliseconds(ms)));
 }
 
 void NetLab::cut(int rank) { sh("ip -n " + hub_ + " link set r" + std::to_string(rank) + " down"); }

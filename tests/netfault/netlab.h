@@ -6,14 +6,18 @@
 // Faults act on one rank's link:
 //   loss(r, pct)   drops pct % of its packets both ways: tc netem where the kernel has it,
 //                  else an nftables rule (numgen random) in its namespace
-//   delay(r, ms)   delays its outgoing packets (tc netem only: throws when the kernel lacks it)
+//   delay(r, ms)   delays its outgoing packets: tc netem where the kernel has it, else an
+//                  nftables rule queueing them to a user-space delayer (NfqueueDelay)
 //   cut(r)         sets the hub's end of its veth down: its packets vanish, nothing is reset
 //   mend(r)        sets it up again
 // A frozen peer needs no network: the tests SIGSTOP the rank.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "netfault/nfqueue_delay.h"
 
 namespace anvil::dist::test {
 
@@ -42,8 +46,10 @@ class NetLab {
   /// The same for the hub.
   std::vector<std::string> hub_prefix() const;
 
-  /// How loss() drops packets: "netem" or "nftables".
+  /// How loss() drops packets: "netem" or "nftables"; how delay() holds them: "netem" or
+  /// "nfqueue".
   static std::string loss_method();
+  static std::string delay_method();
   void loss(int rank, int percent);
   void delay(int rank, int ms);
   void cut(int rank);
@@ -54,6 +60,7 @@ class NetLab {
   int ranks_;
   std::string hub_;
   std::vector<std::string> made_;  // namespaces made so far
+  std::vector<std::unique_ptr<NfqueueDelay>> delayers_;
 };
 
 /// Runs `cmd` through /bin/sh; throws std::runtime_error naming it, its exit status and its
