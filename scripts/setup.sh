@@ -9,6 +9,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git
           libzip-dev nlohmann-json3-dev libgtest-dev googletest
           libopenblas-dev libdlpack-dev libfftw3-dev zlib1g-dev
           libgloo-dev libopenmpi-dev openmpi-bin
+          iproute2 nftables iptables  # netfault tests: netns, veth, netem; loss, delay without it
           libdnnl-dev
           python3-pip)  # pip downloads header-only wheels (cuDNN frontend, CUTLASS); installs none
 

@@ -91,13 +91,14 @@ void HostProcessGroup::run_job(Job& job, bool p2p, std::unique_lock<std::mutex>&
   lk.unlock();
   std::exception_ptr err;
   bool breaks = false;
+  const Millis budget = p2p ? Millis(0) : diagnosis_budget(job.timeout);
   if (broken) {
     err = std::make_exception_ptr(Error("the group is unusable after an earlier failure",
                                         job.work->where(), "a healthy group", message_of(broken)));
   } else {
     try {
       job.work->mark_started();
-      job.body(*job.work, job.timeout);
+      job.body(*job.work, job.timeout - budget);
     } catch (const ConsistencyError&) {
       err = std::current_exception();
     } catch (const Error& e) {
@@ -110,6 +111,17 @@ void HostProcessGroup::run_job(Job& job, bool p2p, std::unique_lock<std::mutex>&
       err =
           std::make_exception_ptr(Error("backend failure (unknown exception)", job.work->where()));
       breaks = true;
+    }
+  }
+  if (breaks && budget.count() > 0) {
+    if (const std::string note = diagnose_failure(*job.work, budget); !note.empty()) {
+      try {
+        std::rethrow_exception(err);
+      } catch (const Error& e) {
+        err = std::make_exception_ptr(
+            Error(str(e.what_part(), "; ", note), e.where(), e.expected(), e.actual()));
+      } catch (...) {
+      }
     }
   }
   lk.lock();

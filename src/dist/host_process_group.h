@@ -67,6 +67,14 @@ class HostProcessGroup : public ProcessGroup {
   virtual P2PWaiter post_recv(Tensor& t, int src, int tag) = 0;
   /// Receive from any peer (the waiter returns the sender). Default: refused with an Error.
   virtual P2PWaiter post_recv_any(Tensor& t, int tag);
+  /// Time kept back from a collective's timeout to name the peers behind its failure
+  /// (diagnose_failure): the op itself gets the rest, so the error still comes within the
+  /// timeout. Default 0: the op gets the whole timeout and no diagnosis runs.
+  virtual Millis diagnosis_budget(Millis timeout) const { return Millis(0); }
+  /// Called on the progress thread once collective `work` failed (timeout, lost peer), at most
+  /// `budget` long: text naming the peers likely behind the failure, appended to its Error
+  /// ("" adds nothing).
+  virtual std::string diagnose_failure(const Work& work, Millis budget) { return ""; }
   /// Runs fn on the progress thread after everything queued before it and waits for it (for
   /// backends whose engine must not be entered from two threads, e.g. MPI communicator splits).
   void run_in_order(const std::function<void()>& fn, OpType kind);

@@ -418,7 +418,13 @@ bool TCPStore::request(TcpStoreCmd cmd, const std::vector<std::string>& args, Mi
 TCPStore::Reply TCPStore::call(TcpStoreCmd cmd, const std::vector<std::string>& args,
                                const std::string& what) {
   Reply r;
-  if (!request(cmd, args, timeout(), r))
+  bool answered = false;
+  try {
+    answered = request(cmd, args, timeout(), r);
+  } catch (const Error& e) {  // no connection: say which call could not be made
+    throw Error(str(what, ": ", e.what_part()), e.where(), e.expected(), e.actual());
+  }
+  if (!answered)
     throw Error(str(what, " got no reply within ", timeout().count(), " ms"), describe(),
                 "a reply from the store server", "connection lost or timed out");
   if (r.code == 2)
@@ -455,24 +461,40 @@ bool TCPStore::check(const std::vector<std::string>& keys) {
 void TCPStore::wait(const std::vector<std::string>& keys, Millis timeout) {
   Reply r;
   const auto deadline = Clock::now() + timeout;
-  if (request(TcpStoreCmd::kWait, keys, timeout, r)) {
+  std::string names;
+  for (const auto& k : keys) names += (names.empty() ? "'" : ", '") + k + "'";
+  bool answered = false;
+  try {
+    answered = request(TcpStoreCmd::kWait, keys, timeout, r);
+  } catch (const Error& e) {  // no connection: name the keys it was to wait for
+    throw Error(str("waiting for key(s) ", names, ": ", e.what_part()), e.where(), e.expected(),
+                e.actual());
+  }
+  if (answered) {
     if (r.code == 2) throw Error(r.values.empty() ? "store error" : r.values[0], describe());
     return;
   }
   if (!t_timed_out && Clock::now() < deadline) {
-    std::string names;
-    for (const auto& k : keys) names += (names.empty() ? "'" : ", '") + k + "'";
     throw Error(str("lost the connection to the store server while waiting for key(s) ", names,
                     " (did rank 0, which hosts it, exit or crash?)"),
                 describe(), "a reply from the store server", "connection closed");
   }
-  // Timed out: name exactly the keys still missing (best effort, on a fresh connection).
+  // Timed out: name exactly the keys still missing (best effort, on a fresh connection, and
+  // within kMissingCheck in all: a server that went away meanwhile must neither delay the
+  // timeout error by a connect timeout per key nor replace it with a connect error).
+  constexpr Millis kMissingCheck{250};
+  const auto check_end = Clock::now() + kMissingCheck;
   std::vector<std::string> missing;
   for (const auto& k : keys) {
     Reply c;
-    if (!request(TcpStoreCmd::kCheck, {k}, Millis(2000), c) || c.values.empty() ||
-        c.values[0] != "1")
-      missing.push_back(k);
+    bool present = false;
+    try {
+      const auto left = std::chrono::duration_cast<Millis>(check_end - Clock::now());
+      present = left.count() > 0 && request(TcpStoreCmd::kCheck, {k}, left, c) &&
+                !c.values.empty() && c.values[0] == "1";
+    } catch (const Error&) {
+    }
+    if (!present) missing.push_back(k);
   }
   throw_store_timeout(describe(), missing.empty() ? keys : missing, timeout);
 }

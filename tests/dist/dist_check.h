@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,22 @@ inline ::testing::AssertionResult values_equal(const Tensor& t, const std::vecto
       return ::testing::AssertionFailure()
              << t.type_str() << " element " << i << " is " << vals[i] << ", expected " << want[i];
   return ::testing::AssertionSuccess();
+}
+
+/// Whether a gloo failure's diagnosis (gloo_diagnose.cpp) lists group rank `rank` among the peers
+/// that "did not report failing this op" ("rank 1 did not ..." or "ranks 1, 2 did not ...").
+inline bool names_silent_rank(const std::string& msg, int rank) {
+  const size_t end = msg.find(" did not report failing this op");
+  if (end == std::string::npos) return false;
+  const size_t begin = msg.rfind("rank", end);
+  if (begin == std::string::npos) return false;
+  std::string list = msg.substr(begin, end - begin);  // "rank 1" / "ranks 1, 2"
+  for (char& c : list)
+    if (c == ',') c = ' ';
+  std::istringstream is(list.substr(list.find(' ')));
+  for (int r; is >> r;)
+    if (r == rank) return true;
+  return false;
 }
 
 /// True when a and b view the same memory (same storage and offset).

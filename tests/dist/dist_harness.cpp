@@ -292,13 +292,27 @@ JobResult run_job(const std::string& backend, int world, const std::string& name
     env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
     env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
     env.emplace("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
-    std::vector<std::string> argv = {"mpirun",          "-n",        std::to_string(world),
-                                     "--oversubscribe", "--bind-to", "none"};
+    std::vector<std::string> argv = opts.mpirun_prefix;
+    for (const char* a : {"mpirun", "--oversubscribe", "--bind-to", "none"}) argv.push_back(a);
+    argv.insert(argv.end(), opts.mpirun_args.begin(), opts.mpirun_args.end());
     for (const auto& [k, v] : env) {
       argv.push_back("-x");
       argv.push_back(k);
     }
-    argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+    if (!opts.rank_prefix) {
+      argv.push_back("-n");
+      argv.push_back(std::to_string(world));
+      argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+    } else {
+      for (int r = 0; r < world; ++r) {  // one app context per rank: rank r is the r-th
+        if (r > 0) argv.push_back(":");
+        argv.push_back("-n");
+        argv.push_back("1");
+        const auto pre = opts.rank_prefix(r);
+        argv.insert(argv.end(), pre.begin(), pre.end());
+        argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+      }
+    }
     procs.push_back(start(argv, env, dir.path + "/mpirun.log"));
   } else {
     const int port = pick_free_port();
@@ -309,13 +323,23 @@ JobResult run_job(const std::string& backend, int world, const std::string& name
       e["WORLD_SIZE"] = std::to_string(world);
       e["LOCAL_RANK"] = std::to_string(r);
       e["LOCAL_WORLD_SIZE"] = std::to_string(world);
-      e["MASTER_ADDR"] = "127.0.0.1";
+      e["MASTER_ADDR"] = opts.master_addr;
       e["MASTER_PORT"] = std::to_string(port);
-      procs.push_back(start(worker_args, e, dir.path + "/rank" + std::to_string(r) + ".log"));
+      std::vector<std::string> argv =
+          opts.rank_prefix ? opts.rank_prefix(r) : std::vector<std::string>{};
+      argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+      procs.push_back(start(argv, e, dir.path + "/rank" + std::to_string(r) + ".log"));
     }
+  }
+  std::thread during;
+  if (opts.during) {
+    JobRunning running{dir.path, {}};
+    for (const auto& p : procs) running.pids.push_back(p.pid);
+    during = std::thread(opts.during, running);
   }
   JobResult res;
   res.timed_out = wait_all(procs, opts.deadline);
+  if (during.joinable()) during.join();
   res.worker = name;
   res.world = backend == "mpi" || opts.start_ranks < 0 ? world : opts.start_ranks;
   res.confirmed = workers_confirmed(dir.path, name);

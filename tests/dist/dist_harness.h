@@ -11,6 +11,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <functional>
@@ -65,11 +66,26 @@ int workers_confirmed(const std::string& outdir, const std::string& name);
 /// Whether rank `rank` left that marker.
 bool worker_confirmed(const std::string& outdir, const std::string& name, int rank);
 
+/// A job's processes as they run, for a JobOptions::during callback.
+struct JobRunning {
+  std::string outdir;       // the job's shared directory (the ranks' markers appear there)
+  std::vector<pid_t> pids;  // gloo: the ranks; mpi: mpirun
+};
+
 /// Options of a job.
 struct JobOptions {
   std::map<std::string, std::string> env;  // extra environment for every rank
   std::chrono::milliseconds deadline{60000};
   int start_ranks = -1;  // gloo: start only ranks [0, start_ranks)
+  /// Words put before each rank's command line (e.g. `ip netns exec NS`): gloo execs them,
+  /// mpi starts each rank as its own app context (`mpirun -n 1 PREFIX... exe : -n 1 ...`).
+  std::function<std::vector<std::string>(int rank)> rank_prefix;
+  std::vector<std::string> mpirun_prefix;  // words before `mpirun` (e.g. `ip netns exec HUB`)
+  std::vector<std::string> mpirun_args;    // extra mpirun arguments (e.g. `--mca btl tcp,self`)
+  std::string master_addr = "127.0.0.1";   // gloo: MASTER_ADDR of every rank
+  /// Called on a thread of its own once every process started, while the job runs (e.g. to
+  /// inject a fault); run_job joins it before returning, so it must end by itself.
+  std::function<void(const JobRunning&)> during;
 };
 
 /// Runs worker `name` on `world` ranks with `backend` ("gloo" or "mpi").

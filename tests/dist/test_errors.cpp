@@ -139,6 +139,14 @@ DIST_WORKER(op_timeout) {
     Tensor x = Tensor::full({4}, 1, DType::kFloat32);
     auto w = ctx.pg->all_reduce(x, ReduceOp::kSum, OpOptions{milliseconds(500)});
     EXPECT_TRUE(throws_error([&] { w->wait(); }, {"Timed out"}));
+    if (ctx.backend == "gloo") {  // every peer stayed away, and the error names them all
+      try {
+        w->wait();
+      } catch (const std::exception& e) {
+        for (int r = 1; r < ctx.world; ++r)
+          EXPECT_TRUE(names_silent_rank(e.what(), r)) << "rank " << r << ": " << e.what();
+      }
+    }
     EXPECT_TRUE(w->is_completed());
     EXPECT_FALSE(w->is_success());
     EXPECT_NE(w->exception(), nullptr);
@@ -235,6 +243,13 @@ TEST_P(Errors, RankKilledMidCollective) {
       EXPECT_TRUE(r.rank_confirmed[i]) << "survivor " << i << "\n" << r.all_output();
       EXPECT_NE(r.procs[i].output.find("survivor error: "), std::string::npos) << r.all_output();
     }
+    // The failure diagnosis names the victim among the peers that went silent. A survivor that
+    // was waiting on another survivor fails only when that one exits (and with rank 0 gone, its
+    // store is gone too), so not every survivor can; the first ones to fail do.
+    int naming = 0;
+    for (int i = 0; i + 1 < p.world; ++i)
+      naming += names_silent_rank(r.procs[i].output, p.world - 1);
+    EXPECT_GE(naming, 1) << "no survivor named rank " << p.world - 1 << "\n" << r.all_output();
   } else {
     EXPECT_NE(r.procs[0].exit_code, 0) << r.all_output();  // mpirun ends the job
     EXPECT_NE(r.all_output().find("rank " + std::to_string(p.world - 1) +

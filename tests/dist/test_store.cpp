@@ -1,6 +1,11 @@
 // Stores (in one process; threads play the ranks): HashStore, FileStore, PrefixStore, TCPStore
 // (server hosted in-process or standalone), the gloo rendezvous adapter and store_barrier.
 // Every blocking call is bounded; timeouts must name the key(s) and the timeout.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -148,6 +153,56 @@ TEST(Store, TCPStoreServerGoneIsNamed) {
   server->stop();  // rank 0 went away
   EXPECT_TRUE(throws_error([&] { waiter.get(); },
                            {"lost the connection to the store server", "'never'"}));
+}
+
+// A server that accepts connections (the kernel's backlog) but never answers, like a store host
+// that froze: a wait times out after its timeout, plus at most the bounded check of which keys
+// are missing (before, each key's check waited 2 s for a reply that never came).
+TEST(Store, TCPStoreTimeoutAgainstAFrozenServerIsBounded) {
+  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(lfd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(lfd, 64), 0);
+  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  TCPStore c("127.0.0.1", port, false, milliseconds(300));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(throws_error(
+      [&] {
+        c.wait({"k1", "k2", "k3"}, milliseconds(300));
+      },
+      {"timed out after 300 ms", "'k1', 'k2', 'k3'"}));
+  const auto ms = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
+  EXPECT_LT(ms.count(), 300 + 250 + 500) << "the timeout error came " << ms.count() << " ms late";
+  EXPECT_TRUE(throws_error([&] { c.set("x", "1"); }, {"set('x') got no reply within 300 ms"}));
+  ::close(lfd);
+}
+
+// Once the server is gone, a call that needs a new connection names itself and the keys.
+TEST(Store, TCPStoreCallsAfterTheServerLeftNameThemselves) {
+  auto server = std::make_unique<TCPStoreServer>();
+  TCPStore client("127.0.0.1", server->port(), false, milliseconds(200));
+  client.set("a", "1");
+  server->stop();
+  server.reset();
+  // The pooled connection is dead; whichever call meets the refused connect names itself.
+  for (int i = 0; i < 2; ++i) {
+    try {
+      client.set("k", "v");
+    } catch (const Error&) {
+    }
+  }
+  EXPECT_TRUE(throws_error([&] { client.set("k2", "v"); },
+                           {"set('k2'): could not connect within 200 ms", "TCPStore(127.0.0.1:"}));
+  EXPECT_TRUE(throws_error(
+      [&] {
+        client.wait({"w1", "w2"}, milliseconds(200));
+      },
+      {"waiting for key(s) 'w1', 'w2': could not connect"}));
 }
 
 TEST(Store, StoreBarrierReleasesRankZeroLast) {

@@ -57,6 +57,12 @@ class GlooProcessGroup : public HostProcessGroup {
   P2PWaiter post_recv_any(Tensor& t, int tag) override;
   std::shared_ptr<ProcessGroup> make_subgroup(const std::vector<int>& members,
                                               const std::string& name) override;
+  /// A fifth of the timeout, at most 1 s (none for a group of one).
+  Millis diagnosis_budget(Millis timeout) const override;
+  /// Names the peers that did not report failing the same op through the group's store within
+  /// `budget` (gloo_diagnose.cpp): a stopped, cut-off or crashed peer stays silent, survivors
+  /// report. When the store does not answer either, says this rank's network is likely down.
+  std::string diagnose_failure(const Work& work, Millis budget) override;
 
  private:
   std::shared_ptr<Store> store_;
