@@ -60,8 +60,9 @@ void wait_torch_current_stream(int device_index) {
   cuda.attr("current_stream")(device_index).attr("synchronize")();
 }
 
-/// Model.run / Model.__call__: borrows the arrays, runs without the GIL, wraps the outputs.
-std::vector<nb::object> run_arrays(const PyModel& self, const nb::args& args) {
+/// Model.run / Model.__call__ (wait) and Model.enqueue: borrows the arrays, runs without the
+/// GIL, wraps the outputs.
+std::vector<nb::object> run_arrays(const PyModel& self, const nb::args& args, bool wait) {
   const Model& m = *self.model;
   const std::vector<IOSpec>& specs = m.input_specs();
   std::vector<nb::ndarray<nb::ro>> arrays(args.size());
@@ -92,7 +93,7 @@ std::vector<nb::object> run_arrays(const PyModel& self, const nb::args& args) {
   std::vector<Tensor> outputs;
   {
     nb::gil_scoped_release release;
-    outputs = m.run(inputs);
+    outputs = wait ? m.run(inputs) : m.enqueue(inputs);
   }
   t_last_run.inputs.clear();
   t_last_run.outputs.clear();
@@ -169,10 +170,10 @@ nb::dict report_dict(const driver::CompileReport& r) {
 }
 
 /// driver::compile_pt2 (out_path given) or cached_package_for (out_path empty), GIL released.
-nb::dict compile_pt2(const std::string& pt2, const std::string& out_path,
-                     const std::string& target, const std::string& cache_dir, int jobs,
-                     const std::string& emit_source, const std::string& include_dir,
-                     const std::string& progress, const std::string& autotune) {
+nb::dict compile_pt2(const std::string& pt2, const std::string& out_path, const std::string& target,
+                     const std::string& cache_dir, int jobs, const std::string& emit_source,
+                     const std::string& include_dir, const std::string& progress,
+                     const std::string& autotune) {
   driver::CompileOptions o;
   o.target = target;
   o.cache_dir = cache_dir;
@@ -217,20 +218,19 @@ NB_MODULE(_anvil, m) {
         "progress"_a = "quiet", "autotune"_a = "",
         "Compiles a .pt2 into a package at out_path (or into the package cache when out_path is "
         "empty); returns the compile report as a dict.");
-  m.def("package_device", [](const std::string& path) {
-    return runtime::package_device(path).str();
-  });
+  m.def("package_device",
+        [](const std::string& path) { return runtime::package_device(path).str(); });
   m.def("world_initialized", [] { return dist::world_initialized(); });
-  m.def("_last_run_pointers", [] {
-    return std::make_pair(t_last_run.inputs, t_last_run.outputs);
-  }, "Data pointers of this thread's last run: (inputs as anvil read them, outputs as anvil "
-     "wrote them).");
+  m.def(
+      "_last_run_pointers", [] { return std::make_pair(t_last_run.inputs, t_last_run.outputs); },
+      "Data pointers of this thread's last run: (inputs as anvil read them, outputs as anvil "
+      "wrote them).");
 
   nb::class_<PyModel>(m, "Model", "A loaded .anvil package (runtime::Model).")
       .def_static(
           "load",
-          [](const std::string& path, const std::string& device, int num_runners,
-             int num_threads, bool cuda_graphs) {
+          [](const std::string& path, const std::string& device, int num_runners, int num_threads,
+             bool cuda_graphs) {
             runtime::ModelOptions o;
             o.device = Device::parse(device);
             o.num_runners = num_runners;
@@ -245,11 +245,27 @@ NB_MODULE(_anvil, m) {
           },
           "path"_a, "device"_a = "cpu", "num_runners"_a = 1, "num_threads"_a = 0,
           "cuda_graphs"_a = true)
-      .def("run", &run_arrays, "Runs the model; returns the list of outputs.")
+      .def(
+          "run",
+          [](const PyModel& self, const nb::args& args) { return run_arrays(self, args, true); },
+          "Runs the model; returns the list of outputs.")
+      .def(
+          "enqueue",
+          [](const PyModel& self, const nb::args& args) { return run_arrays(self, args, false); },
+          "Device packages: queues the run on the runner's stream and returns its outputs at once; "
+          "they hold the results after synchronize(), and the inputs must stay alive and "
+          "unchanged until then. CPU packages: run().")
+      .def(
+          "synchronize",
+          [](const PyModel& s) {
+            nb::gil_scoped_release release;
+            s.model->synchronize();
+          },
+          "Waits for every enqueued run; raises anvil.Error when one failed.")
       .def(
           "__call__",
           [](const PyModel& self, const nb::args& args) -> nb::object {
-            std::vector<nb::object> out = run_arrays(self, args);
+            std::vector<nb::object> out = run_arrays(self, args, true);
             if (out.size() == 1) return out[0];
             nb::tuple t = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(out.size())));
             for (size_t i = 0; i < out.size(); ++i)
@@ -257,20 +273,25 @@ NB_MODULE(_anvil, m) {
             return t;
           },
           "Runs the model; returns its output, or a tuple when it has several.")
-      .def_prop_ro("input_specs", [](const PyModel& s) { return spec_list(s.model->input_specs()); })
+      .def_prop_ro("input_specs",
+                   [](const PyModel& s) { return spec_list(s.model->input_specs()); })
       .def_prop_ro("output_specs",
                    [](const PyModel& s) { return spec_list(s.model->output_specs()); })
       .def_prop_ro("device", [](const PyModel& s) { return s.model->device().str(); })
       .def_prop_ro("num_runners", [](const PyModel& s) { return s.model->num_runners(); })
       .def_prop_ro("target", [](const PyModel& s) { return s.model->manifest().target; })
       .def_prop_ro("manifest_json", [](const PyModel& s) { return s.model->manifest().json; })
+      .def_prop_ro("metadata_json", [](const PyModel& s) { return s.model->metadata_json(); })
       .def_prop_ro("uses_cuda_graphs", [](const PyModel& s) { return s.model->uses_cuda_graphs(); })
       .def("constant_names", [](const PyModel& s) { return s.model->constant_names(); })
       .def("constant_original_names",
            [](const PyModel& s) { return s.model->constant_original_names(); })
-      .def("constant", [](const PyModel& s, const std::string& name) {
-        return host_array(s.model->constant(name));
-      }, "name"_a, "A copy of the constant's current value (a NumPy array).")
+      .def(
+          "constant",
+          [](const PyModel& s, const std::string& name) {
+            return host_array(s.model->constant(name));
+          },
+          "name"_a, "A copy of the constant's current value (a NumPy array).")
       .def(
           "update_constants",
           [](const PyModel& s, const nb::dict& values, bool inactive, bool require_full) {
@@ -288,29 +309,30 @@ NB_MODULE(_anvil, m) {
             }
             nb::gil_scoped_release release;
             // Const: the Model's constant sets are guarded by its own locks (model.h).
-            const_cast<runtime::Model&>(*s.model).update_constants(tensors, inactive,
-                                                                   require_full);
+            const_cast<runtime::Model&>(*s.model).update_constants(tensors, inactive, require_full);
           },
           "values"_a, "inactive"_a = false, "require_full"_a = false)
       .def("swap_constants",
            [](const PyModel& s) { const_cast<runtime::Model&>(*s.model).swap_constants(); })
-      .def("set_profiling", [](const PyModel& s, bool on) { s.model->set_profiling(on); }, "on"_a)
+      .def(
+          "set_profiling", [](const PyModel& s, bool on) { s.model->set_profiling(on); }, "on"_a)
       .def("reset_profile", [](const PyModel& s) { s.model->reset_profile(); })
-      .def("profile", [](const PyModel& s) {
-        nb::list l;
-        for (const runtime::StepProfile& p : s.model->profile()) {
-          nb::dict d;
-          d["name"] = p.name;
-          d["kind"] = p.kind;
-          d["nodes"] = p.nodes;
-          d["calls"] = p.calls;
-          d["total_ms"] = p.total_ms;
-          d["bytes"] = p.bytes;
-          d["gb_per_s"] = p.gb_per_s();
-          l.append(d);
-        }
-        return l;
-      })
+      .def("profile",
+           [](const PyModel& s) {
+             nb::list l;
+             for (const runtime::StepProfile& p : s.model->profile()) {
+               nb::dict d;
+               d["name"] = p.name;
+               d["kind"] = p.kind;
+               d["nodes"] = p.nodes;
+               d["calls"] = p.calls;
+               d["total_ms"] = p.total_ms;
+               d["bytes"] = p.bytes;
+               d["gb_per_s"] = p.gb_per_s();
+               l.append(d);
+             }
+             return l;
+           })
       .def(
           "_time_cpp_run",
           [](const PyModel& s, const nb::list& args, int iters) {
@@ -329,9 +351,11 @@ NB_MODULE(_anvil, m) {
               const auto t0 = std::chrono::steady_clock::now();
               std::vector<Tensor> out = s.model->run(inputs);
               const auto t1 = std::chrono::steady_clock::now();
-              ns[static_cast<size_t>(k)] = std::chrono::duration<double, std::nano>(t1 - t0).count();
+              ns[static_cast<size_t>(k)] =
+                  std::chrono::duration<double, std::nano>(t1 - t0).count();
             }
             return ns;
           },
-          "inputs"_a, "iters"_a, "Nanoseconds of each of `iters` C++ Model::run calls on these inputs.");
+          "inputs"_a, "iters"_a,
+          "Nanoseconds of each of `iters` C++ Model::run calls on these inputs.");
 }

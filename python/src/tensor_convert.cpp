@@ -100,30 +100,47 @@ DType dtype_from_dlpack(nb::dlpack::dtype t, const std::string& where, const DTy
 
 nb::dlpack::dtype dlpack_from_dtype(DType d, const std::string& where) {
   switch (d) {
-    case DType::kFloat16: return make_dtype(Code::Float, 16);
-    case DType::kFloat32: return make_dtype(Code::Float, 32);
-    case DType::kFloat64: return make_dtype(Code::Float, 64);
-    case DType::kBFloat16: return make_dtype(Code::Bfloat, 16);
-    case DType::kInt8: return make_dtype(Code::Int, 8);
-    case DType::kInt16: return make_dtype(Code::Int, 16);
-    case DType::kInt32: return make_dtype(Code::Int, 32);
-    case DType::kInt64: return make_dtype(Code::Int, 64);
-    case DType::kUInt8: return make_dtype(Code::UInt, 8);
-    case DType::kUInt16: return make_dtype(Code::UInt, 16);
-    case DType::kBool: return make_dtype(Code::Bool, 8);
-    case DType::kComplex32: return make_dtype(Code::Complex, 32);
-    case DType::kComplex64: return make_dtype(Code::Complex, 64);
-    case DType::kComplex128: return make_dtype(Code::Complex, 128);
-    case DType::kFloat8E4M3FN: return make_dtype(Code::Float8_E4M3FN, 8);
-    case DType::kFloat8E5M2: return make_dtype(Code::Float8_E5M2, 8);
-    case DType::kFloat8E4M3FNUZ: return make_dtype(Code::Float8_E4M3FNUZ, 8);
-    case DType::kFloat8E5M2FNUZ: return make_dtype(Code::Float8_E5M2FNUZ, 8);
+    case DType::kFloat16:
+      return make_dtype(Code::Float, 16);
+    case DType::kFloat32:
+      return make_dtype(Code::Float, 32);
+    case DType::kFloat64:
+      return make_dtype(Code::Float, 64);
+    case DType::kBFloat16:
+      return make_dtype(Code::Bfloat, 16);
+    case DType::kInt8:
+      return make_dtype(Code::Int, 8);
+    case DType::kInt16:
+      return make_dtype(Code::Int, 16);
+    case DType::kInt32:
+      return make_dtype(Code::Int, 32);
+    case DType::kInt64:
+      return make_dtype(Code::Int, 64);
+    case DType::kUInt8:
+      return make_dtype(Code::UInt, 8);
+    case DType::kUInt16:
+      return make_dtype(Code::UInt, 16);
+    case DType::kBool:
+      return make_dtype(Code::Bool, 8);
+    case DType::kComplex32:
+      return make_dtype(Code::Complex, 32);
+    case DType::kComplex64:
+      return make_dtype(Code::Complex, 64);
+    case DType::kComplex128:
+      return make_dtype(Code::Complex, 128);
+    case DType::kFloat8E4M3FN:
+      return make_dtype(Code::Float8_E4M3FN, 8);
+    case DType::kFloat8E5M2:
+      return make_dtype(Code::Float8_E5M2, 8);
+    case DType::kFloat8E4M3FNUZ:
+      return make_dtype(Code::Float8_E4M3FNUZ, 8);
+    case DType::kFloat8E5M2FNUZ:
+      return make_dtype(Code::Float8_E5M2FNUZ, 8);
   }
   throw Error("dtype has no DLPack code", where, "a DLPack dtype", dtype_name(d));
 }
 
-Tensor borrow_array(const nb::ndarray<nb::ro>& array, const std::string& where,
-                    const DType* want) {
+Tensor borrow_array(const nb::ndarray<nb::ro>& array, const std::string& where, const DType* want) {
   const int device_type = array.device_type();
   const bool cuda = device_type == kDLCUDA;
   if (device_type != kDLCPU && device_type != kDLCUDAHost && !cuda)
@@ -146,8 +163,8 @@ Tensor borrow_array(const nb::ndarray<nb::ro>& array, const std::string& where,
   const size_t nbytes = empty ? 0 : static_cast<size_t>(extent + 1) * dtype_size(dtype);
   void* data = const_cast<void*>(array.data());
   if (!data && !empty) throw Error("array data is NULL", where, "a data pointer", "NULL");
-  auto storage = Storage::wrap(data, nbytes, nullptr,
-                               cuda ? Device::cuda(array.device_id()) : Device::cpu());
+  auto storage =
+      Storage::wrap(data, nbytes, nullptr, cuda ? Device::cuda(array.device_id()) : Device::cpu());
   return Tensor(std::move(storage), dtype, std::move(sizes), std::move(strides), 0);
 }
 

@@ -252,3 +252,23 @@ def test_compile_an_nn_module_and_an_exported_program(tmp_path):
     torch.testing.assert_close(model2(x), want, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="example inputs"):
         anvil.compile(net)
+
+
+def test_enqueue_and_metadata_on_a_cpu_package(mlp):
+    import json
+
+    model = anvil.load(mlp)
+    (x,) = read_set("mlp_small", "in")
+    (queued,) = model.enqueue(x)  # a CPU package runs at once
+    model.synchronize()
+    np.testing.assert_array_equal(queued, model(x))
+    assert json.loads(model.manifest_json)["inputs"][0]["name"] == "x"
+    assert isinstance(json.loads(model.metadata_json), dict)
+
+
+def test_a_long_compile_reports_progress_on_stderr(tmp_path, capfd):
+    anvil.compile(fixture("mlp_small.pt2"), tmp_path / "c.anvil", cache_dir=tmp_path / "cache",
+                  progress_after=0.0)
+    err = capfd.readouterr().err
+    assert "anvil: compiling mlp_small.pt2 (target native): 0 s so far" in err
+    assert "anvil: compiled mlp_small.pt2 (target native) in" in err
