@@ -2,6 +2,7 @@
 anvil's message, threads sharing one model, specs, constants, profiling, compile options."""
 
 import os
+import shutil
 import sys
 import threading
 import time
@@ -272,3 +273,20 @@ def test_a_long_compile_reports_progress_on_stderr(tmp_path, capfd):
     err = capfd.readouterr().err
     assert "anvil: compiling mlp_small.pt2 (target native): 0 s so far" in err
     assert "anvil: compiled mlp_small.pt2 (target native) in" in err
+
+
+def nvcc_found():
+    """As the CUDA target looks: $ANVIL_NVCC, nvcc under $CUDA_HOME or /usr/local/cuda, PATH."""
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    return bool(shutil.which(os.environ.get("ANVIL_NVCC") or "nvcc") or
+                any(h and os.path.isfile(os.path.join(h, "bin", "nvcc")) for h in homes))
+
+
+@pytest.mark.skipif(not nvcc_found(), reason="needs nvcc to compile for a CUDA target")
+def test_compile_for_a_cuda_target_without_a_gpu(compiled):
+    # compiling needs nvcc only; the package then names its device, and loading it on the CPU
+    # says which device it wants
+    pkg = compiled("mlp_small", target="cuda-sm90")
+    assert anvil._anvil.package_device(pkg) == "cuda:0"
+    with pytest.raises(anvil.Error, match="compiled for cuda.*expected device cuda, got cpu"):
+        anvil.load(pkg)
