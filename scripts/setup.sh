@@ -11,7 +11,8 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git
           libgloo-dev libopenmpi-dev openmpi-bin
           iproute2 nftables iptables  # netfault tests: netns, veth, netem; loss, delay without it
           libdnnl-dev
-          python3-pip)  # pip downloads header-only wheels (cuDNN frontend, CUTLASS); installs none
+          python3-dev python3-pip)  # pip: header-only wheels (cuDNN frontend, CUTLASS), and
+                                    # the Python package's build and test needs (below)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -27,12 +28,28 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}
+# The Python package (python/, `import anvil`): nanobind builds its module, NumPy and pytest run
+# its tests (label `python`), scikit-build-core is `pip install .`'s backend. ANVIL_PYTHON=OFF
+# skips it.
+ANVIL_PYTHON=${ANVIL_PYTHON:-ON}
+PY_ARGS=""
+if [ "$ANVIL_PYTHON" = ON ]; then
+  PY=$(python3 -c 'import sys; print(sys.executable)')
+  if ! "$PY" -c 'import nanobind, numpy, pytest, scikit_build_core' 2>/dev/null; then
+    echo "setup: installing nanobind, numpy, pytest, scikit-build-core for $PY"
+    "$PY" -m pip install -q 'nanobind>=2.4' numpy pytest 'scikit-build-core>=0.10' 2>/dev/null ||
+      "$PY" -m pip install -q --break-system-packages 'nanobind>=2.4' numpy pytest \
+        'scikit-build-core>=0.10'
+  fi
+  PY_ARGS="-DANVIL_PYTHON=ON -DPython_EXECUTABLE=$PY"
+fi
 # CUTLASS's headers (GEMM autotuning's CUDA candidates) from the nvidia-cutlass wheel, unzipped into
 # .deps (no pip install: works with Debian's externally-managed Python). Optional: without them
 # CUTLASS candidates are skipped with a warning. CMake does the same at configure time.
 scripts/fetch_cutlass_headers.sh 4.2.0.0 .deps/cutlass-4.2.0.0 ||
   echo "setup: CUTLASS headers not fetched: CUTLASS GEMM candidates will be skipped"
 JOBS=${JOBS:-$(nproc)}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} ${CMAKE_ARGS:-} >/dev/null
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} $PY_ARGS \
+  ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS" ${BUILD_TARGETS:+--target $BUILD_TARGETS}
 echo "setup: built $BUILD_DIR (CLI: $BUILD_DIR/bin/anvil)"

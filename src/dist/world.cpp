@@ -105,6 +105,13 @@ WorldEnv read_world_env() {
                 std::to_string(e.rank));
   if (const char* a = env("MASTER_ADDR")) e.master_addr = a;
   if (const char* p = env("MASTER_PORT")) e.master_port = env_int("MASTER_PORT", p, 1);
+  const char* agent = env("TORCHELASTIC_USE_AGENT_STORE");
+  if (const char* p = env("ANVIL_STORE_PORT"))
+    e.store_port = env_int("ANVIL_STORE_PORT", p, 1);
+  else if (e.master_port > 0 && agent && std::string(agent) == "True")
+    e.store_port = e.master_port + 1;
+  else
+    e.store_port = e.master_port;
   return e;
 }
 
@@ -204,13 +211,13 @@ std::shared_ptr<ProcessGroup> init_world_from_env(const std::string& requested) 
   if (opts.device_index < 0) opts.device_index = e.local_rank;  // nccl: rank r on cuda:LOCAL_RANK
   std::shared_ptr<Store> store;
   if (backend == "gloo" || backend == "nccl") {
-    if (e.master_port < 0)
+    if (e.store_port < 0)
       throw Error(str("MASTER_PORT is not set (the ", backend,
                       " backend rendezvous through a TCP store hosted by rank 0 on "
                       "MASTER_ADDR:MASTER_PORT)"),
                   kWhere, "MASTER_PORT", "unset");
     const std::string addr = e.master_addr.empty() ? "127.0.0.1" : e.master_addr;
-    auto tcp = std::make_shared<TCPStore>(addr, e.master_port, e.rank == 0, opts.timeout);
+    auto tcp = std::make_shared<TCPStore>(addr, e.store_port, e.rank == 0, opts.timeout);
     store = std::make_shared<PrefixStore>("anvil/world", tcp);
   } else if (backend == "mpi" && e.source != "mpi") {
     throw Error("the mpi backend must be started by mpirun", kWhere,

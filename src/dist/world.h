@@ -7,9 +7,11 @@
 //   PMI_RANK / PMI_SIZE). ANVIL_BACKEND picks the backend when none is given (default gloo).
 //   ANVIL_DIST_TIMEOUT (seconds) sets the store and op timeouts (default 300); ANVIL_DIST_DEBUG=1
 //   turns on the cross-rank consistency check. nccl: rank r uses cuda:LOCAL_RANK;
-//   ANVIL_NCCL_EAGER_INIT=1 creates the communicator at init (GroupOptions). The process-wide
-//   settings (ANVIL_DIST_USE_FUTURE, ANVIL_DIST_HEALTH_CHECK, ANVIL_DIST_TRACE[_DIR],
-//   ANVIL_NCCL_BLOCKING_WAIT) are read once, before connecting (settings.h).
+//   ANVIL_NCCL_EAGER_INIT=1 creates the communicator at init (GroupOptions). Under torchrun
+//   (TORCHELASTIC_USE_AGENT_STORE=True) anvil's store takes MASTER_PORT + 1, or ANVIL_STORE_PORT.
+//   The process-wide settings (ANVIL_DIST_USE_FUTURE, ANVIL_DIST_HEALTH_CHECK,
+//   ANVIL_DIST_TRACE[_DIR], ANVIL_NCCL_BLOCKING_WAIT) are read once, before connecting
+//   (settings.h).
 #pragma once
 
 #include <memory>
@@ -30,6 +32,11 @@ struct WorldEnv {
   std::string master_addr;  // empty when not given
   int master_port = -1;     // -1 when not given
   std::string source;       // "torchrun" or "mpi"
+  /// The port of anvil's TCP store (hosted by rank 0 on MASTER_ADDR): ANVIL_STORE_PORT when set;
+  /// else MASTER_PORT + 1 under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True: the
+  /// agent already listens on MASTER_PORT with torch's own store protocol); else MASTER_PORT.
+  /// -1 when none is given.
+  int store_port = -1;
 };
 
 /// Reads the environment above. Throws Error naming the missing or malformed variables when

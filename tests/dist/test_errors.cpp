@@ -291,5 +291,34 @@ TEST(DistInit, NoLauncherEnvironmentIsAClearError) {
                            {"unknown backend 'ucc2'", "fake"}));
 }
 
+// torchrun's agent hosts torch's store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True), so
+// anvil's store moves to the next port, or to ANVIL_STORE_PORT when set.
+TEST(DistInit, StorePortUnderTorchrunsAgentStore) {
+  for (const char* v : {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (std::getenv(v)) GTEST_SKIP() << "running under a launcher";
+  auto set = [](const char* name, const char* value) {
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  };
+  set("RANK", "0");
+  set("WORLD_SIZE", "2");
+  set("MASTER_PORT", "29510");
+  set("TORCHELASTIC_USE_AGENT_STORE", nullptr);
+  set("ANVIL_STORE_PORT", nullptr);
+  EXPECT_EQ(read_world_env().store_port, 29510);  // anvil launch: the store on MASTER_PORT
+  set("TORCHELASTIC_USE_AGENT_STORE", "True");
+  EXPECT_EQ(read_world_env().store_port, 29511);
+  EXPECT_EQ(read_world_env().master_port, 29510);
+  set("ANVIL_STORE_PORT", "31000");
+  EXPECT_EQ(read_world_env().store_port, 31000);
+  set("ANVIL_STORE_PORT", "x");
+  EXPECT_TRUE(throws_error([] { read_world_env(); }, {"ANVIL_STORE_PORT", "'x'"}));
+  for (const char* v :
+       {"RANK", "WORLD_SIZE", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "ANVIL_STORE_PORT"})
+    set(v, nullptr);
+}
+
 }  // namespace
 }  // namespace anvil::dist::test

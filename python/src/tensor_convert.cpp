@@ -1,0 +1,206 @@
+// Arrays <-> anvil Tensors without copies (tensor_convert.h).
+#include "tensor_convert.h"
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/storage.h"
+
+namespace nb = nanobind;
+
+namespace anvil::python {
+
+namespace {
+
+using Code = nb::dlpack::dtype_code;
+
+/// DLPack device type numbers (dlpack.h's DLDeviceType).
+constexpr int kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3;
+
+nb::dlpack::dtype make_dtype(Code code, int bits) {
+  nb::dlpack::dtype t;
+  t.code = static_cast<uint8_t>(code);
+  t.bits = static_cast<uint8_t>(bits);
+  t.lanes = 1;
+  return t;
+}
+
+/// The type objects of numpy.ndarray and torch.Tensor once their modules are imported (never
+/// imported here: a framework the caller has not imported cannot be the caller's).
+PyObject* module_type(const char* module, const char* name) {
+  PyObject* modules = PySys_GetObject("modules");  // borrowed
+  PyObject* mod = modules ? PyDict_GetItemString(modules, module) : nullptr;
+  if (!mod) return nullptr;
+  PyObject* type = PyObject_GetAttrString(mod, name);
+  if (!type) PyErr_Clear();
+  return type;  // kept for the life of the process (types are not unloaded)
+}
+
+}  // namespace
+
+Framework framework_of(nb::handle obj) {
+  static PyObject* numpy_type = nullptr;
+  static PyObject* torch_type = nullptr;
+  if (!numpy_type) numpy_type = module_type("numpy", "ndarray");
+  if (numpy_type && PyObject_TypeCheck(obj.ptr(), reinterpret_cast<PyTypeObject*>(numpy_type)))
+    return Framework::kNumpy;
+  if (!torch_type) torch_type = module_type("torch", "Tensor");
+  if (torch_type && PyObject_TypeCheck(obj.ptr(), reinterpret_cast<PyTypeObject*>(torch_type)))
+    return Framework::kTorch;
+  return Framework::kOther;
+}
+
+DType dtype_from_dlpack(nb::dlpack::dtype t, const std::string& where, const DType* want) {
+  if (t.lanes == 1) {
+    switch (static_cast<Code>(t.code)) {
+      case Code::Float:
+        if (t.bits == 16) return DType::kFloat16;
+        if (t.bits == 32) return DType::kFloat32;
+        if (t.bits == 64) return DType::kFloat64;
+        break;
+      case Code::Bfloat:
+        if (t.bits == 16) return DType::kBFloat16;
+        break;
+      case Code::Int:
+        if (t.bits == 8) return DType::kInt8;
+        if (t.bits == 16) return DType::kInt16;
+        if (t.bits == 32) return DType::kInt32;
+        if (t.bits == 64) return DType::kInt64;
+        break;
+      case Code::UInt:
+        if (t.bits == 8) return want && *want == DType::kBool ? DType::kBool : DType::kUInt8;
+        if (t.bits == 16) return DType::kUInt16;
+        break;
+      case Code::Bool:
+        if (t.bits == 8) return DType::kBool;
+        break;
+      case Code::Complex:
+        if (t.bits == 32) return DType::kComplex32;
+        if (t.bits == 64) return DType::kComplex64;
+        if (t.bits == 128) return DType::kComplex128;
+        break;
+      case Code::Float8_E4M3FN:
+        return DType::kFloat8E4M3FN;
+      case Code::Float8_E5M2:
+        return DType::kFloat8E5M2;
+      case Code::Float8_E4M3FNUZ:
+        return DType::kFloat8E4M3FNUZ;
+      case Code::Float8_E5M2FNUZ:
+        return DType::kFloat8E5M2FNUZ;
+      default:
+        break;
+    }
+  }
+  throw Error("unsupported array dtype", where,
+              "a dtype anvil knows (float16/32/64, bfloat16, int8-64, uint8/16, bool, complex)",
+              str("DLPack code ", int(t.code), ", ", int(t.bits), " bits, ", t.lanes, " lanes"));
+}
+
+nb::dlpack::dtype dlpack_from_dtype(DType d, const std::string& where) {
+  switch (d) {
+    case DType::kFloat16:
+      return make_dtype(Code::Float, 16);
+    case DType::kFloat32:
+      return make_dtype(Code::Float, 32);
+    case DType::kFloat64:
+      return make_dtype(Code::Float, 64);
+    case DType::kBFloat16:
+      return make_dtype(Code::Bfloat, 16);
+    case DType::kInt8:
+      return make_dtype(Code::Int, 8);
+    case DType::kInt16:
+      return make_dtype(Code::Int, 16);
+    case DType::kInt32:
+      return make_dtype(Code::Int, 32);
+    case DType::kInt64:
+      return make_dtype(Code::Int, 64);
+    case DType::kUInt8:
+      return make_dtype(Code::UInt, 8);
+    case DType::kUInt16:
+      return make_dtype(Code::UInt, 16);
+    case DType::kBool:
+      return make_dtype(Code::Bool, 8);
+    case DType::kComplex32:
+      return make_dtype(Code::Complex, 32);
+    case DType::kComplex64:
+      return make_dtype(Code::Complex, 64);
+    case DType::kComplex128:
+      return make_dtype(Code::Complex, 128);
+    case DType::kFloat8E4M3FN:
+      return make_dtype(Code::Float8_E4M3FN, 8);
+    case DType::kFloat8E5M2:
+      return make_dtype(Code::Float8_E5M2, 8);
+    case DType::kFloat8E4M3FNUZ:
+      return make_dtype(Code::Float8_E4M3FNUZ, 8);
+    case DType::kFloat8E5M2FNUZ:
+      return make_dtype(Code::Float8_E5M2FNUZ, 8);
+  }
+  throw Error("dtype has no DLPack code", where, "a DLPack dtype", dtype_name(d));
+}
+
+Tensor borrow_array(const nb::ndarray<nb::ro>& array, const std::string& where, const DType* want) {
+  const int device_type = array.device_type();
+  const bool cuda = device_type == kDLCUDA;
+  if (device_type != kDLCPU && device_type != kDLCUDAHost && !cuda)
+    throw Error("array is neither in host memory nor on a CUDA device", where,
+                "a CPU or CUDA array", str("DLPack device type ", device_type));
+  const DType dtype = dtype_from_dlpack(array.dtype(), where, want);
+  const size_t ndim = array.ndim();
+  Shape sizes(ndim), strides(ndim);
+  int64_t extent = 0;
+  bool empty = false;
+  for (size_t d = 0; d < ndim; ++d) {
+    sizes[d] = static_cast<int64_t>(array.shape(d));
+    strides[d] = array.stride(d);
+    if (strides[d] < 0)
+      throw Error(str("negative stride at dim ", d), where, "strides >= 0 (copy the array first)",
+                  std::to_string(strides[d]));
+    if (sizes[d] == 0) empty = true;
+    extent += (sizes[d] > 0 ? sizes[d] - 1 : 0) * strides[d];
+  }
+  const size_t nbytes = empty ? 0 : static_cast<size_t>(extent + 1) * dtype_size(dtype);
+  void* data = const_cast<void*>(array.data());
+  if (!data && !empty) throw Error("array data is NULL", where, "a data pointer", "NULL");
+  auto storage =
+      Storage::wrap(data, nbytes, nullptr, cuda ? Device::cuda(array.device_id()) : Device::cpu());
+  return Tensor(std::move(storage), dtype, std::move(sizes), std::move(strides), 0);
+}
+
+nb::object export_tensor(const Tensor& t, Framework framework) {
+  const std::string where = "anvil output";
+  const bool host = t.device().is_cpu();
+  Tensor out = t;
+  // NumPy has no bfloat16 or float8: those come back as float32 (a converted copy).
+  if (host && framework != Framework::kTorch &&
+      (t.dtype() == DType::kBFloat16 || t.dtype() == DType::kFloat8E4M3FN ||
+       t.dtype() == DType::kFloat8E5M2 || t.dtype() == DType::kFloat8E4M3FNUZ ||
+       t.dtype() == DType::kFloat8E5M2FNUZ))
+    out = t.to(DType::kFloat32);
+  // The owner keeps the Tensor (and so its storage) alive as long as the array lives.
+  auto* keep = new Tensor(out);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  const size_t ndim = static_cast<size_t>(out.dim());
+  std::vector<size_t> shape(ndim);
+  for (size_t d = 0; d < ndim; ++d) shape[d] = static_cast<size_t>(out.sizes()[d]);
+  // A storage offset is folded into the data pointer (DLPack's byte_offset is little used).
+  char* data = static_cast<char*>(out.data_ptr());
+  const nb::dlpack::dtype dt = dlpack_from_dtype(out.dtype(), where);
+  const int device_type = host ? kDLCPU : kDLCUDA;
+  const int device_id = host ? 0 : out.device().index;
+  const int64_t* strides = ndim ? out.strides().data() : nullptr;
+  if (framework == Framework::kTorch)
+    return nb::ndarray<nb::pytorch>(data, ndim, shape.data(), owner, strides, dt, device_type,
+                                    device_id)
+        .cast();
+  if (host)
+    return nb::ndarray<nb::numpy>(data, ndim, shape.data(), owner, strides, dt, device_type,
+                                  device_id)
+        .cast();
+  return nb::ndarray<nb::array_api>(data, ndim, shape.data(), owner, strides, dt, device_type,
+                                    device_id)
+      .cast();
+}
+
+}  // namespace anvil::python
