@@ -6,8 +6,10 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "codegen/gemm/cutlass_candidates.h"
+#include "codegen/gemm/gemm_filter.h"
 
 using namespace anvil::codegen::gemm;
 using anvil::DType;
@@ -50,10 +52,34 @@ int main(int argc, char** argv) {
   bmm.acc_dtype = DType::kFloat16;
   problems.push_back({"bmm_f16acc_10x256x32x256", bmm});
   problems.push_back({"int_mm_100x32x16", make(GemmOp::kIntMm, DType::kInt8, 100, 32, 16, false, true)});
+  // spec B.5 case 17: a full C matrix (beta * C), fp16; only the four its filters keep
+  // (denylist "pingpong", max configs 4)
+  GemmProblem full = make(GemmOp::kAddmm, DType::kFloat16, 4096, 2048, 25728, false, false);
+  full.bias = GemmBias::kFull;
+  full.alpha = 2.0;
+  full.beta = 0.4;
+  problems.push_back({"addmm_full_c_f16_4096x2048x25728", full});
+  // spec B.5 case 21: mixed fp16 x int8, D rows of 100 halves (non-TMA epilogue) and aligned
+  // ones with beta * C (TMA epilogue)
+  GemmProblem mixed = make(GemmOp::kMixedMm, DType::kFloat16, 100, 100, 16, false, true);
+  mixed.b_dtype = DType::kInt8;
+  mixed.align_b = 16;
+  mixed.align_c = 4;
+  problems.push_back({"mixed_mm_f16_s8_100x100x16", mixed});
+  mixed.m = 256;
+  mixed.n = 512;
+  mixed.k = 192;
+  mixed.align_c = 8;
+  mixed.beta = 0.25;
+  problems.push_back({"mixed_mm_f16_s8_256x512x192", mixed});
   std::ofstream list(dir + "/candidates.txt");
   std::set<std::string> seen;
+  GemmOptions case17;
+  case17.deny_regex = "pingpong";
   for (const auto& [label, p] : problems) {
-    for (const GemmCandidate& c : cutlass_candidates(p, 90)) {
+    std::vector<GemmCandidate> cands = cutlass_candidates(p, 90);
+    if (p.bias == GemmBias::kFull) cands = filter_candidates(std::move(cands), case17, 4);
+    for (const GemmCandidate& c : cands) {
       const std::string file = label + "__" + c.entry;
       if (!seen.insert(file).second) continue;
       std::ofstream(dir + "/" + file + ".cu") << c.source;

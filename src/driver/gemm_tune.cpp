@@ -37,6 +37,7 @@ namespace anvil::driver {
 namespace fs = std::filesystem;
 using codegen::gemm::GemmActivation;
 using codegen::gemm::GemmCandidate;
+using codegen::gemm::GemmBias;
 using codegen::gemm::GemmOptions;
 using codegen::gemm::GemmProblem;
 
@@ -150,7 +151,10 @@ std::vector<std::string> child_args(const std::string& tool, const GemmProblem& 
     a.push_back(kv("act", 0));
     a.push_back(kv("unfused_epilogue", 1));
   } else {
-    a.push_back(kv("bias", static_cast<int>(p.bias)));
+    // A full [M, N] x (addmm's C matrix) is no bias vector: it is C itself, scaled by beta, and
+    // the child's random initial C stands in for it.
+    const GemmBias bias = p.bias == GemmBias::kFull ? GemmBias::kNone : p.bias;
+    a.push_back(kv("bias", static_cast<int>(bias)));
     a.push_back(kv("act", static_cast<int>(p.activation)));
   }
   if (c.source.empty()) {

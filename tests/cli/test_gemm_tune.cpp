@@ -434,5 +434,41 @@ TEST_F(GemmTune, CrashHangWrongAndBrokenCandidatesAreInfinitelySlow) {
   EXPECT_FALSE(std::isinf(t[5].ns));
 }
 
+// Spec B.5 case 17's form: addmm with a full [M, N] x is C itself (beta * C), no bias vector.
+// The timing child gets it as C (bias 0): a candidate that computes alpha * A·B + beta * C and
+// refuses a bias vector is timed and verified, not failed.
+TEST_F(GemmTune, AFullCMatrixReachesTheTimingChildAsC) {
+  const std::string tool = driver::gemm_time_tool();
+  ASSERT_FALSE(tool.empty());
+  gm::GemmProblem p;
+  p.op = gm::GemmOp::kAddmm;
+  p.m = 37;
+  p.n = 19;
+  p.k = 23;
+  p.alpha = 2.0;
+  p.beta = 0.4;
+  p.bias = gm::GemmBias::kFull;
+  p.target = "native";
+  const std::vector<gm::GemmCandidate> cands = {template_candidate(
+      "full_c",
+      "  if (call->bias_kind != 0 || call->bias) return 1;\n"
+      "  const float* a = static_cast<const float*>(call->a);\n"
+      "  const float* b = static_cast<const float*>(call->b);\n"
+      "  float* c = static_cast<float*>(call->c);\n"
+      "  for (long i = 0; i < call->m; ++i) for (long j = 0; j < call->n; ++j) {\n"
+      "    float s = 0; for (long q = 0; q < call->k; ++q) s += a[i * call->lda + q] * "
+      "b[q * call->ldb + j];\n"
+      "    c[i * call->ldc + j] = call->alpha * s + call->beta * c[i * call->ldc + j]; }\n"
+      "  return 0;")};
+  const codegen::Target& backend = codegen::find_target("native");
+  codegen::ToolchainOptions to;
+  to.cache_dir = opts_.cache_dir;
+  to.progress = codegen::ProgressMode::kQuiet;
+  std::vector<driver::CandidateTiming> t;
+  EXPECT_EQ(driver::time_candidates(p, cands, backend, to, opts_.gemm, tool, t), 0);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_FALSE(std::isinf(t[0].ns)) << t[0].error;
+}
+
 }  // namespace
 }  // namespace anvil

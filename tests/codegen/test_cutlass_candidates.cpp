@@ -366,3 +366,130 @@ TEST(CutlassCandidates, SkinnyProblemsTryTheKernelsThatSpreadBFirst) {
 
 }  // namespace
 }  // namespace anvil::codegen::gemm
+
+#include "codegen/gemm/gemm_filter.h"
+
+namespace anvil::codegen::gemm {
+namespace {
+
+// Spec B.5 case 17's candidate set: addmm x[4096,2048] + 2.0 * A[4096,25728] @ B[25728,2048],
+// beta 0.4, x a full C matrix; denylist "pingpong", max configs 4. Every kernel reads C (beta *
+// C in its epilogue: the name's C dtype is f16, not void); the four are the first of generation
+// order without a ping-pong one. The kernels themselves run in CutlassSpec.Case17_* [GPU].
+TEST(CutlassCandidates, Case17FullCAddmmDenylistAndCap) {
+  GemmProblem p = bf16_problem(4096, 2048, 25728);
+  p.op = GemmOp::kAddmm;
+  p.a_dtype = p.b_dtype = p.out_dtype = DType::kFloat16;
+  p.bias = GemmBias::kFull;
+  p.alpha = 2.0;
+  p.beta = 0.4;
+  const auto all = cutlass_candidates(p, 90);
+  ASSERT_FALSE(all.empty());
+  for (const auto& g : all) {
+    EXPECT_NE(g.name.find("gemm_f16_f16_f32_f16_f16_"), std::string::npos) << g.name;
+    EXPECT_NE(g.source.find("using ElementC = ElementD;"), std::string::npos) << g.name;
+    EXPECT_FALSE(g.fuses_bias);  // the full x is C itself, not a fused bias vector
+  }
+  GemmOptions o;
+  o.deny_regex = "pingpong";
+  o.allow_regex = "";
+  const auto kept = filter_candidates(all, o, 4);
+  ASSERT_EQ(kept.size(), 4u);
+  std::set<std::string> seen;
+  size_t last = 0;
+  for (const auto& g : kept) {
+    EXPECT_EQ(g.name.find("pingpong"), std::string::npos) << g.name;
+    EXPECT_TRUE(seen.insert(g.name).second) << g.name;
+    size_t at = 0;
+    while (at < all.size() && all[at].name != g.name) ++at;
+    ASSERT_LT(at, all.size());
+    EXPECT_TRUE(seen.size() == 1 || at > last) << g.name << " out of generation order";
+    last = at;
+  }
+  EXPECT_NE(kept[0].name.find("_128x128x64_1x1x1_0_ttt_align8_warpspecialized_cooperative_epi_tma"),
+            std::string::npos)
+      << kept[0].name;
+  // beta 0 and no full x: CUTLASS's void C
+  p.beta = 0.0;
+  p.bias = GemmBias::kNone;
+  EXPECT_NE(cutlass_candidates(p, 90)[0].name.find("gemm_f16_f16_f32_void_f16_"), std::string::npos);
+}
+
+GemmProblem mixed_problem(int64_t m, int64_t n, int64_t k) {
+  GemmProblem p = bf16_problem(m, n, k);
+  p.op = GemmOp::kMixedMm;
+  p.a_dtype = p.out_dtype = DType::kFloat16;
+  p.b_dtype = DType::kInt8;
+  p.trans_b = true;  // int8 B stored [N, K]
+  p.align_a = 8;
+  p.align_b = 16;
+  p.align_c = 8;
+  return p;
+}
+
+// Spec B.5 case 21 (mixed_mm fp16 A[100,16] @ int8[100,16]^T): CUTLASS's mixed-input mainloop on
+// the transposed problem, the int8 operand as its A, D column-major in its view.
+TEST(CutlassCandidates, MixedFp16TimesInt8SolvesTheTransposedProblem) {
+  GemmProblem p = mixed_problem(100, 100, 16);
+  p.align_c = 4;  // rows of 100 halves: 8 bytes aligned, the non-TMA epilogue
+  auto c = cutlass_candidates(p, 90);
+  // 128x128 cooperative and ping-pong, 64x128 ping-pong, 128x256 cooperative; 1x1x1 clusters
+  ASSERT_EQ(c.size(), 4u) << ::testing::PrintToString(names(c));
+  EXPECT_EQ(count_matching(c, "gemm_f16_s8_f32_void_f16_"), 4);
+  EXPECT_EQ(count_matching(c, "_1x1x1_0_tnt_align8x16_warpspecialized_"), 4);
+  EXPECT_EQ(count_matching(c, "_epi_nosmem"), 4);
+  EXPECT_EQ(count_matching(c, "stream_k"), 0);
+  const std::string& src = c[0].source;
+  for (const char* want :
+       {"using LayoutC = cutlass::layout::ColumnMajor;", "kAlignC = 4;",
+        "    ElementB, cutlass::layout::RowMajor, kAlignB,\n    ElementA, cutlass::layout::ColumnMajor, kAlignA,",
+        "cutlass::epilogue::NoSmemWarpSpecialized;", "KernelTmaWarpSpecializedCooperative;",
+        "make_shape(static_cast<int>(n), static_cast<int>(m), static_cast<int>(k)",
+        "a.mainloop.ptr_A = static_cast<decltype(a.mainloop.ptr_A)>(call->b);",
+        "make_stride(Int<1>{}, call->ldc, batch_c)"})
+    EXPECT_NE(src.find(want), std::string::npos) << want << "\n" << src;
+  // 16-byte rows of D: the TMA epilogue
+  p.align_c = 8;
+  c = cutlass_candidates(p, 90);
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(count_matching(c, "_epi_tma"), 4);
+  EXPECT_NE(c[0].source.find("cutlass::epilogue::TmaWarpSpecializedCooperative;"), std::string::npos);
+  // beta * C reads C
+  p.beta = 0.5;
+  EXPECT_EQ(count_matching(cutlass_candidates(p, 90), "gemm_f16_s8_f32_f16_f16_"), 4);
+  // bf16 activations too; the op name does not matter, the dtypes do
+  p = mixed_problem(100, 100, 16);
+  p.a_dtype = p.out_dtype = DType::kBFloat16;
+  p.op = GemmOp::kMm;
+  EXPECT_EQ(count_matching(cutlass_candidates(p, 90), "gemm_bf16_s8_f32_void_bf16_"), 4);
+  // refused: int8 B not K-major, A column-major, B rows not 16-byte aligned, A rows not 16-byte
+  // aligned, 16-bit accumulation, an fp32 output, int8 A with a 16-bit B, mixed_mm without int8
+  auto none = [](GemmProblem q) { return cutlass_candidates(q, 90).empty(); };
+  p = mixed_problem(100, 100, 16);
+  p.trans_b = false;
+  EXPECT_TRUE(none(p));
+  p = mixed_problem(100, 100, 16);
+  p.trans_a = true;
+  EXPECT_TRUE(none(p));
+  p = mixed_problem(100, 100, 16);
+  p.align_b = 8;
+  EXPECT_TRUE(none(p));
+  p = mixed_problem(100, 100, 16);
+  p.align_a = 4;
+  EXPECT_TRUE(none(p));
+  p = mixed_problem(100, 100, 16);
+  p.acc_dtype = DType::kFloat16;
+  EXPECT_TRUE(none(p));
+  p = mixed_problem(100, 100, 16);
+  p.out_dtype = DType::kFloat32;
+  EXPECT_TRUE(none(p));
+  p = mixed_problem(100, 100, 16);
+  std::swap(p.a_dtype, p.b_dtype);
+  EXPECT_TRUE(none(p));
+  p = mixed_problem(100, 100, 16);
+  p.b_dtype = DType::kFloat16;
+  EXPECT_TRUE(none(p));
+}
+
+}  // namespace
+}  // namespace anvil::codegen::gemm

@@ -1,7 +1,8 @@
 // CUTLASS 3.x sm90 GEMM candidates on the GPU (label gpu): a handful of generated candidates
 // compiled by nvcc into one shared library, loaded, run on device buffers of random values, and
-// compared with a host double-precision reference (16-bit: 2e-2 of the largest |reference|;
-// int8: bit-exact). Skips without a GPU, on a GPU other than sm_90, and without CUTLASS's headers.
+// compared with a host double-precision reference (16-bit outputs: 2e-2 of the largest
+// |reference|; int_mm: bit-exact), mixed fp16 x int8 (mixed_mm) included. Skips without a GPU,
+// on a GPU other than sm_90, and without CUTLASS's headers.
 // Each case compiles its one candidate (a few minutes of nvcc; cached by source hash).
 #include <dlfcn.h>
 
@@ -89,6 +90,22 @@ std::vector<Case> cases() {
   x2.p.align_b = x2.p.align_c = 2;
   x2.p.beta = 0.5;
   v.push_back(x2);
+  // spec B.5 case 21: mixed_mm fp16 A[100,16] @ (int8[100,16])^T -> fp16, the int8 operand
+  // converted in the mainloop (the kernel solves the transposed problem); rows of 100 halves
+  // take the non-TMA epilogue. Then a 16-byte aligned one with beta * C and the TMA epilogue.
+  Case mx{"mixed_mm_f16_s8_100x100x16", problem(GemmOp::kMixedMm, DType::kFloat16, 100, 100, 16, false, true),
+          "_128x128x64_1x1x1_0_tnt_align8x16_warpspecialized_cooperative_epi_nosmem"};
+  mx.p.b_dtype = DType::kInt8;
+  mx.p.align_b = 16;
+  mx.p.align_c = 4;
+  v.push_back(mx);
+  Case mt{"mixed_mm_f16_s8_256x512x192_beta", problem(GemmOp::kMixedMm, DType::kFloat16, 256, 512, 192, false, true),
+          "_64x128x64_1x1x1_0_tnt_align8x16_warpspecialized_pingpong_epi_tma"};
+  mt.p.b_dtype = DType::kInt8;
+  mt.p.align_b = 16;
+  mt.p.alpha = 0.5;
+  mt.p.beta = 0.25;
+  v.push_back(mt);
   return v;
 }
 
@@ -173,7 +190,7 @@ TEST_P(CutlassGemm, MatchesHostReference) {
   ASSERT_TRUE(entry && ws_fn);
 
   const int64_t M = *p.m, N = *p.n, K = *p.k, L = p.batch;
-  const bool integer = p.a_dtype == DType::kInt8;
+  const bool integer = p.a_dtype == DType::kInt8;  // int_mm: int32 output, exact
   // Stored shapes (row-major): A [M,K] or [K,M]; B [K,N] or [N,K]; C [M,N]; batches stacked.
   const int64_t lda = p.trans_a ? M : K, ldb = p.trans_b ? K : N, ldc = N;
   const size_t na = size_t(L * M * K), nb = size_t(L * K * N), nc = size_t(L * M * N);
@@ -182,9 +199,10 @@ TEST_P(CutlassGemm, MatchesHostReference) {
   std::mt19937 rng(1234 + GetParam());
   std::uniform_real_distribution<double> uf(-1, 1);
   std::uniform_int_distribution<int> ui(-128, 127);
-  auto rnd = [&] { return integer ? double(ui(rng)) : uf(rng); };
-  for (size_t i = 0; i < na; ++i) set_value(p.a_dtype, ha.data(), i, rnd());
-  for (size_t i = 0; i < nb; ++i) set_value(p.b_dtype, hb.data(), i, rnd());
+  // int8 operands (int_mm, mixed_mm's B) take integers in [-128, 127], the others [-1, 1)
+  auto rnd = [&](DType t) { return t == DType::kInt8 ? double(ui(rng)) : uf(rng); };
+  for (size_t i = 0; i < na; ++i) set_value(p.a_dtype, ha.data(), i, rnd(p.a_dtype));
+  for (size_t i = 0; i < nb; ++i) set_value(p.b_dtype, hb.data(), i, rnd(p.b_dtype));
   for (size_t i = 0; i < nc; ++i) set_value(p.out_dtype, hc.data(), i, integer ? 0 : uf(rng));
   const int64_t nbias = p.bias == GemmBias::kPerRow ? M : N;
   for (int64_t i = 0; i < nbias; ++i) set_value(p.out_dtype, hbias.data(), size_t(i), uf(rng));
@@ -270,7 +288,7 @@ TEST_P(CutlassGemm, MatchesHostReference) {
   dlclose(b.so);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, CutlassGemm, ::testing::Range(0, 9),
+INSTANTIATE_TEST_SUITE_P(Cases, CutlassGemm, ::testing::Range(0, int(cases().size())),
                          [](const ::testing::TestParamInfo<int>& i) { return cases()[i.param].label; });
 
 }  // namespace

@@ -57,13 +57,14 @@ std::string cutlass_config_name(const CutlassConfig& c) {
   s += c.b_row_major ? "t" : "n";
   s += "t";
   s += "_align" + std::to_string(c.align_a);
+  if (c.b != c.a) s += "x" + std::to_string(c.align_b);  // mixed input: B's alignment differs
   if (!c.tma) s += "_cpasync";
   switch (c.schedule) {
     case CutlassSchedule::kCooperative: s += "_warpspecialized_cooperative"; break;
     case CutlassSchedule::kPingpong: s += "_warpspecialized_pingpong"; break;
     case CutlassSchedule::kStreamK: s += "_stream_k_warpspecialized_cooperative"; break;
   }
-  s += c.tma ? "_epi_tma" : "_epi_nosmem";
+  s += c.tma_epilogue ? "_epi_tma" : "_epi_nosmem";
   // The fused epilogue (two GEMMs of one shape may differ only in it: distinct entry names).
   if (c.bias == GemmBias::kPerColumn) s += "_bias_col";
   if (c.bias == GemmBias::kPerRow) s += "_bias_row";
@@ -84,7 +85,6 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
   if (sm != 90) return out;
   // B.4.3: static shapes, every dim non-zero.
   if (!p.is_static() || *p.m <= 0 || *p.n <= 0 || *p.k <= 0 || p.batch < 1) return out;
-  if (p.op == GemmOp::kMixedMm) return out;  // mixed-input kernels are not generated
 
   CutlassConfig base;
   base.batch = p.batch;
@@ -94,8 +94,25 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
   base.a_row_major = !p.trans_a;
   base.b_row_major = !p.trans_b;
   std::vector<Tile> tiles;
+  const bool mixed = is_16bit(p.a_dtype) && p.b_dtype == DType::kInt8 && p.out_dtype == p.a_dtype;
+  if (p.op == GemmOp::kMixedMm && !mixed) return out;
   // d. dtypes (B.4.5 accumulators).
-  if (is_16bit(p.a_dtype) && p.b_dtype == p.a_dtype && p.out_dtype == p.a_dtype) {
+  if (mixed) {
+    // int8 B converted to A's type in the mainloop (see the header): fp32 accumulation only.
+    if (p.acc_dtype != DType::kFloat32) return out;
+    base.acc = DType::kFloat32;
+    // e. the converted operand must be K-major (B column-major); A row-major (K-major too).
+    if (p.trans_a || !p.trans_b) return out;
+    // f. the TMA mainloop: 16-byte rows of A (8 elements) and B (16 int8s); C / D rows of 16
+    // bytes take the TMA epilogue, else the non-TMA one at C's alignment.
+    if (p.align_a < 8 || p.align_b < 16) return out;
+    base.align_a = 8;
+    base.align_b = 16;
+    base.align_c = p.align_c >= 8 ? 8 : p.align_c >= 4 ? 4 : p.align_c >= 2 ? 2 : 1;
+    base.tma_epilogue = base.align_c == 8;
+    // The kernel's tiles are of the transposed problem (N x M); K tile 64 (128 bytes of A).
+    tiles = {{128, 128, 64}, {64, 128, 64}, {128, 256, 64}};
+  } else if (is_16bit(p.a_dtype) && p.b_dtype == p.a_dtype && p.out_dtype == p.a_dtype) {
     if (p.acc_dtype == DType::kFloat16 && p.a_dtype == DType::kFloat16) {
       base.acc = DType::kFloat16;
     } else if (p.acc_dtype == DType::kFloat32) {
@@ -114,7 +131,7 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
     } else {
       const int ab = std::min({p.align_a, p.align_b, 8});
       if (ab < 2) return out;
-      base.tma = false;
+      base.tma = base.tma_epilogue = false;
       base.align_a = base.align_b = ab >= 8 ? 8 : ab >= 4 ? 4 : 2;
       base.align_c = p.align_c >= 8 ? 8 : p.align_c >= 4 ? 4 : p.align_c >= 2 ? 2 : 1;
       tiles = {{64, 128, 64}, {128, 128, 64}};
@@ -138,7 +155,7 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
   // Epilogue: bias and activation fused where CUTLASS's fusion operations express them.
   const bool integer = base.acc == DType::kInt32;
   base.has_source = p.beta != 0.0 || p.bias == GemmBias::kFull;
-  if (!integer && base.tma) {  // the non-TMA epilogue applies alpha and beta only
+  if (!integer && !mixed && base.tma) {  // the non-TMA epilogue applies alpha and beta only
     if (p.bias == GemmBias::kPerColumn) base.bias = GemmBias::kPerColumn;
     // The per-row bias is read in vectors of 8 along M.
     if (p.bias == GemmBias::kPerRow && *p.m % 8 == 0) base.bias = GemmBias::kPerRow;
@@ -157,6 +174,8 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
         if (s == CutlassSchedule::kPingpong && (t.m > 128 || t.n > 128)) continue;
         // cp.async kernels: no clusters, no stream-K.
         if (!base.tma && (cm != 1 || cn != 1 || s == CutlassSchedule::kStreamK)) continue;
+        // Mixed input: single-CTA clusters, data-parallel tiles (multicast and stream-K untested).
+        if (mixed && (cm != 1 || cn != 1 || s == CutlassSchedule::kStreamK)) continue;
         CutlassConfig c = base;
         c.tile_m = t.m;
         c.tile_n = t.n;
@@ -171,7 +190,7 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
   // Skinny problems are bound by reading B: the kernels that spread it over the most SMs come
   // first, so that `--autotune fast` (the first four) times them: stream-K on 128 x 128 tiles
   // (the K loop split across SMs), then 64-row ping-pong tiles, single-CTA clusters.
-  if (*p.m <= 64) {
+  if (*p.m <= 64 && !mixed) {
     auto rank = [](const CutlassConfig& c) {
       if (c.cluster_m != 1 || c.cluster_n != 1) return 9;
       const bool sk = c.schedule == CutlassSchedule::kStreamK;

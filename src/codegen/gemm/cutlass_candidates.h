@@ -13,6 +13,15 @@
 // batches are stacked densely: A at a + i*(trans_a ? k : m)*lda, B at b + i*(trans_b ? n : k)*ldb,
 // C at c + i*m*ldc); AnvilGemmCall has no batch fields.
 //
+// Mixed input (spec B.4.1 "mixed_mm"): A fp16 or bf16, B int8 stored [N, K] (column-major, K-major),
+// D of A's dtype, fp32 accumulation. CUTLASS's mixed-input mainloop
+// (MainloopSm90TmaGmmaRmemAWarpSpecializedMixedInput, picked by the collective builder when the
+// operand widths differ) converts the narrow operand to A's type in registers, which needs it as
+// the MMA's A operand; the kernel therefore solves the transposed problem D^T = B^T A^T (CUTLASS's
+// A is anvil's int8 B, its B anvil's A, its D anvil's D seen column-major), the explicit swap of
+// CUTLASS's example 55 that keeps the TMA epilogue usable. Rows of C / D not 16-byte aligned get
+// the non-TMA epilogue. No fused bias or activation; beta * C as in the other kernels.
+//
 // Epilogue: D = act(alpha * A·B + beta * C + bias). C is the call's output buffer itself (read
 // before it is written) when the problem has beta != 0 or a full [M,N] bias (the caller puts X in
 // C first); otherwise the kernel has no source operand (CUTLASS's void C) and a call with
@@ -64,6 +73,10 @@ struct CutlassConfig {
   // (KernelCpAsyncWarpSpecialized*, cluster 1x1x1) with the non-TMA epilogue (NoSmemWarpSpecialized,
   // alpha / beta only): "cpasync_..._epi_nosmem" names, for 16-bit operands aligned to 4 or 2.
   bool tma = true;
+  // The epilogue: TMA (16-byte aligned C / D rows) or the non-TMA NoSmemWarpSpecialized one
+  // (alpha / beta only). Always false when `tma` is; the mixed-input kernels below pair a TMA
+  // mainloop with either ("_epi_tma" / "_epi_nosmem").
+  bool tma_epilogue = true;
   GemmBias bias = GemmBias::kNone;            // fused bias (kNone, kPerColumn or kPerRow)
   GemmActivation activation = GemmActivation::kNone;  // fused activation
   int64_t batch = 1;
