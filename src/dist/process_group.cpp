@@ -14,6 +14,25 @@
 
 namespace anvil::dist {
 
+std::string peer_names(int rank, int size, const std::vector<int>& global_ranks, int peer) {
+  auto world = [&](int r) { return global_ranks.at(static_cast<size_t>(r)); };
+  if (peer >= 0 && peer < size) return str("rank ", peer, " (world rank ", world(peer), ")");
+  std::string r, g;
+  int n = 0;
+  for (int i = 0; i < size; ++i) {
+    if (i == rank) continue;
+    r += (n ? ", " : "") + std::to_string(i);
+    g += (n ? ", " : "") + std::to_string(world(i));
+    ++n;
+  }
+  if (n == 0) return "no other rank";
+  return str(n == 1 ? "rank " : "ranks ", r, n == 1 ? " (world rank " : " (world ranks ", g, ")");
+}
+
+std::string ProcessGroup::peers(int peer) const {
+  return peer_names(rank_, size_, global_ranks_, peer);
+}
+
 ProcessGroup::ProcessGroup(int rank, int size, std::vector<int> global_ranks, GroupOptions options)
     : rank_(rank),
       size_(size),

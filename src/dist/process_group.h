@@ -54,6 +54,10 @@ struct GroupOptions {
 /// then be the same on every rank). The nccl backend keeps that order among its collectives and
 /// among the messages of one direction between two ranks, but runs send / recv on streams of
 /// their own: an op that needs an earlier one's result waits on its Work (nccl_process_group.h).
+/// "rank 1 (world rank 3)" for `peer` >= 0, else every member but `rank`: "ranks 0, 2 (world
+/// ranks 0, 5)", or "no other rank" (ProcessGroup::peers; the nccl backend's messages).
+std::string peer_names(int rank, int size, const std::vector<int>& global_ranks, int peer);
+
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
   /// `global_ranks[i]` = the world rank of member i (empty = 0..size-1). Throws Error on an
@@ -68,6 +72,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::vector<int>& global_ranks() const { return global_ranks_; }
+  /// The members an op of this rank waits on, for messages: "rank 1 (world rank 3)" for
+  /// `peer` >= 0, else every other member, "ranks 0, 2 (world ranks 0, 5)" ("no other rank").
+  std::string peers(int peer = -1) const;
   /// "gloo", "mpi", "fake", "nccl".
   virtual std::string backend_name() const = 0;
   /// Where the group's tensors live: the CPU for host backends, one GPU for a device backend.

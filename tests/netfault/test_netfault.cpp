@@ -290,7 +290,8 @@ TEST_P(NetFault, EveryRankCompletesOrFailsNamingTheOp) {
     EXPECT_TRUE(log.find("did not complete within " + std::to_string(kTimeoutS * 1000) + " ms") !=
                     std::string::npos &&
                 (log.find("mpi all_reduce") != std::string::npos ||
-                 log.find("mpi all_gather") != std::string::npos))
+                 log.find("mpi all_gather") != std::string::npos) &&
+                log.find("(waiting on ranks ") != std::string::npos)
         << "no rank named the op that timed out\n"
         << log;
     EXPECT_LE(ended, bound + 1000) << "the job outlived the timeout by " << ended - bound << " ms\n"

@@ -346,7 +346,7 @@ int64_t chunk_bytes() {
 
 void MpiProcessGroup::run_all_reduce(Tensor& t, ReduceOp op, Millis timeout) {
   const std::string w = where(OpType::kAllReduce, 0);
-  Watched guard(w, timeout);
+  Watched guard(str(w, " (waiting on ", peers(), ")"), timeout);
   const int64_t es = static_cast<int64_t>(t.element_size());
   const int64_t n = t.numel(), step = std::max<int64_t>(1, chunk_bytes() / es);
   char* p = static_cast<char*>(t.data_ptr());
@@ -358,7 +358,7 @@ void MpiProcessGroup::run_all_reduce(Tensor& t, ReduceOp op, Millis timeout) {
 
 void MpiProcessGroup::run_all_gather(Tensor& out, const Tensor& in, Millis timeout) {
   const std::string w = where(OpType::kAllGather, 0);
-  Watched guard(w, timeout);
+  Watched guard(str(w, " (waiting on ", peers(), ")"), timeout);
   const int n = as_count(static_cast<int64_t>(in.nbytes()), w);
   check(MPI_Allgather(in.data_ptr(), n, MPI_BYTE, out.data_ptr(), n, MPI_BYTE, comm_->comm),
         "MPI_Allgather", w);
@@ -367,7 +367,7 @@ void MpiProcessGroup::run_all_gather(Tensor& out, const Tensor& in, Millis timeo
 void MpiProcessGroup::run_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op,
                                          Millis timeout) {
   const std::string w = where(OpType::kReduceScatter, 0);
-  Watched guard(w, timeout);
+  Watched guard(str(w, " (waiting on ", peers(), ")"), timeout);
   check(MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), as_count(out.numel(), w),
                                  mpi_type(in.dtype()), mpi_op(in.dtype(), op), comm_->comm),
         "MPI_Reduce_scatter_block", w);
@@ -389,7 +389,7 @@ void MpiProcessGroup::run_all_to_all(Tensor& out, const Tensor& in,
     rd[j] = as_count(ro, w);
     ro += out_counts[j] * es;
   }
-  Watched guard(w, timeout);
+  Watched guard(str(w, " (waiting on ", peers(), ")"), timeout);
   check(MPI_Alltoallv(in.data_ptr(), sc.data(), sd.data(), MPI_BYTE, out.data_ptr(), rc.data(),
                       rd.data(), MPI_BYTE, comm_->comm),
         "MPI_Alltoallv", w);
@@ -397,7 +397,7 @@ void MpiProcessGroup::run_all_to_all(Tensor& out, const Tensor& in,
 
 void MpiProcessGroup::run_reduce(Tensor& t, ReduceOp op, int root, Millis timeout) {
   const std::string w = where(OpType::kReduce, 0);
-  Watched guard(w, timeout);
+  Watched guard(str(w, " (waiting on ", peers(), ")"), timeout);
   const int64_t es = static_cast<int64_t>(t.element_size());
   const int64_t n = t.numel(), step = std::max<int64_t>(1, chunk_bytes() / es);
   char* p = static_cast<char*>(t.data_ptr());
@@ -414,7 +414,7 @@ void MpiProcessGroup::run_reduce(Tensor& t, ReduceOp op, int root, Millis timeou
 
 void MpiProcessGroup::run_broadcast(Tensor& t, int src, Millis timeout) {
   const std::string w = where(OpType::kBroadcast, 0);
-  Watched guard(w, timeout);
+  Watched guard(str(w, " (waiting on ", peers(), ")"), timeout);
   const int64_t n = static_cast<int64_t>(t.nbytes()), step = chunk_bytes();
   char* p = static_cast<char*>(t.data_ptr());
   for (int64_t off = 0; off < n; off += step)
@@ -424,7 +424,7 @@ void MpiProcessGroup::run_broadcast(Tensor& t, int src, Millis timeout) {
 
 void MpiProcessGroup::run_barrier(Millis timeout) {
   const std::string w = where(OpType::kBarrier, 0);
-  Watched guard(w, timeout);
+  Watched guard(str(w, " (waiting on ", peers(), ")"), timeout);
   check(MPI_Barrier(comm_->comm), "MPI_Barrier", w);
 }
 
@@ -444,7 +444,7 @@ HostProcessGroup::P2PWaiter MpiProcessGroup::post_send(const Tensor& t, int dst,
                   check_tag(tag, w), comm_->comm, req.get()),
         "MPI_Isend", w);
   Tensor keep = t;
-  return [req, keep, dst, w](Millis timeout) {
+  return [req, keep, dst, w = str(w, " (waiting on ", peers(dst), ")")](Millis timeout) {
     poll_request(*req, timeout, w);
     return dst;
   };
@@ -457,7 +457,7 @@ HostProcessGroup::P2PWaiter MpiProcessGroup::post_recv(Tensor& t, int src, int t
                   check_tag(tag, w), comm_->comm, req.get()),
         "MPI_Irecv", w);
   Tensor keep = t;
-  return [req, keep, w](Millis timeout) {
+  return [req, keep, w = str(w, " (waiting on ", peers(src), ")")](Millis timeout) {
     const MPI_Status st = poll_request(*req, timeout, w);
     return st.MPI_SOURCE;
   };

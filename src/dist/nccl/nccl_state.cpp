@@ -2,6 +2,7 @@
 #include "dist/nccl/nccl_state.h"
 
 #include "core/error.h"
+#include "dist/process_group.h"
 
 namespace anvil::dist::nccl {
 
@@ -203,18 +204,7 @@ std::string NcclState::async_error() {
 }
 
 std::string NcclState::peers(int peer) const {
-  if (peer >= 0)
-    return str("rank ", peer, " (world rank ", global_ranks[static_cast<size_t>(peer)], ")");
-  std::string r, g;
-  int n = 0;
-  for (int i = 0; i < size; ++i) {
-    if (i == rank) continue;
-    r += (n ? ", " : "") + std::to_string(i);
-    g += (n ? ", " : "") + std::to_string(global_ranks[static_cast<size_t>(i)]);
-    ++n;
-  }
-  if (n == 0) return "no other rank";
-  return str(n == 1 ? "rank " : "ranks ", r, n == 1 ? " (world rank " : " (world ranks ", g, ")");
+  return dist::peer_names(rank, size, global_ranks, peer);
 }
 
 void NcclState::add_pending(std::shared_ptr<NcclEvent> e) {
