@@ -10,6 +10,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git
           libopenblas-dev libdlpack-dev libfftw3-dev zlib1g-dev
           libgloo-dev libopenmpi-dev openmpi-bin
           libdnnl-dev
+          clang libclang-rt-14-dev  # the libFuzzer build (scripts/fuzz.sh): clang, libFuzzer
           python3-pip)  # pip downloads header-only wheels (cuDNN frontend, CUTLASS); installs none
 
 missing=()

@@ -186,10 +186,13 @@ void for_each_offset(const Shape& sizes, const Shape& strides, F&& f) {
     if (nd == 1) return;
     size_t d = nd - 2;
     while (true) {
-      ++idx[d];
-      off += strides[d];
-      if (idx[d] < sizes[d]) break;
-      off -= strides[d] * sizes[d];
+      // (Stepping back by (size - 1) strides, never past the last element: a size-1 dim may
+      // carry any stride, INT64_MAX included, and off + stride would overflow.)
+      if (++idx[d] < sizes[d]) {
+        off += strides[d];
+        break;
+      }
+      off -= strides[d] * (sizes[d] - 1);
       idx[d] = 0;
       if (d == 0) return;
       --d;
