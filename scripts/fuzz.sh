@@ -6,6 +6,7 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]        (default 15)
 #
 # Environment: FUZZ_TARGETS (default: all six), FUZZ_BUILD_DIR (build-fuzz), JOBS (build jobs),
+# FUZZ_NO_BUILD=1 (run what is built),
 # ANVIL_CLI (the main build's anvil, for IR seeds from `anvil inspect`; default build/bin/anvil
 # when present), FUZZ_ARGS (more libFuzzer flags, e.g. -runs=1000000).
 # Each run prints one summary line: executions, edge coverage (libFuzzer's cov:), features,
@@ -24,11 +25,13 @@ LAUNCHER=()
 if command -v ccache >/dev/null; then
   LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
-# -O1 without debug info: half the compile time of -O2 -g, and libFuzzer's speed stays.
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_C_COMPILER=clang -DANVIL_FUZZ=ON "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" \
-  "${LAUNCHER[@]}" >/dev/null
-cmake --build "$BUILD" -j "$JOBS" --target anvil_fuzz
+if [[ -z "${FUZZ_NO_BUILD:-}" ]]; then  # FUZZ_NO_BUILD=1: run the targets already built
+  # -O1 without debug info: half the compile time of -O2 -g, and libFuzzer's speed stays.
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_C_COMPILER=clang -DANVIL_FUZZ=ON "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" \
+    "${LAUNCHER[@]}" >/dev/null
+  cmake --build "$BUILD" -j "$JOBS" --target anvil_fuzz
+fi
 
 rm -rf "$BUILD/seeds"
 python3 fuzz/make_seeds.py "$BUILD/seeds" ${ANVIL_CLI:+--anvil-cli "$ANVIL_CLI"}
@@ -48,10 +51,11 @@ for t in $TARGETS; do
     exit 1
   fi
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log")
   last=$(grep -E '^#[0-9]+' "$log" | tail -n 1)
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
   corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$last")
   printf 'fuzz_%-10s %10s runs in %ss  cov %s  ft %s  corpus %s\n' "$t" "$runs" \
-    "$SECONDS_PER_TARGET" "$cov" "$ft" "$corp"
+    "${secs:-$SECONDS_PER_TARGET}" "$cov" "$ft" "$corp"
 done

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "core/npy.h"
 #include "core/tensor.h"
 #include "dist/store.h"
 #include "dist/tcp_store.h"
@@ -143,6 +144,28 @@ TEST(FuzzFindings, Pt2AutoFunctionalizedV2ViewArgumentMissing) {
                      "auto_functionalized_v2 view argument missing");
   // The fixture itself still loads.
   EXPECT_NO_THROW(frontend::load_pt2(test::fixture_path("aot/ops_auto_functionalized_aten")));
+}
+
+// fuzz_npy: an empty array whose other dims multiply past 2^63 passed the element count check
+// (the running product reached the 0 before it overflowed) and overflowed in contiguous_strides
+// (UBSan: signed integer overflow in Tensor::empty). The reader now counts empty dims as 1; the
+// core refuses such sizes itself for every other caller.
+TEST(FuzzFindings, NpyEmptyArrayWithHugeDimsIsRefused) {
+  const std::string header =
+      "{'descr': '<u2', 'fortran_order': True, "
+      "'shape': (53, 35, 3, 1556, 1556533, 0, 15, 315, 554), }";
+  std::string npy = std::string("\x93NUMPY\x01\x00", 8);
+  std::string padded = header;
+  while ((10 + padded.size() + 1) % 64 != 0) padded += ' ';
+  padded += '\n';
+  npy += static_cast<char>(padded.size() & 0xFF);
+  npy += static_cast<char>(padded.size() >> 8);
+  npy += padded;
+  ANVIL_EXPECT_ERROR(read_npy_bytes(npy, "finding.npy"), "the .npy shape has too many elements");
+  ANVIL_EXPECT_ERROR(Tensor::empty({0, int64_t{1} << 40, int64_t{1} << 40}, DType::kFloat32),
+                     "sizes too large for contiguous strides");
+  // Empty arrays of ordinary sizes still read.
+  EXPECT_EQ(Tensor::empty({0, 1 << 20, 1 << 20}, DType::kFloat32).numel(), 0);
 }
 
 }  // namespace
