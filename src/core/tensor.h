@@ -81,7 +81,8 @@ class Tensor {
   /// that one value with no sizes gives a 0-d tensor.
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, Shape sizes = {});
-  /// Contiguous row-major strides for `sizes`.
+  /// Contiguous row-major strides for `sizes`. Throws Error when they leave int64 (possible
+  /// only for an empty tensor: the product of the sizes, empty dims counted as 1, past 2^63).
   static Shape contiguous_strides(const Shape& sizes);
 
   bool defined() const { return storage_ != nullptr; }
