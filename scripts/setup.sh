@@ -11,6 +11,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git
           libgloo-dev libopenmpi-dev openmpi-bin
           iproute2 nftables iptables  # netfault tests: netns, veth, netem; loss, delay without it
           libdnnl-dev
+          clang libclang-rt-14-dev  # the libFuzzer build (scripts/fuzz.sh): clang, libFuzzer
           python3-dev python3-pip)  # pip: header-only wheels (cuDNN frontend, CUTLASS), and
                                     # the Python package's build and test needs (below)
 

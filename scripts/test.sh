@@ -2,7 +2,8 @@
 # Runs everything CI runs: installs and builds, runs every CTest suite except `gpu`, then builds
 # the unit tests, the archive reader and its fuzz test in Debug under AddressSanitizer + UBSan
 # and runs those, and runs a
-# load / run / unload loop of compiled packages under LeakSanitizer.
+# load / run / unload loop of compiled packages under LeakSanitizer, then runs each libFuzzer
+# target (fuzz/) for FUZZ_SECONDS (default 10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
@@ -29,4 +30,7 @@ build-asan/bin/test_frontend --gtest_brief=1
 build-asan/bin/test_fuzz --gtest_brief=1
 echo "== LeakSanitizer: compiled packages loaded, run and unloaded repeatedly"
 build-asan/bin/test_aot_leak --gtest_brief=1 --gtest_filter='AotLeak.*'
+echo "== libFuzzer: every fuzz target for a bounded time (clang build in build-fuzz)"
+# bench/fuzz_long.sh runs the same targets for long; docs/reliability.md has their figures.
+scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
 echo "== all tests passed"

@@ -275,12 +275,17 @@ Tensor read_npy_bytes(const std::string& bytes, const std::string& name) {
   NpyHeader h = HeaderParser(text, name).parse();
   const DType dtype = dtype_from_descr(h.descr, name);
 
-  int64_t numel = 1, nbytes = 0;
+  // Empty dims count as 1 here: the strides of the other dims must fit in int64 too, even for
+  // an array with no elements (shape (2^40, 0, 2^40)).
+  int64_t span = 1, nbytes = 0;
+  bool empty = false;
   for (int64_t d : h.shape) {
-    if (__builtin_mul_overflow(numel, d, &numel))
-      throw Error("the .npy shape has too many elements", name, "fewer than 2^63 elements",
-                  clip(py_tuple(h.shape)));
+    empty = empty || d == 0;
+    if (__builtin_mul_overflow(span, std::max<int64_t>(d, 1), &span))
+      throw Error("the .npy shape has too many elements", name,
+                  "fewer than 2^63 elements (empty dims counted as 1)", clip(py_tuple(h.shape)));
   }
+  const int64_t numel = empty ? 0 : span;
   if (__builtin_mul_overflow(numel, static_cast<int64_t>(dtype_size(dtype)), &nbytes))
     throw Error("the .npy shape has too many bytes", name, "fewer than 2^63 bytes",
                 clip(py_tuple(h.shape)));

@@ -53,7 +53,10 @@ Shape Tensor::contiguous_strides(const Shape& sizes) {
   int64_t acc = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= std::max<int64_t>(sizes[i], 1);
+    // (An empty tensor's other dims may be huge: their product can leave int64.)
+    if (__builtin_mul_overflow(acc, std::max<int64_t>(sizes[i], 1), &acc) && i > 0)
+      throw Error("sizes too large for contiguous strides", "Tensor::contiguous_strides",
+                  "a product of sizes (empty dims counted as 1) below 2^63", shape_str(sizes));
   }
   return st;
 }

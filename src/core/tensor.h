@@ -81,7 +81,8 @@ class Tensor {
   /// that one value with no sizes gives a 0-d tensor.
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, Shape sizes = {});
-  /// Contiguous row-major strides for `sizes`.
+  /// Contiguous row-major strides for `sizes`. Throws Error when they leave int64 (possible
+  /// only for an empty tensor: the product of the sizes, empty dims counted as 1, past 2^63).
   static Shape contiguous_strides(const Shape& sizes);
 
   bool defined() const { return storage_ != nullptr; }
@@ -186,10 +187,13 @@ void for_each_offset(const Shape& sizes, const Shape& strides, F&& f) {
     if (nd == 1) return;
     size_t d = nd - 2;
     while (true) {
-      ++idx[d];
-      off += strides[d];
-      if (idx[d] < sizes[d]) break;
-      off -= strides[d] * sizes[d];
+      // (Stepping back by (size - 1) strides, never past the last element: a size-1 dim may
+      // carry any stride, INT64_MAX included, and off + stride would overflow.)
+      if (++idx[d] < sizes[d]) {
+        off += strides[d];
+        break;
+      }
+      off -= strides[d] * (sizes[d] - 1);
       idx[d] = 0;
       if (d == 0) return;
       --d;

@@ -52,6 +52,14 @@ int64_t parse_counter(const std::string& key, const std::string& value) {
               "a decimal integer written by add()", str("'", value.substr(0, 32), "'"));
 }
 
+int64_t add_counter(const std::string& key, int64_t value, int64_t delta) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(value, delta, &sum))
+    throw Error("store counter overflows int64", str("Store::add('", key, "')"),
+                "a sum within [-2^63, 2^63)", str(value, " + ", delta));
+  return sum;
+}
+
 // ------------------------------------------------------------------------------------------
 // HashStore
 
@@ -76,7 +84,7 @@ int64_t HashStore::add(const std::string& key, int64_t delta) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = data_.find(key);
-    v = (it == data_.end() ? 0 : parse_counter(key, it->second)) + delta;
+    v = add_counter(key, it == data_.end() ? 0 : parse_counter(key, it->second), delta);
     data_[key] = std::to_string(v);
   }
   cv_.notify_all();
@@ -196,7 +204,8 @@ std::string FileStore::get_now(const std::string& key) {
 int64_t FileStore::add(const std::string& key, int64_t delta) {
   DirLock lock(dir_);
   std::string cur;
-  const int64_t v = (read_file(path_of(key), cur) ? parse_counter(key, cur) : 0) + delta;
+  const int64_t old = read_file(path_of(key), cur) ? parse_counter(key, cur) : 0;
+  const int64_t v = add_counter(key, old, delta);
   write_file_atomic(path_of(key), std::to_string(v));
   return v;
 }

@@ -75,6 +75,10 @@ void store_barrier(Store& store, const std::string& key, int rank, int size, Mil
 /// Parses a decimal integer value written by add(); throws Error naming the key otherwise.
 int64_t parse_counter(const std::string& key, const std::string& value);
 
+/// `value` + `delta` for add() on `key`; throws Error naming the key, the value and the delta
+/// when the sum leaves int64 (the counter keeps its old value).
+int64_t add_counter(const std::string& key, int64_t value, int64_t delta);
+
 /// An in-memory store shared by threads of one process (tests with ranks as threads).
 class HashStore : public Store {
  public:

@@ -18,55 +18,18 @@
 #include <thread>
 
 #include "core/error.h"
+#include "dist/tcp_store_protocol.h"
 
 namespace anvil::dist {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint32_t kMaxFrame = 1u << 30;
 
 /// Milliseconds left until `deadline` (0 when passed), as poll() wants them.
 int ms_left(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count();
   return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
-}
-
-/// Appends a u32 in host order.
-void put_u32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
-
-/// Encodes one frame: u32 size, u8 code, u32 count, (u32 len, bytes)*.
-std::string encode(uint8_t code, const std::vector<std::string>& items) {
-  std::string body;
-  body.push_back(static_cast<char>(code));
-  put_u32(body, static_cast<uint32_t>(items.size()));
-  for (const auto& s : items) {
-    put_u32(body, static_cast<uint32_t>(s.size()));
-    body += s;
-  }
-  std::string frame;
-  put_u32(frame, static_cast<uint32_t>(body.size()));
-  return frame + body;
-}
-
-/// Decodes a frame body; false when malformed.
-bool decode(const char* p, size_t n, uint8_t& code, std::vector<std::string>& items) {
-  if (n < 5) return false;
-  code = static_cast<uint8_t>(p[0]);
-  uint32_t count;
-  std::memcpy(&count, p + 1, 4);
-  size_t off = 5;
-  items.clear();
-  for (uint32_t i = 0; i < count; ++i) {
-    if (off + 4 > n) return false;
-    uint32_t len;
-    std::memcpy(&len, p + off, 4);
-    off += 4;
-    if (off + len > n) return false;
-    items.emplace_back(p + off, len);
-    off += len;
-  }
-  return off == n;
 }
 
 /// Set by send_all / recv_exact when they gave up because the deadline passed (not an error).
@@ -126,107 +89,17 @@ void set_nodelay(int fd) {
 // ------------------------------------------------------------------------------------------
 // Server
 
-/// The server's data and connections, touched only by the serving thread.
+/// The server's connections and its protocol state, touched only by the serving thread.
 struct TCPStoreServer::State {
-  struct Client {
-    std::string in;  // bytes received, not yet handled
-  };
-  struct Waiter {
-    int fd;
-    std::vector<std::string> keys;
-  };
-  std::map<std::string, std::string> data;
-  std::map<int, Client> clients;
-  std::vector<Waiter> waiters;
+  std::set<int> clients;  // connected sockets
+  TcpStoreServerCore core{[](int fd, const std::string& frame) {
+    send_all(fd, frame, Clock::now() + std::chrono::seconds(30));
+  }};
 
-  bool has_all(const std::vector<std::string>& keys) const {
-    for (const auto& k : keys)
-      if (!data.count(k)) return false;
-    return true;
-  }
-  void reply(int fd, uint8_t code, const std::vector<std::string>& items) {
-    send_all(fd, encode(code, items), Clock::now() + std::chrono::seconds(30));
-  }
-  /// Answers every parked wait whose keys now all exist.
-  void wake_waiters() {
-    for (size_t i = 0; i < waiters.size();) {
-      if (has_all(waiters[i].keys)) {
-        reply(waiters[i].fd, 0, {});
-        waiters.erase(waiters.begin() + static_cast<std::ptrdiff_t>(i));
-      } else {
-        ++i;
-      }
-    }
-  }
   void drop(int fd) {
     ::close(fd);
     clients.erase(fd);
-    for (size_t i = 0; i < waiters.size();) {
-      if (waiters[i].fd == fd)
-        waiters.erase(waiters.begin() + static_cast<std::ptrdiff_t>(i));
-      else
-        ++i;
-    }
-  }
-  /// Handles one request from `fd`.
-  void handle(int fd, uint8_t code, std::vector<std::string>& a) {
-    auto need = [&](size_t n) {
-      if (a.size() == n) return true;
-      reply(fd, 2, {str("TCPStore: request ", int(code), " takes ", n, " arguments")});
-      return false;
-    };
-    switch (static_cast<TcpStoreCmd>(code)) {
-      case TcpStoreCmd::kSet:
-        if (!need(2)) return;
-        data[a[0]] = std::move(a[1]);
-        reply(fd, 0, {});
-        wake_waiters();
-        return;
-      case TcpStoreCmd::kGet: {
-        if (!need(1)) return;
-        auto it = data.find(a[0]);
-        if (it == data.end())
-          reply(fd, 1, {});
-        else
-          reply(fd, 0, {it->second});
-        return;
-      }
-      case TcpStoreCmd::kAdd: {
-        if (!need(2)) return;
-        int64_t v = 0;
-        try {
-          auto it = data.find(a[0]);
-          v = (it == data.end() ? 0 : parse_counter(a[0], it->second)) + std::stoll(a[1]);
-        } catch (const std::exception& e) {
-          reply(fd, 2, {e.what()});
-          return;
-        }
-        data[a[0]] = std::to_string(v);
-        reply(fd, 0, {std::to_string(v)});
-        wake_waiters();
-        return;
-      }
-      case TcpStoreCmd::kCheck:
-        reply(fd, 0, {has_all(a) ? "1" : "0"});
-        return;
-      case TcpStoreCmd::kWait:
-        if (has_all(a))
-          reply(fd, 0, {});
-        else
-          waiters.push_back({fd, std::move(a)});
-        return;
-      case TcpStoreCmd::kDelete:
-        if (!need(1)) return;
-        reply(fd, 0, {data.erase(a[0]) ? "1" : "0"});
-        return;
-      case TcpStoreCmd::kNumKeys:
-        reply(fd, 0, {std::to_string(data.size())});
-        return;
-      case TcpStoreCmd::kPing:
-        reply(fd, 0, {});
-        return;
-    }
-    reply(fd, 2, {str("TCPStore: unknown request code ", int(code))});
+    core.drop(fd);
   }
 };
 
@@ -262,7 +135,7 @@ void TCPStoreServer::stop() {
   const char c = 'x';
   [[maybe_unused]] ssize_t k = ::write(wake_pipe_[1], &c, 1);
   if (thread_.joinable()) thread_.join();
-  for (auto& [fd, client] : state_->clients) ::close(fd);
+  for (int fd : state_->clients) ::close(fd);
   state_->clients.clear();
   ::close(listen_fd_);
   ::close(wake_pipe_[0]);
@@ -277,7 +150,7 @@ void TCPStoreServer::serve() {
     fds.clear();
     fds.push_back({wake_pipe_[0], POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
-    for (const auto& [fd, c] : st.clients) fds.push_back({fd, POLLIN, 0});
+    for (int fd : st.clients) fds.push_back({fd, POLLIN, 0});
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       return;
@@ -287,7 +160,7 @@ void TCPStoreServer::serve() {
       const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd >= 0) {
         set_nodelay(fd);
-        st.clients[fd];
+        st.clients.insert(fd);
       }
     }
     for (size_t i = 2; i < fds.size(); ++i) {
@@ -299,27 +172,7 @@ void TCPStoreServer::serve() {
         st.drop(fd);
         continue;
       }
-      std::string& in = st.clients[fd].in;
-      in.append(buf.data(), static_cast<size_t>(k));
-      // Handle every complete frame.
-      while (in.size() >= 4) {
-        uint32_t n;
-        std::memcpy(&n, in.data(), 4);
-        if (n > kMaxFrame) {
-          st.drop(fd);
-          break;
-        }
-        if (in.size() < 4 + size_t{n}) break;
-        uint8_t code;
-        std::vector<std::string> items;
-        const bool ok = decode(in.data() + 4, n, code, items);
-        in.erase(0, 4 + size_t{n});
-        if (!ok) {
-          st.drop(fd);
-          break;
-        }
-        st.handle(fd, code, items);
-      }
+      if (!st.core.receive(fd, buf.data(), static_cast<size_t>(k))) st.drop(fd);
     }
   }
 }
@@ -400,12 +253,12 @@ bool TCPStore::request(TcpStoreCmd cmd, const std::vector<std::string>& args, Mi
   t_timed_out = false;
   uint32_t n = 0;
   std::vector<char> body;
-  bool ok = send_all(fd, encode(static_cast<uint8_t>(cmd), args), deadline) &&
-            recv_exact(fd, reinterpret_cast<char*>(&n), 4, deadline) && n <= kMaxFrame;
+  bool ok = send_all(fd, tcp_store_encode(static_cast<uint8_t>(cmd), args), deadline) &&
+            recv_exact(fd, reinterpret_cast<char*>(&n), 4, deadline) && n <= kTcpStoreMaxFrame;
   if (ok) {
     body.resize(n);
     ok = recv_exact(fd, body.data(), n, deadline) &&
-         decode(body.data(), n, reply.code, reply.values);
+         tcp_store_decode(body.data(), n, reply.code, reply.values);
   }
   if (!ok) {
     ::close(fd);  // the server drops this connection's parked request with it

@@ -643,8 +643,11 @@ class GraphBuilder {
         {"token", {ir::OutputKind::kToken, nullptr}}};
     for (size_t i = 0; i < outs.size(); ++i) {
       auto [skind, s] = sps[i].union_member();
+      // (skind is compared through a reference: clang 14, the fuzz build's compiler, cannot
+      // capture a structured binding.)
+      const std::string& kind_name = skind;
       auto it = std::find_if(std::begin(kKinds), std::end(kKinds),
-                             [&](const auto& k) { return skind == k.first; });
+                             [&](const auto& k) { return kind_name == k.first; });
       if (it == std::end(kKinds))
         sps[i].fail("unknown output kind", "user_output, buffer_mutation, ...", skind);
       ir::OutputSpec spec;

@@ -186,12 +186,22 @@ std::vector<ir::Value*> inline_map(ir::Graph& g, const ir::Node& hop, std::set<s
 }
 
 /// The view of written argument `prefix` (auto_functionalized_v2's _X_... keys) of `base`.
+/// A view's arguments come in sets (_size, _stride, _storage_offset; _slice_dim, _start, _end):
+/// one missing raises Error naming it (`where` is the node).
 ir::Value* v2_view(ir::Graph& g, std::set<std::string>& names, const ir::Node& hop,
-                   const std::string& prefix, ir::Value* base) {
+                   const std::string& prefix, ir::Value* base, const std::string& where) {
   auto arg = [&](const std::string& k) { return hop.arg(prefix + k); };
+  auto need = [&](const std::string& k, const std::string& with) -> const ir::Arg& {
+    const ir::Arg* a = arg(k);
+    if (!a)
+      throw Error("auto_functionalized_v2 view argument missing", where,
+                  str(prefix + k, " beside ", prefix + with), "none");
+    return *a;
+  };
   const std::string name = hop.name + prefix;
   if (arg("_storage_offset")) {
-    ir::Arg size = *arg("_size"), stride = *arg("_stride"), off = *arg("_storage_offset");
+    ir::Arg size = need("_size", "_storage_offset"), stride = need("_stride", "_storage_offset"),
+            off = *arg("_storage_offset");
     size.name = "size";
     stride.name = "stride";
     off.name = "storage_offset";
@@ -199,7 +209,8 @@ ir::Value* v2_view(ir::Graph& g, std::set<std::string>& names, const ir::Node& h
                      {tensor_arg("self", base), size, stride, off}, name);
   }
   if (arg("_slice_dim")) {
-    ir::Arg dim = *arg("_slice_dim"), start = *arg("_slice_start"), end = *arg("_slice_end");
+    ir::Arg dim = *arg("_slice_dim"), start = need("_slice_start", "_slice_dim"),
+            end = need("_slice_end", "_slice_dim");
     dim.name = "dim";
     start.name = "start";
     end.name = "end";
@@ -254,8 +265,8 @@ std::vector<ir::Value*> inline_auto_functionalized(ir::Graph& g, const ir::Node&
         index->i >= static_cast<int64_t>(clones.size()))
       throw Error("auto_functionalized_v2 without the base of the written tensor", where,
                   "_" + written + "_base_index into _all_bases", "none or out of range");
-    ir::Value* v = v2_view(g, names, hop, "_" + written,
-                           clones[static_cast<size_t>(index->i)]);
+    ir::Value* v =
+        v2_view(g, names, hop, "_" + written, clones[static_cast<size_t>(index->i)], where);
     call->args.insert(call->args.begin(), tensor_arg(written, v));
   }
   auto self = std::find_if(call->args.begin(), call->args.end(),

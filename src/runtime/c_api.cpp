@@ -8,6 +8,7 @@
 
 #include "anvil/anvil_c.h"
 #include "core/error.h"
+#include "runtime/dlpack.h"
 #include "runtime/model.h"
 
 /// The C handle: the Model plus the spec strings handed out by pointer.
@@ -29,6 +30,9 @@ using anvil::DType;
 using anvil::Error;
 using anvil::str;
 using anvil::Tensor;
+using anvil::runtime::borrow_dlpack;
+using anvil::runtime::dlpack_dtype;
+using anvil::runtime::export_dlpack;
 
 thread_local std::string t_last_error;
 
@@ -58,152 +62,6 @@ int guarded(char** err, F&& body) {
   }
 }
 
-constexpr uint8_t kDLBoolCode = 6;  // kDLBool in DLPack >= 0.8
-
-DType dtype_from_dl(DLDataType t, const std::string& where) {
-  if (t.lanes == 1) {
-    switch (t.code) {
-      case kDLFloat:
-        if (t.bits == 16) return DType::kFloat16;
-        if (t.bits == 32) return DType::kFloat32;
-        if (t.bits == 64) return DType::kFloat64;
-        break;
-      case kDLBfloat:
-        if (t.bits == 16) return DType::kBFloat16;
-        break;
-      case kDLInt:
-        if (t.bits == 8) return DType::kInt8;
-        if (t.bits == 16) return DType::kInt16;
-        if (t.bits == 32) return DType::kInt32;
-        if (t.bits == 64) return DType::kInt64;
-        break;
-      case kDLUInt:
-        if (t.bits == 8) return DType::kUInt8;
-        if (t.bits == 16) return DType::kUInt16;
-        break;
-      case kDLComplex:  // complex32 (ComplexHalf) is two fp16 halves: 32 bits
-        if (t.bits == 32) return DType::kComplex32;
-        if (t.bits == 64) return DType::kComplex64;
-        if (t.bits == 128) return DType::kComplex128;
-        break;
-      case kDLBoolCode:
-        if (t.bits == 8) return DType::kBool;
-        break;
-      default:
-        break;
-    }
-  }
-  throw Error("unsupported DLPack dtype", where, "a dtype anvil knows",
-              str("code ", int(t.code), ", bits ", int(t.bits), ", lanes ", t.lanes));
-}
-
-DLDataType dl_from_dtype(DType d) {
-  DLDataType t{};
-  t.lanes = 1;
-  t.bits = static_cast<uint8_t>(anvil::dtype_size(d) * 8);
-  switch (d) {
-    case DType::kFloat16:
-    case DType::kFloat32:
-    case DType::kFloat64:
-      t.code = kDLFloat;
-      break;
-    case DType::kBFloat16:
-      t.code = kDLBfloat;
-      break;
-    case DType::kInt8:
-    case DType::kInt16:
-    case DType::kInt32:
-    case DType::kInt64:
-      t.code = kDLInt;
-      break;
-    case DType::kUInt8:
-    case DType::kUInt16:
-      t.code = kDLUInt;
-      break;
-    case DType::kComplex32:
-    case DType::kComplex64:
-    case DType::kComplex128:
-      t.code = kDLComplex;
-      break;
-    case DType::kBool:
-      t.code = kDLBoolCode;
-      break;
-    default:
-      t.code = kDLOpaqueHandle;
-      break;  // float8 kinds have no DLPack 0.6 code
-  }
-  return t;
-}
-
-/// Wraps a borrowed DLTensor as an anvil Tensor over the same memory (no copy). `want` is the
-/// dtype the model expects there (lets a uint8 DLPack tensor stand for bool).
-Tensor wrap_dl(const DLManagedTensor* m, const std::string& where, const DType* want) {
-  if (!m) throw Error("tensor is NULL", where, "a DLManagedTensor", "NULL");
-  const DLTensor& t = m->dl_tensor;
-  const bool cuda = t.device.device_type == kDLCUDA;
-  if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost && !cuda)
-    throw Error("tensor is neither in host memory nor on a CUDA device", where,
-                "a kDLCPU or kDLCUDA tensor",
-                str("device type ", int(t.device.device_type), ":", t.device.device_id));
-  if (t.ndim < 0 || t.ndim > 8 || (t.ndim > 0 && !t.shape))
-    throw Error("bad tensor rank or shape", where, "0 to 8 dims with a shape",
-                str(t.ndim, " dims"));
-  DType dtype = dtype_from_dl(t.dtype, where);
-  if (want && *want == DType::kBool && dtype == DType::kUInt8) dtype = DType::kBool;
-  anvil::Shape sizes(t.shape, t.shape + t.ndim), strides;
-  if (t.strides)
-    strides.assign(t.strides, t.strides + t.ndim);
-  else
-    strides = Tensor::contiguous_strides(sizes);
-  int64_t extent = 0;
-  bool empty = false;
-  for (int32_t d = 0; d < t.ndim; ++d) {
-    if (sizes[d] < 0)
-      throw Error(str("negative size at dim ", d), where, ">= 0", std::to_string(sizes[d]));
-    if (strides[d] < 0)
-      throw Error(str("negative stride at dim ", d), where, "strides >= 0",
-                  std::to_string(strides[d]));
-    if (sizes[d] == 0) empty = true;
-    extent += (sizes[d] > 0 ? sizes[d] - 1 : 0) * strides[d];
-  }
-  if (!t.data && !empty) throw Error("tensor data is NULL", where, "a data pointer", "NULL");
-  const size_t nbytes = empty ? 0 : static_cast<size_t>(extent + 1) * anvil::dtype_size(dtype);
-  char* base = static_cast<char*>(t.data) + t.byte_offset;
-  // A CUDA tensor is borrowed as device memory: a CUDA package's run reads it in place, a CPU
-  // package refuses it as an input on the wrong device.
-  auto storage = anvil::Storage::wrap(
-      base, nbytes, nullptr, cuda ? anvil::Device::cuda(t.device.device_id) : anvil::Device::cpu());
-  return Tensor(std::move(storage), dtype, std::move(sizes), std::move(strides), 0);
-}
-
-/// A DLManagedTensor owning a reference to an anvil Tensor.
-struct OutHolder {
-  DLManagedTensor managed{};
-  Tensor tensor;
-  std::vector<int64_t> shape, strides;
-};
-
-DLManagedTensor* export_dl(const Tensor& t) {
-  auto* h = new OutHolder();
-  h->tensor = t;
-  h->shape = t.sizes();
-  h->strides = t.strides();
-  DLTensor& d = h->managed.dl_tensor;
-  d.data = t.data_ptr();
-  d.device = t.device().is_cpu() ? DLDevice{kDLCPU, 0}
-                                 : DLDevice{kDLCUDA, static_cast<int32_t>(t.device().index)};
-  d.ndim = static_cast<int32_t>(t.dim());
-  d.dtype = dl_from_dtype(t.dtype());
-  d.shape = h->shape.empty() ? nullptr : h->shape.data();
-  d.strides = h->strides.empty() ? nullptr : h->strides.data();
-  d.byte_offset = 0;
-  h->managed.manager_ctx = h;
-  h->managed.deleter = [](DLManagedTensor* self) {
-    delete static_cast<OutHolder*>(self->manager_ctx);
-  };
-  return &h->managed;
-}
-
 void fill_specs(const std::vector<anvil::runtime::IOSpec>& specs,
                 std::vector<anvil_model::Spec>& out) {
   out.resize(specs.size());
@@ -216,7 +74,7 @@ void fill_specs(const std::vector<anvil::runtime::IOSpec>& specs,
       s.maxs.push_back(r.max);
     }
     s.c.name = specs[i].name.c_str();
-    s.c.dtype = dl_from_dtype(specs[i].dtype);
+    s.c.dtype = dlpack_dtype(specs[i].dtype);
     s.c.ndim = static_cast<int32_t>(specs[i].sizes.size());
     s.c.sizes = s.size_ptrs.data();
     s.c.min_sizes = s.mins.data();
@@ -278,7 +136,7 @@ int anvil_model_run(anvil_model_t* model, DLManagedTensor* const* inputs, size_t
     std::vector<Tensor> in;
     for (size_t i = 0; i < n_inputs; ++i) {
       const DType* want = i < specs.size() ? &specs[i].dtype : nullptr;
-      in.push_back(wrap_dl(inputs[i], str("anvil_model_run: input #", i), want));
+      in.push_back(borrow_dlpack(inputs[i], str("anvil_model_run: input #", i), want));
     }
     std::vector<Tensor> out = model->model.run(in);
     // An output that views an input (PyTorch's aliasing) would point into memory the caller
@@ -294,7 +152,7 @@ int anvil_model_run(anvil_model_t* model, DLManagedTensor* const* inputs, size_t
       arr = static_cast<DLManagedTensor**>(std::calloc(out.size(), sizeof(DLManagedTensor*)));
       if (!arr) throw std::bad_alloc();
       try {
-        for (size_t i = 0; i < out.size(); ++i) arr[i] = export_dl(out[i]);
+        for (size_t i = 0; i < out.size(); ++i) arr[i] = export_dlpack(out[i]);
       } catch (...) {
         anvil_tensors_free(arr, out.size());
         throw;
@@ -373,7 +231,7 @@ int anvil_model_update_constants(anvil_model_t* model, const char* const* names,
       for (const auto& c : model->model.constant_specs())
         if (c.name == names[i]) want = &c.dtype;
       map[names[i]] =
-          wrap_dl(values[i], str("anvil_model_update_constants: '", names[i], "'"), want);
+          borrow_dlpack(values[i], str("anvil_model_update_constants: '", names[i], "'"), want);
     }
     model->model.update_constants(map, inactive != 0, require_full != 0);
   });
