@@ -144,6 +144,12 @@ class Lowerer {
     auto it = uses_.find(v);
     return it == uses_.end() ? 0 : it->second;
   }
+  /// The nodes that read `v`, in graph order (each once).
+  const std::vector<const ir::Node*>& readers(const ir::Value* v) const {
+    static const std::vector<const ir::Node*> kNone;
+    auto it = readers_.find(v);
+    return it == readers_.end() ? kNone : it->second;
+  }
   /// Name for a new buffer holding output `i` of the current node.
   std::string out_name(size_t i = 0) const;
   /// The options of this compilation (control flow compiles its subgraphs with them).
@@ -195,6 +201,7 @@ class Lowerer {
   std::unordered_map<const ir::Value*, TRefPtr> vals_;
   std::unordered_map<const ir::Value*, size_t> last_use_;  // node position of the last reader
   std::map<const ir::Value*, int> uses_;
+  std::map<const ir::Value*, std::vector<const ir::Node*>> readers_;
   std::set<int> mutable_buffers_;
   std::vector<SNode> snodes_;
 };

@@ -1,6 +1,8 @@
 // oneDNN's convolution (Debian's libdnnl 2.x) for the convolution extern (conv.h): fp32, and
 // bf16 where the CPU has AVX512-BF16 or AMX-BF16; groups, stride, asymmetric padding,
-// dilation, bias and the fused ReLU (an eltwise post-op); 1-D convolutions as height-1 2-D ones.
+// dilation, bias, the fused residual add (a sum post-op: the destination is first filled with
+// the residual) and the fused ReLU (an eltwise post-op after it); 1-D convolutions as height-1
+// 2-D ones.
 //
 // Layouts: the primitive is created with format `any` for source, weights and destination, so
 // oneDNN picks its blocked layouts (nChw16c, OIhw16i16o, ...). The input (NCHW or channels-last,
@@ -72,11 +74,12 @@ struct KeyHash {
   }
 };
 
-/// A created convolution with the reorders around it (null where the layouts already agree).
+/// A created convolution with the reorders around it (null where the layouts already agree;
+/// res_reorder, the residual into the destination, exists whenever the problem has one).
 struct Prim {
   dnnl::convolution_forward conv;
   Md src_user, src, wei_user, wei, bias, dst, dst_user, scratch;
-  std::unique_ptr<dnnl::reorder> src_reorder, wei_reorder, dst_reorder;
+  std::unique_ptr<dnnl::reorder> src_reorder, wei_reorder, dst_reorder, res_reorder;
   std::string impl;
   bool fast = false;  // not one of oneDNN's reference implementations
 };
@@ -110,6 +113,7 @@ struct Problem {
   Dims src_strides;  // [N, C, H, W] strides of the user's source
   DType dtype;
   bool bias;
+  bool residual;  // a residual (the output's shape, contiguous) is added before the ReLU
 };
 
 Key key_of(const Problem& p) {
@@ -124,7 +128,8 @@ Key key_of(const Problem& p) {
         p.pad_bottom, g.pad_right,
         p.oh,         g.oh,
         g.ow,         g.relu,
-        p.bias,       static_cast<int64_t>(p.dtype)};
+        p.bias,       static_cast<int64_t>(p.dtype),
+        p.residual};
   k.insert(k.end(), p.src_strides.begin(), p.src_strides.end());
   return k;
 }
@@ -158,9 +163,12 @@ Prim create(const Problem& p) {
                                              {p.pad_top, g.pad_left}, {p.pad_bottom, g.pad_right});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (g.relu) {
+  if (g.relu || p.residual) {
     dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    // sum: dst = conv + dst, the destination holding the residual (a binary add post-op with
+    // the residual as its operand sent oneDNN 2.6 to its slower gemm implementation)
+    if (p.residual) ops.append_sum(1.0f);
+    if (g.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     attr.set_post_ops(ops);
   }
   OmpThreads omp(1);  // oneDNN plans its work for the threads it sees at creation
@@ -176,6 +184,9 @@ Prim create(const Problem& p) {
   r.src_reorder = reorder_if(r.src_user, r.src);
   r.wei_reorder = reorder_if(r.wei_user, r.wei);
   r.dst_reorder = reorder_if(r.dst, r.dst_user);
+  if (p.residual)
+    r.res_reorder = std::make_unique<dnnl::reorder>(
+        dnnl::reorder::primitive_desc(engine(), r.dst_user, engine(), r.dst));
   return r;
 }
 
@@ -234,9 +245,11 @@ const void* prepared_weights(const Prim& p, const void* w, PackedWeightCache* co
   return hold.get();
 }
 
-/// One oneDNN call: source reorder, convolution, destination reorder, on the calling thread
-/// (OpenMP held to one thread).
-void run_call(const Prim& p, const void* x, const void* w, const void* bias, void* out) {
+/// One oneDNN call: source reorder, the residual into the destination (when there is one and
+/// it is not already there), convolution, destination reorder, on the calling thread (OpenMP
+/// held to one thread).
+void run_call(const Prim& p, const void* x, const void* w, const void* bias, void* out,
+              const void* res) {
   OmpThreads omp(1);
   dnnl::stream& s = thread_stream();
   dnnl::memory src(p.src_user, engine(), const_cast<void*>(x));
@@ -248,6 +261,10 @@ void run_call(const Prim& p, const void* x, const void* w, const void* bias, voi
   dnnl::memory dst_user(p.dst_user, engine(), out);
   dnnl::memory dst =
       p.dst_reorder ? dnnl::memory(p.dst, engine(), thread_buffer(2, p.dst.get_size())) : dst_user;
+  if (res && (p.dst_reorder || res != out)) {
+    dnnl::memory from(p.dst_user, engine(), const_cast<void*>(res));
+    p.res_reorder->execute(s, from, dst);
+  }
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, src},
       {DNNL_ARG_WEIGHTS, dnnl::memory(p.wei, engine(), const_cast<void*>(w))},
@@ -290,8 +307,8 @@ bool onednn_conv_supports(const ConvGeom& g, DType dtype) {
 }
 
 bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
-                 const std::optional<Tensor>& bias, const Tensor& out,
-                 PackedWeightCache* constants) {
+                 const std::optional<Tensor>& bias, const Tensor& out, PackedWeightCache* constants,
+                 const Tensor* residual) {
   ANVIL_CHECK(onednn_conv_supports(g, x.dtype()), "conv_onednn",
               "oneDNN does not take this convolution", "fp32 or bf16 (AVX512-BF16) with oneDNN",
               dtype_name(x.dtype()));
@@ -308,6 +325,19 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
   if (!weight.is_contiguous()) constants = nullptr;  // the copy's address is not the constant's
   std::optional<Tensor> b;
   if (bias) b = bias->is_contiguous() ? *bias : bias->contiguous();
+  std::optional<Tensor> res;
+  if (residual) {
+    ANVIL_CHECK(residual->dtype() == out.dtype() && residual->sizes() == out.sizes(), "conv_onednn",
+                "the residual must have the output's dtype and sizes", out.type_str(),
+                residual->type_str());
+    // The same memory as the output is used in place; a contiguous residual elsewhere is read
+    // by the reorder into the destination; anything else is copied first.
+    res = residual->is_contiguous() ? *residual : residual->contiguous();
+    const auto* r0 = static_cast<const char*>(res->data_ptr());
+    const auto* o0 = static_cast<const char*>(out.data_ptr());
+    if (r0 != o0 && r0 < o0 + out.nbytes() && o0 < r0 + res->nbytes())
+      res = residual->to(residual->dtype(), /*copy=*/true);
+  }
   // Work items over the pool: one call per image when the batch feeds every thread (an image's
   // reordered source and destination stay in cache: batched calls measured up to 2x slower on
   // 1x1 layers), else bands of output rows (all images; each band reads its input rows,
@@ -328,7 +358,9 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
   try {  // a problem oneDNN has no primitive for stays on the other paths
     for (int64_t i0 = 0; i0 < total; i0 += per) {
       const int64_t i1 = std::min(total, i0 + per);
-      Problem pr{&g, g.n, g.h, g.oh, g.pad_top, g.pad_bottom, strides, x.dtype(), b.has_value()};
+      Problem pr{&g,        g.n,           g.h,           g.oh,
+                 g.pad_top, g.pad_bottom,  strides,       x.dtype(),
+                 b.has_value(), res.has_value()};
       Item it;
       if (by_image) {
         pr.n = i1 - i0;
@@ -339,8 +371,8 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
         const int64_t in_lo = std::max<int64_t>(lo, 0), in_hi = std::min(hi, g.h);
         if (in_hi <= in_lo) {  // a band of padding only: one call for everything
           work.clear();
-          pr = Problem{&g,           g.n,     g.h,       g.oh,         g.pad_top,
-                       g.pad_bottom, strides, x.dtype(), b.has_value()};
+          pr = Problem{&g,           g.n,     g.h,       g.oh,          g.pad_top,
+                       g.pad_bottom, strides, x.dtype(), b.has_value(), res.has_value()};
           work.push_back(Item{primitive(pr), nullptr, 0, 0});
           break;
         }
@@ -371,9 +403,11 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
     const int64_t es = static_cast<int64_t>(dtype_size(x.dtype()));
     const auto* xb = static_cast<const char*>(xs.data_ptr());
     auto* ob = static_cast<char*>(out.data_ptr());
+    const auto* rb = res ? static_cast<const char*>(res->data_ptr()) : nullptr;
     ++g_runs;
     auto run_item = [&](const Item& it) {
-      run_call(*it.prim, xb + it.x_offset * es, it.w, bp, ob + it.out_offset * es);
+      run_call(*it.prim, xb + it.x_offset * es, it.w, bp, ob + it.out_offset * es,
+               rb ? rb + it.out_offset * es : nullptr);
     };
     if (work.size() == 1) {
       run_item(work[0]);
@@ -406,7 +440,7 @@ namespace anvil::runtime::kern {
 
 bool onednn_conv_supports(const ConvGeom&, DType) { return false; }
 bool conv_onednn(const ConvGeom&, const Tensor&, const Tensor&, const std::optional<Tensor>&,
-                 const Tensor&, PackedWeightCache*) {
+                 const Tensor&, PackedWeightCache*, const Tensor*) {
   return false;
 }
 size_t onednn_conv_cached_primitives() { return 0; }
