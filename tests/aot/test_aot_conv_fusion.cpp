@@ -89,13 +89,15 @@ SHORTCUT  %av: f32[2, 8, 10, 12] = aten.add.Tensor(self=%c2, other=%s)
 /// every convolution path against the interpreter (`clips`: the output is a relu's, and the
 /// inputs must make it clip).
 void check(const std::string& name, const std::string& text, int fused_relu, int fused_add,
-           int loops, bool clips = true) {
+           int loops, bool clips = true, int channels_last = -1) {
   auto g = ir::parse_graph(text);
   const Built& b = build_graph(name, *g);
   ASSERT_TRUE(b.error.empty()) << b.error;
   EXPECT_EQ(count(b.program_text, "fused_relu"), fused_relu) << b.program_text;
   EXPECT_EQ(count(b.program_text, "fused_add"), fused_add) << b.program_text;
   EXPECT_EQ(b.stats.loop_kernels, loops) << b.program_text;
+  if (channels_last >= 0)
+    EXPECT_EQ(b.stats.channels_last_buffers, channels_last) << b.program_text;
   std::vector<Shape> shapes;
   for (const auto& s : g->input_specs()) {
     Shape sh;
@@ -134,6 +136,20 @@ TEST(ConvFusion, BasicBlockInPlace) { check("fuse_block", block(1, false), 2, 1,
 // the second convolution's result (add_'s destination), so nothing is copied.
 TEST(ConvFusion, DownsampleShortcutWritesInPlace) {
   check("fuse_block_down", block(1, true), 2, 1, 0);
+}
+
+// The block's output feeds another convolution, so every activation between them is kept
+// channels-last (passes/conv_layout.cpp): the residual add and relu run on NHWC buffers.
+TEST(ConvFusion, BlockInChannelsLast) {
+  std::string t = block(1, true);
+  t.replace(t.find("    %w3: f32[8, 8, 1, 1] = user_input\n"), 0,
+            "    %w4: f32[16, 8, 3, 3] = user_input\n");
+  t.replace(t.find("  outputs {"), 0,
+            "  %c4: f32[2, 16, 10, 12] = aten.conv2d.default(input=%r, weight=%w4, "
+            "padding=[1, 1])\n  %o: f32[2, 16, 10, 12] = aten.relu.default(self=%c4)\n");
+  t.replace(t.find("user_output %r"), 14, "user_output %o");
+  // %c1 and %c2 (the shortcut sum and relu are written over it) are NHWC; %x and %o NCHW
+  check("fuse_block_nhwc", t, 3, 1, 0, true, 2);
 }
 
 // Depthwise convolutions (the direct kernel) take the residual after the convolution.

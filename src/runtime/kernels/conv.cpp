@@ -548,6 +548,22 @@ void add_residual(const Tensor& out, const Tensor& residual, bool relu) {
   kern::copy_cast(out, Tensor::from_vector(v, out.sizes()));
 }
 
+/// Output 0 of a convolution call: its sizes and dtype checked, dense NCHW (contiguous) or, on
+/// a 4-D output, dense channels-last (the layout passes/conv_layout.cpp may give it).
+Tensor conv_output(const ExternCall& call, const ConvGeom& g, DType dtype) {
+  ANVIL_CHECK(call.num_outputs() >= 1, call.target(), "missing output", "1 output", "0");
+  const Tensor out = call.output_tensor(0);
+  const Shape sizes = conv_out_sizes(g);
+  ANVIL_CHECK(out.sizes() == sizes && out.dtype() == dtype, call.target(),
+              "the output has the wrong sizes or dtype",
+              shape_str(sizes) + " " + dtype_name(dtype), out.type_str());
+  const bool nhwc = out.dim() == 4 && out.strides() == Shape{g.oh * g.ow * g.o, 1, g.ow * g.o, g.o};
+  ANVIL_CHECK(out.numel() == 0 || out.is_contiguous() || nhwc, call.target(),
+              "the output must be dense NCHW or channels-last", "contiguous or NHWC strides",
+              shape_str(out.strides()));
+  return out;
+}
+
 /// Shared body of convolution / conv2d.
 int conv_extern(ExternCall& call) {
   const Tensor x = call.input_tensor(0), wt = call.input_tensor(1);
@@ -565,7 +581,7 @@ int conv_extern(ExternCall& call) {
     return 0;
   }
   const ConvGeom g = conv_geometry(call, x, wt, bias);
-  const Tensor out = kern::checked_output(call, 0, conv_out_sizes(g), x.dtype());
+  const Tensor out = conv_output(call, g, x.dtype());
   std::optional<Tensor> residual;
   if (call.attr_int("fused_add", 0)) {  // a residual add fused by the compiler: input 3
     residual = kern::opt_input(call, 3);
@@ -576,6 +592,22 @@ int conv_extern(ExternCall& call) {
                 residual->type_str());
   }
   if (out.numel() == 0) return 0;
+  // oneDNN takes any dense layout and the residual and relu fused.
+  if (g.c > 0 && g.kh * g.kw > 0 && kern::conv_path(g, x.dtype()) == kern::ConvPath::kOneDnn &&
+      kern::conv_onednn(g, x, wt, bias, out,
+                        call.attr_int("weight_constant", 0) ? call.packed_weights() : nullptr,
+                        residual ? &*residual : nullptr))
+    return 0;
+  if (!out.is_contiguous()) {
+    // A channels-last output on the other paths: computed contiguous, then copied into place.
+    const Tensor dense = Tensor::empty(out.sizes(), out.dtype());
+    ConvGeom plain = g;
+    plain.relu = plain.relu && !residual;
+    conv_compute(call, plain, x, wt, bias, dense);
+    if (residual) add_residual(dense, *residual, g.relu);
+    kern::copy_cast(out, dense);
+    return 0;
+  }
   if (!residual) {
     conv_compute(call, g, x, wt, bias, out);
     return 0;
@@ -587,11 +619,6 @@ int conv_extern(ExternCall& call) {
   const bool overlaps = r0 < o0 + out.nbytes() && o0 < r0 + residual->nbytes();
   ConvGeom plain = g;
   plain.relu = false;
-  if (g.c > 0 && g.kh * g.kw > 0 && kern::conv_path(g, x.dtype()) == kern::ConvPath::kOneDnn &&
-      kern::conv_onednn(g, x, wt, bias, out,
-                        call.attr_int("weight_constant", 0) ? call.packed_weights() : nullptr,
-                        &*residual))
-    return 0;
   const Tensor r = overlaps || !residual->is_contiguous()
                        ? residual->to(residual->dtype(), /*copy=*/true)
                        : *residual;
