@@ -252,8 +252,7 @@ bool fuse_relu_into_conv(Lowerer& L, const ir::Node& n) {
 /// relu (the order would change), and not on other targets (their convolutions take no
 /// residual).
 bool fuse_add_into_conv(Lowerer& L, const ir::Node& n) {
-  if (n.target != "aten.add.Tensor" || !L.options ||
-      L.options->target_device != Device::Type::kCPU)
+  if (n.target != "aten.add.Tensor" || !L.options || L.options->target_device != Device::Type::kCPU)
     return false;
   if (const ir::Arg* al = n.arg("alpha"); al && al->kind != ir::Arg::Kind::kNone &&
                                           !(al->kind == ir::Arg::Kind::kInt && al->i == 1) &&
@@ -280,8 +279,8 @@ bool fuse_add_into_conv(Lowerer& L, const ir::Node& n) {
       continue;
     // r + conv(...) where add_ writes the sum back into r: the convolution writes over r
     // (its output buffer is left unused), so the write back is no copy.
-    const bool into_r = L.uses(xv) == 1 && L.uses(rv) == 2 && only_read_here(L, n, rv) &&
-                        L.owned_buffer(r->buffer);
+    const bool into_r =
+        L.uses(xv) == 1 && L.uses(rv) == 2 && only_read_here(L, n, rv) && L.owned_buffer(r->buffer);
     SNode& last = L.snodes().back();
     if (into_r) {
       last.writes.erase(e->outputs[0].buffer);

@@ -96,8 +96,7 @@ void check(const std::string& name, const std::string& text, int fused_relu, int
   EXPECT_EQ(count(b.program_text, "fused_relu"), fused_relu) << b.program_text;
   EXPECT_EQ(count(b.program_text, "fused_add"), fused_add) << b.program_text;
   EXPECT_EQ(b.stats.loop_kernels, loops) << b.program_text;
-  if (channels_last >= 0)
-    EXPECT_EQ(b.stats.channels_last_buffers, channels_last) << b.program_text;
+  if (channels_last >= 0) EXPECT_EQ(b.stats.channels_last_buffers, channels_last) << b.program_text;
   std::vector<Shape> shapes;
   for (const auto& s : g->input_specs()) {
     Shape sh;
@@ -197,11 +196,11 @@ TEST(ConvFusion, NotFusedWhenSemanticsWouldChange) {
     return t;
   };
   check("nofuse_alpha",
-        make("%r: f32[1, 16, 9, 9] = aten.add.Tensor(self=%c, other=%y, alpha=2)", ""), 0, 0,
-        1, false);
+        make("%r: f32[1, 16, 9, 9] = aten.add.Tensor(self=%c, other=%y, alpha=2)", ""), 0, 0, 1,
+        false);
   check("nofuse_returned",
-        make("%r: f32[1, 16, 9, 9] = aten.add.Tensor(self=%c, other=%y)", "user_output %c"), 0,
-        0, 1, false);
+        make("%r: f32[1, 16, 9, 9] = aten.add.Tensor(self=%c, other=%y)", "user_output %c"), 0, 0,
+        1, false);
   check("nofuse_relu_first",
         make("%q: f32[1, 16, 9, 9] = aten.relu.default(self=%c)\n"
              "  %r: f32[1, 16, 9, 9] = aten.add.Tensor(self=%q, other=%y)",

@@ -555,8 +555,8 @@ Tensor conv_output(const ExternCall& call, const ConvGeom& g, DType dtype) {
   const Tensor out = call.output_tensor(0);
   const Shape sizes = conv_out_sizes(g);
   ANVIL_CHECK(out.sizes() == sizes && out.dtype() == dtype, call.target(),
-              "the output has the wrong sizes or dtype",
-              shape_str(sizes) + " " + dtype_name(dtype), out.type_str());
+              "the output has the wrong sizes or dtype", shape_str(sizes) + " " + dtype_name(dtype),
+              out.type_str());
   const bool nhwc = out.dim() == 4 && out.strides() == Shape{g.oh * g.ow * g.o, 1, g.ow * g.o, g.o};
   ANVIL_CHECK(out.numel() == 0 || out.is_contiguous() || nhwc, call.target(),
               "the output must be dense NCHW or channels-last", "contiguous or NHWC strides",

@@ -131,8 +131,8 @@ Key key_of(const Problem& p) {
         p.pad_bottom, g.pad_right,
         p.oh,         g.oh,
         g.ow,         g.relu,
-        p.bias,       static_cast<int64_t>(p.dtype),
-        static_cast<int64_t>(p.res_strides.size())};
+        p.bias,       static_cast<int64_t>(p.dtype)};
+  k.push_back(static_cast<int64_t>(p.res_strides.size()));
   for (const Dims* d : {&p.src_strides, &p.dst_strides, &p.res_strides})
     k.insert(k.end(), d->begin(), d->end());
   return k;
@@ -371,9 +371,8 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
   try {  // a problem oneDNN has no primitive for stays on the other paths
     for (int64_t i0 = 0; i0 < total; i0 += per) {
       const int64_t i1 = std::min(total, i0 + per);
-      const Problem whole{&g,          g.n,          g.h,         g.oh,      g.pad_top,
-                          g.pad_bottom, strides,      out_strides, res_strides, x.dtype(),
-                          b.has_value()};
+      const Problem whole{&g,      g.n,         g.h,         g.oh,      g.pad_top,    g.pad_bottom,
+                          strides, out_strides, res_strides, x.dtype(), b.has_value()};
       Problem pr = whole;
       Item it;
       const int64_t step = by_image ? 0 : 2;  // the [N, C, H, W] dim the items split
