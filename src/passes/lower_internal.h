@@ -171,6 +171,15 @@ class Lowerer {
   int next_collective = 0;
   /// True when a value read by a node after the current one (or a graph output) reads `buffer`.
   bool buffer_read_later(int buffer) const;
+  /// The same, ignoring value `except`.
+  bool buffer_read_later_except(int buffer, const ir::Value* except) const {
+    for (const auto& [v, t] : vals_) {
+      if (v == except || !t || !t->reads.count(buffer)) continue;
+      auto lu = last_use_.find(v);
+      if (lu != last_use_.end() && lu->second > node_pos_) return true;
+    }
+    return false;
+  }
   /// True when buffer `b` may be written by the compiled code in place (an arena buffer, not
   /// kernel-local, not an alias, not a graph input / constant).
   bool owned_buffer(int b) const;

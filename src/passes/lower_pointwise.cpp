@@ -278,9 +278,10 @@ bool fuse_add_into_conv(Lowerer& L, const ir::Node& n) {
         !(n.outputs[0]->type.sizes == x->sizes) || n.outputs[0]->type.dtype != x->dtype)
       continue;
     // r + conv(...) where add_ writes the sum back into r: the convolution writes over r
-    // (its output buffer is left unused), so the write back is no copy.
-    const bool into_r =
-        L.uses(xv) == 1 && L.uses(rv) == 2 && only_read_here(L, n, rv) && L.owned_buffer(r->buffer);
+    // (its output buffer is left unused), so the write back is no copy. Nothing else may read
+    // r's buffer later (a view of it computed lazily would see the sum too early).
+    const bool into_r = L.uses(xv) == 1 && L.uses(rv) == 2 && only_read_here(L, n, rv) &&
+                        L.owned_buffer(r->buffer) && !L.buffer_read_later_except(r->buffer, rv);
     SNode& last = L.snodes().back();
     if (into_r) {
       last.writes.erase(e->outputs[0].buffer);
