@@ -304,6 +304,7 @@ struct ProgramStats {
   int loop_kernels = 0;
   int gemms = 0;
   int externs = 0;
+  int channels_last_buffers = 0;  // activations kept NHWC between convolutions (conv_layout.cpp)
   int collectives = 0;          // collective issue steps (after bucketing)
   int collectives_bucketed = 0; // collectives merged into another's coalesced issue
   int collective_moves = 0;     // step moves of the issue-early / wait-late reordering

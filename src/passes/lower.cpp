@@ -544,6 +544,13 @@ void Lowerer::lower_inplace(const ir::Node& n) {
   // export leaves for dist.all_reduce(x) on an input) lands in the caller's tensor, as in eager.
   if (b.kind == BufferKind::kInput) prog_.inputs[static_cast<size_t>(b.index)].mutated = true;
   TRefPtr value = inplace_value(*this, n);
+  if (value->is_buffer() && value->buffer == self->buffer && value->dtype == self->dtype &&
+      value->sizes == self->sizes && value->strides == self->strides &&
+      value->offset == self->offset) {
+    // Already there (relu_ / add_ that a convolution applied as it stored): nothing to write.
+    bind(0, self);
+    return;
+  }
   realize_readers_of(self->buffer);
   store_into(*self, *value);
   if (b.kind == BufferKind::kConstant) {
@@ -614,7 +621,7 @@ void Lowerer::lower_node(const ir::Node& n) {
 void Lowerer::run() {
   uses_ = use_counts(graph_);
   const auto nodes = graph_.nodes();
-  std::map<const ir::Value*, std::vector<const ir::Node*>> readers;
+  auto& readers = readers_;
   std::map<const ir::Value*, int> out_uses;
   for (size_t i = 0; i < nodes.size(); ++i)
     for (const ir::Value* v : nodes[i]->input_values()) {

@@ -144,6 +144,12 @@ class Lowerer {
     auto it = uses_.find(v);
     return it == uses_.end() ? 0 : it->second;
   }
+  /// The nodes that read `v`, in graph order (each once).
+  const std::vector<const ir::Node*>& readers(const ir::Value* v) const {
+    static const std::vector<const ir::Node*> kNone;
+    auto it = readers_.find(v);
+    return it == readers_.end() ? kNone : it->second;
+  }
   /// Name for a new buffer holding output `i` of the current node.
   std::string out_name(size_t i = 0) const;
   /// The options of this compilation (control flow compiles its subgraphs with them).
@@ -165,6 +171,15 @@ class Lowerer {
   int next_collective = 0;
   /// True when a value read by a node after the current one (or a graph output) reads `buffer`.
   bool buffer_read_later(int buffer) const;
+  /// The same, ignoring value `except`.
+  bool buffer_read_later_except(int buffer, const ir::Value* except) const {
+    for (const auto& [v, t] : vals_) {
+      if (v == except || !t || !t->reads.count(buffer)) continue;
+      auto lu = last_use_.find(v);
+      if (lu != last_use_.end() && lu->second > node_pos_) return true;
+    }
+    return false;
+  }
   /// True when buffer `b` may be written by the compiled code in place (an arena buffer, not
   /// kernel-local, not an alias, not a graph input / constant).
   bool owned_buffer(int b) const;
@@ -195,6 +210,7 @@ class Lowerer {
   std::unordered_map<const ir::Value*, TRefPtr> vals_;
   std::unordered_map<const ir::Value*, size_t> last_use_;  // node position of the last reader
   std::map<const ir::Value*, int> uses_;
+  std::map<const ir::Value*, std::vector<const ir::Node*>> readers_;
   std::set<int> mutable_buffers_;
   std::vector<SNode> snodes_;
 };
@@ -238,6 +254,11 @@ TRefPtr inplace_value(Lowerer& L, const ir::Node& n);
 
 /// Schedules SNodes into steps with fusion (schedule.cpp); marks kernel-local buffers.
 void schedule(Program& program, std::vector<SNode>& snodes, bool fuse);
+
+/// Layout planning for CPU convolutions (conv_layout.cpp): buffers that only one-group 2-D
+/// convolution externs touch (as output, input or fused residual, each time as the whole
+/// [N, C, H, W] buffer) get channels-last views. Returns how many buffers changed.
+int plan_conv_layouts(Program& program);
 /// Lets each extern step `ok` accepts write its single output straight into the destination of
 /// the copy kernel that only permutes it into place, and drops that kernel (retarget_copies.cpp).
 /// Returns how many copies went.

@@ -2,6 +2,9 @@
 // memory planning.
 #include "passes/pipeline.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "core/error.h"
 #include "ir/verifier.h"
 #include "passes/graph_passes.h"
@@ -54,6 +57,11 @@ Program compile_to_program(const ir::Graph& graph, const PipelineOptions& option
   lowerer.options = &options;
   lowerer.run();
   detail::schedule(program, lowerer.snodes(), options.fuse);
+  if (options.conv_channels_last && options.target_device == Device::Type::kCPU) {
+    const char* layout = std::getenv("ANVIL_CONV_LAYOUT");
+    if (!layout || std::string(layout) != "nchw")
+      program.stats.channels_last_buffers = detail::plan_conv_layouts(program);
+  }
   if (options.extern_writes_strided_output)
     detail::retarget_permuted_copies(program, options.extern_writes_strided_output);
   const CollectiveScheduleStats cs =

@@ -32,6 +32,9 @@ struct PipelineOptions {
   // of recomputed by each reader: the target computes it in the GEMM's epilogue (set by the
   // CUDA target, whose cuBLASLt call adds the residual as it writes the result).
   bool materialize_gemm_sums = false;
+  // Activations that only convolutions touch are kept channels-last (CPU target only:
+  // passes/conv_layout.cpp). The environment variable ANVIL_CONV_LAYOUT=nchw turns it off.
+  bool conv_channels_last = true;
 };
 
 /// Runs the passes on a copy of `graph` and lowers it: decompositions happen in the lowering

@@ -260,6 +260,29 @@ TEST(ExternPool, MaxPool2d) {
       .ints("kernel_size", {2, 3})
       .ints("stride", {1, 2})
       .check();
+  // fp32 with contiguous rows (ResNet's 3x3 stride-2 stem pool), padded, ceil_mode, odd sizes,
+  // NaNs inside the planes (first column, middle, last row) and windows hanging over the edge;
+  // against the reference kernel.
+  for (bool ceil_mode : {false, true}) {
+    Tensor x = rand_tensor(DType::kFloat32, {2, 3, 11, 13}, 34);
+    float* xp = x.data<float>();
+    for (int64_t i : {int64_t{0}, int64_t{13 * 5 + 6}, int64_t{143 + 13 * 10 + 12}, int64_t{700}})
+      xp[i] = std::numeric_limits<float>::quiet_NaN();
+    ExternCase("aten.max_pool2d.default")
+        .tensor("self", x)
+        .ints("kernel_size", {3, 3})
+        .ints("stride", {2, 2})
+        .ints("padding", {1, 1})
+        .scalar("ceil_mode", ceil_mode)
+        .check();
+    ExternCase("aten.max_pool2d.default")
+        .tensor("self", x)
+        .ints("kernel_size", {2, 4})
+        .ints("stride", {3, 1})
+        .ints("padding", {0, 2})
+        .scalar("ceil_mode", ceil_mode)
+        .check();
+  }
   // Hand-computed: 2x2 windows of 0..15 pick 5, 7, 13, 15; NaN propagates; -inf stays -inf.
   std::vector<double> v(16);
   for (int i = 0; i < 16; ++i) v[i] = i;

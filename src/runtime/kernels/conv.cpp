@@ -472,25 +472,9 @@ void conv_run(const ConvGeom& g, const Tensor& x, const Tensor& wt,
     kern::copy_cast(out, kern::wrap_buffer(op, dtype_of<A>(), out.sizes()));
 }
 
-/// Shared body of convolution / conv2d.
-int conv_extern(ExternCall& call) {
-  const Tensor x = call.input_tensor(0), wt = call.input_tensor(1);
-  const std::optional<Tensor> bias = kern::opt_input(call, 2);
-  if (call.attr_bool("transposed", false)) {  // aten.convolution.default, transposed=True
-    kern::ConvTransposeArgs a;
-    a.stride = call.attr_ints("stride", {1});
-    a.padding = call.attr_ints("padding", {0});
-    a.output_padding = call.attr_ints("output_padding", {0});
-    a.dilation = call.attr_ints("dilation", {1});
-    a.groups = call.attr_int("groups", 1);
-    const Tensor out = kern::checked_output(
-        call, 0, kern::conv_transpose_sizes(x.sizes(), wt.sizes(), a, call.target()), x.dtype());
-    kern::conv_transpose(x, wt, bias, a, out, call.target());
-    return 0;
-  }
-  const ConvGeom g = conv_geometry(call, x, wt, bias);
-  const Tensor out = kern::checked_output(call, 0, conv_out_sizes(g), x.dtype());
-  if (out.numel() == 0) return 0;
+/// The convolution of geometry `g` (relu included) into `out` on the path conv_path() picks.
+void conv_compute(ExternCall& call, const ConvGeom& g, const Tensor& x, const Tensor& wt,
+                  const std::optional<Tensor>& bias, const Tensor& out) {
   if (g.c == 0 || g.kh * g.kw == 0) {  // empty reduction: bias (or zeros)
     if (bias) {
       Tensor b = *bias;
@@ -503,17 +487,17 @@ int conv_extern(ExternCall& call) {
     } else {
       Tensor(out).fill(0);
     }
-    return 0;
+    return;
   }
   switch (kern::conv_path(g, x.dtype())) {
     case kern::ConvPath::kDirect:
       kern::conv_depthwise(g, x, wt, bias, out);
-      return 0;
+      return;
     case kern::ConvPath::kOneDnn:
       // weight_constant (CPU codegen): the weight is an immutable constant of the model.
       if (kern::conv_onednn(g, x, wt, bias, out,
                             call.attr_int("weight_constant", 0) ? call.packed_weights() : nullptr))
-        return 0;
+        return;
       break;  // no fast oneDNN kernel for it: im2col
     case kern::ConvPath::kIm2col:
       break;
@@ -540,6 +524,106 @@ int conv_extern(ExternCall& call) {
           conv_run<T, int64_t>(g, x, wt, bias, out);
       });
   }
+}
+
+/// out = out + residual, then max(x, 0) when `relu` (NaN stays NaN): a residual add and relu
+/// fused into the call (fused_add) that the convolution's path did not apply itself.
+void add_residual(const Tensor& out, const Tensor& residual, bool relu) {
+  const Tensor r = residual.is_contiguous() ? residual : residual.contiguous();
+  if (out.dtype() == DType::kFloat32 && out.is_contiguous()) {
+    float* o = out.data<float>();
+    const float* p = r.data<float>();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) {
+      const float v = o[i] + p[i];
+      o[i] = relu && v < 0 ? 0.0f : v;
+    }
+    return;
+  }
+  std::vector<double> v = out.to_doubles();
+  const std::vector<double> rv = r.to_doubles();
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] += rv[i];
+    if (relu && v[i] < 0) v[i] = 0;
+  }
+  kern::copy_cast(out, Tensor::from_vector(v, out.sizes()));
+}
+
+/// Output 0 of a convolution call: its sizes and dtype checked, dense NCHW (contiguous) or, on
+/// a 4-D output, dense channels-last (the layout passes/conv_layout.cpp may give it).
+Tensor conv_output(const ExternCall& call, const ConvGeom& g, DType dtype) {
+  ANVIL_CHECK(call.num_outputs() >= 1, call.target(), "missing output", "1 output", "0");
+  const Tensor out = call.output_tensor(0);
+  const Shape sizes = conv_out_sizes(g);
+  ANVIL_CHECK(out.sizes() == sizes && out.dtype() == dtype, call.target(),
+              "the output has the wrong sizes or dtype", shape_str(sizes) + " " + dtype_name(dtype),
+              out.type_str());
+  const bool nhwc = out.dim() == 4 && out.strides() == Shape{g.oh * g.ow * g.o, 1, g.ow * g.o, g.o};
+  ANVIL_CHECK(out.numel() == 0 || out.is_contiguous() || nhwc, call.target(),
+              "the output must be dense NCHW or channels-last", "contiguous or NHWC strides",
+              shape_str(out.strides()));
+  return out;
+}
+
+/// Shared body of convolution / conv2d.
+int conv_extern(ExternCall& call) {
+  const Tensor x = call.input_tensor(0), wt = call.input_tensor(1);
+  const std::optional<Tensor> bias = kern::opt_input(call, 2);
+  if (call.attr_bool("transposed", false)) {  // aten.convolution.default, transposed=True
+    kern::ConvTransposeArgs a;
+    a.stride = call.attr_ints("stride", {1});
+    a.padding = call.attr_ints("padding", {0});
+    a.output_padding = call.attr_ints("output_padding", {0});
+    a.dilation = call.attr_ints("dilation", {1});
+    a.groups = call.attr_int("groups", 1);
+    const Tensor out = kern::checked_output(
+        call, 0, kern::conv_transpose_sizes(x.sizes(), wt.sizes(), a, call.target()), x.dtype());
+    kern::conv_transpose(x, wt, bias, a, out, call.target());
+    return 0;
+  }
+  const ConvGeom g = conv_geometry(call, x, wt, bias);
+  const Tensor out = conv_output(call, g, x.dtype());
+  std::optional<Tensor> residual;
+  if (call.attr_int("fused_add", 0)) {  // a residual add fused by the compiler: input 3
+    residual = kern::opt_input(call, 3);
+    ANVIL_CHECK(residual.has_value(), call.target(), "fused_add needs the residual as input 3",
+                "a tensor of the output's shape", "none");
+    ANVIL_CHECK(residual->dtype() == x.dtype() && residual->sizes() == out.sizes(), call.target(),
+                "the fused residual must have the output's dtype and sizes", out.type_str(),
+                residual->type_str());
+  }
+  if (out.numel() == 0) return 0;
+  // oneDNN takes any dense layout and the residual and relu fused.
+  if (g.c > 0 && g.kh * g.kw > 0 && kern::conv_path(g, x.dtype()) == kern::ConvPath::kOneDnn &&
+      kern::conv_onednn(g, x, wt, bias, out,
+                        call.attr_int("weight_constant", 0) ? call.packed_weights() : nullptr,
+                        residual ? &*residual : nullptr))
+    return 0;
+  if (!out.is_contiguous()) {
+    // A channels-last output on the other paths: computed contiguous, then copied into place.
+    const Tensor dense = Tensor::empty(out.sizes(), out.dtype());
+    ConvGeom plain = g;
+    plain.relu = plain.relu && !residual;
+    conv_compute(call, plain, x, wt, bias, dense);
+    if (residual) add_residual(dense, *residual, g.relu);
+    kern::copy_cast(out, dense);
+    return 0;
+  }
+  if (!residual) {
+    conv_compute(call, g, x, wt, bias, out);
+    return 0;
+  }
+  // The paths other than oneDNN's write the plain convolution first: a residual in the
+  // output's memory is copied before that, relu waits for the add.
+  const auto* r0 = static_cast<const char*>(residual->data_ptr());
+  const auto* o0 = static_cast<const char*>(out.data_ptr());
+  const bool overlaps = r0 < o0 + out.nbytes() && o0 < r0 + residual->nbytes();
+  ConvGeom plain = g;
+  plain.relu = false;
+  const Tensor r = overlaps || !residual->is_contiguous()
+                       ? residual->to(residual->dtype(), /*copy=*/true)
+                       : *residual;
+  conv_compute(call, plain, x, wt, bias, out);
+  add_residual(out, r, g.relu);
   return 0;
 }
 

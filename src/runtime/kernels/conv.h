@@ -60,13 +60,14 @@ bool onednn_conv_supports(const ConvGeom& g, DType dtype);
 
 /// oneDNN's convolution (conv_onednn.cpp): out [N, O, OH, OW] (contiguous, x's dtype) from x
 /// (NCHW or channels-last; other strides are copied), weight [O, C / groups, KH, KW] and an
-/// optional bias [O], with g.relu fused. `constants`: where the weight is an immutable model
+/// optional bias [O], plus `residual` (out's sizes and dtype; null: none; it may be `out`
+/// itself) before g.relu, both fused. `constants`: where the weight is an immutable model
 /// constant, the cache that keeps its reordered copy (null: reordered per call). Returns false,
 /// having written nothing, when oneDNN has no primitive or only a reference one for the
 /// problem (the caller takes another path); throws Error when oneDNN fails to run it.
 bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
-                 const std::optional<Tensor>& bias, const Tensor& out,
-                 PackedWeightCache* constants);
+                 const std::optional<Tensor>& bias, const Tensor& out, PackedWeightCache* constants,
+                 const Tensor* residual = nullptr);
 
 /// oneDNN convolution primitives held by the cache (tests: a repeated call creates none).
 size_t onednn_conv_cached_primitives();

@@ -1,11 +1,15 @@
 // oneDNN's convolution (Debian's libdnnl 2.x) for the convolution extern (conv.h): fp32, and
 // bf16 where the CPU has AVX512-BF16 or AMX-BF16; groups, stride, asymmetric padding,
-// dilation, bias and the fused ReLU (an eltwise post-op); 1-D convolutions as height-1 2-D ones.
+// dilation, bias, the fused residual add (a sum post-op: the destination is first filled with
+// the residual) and the fused ReLU (an eltwise post-op after it); 1-D convolutions as height-1
+// 2-D ones.
 //
 // Layouts: the primitive is created with format `any` for source, weights and destination, so
-// oneDNN picks its blocked layouts (nChw16c, OIhw16i16o, ...). The input (NCHW or channels-last,
-// described by its strides; other strides are copied to NCHW first) and the contiguous NCHW
-// output are reordered to and from those layouts around the convolution when they differ.
+// oneDNN picks its layouts (nhwc for its brgemm kernels on AVX-512, blocked nChw16c, ...). The
+// input, output and residual (each dense NCHW or channels-last, described by its strides; other
+// inputs are copied to NCHW first) are reordered to and from those layouts around the
+// convolution when they differ: a graph that keeps convolution activations channels-last
+// (passes/conv_layout.cpp) has no reorder around them.
 // Weights are reordered per call, or once per constant set when the extern says the weight is
 // an immutable constant (attribute weight_constant, set by the CPU codegen): the reordered copy
 // is kept in the run's PackedWeightCache keyed by the weight's address and layout.
@@ -72,11 +76,12 @@ struct KeyHash {
   }
 };
 
-/// A created convolution with the reorders around it (null where the layouts already agree).
+/// A created convolution with the reorders around it (null where the layouts already agree;
+/// res_reorder, the residual into the destination, exists whenever the problem has one).
 struct Prim {
   dnnl::convolution_forward conv;
-  Md src_user, src, wei_user, wei, bias, dst, dst_user, scratch;
-  std::unique_ptr<dnnl::reorder> src_reorder, wei_reorder, dst_reorder;
+  Md src_user, src, wei_user, wei, bias, dst, dst_user, res_user, scratch;
+  std::unique_ptr<dnnl::reorder> src_reorder, wei_reorder, dst_reorder, res_reorder;
   std::string impl;
   bool fast = false;  // not one of oneDNN's reference implementations
 };
@@ -108,6 +113,8 @@ struct Problem {
   const ConvGeom* g;
   int64_t n, h, oh, pad_top, pad_bottom;
   Dims src_strides;  // [N, C, H, W] strides of the user's source
+  Dims dst_strides;  // [N, O, OH, OW] strides of the user's destination
+  Dims res_strides;  // and of the residual (empty: none)
   DType dtype;
   bool bias;
 };
@@ -125,7 +132,9 @@ Key key_of(const Problem& p) {
         p.oh,         g.oh,
         g.ow,         g.relu,
         p.bias,       static_cast<int64_t>(p.dtype)};
-  k.insert(k.end(), p.src_strides.begin(), p.src_strides.end());
+  k.push_back(static_cast<int64_t>(p.res_strides.size()));
+  for (const Dims* d : {&p.src_strides, &p.dst_strides, &p.res_strides})
+    k.insert(k.end(), d->begin(), d->end());
   return k;
 }
 
@@ -147,7 +156,9 @@ Prim create(const Problem& p) {
   r.wei_user = Md(weight_dims(g), type,
                   g.groups > 1 ? dnnl::memory::format_tag::goihw : dnnl::memory::format_tag::oihw);
   // The band's rows of the whole NCHW output.
-  r.dst_user = Md({p.n, g.o, p.oh, g.ow}, type, Dims{g.o * g.oh * g.ow, g.oh * g.ow, g.ow, 1});
+  r.dst_user = Md({p.n, g.o, p.oh, g.ow}, type, p.dst_strides);  // the band's rows of it
+  const bool residual = !p.res_strides.empty();
+  if (residual) r.res_user = Md({p.n, g.o, p.oh, g.ow}, type, p.res_strides);
   const Md src_any({p.n, g.c, p.h, g.w}, type, dnnl::memory::format_tag::any);
   const Md wei_any(weight_dims(g), type, dnnl::memory::format_tag::any);
   const Md dst_any({p.n, g.o, p.oh, g.ow}, type, dnnl::memory::format_tag::any);
@@ -158,9 +169,12 @@ Prim create(const Problem& p) {
                                              {p.pad_top, g.pad_left}, {p.pad_bottom, g.pad_right});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (g.relu) {
+  if (g.relu || residual) {
     dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    // sum: dst = conv + dst, the destination holding the residual (a binary add post-op with
+    // the residual as its operand sent oneDNN 2.6 to its slower gemm implementation)
+    if (residual) ops.append_sum(1.0f);
+    if (g.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     attr.set_post_ops(ops);
   }
   OmpThreads omp(1);  // oneDNN plans its work for the threads it sees at creation
@@ -176,6 +190,9 @@ Prim create(const Problem& p) {
   r.src_reorder = reorder_if(r.src_user, r.src);
   r.wei_reorder = reorder_if(r.wei_user, r.wei);
   r.dst_reorder = reorder_if(r.dst, r.dst_user);
+  if (residual)
+    r.res_reorder = std::make_unique<dnnl::reorder>(
+        dnnl::reorder::primitive_desc(engine(), r.res_user, engine(), r.dst));
   return r;
 }
 
@@ -234,9 +251,11 @@ const void* prepared_weights(const Prim& p, const void* w, PackedWeightCache* co
   return hold.get();
 }
 
-/// One oneDNN call: source reorder, convolution, destination reorder, on the calling thread
-/// (OpenMP held to one thread).
-void run_call(const Prim& p, const void* x, const void* w, const void* bias, void* out) {
+/// One oneDNN call: source reorder, the residual into the destination (when there is one and
+/// it is not already there), convolution, destination reorder, on the calling thread (OpenMP
+/// held to one thread).
+void run_call(const Prim& p, const void* x, const void* w, const void* bias, void* out,
+              const void* res) {
   OmpThreads omp(1);
   dnnl::stream& s = thread_stream();
   dnnl::memory src(p.src_user, engine(), const_cast<void*>(x));
@@ -248,6 +267,10 @@ void run_call(const Prim& p, const void* x, const void* w, const void* bias, voi
   dnnl::memory dst_user(p.dst_user, engine(), out);
   dnnl::memory dst =
       p.dst_reorder ? dnnl::memory(p.dst, engine(), thread_buffer(2, p.dst.get_size())) : dst_user;
+  if (res && (p.dst_reorder || res != out || p.res_user != p.dst_user)) {
+    dnnl::memory from(p.res_user, engine(), const_cast<void*>(res));
+    p.res_reorder->execute(s, from, dst);
+  }
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, src},
       {DNNL_ARG_WEIGHTS, dnnl::memory(p.wei, engine(), const_cast<void*>(w))},
@@ -260,16 +283,17 @@ void run_call(const Prim& p, const void* x, const void* w, const void* bias, voi
   s.wait();
 }
 
-/// [N, C, H, W] strides of x (1-D and unbatched shapes as their 2-D / batched views), or empty
-/// when x is neither dense NCHW nor dense channels-last.
-Dims user_strides(const ConvGeom& g, const Tensor& x) {
+/// [N, C, H, W] strides of t, an input (c, h, w: g's c, h, w) or an output / residual (g's o,
+/// oh, ow) of the convolution (1-D and unbatched shapes as their 2-D / batched views), or empty
+/// when t is neither dense NCHW nor dense channels-last.
+Dims user_strides(const ConvGeom& g, const Tensor& t, int64_t c, int64_t h, int64_t w) {
   const int64_t b0 = g.unbatched ? 0 : 1;
-  const int64_t sc = x.stride(b0), sw = x.stride(-1);
-  const int64_t sh = g.spatial == 2 ? x.stride(-2) : g.w * sw;
-  const int64_t sn = g.unbatched ? g.c * g.h * g.w : x.stride(0);
-  const Dims nchw{g.c * g.h * g.w, g.h * g.w, g.w, 1}, nhwc{g.h * g.w * g.c, 1, g.w * g.c, g.c};
+  const int64_t sc = t.stride(b0), sw = t.stride(-1);
+  const int64_t sh = g.spatial == 2 ? t.stride(-2) : w * sw;
+  const int64_t sn = g.unbatched ? c * h * w : t.stride(0);
+  const Dims nchw{c * h * w, h * w, w, 1}, nhwc{h * w * c, 1, w * c, c};
   auto same = [&](const Dims& want) {  // strides of size-1 dims never matter
-    const int64_t sizes[4] = {g.n, g.c, g.h, g.w}, got[4] = {sn, sc, sh, sw};
+    const int64_t sizes[4] = {g.n, c, h, w}, got[4] = {sn, sc, sh, sw};
     for (int i = 0; i < 4; ++i)
       if (sizes[i] > 1 && got[i] != want[static_cast<size_t>(i)]) return false;
     return true;
@@ -290,24 +314,43 @@ bool onednn_conv_supports(const ConvGeom& g, DType dtype) {
 }
 
 bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
-                 const std::optional<Tensor>& bias, const Tensor& out,
-                 PackedWeightCache* constants) {
+                 const std::optional<Tensor>& bias, const Tensor& out, PackedWeightCache* constants,
+                 const Tensor* residual) {
   ANVIL_CHECK(onednn_conv_supports(g, x.dtype()), "conv_onednn",
               "oneDNN does not take this convolution", "fp32 or bf16 (AVX512-BF16) with oneDNN",
               dtype_name(x.dtype()));
-  ANVIL_CHECK(out.is_contiguous() && out.dtype() == x.dtype(), "conv_onednn",
-              "the output must be contiguous with the input's dtype", dtype_name(x.dtype()),
-              out.type_str());
+  const Dims out_strides = user_strides(g, out, g.o, g.oh, g.ow);
+  ANVIL_CHECK(!out_strides.empty() && out.dtype() == x.dtype(), "conv_onednn",
+              "the output must be dense NCHW or channels-last with the input's dtype",
+              dtype_name(x.dtype()), out.type_str() + " strides " + shape_str(out.strides()));
   Tensor xs = x;
-  Dims strides = user_strides(g, x);
+  Dims strides = user_strides(g, x, g.c, g.h, g.w);
   if (strides.empty()) {  // broadcast or sliced input: an NCHW copy
     xs = x.contiguous();
-    strides = user_strides(g, xs);
+    strides = user_strides(g, xs, g.c, g.h, g.w);
   }
   const Tensor w = weight.is_contiguous() ? weight : weight.contiguous();
   if (!weight.is_contiguous()) constants = nullptr;  // the copy's address is not the constant's
   std::optional<Tensor> b;
   if (bias) b = bias->is_contiguous() ? *bias : bias->contiguous();
+  std::optional<Tensor> res;
+  Dims res_strides;
+  if (residual) {
+    ANVIL_CHECK(residual->dtype() == out.dtype() && residual->sizes() == out.sizes(), "conv_onednn",
+                "the residual must have the output's dtype and sizes", out.type_str(),
+                residual->type_str());
+    // The output's own memory in its layout is used in place; a dense residual elsewhere is
+    // read by the reorder into the destination; anything else is copied first.
+    res = *residual;
+    res_strides = user_strides(g, *res, g.o, g.oh, g.ow);
+    const auto* r0 = static_cast<const char*>(res->data_ptr());
+    const auto* o0 = static_cast<const char*>(out.data_ptr());
+    const bool overlap = r0 < o0 + out.nbytes() && o0 < r0 + res->nbytes();
+    if (res_strides.empty() || (overlap && (r0 != o0 || res_strides != out_strides))) {
+      res = residual->to(residual->dtype(), /*copy=*/true);
+      res_strides = user_strides(g, *res, g.o, g.oh, g.ow);
+    }
+  }
   // Work items over the pool: one call per image when the batch feeds every thread (an image's
   // reordered source and destination stay in cache: batched calls measured up to 2x slower on
   // 1x1 layers), else bands of output rows (all images; each band reads its input rows,
@@ -321,27 +364,29 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
   struct Item {
     std::shared_ptr<const Prim> prim;
     const void* w = nullptr;
-    int64_t x_offset = 0, out_offset = 0;  // elements
+    int64_t x_offset = 0, out_offset = 0, res_offset = 0;  // elements
   };
   std::vector<Item> work;
   const int64_t ekh = g.dh * (g.kh - 1) + 1;
   try {  // a problem oneDNN has no primitive for stays on the other paths
     for (int64_t i0 = 0; i0 < total; i0 += per) {
       const int64_t i1 = std::min(total, i0 + per);
-      Problem pr{&g, g.n, g.h, g.oh, g.pad_top, g.pad_bottom, strides, x.dtype(), b.has_value()};
+      const Problem whole{&g,      g.n,         g.h,         g.oh,      g.pad_top,    g.pad_bottom,
+                          strides, out_strides, res_strides, x.dtype(), b.has_value()};
+      Problem pr = whole;
       Item it;
+      const int64_t step = by_image ? 0 : 2;  // the [N, C, H, W] dim the items split
+      it.out_offset = i0 * out_strides[step];
+      it.res_offset = res ? i0 * res_strides[step] : 0;
       if (by_image) {
         pr.n = i1 - i0;
         it.x_offset = i0 * strides[0];
-        it.out_offset = i0 * g.o * g.oh * g.ow;
       } else {
         const int64_t lo = i0 * g.sh - g.pad_top, hi = (i1 - 1) * g.sh - g.pad_top + ekh;
         const int64_t in_lo = std::max<int64_t>(lo, 0), in_hi = std::min(hi, g.h);
         if (in_hi <= in_lo) {  // a band of padding only: one call for everything
           work.clear();
-          pr = Problem{&g,           g.n,     g.h,       g.oh,         g.pad_top,
-                       g.pad_bottom, strides, x.dtype(), b.has_value()};
-          work.push_back(Item{primitive(pr), nullptr, 0, 0});
+          work.push_back(Item{primitive(whole), nullptr, 0, 0, 0});
           break;
         }
         pr.h = in_hi - in_lo;
@@ -349,7 +394,6 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
         pr.pad_top = in_lo - lo;
         pr.pad_bottom = hi - in_hi;
         it.x_offset = in_lo * strides[2];
-        it.out_offset = i0 * g.ow;
       }
       it.prim = primitive(pr);
       work.push_back(it);
@@ -371,9 +415,11 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
     const int64_t es = static_cast<int64_t>(dtype_size(x.dtype()));
     const auto* xb = static_cast<const char*>(xs.data_ptr());
     auto* ob = static_cast<char*>(out.data_ptr());
+    const auto* rb = res ? static_cast<const char*>(res->data_ptr()) : nullptr;
     ++g_runs;
     auto run_item = [&](const Item& it) {
-      run_call(*it.prim, xb + it.x_offset * es, it.w, bp, ob + it.out_offset * es);
+      run_call(*it.prim, xb + it.x_offset * es, it.w, bp, ob + it.out_offset * es,
+               rb ? rb + it.res_offset * es : nullptr);
     };
     if (work.size() == 1) {
       run_item(work[0]);
@@ -406,7 +452,7 @@ namespace anvil::runtime::kern {
 
 bool onednn_conv_supports(const ConvGeom&, DType) { return false; }
 bool conv_onednn(const ConvGeom&, const Tensor&, const Tensor&, const std::optional<Tensor>&,
-                 const Tensor&, PackedWeightCache*) {
+                 const Tensor&, PackedWeightCache*, const Tensor*) {
   return false;
 }
 size_t onednn_conv_cached_primitives() { return 0; }

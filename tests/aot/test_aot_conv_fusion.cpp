@@ -1,0 +1,212 @@
+// Epilogues fused into the CPU convolution extern (issue 19): relu_ (relu + copy_ back into the
+// convolution's result, as the importer writes in-place ops) and residual adds (add / add_,
+// either operand the convolution's result) run inside the convolution call (attributes
+// fused_relu, fused_add), leaving no loop kernel in a ResNet block. Every graph is compared
+// with the reference interpreter on each convolution path (oneDNN, its row bands, im2col, the
+// direct depthwise kernel), with inputs that make relu clip.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "aot_util.h"
+#include "interp/interpreter.h"
+#include "ir/parser.h"
+
+namespace anvil::aot_test {
+namespace {
+
+/// Sets an environment variable for the scope (the convolution path is read per call).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+/// Inputs of `shapes` with values in [-1, 1] from a fixed seed.
+std::vector<Tensor> inputs(const std::vector<Shape>& shapes, uint32_t seed) {
+  std::vector<Tensor> ins;
+  for (const Shape& s : shapes) {
+    std::vector<float> v(static_cast<size_t>(shape_numel(s)));
+    for (float& e : v)
+      e = static_cast<float>((seed = seed * 1103515245u + 12345u) % 2001) / 1000.0f - 1.0f;
+    ins.push_back(Tensor::from_vector(v, s));
+  }
+  return ins;
+}
+
+/// Counts occurrences of `part` in `s`.
+int count(const std::string& s, const std::string& part) {
+  int n = 0;
+  for (size_t p = s.find(part); p != std::string::npos; p = s.find(part, p + 1)) ++n;
+  return n;
+}
+
+// A ResNet basic block as torch.export leaves it after the importer (relu_ and add_ as the op
+// plus copy_), with G groups in both convolutions; the shortcut is %x or a 1x1 convolution.
+std::string block(int groups, bool downsample) {
+  const std::string cg = std::to_string(8 / groups);
+  std::string t = R"(graph {
+  inputs {
+    %x: f32[2, 8, 10, 12] = user_input
+    %w1: f32[8, CG, 3, 3] = user_input
+    %b1: f32[8] = user_input
+    %w2: f32[8, CG, 3, 3] = user_input
+    %b2: f32[8] = user_input
+    %w3: f32[8, 8, 1, 1] = user_input
+  }
+  %c1: f32[2, 8, 10, 12] = aten.conv2d.default(input=%x, weight=%w1, bias=%b1, padding=[1, 1], groups=G)
+  %r1v: f32[2, 8, 10, 12] = aten.relu.default(self=%c1)
+  %r1: f32[2, 8, 10, 12] = aten.copy_.default(self=%c1, src=%r1v)
+  %c2: f32[2, 8, 10, 12] = aten.conv2d.default(input=%r1, weight=%w2, bias=%b2, padding=[1, 1], groups=G)
+SHORTCUT  %av: f32[2, 8, 10, 12] = aten.add.Tensor(self=%c2, other=%s)
+  %a: f32[2, 8, 10, 12] = aten.copy_.default(self=%c2, src=%av)
+  %rv: f32[2, 8, 10, 12] = aten.relu.default(self=%a)
+  %r: f32[2, 8, 10, 12] = aten.copy_.default(self=%a, src=%rv)
+  outputs {
+    user_output %r
+  }
+})";
+  auto put = [&t](const std::string& key, const std::string& v) {
+    for (size_t p = t.find(key); p != std::string::npos; p = t.find(key, p + v.size()))
+      t.replace(p, key.size(), v);
+  };
+  put("SHORTCUT", downsample ? "  %s: f32[2, 8, 10, 12] = aten.conv2d.default(input=%x, "
+                               "weight=%w3, bias=%b2)\n"
+                             : "  %s: f32[2, 8, 10, 12] = aten.clone.default(self=%x)\n");
+  put("CG", cg);
+  put("G", std::to_string(groups));
+  return t;
+}
+
+/// Builds `text`, checks what was fused and how many loop kernels are left, then runs it on
+/// every convolution path against the interpreter (`clips`: the output is a relu's, and the
+/// inputs must make it clip).
+void check(const std::string& name, const std::string& text, int fused_relu, int fused_add,
+           int loops, bool clips = true, int channels_last = -1) {
+  auto g = ir::parse_graph(text);
+  const Built& b = build_graph(name, *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  EXPECT_EQ(count(b.program_text, "fused_relu"), fused_relu) << b.program_text;
+  EXPECT_EQ(count(b.program_text, "fused_add"), fused_add) << b.program_text;
+  EXPECT_EQ(b.stats.loop_kernels, loops) << b.program_text;
+  if (channels_last >= 0) EXPECT_EQ(b.stats.channels_last_buffers, channels_last) << b.program_text;
+  std::vector<Shape> shapes;
+  for (const auto& s : g->input_specs()) {
+    Shape sh;
+    for (const auto& d : s.value->type.sizes) sh.push_back(d.constant());
+    shapes.push_back(sh);
+  }
+  const std::vector<Tensor> ins = inputs(shapes, 11);
+  interp::Interpreter ref(*g);
+  const auto want = ref.run(ins);
+  if (clips) {
+    int zeros = 0;
+    for (double v : want[0].to_doubles()) zeros += v == 0.0;
+    EXPECT_GT(zeros, 0) << "the inputs must make relu clip something";
+  }
+  runtime::Model m = load(b);
+  expect_outputs(m.run(ins), want, name + " default path");
+  {
+    ScopedEnv bands("ANVIL_CONV_PARALLEL_MACS", "1");  // oneDNN in bands of rows
+    expect_outputs(m.run(ins), want, name + " row bands");
+  }
+  {
+    ScopedEnv path("ANVIL_CONV", "onednn");  // every convolution, 1x1 and depthwise included
+    expect_outputs(m.run(ins), want, name + " onednn");
+  }
+  {
+    ScopedEnv path("ANVIL_CONV", "im2col");  // the residual added after the convolution
+    expect_outputs(m.run(ins), want, name + " im2col");
+  }
+  expect_outputs(m.run(ins), want, name + " again");
+}
+
+// relu_ and add_ of a basic block fuse into the convolutions: no loop kernel remains.
+TEST(ConvFusion, BasicBlockInPlace) { check("fuse_block", block(1, false), 2, 1, 0); }
+
+// The shortcut is a 1x1 convolution run after the block's second one: the sum is written over
+// the second convolution's result (add_'s destination), so nothing is copied.
+TEST(ConvFusion, DownsampleShortcutWritesInPlace) {
+  check("fuse_block_down", block(1, true), 2, 1, 0);
+}
+
+// The block's output feeds another convolution, so every activation between them is kept
+// channels-last (passes/conv_layout.cpp): the residual add and relu run on NHWC buffers.
+TEST(ConvFusion, BlockInChannelsLast) {
+  std::string t = block(1, true);
+  t.replace(t.find("    %w3: f32[8, 8, 1, 1] = user_input\n"), 0,
+            "    %w4: f32[16, 8, 3, 3] = user_input\n");
+  t.replace(t.find("  outputs {"), 0,
+            "  %c4: f32[2, 16, 10, 12] = aten.conv2d.default(input=%r, weight=%w4, "
+            "padding=[1, 1])\n  %o: f32[2, 16, 10, 12] = aten.relu.default(self=%c4)\n");
+  t.replace(t.find("user_output %r"), 14, "user_output %o");
+  // %c1 and %c2 (the shortcut sum and relu are written over it) are NHWC; %x and %o NCHW
+  check("fuse_block_nhwc", t, 3, 1, 0, true, 2);
+}
+
+// Depthwise convolutions (the direct kernel) take the residual after the convolution.
+TEST(ConvFusion, DepthwiseBlock) { check("fuse_block_dw", block(8, false), 2, 1, 0); }
+
+// Functional add with the convolution as `other`, then relu: both fuse.
+TEST(ConvFusion, FunctionalAddEitherSide) {
+  const std::string text = R"(graph {
+  inputs {
+    %x: f32[1, 4, 9, 9] = user_input
+    %w: f32[16, 4, 3, 3] = user_input
+    %b: f32[16] = user_input
+    %y: f32[1, 16, 9, 9] = user_input
+  }
+  %c: f32[1, 16, 9, 9] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1])
+  %a: f32[1, 16, 9, 9] = aten.add.Tensor(self=%y, other=%c)
+  %r: f32[1, 16, 9, 9] = aten.relu.default(self=%a)
+  outputs {
+    user_output %r
+  }
+})";
+  check("fuse_add_functional", text, 1, 1, 0);
+}
+
+// Not fused: alpha != 1, a convolution result that is also returned, relu before the add.
+TEST(ConvFusion, NotFusedWhenSemanticsWouldChange) {
+  const std::string base = R"(graph {
+  inputs {
+    %x: f32[1, 4, 9, 9] = user_input
+    %w: f32[16, 4, 3, 3] = user_input
+    %b: f32[16] = user_input
+    %y: f32[1, 16, 9, 9] = user_input
+  }
+  %c: f32[1, 16, 9, 9] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1])
+  BODY
+  outputs {
+    user_output %r
+    OUT2
+  }
+})";
+  auto make = [&](const std::string& body, const std::string& out2) {
+    std::string t = base;
+    t.replace(t.find("BODY"), 4, body);
+    t.replace(t.find("OUT2"), 4, out2);
+    return t;
+  };
+  check("nofuse_alpha",
+        make("%r: f32[1, 16, 9, 9] = aten.add.Tensor(self=%c, other=%y, alpha=2)", ""), 0, 0, 1,
+        false);
+  check("nofuse_returned",
+        make("%r: f32[1, 16, 9, 9] = aten.add.Tensor(self=%c, other=%y)", "user_output %c"), 0, 0,
+        1, false);
+  check("nofuse_relu_first",
+        make("%q: f32[1, 16, 9, 9] = aten.relu.default(self=%c)\n"
+             "  %r: f32[1, 16, 9, 9] = aten.add.Tensor(self=%q, other=%y)",
+             ""),
+        1, 0, 1, false);
+}
+
+}  // namespace
+}  // namespace anvil::aot_test
