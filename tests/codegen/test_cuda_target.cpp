@@ -187,17 +187,27 @@ TEST_F(CudaTarget, ComplexValuesCompileWithNvcc) {
 }
 
 TEST_F(CudaTarget, ExternsWithoutACudaKernelRunOnTheHostAndAreCounted) {
-  // small_cnn's pooling has no CUDA kernel yet: it compiles as a host step (the CPU kernel on
-  // host copies), listed in the manifest for `anvil inspect`; its convolutions go to cuDNN
-  // (manifest "cudnn_convs") with the same host path behind them. The runtime kernels of both
-  // are checked at load like a CPU package's.
+  // Sorting and arg-reductions have no CUDA kernel yet: they compile as host steps (the CPU
+  // kernel on host copies), listed in the manifest for `anvil inspect`, their runtime kernels
+  // checked at load like a CPU package's.
+  const std::string ops = (dir_ / "ops.anvil").string();
+  driver::compile_pt2(fixture("aot/ops_reductions_more.pt2"), ops, opts_);
+  const auto hs = host_steps(ops);
+  EXPECT_EQ(hs.size(), 10u);
+  EXPECT_EQ(hs.at("ext2"), "aten.sort.default");
+  EXPECT_EQ(hs.at("ext3"), "aten.topk.default");
+  EXPECT_EQ(runtime::Package::open(ops)->manifest().externs,
+            (std::vector<std::string>{"aten.argmax.default", "aten.argmin.default",
+                                      "aten.argsort.default", "aten.cumprod.default",
+                                      "aten.sort.default", "aten.topk.default"}));
+  // small_cnn: its pooling is a CUDA kernel (no host step); its convolutions go to cuDNN
+  // (manifest "cudnn_convs") with the CPU kernel behind them as their host path.
   opts_.emit_source_dir = (dir_ / "src").string();
   const std::string pkg = (dir_ / "cnn.anvil").string();
   driver::compile_pt2(fixture("small_cnn.pt2"), pkg, opts_);
-  EXPECT_EQ(host_steps(pkg), (std::map<std::string, std::string>{
-                                 {"ext2", "aten.adaptive_avg_pool2d.default"}}));
+  EXPECT_TRUE(host_steps(pkg).empty());
   EXPECT_EQ(runtime::Package::open(pkg)->manifest().externs,
-            (std::vector<std::string>{"aten.adaptive_avg_pool2d.default", "aten.conv2d.default"}));
+            (std::vector<std::string>{"aten.conv2d.default"}));
   std::ifstream in(dir_ / "src" / "kernels_0.cu");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("s.api->extern_call(s.run_ctx, \"aten.conv2d.default\""), std::string::npos)
