@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/storage.h"
+#include "runtime/dlpack.h"
 
 namespace nb = nanobind;
 
@@ -15,9 +16,6 @@ namespace anvil::python {
 namespace {
 
 using Code = nb::dlpack::dtype_code;
-
-/// DLPack device type numbers (dlpack.h's DLDeviceType).
-constexpr int kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3;
 
 nb::dlpack::dtype make_dtype(Code code, int bits) {
   nb::dlpack::dtype t;
@@ -53,34 +51,8 @@ Framework framework_of(nb::handle obj) {
 }
 
 DType dtype_from_dlpack(nb::dlpack::dtype t, const std::string& where, const DType* want) {
-  if (t.lanes == 1) {
+  if (t.lanes == 1 && t.bits == 8) {  // DLPack 1.x's float8 codes (the runtime knows 0.6's)
     switch (static_cast<Code>(t.code)) {
-      case Code::Float:
-        if (t.bits == 16) return DType::kFloat16;
-        if (t.bits == 32) return DType::kFloat32;
-        if (t.bits == 64) return DType::kFloat64;
-        break;
-      case Code::Bfloat:
-        if (t.bits == 16) return DType::kBFloat16;
-        break;
-      case Code::Int:
-        if (t.bits == 8) return DType::kInt8;
-        if (t.bits == 16) return DType::kInt16;
-        if (t.bits == 32) return DType::kInt32;
-        if (t.bits == 64) return DType::kInt64;
-        break;
-      case Code::UInt:
-        if (t.bits == 8) return want && *want == DType::kBool ? DType::kBool : DType::kUInt8;
-        if (t.bits == 16) return DType::kUInt16;
-        break;
-      case Code::Bool:
-        if (t.bits == 8) return DType::kBool;
-        break;
-      case Code::Complex:
-        if (t.bits == 32) return DType::kComplex32;
-        if (t.bits == 64) return DType::kComplex64;
-        if (t.bits == 128) return DType::kComplex128;
-        break;
       case Code::Float8_E4M3FN:
         return DType::kFloat8E4M3FN;
       case Code::Float8_E5M2:
@@ -93,41 +65,11 @@ DType dtype_from_dlpack(nb::dlpack::dtype t, const std::string& where, const DTy
         break;
     }
   }
-  throw Error("unsupported array dtype", where,
-              "a dtype anvil knows (float16/32/64, bfloat16, int8-64, uint8/16, bool, complex)",
-              str("DLPack code ", int(t.code), ", ", int(t.bits), " bits, ", t.lanes, " lanes"));
+  return runtime::dtype_from_dlpack(DLDataType{t.code, t.bits, t.lanes}, where, want);
 }
 
 nb::dlpack::dtype dlpack_from_dtype(DType d, const std::string& where) {
   switch (d) {
-    case DType::kFloat16:
-      return make_dtype(Code::Float, 16);
-    case DType::kFloat32:
-      return make_dtype(Code::Float, 32);
-    case DType::kFloat64:
-      return make_dtype(Code::Float, 64);
-    case DType::kBFloat16:
-      return make_dtype(Code::Bfloat, 16);
-    case DType::kInt8:
-      return make_dtype(Code::Int, 8);
-    case DType::kInt16:
-      return make_dtype(Code::Int, 16);
-    case DType::kInt32:
-      return make_dtype(Code::Int, 32);
-    case DType::kInt64:
-      return make_dtype(Code::Int, 64);
-    case DType::kUInt8:
-      return make_dtype(Code::UInt, 8);
-    case DType::kUInt16:
-      return make_dtype(Code::UInt, 16);
-    case DType::kBool:
-      return make_dtype(Code::Bool, 8);
-    case DType::kComplex32:
-      return make_dtype(Code::Complex, 32);
-    case DType::kComplex64:
-      return make_dtype(Code::Complex, 64);
-    case DType::kComplex128:
-      return make_dtype(Code::Complex, 128);
     case DType::kFloat8E4M3FN:
       return make_dtype(Code::Float8_E4M3FN, 8);
     case DType::kFloat8E5M2:
@@ -136,8 +78,17 @@ nb::dlpack::dtype dlpack_from_dtype(DType d, const std::string& where) {
       return make_dtype(Code::Float8_E4M3FNUZ, 8);
     case DType::kFloat8E5M2FNUZ:
       return make_dtype(Code::Float8_E5M2FNUZ, 8);
+    default:
+      break;
   }
-  throw Error("dtype has no DLPack code", where, "a DLPack dtype", dtype_name(d));
+  const DLDataType t = runtime::dlpack_dtype(d);
+  if (t.code == kDLOpaqueHandle)
+    throw Error("dtype has no DLPack code", where, "a DLPack dtype", dtype_name(d));
+  nb::dlpack::dtype out;
+  out.code = t.code;
+  out.bits = t.bits;
+  out.lanes = t.lanes;
+  return out;
 }
 
 Tensor borrow_array(const nb::ndarray<nb::ro>& array, const std::string& where, const DType* want) {

@@ -23,7 +23,7 @@ struct OutHolder {
 
 }  // namespace
 
-DType dtype_from_dlpack(DLDataType t, const std::string& where) {
+DType dtype_from_dlpack(DLDataType t, const std::string& where, const DType* want) {
   if (t.lanes == 1) {
     switch (t.code) {
       case kDLFloat:
@@ -41,7 +41,7 @@ DType dtype_from_dlpack(DLDataType t, const std::string& where) {
         if (t.bits == 64) return DType::kInt64;
         break;
       case kDLUInt:
-        if (t.bits == 8) return DType::kUInt8;
+        if (t.bits == 8) return want && *want == DType::kBool ? DType::kBool : DType::kUInt8;
         if (t.bits == 16) return DType::kUInt16;
         break;
       case kDLComplex:  // complex32 (ComplexHalf) is two fp16 halves: 32 bits
@@ -109,8 +109,7 @@ Tensor borrow_dlpack(const DLManagedTensor* m, const std::string& where, const D
   if (t.ndim < 0 || t.ndim > 8 || (t.ndim > 0 && !t.shape))
     throw Error("bad tensor rank or shape", where, "0 to 8 dims with a shape",
                 str(t.ndim, " dims"));
-  DType dtype = dtype_from_dlpack(t.dtype, where);
-  if (want && *want == DType::kBool && dtype == DType::kUInt8) dtype = DType::kBool;
+  const DType dtype = dtype_from_dlpack(t.dtype, where, want);
   Shape sizes(t.shape, t.shape + t.ndim), strides;
   if (t.strides) strides.assign(t.strides, t.strides + t.ndim);
   bool empty = false;

@@ -11,8 +11,10 @@
 
 namespace anvil::runtime {
 
-/// The anvil dtype of a DLPack dtype (one lane); throws Error naming `where` for any other.
-DType dtype_from_dlpack(DLDataType t, const std::string& where);
+/// The anvil dtype of a DLPack dtype (one lane); `want` (the dtype expected there, may be null)
+/// lets uint8 stand for bool. Throws Error naming `where` for any other. (The Python module maps
+/// the float8 codes of DLPack 1.x, absent from the 0.6 header here, before calling it.)
+DType dtype_from_dlpack(DLDataType t, const std::string& where, const DType* want = nullptr);
 
 /// The DLPack dtype of `d` (float8 kinds have none: kDLOpaqueHandle).
 DLDataType dlpack_dtype(DType d);
