@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "codegen/gemm/cuda_skinny.h"
 #include "codegen/gemm/cutlass_candidates.h"
 #include "codegen/gemm/gemm_epilogue.h"
 #include "codegen/gemm/gemm_filter.h"
@@ -227,6 +228,7 @@ std::vector<std::string> build_templates(const std::vector<GemmCandidate>& cands
       if (cands[i].source.empty()) continue;
       codegen::ToolchainOptions to = toolchain;
       const bool cutlass = cands[i].backend == codegen::gemm::GemmBackend::kCutlass;
+      const bool skinny = codegen::gemm::is_skinny_candidate(cands[i]);  // nvcc, no CUTLASS
       const std::string path = (fs::path(dir) / ("cand" + std::to_string(i) + ".so")).string();
       try {
         if (cutlass) {  // nvcc with CUTLASS's include dirs (codegen/gemm/cutlass_candidates.h)
@@ -236,11 +238,15 @@ std::vector<std::string> build_templates(const std::vector<GemmCandidate>& cands
           to = codegen::gemm::cutlass_toolchain_options(*headers);
           to.cache_dir = toolchain.cache_dir;
           to.include_dir = toolchain.include_dir;
+        } else if (skinny) {
+          to = codegen::gemm::skinny_toolchain_options();
+          to.cache_dir = toolchain.cache_dir;
+          to.include_dir = toolchain.include_dir;
         }
         to.jobs = 1;
         to.progress = codegen::ProgressMode::kQuiet;
         to.build_dir.clear();
-        if (cutlass)
+        if (cutlass || skinny)
           codegen::build_shared_library({{"candidate.cu", cands[i].source}}, path, to);
         else
           backend.build({{"candidate.cpp", cands[i].source}}, path, to);

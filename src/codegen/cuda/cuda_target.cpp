@@ -14,6 +14,7 @@
 
 #include "codegen/cpu/emit_cpu.h"  // emit_model: the entry table and run() are target-neutral text
 #include "codegen/cuda/emit_cuda.h"
+#include "codegen/gemm/cuda_skinny.h"
 #include "codegen/gemm/cutlass_candidates.h"
 #include "codegen/gemm/gemm_epilogue.h"
 #include "codegen/target.h"
@@ -127,8 +128,10 @@ class CudaTarget final : public Target {
           } else {
             // cuBLASLt may refuse an epilogue at run time (ANVIL_GEMM_NOT_FUSED): its GEMM step
             // then launches the statement's own kernel; a chosen CUTLASS kernel has it built in.
+            // anvil's own kernels fall back to cuBLASLt and this kernel where they refuse a call.
             const bool chosen = !g->choice.source.empty();
-            if (!chosen) kernels += emit_loop_kernel(q, f->second.fallback) + "\n";
+            if (!chosen || gemm::is_skinny_name(g->choice.name))
+              kernels += emit_loop_kernel(q, f->second.fallback) + "\n";
             kernels += emit_gemm(q, *g, &f->second) + "\n";
             fused.push_back({{"gemm", g->name},
                              {"kernel", passes::step_name(q.steps[f->second.kernel_step])},
@@ -182,12 +185,13 @@ class CudaTarget final : public Target {
         {"model.cu", (cpu::needs_complex(model_body) ? pre(true) : plain) + model_body});
     // The CUTLASS kernels the autotuner chose for plain GEMMs (driver/gemm_tune.cpp), one unit
     // each, built with CUTLASS's include dirs.
-    std::map<std::string, std::string> chosen;
+    std::map<std::string, std::string> chosen, own;  // own: anvil's skinny kernels
+    auto own_kernel = [](const passes::GemmKernelChoice& c) { return gemm::is_skinny_name(c.name); };
     auto add_chosen = [&](const passes::Program& q) {
       for (const auto& step : q.steps)
         if (const auto* g = std::get_if<passes::GemmStep>(&step);
             g && g->batch.empty() && !g->choice.source.empty())
-          chosen.emplace(g->choice.entry, g->choice.source);
+          (own_kernel(g->choice) ? own : chosen).emplace(g->choice.entry, g->choice.source);
     };
     add_chosen(p);
     cpu::for_each_subprogram(
@@ -207,6 +211,14 @@ class CudaTarget final : public Target {
         r.sources.push_back(std::move(f));
       }
       r.manifest_fields["cuda_min_capability"] = 90;
+    }
+    // anvil's skinny kernels: sm_90a units without CUTLASS; on an older GPU their entry refuses
+    // the call and the step runs cuBLASLt (emit_gemm), so the package keeps running there.
+    for (const auto& [entry, source] : own) {
+      GeneratedSource f{"gemm_kernel_" + std::to_string(t++) + ".cu", source, {}, {}};
+      f.flags = gemm::skinny_nvcc_flags();
+      f.cache_name = "candidate.cu";
+      r.sources.push_back(std::move(f));
     }
     if (!kernels.empty())
       r.sources.push_back({"kernels_0.cu", pre(cpu::needs_complex(kernels)) + "\nnamespace " +

@@ -10,6 +10,7 @@
 
 #include "codegen/c_expr.h"
 #include "codegen/cpu/emit_cpu.h"  // buffer_base, symbol_decls: target-neutral RunState text
+#include "codegen/gemm/cuda_skinny.h"
 #include "codegen/gemm/gemm_epilogue.h"
 #include "codegen/text_util.h"
 #include "core/error.h"
@@ -370,12 +371,15 @@ std::string fused_gemm_body(const passes::Program& p, const GemmStep& g, const F
 /// The body of a GEMM step that runs the autotuner's CUTLASS kernel (a gemm_kernel_N.cu of the
 /// package; no batch dims), with the bias and activation of `fused` applied in its store when
 /// set (chosen_kernel_fuses): its workspace is the stream's (device ABI 4).
+/// anvil's own kernels (`own`, cuda_skinny.h) may refuse a call (a GPU older than sm_90, an
+/// operand that lost its alignment): the step then goes on to cuBLASLt, in a block of its own.
 std::string chosen_gemm_body(const passes::Program& p, const GemmStep& g, const std::string& st,
-                             const FusedEpilogue* fused) {
+                             const FusedEpilogue* fused, bool own) {
   const std::string& e = g.choice.entry;
   char alpha[64];
   std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha);
   std::ostringstream b;
+  if (own) b << "  {  // " << g.choice.name << ", else cuBLASLt below\n";
   b << "  AnvilGemmCall call{};\n";
   b << "  call.a_dtype = call.b_dtype = call.c_dtype = " << static_cast<int>(g.dtype) << ";\n";
   b << "  call.trans_a = " << (g.a.trans ? 1 : 0) << "; call.trans_b = " << (g.b.trans ? 1 : 0)
@@ -398,6 +402,10 @@ std::string chosen_gemm_body(const passes::Program& p, const GemmStep& g, const 
   b << "    if (!ws) {\n      s.api->set_error(s.run_ctx, \"" << g.name
     << ": no workspace for the GEMM kernel (device backend ABI 4 needed)\");\n      return 1;\n    }\n";
   b << "  }\n";
+  if (own) {
+    b << "  if (" << e << "(&call, ws, ws_bytes, s.stream) == 0) return 0;\n  }\n";
+    return b.str();
+  }
   b << "  const int rc = " << e << "(&call, ws, ws_bytes, s.stream);\n";
   b << "  if (rc != 0) {\n";
   b << "    char msg[512];\n";
@@ -425,11 +433,13 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
        << ";\n";
   body << "  if (batch <= 0) return 0;\n";
   const bool chosen = nb == 0 && !g.choice.source.empty();
-  if (chosen) {
-    body << chosen_gemm_body(p, g, st, fused);
-  } else if (fused) {
+  const bool own = chosen && gemm::is_skinny_name(g.choice.name);
+  if (chosen) body << chosen_gemm_body(p, g, st, fused, own);
+  if (chosen && !own) {
+    // the CUTLASS kernel alone
+  } else if (fused && !own) {
     body << fused_gemm_body(p, g, *fused, st);
-  } else {
+  } else {  // a plain GEMM (after a refusal of anvil's kernel: then the epilogue's own kernel)
     std::string ind = "  ";
     for (size_t d = 0; d < outer; ++d) {
       body << ind << "for (int64_t b" << d << " = 0; b" << d << " < " << g.batch[d].str() << "; ++b"
@@ -455,6 +465,7 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
       ind.resize(ind.size() - 2);
       body << ind << "}\n";
     }
+    if (fused) body << "  " << fused->fallback.name << "(s);\n";
   }
   body << "  return 0;\n";
   std::ostringstream fn;
@@ -462,12 +473,13 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
     fn << "extern \"C\" int " << g.choice.entry << "(const AnvilGemmCall*, void*, size_t, void*);\n"
        << "extern \"C\" size_t " << g.choice.entry << "_workspace(const AnvilGemmCall*);\n";
   fn << "// " << g.name << ": " << join(g.nodes) << " (" << dtype_name(g.dtype)
-     << (chosen ? " GEMM, " + g.choice.name : std::string(" GEMM, cuBLASLt"));
+     << (chosen ? " GEMM, " + g.choice.name : std::string(" GEMM, cuBLASLt"))
+     << (own ? " (cuBLASLt where it refuses the call)" : "");
   if (fused) {
     fn << "; epilogue " << epilogue_macro(fused->kind);
     if (fused->residual >= 0) fn << " + residual C";
     fn << " in the GEMM";
-    if (!chosen) fn << "; unfused: " << fused->fallback.name;
+    if (!chosen || own) fn << "; unfused: " << fused->fallback.name;
     fn << ")\n";
   } else {
     fn << ")\n";

@@ -5,6 +5,7 @@
 
 #include "anvil/anvil_rt.h"
 #include "codegen/gemm/cpu_templates.h"
+#include "codegen/gemm/cuda_skinny.h"
 #include "codegen/gemm/cutlass_candidates.h"
 #include "codegen/gemm/gemm_filter.h"
 
@@ -157,10 +158,14 @@ std::vector<GemmCandidate> gemm_candidates(const GemmProblem& p, const GemmOptio
     if (notes) notes->push_back("no template candidates: " + why);
   } else if (sm == 0 && backend_enabled(options, GemmBackend::kOwn)) {
     for (auto& c : cpu_template_candidates(p, cpu_features)) all.push_back(std::move(c));
-  } else if (sm > 0 && backend_enabled(options, GemmBackend::kCutlass)) {
-    std::string warning;
-    for (auto& c : cutlass_candidates_if_available(p, sm, &warning)) all.push_back(std::move(c));
-    if (!warning.empty() && notes) notes->push_back(warning);
+  } else if (sm > 0) {
+    if (backend_enabled(options, GemmBackend::kOwn))  // anvil's skinny kernel (cuda_skinny.h)
+      for (auto& c : skinny_candidates(p, sm)) all.push_back(std::move(c));
+    if (backend_enabled(options, GemmBackend::kCutlass)) {
+      std::string warning;
+      for (auto& c : cutlass_candidates_if_available(p, sm, &warning)) all.push_back(std::move(c));
+      if (!warning.empty() && notes) notes->push_back(warning);
+    }
   }
   return filter_candidates(std::move(all), options, template_cap(options));
 }

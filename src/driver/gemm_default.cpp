@@ -1,0 +1,54 @@
+// GEMM kernels chosen without timing (gemm_default.h).
+#include "driver/gemm_default.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "codegen/gemm/cuda_skinny.h"
+#include "codegen/gemm/gemm_epilogue.h"
+#include "codegen/gemm/gemm_filter.h"
+#include "codegen/gemm/gemm_problem.h"
+
+namespace anvil::driver {
+
+namespace gemm = codegen::gemm;
+
+int default_gemm_kernels(passes::Program& program, const gemm::GemmOptions& options,
+                         const codegen::Target& backend, const codegen::TargetInfo& target) {
+  if (backend.device_type() != Device::Type::kCUDA || target.name != "cuda-sm90") return 0;
+  if (const char* e = std::getenv("ANVIL_CUDA_SKINNY"); e && std::strcmp(e, "0") == 0) return 0;
+  if (!options.backends.empty()) {
+    bool own = false;
+    for (const auto b : options.backends) own = own || b == gemm::GemmBackend::kOwn;
+    if (!own) return 0;
+  }
+  const gemm::EpiloguePlan epilogues = gemm::match_gemm_epilogues(program);
+  int chosen = 0;
+  for (size_t si = 0; si < program.steps.size(); ++si) {
+    auto* g = std::get_if<passes::GemmStep>(&program.steps[si]);
+    if (!g || !g->choice.name.empty() || !g->batch.empty()) continue;
+    gemm::GemmProblem p = gemm::problem_of(program, *g, target.name);
+    if (!p.is_static()) continue;
+    // Where the skinny kernel beats cuBLASLt on an H200 (docs/performance.md, bench/gemm_gpu.py
+    // --linear): M <= 16 (decode-sized batches) and a weight of 2 MB or more. At M 64 it is
+    // 1.3-1.4x slower than cuBLASLt there, so larger M is left to the tuner.
+    if (*p.m > kSkinnyMaxM || *p.n * *p.k < kSkinnyMinWeightElems) continue;
+    if (const auto f = epilogues.by_gemm.find(si); f != epilogues.by_gemm.end()) {
+      if (f->second.residual >= 0) continue;  // cuBLASLt's residual epilogue
+      p.bias = gemm::epilogue_has_bias(f->second.kind) ? gemm::GemmBias::kPerColumn
+                                                       : gemm::GemmBias::kNone;
+      p.activation = static_cast<gemm::GemmActivation>(gemm::gemm_call_activation(f->second.kind));
+    }
+    auto cands = gemm::filter_candidates(gemm::skinny_candidates(p, 90), options, 1);
+    if (cands.empty()) continue;
+    const gemm::GemmCandidate& c = cands.front();
+    g->choice = passes::GemmKernelChoice{c.name,   c.library, c.variant, c.entry,
+                                         c.source, 0,         0,         c.fuses_bias,
+                                         c.fuses_activation};
+    ++chosen;
+  }
+  return chosen;
+}
+
+}  // namespace anvil::driver

@@ -1,0 +1,27 @@
+// GEMM kernels chosen without timing: where one of anvil's own kernels is known to beat the
+// library on every GPU of the target, the package uses it even with --autotune off. Today: the
+// skinny GEMM (codegen/gemm/cuda_skinny.h) for cuda-sm90 packages, on static 16-bit linear
+// layers with M <= kSkinnyMaxM and a weight of at least kSkinnyMinWeightElems elements, with the
+// epilogue cuBLASLt would fuse (bias, activation; erf GELU and SiLU too). The kernel refuses a
+// GPU older than sm_90 at run time and the step then runs cuBLASLt. Off with
+// ANVIL_CUDA_SKINNY=0 or a --gemm-backends list without "own"; --gemm-allow / --gemm-deny
+// filter it by name.
+#pragma once
+
+#include <cstdint>
+
+#include "codegen/gemm/gemm_candidate.h"
+#include "codegen/target.h"
+#include "passes/loop_ir.h"
+
+namespace anvil::driver {
+
+constexpr int64_t kSkinnyMaxM = 16;
+constexpr int64_t kSkinnyMinWeightElems = int64_t(1) << 20;
+
+/// Sets GemmStep::choice on the GEMM steps that have none and fit the rule above; returns how
+/// many it set.
+int default_gemm_kernels(passes::Program& program, const codegen::gemm::GemmOptions& options,
+                         const codegen::Target& backend, const codegen::TargetInfo& target);
+
+}  // namespace anvil::driver
