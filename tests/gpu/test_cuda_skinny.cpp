@@ -9,11 +9,17 @@
 #include <cmath>
 #include <random>
 
+#include <fstream>
+
 #include "anvil/anvil_device.h"
 #include "anvil/anvil_rt.h"
 #include "codegen/gemm/cuda_skinny.h"
+#include "codegen/harness.h"
 #include "core/half.h"
 #include "gpu/gpu_test_util.h"
+#include "interp/interpreter.h"
+#include "ir/parser.h"
+#include "runtime/model.h"
 
 namespace anvil::gpu_test {
 namespace {
@@ -171,6 +177,62 @@ TEST(CudaSkinny, CandidatesMatchAHostReference) {
   }
   EXPECT_EQ(checked, int(units.size()));
   api.stream_destroy(0, stream);
+}
+
+// Packages compiled with --autotune off: linear layers at batch 1 and 16 take the skinny kernel
+// (gemm_default.h), with bias + erf GELU, bias alone and relu6 fused, in bf16 and fp16; their
+// outputs match the reference interpreter on the same inputs, and twice in a row (CUDA graph
+// replay).
+TEST(CudaSkinny, PackagesTakeItForSmallBatchesAndMatchTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  const AnvilDeviceApi& api = runtime::device_backend(Device::Type::kCUDA);
+  if (api.capability(0) < 90) GTEST_SKIP() << "the skinny GEMM needs sm_90, not " << api.capability(0);
+  for (const std::string dt : {"bf16", "f16"})
+    for (const int m : {1, 16}) {
+      const std::string name = "skinny_" + dt + "_m" + std::to_string(m);
+      SCOPED_TRACE(name);
+      auto t = [&](int r, int c) {
+        return dt + "[" + std::to_string(r) + ", " + std::to_string(c) + "]";
+      };
+      const auto g = ir::parse_graph(
+          "graph {\n  inputs {\n    %x: " + t(m, 1024) + " = user_input\n    %w1: " + t(2048, 1024) +
+          " = user_input\n    %b1: " + dt + "[2048] = user_input\n    %w2: " + t(1024, 2048) +
+          " = user_input\n    %b2: " + dt + "[1024] = user_input\n  }\n"
+          "  %l1: " + t(m, 2048) + " = aten.linear.default(input=%x, weight=%w1, bias=%b1)\n"
+          "  %g: " + t(m, 2048) + " = aten.gelu.default(self=%l1)\n"
+          "  %l2: " + t(m, 1024) + " = aten.linear.default(input=%g, weight=%w2, bias=%b2)\n"
+          "  %r: " + t(m, 1024) + " = aten.relu6.default(self=%l2)\n"
+          "  outputs {\n    user_output %l2\n    user_output %r\n  }\n}\n");
+      driver::CompileOptions o;
+      o.target = "cuda-sm90";
+      o.progress = codegen::ProgressMode::kQuiet;
+      o.cache_dir = (out_dir() / "cache").string();
+      o.emit_source_dir = (out_dir() / name).string();
+      const std::string pkg = (out_dir() / (name + ".anvil")).string();
+      driver::compile_graph(*g, pkg, o);
+      std::ifstream k(out_dir() / name / "kernels_0.cu");
+      const std::string text((std::istreambuf_iterator<char>(k)), std::istreambuf_iterator<char>());
+      EXPECT_NE(text.find("_bias_gelu_erf(&call"), std::string::npos) << "first GEMM on the kernel";
+      runtime::ModelOptions mo;
+      mo.device = Device::cuda(0);
+      const runtime::Model model = runtime::Model::load(pkg, mo);
+      std::vector<Tensor> ins, dev;
+      uint64_t seed = 11;
+      for (const auto& spec : g->input_specs()) {
+        Shape sizes;
+        for (const auto& s : spec.value->type.sizes) sizes.push_back(s.constant());
+        ins.push_back(testing::random_tensor(sizes, spec.value->type.dtype, seed++));
+        dev.push_back(ins.back().to(Device::cuda(0)));
+      }
+      const auto want = interp::Interpreter(*g).run(ins);
+      for (int rep = 0; rep < 2; ++rep) {
+        const auto got = model.run(dev);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_LT(testing::rel_error(got[i].to(Device::cpu()), want[i]), 2e-2)
+              << "output " << i << " run " << rep;
+      }
+    }
 }
 
 }  // namespace
