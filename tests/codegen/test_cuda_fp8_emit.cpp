@@ -25,6 +25,17 @@ fs::path work_dir() {
   return fs::temp_directory_path() / ("anvil_cuda_fp8_emit_" + std::to_string(::getpid()));
 }
 
+/// Removes the work folder once the suite's tests have run.
+class RemoveWorkDir : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(work_dir(), ec);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kRemoveWorkDir =
+    ::testing::AddGlobalTestEnvironment(new RemoveWorkDir);
+
 driver::CompileOptions cuda_options(const std::string& name) {
   driver::CompileOptions o;
   o.target = "cuda-sm90";
