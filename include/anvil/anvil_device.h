@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define ANVIL_DEVICE_ABI_VERSION 5u
+#define ANVIL_DEVICE_ABI_VERSION 6u
 
 /* Directions of AnvilDeviceApi::copy. */
 #define ANVIL_COPY_HOST_TO_DEVICE 0
@@ -71,6 +71,21 @@ typedef struct AnvilGemmArgs {
   int32_t epilogue;   /* ANVIL_EPILOGUE_* */
   int32_t allow_tf32; /* float32: TF32 tensor cores allowed */
   const void* bias;   /* n elements, contiguous, one vector for every batch */
+  /* ---- ABI 6: float8 operands (aten._scaled_mm; cuBLASLt's FP8 GEMM, sm_89 and newer) ----
+   * a_dtype / b_dtype: 0 (A and B are of `dtype`), or both the anvil::DType codes of float8
+   * formats: 29 e4m3fn or 30 e5m2, not both e5m2. Then `dtype` is D's (float16, bfloat16 or
+   * float32), the bias is of D's dtype (bfloat16 for a float32 D), A is row-major (trans_a 0)
+   * and B column-major (trans_b 1) with leading dimensions multiple of 16, batch is 1, no C, and
+   *   D = scale_a * scale_b * A B (+ bias)
+   * where scale_a / scale_b point to one float32 each in device memory (null: 1), or, with
+   * scale_rowwise 1, to m and n float32s (scale_a[i] * scale_b[j]); fast_accum 1 lets cuBLASLt
+   * accumulate with fewer fp32 promotions (PyTorch's use_fast_accum). struct_size must cover
+   * these fields for them to be read. */
+  int32_t a_dtype, b_dtype;
+  const void* scale_a;
+  const void* scale_b;
+  int32_t scale_rowwise;
+  int32_t fast_accum;
 } AnvilGemmArgs;
 
 /* One scaled-dot-product attention (AnvilDeviceApi::attention), PyTorch's semantics:

@@ -28,6 +28,10 @@ std::string storage_type(DType t, Dialect d) {
       return "int8_t";
     case DType::kUInt8:
     case DType::kBool:
+    case DType::kFloat8E4M3FN:  // float8: the byte, converted by include/anvil/anvil_fp8.h
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2FNUZ:
       return "uint8_t";
     case DType::kComplex32:
       return "anvil_c32";
@@ -46,6 +50,10 @@ std::string compute_type(DType t, Dialect d) {
     case DType::kFloat32:
     case DType::kFloat16:
     case DType::kBFloat16:
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2FNUZ:
       return "float";
     case DType::kFloat64:
       return "double";
@@ -239,7 +247,24 @@ template <typename T>
   return text;
 }
 
+std::string float8_suffix(DType t) {
+  switch (t) {
+    case DType::kFloat8E4M3FN:
+      return "f8e4m3fn";
+    case DType::kFloat8E5M2:
+      return "f8e5m2";
+    case DType::kFloat8E4M3FNUZ:
+      return "f8e4m3fnuz";
+    case DType::kFloat8E5M2FNUZ:
+      return "f8e5m2fnuz";
+    default:
+      throw Error("internal error: not a float8 dtype", "codegen", "a float8 dtype",
+                  dtype_name(t));
+  }
+}
+
 std::string from_storage(DType t, const std::string& raw) {
+  if (is_float8(t)) return "anvil_" + float8_suffix(t) + "_to_f32(" + raw + ")";
   switch (t) {
     case DType::kBFloat16:
       return "bf16_to_f32(" + raw + ")";
@@ -258,6 +283,8 @@ std::string from_storage(DType t, const std::string& raw) {
 }
 
 std::string to_storage(DType t, const std::string& v, Dialect d) {
+  if (is_float8(t))
+    return "anvil_f32_to_" + float8_suffix(t) + "(static_cast<float>(" + v + "))";
   switch (t) {
     case DType::kBFloat16:
       return "f32_to_bf16(" + v + ")";

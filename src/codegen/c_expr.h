@@ -47,6 +47,8 @@ std::string run_state_struct();
 /// conversions), each function declared with `qualifier` ("static inline"; CUDA adds
 /// __host__ __device__) and the math functions taken from `math_ns` ("std::" or "").
 std::string scalar_helpers(const std::string& qualifier, const std::string& math_ns);
+/// The name part of float8 dtype `t` in include/anvil/anvil_fp8.h's functions ("f8e4m3fn").
+std::string float8_suffix(DType t);
 /// A stored element `raw` (e.g. "p3[i]") of dtype `t` as its compute value.
 std::string from_storage(DType t, const std::string& raw);
 /// Compute value `v` converted to dtype `t`'s storage.
@@ -187,6 +189,9 @@ class Body {
       std::string x = "static_cast<" + compute_type(to) + ">(" + v + ")";
       if (to == DType::kBFloat16) return "round_bf16(" + x + ")";
       if (to == DType::kFloat16) return "round_f16(" + x + ")";
+      if (is_float8(to))  // the float8 value, kept in float (bit for bit as PyTorch rounds)
+        return "anvil_" + float8_suffix(to) + "_to_f32(anvil_f32_to_" + float8_suffix(to) + "(" +
+               x + "))";
       return x;
     }
     if (ff) {  // float -> integer: truncate through int32 for int32, int64 otherwise

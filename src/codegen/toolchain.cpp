@@ -399,9 +399,11 @@ BuildResult build_shared_library(const std::vector<SourceFile>& sources,
   const std::string compiler = opt.compiler.empty() ? default_compiler() : opt.compiler;
   const std::string cache_dir = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
   const std::string include_dir = opt.include_dir.empty() ? default_include_dir() : opt.include_dir;
-  const std::string header = read_text(fs::path(include_dir) / "anvil" / "anvil_rt.h");
+  std::string header = read_text(fs::path(include_dir) / "anvil" / "anvil_rt.h");
   ANVIL_CHECK(!header.empty(), "toolchain", "anvil/anvil_rt.h is missing or empty",
               "a header under " + include_dir, "none");
+  // the float8 conversions every preamble includes are part of what an object depends on
+  header += read_text(fs::path(include_dir) / "anvil" / "anvil_fp8.h");
 
   BuildResult result;
   std::vector<std::string> flags;

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "anvil/anvil_fp8.h"
 #include "core/allocator.h"
 
 namespace anvil {
@@ -64,7 +65,7 @@ Shape Tensor::contiguous_strides(const Shape& sizes) {
 Tensor Tensor::empty(const Shape& sizes, DType dtype) {
   for (int64_t s : sizes)
     ANVIL_CHECK(s >= 0, "Tensor::empty", "negative size", "sizes >= 0", shape_str(sizes));
-  check_supported(dtype, "Tensor::empty");
+  if (!is_float8(dtype)) check_supported(dtype, "Tensor::empty");  // float8: stored and cast
   int64_t nbytes = 0;
   if (__builtin_mul_overflow(shape_numel(sizes), static_cast<int64_t>(dtype_size(dtype)), &nbytes))
     throw Error("tensor is too large", "Tensor::empty", "fewer than 2^63 bytes",
@@ -163,6 +164,44 @@ Tensor Tensor::clone() const {
   return out;
 }
 
+namespace {
+
+/// Tensor::copy_from where either side is float8.
+void copy_float8(Tensor& out, const Tensor& src, const std::vector<int64_t>& src_off) {
+  // float8 values convert through float32, as PyTorch's casts do (include/anvil/anvil_fp8.h)
+  const int32_t sf = is_float8(src.dtype()) ? static_cast<int32_t>(src.dtype()) : 0;
+  const DType dt = out.dtype();
+  const int32_t df = is_float8(dt) ? static_cast<int32_t>(dt) : 0;
+  std::vector<float> vals(src_off.size());
+  if (sf == 0) {
+    ANVIL_DISPATCH_ALL(src.dtype(), "Tensor::copy_from (to float8)", S, {
+      const S* sp = static_cast<const S*>(src.data_ptr());
+      for (size_t i = 0; i < vals.size(); ++i) vals[i] = cast_value<float, S>(sp[src_off[i]]);
+    });
+  }
+  const uint8_t* s8 = static_cast<const uint8_t*>(src.data_ptr());
+  size_t i = 0;
+  if (df != 0) {
+    uint8_t* dst = static_cast<uint8_t*>(out.data_ptr());
+    for_each_offset(out.sizes(), out.strides(), [&](int64_t o) {
+      const size_t k = i++;
+      if (sf == df)
+        dst[o] = s8[src_off[k]];  // same format: the bits
+      else
+        dst[o] = anvil_f32_to_fp8(df, sf != 0 ? anvil_fp8_to_f32(sf, s8[src_off[k]]) : vals[k]);
+    });
+    return;
+  }
+  ANVIL_DISPATCH_ALL(dt, "Tensor::copy_from (from float8)", D, {
+    D* dst = static_cast<D*>(out.data_ptr());
+    for_each_offset(out.sizes(), out.strides(), [&](int64_t o) {
+      dst[o] = cast_value<D, float>(anvil_fp8_to_f32(sf, s8[src_off[i++]]));
+    });
+  });
+}
+
+}  // namespace
+
 Tensor Tensor::to(DType dtype, bool copy) const {
   if (dtype == dtype_ && !copy) return *this;
   require_host(*this, "Tensor::to(dtype)");
@@ -185,6 +224,10 @@ void Tensor::copy_from(const Tensor& src) {
   std::vector<int64_t> src_off;
   src_off.reserve(static_cast<size_t>(numel()));
   for_each_offset(src.sizes(), src.strides(), [&](int64_t o) { src_off.push_back(o); });
+  if (is_float8(dtype_) || is_float8(src.dtype())) {
+    copy_float8(*this, src, src_off);
+    return;
+  }
   ANVIL_DISPATCH_ALL(dtype_, "Tensor::copy_from", D, {
     D* dst = static_cast<D*>(data_ptr());
     ANVIL_DISPATCH_ALL(src.dtype(), "Tensor::copy_from", S, {
@@ -195,6 +238,7 @@ void Tensor::copy_from(const Tensor& src) {
     });
   });
 }
+
 
 void Tensor::fill(double value) {
   require_host(*this, "Tensor::fill");

@@ -144,9 +144,8 @@ DType decode_dtype(const JField& f) {
     f.fail("unknown dtype code", "a torch.export ScalarType code (1-13, 28-32)",
            std::to_string(code));
   }
-  if (is_float8(t))
-    f.fail("float8 dtypes are not supported", "a dtype anvil computes with", dtype_name(t));
-  if (!is_supported(t)) f.fail("unsupported dtype", "a dtype anvil computes with", dtype_name(t));
+  // float8 tensors are stored, cast and multiplied by aten._scaled_mm (docs/usage.md)
+  if (!is_float8(t) && !is_supported(t)) f.fail("unsupported dtype", "a dtype anvil computes with", dtype_name(t));
   return t;
 }
 

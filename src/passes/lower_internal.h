@@ -232,6 +232,11 @@ void wait_collectives_for(Lowerer& L, const ir::Node& n);
 void wait_all_collectives(Lowerer& L);
 /// Routes the node to api->extern_call (docs/externs.md).
 void lower_extern(Lowerer& L, const ir::Node& n);
+/// aten._scaled_mm: the CUDA target's FP8 GEMM step (lower_scaled_mm.cpp).
+void lower_scaled_mm(Lowerer& L, const ir::Node& n);
+/// Throws Error naming every node that would compute with a float8 value (anything but casts,
+/// copies, views and aten._scaled_mm) and the graph inputs that reach one (lower_float8.cpp).
+void check_float8_uses(const ir::Graph& graph);
 /// Ops whose result size is data-dependent (lower_dynamic.cpp): aten.nonzero and aten.index
 /// with a boolean mask become an extern writing at most the count's capacity plus an
 /// "anvil.item" step setting the count's run-time symbol. Returns false for other nodes.

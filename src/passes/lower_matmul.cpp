@@ -257,6 +257,7 @@ TensorView operand_view(Lowerer& L, const ir::Value* v, const std::string& name)
 
 
 void lower_extern(Lowerer& L, const ir::Node& n) {
+  if (n.target == "aten._scaled_mm.default") return lower_scaled_mm(L, n);
   ExternStep ext;
   ext.name = L.out_name();
   ext.target = n.target;

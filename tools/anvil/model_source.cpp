@@ -97,8 +97,14 @@ std::vector<Tensor> read_inputs(const std::vector<std::string>& paths,
   for (size_t k = 0; k < paths.size(); ++k) {
     Tensor t = read_npy(paths[k]);
     if (k < specs.size() && t.dtype() == DType::kFloat32 &&
-        (specs[k].dtype == DType::kBFloat16 || specs[k].dtype == DType::kFloat16))
+        (specs[k].dtype == DType::kBFloat16 || specs[k].dtype == DType::kFloat16 ||
+         is_float8(specs[k].dtype)))
       t = t.to(specs[k].dtype);
+    if (k < specs.size() && t.dtype() == DType::kUInt8 && is_float8(specs[k].dtype)) {
+      // .npy has no float8: a uint8 array holds the float8 tensor's bytes
+      t = t.contiguous();
+      t = Tensor(t.storage(), specs[k].dtype, t.sizes(), t.strides(), t.storage_offset());
+    }
     inputs.push_back(t.to(model.device()));
   }
   return inputs;

@@ -15,6 +15,7 @@ std::string preamble(const std::string& ns, bool with_complex) {
 #include <cstdint>
 #include <cstring>
 
+#include "anvil/anvil_fp8.h"
 #include "anvil/anvil_rt.h"
 
 #define ANVIL_HIDDEN __attribute__((visibility("hidden")))

@@ -20,6 +20,7 @@ std::string preamble(bool with_complex) {
 #include <mma.h>
 
 #include "anvil/anvil_device.h"
+#include "anvil/anvil_fp8.h"
 #include "anvil/anvil_rt.h"
 
 #define ANVIL_HIDDEN __attribute__((visibility("hidden")))

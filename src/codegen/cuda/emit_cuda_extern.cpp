@@ -373,6 +373,7 @@ std::string cuda_kernel_gap(const passes::Program& p, const passes::ExternStep& 
     }
     return "";
   }
+  if (t == "aten._scaled_mm.default") return ext::scaled_mm_gap(e);
   if (ext::is_pool_target(t)) return ext::pool_gap(e);
   if (t == "aten.convolution.default" || t == "aten.conv2d.default" ||
       t == "aten.conv1d.default")
@@ -387,6 +388,7 @@ bool runs_on_host(const passes::Program& p, const passes::ExternStep& e) {
   // steps, the data-dependent ones (nonzero, boolean-mask rows: runtime kernels writing at a
   // capacity) stage like any extern; the rest are generated code.
   if (passes::is_collective_issue(e) || passes::is_collective_wait(e)) return false;
+  if (e.target == "aten._scaled_mm.default") return false;  // no host kernel: FP8 GEMM or error
   return e.target.rfind("anvil.", 0) != 0 || e.target == "anvil.nonzero" ||
          e.target == "anvil.mask_rows";
 }
@@ -416,6 +418,7 @@ std::string emit_extern(const passes::Program& p, const passes::ExternStep& e) {
   if (t == "aten.cumsum.default") return cumsum(p, e);
   if (t == "aten.diff.default") return diff(p, e);
   if (t == "aten.scaled_dot_product_attention.default") return ext::attention(p, e);
+  if (t == "aten._scaled_mm.default") return ext::scaled_mm(p, e);
   if (ext::is_pool_target(t)) return ext::pool(p, e);
   if (t == "aten.convolution.default" || t == "aten.conv2d.default" ||
       t == "aten.conv1d.default")

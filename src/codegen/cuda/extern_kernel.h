@@ -77,4 +77,9 @@ std::string conv_gap(const ExternStep& e);
 /// and fused relu fused where an engine takes them, with the step's host path behind it.
 std::string conv(const Program& p, const ExternStep& e);
 
+/// aten._scaled_mm (emit_cuda_fp8.cpp): why cuBLASLt's FP8 GEMM cannot take step `e`, or "";
+/// scaled_mm() emits the call (api->device->gemm_ex with float8 operands, device ABI 6).
+std::string scaled_mm_gap(const ExternStep& e);
+std::string scaled_mm(const Program& p, const ExternStep& e);
+
 }  // namespace anvil::codegen::cuda::ext

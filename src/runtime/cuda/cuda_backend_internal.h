@@ -52,6 +52,8 @@ constexpr int32_t kDTypeFloat16 = 6;
 constexpr int32_t kDTypeFloat32 = 7;
 constexpr int32_t kDTypeFloat64 = 8;
 constexpr int32_t kDTypeBFloat16 = 13;
+constexpr int32_t kDTypeFloat8E4M3FN = 29;
+constexpr int32_t kDTypeFloat8E5M2 = 30;
 
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kSmallRound = 512;   // granularity of blocks up to kSmallLimit
@@ -95,6 +97,8 @@ struct GemmKey {
   int32_t c_input;
   int64_t ld_cin, stride_cin;
   uint32_t align_cin;
+  int32_t a_dtype, b_dtype;  // float8 operands (0: of dtype)
+  int32_t scale_rowwise, fast_accum;
   auto operator<=>(const GemmKey&) const = default;
 };
 

@@ -48,6 +48,19 @@ bool gemm_type(int32_t dtype, GemmType* out) {
   }
 }
 
+// cuBLASLt's type of float8 format `dtype` (anvil::DType code 29 e4m3fn, 30 e5m2).
+bool fp8_type(int32_t dtype, cudaDataType_t* out) {
+  if (dtype == kDTypeFloat8E4M3FN) *out = CUDA_R_8F_E4M3;
+  else if (dtype == kDTypeFloat8E5M2) *out = CUDA_R_8F_E5M2;
+  else return false;
+  return true;
+}
+
+// Whether `g` carries float8 operands (the ABI 6 fields are present and set).
+bool is_fp8(const AnvilGemmArgs& g) {
+  return g.struct_size >= sizeof(AnvilGemmArgs) && (g.a_dtype != 0 || g.b_dtype != 0);
+}
+
 // The largest power of two (at most 256) dividing the address of every batch's matrix; the
 // heuristic must only pick kernels whose alignment needs the operands meet.
 uint32_t alignment(const void* ptr, int64_t stride_bytes) {
@@ -102,7 +115,7 @@ cublasLtEpilogue_t lt_epilogue(int32_t epilogue) {
 // CUBLASLT_EPILOGUE_BIAS adds (its vector length is the number of rows of D).
 // Returns a cuBLAS status and names the failing step in *step.
 cublasStatus_t build_descs(GemmDescs& d, const GemmKey& key, const GemmType& type, const void* bias,
-                           const char** step) {
+                           const AnvilGemmArgs& g, const char** step) {
   const bool fp32 = key.dtype == kDTypeFloat32, fp64 = key.dtype == kDTypeFloat64;
   const cublasComputeType_t compute = fp64               ? CUBLAS_COMPUTE_64F
                                       : fp32 && key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -130,10 +143,40 @@ cublasStatus_t build_descs(GemmDescs& d, const GemmKey& key, const GemmType& typ
         cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
         "CUBLASLT_MATMUL_DESC_EPILOGUE");
   }
+  const bool fp8 = key.a_dtype != 0;
+  if (fp8) {
+    // cuBLASLt's A is our B (see above): its scale is our scale_b, and its B's our scale_a.
+    const void* sa = g.scale_b;
+    const void* sb = g.scale_a;
+    if (sa != nullptr)
+      ANVIL_LT(cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa,
+                                              sizeof sa),
+               "CUBLASLT_MATMUL_DESC_A_SCALE_POINTER");
+    if (sb != nullptr)
+      ANVIL_LT(cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb,
+                                              sizeof sb),
+               "CUBLASLT_MATMUL_DESC_B_SCALE_POINTER");
+    if (key.scale_rowwise != 0) {
+      // one scale per row of our A (m, cuBLASLt's B's outer dim) and per column of our B (n)
+      const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      ANVIL_LT(cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
+                                              sizeof mode),
+               "CUBLASLT_MATMUL_DESC_A_SCALE_MODE");
+      ANVIL_LT(cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+                                              sizeof mode),
+               "CUBLASLT_MATMUL_DESC_B_SCALE_MODE");
+    }
+    const int8_t fast = key.fast_accum != 0 ? 1 : 0;
+    ANVIL_LT(cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
+                                            sizeof fast),
+             "CUBLASLT_MATMUL_DESC_FAST_ACCUM");
+  }
   if (has_bias(key.epilogue)) {
     // The bias has D's type (cuBLASLt's rule for non-integer, non-fp8 outputs): bfloat16 for a
-    // bfloat16 D, float16 for float16, float32 for float32.
-    const int32_t bias_type = type.data;
+    // bfloat16 D, float16 for float16, float32 for float32. With float8 operands a float32 D
+    // takes a bfloat16 bias.
+    const int32_t bias_type =
+        fp8 && key.dtype == kDTypeFloat32 ? static_cast<int32_t>(CUDA_R_16BF) : type.data;
     ANVIL_LT(cublasLtMatmulDescSetAttribute(d.op(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                             sizeof bias),
              "CUBLASLT_MATMUL_DESC_BIAS_POINTER");
@@ -144,10 +187,15 @@ cublasStatus_t build_descs(GemmDescs& d, const GemmKey& key, const GemmType& typ
   }
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
   const int64_t m = key.m, n = key.n, k = key.k;
-  ANVIL_LT(cublasLtMatrixLayoutInit(d.a(), type.data, u(key.trans_b ? k : n),
+  cudaDataType_t a_type = type.data, b_type = type.data;
+  if (fp8) {
+    fp8_type(key.a_dtype, &a_type);
+    fp8_type(key.b_dtype, &b_type);
+  }
+  ANVIL_LT(cublasLtMatrixLayoutInit(d.a(), b_type, u(key.trans_b ? k : n),
                                     u(key.trans_b ? n : k), key.ldb),
            "cublasLtMatrixLayoutInit(B)");
-  ANVIL_LT(cublasLtMatrixLayoutInit(d.b(), type.data, u(key.trans_a ? m : k),
+  ANVIL_LT(cublasLtMatrixLayoutInit(d.b(), a_type, u(key.trans_a ? m : k),
                                     u(key.trans_a ? k : m), key.lda),
            "cublasLtMatrixLayoutInit(A)");
   ANVIL_LT(cublasLtMatrixLayoutInit(d.d(), type.data, u(n), u(m), key.ldc),
@@ -332,6 +380,41 @@ int time_candidates(DeviceState& s, int device, cudaStream_t stream, cublasLtHan
   return best;
 }
 
+// The float8 GEMM's own rules (anvil_device.h, ABI 6); 0 when `g` keeps them. `call` formats
+// the call for messages.
+template <typename Call>
+int check_fp8(const AnvilGemmArgs& g, int device, const Call& call) {
+  cudaDataType_t t;
+  if (!fp8_type(g.a_dtype, &t) || !fp8_type(g.b_dtype, &t))
+    return fail("%s: float8 operands must be float8_e4m3fn (%d) or float8_e5m2 (%d), got a_dtype "
+                "%d and b_dtype %d", call().c_str(), kDTypeFloat8E4M3FN, kDTypeFloat8E5M2,
+                g.a_dtype, g.b_dtype);
+  if (g.a_dtype == kDTypeFloat8E5M2 && g.b_dtype == kDTypeFloat8E5M2)
+    return fail("%s: cuBLASLt has no float8_e5m2 x float8_e5m2 GEMM", call().c_str());
+  if (g.dtype != kDTypeFloat16 && g.dtype != kDTypeBFloat16 && g.dtype != kDTypeFloat32)
+    return fail("%s: a float8 GEMM writes float16, bfloat16 or float32, not dtype %d",
+                call().c_str(), g.dtype);
+  if (g.trans_a != 0 || g.trans_b != 1)
+    return fail("%s: a float8 GEMM takes A row-major and B column-major (trans_a 0, trans_b 1: "
+                "cuBLASLt's TN layout)", call().c_str());
+  if (g.batch != 1 || g.c != nullptr || g.beta != 0.0f ||
+      (g.epilogue != ANVIL_EPILOGUE_NONE && g.epilogue != ANVIL_EPILOGUE_BIAS))
+    return fail("%s: a float8 GEMM has batch 1, no C and no epilogue but a bias", call().c_str());
+  if (g.lda % 16 != 0 || g.ldb % 16 != 0)
+    return fail("%s: a float8 GEMM needs leading dimensions of A and B that are multiples of 16",
+                call().c_str());
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return fail("%s: reading the compute capability of device %d failed", call().c_str(), device);
+  }
+  if (major * 10 + minor < 89)
+    return fail("%s: a float8 GEMM (aten._scaled_mm) needs FP8 tensor cores (sm_89 or newer); "
+                "device %d is sm_%d%d", call().c_str(), device, major, minor);
+  return 0;
+}
+
 int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, bool ex) {
   // The call, for messages (built only on failure).
   const auto call = [&]() {
@@ -383,6 +466,10 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
   }
   if (!with_bias && g.bias != nullptr) {
     return fail("%s: a bias pointer without a bias epilogue", call().c_str());
+  }
+  const bool fp8 = is_fp8(g);
+  if (fp8) {
+    if (const int rc = check_fp8(g, device, call); rc != 0) return rc;
   }
   if (g.ldd < n)
     return fail("%s: the output's leading dimension must be at least n", call().c_str());
@@ -451,21 +538,31 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
   key.c_input = c_input;
   key.ld_cin = c_input == 2 ? g.ldc : 0;
   key.stride_cin = c_input == 2 && batch > 1 ? g.stride_c : 0;
+  if (fp8) {
+    key.a_dtype = g.a_dtype;
+    key.b_dtype = g.b_dtype;
+    key.scale_rowwise = g.scale_rowwise != 0 ? 1 : 0;
+    key.fast_accum = g.fast_accum != 0 ? 1 : 0;
+  }
 
   if (enter(fn, device) == nullptr) return -1;
   const auto cu_stream = static_cast<cudaStream_t>(stream);
+  if (k == 0 && fp8 && with_bias && g.dtype == kDTypeFloat32)
+    return fail("%s: k == 0 with a bfloat16 bias for a float32 output is not supported",
+                call().c_str());
   if (k == 0) return gemm_k_zero(device, cu_stream, key, type, g.d, with_bias ? g.bias : nullptr);
 
   const int64_t elem = static_cast<int64_t>(type.elem);
-  key.align_a = alignment(g.a, key.stride_a * elem);
-  key.align_b = alignment(g.b, key.stride_b * elem);
+  const int64_t ab_elem = fp8 ? 1 : elem;
+  key.align_a = alignment(g.a, key.stride_a * ab_elem);
+  key.align_b = alignment(g.b, key.stride_b * ab_elem);
   key.align_c = alignment(g.d, key.stride_c * elem);
   key.align_bias = with_bias ? alignment(g.bias, 0) : 0;
   key.align_cin = c_input == 2 ? alignment(g.c, key.stride_cin * elem) : 0;
 
   GemmDescs descs;
   const char* step = "";
-  cublasStatus_t st = build_descs(descs, key, type, with_bias ? g.bias : nullptr, &step);
+  cublasStatus_t st = build_descs(descs, key, type, with_bias ? g.bias : nullptr, g, &step);
   if (st != CUBLAS_STATUS_SUCCESS) return fail_blas(st, "%s: %s failed", call().c_str(), step);
 
   cublasLtHandle_t handle = nullptr;
