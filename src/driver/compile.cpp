@@ -116,18 +116,35 @@ std::vector<std::string> emit_sources(const std::string& dir, const codegen::Cpu
 }
 
 /// The manifest's "gemm" record: the autotune mode; per GEMM step, the kernel it runs
-/// ("default": the target's fixed path), its measured time and how many candidates were timed;
+/// ("default": the target's fixed path), its measured time and how many candidates were timed
+/// (a symbolic M tuned per bucket: kernel "per bucket" and "buckets", the same per M range);
 /// and how many epilogues the GEMMs apply in their store (the target's own record of them:
 /// the CPU's "gemm_fused_epilogues" count, the CUDA target's "gemm_epilogues" list).
 nlohmann::json gemm_manifest(const passes::Program& program,
                              const codegen::gemm::GemmOptions& o, const nlohmann::json& manifest) {
   nlohmann::json steps = nlohmann::json::array();
+  auto record = [](const passes::GemmKernelChoice& c) {
+    return nlohmann::json{{"kernel", c.name.empty() ? "default" : c.name},
+                          {"time_us", c.time_us},
+                          {"candidates", c.candidates}};
+  };
   for (const auto& step : program.steps)
-    if (const auto* g = std::get_if<passes::GemmStep>(&step))
-      steps.push_back({{"step", g->name},
-                       {"kernel", g->choice.name.empty() ? "default" : g->choice.name},
-                       {"time_us", g->choice.time_us},
-                       {"candidates", g->choice.candidates}});
+    if (const auto* g = std::get_if<passes::GemmStep>(&step)) {
+      nlohmann::json s = record(g->choice);
+      s["step"] = g->name;
+      if (!g->buckets.empty()) {
+        s["kernel"] = "per bucket";
+        s["buckets"] = nlohmann::json::array();
+        for (const passes::GemmBucket& b : g->buckets) {
+          nlohmann::json j = record(b.choice);
+          j["m_min"] = b.m_min;
+          j["m_max"] = b.m_max == SymRange::kSymMax ? nlohmann::json(nullptr)  // unbounded
+                                                    : nlohmann::json(b.m_max);
+          s["buckets"].push_back(j);
+        }
+      }
+      steps.push_back(s);
+    }
   int fused = 0;
   if (manifest.contains("gemm_fused_epilogues") && manifest["gemm_fused_epilogues"].is_number())
     fused = manifest["gemm_fused_epilogues"].get<int>();
@@ -178,6 +195,7 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   r.gemms_tuned = tuned.tuned;
   r.gemms_from_cache = tuned.from_cache;
   r.gemms_default = tuned.kept_default;
+  r.gemms_bucketed = tuned.bucketed;
   r.gemm_candidates_timed = tuned.candidates_timed;
   r.tune_warnings = tuned.warnings;
   r.tune_lines = tuned.lines;
