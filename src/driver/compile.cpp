@@ -155,6 +155,22 @@ nlohmann::json gemm_manifest(const passes::Program& program,
           {"fused_epilogues", fused}};
 }
 
+/// How many mixed GEMM steps (GemmStep::b_dtype) of `program` lack a chosen kernel for some M
+/// (a symbolic M: every bucket needs one).
+int mixed_steps_without_kernel(const passes::Program& program) {
+  int n = 0;
+  for (const auto& step : program.steps) {
+    const auto* g = std::get_if<passes::GemmStep>(&step);
+    if (!g || !g->b_dtype || !g->choice.source.empty()) continue;
+    const bool every_bucket =
+        !g->buckets.empty() &&
+        std::all_of(g->buckets.begin(), g->buckets.end(),
+                    [](const passes::GemmBucket& b) { return !b.choice.source.empty(); });
+    if (!every_bucket) ++n;
+  }
+  return n;
+}
+
 }  // namespace
 
 const char* anvil_version() { return kAnvilVersion; }
@@ -177,7 +193,15 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   const codegen::TargetInfo target = backend.describe(options.target, options.compiler, cache_dir);
 
   auto t = Clock::now();
-  passes::Program program = passes::compile_to_program(graph, codegen::pipeline_for(co));
+  passes::PipelineOptions pipeline = codegen::pipeline_for(co);
+  // Mixed GEMMs (an int8 matrix converted to a float16 / bfloat16 A's dtype, spec B.4.1
+  // "mixed_mm") as one step only where the autotuner can give it a mixed-input kernel: a CUDA
+  // package tuned with CUTLASS candidates. Others keep the conversion kernel and the GEMM.
+  pipeline.mixed_gemm = backend.device_type() == Device::Type::kCUDA &&
+                        options.gemm.mode != codegen::gemm::AutotuneMode::kOff &&
+                        codegen::gemm::backend_enabled(options.gemm,
+                                                       codegen::gemm::GemmBackend::kCutlass);
+  passes::Program program = passes::compile_to_program(graph, pipeline);
   r.passes_s = seconds_since(t);
 
   codegen::ToolchainOptions to;
@@ -190,7 +214,21 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   to.use_cache = options.use_object_cache;
 
   t = Clock::now();
-  const GemmTuneReport tuned = tune_gemms(program, options.gemm, backend, target, to);
+  GemmTuneReport tuned = tune_gemms(program, options.gemm, backend, target, to);
+  if (const int lacking = mixed_steps_without_kernel(program); lacking > 0) {
+    // No mixed-input kernel (no GPU or CUTLASS here, every candidate failed): lowered again as
+    // a conversion kernel and a GEMM; the other GEMMs' choices come from the tuning cache.
+    pipeline.mixed_gemm = false;
+    program = passes::compile_to_program(graph, pipeline);
+    std::vector<std::string> before = tuned.warnings;
+    tuned = tune_gemms(program, options.gemm, backend, target, to);
+    for (const auto& w : before)
+      if (std::find(tuned.warnings.begin(), tuned.warnings.end(), w) == tuned.warnings.end())
+        tuned.warnings.push_back(w);
+    tuned.warnings.push_back(std::to_string(lacking) +
+                             " mixed int8 GEMM(s) got no mixed-input kernel: each runs as a "
+                             "conversion to the activation's dtype and a GEMM");
+  }
   r.tune_s = seconds_since(t);
   r.gemms_tuned = tuned.tuned;
   r.gemms_from_cache = tuned.from_cache;

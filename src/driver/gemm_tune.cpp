@@ -266,11 +266,12 @@ std::string bucket_text(const passes::GemmStep& g, int bucket) {
 }
 
 /// The buckets of step `g`'s symbolic M (gemm_buckets.h) when it can be tuned per bucket: M
-/// symbolic with bounds from the program's symbol ranges, N, K and the batch static; on the
-/// CPU only (sm 0). Empty otherwise.
+/// symbolic with bounds from the program's symbol ranges, N, K and the batch static (on CUDA,
+/// sm > 0: no batch dims, as for any chosen kernel there). Empty otherwise.
 std::vector<MBucket> symbolic_m_buckets(const passes::Program& program,
                                         const passes::GemmStep& g, int sm) {
-  if (sm > 0 || g.m.is_constant() || !g.n.is_constant() || !g.k.is_constant()) return {};
+  if (g.m.is_constant() || !g.n.is_constant() || !g.k.is_constant()) return {};
+  if (sm > 0 && !g.batch.empty()) return {};
   for (const SymInt& b : g.batch)
     if (!b.is_constant()) return {};
   return m_buckets(g.m.bounds(program.symbol_ranges));
@@ -491,6 +492,19 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     pending_by_key[key] = pending.size();
     pending.push_back(std::move(pd));
   };
+  // Poses step si's epilogue on CUDA into `p`; false when the step keeps cuBLASLt (an epilogue
+  // adding a residual, or batch dims). A mixed GEMM (int8 B) is posed plain: the mixed-input
+  // kernels fuse no epilogue, which then stays a loop kernel after the GEMM.
+  auto with_epilogue = [&](size_t si, const passes::GemmStep& g, GemmProblem& p) {
+    const auto f = epilogues.by_gemm.find(si);
+    if (f == epilogues.by_gemm.end() || g.b_dtype) return true;
+    if (f->second.residual >= 0 || !g.batch.empty()) return false;
+    const codegen::gemm::GemmEpilogueKind kind = f->second.kind;
+    p.bias = codegen::gemm::epilogue_has_bias(kind) ? codegen::gemm::GemmBias::kPerColumn
+                                                    : codegen::gemm::GemmBias::kNone;
+    p.activation = static_cast<GemmActivation>(codegen::gemm::gemm_call_activation(kind));
+    return true;
+  };
   for (size_t si = 0; si < program.steps.size(); ++si) {
     auto* g = std::get_if<passes::GemmStep>(&program.steps[si]);
     if (!g) continue;
@@ -498,8 +512,9 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     GemmProblem p = codegen::gemm::problem_of(program, *g, target.name);
     if (!p.is_static()) {
       const std::vector<MBucket> buckets = symbolic_m_buckets(program, *g, sm);
-      if (buckets.empty()) {
-        ++r.kept_default;  // symbolic N, K or batch: the default path
+      GemmProblem probe = p;
+      if (buckets.empty() || !with_epilogue(si, *g, probe)) {
+        ++r.kept_default;  // symbolic N, K or batch (or cuBLASLt's residual): the default path
         dynamic.push_back(g->name);
         continue;
       }
@@ -507,9 +522,9 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       for (const MBucket& b : buckets) g->buckets.push_back({b.min, b.max, {}});
       for (size_t bi = 0; bi < buckets.size(); ++bi) {
         const MBucket& b = buckets[bi];
-        pose(si, static_cast<int>(bi),
-             codegen::gemm::problem_of(program, *g, target.name, b.at),
-             " bucket " + SymRange{b.min, b.max}.str());
+        GemmProblem bp = codegen::gemm::problem_of(program, *g, target.name, b.at);
+        with_epilogue(si, *g, bp);
+        pose(si, static_cast<int>(bi), bp, " bucket " + SymRange{b.min, b.max}.str());
       }
       continue;
     }
@@ -517,15 +532,9 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       ++r.kept_default;  // empty: the default path
       continue;
     }
-    if (const auto f = epilogues.by_gemm.find(si); f != epilogues.by_gemm.end()) {
-      if (f->second.residual >= 0 || !g->batch.empty()) {
-        ++r.kept_default;  // cuBLASLt's residual (or batched) epilogue
-        continue;
-      }
-      const codegen::gemm::GemmEpilogueKind kind = f->second.kind;
-      p.bias = codegen::gemm::epilogue_has_bias(kind) ? codegen::gemm::GemmBias::kPerColumn
-                                                      : codegen::gemm::GemmBias::kNone;
-      p.activation = static_cast<GemmActivation>(codegen::gemm::gemm_call_activation(kind));
+    if (!with_epilogue(si, *g, p)) {
+      ++r.kept_default;  // cuBLASLt's residual (or batched) epilogue
+      continue;
     }
     pose(si, -1, p, "");
   }
@@ -607,11 +616,6 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       std::fprintf(stderr, "  %s%s: chose %s (%.1f us)\n", g->name.c_str(), where.c_str(),
                    c.name.c_str(), best_ns / 1000.0);
   }
-  for (auto& step : program.steps)  // buckets that all keep the default path: no dispatch
-    if (auto* g = std::get_if<passes::GemmStep>(&step);
-        g && std::all_of(g->buckets.begin(), g->buckets.end(),
-                         [](const passes::GemmBucket& b) { return b.choice.name.empty(); }))
-      g->buckets.clear();
   if (sm > 0) {
     // The CUDA emitter calls a chosen kernel for a GEMM without batch dims whose epilogue, if
     // any, the kernel applies exactly (codegen/gemm/gemm_epilogue.h chosen_kernel_fuses); the
@@ -619,22 +623,51 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     int kept = 0;
     for (size_t i = 0; i < program.steps.size(); ++i) {
       auto* g = std::get_if<passes::GemmStep>(&program.steps[i]);
-      if (!g || g->choice.source.empty()) continue;
+      if (!g) continue;
       const auto f = epilogues.by_gemm.find(i);
-      const bool plain = g->batch.empty() && !g->choice.fuses_bias && !g->choice.fuses_activation;
-      const bool fits = f == epilogues.by_gemm.end()
-                            ? plain
-                            : codegen::gemm::chosen_kernel_fuses(*g, f->second);
-      if (!fits) {
+      auto fits = [&](const passes::GemmKernelChoice& c) {
+        passes::GemmStep one = *g;
+        one.choice = c;
+        const bool plain = g->batch.empty() && !c.fuses_bias && !c.fuses_activation;
+        return f == epilogues.by_gemm.end() || g->b_dtype
+                   ? plain
+                   : codegen::gemm::chosen_kernel_fuses(one, f->second);
+      };
+      if (!g->choice.source.empty() && !fits(g->choice)) {
         g->choice = {};
         ++kept;
       }
+      // A symbolic M's buckets: each CUTLASS choice must fit; and an epilogue cuBLASLt cannot
+      // fuse is fused only if no bucket is left on cuBLASLt (the statement leaves its loop
+      // kernel for all M or for none), else every bucket keeps cuBLASLt.
+      bool library = false, cutlass = false;
+      for (passes::GemmBucket& bk : g->buckets) {
+        if (!bk.choice.source.empty() && !fits(bk.choice)) {
+          bk.choice = {};
+          ++kept;
+        }
+        (bk.choice.source.empty() ? library : cutlass) = true;
+      }
+      if (library && cutlass && f != epilogues.by_gemm.end() && !g->b_dtype &&
+          !codegen::gemm::cublaslt_fuses(f->second.kind))
+        for (passes::GemmBucket& bk : g->buckets)
+          if (!bk.choice.source.empty()) {
+            bk.choice = {};
+            ++kept;
+          }
     }
     if (kept > 0)
       r.warnings.push_back(std::to_string(kept) +
                            " GEMM(s) timed faster in a CUTLASS kernel keep cuBLASLt: their batch "
                            "dims or epilogue are not what the kernel was timed with");
   }
+  // Buckets that all keep the default path (on CUDA: cuBLASLt) need no dispatch.
+  for (auto& step : program.steps)
+    if (auto* g = std::get_if<passes::GemmStep>(&step);
+        g && std::all_of(g->buckets.begin(), g->buckets.end(), [sm](const passes::GemmBucket& b) {
+          return sm > 0 ? b.choice.source.empty() : b.choice.name.empty();
+        }))
+      g->buckets.clear();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -264,6 +265,10 @@ struct GemmStep {
   GemmOperand a, b, c;
   double alpha = 1.0;
   GemmKernelChoice choice;
+  // A mixed GEMM (PipelineOptions::mixed_gemm; spec B.4.1 "mixed_mm"): B's element type, int8,
+  // converted to `dtype` in the kernel (A and C are of `dtype`). Only a chosen kernel that
+  // takes it (the CUTLASS mixed-input family) runs such a step. nullopt: B is of `dtype`.
+  std::optional<DType> b_dtype;
   // M symbolic: one choice per bucket of M's range, ascending and contiguous (the generated
   // code dispatches on M's run-time value; `choice` is then empty). Empty: `choice` for every M.
   std::vector<GemmBucket> buckets;

@@ -180,6 +180,10 @@ static std::string emit_default_gemm_call(const Program& p, const GemmStep& g,
 }
 
 std::string emit_gemm(const Program& p, const GemmStep& g, const gemm::FusedEpilogue* fused) {
+  if (g.b_dtype)  // PipelineOptions::mixed_gemm is the CUDA target's (driver/compile.cpp)
+    throw Error("the CPU target has no mixed GEMM step", "codegen/cpu " + g.name,
+                "A and B of one dtype (a conversion kernel before the GEMM)",
+                std::string(dtype_name(g.dtype)) + " A with " + dtype_name(*g.b_dtype) + " B");
   const std::string st = storage_type(g.dtype);
   std::ostringstream body;
   body << "  const int64_t m = " << g.m.str() << ", n = " << g.n.str() << ", k = " << g.k.str()

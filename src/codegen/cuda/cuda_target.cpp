@@ -127,14 +127,25 @@ class CudaTarget final : public Target {
           } else {
             // cuBLASLt may refuse an epilogue at run time (ANVIL_GEMM_NOT_FUSED): its GEMM step
             // then launches the statement's own kernel; a chosen CUTLASS kernel has it built in.
+            // With buckets of a symbolic M, the buckets on cuBLASLt need the statement's kernel.
             const bool chosen = !g->choice.source.empty();
-            if (!chosen) kernels += emit_loop_kernel(q, f->second.fallback) + "\n";
+            bool library = !chosen && g->buckets.empty();
+            nlohmann::json by_bucket = nlohmann::json::array();
+            for (const passes::GemmBucket& bk : g->buckets) {
+              library |= bk.choice.source.empty();
+              by_bucket.push_back(bk.choice.source.empty() ? std::string("cublaslt")
+                                                           : bk.choice.name);
+            }
+            if (library) kernels += emit_loop_kernel(q, f->second.fallback) + "\n";
             kernels += emit_gemm(q, *g, &f->second) + "\n";
             fused.push_back({{"gemm", g->name},
                              {"kernel", passes::step_name(q.steps[f->second.kernel_step])},
                              {"epilogue", epilogue_macro(f->second.kind)},
                              {"residual", f->second.residual >= 0},
-                             {"by", chosen ? g->choice.name : std::string("cublaslt")}});
+                             {"by", chosen              ? g->choice.name
+                                    : g->buckets.empty() ? std::string("cublaslt")
+                                                         : std::string("per bucket")}});
+            if (!g->buckets.empty()) fused.back()["by_bucket"] = by_bucket;
           }
         } else {
           const auto& e = std::get<passes::ExternStep>(step);
@@ -184,10 +195,13 @@ class CudaTarget final : public Target {
     // each, built with CUTLASS's include dirs.
     std::map<std::string, std::string> chosen;
     auto add_chosen = [&](const passes::Program& q) {
-      for (const auto& step : q.steps)
-        if (const auto* g = std::get_if<passes::GemmStep>(&step);
-            g && g->batch.empty() && !g->choice.source.empty())
-          chosen.emplace(g->choice.entry, g->choice.source);
+      for (const auto& step : q.steps) {
+        const auto* g = std::get_if<passes::GemmStep>(&step);
+        if (!g || !g->batch.empty()) continue;
+        if (!g->choice.source.empty()) chosen.emplace(g->choice.entry, g->choice.source);
+        for (const passes::GemmBucket& bk : g->buckets)  // symbolic M: a choice per bucket
+          if (!bk.choice.source.empty()) chosen.emplace(bk.choice.entry, bk.choice.source);
+      }
     };
     add_chosen(p);
     cpu::for_each_subprogram(

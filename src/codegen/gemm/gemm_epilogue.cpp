@@ -579,7 +579,17 @@ bool chosen_kernel_fuses(const GemmStep& g, const FusedEpilogue& f) {
 
 EpiloguePlan plan_gemm_epilogues(const Program& p) {
   return select(p, match_gemm_epilogues(p), [](const GemmStep& g, const FusedEpilogue& f) {
-    return g.choice.source.empty() ? cublaslt_fuses(f.kind) : chosen_kernel_fuses(g, f);
+    auto fuses = [&f](const GemmStep& one) {
+      return one.choice.source.empty() ? cublaslt_fuses(f.kind) : chosen_kernel_fuses(one, f);
+    };
+    if (g.buckets.empty()) return fuses(g);
+    // a symbolic M's buckets: fused when every bucket's kernel (or cuBLASLt) fuses it
+    GemmStep one = g;
+    for (const passes::GemmBucket& bk : g.buckets) {
+      one.choice = bk.choice;
+      if (!fuses(one)) return false;
+    }
+    return true;
   });
 }
 

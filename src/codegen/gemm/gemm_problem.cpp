@@ -108,6 +108,10 @@ GemmProblem problem_of(const passes::Program& program, const passes::GemmStep& g
                 : g.dtype == DType::kInt8   ? DType::kInt32
                                             : DType::kFloat32;
   if (g.dtype == DType::kInt8) p.out_dtype = DType::kInt32;
+  if (g.b_dtype) {  // mixed: B's own dtype, converted in the kernel (B.4.5: A's accumulator)
+    p.op = GemmOp::kMixedMm;
+    p.b_dtype = *g.b_dtype;
+  }
   p.trans_a = g.a.trans;
   p.trans_b = g.b.trans;
   // a leading dim that is M itself takes M's posed value
@@ -120,7 +124,7 @@ GemmProblem problem_of(const passes::Program& program, const passes::GemmStep& g
   if (p.is_static()) {
     // with M posed, A's alignment must hold for every M: none when M is its contiguous dim
     p.align_a = posed_m && g.a.trans ? 1 : operand_alignment(g.dtype, g.a, *p.m, *p.k);
-    p.align_b = operand_alignment(g.dtype, g.b, *p.k, *p.n);
+    p.align_b = operand_alignment(p.b_dtype, g.b, *p.k, *p.n);
     p.align_c = operand_alignment(p.out_dtype, g.c, *p.m, *p.n);
   }
   p.b_constant = b_is_constant(program, g);
@@ -154,9 +158,9 @@ std::vector<GemmCandidate> gemm_candidates(const GemmProblem& p, const GemmOptio
   std::vector<GemmCandidate> all;
   if (sm == 0) {
     cpu_library_candidates(p, options, cpu_features, all);
-  } else if (backend_enabled(options, GemmBackend::kCublasLt)) {
+  } else if (backend_enabled(options, GemmBackend::kCublasLt) && p.op != GemmOp::kMixedMm) {
     // cuBLASLt's heuristic choice (the device backend's gemm_ex): what CUDA packages run by
-    // default, the yardstick templates must beat.
+    // default, the yardstick templates must beat. It takes no mixed (int8 B) problem.
     all.push_back(library("cublaslt_heuristic", GemmBackend::kCublasLt, 0, 0));
   }
   std::string why;
