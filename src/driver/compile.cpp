@@ -117,18 +117,35 @@ std::vector<std::string> emit_sources(const std::string& dir, const codegen::Cpu
 }
 
 /// The manifest's "gemm" record: the autotune mode; per GEMM step, the kernel it runs
-/// ("default": the target's fixed path), its measured time and how many candidates were timed;
+/// ("default": the target's fixed path), its measured time and how many candidates were timed
+/// (a symbolic M tuned per bucket: kernel "per bucket" and "buckets", the same per M range);
 /// and how many epilogues the GEMMs apply in their store (the target's own record of them:
 /// the CPU's "gemm_fused_epilogues" count, the CUDA target's "gemm_epilogues" list).
 nlohmann::json gemm_manifest(const passes::Program& program,
                              const codegen::gemm::GemmOptions& o, const nlohmann::json& manifest) {
   nlohmann::json steps = nlohmann::json::array();
+  auto record = [](const passes::GemmKernelChoice& c) {
+    return nlohmann::json{{"kernel", c.name.empty() ? "default" : c.name},
+                          {"time_us", c.time_us},
+                          {"candidates", c.candidates}};
+  };
   for (const auto& step : program.steps)
-    if (const auto* g = std::get_if<passes::GemmStep>(&step))
-      steps.push_back({{"step", g->name},
-                       {"kernel", g->choice.name.empty() ? "default" : g->choice.name},
-                       {"time_us", g->choice.time_us},
-                       {"candidates", g->choice.candidates}});
+    if (const auto* g = std::get_if<passes::GemmStep>(&step)) {
+      nlohmann::json s = record(g->choice);
+      s["step"] = g->name;
+      if (!g->buckets.empty()) {
+        s["kernel"] = "per bucket";
+        s["buckets"] = nlohmann::json::array();
+        for (const passes::GemmBucket& b : g->buckets) {
+          nlohmann::json j = record(b.choice);
+          j["m_min"] = b.m_min;
+          j["m_max"] = b.m_max == SymRange::kSymMax ? nlohmann::json(nullptr)  // unbounded
+                                                    : nlohmann::json(b.m_max);
+          s["buckets"].push_back(j);
+        }
+      }
+      steps.push_back(s);
+    }
   int fused = 0;
   if (manifest.contains("gemm_fused_epilogues") && manifest["gemm_fused_epilogues"].is_number())
     fused = manifest["gemm_fused_epilogues"].get<int>();
@@ -137,6 +154,22 @@ nlohmann::json gemm_manifest(const passes::Program& program,
   return {{"autotune", codegen::gemm::autotune_mode_name(o.mode)},
           {"steps", steps},
           {"fused_epilogues", fused}};
+}
+
+/// How many mixed GEMM steps (GemmStep::b_dtype) of `program` lack a chosen kernel for some M
+/// (a symbolic M: every bucket needs one).
+int mixed_steps_without_kernel(const passes::Program& program) {
+  int n = 0;
+  for (const auto& step : program.steps) {
+    const auto* g = std::get_if<passes::GemmStep>(&step);
+    if (!g || !g->b_dtype || !g->choice.source.empty()) continue;
+    const bool every_bucket =
+        !g->buckets.empty() &&
+        std::all_of(g->buckets.begin(), g->buckets.end(),
+                    [](const passes::GemmBucket& b) { return !b.choice.source.empty(); });
+    if (!every_bucket) ++n;
+  }
+  return n;
 }
 
 }  // namespace
@@ -161,7 +194,15 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   const codegen::TargetInfo target = backend.describe(options.target, options.compiler, cache_dir);
 
   auto t = Clock::now();
-  passes::Program program = passes::compile_to_program(graph, codegen::pipeline_for(co));
+  passes::PipelineOptions pipeline = codegen::pipeline_for(co);
+  // Mixed GEMMs (an int8 matrix converted to a float16 / bfloat16 A's dtype, spec B.4.1
+  // "mixed_mm") as one step only where the autotuner can give it a mixed-input kernel: a CUDA
+  // package tuned with CUTLASS candidates. Others keep the conversion kernel and the GEMM.
+  pipeline.mixed_gemm = backend.device_type() == Device::Type::kCUDA &&
+                        options.gemm.mode != codegen::gemm::AutotuneMode::kOff &&
+                        codegen::gemm::backend_enabled(options.gemm,
+                                                       codegen::gemm::GemmBackend::kCutlass);
+  passes::Program program = passes::compile_to_program(graph, pipeline);
   r.passes_s = seconds_since(t);
 
   codegen::ToolchainOptions to;
@@ -175,6 +216,20 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
 
   t = Clock::now();
   GemmTuneReport tuned = tune_gemms(program, options.gemm, backend, target, to);
+  if (const int lacking = mixed_steps_without_kernel(program); lacking > 0) {
+    // No mixed-input kernel (no GPU or CUTLASS here, every candidate failed): lowered again as
+    // a conversion kernel and a GEMM; the other GEMMs' choices come from the tuning cache.
+    pipeline.mixed_gemm = false;
+    program = passes::compile_to_program(graph, pipeline);
+    std::vector<std::string> before = tuned.warnings;
+    tuned = tune_gemms(program, options.gemm, backend, target, to);
+    for (const auto& w : before)
+      if (std::find(tuned.warnings.begin(), tuned.warnings.end(), w) == tuned.warnings.end())
+        tuned.warnings.push_back(w);
+    tuned.warnings.push_back(std::to_string(lacking) +
+                             " mixed int8 GEMM(s) got no mixed-input kernel: each runs as a "
+                             "conversion to the activation's dtype and a GEMM");
+  }
   // anvil's own kernels where they are known to win, for the GEMMs the tuner left alone
   if (const int own = default_gemm_kernels(program, options.gemm, backend, target); own > 0)
     tuned.lines.push_back(std::to_string(own) + " GEMM(s) on anvil's skinny kernel (untimed rule)");
@@ -182,6 +237,7 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   r.gemms_tuned = tuned.tuned;
   r.gemms_from_cache = tuned.from_cache;
   r.gemms_default = tuned.kept_default;
+  r.gemms_bucketed = tuned.bucketed;
   r.gemm_candidates_timed = tuned.candidates_timed;
   r.tune_warnings = tuned.warnings;
   r.tune_lines = tuned.lines;

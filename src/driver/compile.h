@@ -64,9 +64,11 @@ struct CompileReport {
   int units_compiled = 0, units_cached = 0;  // translation units: compiled / from object cache
   std::vector<std::string> emitted_files;    // paths written under emit_source_dir
   bool cache_hit = false;                    // cached_package_for: served from the cache
-  // GEMM autotuning: steps tuned, served from the tuning cache, left on the default path;
+  // GEMM autotuning: problems tuned, served from the tuning cache, left on the default path (a
+  // GEMM with a symbolic M is one problem per bucket of M, gemms_bucketed counts such GEMMs);
   // candidates timed; seconds; warnings (fallbacks); per-candidate times (--verbose).
   int gemms_tuned = 0, gemms_from_cache = 0, gemms_default = 0, gemm_candidates_timed = 0;
+  int gemms_bucketed = 0;
   double tune_s = 0;
   std::vector<std::string> tune_warnings, tune_lines;
 };

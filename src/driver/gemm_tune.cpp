@@ -29,6 +29,7 @@
 #include "codegen/gemm/gemm_filter.h"
 #include "codegen/gemm/gemm_problem.h"
 #include "core/error.h"
+#include "driver/gemm_buckets.h"
 #include "runtime/device_backend.h"
 
 extern char** environ;
@@ -263,6 +264,25 @@ std::vector<std::string> build_templates(const std::vector<GemmCandidate>& cands
   return so;
 }
 
+/// " (m in [lo, hi])" for bucket `bucket` of step `g`, "" for -1.
+std::string bucket_text(const passes::GemmStep& g, int bucket) {
+  if (bucket < 0) return "";
+  const passes::GemmBucket& b = g.buckets[static_cast<size_t>(bucket)];
+  return " (m in " + SymRange{b.m_min, b.m_max}.str() + ")";
+}
+
+/// The buckets of step `g`'s symbolic M (gemm_buckets.h) when it can be tuned per bucket: M
+/// symbolic with bounds from the program's symbol ranges, N, K and the batch static (on CUDA,
+/// sm > 0: no batch dims, as for any chosen kernel there). Empty otherwise.
+std::vector<MBucket> symbolic_m_buckets(const passes::Program& program,
+                                        const passes::GemmStep& g, int sm) {
+  if (g.m.is_constant() || !g.n.is_constant() || !g.k.is_constant()) return {};
+  if (sm > 0 && !g.batch.empty()) return {};
+  for (const SymInt& b : g.batch)
+    if (!b.is_constant()) return {};
+  return m_buckets(g.m.bounds(program.symbol_ranges));
+}
+
 std::string shape_text(const GemmProblem& p) {
   return std::to_string(*p.m) + "x" + std::to_string(*p.n) + "x" + std::to_string(*p.k) + " " +
          dtype_name(p.a_dtype);
@@ -403,10 +423,12 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
   const codegen::gemm::EpiloguePlan epilogues =
       sm > 0 ? codegen::gemm::match_gemm_epilogues(program) : codegen::gemm::EpiloguePlan{};
 
-  // 1. Each GEMM step's problem and candidates; a choice from the on-disk cache or an earlier
-  // step with the same problem ends there; the others are pending.
+  // 1. Each GEMM step's problem and candidates (a step with a symbolic M: one problem per
+  // bucket of M's range, gemm_buckets.h); a choice from the on-disk cache or an earlier problem
+  // with the same key ends there; the others are pending.
   struct Pending {
     size_t step;
+    int bucket = -1;  // the step's bucket, or -1 for its only problem
     GemmProblem problem;
     std::string key, cache_key, cache_path;
     std::vector<GemmCandidate> cands;
@@ -415,44 +437,32 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
   };
   std::vector<Pending> pending;
   std::map<std::string, size_t> pending_by_key;
-  std::vector<std::string> dynamic;  // GEMM steps with symbolic sizes (spec B.5 case 5)
+  std::vector<std::string> dynamic;  // GEMM steps left untuned by symbolic sizes (case 5)
   std::vector<GemmCandidate> all;  // every pending problem's candidates, built together
   auto choice_of = [](const GemmCandidate& c, double us, int n) {
     return passes::GemmKernelChoice{c.name,  c.library, c.variant,    c.entry,
                                     c.source, us,       n,           c.fuses_bias,
                                     c.fuses_activation};
   };
-  for (size_t si = 0; si < program.steps.size(); ++si) {
-    auto* g = std::get_if<passes::GemmStep>(&program.steps[si]);
-    if (!g) continue;
-    ++r.steps;
-    GemmProblem p = codegen::gemm::problem_of(program, *g, target.name);
-    if (!p.is_static() || *p.m <= 0 || *p.n <= 0 || *p.k <= 0) {
-      ++r.kept_default;  // symbolic or empty: the default path (dispatch by size is not done yet)
-      if (!p.is_static()) dynamic.push_back(g->name);
-      continue;
-    }
-    if (const auto f = epilogues.by_gemm.find(si); f != epilogues.by_gemm.end()) {
-      if (f->second.residual >= 0 || !g->batch.empty()) {
-        ++r.kept_default;  // cuBLASLt's residual (or batched) epilogue
-        continue;
-      }
-      const codegen::gemm::GemmEpilogueKind kind = f->second.kind;
-      p.bias = codegen::gemm::epilogue_has_bias(kind) ? codegen::gemm::GemmBias::kPerColumn
-                                                      : codegen::gemm::GemmBias::kNone;
-      p.activation = static_cast<GemmActivation>(codegen::gemm::gemm_call_activation(kind));
-    }
-    const std::string key = codegen::gemm::problem_key(p);
+  // Where problem (step si, bucket) records its choice.
+  auto slot = [&](size_t si, int bucket) -> passes::GemmKernelChoice& {
+    auto& g = std::get<passes::GemmStep>(program.steps[si]);
+    return bucket < 0 ? g.choice : g.buckets[static_cast<size_t>(bucket)].choice;
+  };
+  // Poses problem `p` of step si (bucket `bucket`); `key_extra` tells the bucket apart.
+  auto pose = [&](size_t si, int bucket, GemmProblem p, const std::string& key_extra) {
+    const std::string key = codegen::gemm::problem_key(p) + key_extra;
     if (auto it = decided.find(key); it != decided.end()) {  // the same problem seen before
-      g->choice = it->second;
-      continue;
+      slot(si, bucket) = it->second;
+      return;
     }
     if (auto it = pending_by_key.find(key); it != pending_by_key.end()) {
       Pending same;
       same.step = si;
+      same.bucket = bucket;
       same.same_as = static_cast<int>(it->second);
       pending.push_back(std::move(same));
-      continue;
+      return;
     }
     std::vector<std::string> notes;
     std::vector<GemmCandidate> cands =
@@ -463,7 +473,7 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
         r.warnings.push_back(n);
     if (cands.empty()) {
       ++r.kept_default;
-      continue;
+      return;
     }
     std::string cache_key = "anvil gemm tune v1\n" + key + "\n" + machine + "\n";
     for (const auto& c : cands) cache_key += c.name + "\n";
@@ -471,23 +481,68 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     if (const std::string cached = read_cached(cpath); !cached.empty()) {
       for (const auto& c : cands)
         if (c.name == cached) {
-          g->choice = choice_of(c, 0, 0);
-          decided[key] = g->choice;
+          slot(si, bucket) = choice_of(c, 0, 0);
+          decided[key] = slot(si, bucket);
           ++r.from_cache;
-          break;
+          return;
         }
-      if (!g->choice.name.empty()) continue;
     }
     if (tool.empty()) {
       r.warnings.push_back("anvil-gemm-time not found (beside the executable, on PATH or "
                            "$ANVIL_GEMM_TIME): GEMMs keep the default path");
       ++r.kept_default;
-      continue;
+      return;
     }
-    Pending pd{si, p, key, cache_key, cpath, std::move(cands), all.size(), -1};
+    Pending pd{si, bucket, p, key, cache_key, cpath, std::move(cands), all.size(), -1};
     all.insert(all.end(), pd.cands.begin(), pd.cands.end());
     pending_by_key[key] = pending.size();
     pending.push_back(std::move(pd));
+  };
+  // Poses step si's epilogue on CUDA into `p`; false when the step keeps cuBLASLt (an epilogue
+  // adding a residual, or batch dims). A mixed GEMM (int8 B) is posed plain: the mixed-input
+  // kernels fuse no epilogue, which then stays a loop kernel after the GEMM.
+  auto with_epilogue = [&](size_t si, const passes::GemmStep& g, GemmProblem& p) {
+    const auto f = epilogues.by_gemm.find(si);
+    if (f == epilogues.by_gemm.end() || g.b_dtype) return true;
+    if (f->second.residual >= 0 || !g.batch.empty()) return false;
+    const codegen::gemm::GemmEpilogueKind kind = f->second.kind;
+    p.bias = codegen::gemm::epilogue_has_bias(kind) ? codegen::gemm::GemmBias::kPerColumn
+                                                    : codegen::gemm::GemmBias::kNone;
+    p.activation = static_cast<GemmActivation>(codegen::gemm::gemm_call_activation(kind));
+    return true;
+  };
+  for (size_t si = 0; si < program.steps.size(); ++si) {
+    auto* g = std::get_if<passes::GemmStep>(&program.steps[si]);
+    if (!g) continue;
+    ++r.steps;
+    GemmProblem p = codegen::gemm::problem_of(program, *g, target.name);
+    if (!p.is_static()) {
+      const std::vector<MBucket> buckets = symbolic_m_buckets(program, *g, sm);
+      GemmProblem probe = p;
+      if (buckets.empty() || !with_epilogue(si, *g, probe)) {
+        ++r.kept_default;  // symbolic N, K or batch (or cuBLASLt's residual): the default path
+        dynamic.push_back(g->name);
+        continue;
+      }
+      ++r.bucketed;
+      for (const MBucket& b : buckets) g->buckets.push_back({b.min, b.max, {}});
+      for (size_t bi = 0; bi < buckets.size(); ++bi) {
+        const MBucket& b = buckets[bi];
+        GemmProblem bp = codegen::gemm::problem_of(program, *g, target.name, b.at);
+        with_epilogue(si, *g, bp);
+        pose(si, static_cast<int>(bi), bp, " bucket " + SymRange{b.min, b.max}.str());
+      }
+      continue;
+    }
+    if (*p.m <= 0 || *p.n <= 0 || *p.k <= 0) {
+      ++r.kept_default;  // empty: the default path
+      continue;
+    }
+    if (!with_epilogue(si, *g, p)) {
+      ++r.kept_default;  // cuBLASLt's residual (or batched) epilogue
+      continue;
+    }
+    pose(si, -1, p, "");
   }
 
   if (!dynamic.empty()) {
@@ -522,14 +577,16 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     Pending& pd = pending[pi];
     auto* g = std::get_if<passes::GemmStep>(&program.steps[pd.step]);
     if (pd.same_as >= 0) {
-      if (ok[static_cast<size_t>(pd.same_as)]) g->choice = chosen[static_cast<size_t>(pd.same_as)];
+      if (ok[static_cast<size_t>(pd.same_as)])
+        slot(pd.step, pd.bucket) = chosen[static_cast<size_t>(pd.same_as)];
       else ++r.kept_default;
       continue;
     }
     const GemmProblem& p = pd.problem;
+    const std::string where = bucket_text(*g, pd.bucket);  // "" or " (m in [9, 32])"
     if (show)
-      std::fprintf(stderr, "autotune: GEMM %s (%s): %zu candidates\n", g->name.c_str(),
-                   shape_text(p).c_str(), pd.cands.size());
+      std::fprintf(stderr, "autotune: GEMM %s%s (%s): %zu candidates\n", g->name.c_str(),
+                   where.c_str(), shape_text(p).c_str(), pd.cands.size());
     std::vector<CandidateTiming> timings;
     const int best = time_built(p, all, pd.first, pd.cands.size(), so, build_errors, options,
                                 tool, timings, device);
@@ -538,14 +595,14 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     for (const auto& t : timings) {
       times[t.name] = t.ns;
       std::ostringstream line;
-      line << "  " << g->name << " " << shape_text(p) << " " << t.name << ": ";
+      line << "  " << g->name << where << " " << shape_text(p) << " " << t.name << ": ";
       if (std::isinf(t.ns)) line << "inf (" << t.error << ")";
       else line << t.ns / 1000.0 << " us";
       r.lines.push_back(line.str());
       if (options.verbose) std::fprintf(stderr, "%s\n", line.str().c_str());
     }
     if (best < 0) {
-      const std::string msg = "every GEMM candidate failed for " + g->name + " (" +
+      const std::string msg = "every GEMM candidate failed for " + g->name + where + " (" +
                               shape_text(p) + ")";
       if (!options.fallback)
         throw Error(msg, "autotune " + g->name, "at least one working candidate",
@@ -556,14 +613,14 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     }
     const double best_ns = timings[static_cast<size_t>(best)].ns;
     const GemmCandidate& c = pd.cands[static_cast<size_t>(best)];
-    g->choice = choice_of(c, best_ns / 1000.0, static_cast<int>(pd.cands.size()));
-    chosen[pi] = g->choice;
+    slot(pd.step, pd.bucket) = choice_of(c, best_ns / 1000.0, static_cast<int>(pd.cands.size()));
+    chosen[pi] = slot(pd.step, pd.bucket);
     ok[pi] = true;
     ++r.tuned;
     write_cached(pd.cache_path, pd.cache_key, c.name, times);
     if (options.verbose)
-      std::fprintf(stderr, "  %s: chose %s (%.1f us)\n", g->name.c_str(), c.name.c_str(),
-                   best_ns / 1000.0);
+      std::fprintf(stderr, "  %s%s: chose %s (%.1f us)\n", g->name.c_str(), where.c_str(),
+                   c.name.c_str(), best_ns / 1000.0);
   }
   if (sm > 0) {
     // The CUDA emitter calls a chosen kernel for a GEMM without batch dims whose epilogue, if
@@ -572,22 +629,51 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     int kept = 0;
     for (size_t i = 0; i < program.steps.size(); ++i) {
       auto* g = std::get_if<passes::GemmStep>(&program.steps[i]);
-      if (!g || g->choice.source.empty()) continue;
+      if (!g) continue;
       const auto f = epilogues.by_gemm.find(i);
-      const bool plain = g->batch.empty() && !g->choice.fuses_bias && !g->choice.fuses_activation;
-      const bool fits = f == epilogues.by_gemm.end()
-                            ? plain
-                            : codegen::gemm::chosen_kernel_fuses(*g, f->second);
-      if (!fits) {
+      auto fits = [&](const passes::GemmKernelChoice& c) {
+        passes::GemmStep one = *g;
+        one.choice = c;
+        const bool plain = g->batch.empty() && !c.fuses_bias && !c.fuses_activation;
+        return f == epilogues.by_gemm.end() || g->b_dtype
+                   ? plain
+                   : codegen::gemm::chosen_kernel_fuses(one, f->second);
+      };
+      if (!g->choice.source.empty() && !fits(g->choice)) {
         g->choice = {};
         ++kept;
       }
+      // A symbolic M's buckets: each CUTLASS choice must fit; and an epilogue cuBLASLt cannot
+      // fuse is fused only if no bucket is left on cuBLASLt (the statement leaves its loop
+      // kernel for all M or for none), else every bucket keeps cuBLASLt.
+      bool library = false, cutlass = false;
+      for (passes::GemmBucket& bk : g->buckets) {
+        if (!bk.choice.source.empty() && !fits(bk.choice)) {
+          bk.choice = {};
+          ++kept;
+        }
+        (bk.choice.source.empty() ? library : cutlass) = true;
+      }
+      if (library && cutlass && f != epilogues.by_gemm.end() && !g->b_dtype &&
+          !codegen::gemm::cublaslt_fuses(f->second.kind))
+        for (passes::GemmBucket& bk : g->buckets)
+          if (!bk.choice.source.empty()) {
+            bk.choice = {};
+            ++kept;
+          }
     }
     if (kept > 0)
       r.warnings.push_back(std::to_string(kept) +
                            " GEMM(s) timed faster in a CUTLASS kernel keep cuBLASLt: their batch "
                            "dims or epilogue are not what the kernel was timed with");
   }
+  // Buckets that all keep the default path (on CUDA: cuBLASLt) need no dispatch.
+  for (auto& step : program.steps)
+    if (auto* g = std::get_if<passes::GemmStep>(&step);
+        g && std::all_of(g->buckets.begin(), g->buckets.end(), [sm](const passes::GemmBucket& b) {
+          return sm > 0 ? b.choice.source.empty() : b.choice.name.empty();
+        }))
+      g->buckets.clear();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -17,12 +17,14 @@
 
 namespace anvil::driver {
 
-/// What tuning did.
+/// What tuning did. tuned / from_cache / kept_default count problems: a GEMM step with static
+/// sizes is one, a step with a symbolic M one per bucket of M's range (gemm_buckets.h).
 struct GemmTuneReport {
   int steps = 0;          // GEMM steps seen
-  int tuned = 0;          // steps whose candidates were timed
-  int from_cache = 0;     // steps whose choice came from the on-disk cache
-  int kept_default = 0;   // steps left on the default path (no candidates, all failed)
+  int bucketed = 0;       // steps with a symbolic M tuned per bucket (GemmStep::buckets)
+  int tuned = 0;          // problems whose candidates were timed
+  int from_cache = 0;     // problems whose choice came from the on-disk cache
+  int kept_default = 0;   // problems left on the default path (no candidates, all failed)
   int candidates_timed = 0;
   double seconds = 0;
   std::vector<std::string> warnings;  // fallbacks, skipped families

@@ -405,7 +405,11 @@ std::string print_program(const Program& p) {
       op("a", g->a);
       op("b", g->b);
       op("c", g->c);
+      if (g->b_dtype) os << "    b_dtype=" << dtype_name(*g->b_dtype) << "\n";
       if (!g->choice.name.empty()) os << "    kernel " << g->choice.name << "\n";
+      for (const GemmBucket& bk : g->buckets)
+        os << "    m in " << SymRange{bk.m_min, bk.m_max}.str() << ": kernel "
+           << (bk.choice.name.empty() ? std::string("default") : bk.choice.name) << "\n";
     } else if (const auto* e = std::get_if<ExternStep>(&step)) {
       os << "    " << e->target << "\n";
       for (const auto& v : e->inputs) os << "    in  " << view_str(v) << "\n";

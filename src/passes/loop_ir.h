@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -248,6 +249,13 @@ struct GemmKernelChoice {
   bool fuses_bias = false, fuses_activation = false;  // it can apply them in its store
 };
 
+/// The autotuner's choice for the values of a symbolic M in [m_min, m_max] (driver/gemm_tune.h,
+/// "symbolic M"); an empty choice name keeps the target's default path for those M.
+struct GemmBucket {
+  int64_t m_min = 0, m_max = 0;
+  GemmKernelChoice choice;
+};
+
 struct GemmStep {
   std::string name;
   std::vector<std::string> nodes;
@@ -257,6 +265,13 @@ struct GemmStep {
   GemmOperand a, b, c;
   double alpha = 1.0;
   GemmKernelChoice choice;
+  // A mixed GEMM (PipelineOptions::mixed_gemm; spec B.4.1 "mixed_mm"): B's element type, int8,
+  // converted to `dtype` in the kernel (A and C are of `dtype`). Only a chosen kernel that
+  // takes it (the CUTLASS mixed-input family) runs such a step. nullopt: B is of `dtype`.
+  std::optional<DType> b_dtype;
+  // M symbolic: one choice per bucket of M's range, ascending and contiguous (the generated
+  // code dispatches on M's run-time value; `choice` is then empty). Empty: `choice` for every M.
+  std::vector<GemmBucket> buckets;
 };
 
 /// One step of the program.

@@ -1,5 +1,8 @@
 // Lowering rules for matrix products (GEMM steps whose bias / scaling epilogue is a computed
 // tensor the scheduler fuses into a loop over the output) and the generic extern-call rule.
+// With PipelineOptions::mixed_gemm, mm / addmm / linear of a float16 / bfloat16 A and an int8
+// matrix converted to A's dtype (spec B.4.1 "mixed_mm") become one GEMM step reading the int8
+// matrix (GemmStep::b_dtype) instead of a conversion kernel and a GEMM.
 #include <algorithm>
 
 #include "core/error.h"
@@ -98,6 +101,7 @@ TRefPtr gemm(Lowerer& L, TRefPtr a, TRefPtr b, double alpha, const std::vector<S
   g.name = L.out_name();
   g.nodes = {L.node().name};
   g.dtype = dtype;
+  if (b->dtype != dtype) g.b_dtype = b->dtype;  // mixed: B converted in the kernel
   g.m = a->sizes[ra - 2];
   g.k = a->sizes[ra - 1];
   g.n = b->sizes[rb - 1];
@@ -158,6 +162,76 @@ double float_attr(const ir::Node& n, const char* name, double dflt) {
   return ir::shape_args::float_(n, name, dflt);
 }
 
+/// Whether node `n` converts its tensor input's dtype and nothing else (same sizes).
+bool is_dtype_conversion(const ir::Node& n) {
+  if (n.target != "aten._to_copy.default" && n.target != "aten.to.dtype" &&
+      n.target != "aten.to.dtype_layout" && n.target != "prims.convert_element_type.default")
+    return false;
+  const ir::Arg* self = n.arg("self");
+  if (!self || !self->value || !self->value->is_tensor() || n.outputs.size() != 1) return false;
+  const ir::TensorType& in = self->value->type;
+  const ir::TensorType& out = n.outputs[0]->type;
+  return in.sizes == out.sizes && in.device == out.device;
+}
+
+/// Whether node `n` transposes a matrix: t, transpose(0, 1) or permute([1, 0]) of a 2-D tensor.
+bool is_matrix_transpose(const ir::Node& n) {
+  const ir::Arg* self = n.arg("self");
+  if (!self || !self->value || !self->value->is_tensor() || self->value->type.sizes.size() != 2)
+    return false;
+  auto dim = [](int64_t d) { return d < 0 ? d + 2 : d; };
+  if (n.target == "aten.t.default") return true;
+  if (n.target == "aten.transpose.int") {
+    const ir::Arg* d0 = n.arg("dim0");
+    const ir::Arg* d1 = n.arg("dim1");
+    return d0 && d1 && d0->kind == ir::Arg::Kind::kInt && d1->kind == ir::Arg::Kind::kInt &&
+           dim(d0->i) + dim(d1->i) == 1 && dim(d0->i) != dim(d1->i);
+  }
+  if (n.target == "aten.permute.default") {
+    const ir::Arg* dims = n.arg("dims");
+    return dims && dims->kind == ir::Arg::Kind::kInts && dims->ints.size() == 2 &&
+           dim(dims->ints[0]) == 1 && dim(dims->ints[1]) == 0;
+  }
+  return false;
+}
+
+/// The mixed form of a 2-D GEMM operand (PipelineOptions::mixed_gemm): when `v` is an int8
+/// matrix converted to `dt` (float16 / bfloat16), directly or with one matrix transpose before
+/// or after the conversion, the int8 matrix as a buffer view of `v`'s sizes (the GEMM then
+/// reads it and converts in its kernel: no conversion kernel, no converted copy); else null.
+TRefPtr mixed_operand(Lowerer& L, const ir::Value* v, DType dt) {
+  if (!L.options || !L.options->mixed_gemm || !v || !v->is_tensor()) return nullptr;
+  if (dt != DType::kFloat16 && dt != DType::kBFloat16) return nullptr;
+  if (v->type.dtype != dt || v->type.sizes.size() != 2) return nullptr;
+  bool transposed = false;
+  const ir::Node* p = v->producer;
+  if (p && is_matrix_transpose(*p)) {  // t(to(w))
+    transposed = true;
+    p = p->arg("self")->value->producer;
+  }
+  if (!p || !is_dtype_conversion(*p)) return nullptr;
+  const ir::Value* src = p->arg("self")->value;  // to(w) or to(t(w))
+  if (src->type.dtype != DType::kInt8) return nullptr;
+  TRefPtr w = L.ref(src);
+  if (!w || !w->is_buffer() || w->sizes.size() != 2) return nullptr;
+  auto b = std::make_shared<TRef>(*w);
+  if (transposed) {
+    std::swap(b->sizes[0], b->sizes[1]);
+    std::swap(b->strides[0], b->strides[1]);
+  }
+  GemmOperand probe;
+  if (!as_matrix(*b, probe)) return nullptr;  // not a BLAS matrix: keep the two steps
+  return b;
+}
+
+/// Argument `name` of the current node: its mixed form (mixed_operand) when it has one.
+TRefPtr gemm_arg(Lowerer& L, const std::string& name, DType dt) {
+  const ir::Arg* a = L.node().arg(name);
+  if (a && a->kind == ir::Arg::Kind::kTensor)
+    if (TRefPtr m = mixed_operand(L, a->value, dt)) return m;
+  return L.arg(name);
+}
+
 }  // namespace
 
 bool lower_matmul(Lowerer& L, const ir::Node& n) {
@@ -180,7 +254,7 @@ bool lower_matmul(Lowerer& L, const ir::Node& n) {
     return true;
   }
   if (t == "aten.linear.default") {
-    TRefPtr x = L.arg("input"), w = L.arg("weight"), bias = L.arg("bias");
+    TRefPtr x = L.arg("input"), w = gemm_arg(L, "weight", dt), bias = L.arg("bias");
     if (!w->is_buffer()) L.realize(*w, L.out_name() + "_w");
     auto wt = std::make_shared<TRef>(*w);  // weight^T: [K, N]
     std::swap(wt->sizes[0], wt->sizes[1]);
@@ -202,12 +276,14 @@ bool lower_matmul(Lowerer& L, const ir::Node& n) {
     return true;
   }
   if (t == "aten.mm.default" || t == "aten.bmm.default") {
-    L.bind(0, gemm(L, L.arg("self"), L.arg("mat2"), 1.0, out.sizes, dt));
+    TRefPtr b = t == "aten.mm.default" ? gemm_arg(L, "mat2", dt) : L.arg("mat2");
+    L.bind(0, gemm(L, L.arg("self"), b, 1.0, out.sizes, dt));
     return true;
   }
   if (t == "aten.addmm.default" || t == "aten.baddbmm.default") {
     const bool batched = t == "aten.baddbmm.default";
-    TRefPtr a = L.arg(batched ? "batch1" : "mat1"), b = L.arg(batched ? "batch2" : "mat2");
+    TRefPtr a = L.arg(batched ? "batch1" : "mat1");
+    TRefPtr b = batched ? L.arg("batch2") : gemm_arg(L, "mat2", dt);
     const double alpha = float_attr(n, "alpha", 1.0), beta = float_attr(n, "beta", 1.0);
     TRefPtr mm = gemm(L, a, b, alpha, out.sizes, dt);
     L.bind(0, beta == 0.0 ? mm : add_bias(L, mm, L.arg("self"), beta, dt));

@@ -35,6 +35,12 @@ struct PipelineOptions {
   // Activations that only convolutions touch are kept channels-last (CPU target only:
   // passes/conv_layout.cpp). The environment variable ANVIL_CONV_LAYOUT=nchw turns it off.
   bool conv_channels_last = true;
+  // mm / addmm / linear of a float16 / bfloat16 A and an int8 matrix converted to A's dtype
+  // lower to one mixed GEMM step (GemmStep::b_dtype; passes/lower_matmul.cpp) instead of a
+  // conversion kernel and a GEMM. Set by the driver only where the autotuner can give it a
+  // mixed-input kernel (CUDA with CUTLASS candidates); a step left without one is lowered again
+  // with this off.
+  bool mixed_gemm = false;
 };
 
 /// Runs the passes on a copy of `graph` and lowers it: decompositions happen in the lowering

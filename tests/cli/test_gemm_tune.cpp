@@ -171,50 +171,8 @@ TEST_F(GemmTune, BiasAndActivationFuseIntoTheChosenKernelAndMatchPyTorch) {
   }
 }
 
-// Spec B.5 case 5: a GEMM with dynamic sizes gets no candidates; it keeps the default path and
-// the compile says so with a warning; the package still runs every size.
-TEST_F(GemmTune, DynamicSizesKeepTheDefaultPathWithAWarning) {
-  const auto g = ir::parse_graph(R"(graph {
-  symbols {
-    s0 in [1, 64]
-  }
-  inputs {
-    %x: f32[s0, 16] = user_input
-    %w: f32[16, 16] = user_input
-  }
-  %m: f32[s0, 16] = aten.mm.default(self=%x, mat2=%w)
-  outputs {
-    user_output %m
-  }
-})");
-  const std::string pkg = (dir_ / "dyn.anvil").string();
-  const driver::CompileReport r = driver::compile_graph(*g, pkg, opts_);
-  EXPECT_EQ(r.gemms_tuned, 0);
-  EXPECT_EQ(r.gemm_candidates_timed, 0);
-  EXPECT_EQ(r.gemms_default, 1);
-  bool warned = false;
-  for (const auto& w : r.tune_warnings)
-    warned |= w.find("1 GEMM(s) with dynamic sizes (gemm0) have no autotuning candidates") !=
-              std::string::npos;
-  EXPECT_TRUE(warned) << ::testing::PrintToString(r.tune_warnings);
-  const runtime::Model model = runtime::Model::load(pkg);
-  for (int64_t rows : {1, 37}) {
-    Tensor x = Tensor::empty({rows, 16}, DType::kFloat32), w = Tensor::empty({16, 16}, DType::kFloat32);
-    float* xp = x.data<float>();
-    float* wp = w.data<float>();
-    for (int64_t i = 0; i < rows * 16; ++i) xp[i] = static_cast<float>((i * 7 % 13) - 6) / 8.f;
-    for (int64_t i = 0; i < 256; ++i) wp[i] = static_cast<float>((i * 5 % 11) - 5) / 4.f;
-    const auto out = model.run({x, w});
-    ASSERT_EQ(out.size(), 1u);
-    const float* o = out[0].data<float>();
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < 16; ++j) {
-        double want = 0;
-        for (int64_t k = 0; k < 16; ++k) want += double(xp[i * 16 + k]) * wp[k * 16 + j];
-        ASSERT_NEAR(o[i * 16 + j], want, 1e-4) << rows << " rows, at " << i << "," << j;
-      }
-  }
-}
+// Spec B.5 case 5 (a GEMM with a symbolic N or K keeps the default path with a warning) and a
+// symbolic M tuned per bucket: tests/cli/test_gemm_buckets.cpp.
 
 /// Seeded pseudo-random values in [-scale, scale) of shape `sizes`, as `dt`.
 Tensor ramp(Shape sizes, DType dt, double scale, int seed) {

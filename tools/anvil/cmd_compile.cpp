@@ -116,7 +116,11 @@ int cmd_compile(const ParsedArgs& args) {
   if (o.gemm.mode != codegen::gemm::AutotuneMode::kOff)
     std::cout << "  autotune:     " << r.gemms_tuned << " GEMMs tuned (" << r.gemm_candidates_timed
               << " candidates timed), " << r.gemms_from_cache << " from the tuning cache, "
-              << r.gemms_default << " on the default path; " << secs(r.tune_s) << "\n";
+              << r.gemms_default << " on the default path"
+              << (r.gemms_bucketed > 0 ? " (" + std::to_string(r.gemms_bucketed) +
+                                             " GEMM(s) with a symbolic M tuned per M bucket)"
+                                       : std::string())
+              << "; " << secs(r.tune_s) << "\n";
   if (!o.emit_source_dir.empty())
     std::cout << "  sources:      " << r.emitted_files.size() << " files in " << o.emit_source_dir
               << "\n";

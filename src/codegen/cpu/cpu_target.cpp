@@ -96,9 +96,13 @@ class CpuTarget final : public Target {
     // The generated GEMM templates the autotuner chose, once each (driver/gemm_tune.h).
     std::map<std::string, std::string> templates;  // entry -> source
     auto add_templates = [&](const passes::Program& q) {
-      for (const auto& step : q.steps)
-        if (const auto* g = std::get_if<passes::GemmStep>(&step); g && !g->choice.source.empty())
-          templates.emplace(g->choice.entry, g->choice.source);
+      for (const auto& step : q.steps) {
+        const auto* g = std::get_if<passes::GemmStep>(&step);
+        if (!g) continue;
+        if (!g->choice.source.empty()) templates.emplace(g->choice.entry, g->choice.source);
+        for (const passes::GemmBucket& bk : g->buckets)  // symbolic M: a choice per bucket
+          if (!bk.choice.source.empty()) templates.emplace(bk.choice.entry, bk.choice.source);
+      }
     };
     add_templates(p);
     for_each_subprogram(p, [&](const passes::Program& sub, const std::string&) {

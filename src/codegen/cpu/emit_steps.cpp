@@ -100,9 +100,9 @@ static std::string shift_bias(const GemmStep& g, double shift, const std::string
 
 /// The call of the autotuner's choice (a library through api->gemm, or a generated template
 /// from a gemm_kernel_*.cpp) for one matrix of the batch: a, b, c, m, n, k are in scope.
-static std::string emit_chosen_gemm_call(const Program& p, const GemmStep& g, const std::string& ind,
+static std::string emit_chosen_gemm_call(const Program& p, const GemmStep& g,
+                                         const GemmKernelChoice& ch, const std::string& ind,
                                          const gemm::FusedEpilogue* fused) {
-  const GemmKernelChoice& ch = g.choice;
   const int dt = static_cast<int>(g.dtype);
   char alpha[64];  // a fused epilogue's constant factor scales the product
   std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha * (fused ? fused->scale : 1.0));
@@ -143,8 +143,47 @@ static std::string emit_chosen_gemm_call(const Program& p, const GemmStep& g, co
   return os.str();
 }
 
-std::string emit_gemm(const Program& p, const GemmStep& g, const gemm::FusedEpilogue* fused) {
+/// The target's default call of GEMM step `g` for one matrix of the batch (a, b, c, m, n, k in
+/// scope): api->sgemm / dgemm (sgemm_const_b for a constant B), else the extern aten.mm.
+static std::string emit_default_gemm_call(const Program& p, const GemmStep& g,
+                                          const std::string& ind) {
   const bool blas = g.dtype == DType::kFloat32 || g.dtype == DType::kFloat64;
+  std::ostringstream os;
+  if (blas) {
+    const char* fn = g.dtype == DType::kFloat32 ? "sgemm" : "dgemm";
+    char alpha[64];
+    std::snprintf(alpha, sizeof alpha, "%.17g", g.alpha);
+    if (gemm_b_is_constant(p, g))  // packed once by the runtime, then reused
+      os << ind << "s.api->sgemm_const_b(s.run_ctx, " << (g.a.trans ? 1 : 0) << ", "
+         << (g.b.trans ? 1 : 0) << ", m, n, k, " << alpha << ", a, " << g.a.ld.str() << ", b, "
+         << g.b.ld.str() << ", c, " << g.c.ld.str() << ");\n";
+    else
+      os << ind << "s.api->" << fn << "(" << (g.a.trans ? 1 : 0) << ", "
+         << (g.b.trans ? 1 : 0) << ", m, n, k, " << alpha << ", a, " << g.a.ld.str() << ", b, "
+         << g.b.ld.str() << ", 0, c, " << g.c.ld.str() << ");\n";
+  } else {
+    if (g.alpha != 1.0)
+      throw Error("GEMM with alpha != 1 is only supported for f32 / f64", "codegen/cpu " + g.name,
+                  "alpha 1", std::to_string(g.alpha));
+    std::ostringstream d;
+    d << matrix_desc("ta", "a", g.dtype, "m", "k", g.a.trans, g.a.ld.str());
+    d << matrix_desc("tb", "b", g.dtype, "k", "n", g.b.trans, g.b.ld.str());
+    d << matrix_desc("tc", "c", g.dtype, "m", "n", false, g.c.ld.str());
+    os << d.str();
+    os << ind << "AnvilRtTensor ins[2] = {ta, tb};\n";
+    os << ind
+       << "const int rc = s.api->extern_call(s.run_ctx, \"aten.mm.default\", ins, 2, "
+            "nullptr, 0, &tc, 1);\n";
+    os << ind << "if (rc != 0) return rc;\n";
+  }
+  return os.str();
+}
+
+std::string emit_gemm(const Program& p, const GemmStep& g, const gemm::FusedEpilogue* fused) {
+  if (g.b_dtype)  // PipelineOptions::mixed_gemm is the CUDA target's (driver/compile.cpp)
+    throw Error("the CPU target has no mixed GEMM step", "codegen/cpu " + g.name,
+                "A and B of one dtype (a conversion kernel before the GEMM)",
+                std::string(dtype_name(g.dtype)) + " A with " + dtype_name(*g.b_dtype) + " B");
   const std::string st = storage_type(g.dtype);
   std::ostringstream body;
   body << "  const int64_t m = " << g.m.str() << ", n = " << g.n.str() << ", k = " << g.k.str()
@@ -164,36 +203,30 @@ std::string emit_gemm(const Program& p, const GemmStep& g, const gemm::FusedEpil
   body << ind << "    for (int64_t i = 0; i < m; ++i) std::memset(c + i * (" << g.c.ld.str()
        << "), 0, sizeof(" << st << ") * n);\n";
   body << ind << "  } else {\n";
-  if (!g.choice.name.empty()) {
-    body << emit_chosen_gemm_call(p, g, ind + "    ", fused);
-  } else if (blas) {
-    const char* fn = g.dtype == DType::kFloat32 ? "sgemm" : "dgemm";
-    char alpha[64];
-    std::snprintf(alpha, sizeof alpha, "%.17g", g.alpha);
-    if (gemm_b_is_constant(p, g))  // packed once by the runtime, then reused
-      body << ind << "    s.api->sgemm_const_b(s.run_ctx, " << (g.a.trans ? 1 : 0) << ", "
-           << (g.b.trans ? 1 : 0) << ", m, n, k, " << alpha << ", a, " << g.a.ld.str() << ", b, "
-           << g.b.ld.str() << ", c, " << g.c.ld.str() << ");\n";
-    else
-      body << ind << "    s.api->" << fn << "(" << (g.a.trans ? 1 : 0) << ", "
-           << (g.b.trans ? 1 : 0) << ", m, n, k, " << alpha << ", a, " << g.a.ld.str() << ", b, "
-           << g.b.ld.str() << ", 0, c, " << g.c.ld.str() << ");\n";
+  if (!g.buckets.empty()) {  // symbolic M: the choice of M's bucket (driver/gemm_tune.h)
+    for (size_t i = 0; i < g.buckets.size(); ++i) {
+      const passes::GemmBucket& bk = g.buckets[i];
+      const bool last = i + 1 == g.buckets.size();
+      body << ind << (i == 0 ? "    " : "    } else ")
+           << (last ? std::string("{") : "if (m <= " + std::to_string(bk.m_max) + ") {")
+           << "  // m in " << SymRange{bk.m_min, bk.m_max}.str() << ": "
+           << (bk.choice.name.empty() ? std::string("the default path") : bk.choice.name)
+           << "\n";
+      if (bk.choice.name.empty()) {
+        if (fused)
+          throw Error("a GEMM epilogue fused into bucketed kernels needs a kernel in every bucket",
+                      "codegen/cpu " + g.name, "a chosen kernel for every M bucket",
+                      "the default path for m in " + SymRange{bk.m_min, bk.m_max}.str());
+        body << emit_default_gemm_call(p, g, ind + "    ");
+      } else {
+        body << emit_chosen_gemm_call(p, g, bk.choice, ind + "      ", fused);
+      }
+    }
+    body << ind << "    }\n";
+  } else if (!g.choice.name.empty()) {
+    body << emit_chosen_gemm_call(p, g, g.choice, ind + "    ", fused);
   } else {
-    if (g.alpha != 1.0)
-      throw Error("GEMM with alpha != 1 is only supported for f32 / f64", "codegen/cpu " + g.name,
-                  "alpha 1", std::to_string(g.alpha));
-    std::ostringstream d;
-    d << matrix_desc("ta", "a", g.dtype, "m", "k", g.a.trans, g.a.ld.str());
-    d << matrix_desc("tb", "b", g.dtype, "k", "n", g.b.trans, g.b.ld.str());
-    d << matrix_desc("tc", "c", g.dtype, "m", "n", false, g.c.ld.str());
-    std::string text = d.str();
-    // indent to the block
-    body << text;
-    body << ind << "    AnvilRtTensor ins[2] = {ta, tb};\n";
-    body << ind
-         << "    const int rc = s.api->extern_call(s.run_ctx, \"aten.mm.default\", ins, 2, "
-            "nullptr, 0, &tc, 1);\n";
-    body << ind << "    if (rc != 0) return rc;\n";
+    body << emit_default_gemm_call(p, g, ind + "    ");
   }
   body << ind << "  }\n";
   body << ind << "}\n";
@@ -203,11 +236,18 @@ std::string emit_gemm(const Program& p, const GemmStep& g, const gemm::FusedEpil
   }
   body << "  return 0;\n";
   std::ostringstream fn;
-  if (!g.choice.source.empty())
-    fn << "extern \"C\" int " << g.choice.entry
+  std::vector<std::string> entries;  // the templates it calls, once each
+  if (!g.choice.source.empty()) entries.push_back(g.choice.entry);
+  for (const passes::GemmBucket& bk : g.buckets)
+    if (!bk.choice.source.empty() &&
+        std::find(entries.begin(), entries.end(), bk.choice.entry) == entries.end())
+      entries.push_back(bk.choice.entry);
+  for (const std::string& e : entries)
+    fn << "extern \"C\" int " << e
        << "(const AnvilRtApi*, void*, const AnvilGemmCall*);  // gemm_kernel_*.cpp\n";
   fn << "// " << g.name << ": " << join_nodes(g.nodes) << " (" << dtype_name(g.dtype) << " GEMM"
      << (g.choice.name.empty() ? "" : ", kernel " + g.choice.name)
+     << (g.buckets.empty() ? "" : ", a kernel per bucket of m")
      << (fused ? std::string(", epilogue ") + gemm::epilogue_macro(fused->kind) +
                      (fused->scale != 1.0 ? " scaled" : "") +
                      (fused->has_shift ? " shifted" : "") + " in its store"

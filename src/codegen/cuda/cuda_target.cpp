@@ -128,16 +128,26 @@ class CudaTarget final : public Target {
           } else {
             // cuBLASLt may refuse an epilogue at run time (ANVIL_GEMM_NOT_FUSED): its GEMM step
             // then launches the statement's own kernel; a chosen CUTLASS kernel has it built in.
-            // anvil's own kernels fall back to cuBLASLt and this kernel where they refuse a call.
+            // anvil's own kernels fall back to cuBLASLt and this kernel where they refuse a call;
+            // with buckets of a symbolic M, the buckets on cuBLASLt need the statement's kernel.
             const bool chosen = !g->choice.source.empty();
-            if (!chosen || gemm::is_skinny_name(g->choice.name))
-              kernels += emit_loop_kernel(q, f->second.fallback) + "\n";
+            bool library = g->buckets.empty() && (!chosen || gemm::is_skinny_name(g->choice.name));
+            nlohmann::json by_bucket = nlohmann::json::array();
+            for (const passes::GemmBucket& bk : g->buckets) {
+              library |= bk.choice.source.empty();
+              by_bucket.push_back(bk.choice.source.empty() ? std::string("cublaslt")
+                                                           : bk.choice.name);
+            }
+            if (library) kernels += emit_loop_kernel(q, f->second.fallback) + "\n";
             kernels += emit_gemm(q, *g, &f->second) + "\n";
             fused.push_back({{"gemm", g->name},
                              {"kernel", passes::step_name(q.steps[f->second.kernel_step])},
                              {"epilogue", epilogue_macro(f->second.kind)},
                              {"residual", f->second.residual >= 0},
-                             {"by", chosen ? g->choice.name : std::string("cublaslt")}});
+                             {"by", chosen              ? g->choice.name
+                                    : g->buckets.empty() ? std::string("cublaslt")
+                                                         : std::string("per bucket")}});
+            if (!g->buckets.empty()) fused.back()["by_bucket"] = by_bucket;
           }
         } else {
           const auto& e = std::get<passes::ExternStep>(step);
@@ -187,11 +197,20 @@ class CudaTarget final : public Target {
     // each, built with CUTLASS's include dirs.
     std::map<std::string, std::string> chosen, own;  // own: anvil's skinny kernels
     auto own_kernel = [](const passes::GemmKernelChoice& c) { return gemm::is_skinny_name(c.name); };
+    bool bucket_own = false;
     auto add_chosen = [&](const passes::Program& q) {
-      for (const auto& step : q.steps)
-        if (const auto* g = std::get_if<passes::GemmStep>(&step);
-            g && g->batch.empty() && !g->choice.source.empty())
+      for (const auto& step : q.steps) {
+        const auto* g = std::get_if<passes::GemmStep>(&step);
+        if (!g || !g->batch.empty()) continue;
+        if (!g->choice.source.empty())
           (own_kernel(g->choice) ? own : chosen).emplace(g->choice.entry, g->choice.source);
+        for (const passes::GemmBucket& bk : g->buckets) {  // symbolic M: a choice per bucket
+          if (bk.choice.source.empty()) continue;
+          // a bucket's kernel has no cuBLASLt fallback: the package then needs sm_90
+          bucket_own = bucket_own || own_kernel(bk.choice);
+          (own_kernel(bk.choice) ? own : chosen).emplace(bk.choice.entry, bk.choice.source);
+        }
+      }
     };
     add_chosen(p);
     cpu::for_each_subprogram(
@@ -214,6 +233,7 @@ class CudaTarget final : public Target {
     }
     // anvil's skinny kernels: sm_90a units without CUTLASS; on an older GPU their entry refuses
     // the call and the step runs cuBLASLt (emit_gemm), so the package keeps running there.
+    if (bucket_own) r.manifest_fields["cuda_min_capability"] = 90;
     for (const auto& [entry, source] : own) {
       GeneratedSource f{"gemm_kernel_" + std::to_string(t++) + ".cu", source, {}, {}};
       f.flags = gemm::skinny_nvcc_flags();

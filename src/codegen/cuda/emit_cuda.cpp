@@ -368,25 +368,68 @@ std::string fused_gemm_body(const passes::Program& p, const GemmStep& g, const F
 
 }  // namespace
 
-/// The body of a GEMM step that runs the autotuner's CUTLASS kernel (a gemm_kernel_N.cu of the
-/// package; no batch dims), with the bias and activation of `fused` applied in its store when
+/// The body of a GEMM step on cuBLASLt without an epilogue: dev->gemm per outer batch index.
+static std::string plain_gemm_body(const passes::Program& p, const GemmStep& g,
+                                   const std::string& st) {
+  const size_t nb = g.batch.size();
+  const size_t outer = nb > 0 ? nb - 1 : 0;
+  std::ostringstream b;
+  std::string ind = "  ";
+  for (size_t d = 0; d < outer; ++d) {
+    b << ind << "for (int64_t b" << d << " = 0; b" << d << " < " << g.batch[d].str() << "; ++b"
+    << d << ") {\n";
+    ind += "  ";
+  }
+  char alpha[64];
+  std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha);
+  b << ind << "const int rc = dev->gemm(device, s.stream, " << static_cast<int>(g.dtype)
+    << ", " << (g.a.trans ? 1 : 0) << ", " << (g.b.trans ? 1 : 0)
+    << ", m, n, k, static_cast<float>(" << alpha << "),\n"
+    << ind << "    " << operand_ptr(p, g.a, st, outer) << ", " << g.a.ld.str() << ", "
+    << last_stride(g.a, nb) << ",\n"
+    << ind << "    " << operand_ptr(p, g.b, st, outer) << ", " << g.b.ld.str() << ", "
+    << last_stride(g.b, nb) << ",\n"
+    << ind << "    " << operand_ptr(p, g.c, st, outer) << ", " << g.c.ld.str() << ", "
+    << last_stride(g.c, nb) << ", batch, ANVIL_EPILOGUE_NONE, nullptr, 0);\n";
+  b << ind << "if (rc != 0) {\n"
+    << ind << "  s.api->set_error(s.run_ctx, dev->last_error());\n"
+    << ind << "  return rc;\n"
+    << ind << "}\n";
+  for (size_t d = 0; d < outer; ++d) {
+    ind.resize(ind.size() - 2);
+    b << ind << "}\n";
+  }
+  return b.str();
+}
+
+/// The body of a GEMM step that runs the autotuner's CUTLASS kernel `ch` (a gemm_kernel_N.cu of
+/// the package; no batch dims), with the bias and activation of `fused` applied in its store when
 /// set (chosen_kernel_fuses): its workspace is the stream's (device ABI 4).
 /// anvil's own kernels (`own`, cuda_skinny.h) may refuse a call (a GPU older than sm_90, an
 /// operand that lost its alignment): the step then goes on to cuBLASLt, in a block of its own.
-std::string chosen_gemm_body(const passes::Program& p, const GemmStep& g, const std::string& st,
+std::string chosen_gemm_body(const passes::Program& p, const GemmStep& g,
+                             const passes::GemmKernelChoice& ch, const std::string& st,
                              const FusedEpilogue* fused, bool own) {
-  const std::string& e = g.choice.entry;
+  const std::string& e = ch.entry;
   char alpha[64];
   std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha);
   std::ostringstream b;
-  if (own) b << "  {  // " << g.choice.name << ", else cuBLASLt below\n";
+  if (own) b << "  {  // " << ch.name << ", else cuBLASLt below\n";
+  // a mixed GEMM's B is stored as its own dtype (int8), converted in the kernel
+  const DType bt = g.b_dtype.value_or(g.dtype);
   b << "  AnvilGemmCall call{};\n";
-  b << "  call.a_dtype = call.b_dtype = call.c_dtype = " << static_cast<int>(g.dtype) << ";\n";
+  if (g.b_dtype)
+    b << "  call.a_dtype = call.c_dtype = " << static_cast<int>(g.dtype)
+      << "; call.b_dtype = " << static_cast<int>(bt) << ";  // mixed: " << dtype_name(bt)
+      << " B converted in the kernel\n";
+  else
+    b << "  call.a_dtype = call.b_dtype = call.c_dtype = " << static_cast<int>(g.dtype) << ";\n";
   b << "  call.trans_a = " << (g.a.trans ? 1 : 0) << "; call.trans_b = " << (g.b.trans ? 1 : 0)
     << ";\n";
   b << "  call.m = m; call.n = n; call.k = k;\n";
   b << "  call.a = " << operand_ptr(p, g.a, st, 0) << "; call.lda = " << g.a.ld.str() << ";\n";
-  b << "  call.b = " << operand_ptr(p, g.b, st, 0) << "; call.ldb = " << g.b.ld.str() << ";\n";
+  b << "  call.b = " << operand_ptr(p, g.b, storage_type(bt), 0) << "; call.ldb = "
+    << g.b.ld.str() << ";\n";
   b << "  call.c = " << operand_ptr(p, g.c, st, 0) << "; call.ldc = " << g.c.ld.str() << ";\n";
   b << "  call.alpha = static_cast<float>(" << alpha << "); call.beta = 0.0f;\n";
   if (fused && gemm::epilogue_has_bias(fused->kind))
@@ -409,7 +452,7 @@ std::string chosen_gemm_body(const passes::Program& p, const GemmStep& g, const 
   b << "  const int rc = " << e << "(&call, ws, ws_bytes, s.stream);\n";
   b << "  if (rc != 0) {\n";
   b << "    char msg[512];\n";
-  b << "    snprintf(msg, sizeof msg, \"" << g.name << ": GEMM kernel " << g.choice.name
+  b << "    snprintf(msg, sizeof msg, \"" << g.name << ": GEMM kernel " << ch.name
     << " refused the call (code %d)\", rc);\n";
   b << "    s.api->set_error(s.run_ctx, msg);\n    return 1;\n  }\n";
   return b.str();
@@ -418,7 +461,6 @@ std::string chosen_gemm_body(const passes::Program& p, const GemmStep& g, const 
 std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEpilogue* fused) {
   const std::string st = storage_type(g.dtype);
   const size_t nb = g.batch.size();
-  const size_t outer = nb > 0 ? nb - 1 : 0;
   ANVIL_CHECK(!fused || nb <= 1, "emit_gemm", g.name + ": a fused epilogue needs one cuBLASLt call",
               "at most one batch dim", std::to_string(nb));
   std::ostringstream body;
@@ -434,46 +476,51 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
   body << "  if (batch <= 0) return 0;\n";
   const bool chosen = nb == 0 && !g.choice.source.empty();
   const bool own = chosen && gemm::is_skinny_name(g.choice.name);
-  if (chosen) body << chosen_gemm_body(p, g, st, fused, own);
-  if (chosen && !own) {
-    // the CUTLASS kernel alone
-  } else if (fused && !own) {
-    body << fused_gemm_body(p, g, *fused, st);
-  } else {  // a plain GEMM (after a refusal of anvil's kernel: then the epilogue's own kernel)
-    std::string ind = "  ";
-    for (size_t d = 0; d < outer; ++d) {
-      body << ind << "for (int64_t b" << d << " = 0; b" << d << " < " << g.batch[d].str() << "; ++b"
-           << d << ") {\n";
-      ind += "  ";
+  const bool bucketed = nb == 0 && !g.buckets.empty();
+  if (g.b_dtype && !chosen &&
+      (!bucketed || std::any_of(g.buckets.begin(), g.buckets.end(),
+                                [](const auto& bk) { return bk.choice.source.empty(); })))
+    // the driver lowers it again as a conversion and a GEMM instead
+    throw Error("a mixed GEMM step needs a chosen mixed-input kernel", "codegen/cuda " + g.name,
+                "a CUTLASS mixed_mm kernel from the autotuner",
+                std::string(dtype_name(*g.b_dtype)) + " B without one (cuBLASLt takes one dtype)");
+  // cuBLASLt's call: with the fused epilogue (gemm_ex) or plain
+  auto library_body = [&] {
+    return fused ? fused_gemm_body(p, g, *fused, st) : plain_gemm_body(p, g, st);
+  };
+  if (bucketed) {  // symbolic M: the choice of M's bucket (driver/gemm_buckets.h)
+    for (size_t i = 0; i < g.buckets.size(); ++i) {
+      const passes::GemmBucket& bk = g.buckets[i];
+      const bool last = i + 1 == g.buckets.size();
+      body << (i == 0 ? "  " : "  } else ")
+           << (last ? std::string("{") : "if (m <= " + std::to_string(bk.m_max) + ") {")
+           << "  // m in " << SymRange{bk.m_min, bk.m_max}.str() << ": "
+           << (bk.choice.source.empty() ? std::string("cuBLASLt") : bk.choice.name) << "\n";
+      body << (bk.choice.source.empty() ? library_body()
+                                        : chosen_gemm_body(p, g, bk.choice, st, fused, false));
     }
-    char alpha[64];
-    std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha);
-    body << ind << "const int rc = dev->gemm(device, s.stream, " << static_cast<int>(g.dtype)
-         << ", " << (g.a.trans ? 1 : 0) << ", " << (g.b.trans ? 1 : 0)
-         << ", m, n, k, static_cast<float>(" << alpha << "),\n"
-         << ind << "    " << operand_ptr(p, g.a, st, outer) << ", " << g.a.ld.str() << ", "
-         << last_stride(g.a, nb) << ",\n"
-         << ind << "    " << operand_ptr(p, g.b, st, outer) << ", " << g.b.ld.str() << ", "
-         << last_stride(g.b, nb) << ",\n"
-         << ind << "    " << operand_ptr(p, g.c, st, outer) << ", " << g.c.ld.str() << ", "
-         << last_stride(g.c, nb) << ", batch, ANVIL_EPILOGUE_NONE, nullptr, 0);\n";
-    body << ind << "if (rc != 0) {\n"
-         << ind << "  s.api->set_error(s.run_ctx, dev->last_error());\n"
-         << ind << "  return rc;\n"
-         << ind << "}\n";
-    for (size_t d = 0; d < outer; ++d) {
-      ind.resize(ind.size() - 2);
-      body << ind << "}\n";
-    }
-    if (fused) body << "  " << fused->fallback.name << "(s);\n";
+    body << "  }\n";
+  } else if (chosen) {
+    body << chosen_gemm_body(p, g, g.choice, st, fused, own);
+    // after a refusal of anvil's kernel: a plain GEMM, then the epilogue's own kernel
+    if (own) body << plain_gemm_body(p, g, st) << (fused ? "  " + fused->fallback.name + "(s);\n" : "");
+  } else {
+    body << library_body();
   }
   body << "  return 0;\n";
   std::ostringstream fn;
-  if (chosen)
-    fn << "extern \"C\" int " << g.choice.entry << "(const AnvilGemmCall*, void*, size_t, void*);\n"
-       << "extern \"C\" size_t " << g.choice.entry << "_workspace(const AnvilGemmCall*);\n";
+  std::set<std::string> entries;  // the CUTLASS kernels it calls, declared once each
+  if (chosen) entries.insert(g.choice.entry);
+  if (bucketed)
+    for (const passes::GemmBucket& bk : g.buckets)
+      if (!bk.choice.source.empty()) entries.insert(bk.choice.entry);
+  for (const std::string& e : entries)
+    fn << "extern \"C\" int " << e << "(const AnvilGemmCall*, void*, size_t, void*);\n"
+       << "extern \"C\" size_t " << e << "_workspace(const AnvilGemmCall*);\n";
   fn << "// " << g.name << ": " << join(g.nodes) << " (" << dtype_name(g.dtype)
-     << (chosen ? " GEMM, " + g.choice.name : std::string(" GEMM, cuBLASLt"))
+     << (chosen     ? " GEMM, " + g.choice.name
+         : bucketed ? std::string(" GEMM, a kernel per bucket of m")
+                    : std::string(" GEMM, cuBLASLt"))
      << (own ? " (cuBLASLt where it refuses the call)" : "");
   if (fused) {
     fn << "; epilogue " << epilogue_macro(fused->kind);

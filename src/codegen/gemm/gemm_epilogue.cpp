@@ -579,17 +579,47 @@ bool chosen_kernel_fuses(const GemmStep& g, const FusedEpilogue& f) {
 
 EpiloguePlan plan_gemm_epilogues(const Program& p) {
   return select(p, match_gemm_epilogues(p), [](const GemmStep& g, const FusedEpilogue& f) {
-    return g.choice.source.empty() ? cublaslt_fuses(f.kind) : chosen_kernel_fuses(g, f);
+    auto fuses = [&f](const GemmStep& one) {
+      return one.choice.source.empty() ? cublaslt_fuses(f.kind) : chosen_kernel_fuses(one, f);
+    };
+    if (g.buckets.empty()) return fuses(g);
+    // a symbolic M's buckets: fused when every bucket's kernel (or cuBLASLt) fuses it
+    GemmStep one = g;
+    for (const passes::GemmBucket& bk : g.buckets) {
+      one.choice = bk.choice;
+      if (!fuses(one)) return false;
+    }
+    return true;
   });
+}
+
+/// What every M of GEMM step `g` runs: its choice, or with buckets (symbolic M) a choice that
+/// fuses a bias / an activation only when every bucket's does (an empty name when a bucket
+/// keeps the default path, which fuses nothing).
+static passes::GemmKernelChoice every_m_choice(const GemmStep& g) {
+  if (g.buckets.empty()) return g.choice;
+  passes::GemmKernelChoice all;
+  all.name = "buckets";
+  all.fuses_bias = all.fuses_activation = true;
+  for (const passes::GemmBucket& bk : g.buckets) {
+    if (bk.choice.name.empty()) return {};
+    all.fuses_bias &= bk.choice.fuses_bias;
+    all.fuses_activation &= bk.choice.fuses_activation;
+  }
+  return all;
 }
 
 EpiloguePlan cpu_store_epilogues(const passes::Program& p) {
   bool any = false;
   for (const auto& step : p.steps)
-    if (const auto* g = std::get_if<passes::GemmStep>(&step); g && !g->choice.name.empty())
+    if (const auto* g = std::get_if<passes::GemmStep>(&step);
+        g && (!g->choice.name.empty() || !g->buckets.empty()))
       any = true;
   if (!any) return {};
-  return select(p, match_gemm_epilogues(p, true), [](const GemmStep& g, const FusedEpilogue& f) {
+  return select(p, match_gemm_epilogues(p, true), [](const GemmStep& step,
+                                                     const FusedEpilogue& f) {
+    GemmStep g = step;  // the checks below read g.choice
+    g.choice = every_m_choice(step);
     if (g.choice.name.empty() || f.residual >= 0 || !g.batch.empty()) return false;
     if (f.kind == GemmEpilogueKind::kNone && f.scale == 1.0) return false;  // a copy
     // every chosen kernel applies AnvilGemmCall::alpha (the scale); the shift's bias vector is

@@ -88,10 +88,12 @@ void cpu_library_candidates(const GemmProblem& p, const GemmOptions& o,
 }  // namespace
 
 GemmProblem problem_of(const passes::Program& program, const passes::GemmStep& g,
-                       const std::string& target) {
+                       const std::string& target, std::optional<int64_t> m_value) {
   GemmProblem p;
   p.op = g.batch.empty() ? GemmOp::kMm : GemmOp::kBmm;
   p.m = g.m.maybe_constant();
+  const bool posed_m = !p.m && m_value;  // a symbolic M posed at one of its values
+  if (posed_m) p.m = m_value;
   p.n = g.n.maybe_constant();
   p.k = g.k.maybe_constant();
   for (const SymInt& b : g.batch) {
@@ -107,14 +109,23 @@ GemmProblem problem_of(const passes::Program& program, const passes::GemmStep& g
                 : g.dtype == DType::kInt8   ? DType::kInt32
                                             : DType::kFloat32;
   if (g.dtype == DType::kInt8) p.out_dtype = DType::kInt32;
+  if (g.b_dtype) {  // mixed: B's own dtype, converted in the kernel (B.4.5: A's accumulator)
+    p.op = GemmOp::kMixedMm;
+    p.b_dtype = *g.b_dtype;
+  }
   p.trans_a = g.a.trans;
   p.trans_b = g.b.trans;
-  p.lda = g.a.ld.maybe_constant();
-  p.ldb = g.b.ld.maybe_constant();
-  p.ldc = g.c.ld.maybe_constant();
+  // a leading dim that is M itself takes M's posed value
+  auto ld_of = [&](const SymInt& ld) {
+    return posed_m && ld == g.m ? m_value : ld.maybe_constant();
+  };
+  p.lda = ld_of(g.a.ld);
+  p.ldb = ld_of(g.b.ld);
+  p.ldc = ld_of(g.c.ld);
   if (p.is_static()) {
-    p.align_a = operand_alignment(g.dtype, g.a, *p.m, *p.k);
-    p.align_b = operand_alignment(g.dtype, g.b, *p.k, *p.n);
+    // with M posed, A's alignment must hold for every M: none when M is its contiguous dim
+    p.align_a = posed_m && g.a.trans ? 1 : operand_alignment(g.dtype, g.a, *p.m, *p.k);
+    p.align_b = operand_alignment(p.b_dtype, g.b, *p.k, *p.n);
     p.align_c = operand_alignment(p.out_dtype, g.c, *p.m, *p.n);
   }
   p.b_constant = b_is_constant(program, g);
@@ -148,9 +159,9 @@ std::vector<GemmCandidate> gemm_candidates(const GemmProblem& p, const GemmOptio
   std::vector<GemmCandidate> all;
   if (sm == 0) {
     cpu_library_candidates(p, options, cpu_features, all);
-  } else if (backend_enabled(options, GemmBackend::kCublasLt)) {
+  } else if (backend_enabled(options, GemmBackend::kCublasLt) && p.op != GemmOp::kMixedMm) {
     // cuBLASLt's heuristic choice (the device backend's gemm_ex): what CUDA packages run by
-    // default, the yardstick templates must beat.
+    // default, the yardstick templates must beat. It takes no mixed (int8 B) problem.
     all.push_back(library("cublaslt_heuristic", GemmBackend::kCublasLt, 0, 0));
   }
   std::string why;

@@ -3,6 +3,8 @@
 // generation order, filtered (gemm_filter.h).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,9 +15,11 @@ namespace anvil::codegen::gemm {
 
 /// The problem `g` poses (sizes nullopt when symbolic; alignments from its operands' leading
 /// dims, offsets and batch strides; b_constant when B is an immutable model constant).
-/// `target` is the target name ("x86_64-avx512", "cuda-sm90", ...).
+/// `target` is the target name ("x86_64-avx512", "cuda-sm90", ...). `m_value`: the value to pose
+/// for a symbolic M (a bucket's representative, driver/gemm_tune.h); A's alignment is then what
+/// holds for every M (1 when A's contiguous dim is M), and M's leading dims take the value.
 GemmProblem problem_of(const passes::Program& program, const passes::GemmStep& g,
-                       const std::string& target);
+                       const std::string& target, std::optional<int64_t> m_value = std::nullopt);
 
 /// The configuration-independent key of a problem (sizes, dtypes, layouts, alignments, epilogue,
 /// target): what the tuning cache is keyed by, with the device name.
