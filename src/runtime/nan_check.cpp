@@ -1,10 +1,7 @@
 // The run's NaN / Inf check (runtime/nan_check.h).
 #include "runtime/nan_check.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <limits>
 #include <sstream>
 
 #include "core/error.h"
@@ -86,10 +83,14 @@ void check_step_finite(const KernelSpec& kernel, size_t step, const RunMemory& m
                        const std::string& where) {
   std::vector<char> host;  // device packages: the buffer copied over
   bool synced = false;
+  const std::string what = str("NaN/Inf check: step ", step, " '", kernel.name, "'");
   for (const BufferCheck& c : kernel.checks) {
-    const std::string what = str("NaN/Inf check: step ", step, " '", kernel.name, "'");
     const int64_t numel = c.numel.evaluate(memory.env);
-    const size_t bytes = static_cast<size_t>(std::max<int64_t>(numel, 0)) * dtype_size(c.dtype);
+    size_t bytes = 0;
+    ANVIL_CHECK(numel >= 0 && !__builtin_mul_overflow(static_cast<size_t>(numel),
+                                                      dtype_size(c.dtype), &bytes),
+                where, what + str(": buffer '", c.buffer, "' has a bad element count"),
+                "a count >= 0 whose bytes fit in memory", std::to_string(numel));
     RunMemory::Region region;
     size_t offset = 0;
     if (c.memory == BufferCheck::Memory::kArena) {

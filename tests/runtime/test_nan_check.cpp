@@ -128,6 +128,14 @@ TEST(NanCheck, ChecksOutsideTheRunsMemoryAreRefused) {
                                                    n, {n}),
                                        3, m, "run"),
                      "reaches outside the run's output memory");
+  ANVIL_EXPECT_ERROR(check_step_finite(kernel_with(BufferCheck::Memory::kOutput, DType::kFloat32,
+                                                   SymInt(INT64_MAX), {n}),
+                                       3, m, "run"),
+                     "bad element count");
+  ANVIL_EXPECT_ERROR(check_step_finite(kernel_with(BufferCheck::Memory::kOutput, DType::kFloat32,
+                                                   SymInt(-4), {n}),
+                                       3, m, "run"),
+                     "bad element count");
   KernelSpec k = kernel_with(BufferCheck::Memory::kOutput, DType::kFloat32, n, {n});
   k.checks[0].index = 1;
   ANVIL_EXPECT_ERROR(check_step_finite(k, 3, m, "run"), "names an unknown output slot");
