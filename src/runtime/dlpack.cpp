@@ -100,7 +100,8 @@ DLDataType dlpack_dtype(DType d) {
 
 Tensor borrow_strided(const StridedArray& a, const std::string& where) {
   if (a.ndim < 0 || a.ndim > 8 || (a.ndim > 0 && !a.shape))
-    throw Error("bad tensor rank or shape", where, "0 to 8 dims with a shape", str(a.ndim, " dims"));
+    throw Error("bad tensor rank or shape", where, "0 to 8 dims with a shape",
+                str(a.ndim, " dims"));
   const size_t ndim = static_cast<size_t>(a.ndim);
   Shape sizes(a.shape, a.shape + ndim), strides;
   if (a.strides) strides.assign(a.strides, a.strides + ndim);

@@ -543,7 +543,8 @@ std::vector<Tensor> Model::run_impl(const std::vector<Tensor>& inputs, bool wait
       throw Error(str("cannot make ", device.str(), " current"), where(), "success",
                   impl.device_api->last_error());
     bool graphed = false;
-    if (impl.graphs && !profiling && !check && std::find(late.begin(), late.end(), true) == late.end() &&
+    if (impl.graphs && !profiling && !check &&
+        std::find(late.begin(), late.end(), true) == late.end() &&
         std::none_of(impl.input_specs.begin(), impl.input_specs.end(),
                      [](const IOSpec& s) { return s.mutated; })) {
       std::vector<size_t> in_bytes, out_bytes;

@@ -103,10 +103,10 @@ void check_step_finite(const KernelSpec& kernel, size_t step, const RunMemory& m
       const auto& slots = c.memory == BufferCheck::Memory::kInput    ? memory.inputs
                           : c.memory == BufferCheck::Memory::kOutput ? memory.outputs
                                                                      : memory.constants;
-      ANVIL_CHECK(c.index >= 0 && static_cast<size_t>(c.index) < slots.size(), where,
-                  what + str(": buffer '", c.buffer, "' names an unknown ",
-                             memory_name(c.memory), " slot"),
-                  str("an index < ", slots.size()), std::to_string(c.index));
+      ANVIL_CHECK(
+          c.index >= 0 && static_cast<size_t>(c.index) < slots.size(), where,
+          what + str(": buffer '", c.buffer, "' names an unknown ", memory_name(c.memory), " slot"),
+          str("an index < ", slots.size()), std::to_string(c.index));
       region = slots[static_cast<size_t>(c.index)];
     }
     if (bytes == 0) continue;
@@ -116,8 +116,7 @@ void check_step_finite(const KernelSpec& kernel, size_t step, const RunMemory& m
                 str(region.bytes, " bytes"), str(offset, " + ", bytes, " bytes"));
     const void* data = static_cast<const char*>(region.data) + offset;
     if (memory.device_api) {
-      if (!synced &&
-          memory.device_api->stream_synchronize(memory.device_index, memory.stream) != 0)
+      if (!synced && memory.device_api->stream_synchronize(memory.device_index, memory.stream) != 0)
         throw Error(what + ": the step failed on the device", where, "success",
                     memory.device_api->last_error());
       synced = true;
@@ -136,15 +135,14 @@ void check_step_finite(const KernelSpec& kernel, size_t step, const RunMemory& m
     const std::string idx = multi_index(bad, sizes, numel);
     std::ostringstream shape;
     for (size_t d = 0; d < sizes.size(); ++d) shape << (d ? ", " : "") << sizes[d];
-    throw Error(what + str(" (", kernel.kind, kernel.nodes.empty() ? "" : ", nodes " + kernel.nodes,
-                           ") wrote ", value, " into buffer '", c.buffer, "' (",
-                           memory_name(c.memory),
-                           c.memory == BufferCheck::Memory::kArena ? std::string()
-                                                                   : str(" ", c.index),
-                           ", ", dtype_name(c.dtype), "[", shape.str(), "]",
-                           c.nodes.empty() ? "" : ", holding " + c.nodes, ") at element ", bad,
-                           idx.empty() ? "" : " " + idx),
-                where, "finite values", value);
+    throw Error(
+        what + str(" (", kernel.kind, kernel.nodes.empty() ? "" : ", nodes " + kernel.nodes,
+                   ") wrote ", value, " into buffer '", c.buffer, "' (", memory_name(c.memory),
+                   c.memory == BufferCheck::Memory::kArena ? std::string() : str(" ", c.index),
+                   ", ", dtype_name(c.dtype), "[", shape.str(), "]",
+                   c.nodes.empty() ? "" : ", holding " + c.nodes, ") at element ", bad,
+                   idx.empty() ? "" : " " + idx),
+        where, "finite values", value);
   }
 }
 

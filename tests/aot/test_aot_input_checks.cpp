@@ -68,10 +68,9 @@ TEST(AotInputChecks, C76_CheckCountsFromTheInputSpecs) {
   ANVIL_AOT_LOAD(model, kFixture);
   const auto& specs = model.input_specs();
   ASSERT_EQ(specs.size(), 10u);
-  const std::vector<DType> dtypes = {DType::kFloat16, DType::kFloat32, DType::kFloat64,
-                                     DType::kBFloat16, DType::kBool,   DType::kInt8,
-                                     DType::kInt16,   DType::kInt32,   DType::kInt64,
-                                     DType::kUInt8};
+  const std::vector<DType> dtypes = {
+      DType::kFloat16, DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kBool,
+      DType::kInt8,    DType::kInt16,   DType::kInt32,   DType::kInt64,    DType::kUInt8};
   int dtype_checks = 0, static_dims = 0, bounds = 0, static_strides = 0;
   std::map<int64_t, int> max_by_bound;
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -137,9 +136,9 @@ TEST(AotInputChecks, C76_EveryCheckRefusesItsCase) {
     const DType other = specs[i].dtype == DType::kFloat64 ? DType::kFloat32 : DType::kFloat64;
     ins[i] = good[i].to(other, true);
     std::string e = error_of([&] { model.run(ins); });
-    EXPECT_TRUE(contains(e, name) && contains(e, "unmatched dtype") &&
-                contains(e, str("expected ", dtype_name(specs[i].dtype), ", got ",
-                                dtype_name(other))))
+    EXPECT_TRUE(
+        contains(e, name) && contains(e, "unmatched dtype") &&
+        contains(e, str("expected ", dtype_name(specs[i].dtype), ", got ", dtype_name(other))))
         << e;
     refused_dtype += !e.empty();
     for (size_t d = 0; d < 3; ++d) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 
@@ -66,6 +67,16 @@ TEST(AotCheck, C84_NanInfCheckNamesTheBuffer) {
     EXPECT_TRUE(named) << e;
   }
   expect_outputs(model.run(read_set("aot_02_add_linear", "in", "")), want, "after the failures");
+
+  // ANVIL_CHECK_NAN_INF=1 at load turns it on for a new Model.
+  ::setenv("ANVIL_CHECK_NAN_INF", "1", 1);
+  runtime::Model from_env = load(model_built);
+  ::unsetenv("ANVIL_CHECK_NAN_INF");
+  EXPECT_TRUE(from_env.check_nan_inf());
+  EXPECT_TRUE(contains(
+      error_of([&] { from_env.run(case2_inputs(std::numeric_limits<double>::infinity())); }),
+      "NaN/Inf check"));
+  EXPECT_FALSE(load(model_built).check_nan_inf());
 
   // Off again: the Inf passes through (PyTorch's x + lin(y) has inf at [0][0]).
   model.set_check_nan_inf(false);

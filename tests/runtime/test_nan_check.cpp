@@ -75,8 +75,8 @@ TEST(NanCheck, EveryFloatingAndComplexDtypeIsScanned) {
   c[5] = std::numeric_limits<float>::infinity();
   RunMemory m;
   m.constants.push_back({c.data(), c.size() * sizeof(float)});
-  const KernelSpec k = kernel_with(BufferCheck::Memory::kConstant, DType::kComplex64, SymInt(4),
-                                   {SymInt(4)});
+  const KernelSpec k =
+      kernel_with(BufferCheck::Memory::kConstant, DType::kComplex64, SymInt(4), {SymInt(4)});
   const std::string e = scan_error(k, m);
   EXPECT_NE(e.find("wrote inf (imaginary part) into buffer 'buf7' (constant 0, c64[4]"),
             std::string::npos)
@@ -85,10 +85,10 @@ TEST(NanCheck, EveryFloatingAndComplexDtypeIsScanned) {
   // integers are never scanned
   std::vector<int32_t> ints(4, -1);
   m.constants[0] = {ints.data(), 16};
-  EXPECT_EQ(scan_error(kernel_with(BufferCheck::Memory::kConstant, DType::kInt32, SymInt(4),
-                                   {SymInt(4)}),
-                       m),
-            "");
+  EXPECT_EQ(
+      scan_error(kernel_with(BufferCheck::Memory::kConstant, DType::kInt32, SymInt(4), {SymInt(4)}),
+                 m),
+      "");
 }
 
 // An arena buffer at a symbolic offset with symbolic sizes, evaluated at the run's symbols.
@@ -116,31 +116,31 @@ TEST(NanCheck, ChecksOutsideTheRunsMemoryAreRefused) {
   m.arena = {arena.data(), 64};
   m.outputs.push_back({out.data(), 16});
   const SymInt n(4);
-  ANVIL_EXPECT_ERROR(check_step_finite(kernel_with(BufferCheck::Memory::kArena, DType::kFloat32,
-                                                   n, {n}, SymInt(60)),
+  ANVIL_EXPECT_ERROR(check_step_finite(kernel_with(BufferCheck::Memory::kArena, DType::kFloat32, n,
+                                                   {n}, SymInt(60)),
                                        3, m, "run"),
                      "reaches outside the run's arena memory");
-  ANVIL_EXPECT_ERROR(check_step_finite(kernel_with(BufferCheck::Memory::kArena, DType::kFloat32,
-                                                   n, {n}, SymInt(-8)),
+  ANVIL_EXPECT_ERROR(check_step_finite(kernel_with(BufferCheck::Memory::kArena, DType::kFloat32, n,
+                                                   {n}, SymInt(-8)),
                                        3, m, "run"),
                      "negative offset");
-  ANVIL_EXPECT_ERROR(check_step_finite(kernel_with(BufferCheck::Memory::kOutput, DType::kFloat64,
-                                                   n, {n}),
-                                       3, m, "run"),
-                     "reaches outside the run's output memory");
+  ANVIL_EXPECT_ERROR(
+      check_step_finite(kernel_with(BufferCheck::Memory::kOutput, DType::kFloat64, n, {n}), 3, m,
+                        "run"),
+      "reaches outside the run's output memory");
   ANVIL_EXPECT_ERROR(check_step_finite(kernel_with(BufferCheck::Memory::kOutput, DType::kFloat32,
                                                    SymInt(INT64_MAX), {n}),
                                        3, m, "run"),
                      "bad element count");
-  ANVIL_EXPECT_ERROR(check_step_finite(kernel_with(BufferCheck::Memory::kOutput, DType::kFloat32,
-                                                   SymInt(-4), {n}),
-                                       3, m, "run"),
-                     "bad element count");
+  ANVIL_EXPECT_ERROR(
+      check_step_finite(kernel_with(BufferCheck::Memory::kOutput, DType::kFloat32, SymInt(-4), {n}),
+                        3, m, "run"),
+      "bad element count");
   KernelSpec k = kernel_with(BufferCheck::Memory::kOutput, DType::kFloat32, n, {n});
   k.checks[0].index = 1;
   ANVIL_EXPECT_ERROR(check_step_finite(k, 3, m, "run"), "names an unknown output slot");
-  ANVIL_EXPECT_ERROR(check_step_finite(kernel_with(BufferCheck::Memory::kArena, DType::kFloat32,
-                                                   n, {n}, SymInt::symbol("u9")),
+  ANVIL_EXPECT_ERROR(check_step_finite(kernel_with(BufferCheck::Memory::kArena, DType::kFloat32, n,
+                                                   {n}, SymInt::symbol("u9")),
                                        3, m, "run"),
                      "u9");
 }
@@ -173,7 +173,8 @@ TEST(NanCheck, ManifestChecksParseAndBadOnesAreRefused) {
     }
     return std::string();
   };
-  std::string e = bad(R"({"buffer": "b", "memory": "disk", "index": 0, "numel": 4, "dtype": "f32"})");
+  std::string e =
+      bad(R"({"buffer": "b", "memory": "disk", "index": 0, "numel": 4, "dtype": "f32"})");
   EXPECT_NE(e.find("kernels[0].checks[0].memory"), std::string::npos) << e;
   EXPECT_NE(e.find("input, output, constant or arena"), std::string::npos) << e;
   e = bad(R"({"buffer": "b", "memory": "arena", "numel": 4, "dtype": "f32"})");
