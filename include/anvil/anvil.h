@@ -180,6 +180,13 @@ class Model {
     return result;
   }
 
+  /// The NaN / Inf check of later runs (off by default): each run scans what every step wrote
+  /// and throws at the first NaN or infinity, naming the step, the buffer, the element and value.
+  void set_check_nan_inf(bool on) const {
+    char* err = nullptr;
+    detail::check(anvil_model_set_check_nan_inf(m_, on ? 1 : 0, &err), err);
+  }
+
   /// Internal constant names in manifest order, and their original (module path) names.
   std::vector<std::string> constant_names() const { return constants(false); }
   std::vector<std::string> constant_original_names() const { return constants(true); }

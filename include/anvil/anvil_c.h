@@ -70,6 +70,11 @@ void anvil_model_free(anvil_model_t* model);
  * on the same device, complete when the call returns. */
 int anvil_model_run(anvil_model_t* model, DLManagedTensor* const* inputs, size_t n_inputs,
                     DLManagedTensor*** outputs, size_t* n_outputs, char** err);
+/* The NaN / Inf check of later runs, on (on != 0) or off; off by default (ANVIL_CHECK_NAN_INF=1
+ * in the environment at load turns it on). On, each run scans what every step wrote and fails
+ * at the first NaN or infinity with a message naming the step, its graph nodes, the buffer, the
+ * element and its value; the model stays usable. */
+int anvil_model_set_check_nan_inf(anvil_model_t* model, int on, char** err);
 /* Calls the deleter of each of the n tensors, then frees the array itself. */
 void anvil_tensors_free(DLManagedTensor** tensors, size_t n);
 

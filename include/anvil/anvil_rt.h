@@ -35,8 +35,9 @@ extern "C" {
 /* Minor version: additions at the end of AnvilRtApi / AnvilRunArgs (1: collectives, 2: GEMM with
  * a packed constant B, 3: AnvilRunArgs::run_symbols, 4: memory sized during the run, 5:
  * AnvilRunArgs::step_ns, 6: devices — part of major 3, so every ABI 3 runtime has minors 1-6;
- * 7: collectives on a stream, 8: AnvilRtApi::gemm, the library GEMM of the autotuner). */
-#define ANVIL_MODEL_ABI_MINOR_VERSION 8u
+ * 7: collectives on a stream, 8: AnvilRtApi::gemm, the library GEMM of the autotuner, 9:
+ * AnvilRunArgs::after_step, the NaN / Inf check). */
+#define ANVIL_MODEL_ABI_MINOR_VERSION 9u
 
 /* Device types of AnvilRtTensor::device_type (as anvil::Device::Type). */
 #define ANVIL_DEVICE_CPU 0
@@ -210,6 +211,12 @@ typedef struct AnvilRunArgs {
    * device package synchronizes its stream around each step, so step_ns counts device time. */
   void* stream;
   int32_t device_index;
+  /* Minor 9: when non-null, run() calls after_step(run_ctx, i) after each step i (manifest
+   * "kernels" order) that has "checks" in the manifest, and returns its result when it is
+   * non-zero (the message set through set_error): the runtime's NaN / Inf check of what the step
+   * wrote (runtime::Model::set_check_nan_inf). A model.so reads it only when
+   * api->abi_minor_version >= 9. */
+  int (*after_step)(void* run_ctx, int32_t step);
 } AnvilRunArgs;
 
 /* How a user output is returned (ABI >= 2): a strided view of some storage. base_kind 0: the

@@ -316,6 +316,9 @@ NB_MODULE(_anvil, m) {
            [](const PyModel& s) { const_cast<runtime::Model&>(*s.model).swap_constants(); })
       .def(
           "set_profiling", [](const PyModel& s, bool on) { s.model->set_profiling(on); }, "on"_a)
+      .def(
+          "set_check_nan_inf", [](const PyModel& s, bool on) { s.model->set_check_nan_inf(on); },
+          "on"_a)
       .def("reset_profile", [](const PyModel& s) { s.model->reset_profile(); })
       .def("profile",
            [](const PyModel& s) {

@@ -97,26 +97,22 @@ Tensor borrow_array(const nb::ndarray<nb::ro>& array, const std::string& where, 
   if (device_type != kDLCPU && device_type != kDLCUDAHost && !cuda)
     throw Error("array is neither in host memory nor on a CUDA device", where,
                 "a CPU or CUDA array", str("DLPack device type ", device_type));
-  const DType dtype = dtype_from_dlpack(array.dtype(), where, want);
+  // The same checks as the C ABI's DLPack intake (runtime::borrow_strided): sizes and strides in
+  // checked arithmetic, element alignment. data() has the DLPack byte offset added already.
   const size_t ndim = array.ndim();
-  Shape sizes(ndim), strides(ndim);
-  int64_t extent = 0;
-  bool empty = false;
+  std::vector<int64_t> shape(ndim), strides(ndim);
   for (size_t d = 0; d < ndim; ++d) {
-    sizes[d] = static_cast<int64_t>(array.shape(d));
+    shape[d] = static_cast<int64_t>(array.shape(d));
     strides[d] = array.stride(d);
-    if (strides[d] < 0)
-      throw Error(str("negative stride at dim ", d), where, "strides >= 0 (copy the array first)",
-                  std::to_string(strides[d]));
-    if (sizes[d] == 0) empty = true;
-    extent += (sizes[d] > 0 ? sizes[d] - 1 : 0) * strides[d];
   }
-  const size_t nbytes = empty ? 0 : static_cast<size_t>(extent + 1) * dtype_size(dtype);
-  void* data = const_cast<void*>(array.data());
-  if (!data && !empty) throw Error("array data is NULL", where, "a data pointer", "NULL");
-  auto storage =
-      Storage::wrap(data, nbytes, nullptr, cuda ? Device::cuda(array.device_id()) : Device::cpu());
-  return Tensor(std::move(storage), dtype, std::move(sizes), std::move(strides), 0);
+  runtime::StridedArray a;
+  a.dtype = dtype_from_dlpack(array.dtype(), where, want);
+  a.data = const_cast<void*>(array.data());
+  a.device = cuda ? Device::cuda(array.device_id()) : Device::cpu();
+  a.ndim = static_cast<int64_t>(ndim);
+  a.shape = shape.data();
+  a.strides = strides.data();
+  return runtime::borrow_strided(a, where);
 }
 
 nb::object export_tensor(const Tensor& t, Framework framework) {

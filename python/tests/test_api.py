@@ -209,6 +209,43 @@ def test_profiling(mlp):
     assert all(s["calls"] == 0 for s in model.profile())
 
 
+def test_check_nan_inf(mlp):
+    model = anvil.load(mlp)
+    (x,) = read_set("mlp_small", "in")
+    bad = x.copy()
+    bad.flat[0] = np.inf
+    assert not np.isfinite(model(bad)).all()  # off by default: the Inf runs through
+    model.set_check_nan_inf(True)
+    with pytest.raises(anvil.Error, match=r"NaN/Inf check: step \d+ .* wrote -?inf into buffer"):
+        model(bad)
+    assert rel_error(model(x), read_set("mlp_small", "out")[0]) <= 1e-4
+
+
+def test_hostile_arrays_are_refused_with_the_runtimes_checks(mlp):
+    """Arrays go through the C ABI's DLPack intake checks (runtime::borrow_strided): sizes and
+    strides whose reach wraps past 2^63 bytes, and data not aligned to the element size, are
+    refused before anything reads them."""
+    model = anvil.load(mlp)
+    (x,) = read_set("mlp_small", "in")
+    assert x.dtype == np.float32
+    huge = np.lib.stride_tricks.as_strided(x, shape=(3, x.shape[1]), strides=(2**62, 4))
+    with pytest.raises(anvil.Error) as e:
+        model(huge)
+    msg = str(e.value)
+    assert "input 0 'x'" in msg or "input 'x'" in msg, msg
+    assert "reach past the address space" in msg and "strides" in msg, msg
+    raw = np.zeros(x.nbytes + 1, dtype=np.uint8)
+    misaligned = np.frombuffer(raw.data, dtype=np.float32, count=x.size, offset=1)
+    misaligned = misaligned.reshape(x.shape)
+    assert misaligned.ctypes.data % 4 != 0
+    with pytest.raises(anvil.Error, match="not aligned to its element size.*multiple of 4 bytes"):
+        model(misaligned)
+    with pytest.raises(anvil.Error, match="constant.*not aligned to its element size"):
+        name = model.constant_names()[0]
+        model.update_constants({name: misaligned})
+    assert rel_error(model(x), read_set("mlp_small", "out")[0]) <= 1e-4
+
+
 def test_compile_report_cache_and_progress(tmp_path):
     cache = tmp_path / "cache"
     seen = []

@@ -27,6 +27,36 @@ json sizes_json(const std::vector<SymInt>& sizes) {
   return a;
 }
 
+/// The buffers the NaN / Inf check scans after a step (docs/package_format.md, "checks"): each
+/// with where its memory is (input / output / constant slot, or a byte offset in the arena),
+/// its element count, logical sizes and dtype.
+json check_json(const passes::Program& p, const std::vector<int>& buffers) {
+  json a = json::array();
+  for (int b : buffers) {
+    const passes::Buffer& buf = p.buffers[static_cast<size_t>(b)];
+    int r = b;
+    for (int guard = 0; p.buffers[static_cast<size_t>(r)].alias_of >= 0 && guard < 64; ++guard)
+      r = p.buffers[static_cast<size_t>(r)].alias_of;
+    const passes::Buffer& mem = p.buffers[static_cast<size_t>(r)];
+    std::vector<std::string> nodes = buf.nodes;
+    if (nodes.empty())  // a user output's own buffer: the output's name
+      for (const auto& o : p.outputs)
+        if (o.buffer == b || o.buffer == r) nodes.push_back(o.name);
+    json c = {{"buffer", buf.name},
+              {"nodes", nodes},
+              {"memory", passes::buffer_kind_name(mem.kind)},
+              {"dtype", dtype_name(buf.dtype)},
+              {"numel", sym_json(buf.numel)},
+              {"sizes", sizes_json(buf.sizes)}};
+    if (mem.kind == passes::BufferKind::kArena)
+      c["offset"] = sym_json(mem.offset);
+    else
+      c["index"] = mem.index;
+    a.push_back(c);
+  }
+  return a;
+}
+
 std::string manifest(const passes::Program& p, const TargetSources& ts, const CodegenOptions& o) {
   json m;
   m["format_version"] = 1;
@@ -75,12 +105,15 @@ std::string manifest(const passes::Program& p, const TargetSources& ts, const Co
                               {"mutable", c.is_mutable}});
   }
   m["kernels"] = json::array();
-  for (const auto& s : p.steps) {
+  const std::vector<std::vector<int>> checks = passes::nan_check_buffers(p);
+  for (size_t si = 0; si < p.steps.size(); ++si) {
+    const passes::Step& s = p.steps[si];
     json k = {{"name", passes::step_name(s)},
               {"nodes", passes::step_nodes(s)},
               {"kind", passes::step_kind(s)}};
     if (const auto* e = std::get_if<passes::ExternStep>(&s)) k["target"] = e->target;
     k["bytes"] = sym_json(passes::step_bytes(p, s));  // profiling's GB/s (docs/usage.md)
+    if (!checks[si].empty()) k["checks"] = check_json(p, checks[si]);  // the NaN / Inf check
     m["kernels"].push_back(k);
   }
   // step functions served by another step's implementation (kernel de-duplication)

@@ -380,6 +380,12 @@ struct HostSync {
 /// a run-time-sized buffer is allocated (Program::run_allocs). Empty: the program can be
 /// captured whole.
 std::vector<HostSync> host_syncs(const Program& program);
+/// The NaN / Inf check of a run (runtime::Model::set_check_nan_inf, AnvilRunArgs::after_step):
+/// for each step, the buffers to scan after it, each listed at the last step that writes it
+/// (its value is complete there; earlier writers may fill only part of it) and the writes of a
+/// collective issue at its wait. Floating and complex buffers with memory only: local,
+/// run-time-sized buffers and those whose size or place uses a run-time symbol are left out.
+std::vector<std::vector<int>> nan_check_buffers(const Program& program);
 /// Buffers (indices into Program::buffers, not following alias_of) a step reads and writes:
 /// loop-kernel loads and stores, GEMM operands (c written), extern inputs and outputs.
 void step_accesses(const Program& p, const Step& step, std::set<int>& reads,

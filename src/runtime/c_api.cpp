@@ -237,6 +237,13 @@ int anvil_model_update_constants(anvil_model_t* model, const char* const* names,
   });
 }
 
+int anvil_model_set_check_nan_inf(anvil_model_t* model, int on, char** err) {
+  return guarded(err, [&] {
+    need_model(model);
+    model->model.set_check_nan_inf(on != 0);
+  });
+}
+
 int anvil_model_swap_constants(anvil_model_t* model, char** err) {
   return guarded(err, [&] {
     need_model(model);

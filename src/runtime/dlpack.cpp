@@ -98,6 +98,65 @@ DLDataType dlpack_dtype(DType d) {
   return t;
 }
 
+Tensor borrow_strided(const StridedArray& a, const std::string& where) {
+  if (a.ndim < 0 || a.ndim > 8 || (a.ndim > 0 && !a.shape))
+    throw Error("bad tensor rank or shape", where, "0 to 8 dims with a shape",
+                str(a.ndim, " dims"));
+  const size_t ndim = static_cast<size_t>(a.ndim);
+  Shape sizes(a.shape, a.shape + ndim), strides;
+  if (a.strides) strides.assign(a.strides, a.strides + ndim);
+  bool empty = false;
+  uint64_t dense = 1;  // elements of the sizes with empty dims counted as 1 (contiguous reach)
+  bool overflow = false;
+  for (size_t d = 0; d < ndim; ++d) {
+    if (sizes[d] < 0)
+      throw Error(str("negative size at dim ", d), where, ">= 0", std::to_string(sizes[d]));
+    if (a.strides && strides[d] < 0)
+      throw Error(str("negative stride at dim ", d), where, "strides >= 0 (copy the array first)",
+                  std::to_string(strides[d]));
+    if (sizes[d] == 0) empty = true;
+    overflow |= __builtin_mul_overflow(dense, static_cast<uint64_t>(std::max<int64_t>(sizes[d], 1)),
+                                       &dense);
+  }
+  // The caller's sizes and strides are untrusted: the bytes they reach are computed in checked
+  // arithmetic, so that a wrapped product cannot make a small storage of a huge tensor.
+  overflow = overflow || dense > uint64_t{INT64_MAX};
+  if (!a.strides && !overflow) strides = Tensor::contiguous_strides(sizes);
+  uint64_t extent = 0;  // the last element's index
+  for (size_t d = 0; d < ndim && !overflow; ++d) {
+    uint64_t step = 0;
+    overflow |= __builtin_mul_overflow(static_cast<uint64_t>(std::max<int64_t>(sizes[d] - 1, 0)),
+                                       static_cast<uint64_t>(strides[d]), &step) ||
+                __builtin_add_overflow(extent, step, &extent);
+  }
+  uint64_t nbytes = 0, end = 0;
+  overflow = overflow || __builtin_add_overflow(extent, uint64_t{1}, &nbytes) ||
+             __builtin_mul_overflow(nbytes, uint64_t{dtype_size(a.dtype)}, &nbytes) ||
+             nbytes > uint64_t{INT64_MAX} || __builtin_add_overflow(nbytes, a.byte_offset, &end) ||
+             __builtin_add_overflow(end, reinterpret_cast<uintptr_t>(a.data), &end);
+  if (overflow && !empty)
+    throw Error("tensor's sizes and strides reach past the address space", where,
+                "sizes and strides whose last element lies within 2^63 bytes",
+                str("sizes ", shape_str(sizes), ", strides ",
+                    a.strides ? shape_str(strides) : std::string("(contiguous)"), ", ",
+                    dtype_size(a.dtype), "-byte elements, byte offset ", a.byte_offset));
+  if (strides.size() != sizes.size()) strides.assign(sizes.size(), 0);  // empty: reaches no byte
+  if (!a.data && !empty) throw Error("tensor data is NULL", where, "a data pointer", "NULL");
+  uintptr_t first = 0;
+  if (a.data && __builtin_add_overflow(reinterpret_cast<uintptr_t>(a.data), a.byte_offset, &first))
+    throw Error("tensor's byte offset reaches past the address space", where,
+                "data + byte_offset within the address space", str("byte offset ", a.byte_offset));
+  if (empty) nbytes = 0;
+  char* base = empty && !a.data ? nullptr : static_cast<char*>(a.data) + a.byte_offset;
+  // Kernels read elements through typed pointers: a misaligned one is undefined behaviour.
+  if (reinterpret_cast<uintptr_t>(base) % dtype_size(a.dtype) != 0)
+    throw Error("tensor data is not aligned to its element size", where,
+                str("data + byte_offset a multiple of ", dtype_size(a.dtype), " bytes"),
+                str("byte offset ", a.byte_offset, " from ", a.data));
+  auto storage = Storage::wrap(base, nbytes, nullptr, a.device);
+  return Tensor(std::move(storage), a.dtype, std::move(sizes), std::move(strides), 0);
+}
+
 Tensor borrow_dlpack(const DLManagedTensor* m, const std::string& where, const DType* want) {
   if (!m) throw Error("tensor is NULL", where, "a DLManagedTensor", "NULL");
   const DLTensor& t = m->dl_tensor;
@@ -109,62 +168,17 @@ Tensor borrow_dlpack(const DLManagedTensor* m, const std::string& where, const D
   if (t.ndim < 0 || t.ndim > 8 || (t.ndim > 0 && !t.shape))
     throw Error("bad tensor rank or shape", where, "0 to 8 dims with a shape",
                 str(t.ndim, " dims"));
-  const DType dtype = dtype_from_dlpack(t.dtype, where, want);
-  Shape sizes(t.shape, t.shape + t.ndim), strides;
-  if (t.strides) strides.assign(t.strides, t.strides + t.ndim);
-  bool empty = false;
-  uint64_t dense = 1;  // elements of the sizes with empty dims counted as 1 (contiguous reach)
-  bool overflow = false;
-  for (int32_t d = 0; d < t.ndim; ++d) {
-    if (sizes[d] < 0)
-      throw Error(str("negative size at dim ", d), where, ">= 0", std::to_string(sizes[d]));
-    if (t.strides && strides[d] < 0)
-      throw Error(str("negative stride at dim ", d), where, "strides >= 0",
-                  std::to_string(strides[d]));
-    if (sizes[d] == 0) empty = true;
-    overflow |= __builtin_mul_overflow(dense, static_cast<uint64_t>(std::max<int64_t>(sizes[d], 1)),
-                                       &dense);
-  }
-  // The caller's sizes and strides are untrusted: the bytes they reach are computed in checked
-  // arithmetic, so that a wrapped product cannot make a small storage of a huge tensor.
-  overflow = overflow || dense > uint64_t{INT64_MAX};
-  if (!t.strides && !overflow) strides = Tensor::contiguous_strides(sizes);
-  uint64_t extent = 0;  // the last element's index
-  for (int32_t d = 0; d < t.ndim && !overflow; ++d) {
-    uint64_t step = 0;
-    overflow |= __builtin_mul_overflow(static_cast<uint64_t>(std::max<int64_t>(sizes[d] - 1, 0)),
-                                       static_cast<uint64_t>(strides[d]), &step) ||
-                __builtin_add_overflow(extent, step, &extent);
-  }
-  uint64_t nbytes = 0, end = 0;
-  overflow = overflow || __builtin_add_overflow(extent, uint64_t{1}, &nbytes) ||
-             __builtin_mul_overflow(nbytes, uint64_t{dtype_size(dtype)}, &nbytes) ||
-             nbytes > uint64_t{INT64_MAX} || __builtin_add_overflow(nbytes, t.byte_offset, &end) ||
-             __builtin_add_overflow(end, reinterpret_cast<uintptr_t>(t.data), &end);
-  if (overflow && !empty)
-    throw Error("tensor's sizes and strides reach past the address space", where,
-                "sizes and strides whose last element lies within 2^63 bytes",
-                str("sizes ", shape_str(sizes), ", strides ",
-                    t.strides ? shape_str(strides) : std::string("(contiguous)"), ", ",
-                    dtype_size(dtype), "-byte elements, byte offset ", t.byte_offset));
-  if (strides.size() != sizes.size()) strides.assign(sizes.size(), 0);  // empty: reaches no byte
-  if (!t.data && !empty) throw Error("tensor data is NULL", where, "a data pointer", "NULL");
-  uintptr_t first = 0;
-  if (t.data && __builtin_add_overflow(reinterpret_cast<uintptr_t>(t.data), t.byte_offset, &first))
-    throw Error("tensor's byte offset reaches past the address space", where,
-                "data + byte_offset within the address space", str("byte offset ", t.byte_offset));
-  if (empty) nbytes = 0;
-  char* base = empty && !t.data ? nullptr : static_cast<char*>(t.data) + t.byte_offset;
-  // Kernels read elements through typed pointers: a misaligned one is undefined behaviour.
-  if (reinterpret_cast<uintptr_t>(base) % dtype_size(dtype) != 0)
-    throw Error("tensor data is not aligned to its element size", where,
-                str("data + byte_offset a multiple of ", dtype_size(dtype), " bytes"),
-                str("byte offset ", t.byte_offset, " from ", t.data));
+  StridedArray a;
+  a.dtype = dtype_from_dlpack(t.dtype, where, want);
+  a.data = t.data;
+  a.byte_offset = t.byte_offset;
   // A CUDA tensor is borrowed as device memory: a CUDA package's run reads it in place, a CPU
   // package refuses it as an input on the wrong device.
-  auto storage =
-      Storage::wrap(base, nbytes, nullptr, cuda ? Device::cuda(t.device.device_id) : Device::cpu());
-  return Tensor(std::move(storage), dtype, std::move(sizes), std::move(strides), 0);
+  a.device = cuda ? Device::cuda(t.device.device_id) : Device::cpu();
+  a.ndim = t.ndim;
+  a.shape = t.shape;
+  a.strides = t.strides;
+  return borrow_strided(a, where);
 }
 
 DLManagedTensor* export_dlpack(const Tensor& t) {

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 
@@ -18,6 +19,26 @@ DType dtype_from_dlpack(DLDataType t, const std::string& where, const DType* wan
 
 /// The DLPack dtype of `d` (float8 kinds have none: kDLOpaqueHandle).
 DLDataType dlpack_dtype(DType d);
+
+/// A caller's strided array as an interchange protocol describes it (DLPack, nanobind's
+/// ndarray): untrusted until borrow_strided has checked it.
+struct StridedArray {
+  void* data = nullptr;
+  uint64_t byte_offset = 0;  // added to data
+  Device device = Device::cpu();
+  DType dtype = DType::kFloat32;
+  int64_t ndim = 0;
+  const int64_t* shape = nullptr;
+  const int64_t* strides = nullptr;  // in elements; null: contiguous
+};
+
+/// Wraps `a` as a Tensor over the same memory (no copy, no ownership) after checking it: at most
+/// 8 dims, sizes and strides >= 0, the bytes its last element reaches computed in checked
+/// arithmetic (no wrap-around into a small storage of a huge tensor, nothing past the address
+/// space), non-null data unless empty, data + byte_offset aligned to the element size. Throws
+/// Error naming `where`. The one intake check of the C ABI (borrow_dlpack) and the Python
+/// module's arrays.
+Tensor borrow_strided(const StridedArray& a, const std::string& where);
 
 /// Wraps a borrowed DLTensor as a Tensor over the same memory (no copy): host memory
 /// (kDLCPU, kDLCUDAHost) or a CUDA device. `want` is the dtype expected there (lets a uint8

@@ -112,6 +112,49 @@ TensorSpec parse_tensor_spec(const Reader& r, const Json& j, const std::string& 
   return spec;
 }
 
+/// An int or a SymInt expression (text) at `path`.
+SymInt sym_field(const Reader& r, const Json& j, const std::string& path) {
+  if (j.is_number_integer() || j.is_number_unsigned()) return SymInt(r.integer(j, path));
+  try {
+    return SymInt::parse(r.string(j, path));
+  } catch (const Error&) {
+    r.fail(path, "an int or a SymInt expression", j);
+  }
+}
+
+/// One entry of "kernels"[i]."checks" (the NaN / Inf check's buffers).
+BufferCheck parse_check(const Reader& r, const Json& j, const std::string& path) {
+  if (!j.is_object()) r.fail(path, "an object", j);
+  BufferCheck c;
+  c.buffer = r.string(r.field(j, "buffer", path + ".buffer"), path + ".buffer");
+  if (j.contains("nodes"))
+    for (const auto& n : r.string_list(j["nodes"], path + ".nodes"))
+      c.nodes += (c.nodes.empty() ? "" : ", ") + n;
+  const std::string mem = r.string(r.field(j, "memory", path + ".memory"), path + ".memory");
+  if (mem == "input")
+    c.memory = BufferCheck::Memory::kInput;
+  else if (mem == "output")
+    c.memory = BufferCheck::Memory::kOutput;
+  else if (mem == "constant")
+    c.memory = BufferCheck::Memory::kConstant;
+  else if (mem == "arena")
+    c.memory = BufferCheck::Memory::kArena;
+  else
+    r.fail(path + ".memory", "input, output, constant or arena", j["memory"]);
+  if (c.memory == BufferCheck::Memory::kArena)
+    c.offset = sym_field(r, r.field(j, "offset", path + ".offset"), path + ".offset");
+  else
+    c.index = r.integer(r.field(j, "index", path + ".index"), path + ".index");
+  c.dtype = r.dtype(r.field(j, "dtype", path + ".dtype"), path + ".dtype");
+  c.numel = sym_field(r, r.field(j, "numel", path + ".numel"), path + ".numel");
+  if (j.contains("sizes")) {
+    const Json& sizes = r.array(j["sizes"], path + ".sizes");
+    for (size_t d = 0; d < sizes.size(); ++d)
+      c.sizes.push_back(sym_field(r, sizes[d], str(path, ".sizes[", d, "]")));
+  }
+  return c;
+}
+
 }  // namespace
 
 std::vector<std::string> TensorSpec::size_strings() const {
@@ -184,6 +227,11 @@ Manifest Manifest::parse(const std::string& text, const std::string& where) {
           k.bytes = SymInt(b.get<int64_t>());
         else
           k.bytes = SymInt::parse(r.string(b, p + ".bytes"));
+      }
+      if (arr[i].contains("checks")) {
+        const Json& checks = r.array(arr[i]["checks"], p + ".checks");
+        for (size_t c = 0; c < checks.size(); ++c)
+          k.checks.push_back(parse_check(r, checks[c], str(p, ".checks[", c, "]")));
       }
       m.kernels.push_back(std::move(k));
     }

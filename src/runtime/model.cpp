@@ -137,6 +137,8 @@ Model Model::load(const std::string& path, const ModelOptions& options) {
   const Manifest& m = impl->package->manifest();
   if (const char* p = std::getenv("ANVIL_PROFILE"); p && std::string(p) == "1")
     impl->profiling.store(true);
+  if (const char* p = std::getenv("ANVIL_CHECK_NAN_INF"); p && std::string(p) == "1")
+    impl->check_nan_inf.store(true);
   ANVIL_CHECK(m.abi_version >= kOldestModelAbi && m.abi_version <= ANVIL_MODEL_ABI_VERSION,
               where,
               m.abi_version < kOldestModelAbi

@@ -140,6 +140,16 @@ class Model {
   std::vector<StepProfile> profile() const;
   void reset_profile() const;
 
+  /// The NaN / Inf check of later runs, on or off (off by default: nothing is scanned;
+  /// ANVIL_CHECK_NAN_INF=1 in the environment at load turns it on). On, each run scans the
+  /// floating and complex buffers every step wrote (outputs and intermediates, each once its
+  /// last writer has run; on a device package, copied to the host after the step) and fails at
+  /// the first NaN or infinity with an Error naming the step, its graph nodes, the buffer, the
+  /// element and its value; the Model stays usable. Runs are not captured as CUDA graphs while
+  /// it is on. Packages compiled before the check existed have nothing to scan. Thread-safe.
+  void set_check_nan_inf(bool on) const;
+  bool check_nan_inf() const;
+
   const Manifest& manifest() const;
   const Package& package() const;
   /// model.so's compile-time metadata (its metadata_json()).

@@ -131,6 +131,9 @@ struct Model::Impl {
   int64_t profile_runs = 0;
   std::vector<int64_t> profile_symbols;
 
+  // The NaN / Inf check of runs (Model::set_check_nan_inf; ANVIL_CHECK_NAN_INF=1 at load).
+  std::atomic<bool> check_nan_inf{false};
+
   // CUDA graphs (ModelOptions::cuda_graphs, decided at load): the package is capturable (no
   // host synchronization, no host steps) and the backend has graphs.
   bool graphs = false;

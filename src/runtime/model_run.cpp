@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "runtime/collectives.h"
 #include "runtime/model_impl.h"
+#include "runtime/nan_check.h"
 #include "runtime/rt_api.h"
 
 namespace anvil::runtime {
@@ -38,6 +39,29 @@ void check_range(const SymbolSpec& s, int64_t v, const std::string& where, int64
   if (v > s.range.max)
     throw Error(str("dim ", dim, " (symbol ", s.name, ") value is too large"), where,
                 str("<= ", s.range.max, " (range ", s.range.str(), ")"), std::to_string(v));
+}
+
+/// AnvilRunArgs::after_step: the run's NaN / Inf check after step `step`
+/// (RunContext::after_step); an Error becomes the run's error.
+int run_after_step(void* run_ctx, int32_t step) {
+  auto* ctx = static_cast<RunContext*>(run_ctx);
+  if (!ctx || !ctx->after_step) return 0;
+  try {
+    ctx->after_step(step);
+    return 0;
+  } catch (const std::exception& e) {
+    ctx->set_error(e.what());
+    return 1;
+  }
+}
+
+/// The bytes of `t`'s storage from its first element on (what a run may touch through it).
+RunMemory::Region region_of(const void* p, const std::shared_ptr<Storage>& st) {
+  if (!p || !st || !st->data()) return {};
+  const auto* begin = static_cast<const char*>(st->data());
+  const auto* at = static_cast<const char*>(p);
+  if (at < begin || at > begin + st->nbytes()) return {};
+  return {p, st->nbytes() - static_cast<size_t>(at - begin)};
 }
 
 /// RAII: a runner taken from the pool and returned on scope exit.
@@ -485,6 +509,31 @@ std::vector<Tensor> Model::run_impl(const std::vector<Tensor>& inputs, bool wait
   ctx.stream = runner.stream;
   ctx.device_api = device.is_cpu() ? nullptr : impl.device_api;
   ctx.device_index = device.is_cpu() ? 0 : device.index;
+  // The NaN / Inf check: where this run's memory is, for the scans after the steps.
+  const bool check = impl.check_nan_inf.load(std::memory_order_relaxed);
+  RunMemory memory;
+  if (check) {
+    const Manifest& mf = impl.package->manifest();
+    for (size_t k = 0; k < mf.symbols.size(); ++k) memory.env[mf.symbols[k].name] = symbols[k];
+    for (const Tensor& t : used) memory.inputs.push_back(region_of(t.data_ptr(), t.storage()));
+    for (size_t o = 0; o < outputs.size(); ++o)
+      memory.outputs.push_back(outputs[o].defined() ? region_of(out_ptrs[o], outputs[o].storage())
+                                                    : RunMemory::Region{});
+    for (size_t c = 0; c < constants->ptrs.size() && c < mf.constants.size(); ++c)
+      memory.constants.push_back({constants->ptrs[c], static_cast<size_t>(mf.constants[c].nbytes)});
+    memory.arena = {runner.arena, static_cast<size_t>(arena_bytes)};
+    memory.device_api = impl.device_api;
+    memory.device_index = ctx.device_index;
+    memory.stream = runner.stream;
+    ctx.after_step = [kernels = &mf.kernels, &memory](int32_t step) {
+      ANVIL_CHECK(step >= 0 && static_cast<size_t>(step) < kernels->size(), "",
+                  "NaN/Inf check: model.so named an unknown step",
+                  str("a step < ", kernels->size()), std::to_string(step));
+      check_step_finite((*kernels)[static_cast<size_t>(step)], static_cast<size_t>(step),
+                        memory, "");
+    };
+    args.after_step = &run_after_step;
+  }
   int rc = 0;
   {
     ScopedThreadPool scope(impl.pool);
@@ -494,7 +543,8 @@ std::vector<Tensor> Model::run_impl(const std::vector<Tensor>& inputs, bool wait
       throw Error(str("cannot make ", device.str(), " current"), where(), "success",
                   impl.device_api->last_error());
     bool graphed = false;
-    if (impl.graphs && !profiling && std::find(late.begin(), late.end(), true) == late.end() &&
+    if (impl.graphs && !profiling && !check &&
+        std::find(late.begin(), late.end(), true) == late.end() &&
         std::none_of(impl.input_specs.begin(), impl.input_specs.end(),
                      [](const IOSpec& s) { return s.mutated; })) {
       std::vector<size_t> in_bytes, out_bytes;
@@ -551,6 +601,14 @@ std::vector<Tensor> Model::run_impl(const std::vector<Tensor>& inputs, bool wait
     }
   return outputs;
 }
+
+void Model::set_check_nan_inf(bool on) const {
+  ANVIL_CHECK(impl_ != nullptr, "Model::set_check_nan_inf", "model was moved from",
+              "a loaded model", "none");
+  impl_->check_nan_inf.store(on);
+}
+
+bool Model::check_nan_inf() const { return impl_ && impl_->check_nan_inf.load(); }
 
 void Model::set_profiling(bool on) const {
   ANVIL_CHECK(impl_ != nullptr, "Model::set_profiling", "model was moved from", "a loaded model",

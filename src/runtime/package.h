@@ -51,12 +51,26 @@ struct ConstantSpec {
   bool is_mutable = false;
 };
 
+/// A buffer the NaN / Inf check scans after a step (manifest "kernels"[i]."checks").
+struct BufferCheck {
+  enum class Memory { kInput, kOutput, kConstant, kArena };
+  std::string buffer;  // the buffer's name in the program ("buf3", "out0")
+  std::string nodes;   // graph nodes whose value it holds, comma-separated
+  Memory memory = Memory::kArena;
+  int64_t index = 0;  // kInput / kOutput / kConstant: the slot in AnvilRunArgs
+  SymInt offset;      // kArena: byte offset in the arena
+  SymInt numel;
+  std::vector<SymInt> sizes;  // logical sizes (for the index in messages)
+  DType dtype = DType::kFloat32;
+};
+
 /// One step of the generated run() (manifest "kernels"), for profiles.
 struct KernelSpec {
   std::string name;   // "k0", "gemm1", "ext2", "coll0"
   std::string kind;   // loop, gemm, extern
   std::string nodes;  // graph nodes it computes, comma-separated
   SymInt bytes;       // bytes it moves (reads + writes, over the symbols); 0 when unknown
+  std::vector<BufferCheck> checks;  // what the NaN / Inf check scans after it
 };
 
 /// The parsed manifest.json.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,6 +43,9 @@ class RunContext {
   /// (runtime/host_staging.h).
   const AnvilDeviceApi* device_api = nullptr;
   int device_index = 0;
+  /// The run's NaN / Inf check (Model::set_check_nan_inf), called through
+  /// AnvilRunArgs::after_step with the step's index; throws anvil::Error. Empty: off.
+  std::function<void(int32_t)> after_step;
 
   /// Collective handles this run issued and has not waited yet (api->coll_issue / coll_wait):
   /// a run that fails between an issue and its wait leaves them for Model::run to finish.

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -169,6 +170,26 @@ TEST_F(CliAotTest, RunPackageMatchesPyTorch) {
   EXPECT_HAS(r.out, "out0");
   EXPECT_TRUE(
       close(read_npy((dir_ / "out0.npy").string()), read_npy(fixture("mlp_small.out0.npy"))));
+}
+
+// spec/aot.md case 84 from the CLI: `anvil run --check-nan` on an input with an Inf is a clean
+// error naming the step, the buffer and the element (exit 1, no signal); the clean input passes;
+// without the flag the Inf runs through.
+TEST_F(CliAotTest, RunCheckNanStopsAtTheFirstInf) {
+  Tensor x = read_npy(fixture("mlp_small.in0.npy")).clone();
+  x.data<float>()[0] = std::numeric_limits<float>::infinity();
+  write_npy((dir_ / "inf.npy").string(), x);
+  const std::string run = "run " + q(small_pkg()) + " --check-nan -i ";
+  expect_clean_error(cli(run + q(dir_ / "inf.npy")), 1,
+                     {"NaN/Inf check: step ", "inf into buffer '", "at element "});
+  const CliResult ok = cli(run + q(fixture("mlp_small.in0.npy")) + " -o " + q(dir_));
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_TRUE(
+      close(read_npy((dir_ / "out0.npy").string()), read_npy(fixture("mlp_small.out0.npy"))));
+  const CliResult off = cli("run " + q(small_pkg()) + " -i " + q(dir_ / "inf.npy") + " -q");
+  EXPECT_EQ(off.code, 0) << off.err;
+  expect_clean_error(cli("run " + q(fixture("mlp_small.pt2")) + " --interpret --check-nan"), 2,
+                     {"--check-nan"});
 }
 
 TEST_F(CliAotTest, RunPt2CompilesOnceIntoThePackageCache) {

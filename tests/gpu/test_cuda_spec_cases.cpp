@@ -6,6 +6,9 @@
 // compiled for cuda-sm90 and compared with the reference interpreter.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "codegen/harness.h"
 #include "common/check.h"
 #include "gpu/gpu_test_util.h"
@@ -197,6 +200,76 @@ TEST(CudaSpecAot, C88_Bf16AttentionPlainAndCausal) {
   }
 })"),
             2e-2);
+}
+
+// Case 84 on the GPU: the NaN / Inf check of a CUDA package (Model::set_check_nan_inf) waits for
+// the stream after each listed step and scans the buffer on the host. x + lin(y) (the seed's
+// test_inf / test_nan model) with an Inf or a NaN at x[0][0] fails naming element [0, 0] and the
+// value; exp(x) overflowing into a GEMM operand fails at the exp step (an intermediate). Clean
+// inputs match PyTorch with the check on; with it off the Inf runs through (and runs go back to
+// CUDA graphs).
+TEST(CudaSpecAot, C84_NanInfCheckOnTheGpu) {
+  ANVIL_REQUIRE_GPU();
+  const std::string stem = fixture("aot/aot_02_add_linear");
+  const std::string pkg = compile_cuda(stem + ".pt2");
+  const auto ins = read_set(stem, "in");
+  const auto want = read_set(stem, "out");
+  runtime::ModelOptions mo;
+  mo.device = Device::cuda(0);
+  const runtime::Model m = runtime::Model::load(pkg, mo);
+  m.set_check_nan_inf(true);
+  EXPECT_LT(testing::rel_error(m.run(ins)[0], want[0]), 1e-4);
+  for (const float v : {std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::quiet_NaN()}) {
+    Tensor x = ins[0].clone();
+    x.data<float>()[0] = v;
+    std::string e;
+    try {
+      m.run({x.to(Device::cuda(0)), ins[1].to(Device::cuda(0))});
+    } catch (const Error& err) {
+      e = err.what();
+    }
+    EXPECT_NE(e.find(std::isnan(v) ? "wrote nan into buffer" : "wrote inf into buffer"),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("at element 0 [0, 0]"), std::string::npos) << e;
+  }
+  EXPECT_LT(testing::rel_error(m.run(ins)[0], want[0]), 1e-4) << "usable after the failures";
+  m.set_check_nan_inf(false);
+  Tensor x = ins[0].clone();
+  x.data<float>()[0] = std::numeric_limits<float>::infinity();
+  for (int r = 0; r < 3; ++r)  // the second run is captured as a graph, the third replays it
+    EXPECT_TRUE(std::isinf(m.run({x, ins[1]})[0].item_at(0)));
+
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[4, 4] = user_input
+    %w: f32[4, 3] = user_input
+  }
+  %e: f32[4, 4] = aten.exp.default(self=%x)
+  %mm: f32[4, 3] = aten.mm.default(self=%e, mat2=%w)
+  outputs {
+    user_output %mm
+  }
+})");
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.cache_dir = (out_dir() / "cache").string();
+  const std::string pkg2 = (out_dir() / "nan_check_intermediate.anvil").string();
+  driver::compile_graph(*g, pkg2, o);
+  const runtime::Model m2 = runtime::Model::load(pkg2, mo);
+  m2.set_check_nan_inf(true);
+  std::vector<float> xv(16, 0.5f), wv(12, 0.0f);
+  xv[9] = 1000.0f;
+  std::string e;
+  try {
+    m2.run({Tensor::from_vector(xv, {4, 4}), Tensor::from_vector(wv, {4, 3})});
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  EXPECT_NE(e.find("holding e)"), std::string::npos) << e;
+  EXPECT_NE(e.find("at element 9 [2, 1]"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -49,7 +49,8 @@ std::string tensor_summary(const Tensor& t, size_t first) {
 
 ArgParser run_parser() {
   ArgParser p("run",
-              "run MODEL [-i IN.npy ...] [-o OUTDIR] [--interpret] [--threads T] [--repeat N]",
+              "run MODEL [-i IN.npy ...] [-o OUTDIR] [--interpret] [--threads T] [--repeat N] "
+              "[--check-nan]",
               "Run a model on .npy inputs and write its outputs as OUTDIR/out0.npy, out1.npy, ...");
   p.positional("MODEL", "a .anvil package, or a .pt2 (compiled into the package cache first)")
       .flag("--interpret", "", "run a .pt2 with the reference interpreter instead of compiling")
@@ -68,6 +69,9 @@ ArgParser run_parser() {
               "distributed backend for collectives, gloo, mpi or nccl (sets ANVIL_BACKEND)")
       .option("--target", "", "T", "target when compiling a .pt2 (default native)")
       .option("--cache-dir", "", "D", "package and object cache when compiling a .pt2")
+      .flag("--check-nan", "",
+            "scan what every step writes and stop at the first NaN or infinity, naming the "
+            "step, its graph nodes, the buffer, the element and its value (a package only)")
       .flag("--quiet", "-q", "do not print the output summary or compile notes")
       .notes(std::string(kNpyNote) +
              "Inputs are checked against the signature: count, dtype, rank, static dims and\n"
@@ -123,6 +127,8 @@ int cmd_run(const ParsedArgs& args) {
   apply_backend_option(args);
   if (interpret && (args.has("--target") || args.has("--cache-dir")))
     throw UsageError("--target and --cache-dir compile a .pt2; they do not go with --interpret");
+  if (interpret && args.has("--check-nan"))
+    throw UsageError("--check-nan checks a compiled run; it does not go with --interpret");
   std::optional<std::string> out_dir = args.value("--output");
   if (out_dir) out_dir = output_dir(*out_dir);
   require_file(model, "model");
@@ -169,6 +175,7 @@ int cmd_run(const ParsedArgs& args) {
     runtime::ModelOptions mo = model_options(args, pkg);
     mo.num_threads = static_cast<int>(threads);
     const runtime::Model m = runtime::Model::load(pkg, mo);
+    if (args.has("--check-nan")) m.set_check_nan_inf(true);
     const std::vector<Tensor> inputs = read_inputs(in_paths, m);
     for (int64_t r = 0; r < repeat; ++r) {
       outputs = m.run(inputs);

@@ -173,6 +173,13 @@ std::string emit_model(const passes::Program& p, const std::string& target,
   // per-step wall time when the runtime asks for it (minor 5; older runtimes lack the field)
   os << "  int64_t* const prof = m->api->abi_minor_version >= 5 ? args->step_ns : nullptr;\n";
   os << "  int64_t t0 = 0;\n";
+  // the NaN / Inf check (minor 9): the runtime scans what a step wrote, after the step
+  const std::vector<std::vector<int>> checks = passes::nan_check_buffers(p);
+  const bool any_check = std::any_of(checks.begin(), checks.end(),
+                                     [](const std::vector<int>& c) { return !c.empty(); });
+  if (any_check)
+    os << "  int (*const chk)(void*, int32_t) =\n"
+          "      m->api->abi_minor_version >= 9 ? args->after_step : nullptr;\n";
   if (n_coll > 0) os << "  int64_t coll_h[" << n_coll << "] = {};  // collective handles\n";
   size_t next_alloc = 0;
   for (size_t si = 0; si < p.steps.size(); ++si) {
@@ -184,8 +191,12 @@ std::string emit_model(const passes::Program& p, const std::string& target,
     os << "  if (prof) {\n    anvil_prof_sync(s);\n    t0 = now_ns();\n  }\n";
     const std::string timed = "  if (prof) {\n    anvil_prof_sync(s);\n    prof[" +
                               std::to_string(si) + "] += now_ns() - t0;\n  }\n";
+    const std::string checked =
+        checks[si].empty() ? ""
+                           : "  if (chk && (rc = chk(args->run_ctx, " + std::to_string(si) +
+                                 ")) != 0) return rc;\n";
     if (is_coll(step)) {
-      os << emit_collective_step(p, std::get<passes::ExternStep>(step)) << timed;
+      os << emit_collective_step(p, std::get<passes::ExternStep>(step)) << timed << checked;
       continue;
     }
     const std::string name = passes::step_name(step);
@@ -197,7 +208,7 @@ std::string emit_model(const passes::Program& p, const std::string& target,
       os << "  " << name << "(s);  // " << nodes << "\n";
     else
       os << "  if ((rc = " << name << "(s)) != 0) return rc;  // " << nodes << "\n";
-    os << timed;
+    os << timed << checked;
   }
   for (; next_alloc < p.run_allocs.size(); ++next_alloc)  // outputs no step writes
     os << emit_run_alloc(p, p.run_allocs[next_alloc].second);
