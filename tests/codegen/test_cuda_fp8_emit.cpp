@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -103,6 +104,35 @@ TEST(CudaFp8Emit, ScaledMmIsCuBlasLtsFp8Gemm) {
   EXPECT_NE(text.find("dev->gemm_ex("), std::string::npos);
 }
 
+/// Row-wise scales, e4m3fn x e5m2, a float32 result with a bfloat16 bias and fast accumulation;
+/// mat2 comes row-major from a cast, so the lowering adds a transposing copy (column-major).
+/// CudaFp8.ScaledMmRowwiseE5m2F32Out (tests/gpu/test_cuda_fp8.cpp) runs the same graph.
+const char* kRowwiseGraph = R"(graph {
+  inputs {
+    %a: f32[64, 32] = user_input
+    %b: f32[32, 48] = user_input
+    %sa: f32[64, 1] = user_input
+    %sb: f32[1, 48] = user_input
+    %bias: bf16[48] = user_input
+  }
+  %a8: f8e4m3fn[64, 32] = aten._to_copy.default(self=%a, *dtype=f8e4m3fn)
+  %b8: f8e5m2[32, 48] = aten._to_copy.default(self=%b, *dtype=f8e5m2)
+  %c: f32[64, 48] = aten._scaled_mm.default(self=%a8, mat2=%b8, scale_a=%sa, scale_b=%sb, bias=%bias, out_dtype=f32, use_fast_accum=True)
+  outputs {
+    user_output %c
+  }
+})";
+
+TEST(CudaFp8Emit, RowwiseScalesE5m2AndF32Out) {
+  const auto g = ir::parse_graph(kRowwiseGraph);
+  driver::compile_graph(*g, (work_dir() / "rowwise.anvil").string(), cuda_options("rowwise"));
+  const std::string text = sources_of("rowwise");
+  for (const char* part : {"ga.a_dtype = 29", "ga.b_dtype = 30", "ga.dtype = 7",
+                           "ga.scale_rowwise = 1", "ga.fast_accum = 1", "ga.ldb = 32",
+                           "anvil_f32_to_f8e5m2("})
+    EXPECT_NE(text.find(part), std::string::npos) << part;
+}
+
 TEST(CudaFp8Emit, UnsupportedFp8UsesAreCompileErrors) {
   // the fnuz formats have no cuBLASLt GEMM: the shape rule names the op and the dtype
   const std::string fnuz = R"(graph {
@@ -122,6 +152,7 @@ TEST(CudaFp8Emit, UnsupportedFp8UsesAreCompileErrors) {
     driver::compile_graph(*g, (work_dir() / "fnuz.anvil").string(), cuda_options("fnuz"));
   });
   EXPECT_NE(e1.find("aten._scaled_mm"), std::string::npos) << e1;
+  std::printf("fnuz: %s\n", e1.c_str());
   EXPECT_NE(e1.find("f8e4m3fnuz"), std::string::npos) << e1;
   // arithmetic on float8 (PyTorch implements none): the nodes and the inputs are named
   const std::string e2 = error_of([&] {
@@ -137,6 +168,7 @@ TEST(CudaFp8Emit, UnsupportedFp8UsesAreCompileErrors) {
     driver::compile_graph(*g, (work_dir() / "mul.anvil").string(), cuda_options("mul"));
   });
   EXPECT_NE(e2.find("Unsupported input dtype"), std::string::npos) << e2;
+  std::printf("mul: %s\n", e2.c_str());
   EXPECT_NE(e2.find("aten.mul.Tensor"), std::string::npos) << e2;
   EXPECT_NE(e2.find("'a' f8e5m2"), std::string::npos) << e2;
 }
