@@ -242,6 +242,12 @@ void Tensor::copy_from(const Tensor& src) {
 
 void Tensor::fill(double value) {
   require_host(*this, "Tensor::fill");
+  if (is_float8(dtype_)) {  // through float32, as PyTorch's fill_ converts
+    const uint8_t v = anvil_f32_to_fp8(static_cast<int32_t>(dtype_), static_cast<float>(value));
+    uint8_t* p = static_cast<uint8_t*>(data_ptr());
+    for_each_offset(sizes_, strides_, [&](int64_t o) { p[o] = v; });
+    return;
+  }
   ANVIL_DISPATCH_ALL(dtype_, "Tensor::fill", T, {
     T* p = static_cast<T*>(data_ptr());
     T v = cast_value<T, double>(value);
@@ -450,6 +456,12 @@ std::vector<double> Tensor::to_doubles() const {
   std::vector<double> out;
   require_host(*this, "Tensor::to_doubles");
   out.reserve(static_cast<size_t>(numel()));
+  if (is_float8(dtype_)) {
+    const uint8_t* p = static_cast<const uint8_t*>(data_ptr());
+    const int32_t format = static_cast<int32_t>(dtype_);
+    for_each_offset(sizes_, strides_, [&](int64_t o) { out.push_back(anvil_fp8_to_f32(format, p[o])); });
+    return out;
+  }
   ANVIL_DISPATCH_ALL(dtype_, "Tensor::to_doubles", T, {
     const T* p = static_cast<const T*>(data_ptr());
     for_each_offset(sizes_, strides_, [&](int64_t o) { out.push_back(cast_value<double, T>(p[o])); });

@@ -81,7 +81,7 @@ class JField {
   std::string path_;
 };
 
-/// A ScalarType code as DType; unknown codes and float8 raise Error at `f`.
+/// A ScalarType code as DType; unknown codes raise Error at `f` (float8 codes are accepted).
 DType decode_dtype(const JField& f);
 /// {"type": "cpu", "index": null} as Device.
 Device decode_device(const JField& f);

@@ -3,12 +3,12 @@
 // with self (m, k) and mat2 (k, n) of float8 e4m3fn or e5m2, float32 scales that are tensor-wise
 // (one element each) or row-wise (scale_a (m, 1), scale_b (1, n)), an optional bias (n) of
 // out_dtype, and out_dtype float16, bfloat16 or float32 (the formats the CUDA target's cuBLASLt
-// FP8 GEMM writes; a float8 result or scale_result is refused). The reference kernel decodes the
-// operands exactly and sums in float64, the way cuBLASLt sums in fp32 up to rounding.
+// FP8 GEMM writes; a float8 result or scale_result is refused). The computation is
+// core/scaled_mm.h's, which the CPU runtime's extern shares.
 #include <vector>
 
-#include "anvil/anvil_fp8.h"
 #include "core/error.h"
+#include "core/scaled_mm.h"
 #include "ops/registry.h"
 
 namespace anvil::ops {
@@ -93,50 +93,19 @@ std::vector<TensorType> shape_scaled_mm(const ir::Node& node) {
 }
 
 std::vector<ir::RValue> kernel_scaled_mm(ir::KernelContext& ctx) {
-  const Tensor a = ctx.tensor("self").contiguous();
-  const Tensor b = ctx.tensor("mat2").contiguous();
-  const Tensor sa = ctx.tensor("scale_a").contiguous();
-  const Tensor sb = ctx.tensor("scale_b").contiguous();
-  const std::optional<Tensor> bias = ctx.opt_tensor("bias");
+  const Tensor& a = ctx.tensor("self");
+  const Tensor& b = ctx.tensor("mat2");
   if (ctx.opt_tensor("scale_result"))
     ctx.fail("scale_result (a float8 result) is not supported", "None", "a tensor");
-  for (const Tensor* t : {&a, &b})
-    if (t->dim() != 2 || !mm_float8(t->dtype()))
-      ctx.fail("operands must be float8 matrices", "2-D float8_e4m3fn / float8_e5m2",
-               t->type_str());
-  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  if (b.size(0) != k) ctx.fail("inner sizes differ", "self.size(1) == mat2.size(0)",
-                               a.type_str() + " x " + b.type_str());
-  if (sa.dtype() != DType::kFloat32 || sb.dtype() != DType::kFloat32)
-    ctx.fail("scales must be float32", "f32", sa.type_str() + ", " + sb.type_str());
-  const bool rowwise = sa.numel() == m && sb.numel() == n && sa.numel() * sb.numel() != 1;
-  if (!rowwise && (sa.numel() != 1 || sb.numel() != 1))
-    ctx.fail("scales must be tensor-wise or row-wise", "1 and 1, or m and n elements",
-             sa.type_str() + ", " + sb.type_str());
   const DType out = ctx.dtype_arg("out_dtype").value_or(a.dtype());
   if (!mm_out_dtype(out))
     ctx.fail("unsupported out_dtype", "float16, bfloat16 or float32", dtype_name(out));
-  const auto* pa = static_cast<const uint8_t*>(a.data_ptr());
-  const auto* pb = static_cast<const uint8_t*>(b.data_ptr());
-  const auto* fa = static_cast<const float*>(sa.data_ptr());
-  const auto* fb = static_cast<const float*>(sb.data_ptr());
-  const int32_t da = static_cast<int32_t>(a.dtype()), db = static_cast<int32_t>(b.dtype());
-  std::vector<double> av(static_cast<size_t>(m * k)), bv(static_cast<size_t>(k * n));
-  for (size_t i = 0; i < av.size(); ++i) av[i] = anvil_fp8_to_f32(da, pa[i]);
-  for (size_t i = 0; i < bv.size(); ++i) bv[i] = anvil_fp8_to_f32(db, pb[i]);
-  Tensor acc = Tensor::empty({m, n}, DType::kFloat64);
-  auto* pc = static_cast<double*>(acc.data_ptr());
-  Tensor bias64 = bias ? bias->to(DType::kFloat64).contiguous() : Tensor();
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t p = 0; p < k; ++p) s += av[static_cast<size_t>(i * k + p)] *
-                                           bv[static_cast<size_t>(p * n + j)];
-      s *= static_cast<double>(fa[rowwise ? i : 0]) * static_cast<double>(fb[rowwise ? j : 0]);
-      if (bias) s += static_cast<const double*>(bias64.data_ptr())[j];
-      pc[i * n + j] = s;
-    }
-  return {acc.to(out)};
+  if (a.dim() != 2 || b.dim() != 2)
+    ctx.fail("operands must be matrices", "2-D self and mat2", a.type_str() + ", " + b.type_str());
+  Tensor result = Tensor::empty({a.size(0), b.size(1)}, out);
+  scaled_mm::compute(a, b, ctx.tensor("scale_a"), ctx.tensor("scale_b"), ctx.opt_tensor("bias"),
+                     result, ctx.where());
+  return {result};
 }
 
 }  // namespace anvil::ops

@@ -40,8 +40,11 @@ void check_float8_uses(const ir::Graph& graph) {
     for (const ir::Value* v : n->input_values()) vals.push_back(v);
     for (const ir::Value* v : n->outputs) vals.push_back(v);
     std::string here;
+    std::set<const ir::Value*> seen;
     for (const ir::Value* v : vals) {
-      if (!v || v->kind != ir::ValueKind::kTensor || !is_float8(v->type.dtype)) continue;
+      if (!v || v->kind != ir::ValueKind::kTensor || !is_float8(v->type.dtype) ||
+          !seen.insert(v).second)
+        continue;
       here += str(here.empty() ? "" : ", ", "'", v->name, "' ", dtype_name(v->type.dtype));
       auto in = input_names.find(v);
       if (in != input_names.end() && listed.insert(v).second)

@@ -333,7 +333,10 @@ TensorView operand_view(Lowerer& L, const ir::Value* v, const std::string& name)
 
 
 void lower_extern(Lowerer& L, const ir::Node& n) {
-  if (n.target == "aten._scaled_mm.default") return lower_scaled_mm(L, n);
+  // the CUDA target's FP8 GEMM wants its own layouts; the CPU's extern takes any strides
+  if (n.target == "aten._scaled_mm.default" && L.options &&
+      L.options->target_device == Device::Type::kCUDA)
+    return lower_scaled_mm(L, n);
   ExternStep ext;
   ext.name = L.out_name();
   ext.target = n.target;
@@ -491,6 +494,7 @@ const std::vector<std::string>* extern_tensor_args(const std::string& target) {
       {"aten.masked_scatter.default", {"self", "mask", "source"}},
       {"aten.scaled_dot_product_attention.default", {"query", "key", "value", "attn_mask"}},
       {"aten.embedding.default", {"weight", "indices"}},
+      {"aten._scaled_mm.default", {"self", "mat2", "scale_a", "scale_b", "bias", "scale_result"}},
       {"aten.index.Tensor", {"self", "indices"}},
       {"aten.index_select.default", {"self", "index"}},
       {"aten.gather.default", {"self", "index"}},

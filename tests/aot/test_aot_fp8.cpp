@@ -1,15 +1,19 @@
 // float8 on the CPU target (spec/aot.md case 88's fp8 parts and F14's fp8 pass-through; the GPU
 // runs the same models in tests/gpu/test_cuda_fp8.cpp): fp8 inputs and outputs, casts to and
 // from float32 / bfloat16 / float16 in the generated kernels bit for bit as PyTorch 2.15, four
-// fp8 inputs summed as float32 over a dynamic dim, and aten._scaled_mm refused by the CPU
-// compiler (the reference interpreter runs it). Fixtures: tests/fixtures/gen/export_fp8.py.
+// fp8 inputs summed as float32 over a dynamic dim, and aten._scaled_mm (the CPU runtime's extern).
+// Fixtures: tests/fixtures/gen/export_fp8.py.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "aot/aot_util.h"
 #include "common/fp8_fixture.h"
 #include "core/npy.h"
 #include "frontend/pt2_reader.h"
 #include "interp/interpreter.h"
+#include "ir/parser.h"
 
 namespace anvil::aot_test {
 namespace {
@@ -70,24 +74,66 @@ TEST(AotFp8, Fp8InputsPassThroughAndAreChecked) {
   ANVIL_EXPECT_ERROR(model.run(ins), "f8e5m2");
 }
 
-TEST(AotFp8, ScaledMmIsRefusedByTheCpuCompilerAndRunsInTheInterpreter) {
-  const Built& b = build("aot_88_fp8_scaled_mm");
-  ASSERT_FALSE(b.error.empty());
-  EXPECT_NE(b.error.find("aten._scaled_mm"), std::string::npos) << b.error;
-  EXPECT_NE(b.error.find("CUDA target"), std::string::npos) << b.error;
-  // the interpreter (the GPU test's oracle) matches the fixture's float64 reference
-  const std::string name = "aot_88_fp8_scaled_mm";
-  auto graph = frontend::load_pt2(std::string(ANVIL_FIXTURES_DIR) + "/aot/" + name + ".pt2");
-  const auto raw = read_set(name, "in", "");
+TEST(AotFp8, ScaledMmMatchesPyTorch) {
+  // spec aot case 88's fp8 scaled matmul on the CPU target (the runtime's extern, which shares
+  // core/scaled_mm.h with the interpreter): x e4m3fn (16, 16) by weight.T cast to e4m3fn in the
+  // graph, fp16 bias, scales 2 and 1 -> fp16 (16, 32), against PyTorch's arithmetic in float64
+  check_fp8_fixture("aot_88_fp8_scaled_mm", 2e-3);
+}
+
+TEST(AotFp8, ScaledMmRowwiseScalesE5m2AndF32Out) {
+  // row-wise scales, e4m3fn x e5m2 (a row-major mat2: the CPU extern takes any strides), a
+  // float32 result with a bfloat16 bias; the package against the interpreter, then against
+  // float64 arithmetic done here from the decoded operands
+  const auto graph = ir::parse_graph(R"(graph {
+  inputs {
+    %a: f32[5, 32] = user_input
+    %b: f32[32, 3] = user_input
+    %sa: f32[5, 1] = user_input
+    %sb: f32[1, 3] = user_input
+    %bias: bf16[3] = user_input
+  }
+  %a8: f8e4m3fn[5, 32] = aten._to_copy.default(self=%a, *dtype=f8e4m3fn)
+  %b8: f8e5m2[32, 3] = aten._to_copy.default(self=%b, *dtype=f8e5m2)
+  %c: f32[5, 3] = aten._scaled_mm.default(self=%a8, mat2=%b8, scale_a=%sa, scale_b=%sb, bias=%bias, out_dtype=f32, use_fast_accum=True)
+  outputs {
+    user_output %c
+  }
+})");
+  const Built& b = build_graph("fp8_rowwise", *graph);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  const runtime::Model m = load(b);
   std::vector<Tensor> ins;
-  for (size_t i = 0; i < raw.size(); ++i)
-    ins.push_back(test::fixture_as(raw[i], graph->input_specs().at(i).value->type.dtype));
+  for (size_t i = 0; i < graph->input_specs().size(); ++i) {
+    const auto& t = graph->input_specs()[i].value->type;
+    Shape sizes;
+    for (const auto& s : t.sizes) sizes.push_back(s.constant());
+    Tensor x = Tensor::empty(sizes, DType::kFloat32);
+    float* p = static_cast<float*>(x.data_ptr());
+    for (int64_t k = 0; k < x.numel(); ++k)
+      p[k] = static_cast<float>(((k * 37 + static_cast<int64_t>(i) * 11) % 23) - 11) * 0.37f;
+    ins.push_back(x.to(t.dtype));
+  }
+  const auto got = m.run(ins);
   interp::Interpreter ref(*graph);
-  const auto got = ref.run(ins);
-  const auto want = read_set(name, "out", "");
+  const auto want = ref.run(ins);
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].dtype(), DType::kFloat16);
-  test::expect_fixture_output(got[0], want[0], name + " (interpreter)", 2e-3);
+  test::expect_fixture_output(got[0], want[0], "rowwise (package vs interpreter)", 0.0);
+  // independently: (a8 * sa) @ (b8 * sb) + bias from the decoded values
+  const auto a8 = ins[0].to(DType::kFloat8E4M3FN).to_doubles();
+  const auto b8 = ins[1].to(DType::kFloat8E5M2).to_doubles();
+  const auto sa = ins[2].to_doubles(), sb = ins[3].to_doubles(), bias = ins[4].to_doubles();
+  const auto g = got[0].to_doubles();
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double s = 0;
+      for (int k = 0; k < 32; ++k) s += a8[static_cast<size_t>(i * 32 + k)] *
+                                        b8[static_cast<size_t>(k * 3 + j)];
+      const double w = s * sa[static_cast<size_t>(i)] * sb[static_cast<size_t>(j)] +
+                       bias[static_cast<size_t>(j)];
+      EXPECT_NEAR(g[static_cast<size_t>(i * 3 + j)], w, 1e-5 * std::max(1.0, std::fabs(w)))
+          << i << ", " << j;
+    }
 }
 
 }  // namespace

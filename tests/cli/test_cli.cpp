@@ -285,6 +285,45 @@ TEST_F(CliTest, HelpForEveryCommand) {
 namespace anvil {
 namespace {
 
+// float8 through `anvil run` (.npy has no float8): an input is a uint8 array of the tensor's
+// bytes or a float32 array converted as .to() does; float8 outputs are written as float32.
+TEST_F(CliTest, RunTakesFloat8InputsAsBytesOrFloat32) {
+  const std::string cache = " --cache-dir " + sh_quote((dir_ / "cache").string());
+  std::string ins;
+  for (int k = 0; k < 4; ++k)
+    ins += " -i " + sh_quote(fixture("aot/aot_88_fp8_sum.in" + std::to_string(k) + ".npy"));
+  const CliResult r = cli("run " + sh_quote(fixture("aot/aot_88_fp8_sum.pt2")) + ins + " -o " +
+                          sh_quote(dir_ / "out") + cache);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Tensor want = read_npy(fixture("aot/aot_88_fp8_sum.out0.npy"));
+  EXPECT_TRUE(::anvil::test::close(read_npy((dir_ / "out" / "out0.npy").string()), want, 1e-6));
+  // x0 given as float32 values (those of its e4m3fn bytes): the same sum
+  const Tensor b0 = read_npy(fixture("aot/aot_88_fp8_sum.in0.npy")).contiguous();
+  const Tensor x0 = Tensor(b0.storage(), DType::kFloat8E4M3FN, b0.sizes(), b0.strides(), 0);
+  write_npy((dir_ / "x0.npy").string(), x0.to(DType::kFloat32));
+  std::string ins2 = " -i " + sh_quote(dir_ / "x0.npy");
+  for (int k = 1; k < 4; ++k)
+    ins2 += " -i " + sh_quote(fixture("aot/aot_88_fp8_sum.in" + std::to_string(k) + ".npy"));
+  const CliResult r2 = cli("run " + sh_quote(fixture("aot/aot_88_fp8_sum.pt2")) + ins2 + " -o " +
+                           sh_quote(dir_ / "out2") + cache);
+  ASSERT_EQ(r2.code, 0) << r2.err;
+  EXPECT_TRUE(::anvil::test::close(read_npy((dir_ / "out2" / "out0.npy").string()), want, 1e-6));
+  // identity outputs of float8 inputs come back as float32 values
+  std::string ins3;
+  for (int k = 0; k < 4; ++k)
+    ins3 += " -i " + sh_quote(fixture("aot/aot_88_fp8_identity.in" + std::to_string(k) + ".npy"));
+  const CliResult r3 = cli("run " + sh_quote(fixture("aot/aot_88_fp8_identity.pt2")) + ins3 +
+                           " -o " + sh_quote(dir_ / "out3") + cache);
+  ASSERT_EQ(r3.code, 0) << r3.err;
+  EXPECT_HAS(r3.out, "f8e5m2[8, 8, 8]");
+  const Tensor o1 = read_npy((dir_ / "out3" / "out1.npy").string());
+  const Tensor b1 = read_npy(fixture("aot/aot_88_fp8_identity.out1.npy")).contiguous();
+  EXPECT_EQ(o1.dtype(), DType::kFloat32);
+  EXPECT_TRUE(::anvil::test::close(
+      o1, Tensor(b1.storage(), DType::kFloat8E5M2, b1.sizes(), b1.strides(), 0).to(DType::kFloat32),
+      0.0));
+}
+
 // `anvil check`: the compiled package beside the interpreter, node by node. On the CPU the two
 // agree on mlp_small; with a zero tolerance the last-bit differences of the GEMMs are reported
 // at the first node that has one, with its op, element and both values, and exit status 1.

@@ -142,11 +142,11 @@ TEST(CudaConvEmit, ConvolutionsCallCudnnWithTheHostPathBehind) {
   fs::remove_all(dir);
 }
 
-TEST(CudaConvEmit, TheBackendHasDeviceAbi5OrLaterAndChecksItsArgumentsFirst) {
+TEST(CudaConvEmit, TheBackendHasDeviceAbi5AndChecksItsArgumentsFirst) {
   // no GPU needed: the CUDA backend library loads where the CUDA libraries are installed, and
   // its conv rejects a missing or too small AnvilConvArgs before touching a device
   const AnvilDeviceApi& dev = runtime::device_backend(Device::Type::kCUDA);
-  EXPECT_GE(dev.abi_version, 5u);  // conv came with ABI 5
+  EXPECT_GE(dev.abi_version, 5u);  // 5 added conv (6, float8 GEMM operands, keeps it)
   ASSERT_NE(dev.conv, nullptr);
   EXPECT_EQ(dev.conv(0, nullptr, nullptr), -1);
   EXPECT_NE(std::string(dev.last_error()).find("null arguments"), std::string::npos)

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "driver/compile.h"
 #include "ir/parser.h"
+#include "runtime/device_backend.h"
 #include <nlohmann/json.hpp>
 
 namespace anvil {
@@ -101,6 +102,71 @@ TEST(CudaFp8Emit, ScaledMmIsCuBlasLtsFp8Gemm) {
   EXPECT_NE(text.find("ga.trans_b = 1"), std::string::npos) << "B column-major";
   EXPECT_NE(text.find("ga.epilogue = ANVIL_EPILOGUE_BIAS"), std::string::npos);
   EXPECT_NE(text.find("dev->gemm_ex("), std::string::npos);
+  // where cuBLASLt cannot fuse the bias: the GEMM alone, then the step's own bias kernel
+  EXPECT_NE(text.find("if (rc == ANVIL_GEMM_NOT_FUSED)"), std::string::npos);
+  EXPECT_NE(text.find("_bias<<<"), std::string::npos);
+}
+
+/// Row-wise scales, e4m3fn x e5m2, a float32 result with a bfloat16 bias and fast accumulation;
+/// mat2 comes row-major from a cast, so the lowering adds a transposing copy (column-major).
+/// CudaFp8.ScaledMmRowwiseE5m2F32Out (tests/gpu/test_cuda_fp8.cpp) runs the same graph.
+const char* kRowwiseGraph = R"(graph {
+  inputs {
+    %a: f32[64, 32] = user_input
+    %b: f32[32, 48] = user_input
+    %sa: f32[64, 1] = user_input
+    %sb: f32[1, 48] = user_input
+    %bias: bf16[48] = user_input
+  }
+  %a8: f8e4m3fn[64, 32] = aten._to_copy.default(self=%a, *dtype=f8e4m3fn)
+  %b8: f8e5m2[32, 48] = aten._to_copy.default(self=%b, *dtype=f8e5m2)
+  %c: f32[64, 48] = aten._scaled_mm.default(self=%a8, mat2=%b8, scale_a=%sa, scale_b=%sb, bias=%bias, out_dtype=f32, use_fast_accum=True)
+  outputs {
+    user_output %c
+  }
+})";
+
+TEST(CudaFp8Emit, RowwiseScalesE5m2AndF32Out) {
+  const auto g = ir::parse_graph(kRowwiseGraph);
+  driver::compile_graph(*g, (work_dir() / "rowwise.anvil").string(), cuda_options("rowwise"));
+  const std::string text = sources_of("rowwise");
+  for (const char* part : {"ga.a_dtype = 29", "ga.b_dtype = 30", "ga.dtype = 7",
+                           "ga.scale_rowwise = 1", "ga.fast_accum = 1", "ga.ldb = 32",
+                           "anvil_f32_to_f8e5m2("})
+    EXPECT_NE(text.find(part), std::string::npos) << part;
+}
+
+TEST(CudaFp8Emit, TheBackendChecksFp8GemmArgumentsBeforeTheDevice) {
+  // no GPU needed: the CUDA backend loads where the CUDA libraries are installed, and its
+  // gemm_ex refuses float8 arguments cuBLASLt's FP8 GEMM cannot take before touching a device
+  const AnvilDeviceApi& dev = runtime::device_backend(Device::Type::kCUDA);
+  ASSERT_GE(dev.abi_version, 6u);
+  AnvilGemmArgs g{};
+  g.struct_size = sizeof g;
+  g.dtype = static_cast<int32_t>(DType::kFloat16);
+  g.a_dtype = g.b_dtype = static_cast<int32_t>(DType::kFloat8E4M3FN);
+  g.m = 16, g.n = 32, g.k = 16;
+  g.alpha = 1.0f;
+  g.lda = 16, g.ldb = 32, g.ldd = 32, g.batch = 1;
+  const auto refused = [&](const char* part) {
+    EXPECT_NE(dev.gemm_ex(0, nullptr, &g), 0) << part;
+    const std::string why = dev.last_error();
+    EXPECT_NE(why.find(part), std::string::npos) << why;
+  };
+  refused("TN layout");  // B row-major (trans_b 0)
+  g.trans_b = 1, g.ldb = 24;
+  refused("multiples of 16");
+  g.ldb = 16;
+  g.a_dtype = static_cast<int32_t>(DType::kFloat8E4M3FNUZ);
+  refused("float8_e4m3fn (29) or float8_e5m2 (30)");
+  g.a_dtype = g.b_dtype = static_cast<int32_t>(DType::kFloat8E5M2);
+  refused("float8_e5m2 x float8_e5m2");
+  g.a_dtype = g.b_dtype = static_cast<int32_t>(DType::kFloat8E4M3FN);
+  g.dtype = static_cast<int32_t>(DType::kFloat64);
+  refused("writes float16, bfloat16 or float32");
+  g.dtype = static_cast<int32_t>(DType::kFloat16);
+  g.batch = 2;
+  refused("batch 1");
 }
 
 TEST(CudaFp8Emit, UnsupportedFp8UsesAreCompileErrors) {

@@ -46,7 +46,14 @@ TEST(Tensor, EmptyFullScalarFromVector) {
   ANVIL_EXPECT_ERROR(Tensor::from_vector(std::vector<float>{1, 2, 3}, {2, 2}),
                      "element count does not match sizes");
   ANVIL_EXPECT_ERROR(Tensor::empty({2, -1}, D::kFloat32), "Tensor::empty: negative size");
-  ANVIL_EXPECT_ERROR(Tensor::empty({2}, D::kFloat8E4M3FN), "is recognised but not supported");
+  // float8 tensors are storage (one byte an element), filled and copied through float32
+  const Tensor f8 = Tensor::full({2}, 500.0, D::kFloat8E4M3FN);
+  EXPECT_EQ(f8.nbytes(), 2u);
+  EXPECT_EQ(f8.to(D::kFloat32).item_at(1), 448.0);  // e4m3fn saturates, as PyTorch 2.15
+  EXPECT_EQ(Tensor::full({1}, 1e6, D::kFloat8E5M2).to(D::kFloat32).item_at(0), INFINITY);
+  // torch.full((2,), -0.3).to(torch.float8_e4m3fnuz).float() is [-0.3125, -0.3125]
+  EXPECT_EQ(Tensor::full({2}, -0.3, D::kFloat8E4M3FNUZ).to_doubles(),
+            (std::vector<double>{-0.3125, -0.3125}));
   // Sizes whose element or byte count overflows int64 are an Error, not a wild allocation.
   ANVIL_EXPECT_ERROR(shape_numel({int64_t{1} << 62, 4}), "shape has too many elements");
   ANVIL_EXPECT_ERROR(Tensor::empty({int64_t{1} << 62, 4}, D::kFloat32),

@@ -15,6 +15,7 @@
 #include "frontend/pt2_reader.h"
 #include "gpu/gpu_test_util.h"
 #include "interp/interpreter.h"
+#include "ir/parser.h"
 #include "runtime/device_backend.h"
 #include "runtime/model.h"
 
@@ -45,14 +46,16 @@ std::vector<Tensor> run_on_gpu(const runtime::Model& m, const std::vector<Tensor
   return out;
 }
 
-/// The package of `name` (recorded on CUDA) against PyTorch's outputs in the fixture.
-void check_fixture(const std::string& name, double tol) {
+/// The package of `name` (recorded on CUDA) against PyTorch's outputs in the fixture; float8
+/// output `nan_free_output` matches any NaN code for a NaN.
+void check_fixture(const std::string& name, double tol, int nan_free_output = -1) {
   const runtime::Model m = load_cuda(name);
   const auto got = run_on_gpu(m, fixture_inputs(m, name));
   const auto want = read_set(fixture("aot/" + name), "out");
   ASSERT_EQ(got.size(), want.size()) << name;
   for (size_t i = 0; i < got.size(); ++i)
-    test::expect_fixture_output(got[i], want[i], name + " output " + std::to_string(i), tol);
+    test::expect_fixture_output(got[i], want[i], name + " output " + std::to_string(i), tol,
+                                static_cast<int>(i) != nan_free_output);
 }
 
 /// The package of `name` against the interpreter running `cpu_name` (the same model recorded on
@@ -127,7 +130,55 @@ TEST(CudaSpecAot, C88_Fp8InputsSummedAsF32) {
 TEST(CudaSpecAot, C88_Fp8PassThroughAndCasts) {
   ANVIL_REQUIRE_GPU();
   check_fixture("aot_88_fp8_identity_cuda", 0.0);  // the four formats pass through
-  check_fixture("aot_88_fp8_casts_cuda", 0.0);     // the device conversions, bit for bit
+  // the device conversions, bit for bit (output 8, bf16 -> e4m3fn: anvil's bfloat16 NaN is
+  // c10's canonical +NaN where torch's vectorized CPU cast keeps -NaN's sign)
+  check_fixture("aot_88_fp8_casts_cuda", 0.0, 8);
+}
+
+TEST(CudaFp8, ScaledMmRowwiseE5m2F32Out) {
+  ANVIL_REQUIRE_GPU();
+  // row-wise scales (64, 1) x (1, 48) (cuBLASLt's OUTER_VEC_32F scale mode), e4m3fn x e5m2, a
+  // float32 result with a bfloat16 bias, use_fast_accum; mat2 made column-major by a copy
+  // (CudaFp8Emit.RowwiseScalesE5m2AndF32Out compiles the same graph without a GPU)
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %a: f32[64, 32] = user_input
+    %b: f32[32, 48] = user_input
+    %sa: f32[64, 1] = user_input
+    %sb: f32[1, 48] = user_input
+    %bias: bf16[48] = user_input
+  }
+  %a8: f8e4m3fn[64, 32] = aten._to_copy.default(self=%a, *dtype=f8e4m3fn)
+  %b8: f8e5m2[32, 48] = aten._to_copy.default(self=%b, *dtype=f8e5m2)
+  %c: f32[64, 48] = aten._scaled_mm.default(self=%a8, mat2=%b8, scale_a=%sa, scale_b=%sb, bias=%bias, out_dtype=f32, use_fast_accum=True)
+  outputs {
+    user_output %c
+  }
+})");
+  if (runtime::device_backend(Device::Type::kCUDA).capability(0) < 89)
+    GTEST_SKIP() << "no FP8 tensor cores (C88_Fp8ScaledMm checks the refusal)";
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.cache_dir = (out_dir() / "cache").string();
+  const std::string pkg = (out_dir() / "fp8_rowwise.anvil").string();
+  driver::compile_graph(*g, pkg, o);
+  runtime::ModelOptions mo;
+  mo.device = Device::cuda(0);
+  const runtime::Model m = runtime::Model::load(pkg, mo);
+  std::vector<Tensor> ins;
+  uint64_t seed = 21;
+  for (const auto& spec : g->input_specs()) {
+    Shape sizes;
+    for (const auto& sz : spec.value->type.sizes) sizes.push_back(sz.constant());
+    ins.push_back(testing::random_tensor(sizes, spec.value->type.dtype, seed++));
+  }
+  interp::Interpreter ref(*g);
+  const auto want = ref.run(ins);
+  const auto got = run_on_gpu(m, ins);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].dtype(), DType::kFloat32);
+  EXPECT_LE(testing::rel_error(got[0], want[0]), 1e-3);
 }
 
 }  // namespace

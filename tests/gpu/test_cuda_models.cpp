@@ -12,6 +12,7 @@
 
 #include "codegen/harness.h"
 #include "common/check.h"
+#include "common/fp8_fixture.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "driver/compile.h"
@@ -27,10 +28,13 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpu_test;  // NOLINT: the suite's helpers
 
-/// A fixture input converted to the model's dtype. A complex input the fixture stores as its
+/// A fixture input converted to the model's dtype (float8: its bytes reinterpreted). A complex
+/// input the fixture stores as its
 /// real parts (complex32: numpy has no such dtype, so a float16 array with a trailing dim of
 /// 2) is rebuilt as the complex tensor.
 Tensor input_as(const Tensor& t, DType want) {
+  // float8 inputs are stored as their bytes (uint8; tests/fixtures/gen/export_fp8.py)
+  if (is_float8(want) && t.dtype() == DType::kUInt8) return ::anvil::test::fixture_as(t, want);
   if (is_complex(want) && !is_complex(t.dtype()) && t.dim() > 0 && t.sizes().back() == 2) {
     const Shape sizes(t.sizes().begin(), t.sizes().end() - 1);
     Tensor c = Tensor::empty(sizes, want);
@@ -78,6 +82,12 @@ void expect_matches_pytorch(const std::string& stem) {
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         EXPECT_EQ(got[i].device(), Device::cuda(0)) << "output " << i;
+        if (is_float8(got[i].dtype())) {  // the bytes PyTorch made (any NaN code for a NaN)
+          ::anvil::test::expect_fixture_output(got[i].to(Device::cpu()), want[i],
+                                               stem + suffix + " output " + std::to_string(i),
+                                               0.0, /*nan_bits=*/false);
+          continue;
+        }
         // complex outputs: both parts, at their real dtype's tolerance
         Tensor h = testing::complex_parts(got[i].to(Device::cpu())).contiguous();
         Tensor w = testing::complex_parts(want[i]);

@@ -2,8 +2,8 @@
 // and back mid-graph, with CPU int64 buffers added on the GPU, exported on cuda:0 and on cuda:1,
 // each run on every GPU of the machine against PyTorch's CPU outputs. 88: a launch grid over 2^27 elements, a large GEMM,
 // attention with an additive bias at an odd head size, and bf16 attention plain and causal (the
-// tensor-core kernel). fp8 inputs are refused at compile (docs/spec-coverage.md). Each graph is
-// compiled for cuda-sm90 and compared with the reference interpreter.
+// tensor-core kernel); case 88's fp8 parts are in test_cuda_fp8.cpp. Each graph is compiled for
+// cuda-sm90 and compared with the reference interpreter.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -77,7 +77,21 @@ std::string scaled_mm(const Program& p, const ExternStep& e) {
   b_ << "  ga.scale_a = " << ptr_of(p, sa) << ";\n  ga.scale_b = " << ptr_of(p, sb) << ";\n";
   b_ << "  ga.scale_rowwise = " << (rowwise ? 1 : 0) << ";\n";
   b_ << "  ga.fast_accum = " << int_attr(e, "use_fast_accum", 0) << ";\n";
-  b_ << "  if (dev->gemm_ex(device, s.stream, &ga) != 0) {\n";
+  b_ << "  int rc = dev->gemm_ex(device, s.stream, &ga);\n";
+  if (bias.buffer >= 0) {
+    // cuBLASLt without a fused bias for this problem: the GEMM alone, then the bias kernel
+    b_ << "  if (rc == ANVIL_GEMM_NOT_FUSED) {\n";
+    b_ << "    ga.epilogue = ANVIL_EPILOGUE_NONE;\n    ga.bias = nullptr;\n";
+    b_ << "    rc = dev->gemm_ex(device, s.stream, &ga);\n";
+    b_ << "    if (rc == 0) {\n";
+    b_ << "      " << e.name << "_bias<<<anvil_blocks(m * n, 256), 256, 0, "
+       << "static_cast<cudaStream_t>(s.stream)>>>(static_cast<"
+       << storage_type(out.dtype) << "*>(ga.d), "
+       << ptr_of(p, bias) << ", m, n);\n";
+    b_ << "      if (anvil_launch_check(s, \"" << e.name << "_bias\") != 0) return 1;\n";
+    b_ << "    }\n  }\n";
+  }
+  b_ << "  if (rc != 0) {\n";
   b_ << "    char msg[1024];\n";
   b_ << "    snprintf(msg, sizeof msg, \"" << e.name
      << " (aten._scaled_mm): %s\", dev->last_error());\n";
@@ -85,8 +99,21 @@ std::string scaled_mm(const Program& p, const ExternStep& e) {
   b_ << "  return 0;\n";
   std::string nodes;
   for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
-  std::string text = "// " + e.name + ": " + nodes + " (" + e.target +
-                     "): cuBLASLt's FP8 GEMM (api->device->gemm_ex, device ABI 6)\n";
+  std::string text;
+  if (bias.buffer >= 0) {
+    // d[i, j] += bias[j] in float32, for a cuBLASLt that cannot fuse the bias here
+    const std::string ot = storage_type(out.dtype), bt = storage_type(bias.dtype);
+    text += "// " + e.name + "_bias: the bias of " + e.name + " where cuBLASLt does not fuse it\n";
+    text += "__global__ void " + e.name + "_bias(" + ot + "* __restrict__ d, const " + bt +
+            "* __restrict__ bias, int64_t m, int64_t n) {\n";
+    text += "  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
+            "idx < m * n;\n       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
+    text += "    const float v = static_cast<float>(" + from_storage(out.dtype, "d[idx]") +
+            ") + static_cast<float>(" + from_storage(bias.dtype, "bias[idx % n]") + ");\n";
+    text += "    d[idx] = " + to_storage(out.dtype, "v", Dialect::kCuda) + ";\n  }\n}\n\n";
+  }
+  text += "// " + e.name + ": " + nodes + " (" + e.target +
+          "): cuBLASLt's FP8 GEMM (api->device->gemm_ex, device ABI 6)\n";
   text += "ANVIL_HIDDEN int " + e.name + "(const RunState& s) {\n";
   text += symbol_decls(p, b_.str(), "s.sym", "  ") + b_.str() + "}\n";
   return text;

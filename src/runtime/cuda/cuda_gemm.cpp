@@ -380,10 +380,10 @@ int time_candidates(DeviceState& s, int device, cudaStream_t stream, cublasLtHan
   return best;
 }
 
-// The float8 GEMM's own rules (anvil_device.h, ABI 6); 0 when `g` keeps them. `call` formats
-// the call for messages.
+// The float8 GEMM's own rules on its arguments (anvil_device.h, ABI 6), checked before the
+// device is touched; 0 when `g` keeps them. `call` formats the call for messages.
 template <typename Call>
-int check_fp8(const AnvilGemmArgs& g, int device, const Call& call) {
+int check_fp8(const AnvilGemmArgs& g, const Call& call) {
   cudaDataType_t t;
   if (!fp8_type(g.a_dtype, &t) || !fp8_type(g.b_dtype, &t))
     return fail("%s: float8 operands must be float8_e4m3fn (%d) or float8_e5m2 (%d), got a_dtype "
@@ -403,6 +403,12 @@ int check_fp8(const AnvilGemmArgs& g, int device, const Call& call) {
   if (g.lda % 16 != 0 || g.ldb % 16 != 0)
     return fail("%s: a float8 GEMM needs leading dimensions of A and B that are multiples of 16",
                 call().c_str());
+  return 0;
+}
+
+// Whether `device` has FP8 tensor cores (sm_89 or newer); 0 when it has, else fails naming it.
+template <typename Call>
+int check_fp8_device(int device, const Call& call) {
   int major = 0, minor = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
@@ -456,8 +462,15 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
   if (g.c == nullptr && g.beta != 0.0f) {
     return fail("%s: beta is not 0 but there is no C to scale", call().c_str());
   }
+  const bool fp8 = is_fp8(g);
+  if (fp8) {
+    if (const int rc = check_fp8(g, call); rc != 0) return rc;
+  }
   DeviceState* s = device_state(fn, device);
   if (s == nullptr) return -1;
+  if (fp8) {
+    if (const int rc = check_fp8_device(device, call); rc != 0) return rc;
+  }
   if (m == 0 || n == 0 || batch == 0) return 0;  // empty output
   if (g.d == nullptr) return fail("%s: the output is null", call().c_str());
   const bool with_bias = has_bias(g.epilogue);
@@ -466,10 +479,6 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
   }
   if (!with_bias && g.bias != nullptr) {
     return fail("%s: a bias pointer without a bias epilogue", call().c_str());
-  }
-  const bool fp8 = is_fp8(g);
-  if (fp8) {
-    if (const int rc = check_fp8(g, device, call); rc != 0) return rc;
   }
   if (g.ldd < n)
     return fail("%s: the output's leading dimension must be at least n", call().c_str());

@@ -1,9 +1,13 @@
-// Runtime extern kernels for aten.mm.default and aten.bmm.default. The code generator routes
+// Runtime extern kernels for aten.mm.default, aten.bmm.default and aten._scaled_mm.default (the
+// float8 product, core/scaled_mm.h: the CPU target's; CUDA calls cuBLASLt). The code generator routes
 // only non-f32/f64 products here (bf16 / f16: converted to fp32, one GEMM, rounded once, like the
 // reference kernel; with oneDNN in the runtime, bf16 / f16 operands in a row- or column-major
 // layout go straight to runtime/gemm_call's oneDNN GEMM instead); f32 / f64 also work (operands used in place when their layout allows) and
 // integer dtypes use a direct loop with wrapping int64 accumulation. bmm splits its batch over
 // the thread pool when the batch is large, else the GEMM itself runs in parallel.
+#include <optional>
+
+#include "core/scaled_mm.h"
 #include "runtime/gemm_call.h"
 #include "runtime/gemm_onednn.h"
 #include "runtime/kernels/kernel_util.h"
@@ -170,12 +174,26 @@ int bmm_extern(ExternCall& call) {
   return 0;
 }
 
+/// The runtime kernel of aten._scaled_mm.default on the CPU target: core/scaled_mm.h's
+/// computation (the reference kernel's), inputs self, mat2, scale_a, scale_b, bias,
+/// scale_result (docs/externs.md).
+int scaled_mm_extern(ExternCall& call) {
+  if (call.num_inputs() > 5 && call.input(5).ndim >= 0)
+    return call.fail(str(call.target(), ": scale_result (a float8 result) is not supported"));
+  std::optional<Tensor> bias;
+  if (call.num_inputs() > 4 && call.input(4).ndim >= 0) bias = call.input_tensor(4);
+  scaled_mm::compute(call.input_tensor(0), call.input_tensor(1), call.input_tensor(2),
+                     call.input_tensor(3), bias, call.output_tensor(0), call.target());
+  return 0;
+}
+
 }  // namespace
 
 /// Registers the matrix-product externs.
 void register_linalg_externs() {
   register_extern("aten.mm.default", mm_extern);
   register_extern("aten.bmm.default", bmm_extern);
+  register_extern("aten._scaled_mm.default", scaled_mm_extern);
 }
 
 }  // namespace anvil::runtime
