@@ -55,6 +55,30 @@ TEST(MBuckets, TheRuleClipsPowerOfFourBucketsToTheRange) {
   EXPECT_TRUE(driver::m_buckets({0, 0}).empty());
 }
 
+/// A timing child (set as $ANVIL_GEMM_TIME) that reports 1 us for the candidate each rule
+/// names at the M it names ("lib" N: library N; "so" 1: any template) and 9 us for the others.
+struct FastRule {
+  int64_t m;
+  std::string field, value;
+};
+void fake_timing_child_in(const fs::path& dir, const std::vector<FastRule>& rules) {
+  const fs::path tool = dir / "fake_time.sh";
+  {
+    std::ofstream out(tool);
+    out << "#!/bin/sh\n"
+           "m=; lib=; so=\n"
+           "for a in \"$@\"; do case \"$a\" in m=*) m=${a#m=};; library=*) lib=${a#library=};;\n"
+           "  so=*) so=1;; esac; done\n"
+           "t=9000\n";
+    for (const FastRule& r : rules)
+      out << "[ \"$m\" = " << r.m << " ] && [ \"$" << r.field << "\" = " << r.value
+          << " ] && t=1000\n";
+    out << "echo time_ns=$t\n";
+  }
+  ::chmod(tool.c_str(), 0755);
+  ::setenv("ANVIL_GEMM_TIME", tool.c_str(), 1);
+}
+
 class GemmBuckets : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -78,6 +102,7 @@ class GemmBuckets : public ::testing::Test {
     EXPECT_NE(e, nullptr);
     return nlohmann::json::parse(zip.read(*e));
   }
+  void fake_timing_child(const std::vector<FastRule>& rules) { fake_timing_child_in(dir_, rules); }
   fs::path dir_;
   driver::CompileOptions opts_;
 };
@@ -149,22 +174,7 @@ TEST_F(GemmBuckets, SymbolicMIsTunedPerBucketAndMatchesInEveryBucket) {
 // package dispatches each M to its bucket's kernel (the generated code shows the tests), and
 // every bucket's kernel computes the right values.
 TEST_F(GemmBuckets, EachBucketRunsItsOwnChoice) {
-  const fs::path tool = dir_ / "fake_time.sh";
-  {
-    std::ofstream out(tool);
-    out << "#!/bin/sh\n"
-           "m=; lib=; so=\n"
-           "for a in \"$@\"; do case \"$a\" in m=*) m=${a#m=};; library=*) lib=${a#library=};;\n"
-           "  so=*) so=1;; esac; done\n"
-           "t=9000\n"
-           "[ \"$m\" = 1 ] && [ \"$lib\" = 1 ] && t=1000\n"   // OpenBLAS
-           "[ \"$m\" = 8 ] && [ \"$lib\" = 3 ] && t=1000\n"   // oneDNN
-           "[ \"$m\" = 32 ] && [ \"$so\" = 1 ] && t=1000\n"   // a template
-           "[ \"$m\" = 64 ] && [ \"$lib\" = 2 ] && t=1000\n"  // the packed kernel
-           "echo time_ns=$t\n";
-  }
-  ::chmod(tool.c_str(), 0755);
-  ::setenv("ANVIL_GEMM_TIME", tool.c_str(), 1);
+  fake_timing_child({{1, "lib", "1"}, {8, "lib", "3"}, {32, "so", "1"}, {64, "lib", "2"}});
   const fs::path src = dir_ / "src";
   opts_.emit_source_dir = src.string();
   const std::string pkg = (dir_ / "m.anvil").string();
@@ -192,6 +202,27 @@ TEST_F(GemmBuckets, EachBucketRunsItsOwnChoice) {
   EXPECT_NE(code.find("} else if (m <= 8) {  // m in [2, 8]: onednn_"), std::string::npos);
   EXPECT_NE(code.find("} else {  // m in [33, 64]: own_packed_"), std::string::npos);
   expect_matches_everywhere(pkg);
+}
+
+// Every bucket's kernel applies a bias and an activation (oneDNN's post-ops at M <= 8, a
+// template's store above): the bias + gelu of the first linear and the bias of the second leave
+// their loop kernels for every M, and the package still matches in every bucket. One bucket on
+// a kernel that fuses nothing (OpenBLAS) keeps the loop kernels.
+TEST_F(GemmBuckets, AnEpilogueFusesOnlyWhenEveryBucketsKernelAppliesIt) {
+  fake_timing_child({{1, "lib", "3"}, {8, "lib", "3"}, {32, "so", "1"}, {64, "so", "1"}});
+  const std::string pkg = (dir_ / "fused.anvil").string();
+  driver::compile_pt2(fixture215("mlp_dynbatch.pt2"), pkg, opts_);
+  const nlohmann::json m = manifest_of(pkg);
+  EXPECT_EQ(m.at("gemm_fused_epilogues").get<int>(), 2) << m["gemm"].dump();
+  for (const auto& st : m["gemm"]["steps"])
+    EXPECT_EQ(st["buckets"][3]["kernel"].get<std::string>().rfind("own_f32_", 0), 0u) << st.dump();
+  expect_matches_everywhere(pkg);
+  fake_timing_child({{1, "lib", "1"}, {8, "lib", "3"}, {32, "so", "1"}, {64, "so", "1"}});
+  opts_.cache_dir = (dir_ / "cache2").string();
+  const std::string pkg2 = (dir_ / "unfused.anvil").string();
+  driver::compile_pt2(fixture215("mlp_dynbatch.pt2"), pkg2, opts_);
+  EXPECT_EQ(manifest_of(pkg2).at("gemm_fused_epilogues").get<int>(), 0);
+  expect_matches_everywhere(pkg2);
 }
 
 // A GEMM whose K is symbolic has no buckets: it keeps the default path with a warning (spec
