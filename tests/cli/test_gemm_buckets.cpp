@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -163,6 +164,20 @@ TEST_F(GemmBuckets, SymbolicMIsTunedPerBucketAndMatchesInEveryBucket) {
     }
   }
   expect_matches_everywhere(pkg);
+  // `anvil inspect` lists the buckets' kernels
+  const fs::path listing = dir_ / "inspect.txt";
+  ASSERT_EQ(std::system((std::string("'") + ANVIL_CLI + "' inspect '" + pkg + "' > '" +
+                         listing.string() + "' 2>&1")
+                            .c_str()),
+            0);
+  std::ifstream in(listing);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("GEMM kernels (--autotune fast):"), std::string::npos) << text;
+  EXPECT_NE(text.find("per bucket of m:"), std::string::npos) << text;
+  EXPECT_NE(text.find("    m in [9, 32]: " +
+                      m["gemm"]["steps"][0]["buckets"][2]["kernel"].get<std::string>()),
+            std::string::npos)
+      << text;
   const driver::CompileReport again =
       driver::compile_pt2(fixture215("mlp_dynbatch.pt2"), (dir_ / "m2.anvil").string(), opts_);
   EXPECT_EQ(again.gemms_from_cache, 8);
