@@ -240,6 +240,51 @@ TEST_F(GemmBuckets, AnEpilogueFusesOnlyWhenEveryBucketsKernelAppliesIt) {
   expect_matches_everywhere(pkg2);
 }
 
+// An unbounded M (torch.export's default range [2, inf]): six buckets, the last one open,
+// timed at 4096 and recorded with m_max null; M past the last closed bucket (3000) runs its
+// kernel, and every bucket matches the interpreter.
+TEST_F(GemmBuckets, AnUnboundedRangeEndsInAnOpenBucket) {
+  const auto g = ir::parse_graph(R"(graph {
+  symbols {
+    s0 in [2, inf]
+  }
+  inputs {
+    %x: f32[s0, 16] = user_input
+    %w: f32[16, 8] = user_input
+  }
+  %m: f32[s0, 8] = aten.mm.default(self=%x, mat2=%w)
+  outputs {
+    user_output %m
+  }
+})");
+  const std::string pkg = (dir_ / "open.anvil").string();
+  const driver::CompileReport r = driver::compile_graph(*g, pkg, opts_);
+  EXPECT_EQ(r.gemms_bucketed, 1);
+  EXPECT_EQ(r.gemms_tuned, 6) << ::testing::PrintToString(r.tune_warnings);
+  bool timed_at_4096 = false;
+  for (const auto& l : r.tune_lines) timed_at_4096 |= l.find(" 4096x8x16 f32 ") != std::string::npos;
+  EXPECT_TRUE(timed_at_4096) << ::testing::PrintToString(r.tune_lines);
+  const nlohmann::json m = manifest_of(pkg);
+  const auto& buckets = m["gemm"]["steps"][0]["buckets"];
+  ASSERT_EQ(buckets.size(), 6u) << m["gemm"].dump();
+  EXPECT_EQ(buckets[0]["m_min"].get<int>(), 2);
+  EXPECT_EQ(buckets[5]["m_min"].get<int>(), 2049);
+  EXPECT_TRUE(buckets[5]["m_max"].is_null()) << buckets[5].dump();
+  const runtime::Model model = runtime::Model::load(pkg);
+  interp::Interpreter ref(*g);
+  std::mt19937 gen(5);
+  std::vector<float> wv(16 * 8);
+  for (float& v : wv) v = static_cast<float>(gen() / 2147483648.0 - 1.0);
+  const Tensor w = Tensor::from_vector(wv, {16, 8});
+  for (int64_t rows : {2, 9, 100, 600, 2048, 3000}) {
+    std::vector<float> xv(static_cast<size_t>(rows * 16));
+    for (float& v : xv) v = static_cast<float>(gen() / 2147483648.0 - 1.0);
+    const Tensor x = Tensor::from_vector(xv, {rows, 16});
+    const auto got = model.run({x, w});
+    EXPECT_TRUE(::anvil::test::matches_reference(got[0], ref.run({x, w})[0])) << rows << " rows";
+  }
+}
+
 // A GEMM whose K is symbolic has no buckets: it keeps the default path with a warning (spec
 // B.5 case 5) and runs every size.
 TEST_F(GemmBuckets, ASymbolicKKeepsTheDefaultPathWithAWarning) {
