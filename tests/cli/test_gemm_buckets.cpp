@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -55,6 +56,30 @@ TEST(MBuckets, TheRuleClipsPowerOfFourBucketsToTheRange) {
   EXPECT_TRUE(driver::m_buckets({0, 0}).empty());
 }
 
+/// A timing child (set as $ANVIL_GEMM_TIME) that reports 1 us for the candidate each rule
+/// names at the M it names ("lib" N: library N; "so" 1: any template) and 9 us for the others.
+struct FastRule {
+  int64_t m;
+  std::string field, value;
+};
+void fake_timing_child_in(const fs::path& dir, const std::vector<FastRule>& rules) {
+  const fs::path tool = dir / "fake_time.sh";
+  {
+    std::ofstream out(tool);
+    out << "#!/bin/sh\n"
+           "m=; lib=; so=\n"
+           "for a in \"$@\"; do case \"$a\" in m=*) m=${a#m=};; library=*) lib=${a#library=};;\n"
+           "  so=*) so=1;; esac; done\n"
+           "t=9000\n";
+    for (const FastRule& r : rules)
+      out << "[ \"$m\" = " << r.m << " ] && [ \"$" << r.field << "\" = " << r.value
+          << " ] && t=1000\n";
+    out << "echo time_ns=$t\n";
+  }
+  ::chmod(tool.c_str(), 0755);
+  ::setenv("ANVIL_GEMM_TIME", tool.c_str(), 1);
+}
+
 class GemmBuckets : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -78,6 +103,7 @@ class GemmBuckets : public ::testing::Test {
     EXPECT_NE(e, nullptr);
     return nlohmann::json::parse(zip.read(*e));
   }
+  void fake_timing_child(const std::vector<FastRule>& rules) { fake_timing_child_in(dir_, rules); }
   fs::path dir_;
   driver::CompileOptions opts_;
 };
@@ -138,6 +164,20 @@ TEST_F(GemmBuckets, SymbolicMIsTunedPerBucketAndMatchesInEveryBucket) {
     }
   }
   expect_matches_everywhere(pkg);
+  // `anvil inspect` lists the buckets' kernels
+  const fs::path listing = dir_ / "inspect.txt";
+  ASSERT_EQ(std::system((std::string("'") + ANVIL_CLI + "' inspect '" + pkg + "' > '" +
+                         listing.string() + "' 2>&1")
+                            .c_str()),
+            0);
+  std::ifstream in(listing);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("GEMM kernels (--autotune fast):"), std::string::npos) << text;
+  EXPECT_NE(text.find("per bucket of m:"), std::string::npos) << text;
+  EXPECT_NE(text.find("    m in [9, 32]: " +
+                      m["gemm"]["steps"][0]["buckets"][2]["kernel"].get<std::string>()),
+            std::string::npos)
+      << text;
   const driver::CompileReport again =
       driver::compile_pt2(fixture215("mlp_dynbatch.pt2"), (dir_ / "m2.anvil").string(), opts_);
   EXPECT_EQ(again.gemms_from_cache, 8);
@@ -149,22 +189,7 @@ TEST_F(GemmBuckets, SymbolicMIsTunedPerBucketAndMatchesInEveryBucket) {
 // package dispatches each M to its bucket's kernel (the generated code shows the tests), and
 // every bucket's kernel computes the right values.
 TEST_F(GemmBuckets, EachBucketRunsItsOwnChoice) {
-  const fs::path tool = dir_ / "fake_time.sh";
-  {
-    std::ofstream out(tool);
-    out << "#!/bin/sh\n"
-           "m=; lib=; so=\n"
-           "for a in \"$@\"; do case \"$a\" in m=*) m=${a#m=};; library=*) lib=${a#library=};;\n"
-           "  so=*) so=1;; esac; done\n"
-           "t=9000\n"
-           "[ \"$m\" = 1 ] && [ \"$lib\" = 1 ] && t=1000\n"   // OpenBLAS
-           "[ \"$m\" = 8 ] && [ \"$lib\" = 3 ] && t=1000\n"   // oneDNN
-           "[ \"$m\" = 32 ] && [ \"$so\" = 1 ] && t=1000\n"   // a template
-           "[ \"$m\" = 64 ] && [ \"$lib\" = 2 ] && t=1000\n"  // the packed kernel
-           "echo time_ns=$t\n";
-  }
-  ::chmod(tool.c_str(), 0755);
-  ::setenv("ANVIL_GEMM_TIME", tool.c_str(), 1);
+  fake_timing_child({{1, "lib", "1"}, {8, "lib", "3"}, {32, "so", "1"}, {64, "lib", "2"}});
   const fs::path src = dir_ / "src";
   opts_.emit_source_dir = src.string();
   const std::string pkg = (dir_ / "m.anvil").string();
@@ -192,6 +217,72 @@ TEST_F(GemmBuckets, EachBucketRunsItsOwnChoice) {
   EXPECT_NE(code.find("} else if (m <= 8) {  // m in [2, 8]: onednn_"), std::string::npos);
   EXPECT_NE(code.find("} else {  // m in [33, 64]: own_packed_"), std::string::npos);
   expect_matches_everywhere(pkg);
+}
+
+// Every bucket's kernel applies a bias and an activation (oneDNN's post-ops at M <= 8, a
+// template's store above): the bias + gelu of the first linear and the bias of the second leave
+// their loop kernels for every M, and the package still matches in every bucket. One bucket on
+// a kernel that fuses nothing (OpenBLAS) keeps the loop kernels.
+TEST_F(GemmBuckets, AnEpilogueFusesOnlyWhenEveryBucketsKernelAppliesIt) {
+  fake_timing_child({{1, "lib", "3"}, {8, "lib", "3"}, {32, "so", "1"}, {64, "so", "1"}});
+  const std::string pkg = (dir_ / "fused.anvil").string();
+  driver::compile_pt2(fixture215("mlp_dynbatch.pt2"), pkg, opts_);
+  const nlohmann::json m = manifest_of(pkg);
+  EXPECT_EQ(m.at("gemm_fused_epilogues").get<int>(), 2) << m["gemm"].dump();
+  for (const auto& st : m["gemm"]["steps"])
+    EXPECT_EQ(st["buckets"][3]["kernel"].get<std::string>().rfind("own_f32_", 0), 0u) << st.dump();
+  expect_matches_everywhere(pkg);
+  fake_timing_child({{1, "lib", "1"}, {8, "lib", "3"}, {32, "so", "1"}, {64, "so", "1"}});
+  opts_.cache_dir = (dir_ / "cache2").string();
+  const std::string pkg2 = (dir_ / "unfused.anvil").string();
+  driver::compile_pt2(fixture215("mlp_dynbatch.pt2"), pkg2, opts_);
+  EXPECT_EQ(manifest_of(pkg2).at("gemm_fused_epilogues").get<int>(), 0);
+  expect_matches_everywhere(pkg2);
+}
+
+// An unbounded M (torch.export's default range [2, inf]): six buckets, the last one open,
+// timed at 4096 and recorded with m_max null; M past the last closed bucket (3000) runs its
+// kernel, and every bucket matches the interpreter.
+TEST_F(GemmBuckets, AnUnboundedRangeEndsInAnOpenBucket) {
+  const auto g = ir::parse_graph(R"(graph {
+  symbols {
+    s0 in [2, inf]
+  }
+  inputs {
+    %x: f32[s0, 16] = user_input
+    %w: f32[16, 8] = user_input
+  }
+  %m: f32[s0, 8] = aten.mm.default(self=%x, mat2=%w)
+  outputs {
+    user_output %m
+  }
+})");
+  const std::string pkg = (dir_ / "open.anvil").string();
+  const driver::CompileReport r = driver::compile_graph(*g, pkg, opts_);
+  EXPECT_EQ(r.gemms_bucketed, 1);
+  EXPECT_EQ(r.gemms_tuned, 6) << ::testing::PrintToString(r.tune_warnings);
+  bool timed_at_4096 = false;
+  for (const auto& l : r.tune_lines) timed_at_4096 |= l.find(" 4096x8x16 f32 ") != std::string::npos;
+  EXPECT_TRUE(timed_at_4096) << ::testing::PrintToString(r.tune_lines);
+  const nlohmann::json m = manifest_of(pkg);
+  const auto& buckets = m["gemm"]["steps"][0]["buckets"];
+  ASSERT_EQ(buckets.size(), 6u) << m["gemm"].dump();
+  EXPECT_EQ(buckets[0]["m_min"].get<int>(), 2);
+  EXPECT_EQ(buckets[5]["m_min"].get<int>(), 2049);
+  EXPECT_TRUE(buckets[5]["m_max"].is_null()) << buckets[5].dump();
+  const runtime::Model model = runtime::Model::load(pkg);
+  interp::Interpreter ref(*g);
+  std::mt19937 gen(5);
+  std::vector<float> wv(16 * 8);
+  for (float& v : wv) v = static_cast<float>(gen() / 2147483648.0 - 1.0);
+  const Tensor w = Tensor::from_vector(wv, {16, 8});
+  for (int64_t rows : {2, 9, 100, 600, 2048, 3000}) {
+    std::vector<float> xv(static_cast<size_t>(rows * 16));
+    for (float& v : xv) v = static_cast<float>(gen() / 2147483648.0 - 1.0);
+    const Tensor x = Tensor::from_vector(xv, {rows, 16});
+    const auto got = model.run({x, w});
+    EXPECT_TRUE(::anvil::test::matches_reference(got[0], ref.run({x, w})[0])) << rows << " rows";
+  }
 }
 
 // A GEMM whose K is symbolic has no buckets: it keeps the default path with a warning (spec

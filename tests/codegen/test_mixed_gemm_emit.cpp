@@ -88,6 +88,7 @@ TEST_F(MixedGemmEmit, APackageCallingAMixedKernelPassesInt8BAndCompilesWithNvcc)
   codegen::gemm::GemmOptions go;
   go.mode = codegen::gemm::AutotuneMode::kFast;
   const auto offered = codegen::gemm::gemm_candidates(p, go, {}, 90);
+  EXPECT_FALSE(offered.empty());
   for (const auto& c : offered) {  // no cuBLASLt: it takes one dtype
     EXPECT_EQ(c.backend, codegen::gemm::GemmBackend::kCutlass) << c.name;
     EXPECT_NE(c.name.find("_f16_s8_"), std::string::npos) << c.name;

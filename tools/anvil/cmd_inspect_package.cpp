@@ -73,6 +73,33 @@ json manifest_object(const runtime::Manifest& m) {
   }
 }
 
+/// The autotuner's choice per GEMM step (the manifest's "gemm" record), a symbolic M's per
+/// bucket; nothing when the package was compiled without --autotune.
+void print_gemm_choices(const json& gemm) {
+  if (gemm.value("autotune", "off") == "off" || !gemm.contains("steps")) return;
+  std::cout << "\nGEMM kernels (--autotune " << gemm.value("autotune", "?") << "):\n";
+  auto choice = [](const json& c) {
+    std::ostringstream os;
+    os << c.value("kernel", "?");
+    if (c.value("candidates", 0) > 0)
+      os << "  (" << c.value("time_us", 0.0) << " us, best of " << c.value("candidates", 0) << ")";
+    return os.str();
+  };
+  for (const auto& st : gemm["steps"]) {
+    std::cout << "  " << std::left << std::setw(16) << st.value("step", "?") << " ";
+    if (!st.contains("buckets")) {
+      std::cout << choice(st) << "\n";
+      continue;
+    }
+    std::cout << "per bucket of m:\n";
+    for (const auto& b : st["buckets"]) {
+      const std::string hi = b["m_max"].is_null() ? "inf" : std::to_string(b["m_max"].get<int64_t>());
+      std::cout << "    m in [" << b.value("m_min", int64_t{0}) << ", " << hi << "]: " << choice(b)
+                << "\n";
+    }
+  }
+}
+
 }  // namespace
 
 int inspect_package(const std::string& path, bool as_json) {
@@ -121,6 +148,7 @@ int inspect_package(const std::string& path, bool as_json) {
                                 {"mutable", c.is_mutable}});
     j["kernels"] = kernels;
     j["kernels_shared"] = raw.value("kernels_shared", 0);
+    if (raw.contains("gemm")) j["gemm"] = raw["gemm"];  // the autotuner's choices
     if (raw.contains("host_steps")) {
       j["host_steps"] = raw["host_steps"];
       j["cudnn_convs"] = raw.value("cudnn_convs", json::array());
@@ -178,6 +206,7 @@ int inspect_package(const std::string& path, bool as_json) {
       std::cout << "  -> " << k["target"].get<std::string>();
     std::cout << "\n";
   }
+  print_gemm_choices(raw.value("gemm", json::object()));
   if (raw.contains("host_steps") && raw["host_steps"].is_array()) {
     // Device packages: the steps that run their CPU kernel on host copies of the tensors.
     const json& hs = raw["host_steps"];
