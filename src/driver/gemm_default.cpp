@@ -17,6 +17,9 @@ namespace gemm = codegen::gemm;
 int default_gemm_kernels(passes::Program& program, const gemm::GemmOptions& options,
                          const codegen::Target& backend, const codegen::TargetInfo& target) {
   if (backend.device_type() != Device::Type::kCUDA || target.name != "cuda-sm90") return 0;
+  // untimed, so only without tuning: a tuned compile times the kernel among the others (and a
+  // step the tuner left without a kernel, every candidate failing, keeps the library)
+  if (options.mode != gemm::AutotuneMode::kOff) return 0;
   if (const char* e = std::getenv("ANVIL_CUDA_SKINNY"); e && std::strcmp(e, "0") == 0) return 0;
   if (!options.backends.empty()) {
     bool own = false;
@@ -43,9 +46,8 @@ int default_gemm_kernels(passes::Program& program, const gemm::GemmOptions& opti
     auto cands = gemm::filter_candidates(gemm::skinny_candidates(p, 90), options, 1);
     if (cands.empty()) continue;
     const gemm::GemmCandidate& c = cands.front();
-    g->choice = passes::GemmKernelChoice{c.name,   c.library, c.variant, c.entry,
-                                         c.source, 0,         0,         c.fuses_bias,
-                                         c.fuses_activation};
+    g->choice = passes::GemmKernelChoice{
+        c.name, c.library, c.variant, c.entry, c.source, 0, 0, c.fuses_bias, c.fuses_activation};
     ++chosen;
   }
   return chosen;

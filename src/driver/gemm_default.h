@@ -1,9 +1,10 @@
 // GEMM kernels chosen without timing: where one of anvil's own kernels is known to beat the
-// library on every GPU of the target, the package uses it even with --autotune off. Today: the
+// library on every GPU of the target, the package uses it with --autotune off (a tuned compile
+// times it among the other candidates instead). Today: the
 // skinny GEMM (codegen/gemm/cuda_skinny.h) for cuda-sm90 packages, on static 16-bit linear
 // layers with M <= kSkinnyMaxM and a weight of at least kSkinnyMinWeightElems elements, with the
 // epilogue cuBLASLt would fuse (bias, activation; erf GELU and SiLU too). The kernel refuses a
-// GPU older than sm_90 at run time and the step then runs cuBLASLt. Off with
+// GPU other than compute capability 9.x at run time and the step then runs cuBLASLt. Off with
 // ANVIL_CUDA_SKINNY=0 or a --gemm-backends list without "own"; --gemm-allow / --gemm-deny
 // filter it by name.
 #pragma once

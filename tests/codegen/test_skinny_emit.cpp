@@ -92,10 +92,11 @@ TEST(SkinnyEmit, NvccCompilesTheRenderedUnits) {
   SkinnyConfig a;  // bf16, split over a cluster of 4, bias + erf GELU
   a.bias = GemmBias::kPerColumn;
   a.activation = GemmActivation::kGeluErf;
-  SkinnyConfig b;  // fp16, one CTA per tile (no cluster), relu6, one K warp
+  SkinnyConfig b;  // fp16, one CTA per tile (no cluster), relu6, 8 warps (4 along N, 2 along K)
   b.dtype = DType::kFloat16;
   b.m_tiles = 1;
   b.n_tile = 128;
+  b.warps = 8;
   b.warps_n = 4;
   b.split_k = 1;
   b.stages = 3;
@@ -103,9 +104,9 @@ TEST(SkinnyEmit, NvccCompilesTheRenderedUnits) {
   ToolchainOptions o = skinny_toolchain_options();
   o.jobs = 2;
   o.cache_dir = (dir / "cache").string();
-  const auto r = build_shared_library({{"a.cu", render_skinny_source(a, "entry_a")},
-                                       {"b.cu", render_skinny_source(b, "entry_b")}},
-                                      (dir / "skinny.so").string(), o);
+  const auto r = build_shared_library(
+      {{"a.cu", render_skinny_source(a, "entry_a")}, {"b.cu", render_skinny_source(b, "entry_b")}},
+      (dir / "skinny.so").string(), o);
   EXPECT_TRUE(fs::exists(r.so_path));
   fs::remove_all(dir);
 }
@@ -120,15 +121,22 @@ std::string read_text(const fs::path& f) {
 // the GELU kernel) where the kernel refuses the call, and nvcc builds the package. Off with
 // ANVIL_CUDA_SKINNY=0 and with a backend list without "own".
 TEST(SkinnyEmit, ASkinnyLinearUsesTheKernelWithoutTuning) {
-  const fs::path dir = fs::temp_directory_path() / ("anvil_skinny_pkg_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_skinny_pkg_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   auto graph = [](int m) {
     const std::string x = "bf16[" + std::to_string(m) + ", 1024]";
-    return ir::parse_graph("graph {\n  inputs {\n    %x: " + x + " = user_input\n"
-                           "    %w: bf16[1024, 1024] = user_input\n    %b: bf16[1024] = user_input\n"
-                           "  }\n  %l: " + x + " = aten.linear.default(input=%x, weight=%w, bias=%b)\n"
-                           "  %y: " + x + " = aten.gelu.default(self=%l)\n"
-                           "  outputs {\n    user_output %y\n  }\n}\n");
+    return ir::parse_graph(
+        "graph {\n  inputs {\n    %x: " + x +
+        " = user_input\n"
+        "    %w: bf16[1024, 1024] = user_input\n    %b: bf16[1024] = user_input\n"
+        "  }\n  %l: " +
+        x +
+        " = aten.linear.default(input=%x, weight=%w, bias=%b)\n"
+        "  %y: " +
+        x +
+        " = aten.gelu.default(self=%l)\n"
+        "  outputs {\n    user_output %y\n  }\n}\n");
   };
   auto compile = [&](const std::string& name, const std::string& backends, int m = 16) {
     driver::CompileOptions o;

@@ -7,9 +7,8 @@
 #include <dlfcn.h>
 
 #include <cmath>
-#include <random>
-
 #include <fstream>
+#include <random>
 
 #include "anvil/anvil_device.h"
 #include "anvil/anvil_rt.h"
@@ -66,21 +65,28 @@ std::vector<SkinnyCase> cases() {
   v.push_back(make(problem(bf, 64, 4096, 1024, GemmBias::kPerColumn, GemmActivation::kGeluErf), 3));
   v.push_back(make(problem(bf, 64, 1024, 4096, GemmBias::kPerColumn, GemmActivation::kNone), 3));
   v.push_back(make(problem(bf, 37, 200, 136, GemmBias::kNone, GemmActivation::kNone), 2));
-  v.push_back(make(problem(f16, 5, 96, 1024, GemmBias::kPerColumn, GemmActivation::kRelu6, 0.5), 2));
+  v.push_back(
+      make(problem(f16, 5, 96, 1024, GemmBias::kPerColumn, GemmActivation::kRelu6, 0.5), 2));
   v.push_back(make(problem(bf, 200, 256, 512, GemmBias::kNone, GemmActivation::kSilu), 2));
-  v.push_back(make(problem(bf, 64, 512, 2048, GemmBias::kPerColumn, GemmActivation::kGeluTanh), 0, true));
+  v.push_back(
+      make(problem(bf, 64, 512, 2048, GemmBias::kPerColumn, GemmActivation::kGeluTanh), 0, true));
   return v;
 }
 
 double activate(GemmActivation a, double v) {
   switch (a) {
-    case GemmActivation::kRelu: return v > 0 ? v : 0;
-    case GemmActivation::kRelu6: return v < 0 ? 0 : v > 6 ? 6 : v;
-    case GemmActivation::kGeluErf: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    case GemmActivation::kRelu:
+      return v > 0 ? v : 0;
+    case GemmActivation::kRelu6:
+      return v < 0 ? 0 : v > 6 ? 6 : v;
+    case GemmActivation::kGeluErf:
+      return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
     case GemmActivation::kGeluTanh:
       return 0.5 * v * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
-    case GemmActivation::kSilu: return v / (1 + std::exp(-v));
-    default: return v;
+    case GemmActivation::kSilu:
+      return v / (1 + std::exp(-v));
+    default:
+      return v;
   }
 }
 
@@ -97,7 +103,8 @@ uint16_t put(DType t, double x) {
 TEST(CudaSkinny, CandidatesMatchAHostReference) {
   ANVIL_REQUIRE_GPU();
   const AnvilDeviceApi& api = runtime::device_backend(Device::Type::kCUDA);
-  if (api.capability(0) < 90) GTEST_SKIP() << "the skinny GEMM needs sm_90, not " << api.capability(0);
+  if (api.capability(0) < 90)
+    GTEST_SKIP() << "the skinny GEMM needs sm_90, not " << api.capability(0);
   const std::vector<SkinnyCase> all = cases();
   std::vector<codegen::SourceFile> units;
   for (const auto& c : all)
@@ -136,38 +143,48 @@ TEST(CudaSkinny, CandidatesMatchAHostReference) {
       }
     auto upload = [&](const std::vector<uint16_t>& h) {
       void* d = api.alloc(0, h.size() * 2);
-      runtime::device_copy(api, 0, d, h.data(), h.size() * 2, ANVIL_COPY_HOST_TO_DEVICE, nullptr, "test");
+      runtime::device_copy(api, 0, d, h.data(), h.size() * 2, ANVIL_COPY_HOST_TO_DEVICE, nullptr,
+                           "test");
       return d;
     };
     void *da = upload(ha), *db = upload(hb), *dbias = upload(hbias), *dd = upload(hd);
     for (const auto& g : c.cands) {
-      SCOPED_TRACE(g.name + " on " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
+      SCOPED_TRACE(g.name + " on " + std::to_string(M) + "x" + std::to_string(N) + "x" +
+                   std::to_string(K));
       auto entry = reinterpret_cast<Entry>(dlsym(so, g.entry.c_str()));
       ASSERT_NE(entry, nullptr);
       AnvilGemmCall call{};
       call.a_dtype = call.b_dtype = call.c_dtype = int32_t(t);
       call.trans_b = 1;
-      call.m = M; call.n = N; call.k = K;
-      call.a = da; call.lda = K;
-      call.b = db; call.ldb = K;
-      call.c = dd; call.ldc = N;
+      call.m = M;
+      call.n = N;
+      call.k = K;
+      call.a = da;
+      call.lda = K;
+      call.b = db;
+      call.ldb = K;
+      call.c = dd;
+      call.ldc = N;
       call.alpha = float(p.alpha);
       if (p.bias == GemmBias::kPerColumn) {
         call.bias = dbias;
         call.bias_kind = ANVIL_GEMM_BIAS_COL;
       }
-      call.activation = int32_t(p.activation);  // the enum follows ANVIL_GEMM_ACT_* order
+      call.activation = int32_t(p.activation);            // the enum follows ANVIL_GEMM_ACT_* order
       std::fill(hd.begin(), hd.end(), uint16_t(0x7fc0));  // NaN: every element must be written
-      runtime::device_copy(api, 0, dd, hd.data(), hd.size() * 2, ANVIL_COPY_HOST_TO_DEVICE, nullptr, "test");
+      runtime::device_copy(api, 0, dd, hd.data(), hd.size() * 2, ANVIL_COPY_HOST_TO_DEVICE, nullptr,
+                           "test");
       ASSERT_EQ(entry(&call, nullptr, 0, stream), 0);
       AnvilGemmCall wrong = call;
       wrong.beta = 1.f;  // a C source: not this kernel's
       EXPECT_EQ(entry(&wrong, nullptr, 0, stream), 1);
       ASSERT_EQ(api.stream_synchronize(0, stream), 0) << api.last_error();
-      runtime::device_copy(api, 0, hd.data(), dd, hd.size() * 2, ANVIL_COPY_DEVICE_TO_HOST, nullptr, "test");
+      runtime::device_copy(api, 0, hd.data(), dd, hd.size() * 2, ANVIL_COPY_DEVICE_TO_HOST, nullptr,
+                           "test");
       double worst = 0;
       for (size_t i = 0; i < ref.size(); ++i) {
-        const double e = std::fabs(double(get(t, hd, i)) - ref[i]) / (std::fabs(ref[i]) + 0.05 * scale);
+        const double e =
+            std::fabs(double(get(t, hd, i)) - ref[i]) / (std::fabs(ref[i]) + 0.05 * scale);
         if (!(e <= worst)) worst = e;  // NaN counts
       }
       EXPECT_LE(worst, 1.5e-2) << "worst relative error";
@@ -186,7 +203,8 @@ TEST(CudaSkinny, CandidatesMatchAHostReference) {
 TEST(CudaSkinny, PackagesTakeItForSmallBatchesAndMatchTheInterpreter) {
   ANVIL_REQUIRE_GPU();
   const AnvilDeviceApi& api = runtime::device_backend(Device::Type::kCUDA);
-  if (api.capability(0) < 90) GTEST_SKIP() << "the skinny GEMM needs sm_90, not " << api.capability(0);
+  if (api.capability(0) < 90)
+    GTEST_SKIP() << "the skinny GEMM needs sm_90, not " << api.capability(0);
   for (const std::string dt : {"bf16", "f16"})
     for (const int m : {1, 16}) {
       const std::string name = "skinny_" + dt + "_m" + std::to_string(m);
@@ -195,13 +213,22 @@ TEST(CudaSkinny, PackagesTakeItForSmallBatchesAndMatchTheInterpreter) {
         return dt + "[" + std::to_string(r) + ", " + std::to_string(c) + "]";
       };
       const auto g = ir::parse_graph(
-          "graph {\n  inputs {\n    %x: " + t(m, 1024) + " = user_input\n    %w1: " + t(2048, 1024) +
-          " = user_input\n    %b1: " + dt + "[2048] = user_input\n    %w2: " + t(1024, 2048) +
-          " = user_input\n    %b2: " + dt + "[1024] = user_input\n  }\n"
-          "  %l1: " + t(m, 2048) + " = aten.linear.default(input=%x, weight=%w1, bias=%b1)\n"
-          "  %g: " + t(m, 2048) + " = aten.gelu.default(self=%l1)\n"
-          "  %l2: " + t(m, 1024) + " = aten.linear.default(input=%g, weight=%w2, bias=%b2)\n"
-          "  %r: " + t(m, 1024) + " = aten.relu6.default(self=%l2)\n"
+          "graph {\n  inputs {\n    %x: " + t(m, 1024) +
+          " = user_input\n    %w1: " + t(2048, 1024) + " = user_input\n    %b1: " + dt +
+          "[2048] = user_input\n    %w2: " + t(1024, 2048) + " = user_input\n    %b2: " + dt +
+          "[1024] = user_input\n  }\n"
+          "  %l1: " +
+          t(m, 2048) +
+          " = aten.linear.default(input=%x, weight=%w1, bias=%b1)\n"
+          "  %g: " +
+          t(m, 2048) +
+          " = aten.gelu.default(self=%l1)\n"
+          "  %l2: " +
+          t(m, 1024) +
+          " = aten.linear.default(input=%g, weight=%w2, bias=%b2)\n"
+          "  %r: " +
+          t(m, 1024) +
+          " = aten.relu6.default(self=%l2)\n"
           "  outputs {\n    user_output %l2\n    user_output %r\n  }\n}\n");
       driver::CompileOptions o;
       o.target = "cuda-sm90";

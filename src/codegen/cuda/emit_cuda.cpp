@@ -405,8 +405,9 @@ static std::string plain_gemm_body(const passes::Program& p, const GemmStep& g,
 /// The body of a GEMM step that runs the autotuner's CUTLASS kernel `ch` (a gemm_kernel_N.cu of
 /// the package; no batch dims), with the bias and activation of `fused` applied in its store when
 /// set (chosen_kernel_fuses): its workspace is the stream's (device ABI 4).
-/// anvil's own kernels (`own`, cuda_skinny.h) may refuse a call (a GPU older than sm_90, an
-/// operand that lost its alignment): the step then goes on to cuBLASLt, in a block of its own.
+/// anvil's own kernels (`own`, cuda_skinny.h) may refuse a call (a GPU not of compute capability
+/// 9.x, an operand that lost its alignment): the step then goes on to cuBLASLt, in a block of
+/// its own.
 std::string chosen_gemm_body(const passes::Program& p, const GemmStep& g,
                              const passes::GemmKernelChoice& ch, const std::string& st,
                              const FusedEpilogue* fused, bool own) {

@@ -9,8 +9,8 @@ namespace anvil::codegen::gemm {
 
 namespace {
 
-constexpr int kSms = 132;                // H100 / H200 SXM; the estimate only ranks configurations
-constexpr int kSmemPerSm = 227 * 1024;   // usable shared memory per SM (sm_90)
+constexpr int kSms = 132;               // H100 / H200 SXM; the estimate only ranks configurations
+constexpr int kSmemPerSm = 227 * 1024;  // usable shared memory per SM (sm_90)
 constexpr int kMaxSmemPerCta = 227 * 1024;
 
 // A relative time estimate: every SM streams its CTAs' weight rows at the same rate, a CTA costs
@@ -49,29 +49,33 @@ std::vector<SkinnyConfig> skinny_configs(const GemmProblem& p, int sm) {
   const int m_tiles = m <= 16 ? 1 : m <= 32 ? 2 : 4;
   const int64_t k_steps = (k + 127) / 128;
   std::vector<SkinnyConfig> out;
-  for (int n_tile : {64, 128})
-    for (int warps_n : {1, 2, 4}) {
-      const int warp_n = n_tile / warps_n;
-      // 8 to 64 columns per warp: m_tiles · warp_n / 2 accumulator registers per thread.
-      if (warp_n < 16 || warp_n > 64 || m_tiles * warp_n / 2 > 128) continue;
-      for (int split : {1, 2, 4, 8}) {
-        if (split > 1 && k_steps < 2 * split) continue;  // at least two K steps per CTA
-        if ((16 * m_tiles) % split != 0) continue;       // the cluster sum splits rows evenly
-        for (int stages : {3, 4, 6}) {
-          SkinnyConfig c;
-          c.dtype = p.a_dtype;
-          c.m_tiles = m_tiles;
-          c.n_tile = n_tile;
-          c.warps_n = warps_n;
-          c.split_k = split;
-          c.stages = stages;
-          c.bias = p.bias;
-          c.activation = p.activation;
-          if (c.smem_bytes() > kMaxSmemPerCta) continue;
-          out.push_back(c);
+  for (int warps : {4, 8})
+    for (int n_tile : {64, 128})
+      for (int warps_n : {1, 2, 4, 8}) {
+        const int warp_n = n_tile / warps_n, warps_k = warps / warps_n;
+        // 16 to 64 columns per warp (m_tiles · warp_n / 2 accumulator registers per thread); each
+        // K warp reads whole groups of 4 chunks of a 128-wide K step
+        if (warps_k < 1 || warps_k > 4 || warps_n * warps_k != warps) continue;
+        if (warp_n < 16 || warp_n > 64 || m_tiles * warp_n / 2 > 128) continue;
+        for (int split : {1, 2, 4, 8}) {
+          if (split > 1 && k_steps < 2 * split) continue;  // at least two K steps per CTA
+          if ((16 * m_tiles) % split != 0) continue;       // the cluster sum splits rows evenly
+          for (int stages : {3, 4, 6}) {
+            SkinnyConfig c;
+            c.dtype = p.a_dtype;
+            c.m_tiles = m_tiles;
+            c.n_tile = n_tile;
+            c.warps = warps;
+            c.warps_n = warps_n;
+            c.split_k = split;
+            c.stages = stages;
+            c.bias = p.bias;
+            c.activation = p.activation;
+            if (c.smem_bytes() > kMaxSmemPerCta) continue;
+            out.push_back(c);
+          }
         }
       }
-    }
   std::stable_sort(out.begin(), out.end(), [&](const SkinnyConfig& a, const SkinnyConfig& b) {
     return estimate(a, m, n, k) < estimate(b, m, n, k);
   });
@@ -80,7 +84,8 @@ std::vector<SkinnyConfig> skinny_configs(const GemmProblem& p, int sm) {
   std::vector<SkinnyConfig> first, rest;
   for (const SkinnyConfig& c : out) {
     const bool seen = std::any_of(first.begin(), first.end(), [&](const SkinnyConfig& f) {
-      return f.n_tile == c.n_tile && f.warps_n == c.warps_n && f.split_k == c.split_k;
+      return f.n_tile == c.n_tile && f.warps == c.warps && f.warps_n == c.warps_n &&
+             f.split_k == c.split_k;
     });
     (seen ? rest : first).push_back(c);
   }
@@ -110,8 +115,8 @@ bool is_skinny_candidate(const GemmCandidate& c) {
 }
 
 std::vector<std::string> skinny_nvcc_flags() {
-  return {"-std=c++17", "-arch=sm_90a", "-O3", "-DNDEBUG", "-Xcompiler", "-fPIC", "-Xcompiler",
-          "-fvisibility=hidden", "-cudart", "shared", "-w"};
+  return {"-std=c++17", "-arch=sm_90a",        "-O3",     "-DNDEBUG", "-Xcompiler", "-fPIC",
+          "-Xcompiler", "-fvisibility=hidden", "-cudart", "shared",   "-w"};
 }
 
 ToolchainOptions skinny_toolchain_options() {

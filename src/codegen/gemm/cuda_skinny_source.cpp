@@ -21,12 +21,15 @@ constexpr const char* kKernel = R"CUDA(
 #include <cuda_fp16.h>
 #include <cooperative_groups.h>
 
+#include <atomic>
+
 namespace {
 
 namespace cg = cooperative_groups;
 
 constexpr int kBM = 16 * kMTiles, kBN = kNTile, kBK = 128, kChunks = kBK / 8;
-constexpr int kWarpsK = 4 / kWarpsN, kWarpN = kBN / kWarpsN, kNT = kWarpN / 8;
+constexpr int kThreads = 32 * kWarps, kRowStep = kThreads / 16;  // rows one load pass covers
+constexpr int kWarpsK = kWarps / kWarpsN, kWarpN = kBN / kWarpsN, kNT = kWarpN / 8;
 constexpr int kWarpChunks = kChunks / kWarpsK, kPasses = kWarpChunks / 4;
 constexpr int kTileElems = (kBM + kBN) * kBK;  // one stage, elements
 constexpr int kRedStride = kBN + 8;            // fp32 partial tile row, floats
@@ -68,7 +71,7 @@ __device__ __forceinline__ float activate(float v) {
 // Row r, 16-byte chunk c of a tile whose rows hold kChunks chunks.
 __device__ __forceinline__ int swz(int r, int c) { return r * kBK + ((c ^ (r & 7)) << 3); }
 
-__global__ void __launch_bounds__(128) skinny_kernel(const T* __restrict__ a, int64_t lda,
+__global__ void __launch_bounds__(kThreads) skinny_kernel(const T* __restrict__ a, int64_t lda,
                                                      const T* __restrict__ b, int64_t ldb,
                                                      T* __restrict__ d, int64_t ldd,
                                                      const T* __restrict__ bias, int M, int N,
@@ -84,8 +87,8 @@ __global__ void __launch_bounds__(128) skinny_kernel(const T* __restrict__ a, in
   const int kt0 = split * k_tiles / kSplit, kt1 = (split + 1) * k_tiles / kSplit;
   const int nk = kt1 - kt0;
 
-  // Thread tid copies chunk lc of rows lr, lr + 8, lr + 16, ... of both tiles: the same chunk
-  // and the same swizzle (rows 8 apart share r & 7) in every row, so one base offset serves all.
+  // Thread tid copies chunk lc of rows lr, lr + kRowStep, ... of both tiles: the same chunk and
+  // the same swizzle (rows a multiple of 8 apart share r & 7), so one base offset serves all.
   const int lr = tid >> 4, lc = tid & 15;
   const int soff = swz(lr, lc);
   const T* a_row = a + (int64_t)(m0 + lr) * lda + lc * 8;
@@ -96,14 +99,16 @@ __global__ void __launch_bounds__(128) skinny_kernel(const T* __restrict__ a, in
     const int k0 = kt * kBK;
     const bool kok = k0 + lc * 8 < K;
 #pragma unroll
-    for (int j = 0; j < kBM / 8; ++j) {
-      const bool ok = kok && m0 + lr + 8 * j < M;
-      cp_async16(sa + j * 8 * kBK, ok ? a_row + (int64_t)(8 * j) * lda + k0 : a, ok);
+    for (int j = 0; j < kBM / kRowStep; ++j) {
+      const bool ok = kok && m0 + lr + kRowStep * j < M;
+      cp_async16(sa + j * kRowStep * kBK, ok ? a_row + (int64_t)(kRowStep * j) * lda + k0 : a,
+                 ok);
     }
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-      const bool ok = kok && n0 + lr + 8 * j < N;
-      cp_async16(sb + j * 8 * kBK, ok ? b_row + (int64_t)(8 * j) * ldb + k0 : b, ok);
+    for (int j = 0; j < kBN / kRowStep; ++j) {
+      const bool ok = kok && n0 + lr + kRowStep * j < N;
+      cp_async16(sb + j * kRowStep * kBK, ok ? b_row + (int64_t)(kRowStep * j) * ldb + k0 : b,
+                 ok);
     }
   };
 
@@ -172,7 +177,7 @@ __global__ void __launch_bounds__(128) skinny_kernel(const T* __restrict__ a, in
     }
   __syncthreads();
   if (kWarpsK > 1) {
-    for (int e = tid * 4; e < kBM * kBN; e += 128 * 4) {
+    for (int e = tid * 4; e < kBM * kBN; e += kThreads * 4) {
       const int row = e / kBN, col = e % kBN;
       float4 s = *reinterpret_cast<float4*>(red + row * kRedStride + col);
 #pragma unroll
@@ -193,7 +198,7 @@ __global__ void __launch_bounds__(128) skinny_kernel(const T* __restrict__ a, in
   cluster.sync();
 #endif
   const int r0 = split * kRows;
-  for (int e = tid * 4; e < kRows * kBN; e += 128 * 4) {
+  for (int e = tid * 4; e < kRows * kBN; e += kThreads * 4) {
     const int row = r0 + e / kBN, col = e % kBN;
     float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
@@ -209,7 +214,7 @@ __global__ void __launch_bounds__(128) skinny_kernel(const T* __restrict__ a, in
     const int gm = m0 + row, gn = n0 + col;
     if (gm >= M) continue;
     float v[4] = {s.x, s.y, s.z, s.w};
-    T out[4];
+    __align__(8) T out[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       float x = alpha * v[u];
@@ -233,28 +238,38 @@ int launch(const AnvilGemmCall* call, void* stream) {
                            kWarpsK * kBM * kRedStride * 4
                        ? kStages * kTileElems * static_cast<int>(sizeof(T))
                        : kWarpsK * kBM * kRedStride * 4;
+  // A failed CUDA call leaves its error in the thread's slot, which the package's next launch
+  // check would read: clear it, so the step's cuBLASLt fallback runs cleanly.
+  auto fail = [] {
+    (void)cudaGetLastError();
+    return 6;
+  };
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 6;
-  static int major[64] = {0};
-  static bool attr_set[64] = {false};
+  if (cudaGetDevice(&device) != cudaSuccess) return fail();
+  // per device: 0 unknown, -1 unusable (not compute capability 9.x: clusters and this unit's
+  // sm_90 code; the PTX would JIT elsewhere, untested), 1 usable, 2 usable with the shared memory
+  // size set
+  static std::atomic<int> state[64];
   if (device < 0 || device >= 64) return 6;
-  if (major[device] == 0) {
-    int v = 0;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
-      return 6;
-    major[device] = v;
+  int st = state[device].load(std::memory_order_acquire);
+  if (st == 0) {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+      return fail();
+    st = major == 9 ? 1 : -1;
+    state[device].store(st, std::memory_order_release);
   }
-  if (major[device] < 9) return 6;  // thread-block clusters and sm_90a code
-  if (!attr_set[device]) {
+  if (st < 0) return 6;
+  if (st == 1) {
     if (cudaFuncSetAttribute(skinny_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
         cudaSuccess)
-      return 6;
-    attr_set[device] = true;
+      return fail();
+    state[device].store(2, std::memory_order_release);
   }
   const int64_t n_tiles = (call->n + kBN - 1) / kBN, m_tiles = (call->m + kBM - 1) / kBM;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(n_tiles * kSplit), static_cast<unsigned>(m_tiles), 1);
-  cfg.blockDim = dim3(128, 1, 1);
+  cfg.blockDim = dim3(kThreads, 1, 1);
   cfg.dynamicSmemBytes = static_cast<size_t>(smem);
   cfg.stream = static_cast<cudaStream_t>(stream);
   cudaLaunchAttribute attr[1];
@@ -269,7 +284,7 @@ int launch(const AnvilGemmCall* call, void* stream) {
       static_cast<const T*>(call->b), call->ldb, static_cast<T*>(call->c), call->ldc,
       static_cast<const T*>(call->bias), static_cast<int>(call->m), static_cast<int>(call->n),
       static_cast<int>(call->k), call->alpha);
-  return e == cudaSuccess ? 0 : 6;
+  return e == cudaSuccess ? 0 : fail();
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -279,7 +294,10 @@ int check(const AnvilGemmCall* call) {
   if (call->trans_a != 0 || call->trans_b != 1 || call->beta != 0.f) return 1;
   if (call->activation != kAct) return 1;
   if (kBias ? (call->bias_kind != 1 || !call->bias) : call->bias_kind != 0) return 1;
-  if (call->m > 2147483647 || call->n > 2147483647 || call->k > 2147483647) return 1;
+  // grid y counts M tiles (at most 65535); rows, columns and K in int with room for a tile
+  if (call->m > 65535LL * kBM || call->n > 2147483647LL - 2 * kBN ||
+      call->k > 2147483647LL - kBK)
+    return 1;
   if (call->k % 8 != 0 || call->lda % 8 != 0 || call->ldb % 8 != 0) return 2;
   if (!aligned16(call->a) || !aligned16(call->b)) return 2;
   return 0;
@@ -315,15 +333,15 @@ int act_code(GemmActivation a) {  // ANVIL_GEMM_ACT_*
 int SkinnyConfig::smem_bytes() const {
   const int bm = 16 * m_tiles;
   const int pipeline = stages * (bm + n_tile) * 128 * 2;
-  const int reduce = (4 / warps_n) * bm * (n_tile + 8) * 4;
+  const int reduce = (warps / warps_n) * bm * (n_tile + 8) * 4;
   return pipeline > reduce ? pipeline : reduce;
 }
 
 std::string skinny_config_name(const SkinnyConfig& c) {
   std::ostringstream os;
   os << "anvil_skinny_sm90_" << (c.dtype == DType::kFloat16 ? "f16" : "bf16") << "_m"
-     << 16 * c.m_tiles << "_n" << c.n_tile << "_w" << c.warps_n << "x" << 4 / c.warps_n << "_s"
-     << c.split_k << "_st" << c.stages;
+     << 16 * c.m_tiles << "_n" << c.n_tile << "_w" << c.warps_n << "x" << c.warps / c.warps_n
+     << "_s" << c.split_k << "_st" << c.stages;
   if (c.bias == GemmBias::kPerColumn) os << "_bias";
   os << act_token(c.activation);
   return os.str();
@@ -338,7 +356,8 @@ std::string render_skinny_source(const SkinnyConfig& c, const std::string& entry
     << "#define kMmaType \"" << (f16 ? "f16" : "bf16") << "\"\n"
     << "#define kSplit " << c.split_k << "\n"
     << "constexpr int kMTiles = " << c.m_tiles << ", kNTile = " << c.n_tile
-    << ", kWarpsN = " << c.warps_n << ", kStages = " << c.stages << ";\n"
+    << ", kWarps = " << c.warps << ", kWarpsN = " << c.warps_n << ", kStages = " << c.stages
+    << ";\n"
     << "constexpr int kAct = " << act_code(c.activation)
     << ", kBias = " << (c.bias == GemmBias::kPerColumn ? 1 : 0)
     << ", kDType = " << static_cast<int>(c.dtype) << ";\n";

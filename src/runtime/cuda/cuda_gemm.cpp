@@ -543,7 +543,8 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
   key.stride_b = batch > 1 ? g.stride_b : 0;
   key.stride_c = batch > 1 ? g.stride_d : 0;
   key.epilogue = g.epilogue;
-  key.tf32 = g.dtype == kDTypeFloat32 && g.allow_tf32 != 0 ? 1 : 0;
+  // TF32 is a float32 GEMM's option; an FP8 GEMM with a float32 D computes in plain 32F
+  key.tf32 = g.dtype == kDTypeFloat32 && g.allow_tf32 != 0 && !fp8 ? 1 : 0;
   key.c_input = c_input;
   key.ld_cin = c_input == 2 ? g.ldc : 0;
   key.stride_cin = c_input == 2 && batch > 1 ? g.stride_c : 0;
