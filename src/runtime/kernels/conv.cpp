@@ -595,7 +595,7 @@ int conv_extern(ExternCall& call) {
                 residual->type_str());
   }
   if (out.numel() == 0) return 0;
-  // oneDNN takes any dense layout and the residual and relu fused.
+  // oneDNN takes any dense layout and the residual and activation fused.
   if (g.c > 0 && g.kh * g.kw > 0 && kern::conv_path(g, x.dtype()) == kern::ConvPath::kOneDnn &&
       kern::conv_onednn(g, x, wt, bias, out,
                         call.attr_int("weight_constant", 0) ? call.packed_weights() : nullptr,
