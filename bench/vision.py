@@ -3,7 +3,7 @@
 CPU, at each thread count, printed side by side (issue 19, item 3).
 
     PYTHONPATH=<torchvision dir> <python with torch 2.x> bench/vision.py \
-        [--anvil build/bin/anvil] [--models resnet18,resnet50,mobilenet_v2,efficientnet_b0] \
+        [--anvil build/bin/anvil] [--models resnet18,resnet50,...] \
         [--threads 1,2] [--rounds 2] [--work /tmp/vision] [--no-compile] [--json OUT]
 
 Needs PyTorch 2.x with torchvision (random weights, seeded; nothing is downloaded). Per model:
@@ -25,7 +25,8 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0"]
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0",
+          "convnext_tiny", "densenet121", "regnet_y_400mf", "vit_b_16"]
 
 
 def export(name, work):
@@ -44,6 +45,10 @@ def export(name, work):
                 mod.running_var.uniform_(0.5, 1.5)
                 mod.weight.uniform_(0.5, 1.5)
                 mod.bias.uniform_(-0.2, 0.2)
+            elif isinstance(mod, torch.nn.Linear) and not mod.weight.any():
+                mod.weight.normal_(0, 0.05)  # ViT's zero-initialised head: an all-zero output
+                if mod.bias is not None:
+                    mod.bias.uniform_(-0.1, 0.1)
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
         ep = torch.export.export(m, (x,))

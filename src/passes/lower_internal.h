@@ -218,6 +218,11 @@ class Lowerer {
 // ---- rule families (return false when the op is not theirs) ----------------------------------
 bool lower_pointwise(Lowerer& L, const ir::Node& n);
 bool lower_view(Lowerer& L, const ir::Node& n);
+/// Epilogues fused into the convolution step lowered just before (lower_conv_fuse.cpp): a
+/// residual add (fused_add) and an activation (fused_relu / fused_act). False when `n` is not
+/// one, or does not qualify (then it lowers as a pointwise op).
+bool fuse_add_into_conv(Lowerer& L, const ir::Node& n);
+bool fuse_act_into_conv(Lowerer& L, const ir::Node& n);
 /// pad (every mode), constant_pad_nd, reflection / replication pads and roll (lower_pad.cpp).
 bool lower_pad(Lowerer& L, const ir::Node& n);
 bool lower_reduction(Lowerer& L, const ir::Node& n);

@@ -188,117 +188,6 @@ bool lower_creation(Lowerer& L, const ir::Node& n) {
 
 namespace {
 
-/// True when the only readers of `x` are the current node and, possibly, an in-place write
-/// of the current node's result back into `x` (relu_ / add_ after an import: ir/inplace.h
-/// writes them as relu / add plus copy_(self=x, src=result)), so `x`'s buffer may hold the
-/// result from the start.
-bool only_read_here(Lowerer& L, const ir::Node& n, const ir::Value* x) {
-  const int u = L.uses(x);
-  if (u == 1) return true;
-  if (u != 2 || n.outputs.empty()) return false;
-  for (const ir::Node* r : L.readers(x)) {
-    if (r == &n) continue;
-    const ir::Arg* self = r->arg("self");
-    const ir::Arg* src = r->arg("src");
-    if (r->target != "aten.copy_.default" || !self || self->value != x || !src ||
-        src->value != n.outputs[0])
-      return false;
-  }
-  return L.readers(x).size() == 2;
-}
-
-/// The convolution extern step that wrote `x` as its whole output, when it is the last step
-/// lowered (nothing ran between it and the current node) and is not transposed.
-ExternStep* conv_producing(Lowerer& L, const TRef& x) {
-  if (L.snodes().empty()) return nullptr;
-  SNode& last = L.snodes().back();
-  if (last.kind != SNode::Kind::kExtern || !last.ext) return nullptr;
-  ExternStep& e = *last.ext;
-  if (e.target != "aten.convolution.default" && e.target != "aten.conv2d.default" &&
-      e.target != "aten.conv1d.default")
-    return nullptr;
-  for (const auto& at : e.attrs)
-    if (at.name == "transposed" && !is_const(at.i, 0)) return nullptr;
-  if (e.outputs.size() != 1 || !x.is_buffer() || x.buffer != e.outputs[0].buffer ||
-      !is_floating(x.dtype) || !is_contiguous_view(x))
-    return nullptr;
-  return &e;
-}
-
-/// relu of a convolution's result that nothing else reads (or only relu_'s write back): the
-/// convolution extern applies it as it stores (attribute fused_relu, docs/externs.md) and relu
-/// binds to the same buffer.
-bool fuse_relu_into_conv(Lowerer& L, const ir::Node& n) {
-  const ir::Arg* a = n.arg("self");
-  if (!a || !a->value || !only_read_here(L, n, a->value)) return false;
-  TRefPtr x = L.ref(a->value);
-  ExternStep* e = conv_producing(L, *x);
-  if (!e || find_attr(*e, "fused_relu")) return false;
-  ExternAttr fused;
-  fused.name = "fused_relu";
-  fused.kind = 0;
-  fused.i = SymInt(1);
-  e->attrs.push_back(fused);
-  L.snodes().back().nodes.push_back(n.name);
-  e->nodes.push_back(n.name);
-  L.bind(0, x);
-  return true;
-}
-
-/// A residual add of a convolution's result (x + r or r + x, alpha 1, same sizes, fp32, r
-/// already in a dense buffer) that nothing else reads but add_'s write back: on the CPU the
-/// convolution extern adds r as it stores (attribute fused_add, r its fourth input; a relu
-/// that follows fuses after it) and add binds to the convolution's buffer. Not after a fused
-/// relu (the order would change), and not on other targets (their convolutions take no
-/// residual).
-bool fuse_add_into_conv(Lowerer& L, const ir::Node& n) {
-  if (n.target != "aten.add.Tensor" || !L.options || L.options->target_device != Device::Type::kCPU)
-    return false;
-  if (const ir::Arg* al = n.arg("alpha"); al && al->kind != ir::Arg::Kind::kNone &&
-                                          !(al->kind == ir::Arg::Kind::kInt && al->i == 1) &&
-                                          !(al->kind == ir::Arg::Kind::kFloat && al->f == 1.0))
-    return false;
-  const ir::Arg* sa = n.arg("self");
-  const ir::Arg* oa = n.arg("other");
-  if (!sa || !oa || !sa->value || !oa->value || !sa->value->is_tensor() ||
-      !oa->value->is_tensor() || n.outputs.empty() || !n.outputs[0])
-    return false;
-  for (int side = 0; side < 2; ++side) {
-    const ir::Value* xv = side == 0 ? sa->value : oa->value;
-    const ir::Value* rv = side == 0 ? oa->value : sa->value;
-    if (xv == rv || !only_read_here(L, n, xv)) continue;
-    TRefPtr x = L.ref(xv);
-    ExternStep* e = conv_producing(L, *x);
-    if (!e || x->dtype != DType::kFloat32 || find_attr(*e, "fused_relu") ||
-        find_attr(*e, "fused_add") || e->inputs.size() != 3)
-      continue;
-    TRefPtr r = L.ref(rv);
-    if (!r->is_buffer() || r->buffer == x->buffer || r->dtype != x->dtype ||
-        !(r->sizes == x->sizes) || !is_contiguous_view(*r) ||
-        !(n.outputs[0]->type.sizes == x->sizes) || n.outputs[0]->type.dtype != x->dtype)
-      continue;
-    // r + conv(...) where add_ writes the sum back into r: the convolution writes over r
-    // (its output buffer is left unused), so the write back is no copy. Nothing else may read
-    // r's buffer later (a view of it computed lazily would see the sum too early).
-    const bool into_r = L.uses(xv) == 1 && L.uses(rv) == 2 && only_read_here(L, n, rv) &&
-                        L.owned_buffer(r->buffer) && !L.buffer_read_later_except(r->buffer, rv);
-    SNode& last = L.snodes().back();
-    if (into_r) {
-      last.writes.erase(e->outputs[0].buffer);
-      e->outputs[0] = view_from(*r);
-      last.writes.insert(r->buffer);
-    }
-    e->inputs.push_back(view_from(*r));
-    e->attrs.push_back(int_attr("fused_add", SymInt(1)));
-    last.reads.insert(r->buffer);
-    last.nodes.push_back(n.name);
-    e->nodes.push_back(n.name);
-    L.bind(0, into_r ? r : x);
-    return true;
-  }
-  return false;
-}
-
 /// True when the current node reads or writes a complex tensor.
 bool touches_complex(const ir::Node& n) {
   for (const auto& a : n.args)
@@ -382,7 +271,7 @@ bool lower_pointwise(Lowerer& L, const ir::Node& n) {
   const DType rt = out.dtype;
   const auto sizes = out.sizes;
 
-  if (fuse_add_into_conv(L, n)) return true;
+  if (fuse_add_into_conv(L, n) || fuse_act_into_conv(L, n)) return true;
   if (t == "aten.add.Tensor" || t == "aten.add.Scalar" || t == "aten.sub.Tensor" ||
       t == "aten.sub.Scalar" || t == "aten.rsub.Scalar" || t == "aten.rsub.Tensor" ||
       t == "aten.mul.Tensor" || t == "aten.mul.Scalar" || t == "aten.div.Tensor" ||
@@ -475,7 +364,6 @@ bool lower_pointwise(Lowerer& L, const ir::Node& n) {
     return true;
   }
   if (lower_math(L, n)) return true;
-  if (t == "aten.relu.default" && fuse_relu_into_conv(L, n)) return true;
   const ExprOp ff = float_fn(t);
   if (ff != ExprOp::kConst || t == "aten.neg.default" || t == "aten.abs.default" ||
       t == "aten.relu.default" || t == "aten.logical_not.default" ||

@@ -1,7 +1,9 @@
 // Epilogues fused into the CPU convolution extern (issue 19): relu_ (relu + copy_ back into the
 // convolution's result, as the importer writes in-place ops) and residual adds (add / add_,
 // either operand the convolution's result) run inside the convolution call (attributes
-// fused_relu, fused_add), leaving no loop kernel in a ResNet block. Every graph is compared
+// fused_relu, fused_add), leaving no loop kernel in a ResNet block; on the CPU target, fp32, the
+// other activations of vision models (relu6, hardswish, silu, sigmoid, gelu, clamps) fuse the
+// same way (fused_act). Every graph is compared
 // with the reference interpreter on each convolution path (oneDNN, its row bands, im2col, the
 // direct depthwise kernel), with inputs that make relu clip.
 #include <gtest/gtest.h>
@@ -85,6 +87,10 @@ SHORTCUT  %av: f32[2, 8, 10, 12] = aten.add.Tensor(self=%c2, other=%s)
   return t;
 }
 
+/// Runs the built graph `g` on every convolution path against the interpreter (`clips`: the
+/// output is a relu's, and the inputs must make it clip).
+void run_paths(const std::string& name, const ir::Graph* g, const Built& b, bool clips);
+
 /// Builds `text`, checks what was fused and how many loop kernels are left, then runs it on
 /// every convolution path against the interpreter (`clips`: the output is a relu's, and the
 /// inputs must make it clip).
@@ -97,6 +103,10 @@ void check(const std::string& name, const std::string& text, int fused_relu, int
   EXPECT_EQ(count(b.program_text, "fused_add"), fused_add) << b.program_text;
   EXPECT_EQ(b.stats.loop_kernels, loops) << b.program_text;
   if (channels_last >= 0) EXPECT_EQ(b.stats.channels_last_buffers, channels_last) << b.program_text;
+  run_paths(name, g.get(), b, clips);
+}
+
+void run_paths(const std::string& name, const ir::Graph* g, const Built& b, bool clips) {
   std::vector<Shape> shapes;
   for (const auto& s : g->input_specs()) {
     Shape sh;
@@ -206,6 +216,102 @@ TEST(ConvFusion, NotFusedWhenSemanticsWouldChange) {
              "  %r: f32[1, 16, 9, 9] = aten.add.Tensor(self=%q, other=%y)",
              ""),
         1, 0, 1, false);
+}
+
+// ---- activations other than relu (fused_act) -------------------------------------------------
+
+/// A convolution of %x [1, 8, 9, 11] (groups G: 1 dense, 8 depthwise) with 16 outputs, then
+/// `act` (text with %c its input and %r its result), returned.
+std::string conv_then(int groups, const std::string& act) {
+  const std::string cg = std::to_string(8 / groups);
+  return R"(graph {
+  inputs {
+    %x: f32[1, 8, 9, 11] = user_input
+    %w: f32[16, )" + cg + R"(, 3, 3] = user_input
+    %b: f32[16] = user_input
+  }
+  %c: f32[1, 16, 9, 11] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1], groups=)" +
+         std::to_string(groups) + ")\n  " + act + R"(
+  outputs {
+    user_output %r
+  }
+})";
+}
+
+/// Builds `text`, expects `fused_act` activations fused (and `loops` loop kernels), then runs
+/// it on every convolution path against the interpreter.
+void check_act(const std::string& name, const std::string& text, int fused_act, int loops = 0) {
+  auto g = ir::parse_graph(text);
+  const Built& b = build_graph(name, *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  EXPECT_EQ(count(b.program_text, "fused_act="), fused_act) << b.program_text;
+  EXPECT_EQ(count(b.program_text, "fused_relu"), 0) << b.program_text;
+  EXPECT_EQ(b.stats.loop_kernels, loops) << b.program_text;
+  run_paths(name, g.get(), b, false);
+}
+
+// Each activation of the vision models (MobileNet's relu6 / hardtanh and hardswish, the
+// squeeze-excitation gates' sigmoid / hardsigmoid, EfficientNet's silu, gelu) and clamps runs
+// inside a dense (oneDNN, im2col) and a depthwise (direct) convolution: no loop kernel is left.
+// The convolution's values spread over a few units either side of 0, past the clamps' bounds.
+TEST(ConvFusion, ActivationsFuseIntoConvolutions) {
+  const std::pair<const char*, std::string> acts[] = {
+      {"relu6", "%r: f32[1, 16, 9, 11] = aten.relu6.default(self=%c)"},
+      {"hardtanh", "%r: f32[1, 16, 9, 11] = aten.hardtanh.default(self=%c, min_val=-0.5, "
+                   "max_val=0.75)"},
+      {"clamp", "%r: f32[1, 16, 9, 11] = aten.clamp.default(self=%c, min=-1, max=0.25)"},
+      {"clamp_min", "%r: f32[1, 16, 9, 11] = aten.clamp.default(self=%c, min=0.5)"},
+      {"clamp_max", "%r: f32[1, 16, 9, 11] = aten.clamp_max.default(self=%c, max=-0.25)"},
+      {"hardswish", "%r: f32[1, 16, 9, 11] = aten.hardswish.default(self=%c)"},
+      {"hardsigmoid", "%r: f32[1, 16, 9, 11] = aten.hardsigmoid.default(self=%c)"},
+      {"silu", "%r: f32[1, 16, 9, 11] = aten.silu.default(self=%c)"},
+      {"sigmoid", "%r: f32[1, 16, 9, 11] = aten.sigmoid.default(self=%c)"},
+      {"gelu", "%r: f32[1, 16, 9, 11] = aten.gelu.default(self=%c)"},
+      {"gelu_tanh", "%r: f32[1, 16, 9, 11] = aten.gelu.default(self=%c, approximate=\"tanh\")"},
+      // silu_ as the importer writes it: silu, then copy_ back into the convolution's result
+      {"silu_", "%s: f32[1, 16, 9, 11] = aten.silu.default(self=%c)\n"
+                "  %r: f32[1, 16, 9, 11] = aten.copy_.default(self=%c, src=%s)"},
+  };
+  for (const auto& [label, act] : acts)
+    for (int groups : {1, 8}) {
+      SCOPED_TRACE(std::string(label) + (groups == 1 ? " dense" : " depthwise"));
+      check_act(std::string("fuse_act_") + label + "_g" + std::to_string(groups),
+                conv_then(groups, act), 1);
+    }
+}
+
+// A residual add then an activation: both fuse, the activation applied after the sum (the
+// im2col and direct paths add the residual, then activate; oneDNN: sum then eltwise post-op).
+TEST(ConvFusion, ActivationAfterResidualAdd) {
+  for (int groups : {1, 8}) {
+    std::string t = conv_then(groups,
+                              "%a: f32[1, 16, 9, 11] = aten.add.Tensor(self=%c, other=%y)\n"
+                              "  %r: f32[1, 16, 9, 11] = aten.hardswish.default(self=%a)");
+    t.replace(t.find("    %b: f32[16]"), 0, "    %y: f32[1, 16, 9, 11] = user_input\n");
+    SCOPED_TRACE(groups);
+    check_act("fuse_add_act_g" + std::to_string(groups), t, 1);
+  }
+}
+
+// Not fused (a loop kernel is left): a clamp bound that is a tensor, min > max (torch gives
+// max, oneDNN's clip would not), an activation of a result that is also returned, and an
+// activation after one already fused.
+TEST(ConvFusion, ActivationsNotFusedWhenSemanticsWouldChange) {
+  std::string tensor_bound = conv_then(
+      1, "%r: f32[1, 16, 9, 11] = aten.clamp.Tensor(self=%c, min=%lo)");
+  tensor_bound.replace(tensor_bound.find("    %b: f32[16]"), 0,
+                       "    %lo: f32[1, 16, 1, 1] = user_input\n");
+  check_act("nofuse_act_tensor_bound", tensor_bound, 0, 1);
+  check_act("nofuse_act_min_gt_max",
+            conv_then(1, "%r: f32[1, 16, 9, 11] = aten.clamp.default(self=%c, min=1.0, max=-1.0)"),
+            0, 1);
+  std::string returned = conv_then(1, "%r: f32[1, 16, 9, 11] = aten.silu.default(self=%c)");
+  returned.replace(returned.find("user_output %r"), 14, "user_output %r\n    user_output %c");
+  check_act("nofuse_act_returned", returned, 0, 1);
+  check_act("fuse_act_twice",
+            conv_then(8, "%h: f32[1, 16, 9, 11] = aten.hardswish.default(self=%c)\n"
+                         "  %r: f32[1, 16, 9, 11] = aten.sigmoid.default(self=%h)"),
+            1, 1);
 }
 
 }  // namespace

@@ -118,6 +118,26 @@ TEST(ExternSdpa, Bf16F16F64AndLongSequences) {
       .check();
 }
 
+TEST(ExternSdpa, LongFp32RowsWithNaNAndMaskedKeys) {
+  // fp32 rows of 37 keys (two 16-lane blocks and a tail of the vectorised softmax) against the
+  // reference; a NaN in one query row makes only that row NaN; a float mask of -inf on some
+  // keys gives them zero weight.
+  Tensor q = rand_tensor(DType::kFloat32, {1, 2, 9, 16}, 40);
+  q.data<float>()[3 * 16 + 5] = std::numeric_limits<float>::quiet_NaN();  // head 0, row 3
+  Tensor mask = rand_tensor(DType::kFloat32, {9, 37}, 43, -2, 2);
+  for (int64_t i = 0; i < 9; ++i) mask.data<float>()[i * 37 + (i * 5) % 37] = -INFINITY;
+  ExternCase c(kSdpa);
+  c.tensor("query", q)
+      .tensor("key", rand_tensor(DType::kFloat32, {1, 2, 37, 16}, 41))
+      .tensor("value", rand_tensor(DType::kFloat32, {1, 2, 37, 8}, 42))
+      .tensor("attn_mask", mask);
+  const Tensor got = c.run_extern({1, 2, 9, 8}, DType::kFloat32);
+  const std::vector<double> v = got.to_doubles();
+  for (int64_t i = 0; i < 2 * 9 * 8; ++i)
+    EXPECT_EQ(std::isnan(v[static_cast<size_t>(i)]), i / 8 == 3) << i;
+  c.check();  // the reference agrees, NaNs included
+}
+
 TEST(ExternSdpa, HandComputed) {
   // q = [1, 0], k = [[1, 0], [0, 1]], scale 1: weights softmax([1, 0]) = [0.731059, 0.268941];
   // v = [[1, 2], [3, 4]] gives [1.537883, 2.537883].

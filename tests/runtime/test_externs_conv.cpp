@@ -260,7 +260,8 @@ TEST(ExternPool, MaxPool2d) {
       .ints("kernel_size", {2, 3})
       .ints("stride", {1, 2})
       .check();
-  // fp32 with contiguous rows (ResNet's 3x3 stride-2 stem pool), padded, ceil_mode, odd sizes,
+  // fp32 with contiguous rows (ResNet's 3x3 stride-2 stem pool; the column-max fast path),
+  // padded, ceil_mode, odd sizes,
   // NaNs inside the planes (first column, middle, last row) and windows hanging over the edge;
   // against the reference kernel.
   for (bool ceil_mode : {false, true}) {
@@ -280,6 +281,15 @@ TEST(ExternPool, MaxPool2d) {
         .ints("kernel_size", {2, 4})
         .ints("stride", {3, 1})
         .ints("padding", {0, 2})
+        .scalar("ceil_mode", ceil_mode)
+        .check();
+    // a column stride other than 1 and 2, and dilation both ways (fp32 fast path)
+    ExternCase("aten.max_pool2d.default")
+        .tensor("self", x)
+        .ints("kernel_size", {3, 3})
+        .ints("stride", {1, 3})
+        .ints("padding", {1, 1})
+        .ints("dilation", {2, 2})
         .scalar("ceil_mode", ceil_mode)
         .check();
   }

@@ -3,13 +3,21 @@
 //   * f16 / bf16 are computed in fp32 (f64 in f64) and rounded once;
 //   * scores = scale * q @ k^T (+ mask): a bool mask adds 0 / -inf, a float mask is added,
 //     is_causal masks j > i (top-left aligned) and excludes an explicit mask;
-//   * softmax is "safe": a fully masked row gives zeros, a NaN row gives NaN;
+//   * softmax is "safe": a fully masked row gives zeros, a NaN row gives NaN (fp32 rows: a
+//     vectorised pass with a polynomial exp, vec_math.h);
 //   * batch dims broadcast; enable_gqa maps query head h to key/value head h / (Hq / Hkv)
 //     without copying.
 // Work is split into (batch x head, block of query rows) units on the thread pool; each unit runs
 // two GEMMs on operands used in place when they are f32/f64 with unit-stride rows or columns.
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/vec_math.h"
 #include "runtime/rt_api.h"
+
+// -O2's "very cheap" vectoriser cost model keeps loops whose count is unknown scalar (the
+// softmax rows).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
 
 namespace anvil::runtime {
 
@@ -77,6 +85,73 @@ void safe_softmax(F* row, int64_t n) {
   for (int64_t j = 0; j < n; ++j) row[j] *= inv;
 }
 
+/// The fp32 softmax of one row, vectorised (vec_math.h's exp; 16 partial maxima and sums, so
+/// the sum's order differs from a sequential one by rounding only); same special cases as
+/// safe_softmax. Compiled per ISA below.
+ANVIL_VEC_INLINE void softmax_row_f32(float* __restrict row, int64_t n) {
+  constexpr int kLanes = 16;
+  float mx[kLanes], sum[kLanes];
+  int nan[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    mx[l] = -std::numeric_limits<float>::infinity();
+    sum[l] = 0.0f;
+    nan[l] = 0;
+  }
+  const int64_t full = n / kLanes * kLanes;
+  for (int64_t j = 0; j < full; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float v = row[j + l];
+      nan[l] |= v != v;
+      mx[l] = v > mx[l] ? v : mx[l];
+    }
+  float m = -std::numeric_limits<float>::infinity();
+  bool any_nan = false;
+  for (int64_t j = full; j < n; ++j) {
+    any_nan |= row[j] != row[j];
+    m = row[j] > m ? row[j] : m;
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    any_nan |= nan[l] != 0;
+    m = mx[l] > m ? mx[l] : m;
+  }
+  if (any_nan) {
+    std::fill(row, row + n, std::numeric_limits<float>::quiet_NaN());
+    return;
+  }
+  if (m == -std::numeric_limits<float>::infinity()) {
+    std::fill(row, row + n, 0.0f);
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) row[j] = kern::exp_approx(row[j] - m);
+  for (int64_t j = 0; j < full; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) sum[l] += row[j + l];
+  float total = 0.0f;
+  for (int l = 0; l < kLanes; ++l) total += sum[l];
+  for (int64_t j = full; j < n; ++j) total += row[j];
+  const float inv = 1.0f / total;
+  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void softmax_row_avx512(float* row, int64_t n) {
+  softmax_row_f32(row, n);
+}
+__attribute__((target("avx2,fma"))) void softmax_row_avx2(float* row, int64_t n) {
+  softmax_row_f32(row, n);
+}
+#endif
+
+/// The fp32 row softmax for the CPU's widest vectors.
+void softmax_row(float* row, int64_t n) {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx512) return softmax_row_avx512(row, n);
+  if (avx2) return softmax_row_avx2(row, n);
+#endif
+  softmax_row_f32(row, n);
+}
+
 /// Per-thread buffers of one worker.
 template <typename F>
 struct Scratch {
@@ -116,7 +191,10 @@ void sdpa_block(const Sdpa& a, int64_t b, int64_t i0, int64_t i1, Scratch<F>& sc
         }
       }
     }
-    safe_softmax(row, s);
+    if constexpr (std::is_same_v<F, float>)
+      softmax_row(row, s);
+    else
+      safe_softmax(row, s);
   }
   const int64_t out_off = (b * a.l + i0) * a.ev;
   if (a.out.dtype() == dtype_of<F>()) {

@@ -72,7 +72,15 @@ ConvGeom conv_geometry(const ExternCall& call, const Tensor& x, const Tensor& wt
   g.kw = wt.size(-1);
   g.kh = sp == 2 ? wt.size(-2) : 1;
   g.groups = call.attr_int("groups", 1);
-  g.relu = call.attr_int("fused_relu", 0) != 0;
+  if (call.attr_int("fused_relu", 0) != 0) g.act = kern::ConvAct::kRelu;
+  if (const int64_t act = call.attr_int("fused_act", 0); act != 0) {
+    ANVIL_CHECK(act > 0 && act <= kern::kConvActLast && g.act == kern::ConvAct::kNone, where,
+                "unknown fused activation (or fused_act beside fused_relu)",
+                str("fused_act in 1..", kern::kConvActLast, " alone"), std::to_string(act));
+    g.act = static_cast<kern::ConvAct>(act);
+    g.act_lo = static_cast<float>(call.attr_float("fused_act_min", -HUGE_VAL));
+    g.act_hi = static_cast<float>(call.attr_float("fused_act_max", HUGE_VAL));
+  }
   ANVIL_CHECK(g.groups > 0, where, "groups must be positive", "> 0", std::to_string(g.groups));
   ANVIL_CHECK(wt.size(1) * g.groups == g.c && g.o % g.groups == 0, where,
               str("weight does not fit the input with groups=", g.groups),
@@ -340,12 +348,12 @@ void product(int64_t m, int64_t n, int64_t k, const A* a, const A* b, A* out) {
   }
 }
 
-/// out[b, oc, :] += bias[oc] (integers wrap), then max(x, 0) for floating A when g.relu (NaN
-/// stays NaN, as torch.relu).
+/// out[b, oc, :] += bias[oc] (integers wrap), then max(x, 0) for floating A when g.act is relu
+/// (NaN stays NaN, as torch.relu; conv_compute applies the other activations).
 template <typename A>
 void add_bias(const ConvGeom& g, const A* bp, A* op) {
   if constexpr (std::is_floating_point_v<A>) {
-    if (g.relu) {
+    if (g.act == kern::ConvAct::kRelu) {
       const int64_t l = g.l();
       parallel_for(0, g.n * g.o, kern::grain_for(l), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
@@ -396,7 +404,7 @@ void conv_packed(const ConvGeom& g, const float* xp, const float* wp, const floa
     for (int64_t gi = 0; gi < g.groups; ++gi)
       sgemm_prepacked(false, og, l, ckk, 1.0f, wp + gi * og * ckk, ckk,
                       packed + gi * group_floats, ob + gi * og * l, l,
-                      bp ? bp + gi * og : nullptr, g.relu);
+                      bp ? bp + gi * og : nullptr, g.act == kern::ConvAct::kRelu);
   };
   if (g.n >= threads && threads > 1) {
     parallel_for(0, g.n, 1, [&](int64_t b0, int64_t b1) {
@@ -472,21 +480,17 @@ void conv_run(const ConvGeom& g, const Tensor& x, const Tensor& wt,
     kern::copy_cast(out, kern::wrap_buffer(op, dtype_of<A>(), out.sizes()));
 }
 
-/// The convolution of geometry `g` (relu included) into `out` on the path conv_path() picks.
+/// The convolution of geometry `g` (its activation included) into `out` on the path
+/// conv_path() picks.
 void conv_compute(ExternCall& call, const ConvGeom& g, const Tensor& x, const Tensor& wt,
                   const std::optional<Tensor>& bias, const Tensor& out) {
   if (g.c == 0 || g.kh * g.kw == 0) {  // empty reduction: bias (or zeros)
-    if (bias) {
-      Tensor b = *bias;
-      if (g.relu) {  // relu of the bias values
-        std::vector<double> v = bias->to_doubles();
-        for (double& e : v) e = e < 0 ? 0 : e;
-        b = Tensor::from_vector(v, bias->sizes()).to(bias->dtype(), /*copy=*/true);
-      }
-      kern::copy_cast(out, b.reshape({1, g.o, 1}).expand({g.n, g.o, g.l()}).reshape(out.sizes()));
-    } else {
+    if (bias)
+      kern::copy_cast(out,
+                      bias->reshape({1, g.o, 1}).expand({g.n, g.o, g.l()}).reshape(out.sizes()));
+    else
       Tensor(out).fill(0);
-    }
+    kern::conv_activate(g, out);
     return;
   }
   switch (kern::conv_path(g, x.dtype())) {
@@ -502,50 +506,49 @@ void conv_compute(ExternCall& call, const ConvGeom& g, const Tensor& x, const Te
     case kern::ConvPath::kIm2col:
       break;
   }
+  // im2col + GEMM applies relu as it stores; the other activations follow over the output.
+  ConvGeom p = g;
+  if (g.act != kern::ConvAct::kRelu) p.act = kern::ConvAct::kNone;
   switch (x.dtype()) {
     case DType::kFloat32:
-      conv_run<float, float>(g, x, wt, bias, out);
+      conv_run<float, float>(p, x, wt, bias, out);
       break;
     case DType::kFloat64:
-      conv_run<double, double>(g, x, wt, bias, out);
+      conv_run<double, double>(p, x, wt, bias, out);
       break;
     case DType::kFloat16:
-      conv_run<Half, float>(g, x, wt, bias, out);
+      conv_run<Half, float>(p, x, wt, bias, out);
       break;
     case DType::kBFloat16:
-      conv_run<BFloat16, float>(g, x, wt, bias, out);
+      conv_run<BFloat16, float>(p, x, wt, bias, out);
       break;
     case DType::kInt64:
-      conv_run<int64_t, int64_t>(g, x, wt, bias, out);
+      conv_run<int64_t, int64_t>(p, x, wt, bias, out);
       break;
     default:
       ANVIL_DISPATCH_REAL(x.dtype(), call.target(), T, {
         if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
-          conv_run<T, int64_t>(g, x, wt, bias, out);
+          conv_run<T, int64_t>(p, x, wt, bias, out);
       });
   }
+  if (p.act != g.act) kern::conv_activate(g, out);
 }
 
-/// out = out + residual, then max(x, 0) when `relu` (NaN stays NaN): a residual add and relu
-/// fused into the call (fused_add) that the convolution's path did not apply itself.
-void add_residual(const Tensor& out, const Tensor& residual, bool relu) {
+/// out = out + residual, then g's activation: a residual add (and activation) fused into the
+/// call (fused_add) that the convolution's path did not apply itself.
+void add_residual(const Tensor& out, const Tensor& residual, const ConvGeom& g) {
   const Tensor r = residual.is_contiguous() ? residual : residual.contiguous();
   if (out.dtype() == DType::kFloat32 && out.is_contiguous()) {
     float* o = out.data<float>();
     const float* p = r.data<float>();
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) {
-      const float v = o[i] + p[i];
-      o[i] = relu && v < 0 ? 0.0f : v;
-    }
-    return;
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] += p[i];
+  } else {
+    std::vector<double> v = out.to_doubles();
+    const std::vector<double> rv = r.to_doubles();
+    for (size_t i = 0; i < v.size(); ++i) v[i] += rv[i];
+    kern::copy_cast(out, Tensor::from_vector(v, out.sizes()));
   }
-  std::vector<double> v = out.to_doubles();
-  const std::vector<double> rv = r.to_doubles();
-  for (size_t i = 0; i < v.size(); ++i) {
-    v[i] += rv[i];
-    if (relu && v[i] < 0) v[i] = 0;
-  }
-  kern::copy_cast(out, Tensor::from_vector(v, out.sizes()));
+  kern::conv_activate(g, out);
 }
 
 /// Output 0 of a convolution call: its sizes and dtype checked, dense NCHW (contiguous) or, on
@@ -592,7 +595,7 @@ int conv_extern(ExternCall& call) {
                 residual->type_str());
   }
   if (out.numel() == 0) return 0;
-  // oneDNN takes any dense layout and the residual and relu fused.
+  // oneDNN takes any dense layout and the residual and activation fused.
   if (g.c > 0 && g.kh * g.kw > 0 && kern::conv_path(g, x.dtype()) == kern::ConvPath::kOneDnn &&
       kern::conv_onednn(g, x, wt, bias, out,
                         call.attr_int("weight_constant", 0) ? call.packed_weights() : nullptr,
@@ -602,9 +605,9 @@ int conv_extern(ExternCall& call) {
     // A channels-last output on the other paths: computed contiguous, then copied into place.
     const Tensor dense = Tensor::empty(out.sizes(), out.dtype());
     ConvGeom plain = g;
-    plain.relu = plain.relu && !residual;
+    if (residual) plain.act = kern::ConvAct::kNone;
     conv_compute(call, plain, x, wt, bias, dense);
-    if (residual) add_residual(dense, *residual, g.relu);
+    if (residual) add_residual(dense, *residual, g);
     kern::copy_cast(out, dense);
     return 0;
   }
@@ -613,17 +616,17 @@ int conv_extern(ExternCall& call) {
     return 0;
   }
   // The paths other than oneDNN's write the plain convolution first: a residual in the
-  // output's memory is copied before that, relu waits for the add.
+  // output's memory is copied before that, the activation waits for the add.
   const auto* r0 = static_cast<const char*>(residual->data_ptr());
   const auto* o0 = static_cast<const char*>(out.data_ptr());
   const bool overlaps = r0 < o0 + out.nbytes() && o0 < r0 + residual->nbytes();
   ConvGeom plain = g;
-  plain.relu = false;
+  plain.act = kern::ConvAct::kNone;
   const Tensor r = overlaps || !residual->is_contiguous()
                        ? residual->to(residual->dtype(), /*copy=*/true)
                        : *residual;
   conv_compute(call, plain, x, wt, bias, out);
-  add_residual(out, r, g.relu);
+  add_residual(out, r, g);
   return 0;
 }
 

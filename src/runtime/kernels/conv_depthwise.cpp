@@ -11,7 +11,8 @@
 //  2. For each of the plane's output channels, the output is cut into tiles of R rows x NV
 //     vectors; a tile keeps R x NV accumulators in registers (initialised with the bias), walks
 //     the kh x kw taps (one broadcast weight, R x NV loads and FMAs per tap) and stores once,
-//     with ReLU and a masked store for the last vector of a row. Loads past a row's last output
+//     with ReLU (other fused activations: conv_activate over the finished plane) and a masked
+//     store for the last vector of a row. Loads past a row's last output
 //     read the buffer's zero slack (the results of those lanes are never stored).
 // Micro-kernels: AVX-512 (16 lanes) and AVX2 + FMA (8 lanes) chosen at run time
 // (__builtin_cpu_supports; the library is not built with -mavx*), generic C++ otherwise.
@@ -320,6 +321,8 @@ void depthwise_run(const ConvGeom& g, const Tensor& x, const Tensor& weight,
 
   const int64_t planes = g.n * g.c;
   const int lanes = tile_lanes(g.ow);
+  // relu in the tiles' stores; any other activation over each plane once it is written
+  const bool relu = g.act == ConvAct::kRelu, post_act = !relu && g.act != ConvAct::kNone;
   parallel_for(0, planes, grain_for(mult * l * taps), [&](int64_t p0, int64_t p1) {
     std::vector<float> buf(buf_floats, 0.0f), tmp(static_cast<size_t>(g.w));
     std::vector<float> scratch(std::is_same_v<T, float> ? 0 : static_cast<size_t>(l));
@@ -334,7 +337,8 @@ void depthwise_run(const ConvGeom& g, const Tensor& x, const Tensor& weight,
           res = dst;
         else
           res = scratch.data();
-        plane(pg, lanes, buf.data(), wp + oc * taps, bv[static_cast<size_t>(oc)], g.relu, res);
+        plane(pg, lanes, buf.data(), wp + oc * taps, bv[static_cast<size_t>(oc)], relu, res);
+        if (post_act) conv_activate(g.act, g.act_lo, g.act_hi, res, l);  // while in cache
         if constexpr (!std::is_same_v<T, float>)
           for (int64_t i = 0; i < l; ++i) dst[i] = cast_value<T, float>(res[i]);
       }

@@ -1,8 +1,8 @@
 // oneDNN's convolution (Debian's libdnnl 2.x) for the convolution extern (conv.h): fp32, and
 // bf16 where the CPU has AVX512-BF16 or AMX-BF16; groups, stride, asymmetric padding,
 // dilation, bias, the fused residual add (a sum post-op: the destination is first filled with
-// the residual) and the fused ReLU (an eltwise post-op after it); 1-D convolutions as height-1
-// 2-D ones.
+// the residual) and the fused activation (eltwise post-ops after it); 1-D convolutions as
+// height-1 2-D ones.
 //
 // Layouts: the primitive is created with format `any` for source, weights and destination, so
 // oneDNN picks its layouts (nhwc for its brgemm kernels on AVX-512, blocked nChw16c, ...). The
@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -66,7 +67,7 @@ using onednn::engine;
 using onednn::OmpThreads;
 
 /// One oneDNN call's problem: images [n] of the geometry, the user layouts' strides, dtype,
-/// bias, ReLU and the OpenMP threads the primitive is created for.
+/// bias, activation and the OpenMP threads the primitive is created for.
 using Key = std::vector<int64_t>;
 struct KeyHash {
   size_t operator()(const Key& k) const {
@@ -130,8 +131,15 @@ Key key_of(const Problem& p) {
         p.pad_top,    g.pad_left,
         p.pad_bottom, g.pad_right,
         p.oh,         g.oh,
-        g.ow,         g.relu,
+        g.ow,         static_cast<int64_t>(g.act),
         p.bias,       static_cast<int64_t>(p.dtype)};
+  if (g.act == ConvAct::kClamp) {  // the bounds' bits
+    uint32_t lo, hi;
+    std::memcpy(&lo, &g.act_lo, 4);
+    std::memcpy(&hi, &g.act_hi, 4);
+    k.push_back(lo);
+    k.push_back(hi);
+  }
   k.push_back(static_cast<int64_t>(p.res_strides.size()));
   for (const Dims* d : {&p.src_strides, &p.dst_strides, &p.res_strides})
     k.insert(k.end(), d->begin(), d->end());
@@ -146,6 +154,34 @@ std::unique_ptr<dnnl::reorder> reorder_if(const Md& from, const Md& to) {
   if (from == to) return nullptr;
   return std::make_unique<dnnl::reorder>(
       dnnl::reorder::primitive_desc(engine(), from, engine(), to));
+}
+
+/// g's activation as eltwise post-ops (oneDNN 2.x: hardswish takes no parameters, swish's
+/// alpha scales sigmoid's argument; hardsigmoid is a linear map clipped to [0, 1]).
+void append_activation(dnnl::post_ops& ops, const ConvGeom& g) {
+  using alg = dnnl::algorithm;
+  auto add = [&ops](alg a, float alpha, float beta) { ops.append_eltwise(1.0f, a, alpha, beta); };
+  switch (g.act) {
+    case ConvAct::kNone:
+      return;
+    case ConvAct::kRelu:
+      return add(alg::eltwise_relu, 0.0f, 0.0f);
+    case ConvAct::kClamp:
+      return add(alg::eltwise_clip, g.act_lo, g.act_hi);
+    case ConvAct::kHardswish:
+      return add(alg::eltwise_hardswish, 0.0f, 0.0f);
+    case ConvAct::kHardsigmoid:
+      add(alg::eltwise_linear, 1.0f / 6.0f, 0.5f);
+      return add(alg::eltwise_clip, 0.0f, 1.0f);
+    case ConvAct::kSilu:
+      return add(alg::eltwise_swish, 1.0f, 0.0f);
+    case ConvAct::kSigmoid:
+      return add(alg::eltwise_logistic, 0.0f, 0.0f);
+    case ConvAct::kGelu:
+      return add(alg::eltwise_gelu_erf, 0.0f, 0.0f);
+    case ConvAct::kGeluTanh:
+      return add(alg::eltwise_gelu_tanh, 0.0f, 0.0f);
+  }
 }
 
 Prim create(const Problem& p) {
@@ -169,12 +205,12 @@ Prim create(const Problem& p) {
                                              {p.pad_top, g.pad_left}, {p.pad_bottom, g.pad_right});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (g.relu || residual) {
+  if (g.act != ConvAct::kNone || residual) {
     dnnl::post_ops ops;
     // sum: dst = conv + dst, the destination holding the residual (a binary add post-op with
     // the residual as its operand sent oneDNN 2.6 to its slower gemm implementation)
     if (residual) ops.append_sum(1.0f);
-    if (g.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    append_activation(ops, g);
     attr.set_post_ops(ops);
   }
   OmpThreads omp(1);  // oneDNN plans its work for the threads it sees at creation

@@ -6,6 +6,12 @@
 #include "core/pool_nd.h"
 #include "runtime/kernels/kernel_util.h"
 
+// -O2's "very cheap" vectoriser cost model keeps loops whose count is unknown scalar (the
+// max pool's column pass).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
+
 namespace anvil::runtime {
 
 namespace {
@@ -115,6 +121,74 @@ void check_pool_size(const ExternCall& call, const Tensor& x, int64_t oh, int64_
               "an output of at least 1x1", str(x.type_str(), " gives ", oh, "x", ow));
 }
 
+/// max(a, b) that is NaN when either is (torch's max pooling): a compare and a blend, which
+/// the compiler vectorises.
+inline float max_nan(float a, float b) { return (a > b || a != a) ? a : b; }
+
+/// out[xo] = max over taps kj of colmax[xo * S - pad + kj * d] for the outputs [x0, x1) whose
+/// taps all fall inside the row: tap by tap over the whole range, so the loop over xo
+/// vectorises (S: the column stride, fixed for 1 and 2, else 0 with `stride` at run time).
+template <int S>
+void max_taps_interior(const float* colmax, float* out, int64_t x0, int64_t x1, int64_t stride,
+                       int64_t pad, int64_t kw, int64_t d) {
+  const int64_t s = S > 0 ? S : stride;
+  for (int64_t xo = x0; xo < x1; ++xo) out[xo] = colmax[xo * s - pad];
+  for (int64_t kj = 1; kj < kw; ++kj) {
+    const int64_t off = kj * d - pad;
+    for (int64_t xo = x0; xo < x1; ++xo) out[xo] = max_nan(colmax[xo * s + off], out[xo]);
+  }
+}
+
+/// One fp32 plane with unit-stride rows: per output row, the column-wise max of the window's
+/// input rows (a contiguous, vectorised pass over `colmax`), then each output's max over its
+/// taps of that row (kw loads instead of kh x kw; vectorised where every tap is inside the
+/// row). Same result as the generic loop, NaNs included.
+void max_pool_rows_f32(const float* src, float* dst, const Planes& p, const pool::Window& w,
+                       int64_t oh, int64_t ow, const std::vector<int64_t>& kj_lo,
+                       const std::vector<int64_t>& kj_hi, float* colmax) {
+  // Outputs [full0, full1) have every tap inside the row.
+  int64_t full0 = 0, full1 = 0;
+  while (full0 < ow && !(kj_lo[full0] == 0 && kj_hi[full0] == w.kernel[1])) ++full0;
+  full1 = full0;
+  while (full1 < ow && kj_lo[full1] == 0 && kj_hi[full1] == w.kernel[1]) ++full1;
+  for (int64_t y = 0; y < oh; ++y) {
+    const int64_t y0 = y * w.stride[0] - w.pad[0];
+    int64_t ki_lo, ki_hi;
+    tap_range(y0, w.dilation[0], w.kernel[0], p.h, ki_lo, ki_hi);
+    float* out = dst + y * ow;
+    if (ki_lo >= ki_hi) {
+      std::fill(out, out + ow, std::numeric_limits<float>::lowest());
+      continue;
+    }
+    std::memcpy(colmax, src + (y0 + ki_lo * w.dilation[0]) * p.sh, sizeof(float) * p.w);
+    for (int64_t ki = ki_lo + 1; ki < ki_hi; ++ki) {
+      const float* __restrict row = src + (y0 + ki * w.dilation[0]) * p.sh;
+      float* __restrict m = colmax;
+      for (int64_t x = 0; x < p.w; ++x) m[x] = max_nan(row[x], m[x]);
+    }
+    const int64_t s = w.stride[1], pad = w.pad[1], kw = w.kernel[1], d = w.dilation[1];
+    if (s == 1)
+      max_taps_interior<1>(colmax, out, full0, full1, s, pad, kw, d);
+    else if (s == 2)
+      max_taps_interior<2>(colmax, out, full0, full1, s, pad, kw, d);
+    else
+      max_taps_interior<0>(colmax, out, full0, full1, s, pad, kw, d);
+    for (int64_t xo = 0; xo < ow; ++xo) {  // the edges: some taps outside the row, or none in
+      if (xo == full0) xo = std::max(full1, xo);
+      if (xo >= ow) break;
+      const int64_t lo = kj_lo[xo], hi = kj_hi[xo];
+      if (lo >= hi) {
+        out[xo] = std::numeric_limits<float>::lowest();
+        continue;
+      }
+      const int64_t x0 = xo * s - pad;
+      float best = colmax[x0 + lo * d];
+      for (int64_t kj = lo + 1; kj < hi; ++kj) best = max_nan(colmax[x0 + kj * d], best);
+      out[xo] = best;
+    }
+  }
+}
+
 /// The runtime kernel of aten.max_pool2d.default.
 int max_pool2d_extern(ExternCall& call) {
   const Tensor x = call.input_tensor(0);
@@ -132,6 +206,15 @@ int max_pool2d_extern(ExternCall& call) {
   std::vector<int64_t> kj_lo(static_cast<size_t>(ow)), kj_hi(static_cast<size_t>(ow));
   for (int64_t xo = 0; xo < ow; ++xo)
     tap_range(xo * w.stride[1] - w.pad[1], w.dilation[1], w.kernel[1], p.w, kj_lo[xo], kj_hi[xo]);
+  if (x.dtype() == DType::kFloat32 && p.sw == 1) {  // rows of contiguous floats (NCHW)
+    for_planes<float>(p, x, out, oh * ow * w.kernel[0] * w.kernel[1],
+                      [&](const float* src, float* dst) {
+                        thread_local std::vector<float> colmax;
+                        colmax.resize(static_cast<size_t>(p.w));
+                        max_pool_rows_f32(src, dst, p, w, oh, ow, kj_lo, kj_hi, colmax.data());
+                      });
+    return 0;
+  }
   ANVIL_DISPATCH_REAL(x.dtype(), call.target(), T, {
     using C = kern::CmpType<T>;
     for_planes<T>(p, x, out, oh * ow * w.kernel[0] * w.kernel[1], [&](const T* src, T* dst) {
