@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "codegen/gemm/cutlass_candidates.h"  // nvcc_unit_options
+
 namespace anvil::codegen::gemm {
 
 namespace {
@@ -119,17 +121,6 @@ std::vector<std::string> skinny_nvcc_flags() {
           "-Xcompiler", "-fvisibility=hidden", "-cudart", "shared",   "-w"};
 }
 
-ToolchainOptions skinny_toolchain_options() {
-  ToolchainOptions o;
-  o.compiler = "/usr/local/cuda/bin/nvcc";
-  if (const char* e = std::getenv("CUDA_HOME"); e && *e) o.compiler = std::string(e) + "/bin/nvcc";
-  if (const char* e = std::getenv("ANVIL_NVCC"); e && *e) o.compiler = e;
-  o.target = "cuda-sm90";
-  o.opt_level = "-O3";
-  o.compile_flags = skinny_nvcc_flags();
-  o.link_flags = {"-shared", "-Xcompiler", "-fPIC", "-cudart", "shared"};
-  o.progress = ProgressMode::kQuiet;
-  return o;
-}
+ToolchainOptions skinny_toolchain_options() { return nvcc_unit_options(skinny_nvcc_flags()); }
 
 }  // namespace anvil::codegen::gemm

@@ -58,7 +58,7 @@ std::string render_skinny_source(const SkinnyConfig& c, const std::string& entry
 bool is_skinny_candidate(const GemmCandidate& c);
 /// True when a chosen kernel's name is this family's ("anvil_skinny_...").
 bool is_skinny_name(const std::string& name);
-/// nvcc arguments for a skinny unit (sm_90 code + compute_90 PTX, hidden visibility, shared
+/// nvcc arguments for a skinny unit (sm_90a machine code only, hidden visibility, shared
 /// cudart).
 std::vector<std::string> skinny_nvcc_flags();
 /// build_shared_library options that compile skinny units with nvcc.

@@ -247,7 +247,7 @@ int launch(const AnvilGemmCall* call, void* stream) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return fail();
   // per device: 0 unknown, -1 unusable (not compute capability 9.x: clusters and this unit's
-  // sm_90 code; the PTX would JIT elsewhere, untested), 1 usable, 2 usable with the shared memory
+  // sm_90a code, which loads on no other architecture), 1 usable, 2 usable with the shared memory
   // size set
   static std::atomic<int> state[64];
   if (device < 0 || device >= 64) return 6;

@@ -263,17 +263,21 @@ std::vector<std::string> cutlass_nvcc_flags(const CutlassHeaders& h) {
           "-isystem", h.include, "-isystem", h.util_include};
 }
 
-ToolchainOptions cutlass_toolchain_options(const CutlassHeaders& h) {
+ToolchainOptions nvcc_unit_options(std::vector<std::string> compile_flags) {
   ToolchainOptions o;
   o.compiler = "/usr/local/cuda/bin/nvcc";
   if (const char* e = std::getenv("CUDA_HOME"); e && *e) o.compiler = std::string(e) + "/bin/nvcc";
   if (const char* e = std::getenv("ANVIL_NVCC"); e && *e) o.compiler = e;
   o.target = "cuda-sm90";
   o.opt_level = "-O3";
-  o.compile_flags = cutlass_nvcc_flags(h);
+  o.compile_flags = std::move(compile_flags);
   o.link_flags = {"-shared", "-Xcompiler", "-fPIC", "-cudart", "shared"};
   o.progress = ProgressMode::kQuiet;
   return o;
+}
+
+ToolchainOptions cutlass_toolchain_options(const CutlassHeaders& h) {
+  return nvcc_unit_options(cutlass_nvcc_flags(h));
 }
 
 std::vector<GemmCandidate> cutlass_candidates_if_available(const GemmProblem& p, int sm,

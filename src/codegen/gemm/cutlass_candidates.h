@@ -115,6 +115,10 @@ std::optional<CutlassHeaders> find_cutlass_headers(std::string* why = nullptr);
 /// nvcc arguments (besides the source, -o and the anvil include dir) for a candidate's TU:
 /// -std=c++17 -arch=sm_90a -O3 --expt-relaxed-constexpr, CUTLASS's include dirs, shared cudart.
 std::vector<std::string> cutlass_nvcc_flags(const CutlassHeaders& h);
+/// Options for build_shared_library that compile CUDA candidate units with nvcc ($ANVIL_NVCC,
+/// else $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc) and `compile_flags` into one shared
+/// library (cutlass_toolchain_options, skinny_toolchain_options).
+ToolchainOptions nvcc_unit_options(std::vector<std::string> compile_flags);
 /// Options for build_shared_library (codegen/toolchain.h) that compile candidate sources with
 /// nvcc ($ANVIL_NVCC, else $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc) into one shared
 /// library whose entries are the candidates' `entry` names.
