@@ -122,6 +122,13 @@ std::string emit_model(const passes::Program& p, const std::string& target,
           "nullptr;\n";
   else if (!p.unbacked_symbols.empty())  // AnvilRunArgs::run_symbols (minor 3)
     os << "  if (api->abi_minor_version < 3) return nullptr;\n";
+  // Convolutions with an activation or a residual add fused (attributes fused_act / fused_add):
+  // a runtime before ABI minor 9 ignores unknown attributes and would skip them silently.
+  const bool fused_conv = std::any_of(p.steps.begin(), p.steps.end(), [](const passes::Step& st) {
+    const auto* e = std::get_if<passes::ExternStep>(&st);
+    return e && (passes::find_attr(*e, "fused_act") || passes::find_attr(*e, "fused_add"));
+  });
+  if (fused_conv) os << "  if (api->abi_minor_version < 9) return nullptr;\n";
   os << "  return new (std::nothrow) Model{api};\n}\n\n";
   os << "void destroy(void* model) { delete static_cast<Model*>(model); }\n\n";
   os << "/// Monotonic clock for AnvilRunArgs::step_ns (profiling).\n";
