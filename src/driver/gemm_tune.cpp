@@ -29,6 +29,7 @@
 #include "codegen/gemm/gemm_filter.h"
 #include "codegen/gemm/gemm_problem.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "driver/gemm_buckets.h"
 #include "runtime/device_backend.h"
 
@@ -169,7 +170,9 @@ std::vector<std::string> child_args(const std::string& tool, const GemmProblem& 
   return a;
 }
 
-/// What identifies this machine for the cache: the CPU model and its hardware threads.
+/// What identifies this machine for the cache: the CPU model, its hardware threads and the
+/// thread count the timing children run with (ANVIL_NUM_THREADS, else every hardware thread:
+/// they inherit this process's environment), since the fastest CPU kernel depends on it.
 std::string machine_id() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, model = "unknown cpu";
@@ -178,7 +181,8 @@ std::string machine_id() {
       model = line.substr(line.find(':') + 1);
       break;
     }
-  return model + " x" + std::to_string(std::thread::hardware_concurrency());
+  return model + " x" + std::to_string(std::thread::hardware_concurrency()) + " timed with " +
+         std::to_string(ThreadPool::default_num_threads()) + " threads";
 }
 
 std::string cache_file(const std::string& root, const std::string& key) {

@@ -95,6 +95,26 @@ TEST_F(GemmTune, ChoosesATimedCandidateRecordsItRunsItAndCachesIt) {
     EXPECT_EQ(m2["gemm"]["steps"][i]["kernel"], m["gemm"]["steps"][i]["kernel"]);
 }
 
+// The fastest CPU kernel depends on the thread count the candidates were timed with
+// (ANVIL_NUM_THREADS, which the timing children inherit): a choice tuned with 1 thread is not
+// reused by a compile that times with 2, and is reused by one with 1 again.
+TEST_F(GemmTune, TheCacheKeyHoldsTheTimingThreadCount) {
+  ::setenv("ANVIL_NUM_THREADS", "1", 1);
+  const driver::CompileReport one =
+      driver::compile_pt2(fixture("mlp_small.pt2"), (dir_ / "t1.anvil").string(), opts_);
+  ::setenv("ANVIL_NUM_THREADS", "2", 1);
+  const driver::CompileReport two =
+      driver::compile_pt2(fixture("mlp_small.pt2"), (dir_ / "t2.anvil").string(), opts_);
+  ::setenv("ANVIL_NUM_THREADS", "1", 1);
+  const driver::CompileReport again =
+      driver::compile_pt2(fixture("mlp_small.pt2"), (dir_ / "t1b.anvil").string(), opts_);
+  ::unsetenv("ANVIL_NUM_THREADS");
+  EXPECT_EQ(one.gemms_tuned, 3);
+  EXPECT_EQ(two.gemms_tuned, 3) << "2 threads: tuned again";
+  EXPECT_EQ(two.gemms_from_cache, 0);
+  EXPECT_EQ(again.gemms_from_cache, 3) << "1 thread again: from the cache";
+}
+
 TEST_F(GemmTune, OffKeepsTheDefaultPath) {
   opts_.gemm.mode = gm::AutotuneMode::kOff;
   const std::string pkg = (dir_ / "m.anvil").string();
