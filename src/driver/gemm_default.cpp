@@ -9,6 +9,7 @@
 #include "codegen/gemm/gemm_epilogue.h"
 #include "codegen/gemm/gemm_filter.h"
 #include "codegen/gemm/gemm_problem.h"
+#include "driver/gemm_tune.h"  // kernel_choice
 
 namespace anvil::driver {
 
@@ -21,11 +22,7 @@ int default_gemm_kernels(passes::Program& program, const gemm::GemmOptions& opti
   // step the tuner left without a kernel, every candidate failing, keeps the library)
   if (options.mode != gemm::AutotuneMode::kOff) return 0;
   if (const char* e = std::getenv("ANVIL_CUDA_SKINNY"); e && std::strcmp(e, "0") == 0) return 0;
-  if (!options.backends.empty()) {
-    bool own = false;
-    for (const auto b : options.backends) own = own || b == gemm::GemmBackend::kOwn;
-    if (!own) return 0;
-  }
+  if (!gemm::backend_enabled(options, gemm::GemmBackend::kOwn)) return 0;
   const gemm::EpiloguePlan epilogues = gemm::match_gemm_epilogues(program);
   int chosen = 0;
   for (size_t si = 0; si < program.steps.size(); ++si) {
@@ -37,17 +34,10 @@ int default_gemm_kernels(passes::Program& program, const gemm::GemmOptions& opti
     // --linear): M <= 16 (decode-sized batches) and a weight of 2 MB or more. At M 64 it is
     // 1.3-1.4x slower than cuBLASLt there, so larger M is left to the tuner.
     if (*p.m > kSkinnyMaxM || *p.n * *p.k < kSkinnyMinWeightElems) continue;
-    if (const auto f = epilogues.by_gemm.find(si); f != epilogues.by_gemm.end()) {
-      if (f->second.residual >= 0) continue;  // cuBLASLt's residual epilogue
-      p.bias = gemm::epilogue_has_bias(f->second.kind) ? gemm::GemmBias::kPerColumn
-                                                       : gemm::GemmBias::kNone;
-      p.activation = static_cast<gemm::GemmActivation>(gemm::gemm_call_activation(f->second.kind));
-    }
+    if (!gemm::pose_cuda_epilogue(epilogues, si, *g, p)) continue;  // cuBLASLt's residual
     auto cands = gemm::filter_candidates(gemm::skinny_candidates(p, 90), options, 1);
     if (cands.empty()) continue;
-    const gemm::GemmCandidate& c = cands.front();
-    g->choice = passes::GemmKernelChoice{
-        c.name, c.library, c.variant, c.entry, c.source, 0, 0, c.fuses_bias, c.fuses_activation};
+    g->choice = kernel_choice(cands.front());
     ++chosen;
   }
   return chosen;

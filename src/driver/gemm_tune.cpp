@@ -359,6 +359,13 @@ int time_candidates(const GemmProblem& p, const std::vector<GemmCandidate>& cand
   return time_built(p, cands, 0, cands.size(), so, build_errors, options, tool, timings, device);
 }
 
+passes::GemmKernelChoice kernel_choice(const codegen::gemm::GemmCandidate& c, double us,
+                                       int timed) {
+  return passes::GemmKernelChoice{c.name, c.library, c.variant,    c.entry,
+                                  c.source, us,       timed,        c.fuses_bias,
+                                  c.fuses_activation};
+}
+
 std::string gemm_time_tool() {
   if (const char* e = std::getenv("ANVIL_GEMM_TIME"); e && *e) return e;
   std::error_code ec;
@@ -443,11 +450,6 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
   std::map<std::string, size_t> pending_by_key;
   std::vector<std::string> dynamic;  // GEMM steps left untuned by symbolic sizes (case 5)
   std::vector<GemmCandidate> all;  // every pending problem's candidates, built together
-  auto choice_of = [](const GemmCandidate& c, double us, int n) {
-    return passes::GemmKernelChoice{c.name,  c.library, c.variant,    c.entry,
-                                    c.source, us,       n,           c.fuses_bias,
-                                    c.fuses_activation};
-  };
   // Where problem (step si, bucket) records its choice.
   auto slot = [&](size_t si, int bucket) -> passes::GemmKernelChoice& {
     auto& g = std::get<passes::GemmStep>(program.steps[si]);
@@ -485,7 +487,7 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     if (const std::string cached = read_cached(cpath); !cached.empty()) {
       for (const auto& c : cands)
         if (c.name == cached) {
-          slot(si, bucket) = choice_of(c, 0, 0);
+          slot(si, bucket) = kernel_choice(c, 0, 0);
           decided[key] = slot(si, bucket);
           ++r.from_cache;
           return;
@@ -502,19 +504,6 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     pending_by_key[key] = pending.size();
     pending.push_back(std::move(pd));
   };
-  // Poses step si's epilogue on CUDA into `p`; false when the step keeps cuBLASLt (an epilogue
-  // adding a residual, or batch dims). A mixed GEMM (int8 B) is posed plain: the mixed-input
-  // kernels fuse no epilogue, which then stays a loop kernel after the GEMM.
-  auto with_epilogue = [&](size_t si, const passes::GemmStep& g, GemmProblem& p) {
-    const auto f = epilogues.by_gemm.find(si);
-    if (f == epilogues.by_gemm.end() || g.b_dtype) return true;
-    if (f->second.residual >= 0 || !g.batch.empty()) return false;
-    const codegen::gemm::GemmEpilogueKind kind = f->second.kind;
-    p.bias = codegen::gemm::epilogue_has_bias(kind) ? codegen::gemm::GemmBias::kPerColumn
-                                                    : codegen::gemm::GemmBias::kNone;
-    p.activation = static_cast<GemmActivation>(codegen::gemm::gemm_call_activation(kind));
-    return true;
-  };
   for (size_t si = 0; si < program.steps.size(); ++si) {
     auto* g = std::get_if<passes::GemmStep>(&program.steps[si]);
     if (!g) continue;
@@ -523,7 +512,7 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     if (!p.is_static()) {
       const std::vector<MBucket> buckets = symbolic_m_buckets(program, *g, sm);
       GemmProblem probe = p;
-      if (buckets.empty() || !with_epilogue(si, *g, probe)) {
+      if (buckets.empty() || !codegen::gemm::pose_cuda_epilogue(epilogues, si, *g, probe)) {
         ++r.kept_default;  // symbolic N, K or batch (or cuBLASLt's residual): the default path
         dynamic.push_back(g->name);
         continue;
@@ -533,7 +522,7 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       for (size_t bi = 0; bi < buckets.size(); ++bi) {
         const MBucket& b = buckets[bi];
         GemmProblem bp = codegen::gemm::problem_of(program, *g, target.name, b.at);
-        with_epilogue(si, *g, bp);
+        codegen::gemm::pose_cuda_epilogue(epilogues, si, *g, bp);
         pose(si, static_cast<int>(bi), bp, " bucket " + SymRange{b.min, b.max}.str());
       }
       continue;
@@ -542,7 +531,7 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       ++r.kept_default;  // empty: the default path
       continue;
     }
-    if (!with_epilogue(si, *g, p)) {
+    if (!codegen::gemm::pose_cuda_epilogue(epilogues, si, *g, p)) {
       ++r.kept_default;  // cuBLASLt's residual (or batched) epilogue
       continue;
     }
@@ -617,7 +606,8 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     }
     const double best_ns = timings[static_cast<size_t>(best)].ns;
     const GemmCandidate& c = pd.cands[static_cast<size_t>(best)];
-    slot(pd.step, pd.bucket) = choice_of(c, best_ns / 1000.0, static_cast<int>(pd.cands.size()));
+    slot(pd.step, pd.bucket) =
+        kernel_choice(c, best_ns / 1000.0, static_cast<int>(pd.cands.size()));
     chosen[pi] = slot(pd.step, pd.bucket);
     ok[pi] = true;
     ++r.tuned;

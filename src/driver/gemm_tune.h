@@ -58,6 +58,11 @@ int time_candidates(const codegen::gemm::GemmProblem& problem,
                     const codegen::gemm::GemmOptions& options, const std::string& tool,
                     std::vector<CandidateTiming>& timings, const std::string& device = "cpu");
 
+/// The step's record of candidate `c` as its kernel: measured at `us` microseconds among `timed`
+/// candidates (0, 0: chosen without timing).
+passes::GemmKernelChoice kernel_choice(const codegen::gemm::GemmCandidate& c, double us = 0,
+                                       int timed = 0);
+
 /// The child that times candidates: $ANVIL_GEMM_TIME, else anvil-gemm-time beside the running
 /// executable, else on PATH. Empty when none is found.
 std::string gemm_time_tool();

@@ -646,4 +646,14 @@ int gemm_call_activation(GemmEpilogueKind k) {
   }
 }
 
+bool pose_cuda_epilogue(const EpiloguePlan& plan, size_t step, const passes::GemmStep& g,
+                        GemmProblem& p) {
+  const auto f = plan.by_gemm.find(step);
+  if (f == plan.by_gemm.end() || g.b_dtype) return true;
+  if (f->second.residual >= 0 || !g.batch.empty()) return false;
+  p.bias = epilogue_has_bias(f->second.kind) ? GemmBias::kPerColumn : GemmBias::kNone;
+  p.activation = static_cast<GemmActivation>(gemm_call_activation(f->second.kind));
+  return true;
+}
+
 }  // namespace anvil::codegen::gemm

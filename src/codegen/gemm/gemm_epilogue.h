@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "codegen/gemm/gemm_candidate.h"
 #include "passes/loop_ir.h"
 
 namespace anvil::codegen::gemm {
@@ -113,6 +114,12 @@ bool chosen_kernel_fuses(const passes::GemmStep& g, const FusedEpilogue& f);
 EpiloguePlan cpu_store_epilogues(const passes::Program& p);
 /// The AnvilGemmCall activation code (ANVIL_GEMM_ACT_*) of a fused form.
 int gemm_call_activation(GemmEpilogueKind k);
+/// Poses GEMM step `step`'s CUDA epilogue (plan: match_gemm_epilogues) into `p` as the bias and
+/// activation a chosen kernel would apply in its store. False when the step keeps cuBLASLt (an
+/// epilogue adding a residual, or batch dims). A mixed GEMM (int8 B) is posed plain: the
+/// mixed-input kernels fuse no epilogue, which then stays a loop kernel after the GEMM.
+bool pose_cuda_epilogue(const EpiloguePlan& plan, size_t step, const passes::GemmStep& g,
+                        GemmProblem& p);
 
 }  // namespace anvil::codegen::gemm
 
