@@ -117,6 +117,8 @@ MODELS = {
     # vision at 224^2 (issue 19 / 14: convolutions through cuDNN), not in the default list
     "resnet18_b1": (lambda: ResNet(18), lambda dt: torch.randn(1, 3, 224, 224, dtype=dt)),
     "resnet50_b16": (lambda: ResNet(50), lambda dt: torch.randn(16, 3, 224, 224, dtype=dt)),
+    "resnet18_b32": (lambda: ResNet(18), lambda dt: torch.randn(32, 3, 224, 224, dtype=dt)),
+    "resnet50_b32": (lambda: ResNet(50), lambda dt: torch.randn(32, 3, 224, 224, dtype=dt)),
 }
 DEFAULT_MODELS = "mlp_1024x4096,llama_block_d1024_t256"
 
@@ -169,6 +171,10 @@ def main():
     ap.add_argument("--tuned", default="",
                     help="also compile each model with these extra `anvil compile` flags (e.g. "
                          "'--autotune fast') and time that package beside the default one")
+    ap.add_argument("--variant-env", default="",
+                    help="NAME=VALUE[,...]: a second package compiled with this environment "
+                         "(with --tuned's arguments, if any), timed alternately with the first "
+                         "(its keys: tuned_*), e.g. ANVIL_CONV_LAYOUT=nchw")
     ap.add_argument("--modes", default="default,reduce-overhead",
                     help="torch.compile modes to time (max-autotune compiles for minutes)")
     a = ap.parse_args()
@@ -209,12 +215,16 @@ def main():
              "anvil_cuda_graphs": graphs["cuda_graphs"],
              "anvil_nographs_single_ms": plain["single_ms"], "anvil_nographs_b2b_ms": plain["b2b_ms"],
              "anvil_compile_s": compile_s, "max_rel_err_vs_eager": rel}
-        if a.tuned:
+        if a.tuned or a.variant_env:
             tpkg = os.path.join(work, name + "_tuned.anvil")
             t0 = time.perf_counter()
-            subprocess.run([a.anvil, "compile", pt2, "-o", tpkg, "--target", "cuda-sm90",
-                            *a.tuned.split()], check=True)
+            venv = dict(os.environ)
+            for kv in filter(None, a.variant_env.split(",")):
+                venv[kv.split("=", 1)[0]] = kv.split("=", 1)[1]
+            subprocess.run([a.anvil, "compile", pt2, "-o", tpkg, "--target", "cuda-sm90", "-q",
+                            *a.tuned.split()], check=True, env=venv)
             r["tuned_args"] = a.tuned
+            r["tuned_env"] = a.variant_env
             r["tuned_compile_s"] = time.perf_counter() - t0
             tout = os.path.join(work, name + "_tuned_out")
             subprocess.run([a.anvil, "run", tpkg, "-i", xin, "-o", tout, "-q"], check=True)
@@ -229,7 +239,7 @@ def main():
         with torch.no_grad():
             r["eager_single_ms"] = time_torch(mg, xg, a.iters)
             r["eager_b2b_ms"] = time_torch_b2b(mg, xg, a.iters)
-            for mode in a.modes.split(","):
+            for mode in filter(None, a.modes.split(",")):
                 torch._dynamo.reset()
                 cm = torch.compile(mg, mode=None if mode == "default" else mode)
                 r[f"compile_{mode}_single_ms"] = time_torch(cm, xg, a.iters)

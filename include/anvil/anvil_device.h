@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define ANVIL_DEVICE_ABI_VERSION 6u
+#define ANVIL_DEVICE_ABI_VERSION 7u
 
 /* Directions of AnvilDeviceApi::copy. */
 #define ANVIL_COPY_HOST_TO_DEVICE 0
@@ -126,7 +126,10 @@ typedef struct AnvilAttentionArgs {
  * channels-last (NHWC) memory are both described (cuDNN takes a fully packed layout in some dim
  * order). x, w, y and bias share dtype: float32 (TF32 tensor cores unless allow_tf32 is 0, as
  * PyTorch's default torch.backends.cudnn.allow_tf32), bfloat16 or float16 with fp32
- * accumulation. bias is optional (null), out_channels contiguous elements. */
+ * accumulation. bias is optional (null), out_channels contiguous elements.
+ * Device ABI 7 adds a fused residual: y = act(conv + bias + residual), residual (null: none)
+ * of y's sizes and dtype, with its own strides; it must not overlap y. A caller built against
+ * ABI 5-6 passes the shorter struct (struct_size), read as having no residual. */
 typedef struct AnvilConvArgs {
   uint32_t struct_size; /* sizeof(AnvilConvArgs) */
   int32_t dtype;        /* anvil::DType code */
@@ -146,6 +149,8 @@ typedef struct AnvilConvArgs {
   const void* bias;   /* null: none */
   int32_t activation; /* ANVIL_CONV_ACT_* */
   int32_t allow_tf32; /* float32: TF32 tensor cores allowed */
+  const void* residual; /* device ABI 7; null: none */
+  int64_t residual_stride[4];
 } AnvilConvArgs;
 
 typedef struct AnvilDeviceApi {

@@ -1,7 +1,8 @@
 // Epilogues fused into the convolution extern (issue 19): a pointwise op that reads a
 // convolution's whole result right after it, with nothing else reading that result, becomes an
 // attribute of the convolution step instead of a loop kernel (docs/externs.md):
-//  * a residual add (fused_add, CPU target, fp32), the residual a fourth input;
+//  * a residual add (fused_add; CPU target: fp32, CUDA target: fp32 / bf16 / fp16, applied in
+//    cuDNN's fused graph), the residual a fourth input;
 //  * an activation: relu on every target (fused_relu); on the CPU target, for fp32, relu6 /
 //    hardtanh / clamp with constant bounds, hardswish, hardsigmoid, silu, sigmoid and gelu
 //    (fused_act, a runtime::kern::ConvAct code, with fused_act_min / fused_act_max for clamps).
@@ -170,11 +171,14 @@ bool fuse_act_into_conv(Lowerer& L, const ir::Node& n) {
 /// already in a dense buffer) that nothing else reads but add_'s write back: on the CPU the
 /// convolution extern adds r as it stores (attribute fused_add, r its fourth input; an
 /// activation that follows fuses after it) and add binds to the convolution's buffer. Not
-/// after a fused activation (the order would change), and not on other targets (their
-/// convolutions take no residual).
+/// after a fused activation (the order would change). On the CUDA target (fp32, bf16, fp16)
+/// cuDNN adds r in the convolution's fused graph (else the step's epilogue kernel does), never
+/// writing over r: cuDNN's engines do not promise that an output may alias an operand.
 bool fuse_add_into_conv(Lowerer& L, const ir::Node& n) {
-  if (n.target != "aten.add.Tensor" || !L.options || L.options->target_device != Device::Type::kCPU)
-    return false;
+  if (n.target != "aten.add.Tensor" || !L.options) return false;
+  const Device::Type target = L.options->target_device;
+  if (target != Device::Type::kCPU && target != Device::Type::kCUDA) return false;
+  const bool cuda = target == Device::Type::kCUDA;
   if (const ir::Arg* al = n.arg("alpha"); al && al->kind != ir::Arg::Kind::kNone &&
                                           !(al->kind == ir::Arg::Kind::kInt && al->i == 1) &&
                                           !(al->kind == ir::Arg::Kind::kFloat && al->f == 1.0))
@@ -190,8 +194,9 @@ bool fuse_add_into_conv(Lowerer& L, const ir::Node& n) {
     if (xv == rv || !only_read_here(L, n, xv)) continue;
     TRefPtr x = L.ref(xv);
     ExternStep* e = conv_producing(L, *x);
-    if (!e || x->dtype != DType::kFloat32 || has_act(*e) || find_attr(*e, "fused_add") ||
-        e->inputs.size() != 3)
+    const bool dtype_ok = x->dtype == DType::kFloat32 ||
+                          (cuda && (x->dtype == DType::kBFloat16 || x->dtype == DType::kFloat16));
+    if (!e || !dtype_ok || has_act(*e) || find_attr(*e, "fused_add") || e->inputs.size() != 3)
       continue;
     TRefPtr r = L.ref(rv);
     if (!r->is_buffer() || r->buffer == x->buffer || r->dtype != x->dtype ||
@@ -201,7 +206,7 @@ bool fuse_add_into_conv(Lowerer& L, const ir::Node& n) {
     // r + conv(...) where add_ writes the sum back into r: the convolution writes over r
     // (its output buffer is left unused), so the write back is no copy. Nothing else may read
     // r's buffer later (a view of it computed lazily would see the sum too early).
-    const bool into_r = L.uses(xv) == 1 && L.uses(rv) == 2 && only_read_here(L, n, rv) &&
+    const bool into_r = !cuda && L.uses(xv) == 1 && L.uses(rv) == 2 && only_read_here(L, n, rv) &&
                         L.owned_buffer(r->buffer) && !L.buffer_read_later_except(r->buffer, rv);
     SNode& last = L.snodes().back();
     if (into_r) {

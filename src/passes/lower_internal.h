@@ -265,10 +265,11 @@ TRefPtr inplace_value(Lowerer& L, const ir::Node& n);
 /// Schedules SNodes into steps with fusion (schedule.cpp); marks kernel-local buffers.
 void schedule(Program& program, std::vector<SNode>& snodes, bool fuse);
 
-/// Layout planning for CPU convolutions (conv_layout.cpp): buffers that only one-group 2-D
-/// convolution externs touch (as output, input or fused residual, each time as the whole
-/// [N, C, H, W] buffer) get channels-last views. Returns how many buffers changed.
-int plan_conv_layouts(Program& program);
+/// Layout planning for convolutions (conv_layout.cpp): buffers that only 2-D convolution
+/// externs the target computes channels-last touch (as output, input or fused residual, each
+/// time as the whole [N, C, H, W] buffer; on CUDA also pooling externs) get channels-last
+/// views. Returns how many buffers changed.
+int plan_conv_layouts(Program& program, Device::Type target);
 /// Lets each extern step `ok` accepts write its single output straight into the destination of
 /// the copy kernel that only permutes it into place, and drops that kernel (retarget_copies.cpp).
 /// Returns how many copies went.

@@ -57,10 +57,12 @@ Program compile_to_program(const ir::Graph& graph, const PipelineOptions& option
   lowerer.options = &options;
   lowerer.run();
   detail::schedule(program, lowerer.snodes(), options.fuse);
-  if (options.conv_channels_last && options.target_device == Device::Type::kCPU) {
+  if (options.conv_channels_last && (options.target_device == Device::Type::kCPU ||
+                                     options.target_device == Device::Type::kCUDA)) {
     const char* layout = std::getenv("ANVIL_CONV_LAYOUT");
     if (!layout || std::string(layout) != "nchw")
-      program.stats.channels_last_buffers = detail::plan_conv_layouts(program);
+      program.stats.channels_last_buffers =
+          detail::plan_conv_layouts(program, options.target_device);
   }
   if (options.extern_writes_strided_output)
     detail::retarget_permuted_copies(program, options.extern_writes_strided_output);

@@ -32,8 +32,9 @@ struct PipelineOptions {
   // of recomputed by each reader: the target computes it in the GEMM's epilogue (set by the
   // CUDA target, whose cuBLASLt call adds the residual as it writes the result).
   bool materialize_gemm_sums = false;
-  // Activations that only convolutions touch are kept channels-last (CPU target only:
-  // passes/conv_layout.cpp). The environment variable ANVIL_CONV_LAYOUT=nchw turns it off.
+  // Activations that only convolutions (and, on CUDA, pooling kernels) touch are kept
+  // channels-last (CPU and CUDA targets: passes/conv_layout.cpp). The environment variable
+  // ANVIL_CONV_LAYOUT=nchw turns it off.
   bool conv_channels_last = true;
   // mm / addmm / linear of a float16 / bfloat16 A and an int8 matrix converted to A's dtype
   // lower to one mixed GEMM step (GemmStep::b_dtype; passes/lower_matmul.cpp) instead of a

@@ -9,6 +9,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cstddef>
+#include <cstdlib>
 #include <map>
 
 #include "anvil/anvil_device.h"
@@ -28,6 +30,12 @@ size_t count(const std::string& text, const std::string& what) {
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
 }
+
+/// ANVIL_CONV_LAYOUT=nchw while it lives (the layout plan off).
+struct ScopedNchw {
+  ScopedNchw() { ::setenv("ANVIL_CONV_LAYOUT", "nchw", 1); }
+  ~ScopedNchw() { ::unsetenv("ANVIL_CONV_LAYOUT"); }
+};
 
 /// The text after the first occurrence of `head` up to the next "\n}\n" (one function).
 std::string function_after(const std::string& text, const std::string& head) {
@@ -142,6 +150,93 @@ TEST(CudaConvEmit, ConvolutionsCallCudnnWithTheHostPathBehind) {
   fs::remove_all(dir);
 }
 
+TEST(CudaConvEmit, ResidualBlocksStayChannelsLastWithTheAddFused) {
+  // a ResNet-like bf16 stem and block: the activations between convolutions and pooling are
+  // planned NHWC (passes/conv_layout.cpp), except where a convolution touches an NCHW buffer
+  // (the graph input): its output stays NCHW too, so cuDNN never sees mixed layouts; the
+  // residual add and the relu after it go into the last convolution's cuDNN graph
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_cuda_conv_nhwc_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.cache_dir = (dir / "cache").string();
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.emit_source_dir = (dir / "src").string();
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: bf16[2, 8, 16, 16] = user_input
+    %w1: bf16[16, 8, 3, 3] = user_input
+    %b1: bf16[16] = user_input
+    %w2: bf16[16, 16, 3, 3] = user_input
+    %w3: bf16[16, 16, 1, 1] = user_input
+  }
+  %c1: bf16[2, 16, 16, 16] = aten.conv2d.default(input=%x, weight=%w1, bias=%b1, padding=[1, 1])
+  %r1: bf16[2, 16, 16, 16] = aten.relu.default(self=%c1)
+  %p1: bf16[2, 16, 8, 8] = aten.max_pool2d.default(self=%r1, kernel_size=[2, 2], stride=[2, 2])
+  %c2: bf16[2, 16, 8, 8] = aten.conv2d.default(input=%p1, weight=%w2, padding=[1, 1])
+  %r2: bf16[2, 16, 8, 8] = aten.relu.default(self=%c2)
+  %c3: bf16[2, 16, 8, 8] = aten.conv2d.default(input=%r2, weight=%w3)
+  %a3: bf16[2, 16, 8, 8] = aten.add.Tensor(self=%c3, other=%p1)
+  %r3: bf16[2, 16, 8, 8] = aten.relu.default(self=%a3)
+  %gp: bf16[2, 16, 1, 1] = aten.adaptive_avg_pool2d.default(self=%r3, output_size=[1, 1])
+  %o: bf16[2, 16] = aten.view.default(self=%gp, size=[2, 16])
+  outputs {
+    user_output %o
+  }
+})");
+  const std::string pkg = (dir / "block.anvil").string();
+  driver::compile_graph(*g, pkg, o);  // nvcc compiles the generated source
+  std::ifstream mf(dir / "src" / "manifest.json");
+  ASSERT_TRUE(mf.good());
+  const auto m = nlohmann::json::parse(mf);
+  EXPECT_TRUE(m.at("host_steps").empty()) << m.at("host_steps").dump();
+  ASSERT_EQ(m.at("cudnn_convs").size(), 3u) << m.at("cudnn_convs").dump();
+  std::string text;
+  for (const auto& f : fs::directory_iterator(dir / "src")) {
+    if (f.path().extension() != ".cu") continue;
+    std::ifstream in(f.path());
+    text += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  std::map<std::string, std::string> step;
+  for (const auto& c : m["cudnn_convs"]) step[c.at("nodes")[0]] = c.at("name");
+  const auto fn = [&](const std::string& node) {
+    return function_after(text, "ANVIL_HIDDEN int " + step.at(node) + "(const RunState& s) {");
+  };
+  const std::string f1 = fn("c1"), f2 = fn("c2"), f3 = fn("c3");
+  // the stem reads the NCHW input: NCHW in and out
+  for (const char* want : {"a.x_stride[1] = (256);", "a.y_stride[1] = (256);",
+                           "a.activation = ANVIL_CONV_ACT_RELU;"})
+    EXPECT_NE(f1.find(want), std::string::npos) << want << " in\n" << f1;
+  // after the pool (NCHW in, NHWC out): channels-last
+  for (const char* want : {"a.x_stride[1] = (1);", "a.x_stride[3] = (16);", "a.y_stride[1] = (1);"})
+    EXPECT_NE(f2.find(want), std::string::npos) << want << " in\n" << f2;
+  // the residual add (p1, NHWC) and the relu after it fused into the 1x1 convolution
+  for (const char* want : {"a.residual = ", "a.residual_stride[1] = (1);",
+                           "a.residual_stride[2] = (128);", "a.activation = ANVIL_CONV_ACT_RELU;",
+                           "_epilogue, "})
+    EXPECT_NE(f3.find(want), std::string::npos) << want << " in\n" << f3;
+  EXPECT_EQ(f3.find("a.bias"), std::string::npos) << f3;
+  // no loop kernel adds or clamps: three epilogues stand behind the fused graphs
+  EXPECT_EQ(count(text, "_epilogue(const RunState& s)"), 3u);
+  // without the plan, everything is NCHW (and the add stays fused)
+  ScopedNchw nchw;
+  fs::remove_all(dir / "src");
+  driver::compile_graph(*g, (dir / "block_nchw.anvil").string(), o);
+  std::ifstream mf2(dir / "src" / "manifest.json");
+  const auto m2 = nlohmann::json::parse(mf2);
+  std::string text2;
+  for (const auto& f : fs::directory_iterator(dir / "src")) {
+    if (f.path().extension() != ".cu") continue;
+    std::ifstream in(f.path());
+    text2 += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  EXPECT_EQ(count(text2, "a.x_stride[1] = (1);"), 0u);
+  EXPECT_EQ(count(text2, "a.residual = "), 1u);
+  fs::remove_all(dir);
+}
+
 TEST(CudaConvEmit, TheBackendHasDeviceAbi5AndChecksItsArgumentsFirst) {
   // no GPU needed: the CUDA backend library loads where the CUDA libraries are installed, and
   // its conv rejects a missing or too small AnvilConvArgs before touching a device
@@ -155,6 +250,12 @@ TEST(CudaConvEmit, TheBackendHasDeviceAbi5AndChecksItsArgumentsFirst) {
   a.struct_size = 16;
   EXPECT_EQ(dev.conv(0, nullptr, &a), -1);
   EXPECT_NE(std::string(dev.last_error()).find("AnvilConvArgs of 16 bytes"), std::string::npos)
+      << dev.last_error();
+  // a caller built against device ABI 5-6 passes the struct without the residual: accepted
+  // (it fails later here, with no GPU, for another reason)
+  a.struct_size = static_cast<uint32_t>(offsetof(AnvilConvArgs, residual));
+  EXPECT_NE(dev.conv(0, nullptr, &a), 0);
+  EXPECT_EQ(std::string(dev.last_error()).find("AnvilConvArgs of"), std::string::npos)
       << dev.last_error();
 }
 

@@ -319,6 +319,75 @@ TEST(CudaConvSteps, AViewCudnnRefusesRunsTheHostPath) {
   }
 }
 
+TEST(CudaConvSteps, ChannelsLastResidualBlocksMatchTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // a ResNet-like stem and block (CudaConvEmit.ResidualBlocksStayChannelsLastWithTheAddFused
+  // checks the plan): NCHW stem, max pool into NHWC, convolutions in NHWC, the residual add
+  // and relu fused into the last convolution's cuDNN graph, an average pool out of NHWC; every
+  // path (fused, the epilogue kernel, the host path), with and without the layout plan
+  for (const char* dt : {"bf16", "f16", "f32"}) {
+    std::string text = R"(graph {
+  inputs {
+    %x: T[2, 8, 16, 16] = user_input
+    %w1: T[16, 8, 3, 3] = user_input
+    %b1: T[16] = user_input
+    %w2: T[16, 16, 3, 3] = user_input
+    %w3: T[16, 16, 1, 1] = user_input
+    %b3: T[16] = user_input
+  }
+  %c1: T[2, 16, 16, 16] = aten.conv2d.default(input=%x, weight=%w1, bias=%b1, padding=[1, 1])
+  %r1: T[2, 16, 16, 16] = aten.relu.default(self=%c1)
+  %p1: T[2, 16, 8, 8] = aten.max_pool2d.default(self=%r1, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1])
+  %c2: T[2, 16, 8, 8] = aten.conv2d.default(input=%p1, weight=%w2, padding=[1, 1])
+  %r2: T[2, 16, 8, 8] = aten.relu.default(self=%c2)
+  %c3: T[2, 16, 8, 8] = aten.conv2d.default(input=%r2, weight=%w3, bias=%b3)
+  %a3: T[2, 16, 8, 8] = aten.add.Tensor(self=%p1, other=%c3)
+  %r3: T[2, 16, 8, 8] = aten.relu.default(self=%a3)
+  %gp: T[2, 16, 1, 1] = aten.adaptive_avg_pool2d.default(self=%r3, output_size=[1, 1])
+  %o: T[2, 16] = aten.view.default(self=%gp, size=[2, 16])
+  outputs {
+    user_output %o
+    user_output %r3
+  }
+})";
+    for (size_t at = text.find("T["); at != std::string::npos; at = text.find("T[", at))
+      text.replace(at, 1, dt);
+    const auto g = ir::parse_graph(text);
+    const std::vector<Tensor> ins = random_inputs(*g, 90);
+    interp::Interpreter ref(*g);
+    const auto want = ref.run(ins);
+    std::vector<Tensor> dev;
+    for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+    for (const char* layout : {"auto", "nchw"}) {
+      ScopedEnv lay("ANVIL_CONV_LAYOUT", layout);
+      const fs::path dir = gpu_test::out_dir();
+      driver::CompileOptions o;
+      o.target = "cuda-sm90";
+      o.progress = codegen::ProgressMode::kQuiet;
+      o.cache_dir = (dir / "cache").string();
+      const std::string pkg = (dir / (std::string("block_") + dt + layout + ".anvil")).string();
+      driver::compile_graph(*g, pkg, o);
+      for (const char* mode : {"auto", "unfused", "host"}) {
+        ScopedEnv env("ANVIL_CUDA_CONV", mode);
+        ScopedEnv tf("ANVIL_CUDA_CONV_TF32", "0");
+        runtime::ModelOptions mo;
+        mo.device = Device::cuda(0);
+        const runtime::Model m = runtime::Model::load(pkg, mo);
+        for (int run = 0; run < 3; ++run) {
+          const auto got = m.run(dev);
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t i = 0; i < got.size(); ++i) {
+            const DType t = want[i].dtype();
+            const double tol = t == DType::kFloat32 ? 1e-4 : ::anvil::test::tolerance_of(t);
+            EXPECT_LE(testing::rel_error(got[i].to(Device::cpu()), want[i]), tol)
+                << dt << " layout " << layout << " " << mode << " run " << run << " output " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaConvModels, SmallCnnHasNoConvolutionHostStepsAndMatchesPyTorch) {
   ANVIL_REQUIRE_GPU();
   const std::string pkg = gpu_test::compile_cuda(gpu_test::fixture("small_cnn.pt2"));

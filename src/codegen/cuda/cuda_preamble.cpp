@@ -251,9 +251,12 @@ static inline int anvil_conv(const RunState& s, const char* step, AnvilConvArgs*
     int device = 0;
     cudaGetDevice(&device);
     a->allow_tf32 = anvil_conv_tf32();
-    rc = mode == 1 && epilogue != nullptr ? ANVIL_CONV_NOT_FUSED : dev->conv(device, s.stream, a);
+    // a fused residual needs device ABI 7 (an older backend would not read it)
+    const bool unfused = mode == 1 || (a->residual != nullptr && dev->abi_version < 7);
+    rc = unfused && epilogue != nullptr ? ANVIL_CONV_NOT_FUSED : dev->conv(device, s.stream, a);
     if (rc == ANVIL_CONV_NOT_FUSED && epilogue != nullptr) {
       a->bias = nullptr;
+      a->residual = nullptr;
       a->activation = ANVIL_CONV_ACT_NONE;
       rc = dev->conv(device, s.stream, a);
       if (rc == 0) return epilogue(s);

@@ -1,7 +1,8 @@
 // 2-D (and 1-D) forward convolutions on the CUDA target: the step fills AnvilConvArgs from its
 // strided views and attributes and calls the device backend's cuDNN convolution
-// (api->device->conv, device ABI 5) through anvil_conv (the preamble), with its bias and a
-// folded relu (attribute fused_relu) fused where a cuDNN engine takes them, else the plain
+// (api->device->conv, device ABI 5) through anvil_conv (the preamble), with its bias, a fused
+// residual add (attribute fused_add, device ABI 7) and a folded relu (attribute fused_relu)
+// fused where a cuDNN engine takes them, else the plain
 // convolution followed by the step's own bias / relu kernel (NAME_epilogue); where cuDNN takes
 // no engine at all, the step's host path (NAME_host: the CPU kernel on host copies, as before
 // device ABI 5) runs instead.
@@ -30,6 +31,7 @@ bool cudnn_dtype(DType t) {
 /// as (h, w) pairs (h of a 1-D convolution is the unit dim), padding resolved.
 struct ConvGeom {
   const TensorView *x = nullptr, *w = nullptr, *bias = nullptr, *y = nullptr;
+  const TensorView* residual = nullptr;  // fused_add: y = act(conv + bias + residual)
   size_t spatial = 2;
   bool unbatched = false, relu = false;
   int64_t groups = 1;
@@ -78,6 +80,11 @@ std::string read_geometry(const ExternStep& e, ConvGeom& g) {
   g.w = &e.inputs[1];
   g.bias = e.inputs.size() > 2 && e.inputs[2].buffer >= 0 ? &e.inputs[2] : nullptr;
   g.y = &e.outputs[0];
+  if (int_attr(e, "fused_add", 0) != 0) {
+    if (e.inputs.size() < 4 || e.inputs[3].buffer < 0)
+      return "fused_add without the residual as input 3";
+    g.residual = &e.inputs[3];
+  }
   const size_t wr = g.w->sizes.size();
   if (wr != 3 && wr != 4)
     return "only 1-D and 2-D convolutions run on cuDNN (a " + std::to_string(wr) + "-D weight)";
@@ -90,8 +97,11 @@ std::string read_geometry(const ExternStep& e, ConvGeom& g) {
   if (!cudnn_dtype(t))
     return std::string(dtype_name(t)) +
            " convolutions run on the host (cuDNN is used for float32, bfloat16 and float16)";
-  if (g.w->dtype != t || g.y->dtype != t || (g.bias && g.bias->dtype != t))
-    return "input, weight, bias and output dtypes differ";
+  if (g.w->dtype != t || g.y->dtype != t || (g.bias && g.bias->dtype != t) ||
+      (g.residual && g.residual->dtype != t))
+    return "input, weight, bias, residual and output dtypes differ";
+  if (g.residual && !(g.residual->sizes == g.y->sizes))
+    return "a fused residual whose sizes differ from the output's";
   if (!dense_filter(*g.w))
     return "a weight laid out neither as KCRS nor as KRSC (the filter layouts cuDNN reads)";
   if (g.bias && g.bias->sizes.size() != 1) return "a bias that is not 1-D";
@@ -160,8 +170,8 @@ std::string pointer(const Program& p, const TensorView& t) {
          ") + (" + t.offset.str() + ")";
 }
 
-/// The bias / relu kernel the step runs after a plain cuDNN convolution when no engine fuses
-/// them: y = relu(y + bias[c]) in place, one thread per output element.
+/// The bias / residual / relu kernel the step runs after a plain cuDNN convolution when no
+/// engine fuses them: y = relu(y + bias[c] + residual) in place, one thread per output element.
 std::string epilogue_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
   ExternStep named = e;
   named.name = e.name + "_epilogue";
@@ -174,10 +184,12 @@ std::string epilogue_kernel(const Program& p, const ExternStep& e, const ConvGeo
     in << "    v += " << load(g.bias->dtype, "v2", "u" + std::string(g.unbatched ? "0" : "1") +
                                                     " * " + paren(g.bias->strides[0]))
        << ";\n";
+  if (g.residual) in << "    v += " << load(g.residual->dtype, "v3", offset_of(*g.residual, uv)) << ";\n";
   if (g.relu) in << "    if (v < 0) v = 0;  // relu (NaN stays NaN)\n";
   in << "    " << store(y.dtype, "y0", offset_of(y, uv), "v") << "\n";
   KernelText k;
   if (g.bias) k.params.push_back({"v2", g.bias});
+  if (g.residual) k.params.push_back({"v3", g.residual});
   k.params.push_back({"y0", &y});
   k.body = elementwise_loop(y, in.str());
   k.grid = elementwise_grid(y);
@@ -218,7 +230,7 @@ std::string conv(const Program& p, const ExternStep& e) {
   if (const std::string why = read_geometry(e, g); !why.empty())
     throw Error("internal error: a convolution cuDNN cannot take reached its emitter",
                 "codegen/cuda", "a cuDNN convolution", e.name + ": " + why);
-  const bool fused = g.bias != nullptr || g.relu;
+  const bool fused = g.bias != nullptr || g.relu || g.residual != nullptr;
   ExternStep host = e;
   host.name = e.name + "_host";
   std::string text = "// " + host.name +
@@ -229,6 +241,7 @@ std::string conv(const Program& p, const ExternStep& e) {
   const bool h = g.spatial == 2;
   const Dims4 x = nchw(*g.x, !g.unbatched, h), w = nchw(*g.w, true, h),
               y = nchw(*g.y, !g.unbatched, h);
+  const Dims4 r = g.residual ? nchw(*g.residual, !g.unbatched, h) : Dims4{};
   std::ostringstream b;
   b << "  AnvilConvArgs a{};\n";
   b << "  a.struct_size = sizeof(AnvilConvArgs);\n";
@@ -254,6 +267,10 @@ std::string conv(const Program& p, const ExternStep& e) {
   }
   if (g.bias) b << "  a.bias = " << pointer(p, *g.bias) << ";\n";
   if (g.relu) b << "  a.activation = ANVIL_CONV_ACT_RELU;\n";
+  if (g.residual) {
+    b << "  a.residual = " << pointer(p, *g.residual) << ";\n";
+    for (int d = 0; d < 4; ++d) b << "  a.residual_stride[" << d << "] = " << r.stride[d] << ";\n";
+  }
   b << "  if (a.batch * a.out_channels * a.out_h * a.out_w == 0) return 0;\n";
   b << "  return anvil_conv(s, \"" << e.name << "\", &a, "
     << (fused ? e.name + "_epilogue" : std::string("nullptr")) << ", " << host.name << ");\n";

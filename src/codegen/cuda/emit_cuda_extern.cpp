@@ -115,7 +115,22 @@ std::string elementwise_loop(const TensorView& out, const std::string& inner) {
   os << "  const int64_t total = " << numel(out.sizes) << ";\n";
   os << "  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
         "idx < total;\n       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
-  os << decompose_linear(out.sizes, "idx", "u", "    ");
+  // idx walks the output in its memory order (a channels-last output's threads write
+  // neighbouring channels): dims by decreasing constant stride, else the logical order
+  const size_t r = out.sizes.size();
+  std::vector<size_t> order(r);
+  for (size_t d = 0; d < r; ++d) order[d] = d;
+  bool constant = true;
+  for (const SymInt& st : out.strides) constant &= st.is_constant();
+  if (constant)
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return out.strides[a].constant() > out.strides[b].constant();
+    });
+  std::vector<SymInt> sizes(r);
+  for (size_t i = 0; i < r; ++i) sizes[i] = out.sizes[order[i]];
+  os << decompose_linear(sizes, "idx", "m", "    ");
+  for (size_t i = 0; i < r; ++i)
+    os << "    const int64_t u" << order[i] << " = m" << i << ";\n";
   os << inner << "  }\n";
   return os.str();
 }

@@ -28,7 +28,9 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
 
 #include <cudnn_frontend.h>
 
+#include <algorithm>
 #include <cinttypes>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -41,7 +43,7 @@ namespace {
 
 namespace fe = cudnn_frontend;
 
-enum Uid : int64_t { kX = 1, kW, kY, kBias };
+enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual };
 
 // Everything a plan depends on: the problem, its layout and options (pointers are only
 // checked for alignment, which every plan assumes).
@@ -49,8 +51,8 @@ struct ConvKey {
   int device;
   int32_t dtype;
   int64_t dims[18];
-  int64_t strides[3][4];
-  int32_t has_bias, activation, tf32;
+  int64_t strides[4][4];  // x, w, y, residual
+  int32_t has_bias, has_residual, activation, tf32;
   auto operator<=>(const ConvKey&) const = default;
 };
 
@@ -114,6 +116,15 @@ Plan build_plan_or_throw(cudnnHandle_t handle, const AnvilConvArgs& a) {
                          .set_mode(fe::PointwiseMode_t::ADD)
                          .set_compute_data_type(fe::DataType_t::FLOAT));
   }
+  if (a.residual != nullptr) {
+    auto r = tensor("Residual", kResidual, {a.batch, a.out_channels, a.out_h, a.out_w},
+                    vec4(a.residual_stride));
+    y = g->pointwise(y, r,
+                     fe::graph::Pointwise_attributes()
+                         .set_name("anvil_conv_residual")
+                         .set_mode(fe::PointwiseMode_t::ADD)
+                         .set_compute_data_type(fe::DataType_t::FLOAT));
+  }
   if (a.activation == ANVIL_CONV_ACT_RELU)
     y = g->pointwise(y, fe::graph::Pointwise_attributes()
                             .set_name("anvil_conv_relu")
@@ -173,11 +184,13 @@ std::string precheck(const AnvilConvArgs& a) {
     return format("%" PRId64 " groups do not divide %" PRId64 " input and %" PRId64
                   " output channels",
                   a.groups, a.in_channels, a.out_channels);
-  const void* ptrs[4] = {a.x, a.w, a.y, a.bias};
-  const char* names[4] = {"x", "w", "y", "bias"};
-  for (int t = 0; t < 4; ++t)
+  const void* ptrs[5] = {a.x, a.w, a.y, a.bias, a.residual};
+  const char* names[5] = {"x", "w", "y", "bias", "residual"};
+  for (int t = 0; t < 5; ++t)
     if (reinterpret_cast<uintptr_t>(ptrs[t]) % 16 != 0)
       return format("%s is not 16-byte aligned", names[t]);
+  if (a.residual != nullptr && a.residual == a.y)
+    return "a residual that is the output itself (they must not overlap)";
   if (a.activation != ANVIL_CONV_ACT_NONE && a.activation != ANVIL_CONV_ACT_RELU)
     return format("activation code %d", a.activation);
   return "";
@@ -207,17 +220,19 @@ AnvilConvArgs normalized(const AnvilConvArgs& a) {
   normalize(x, n.x_stride);
   normalize(w, n.w_stride);
   normalize(y, n.y_stride);
+  if (a.residual != nullptr) normalize(y, n.residual_stride);
   return n;
 }
 
 std::string problem_text(const AnvilConvArgs& a) {
   return format("x [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "], w [%" PRId64
                 ", %" PRId64 ", %" PRId64 ", %" PRId64 "], groups %" PRId64 ", stride %" PRId64
-                "x%" PRId64 ", dilation %" PRId64 "x%" PRId64 ", dtype code %d%s%s",
+                "x%" PRId64 ", dilation %" PRId64 "x%" PRId64 ", dtype code %d%s%s%s",
                 a.batch, a.in_channels, a.in_h, a.in_w, a.out_channels,
                 a.groups > 0 ? a.in_channels / a.groups : 0, a.kernel_h, a.kernel_w, a.groups,
                 a.stride_h, a.stride_w, a.dilation_h, a.dilation_w, a.dtype,
-                a.bias ? ", bias" : "", a.activation == ANVIL_CONV_ACT_RELU ? ", relu" : "");
+                a.bias ? ", bias" : "", a.residual ? ", residual" : "",
+                a.activation == ANVIL_CONV_ACT_RELU ? ", relu" : "");
 }
 
 }  // namespace
@@ -225,11 +240,15 @@ std::string problem_text(const AnvilConvArgs& a) {
 int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
   return guarded("conv", [&]() -> int {
     if (args == nullptr) return fail("conv(device=%d): null arguments", device);
-    if (args->struct_size < sizeof(AnvilConvArgs))
+    constexpr size_t kAbi5Size = offsetof(AnvilConvArgs, residual);  // before the residual
+    if (args->struct_size < kAbi5Size)
       return fail("conv(device=%d): AnvilConvArgs of %u bytes, expected at least %zu (a caller "
                   "built against an older anvil_device.h)",
-                  device, args->struct_size, sizeof(AnvilConvArgs));
-    const AnvilConvArgs a = normalized(*args);
+                  device, args->struct_size, kAbi5Size);
+    AnvilConvArgs given{};  // a shorter struct (device ABI 5-6) has no residual
+    std::memcpy(&given, args, std::min<size_t>(args->struct_size, sizeof given));
+    given.struct_size = sizeof given;
+    const AnvilConvArgs a = normalized(given);
     DeviceState* s = enter("conv", device);
     if (s == nullptr) return -1;
     if (const std::string why = precheck(a); !why.empty()) {
@@ -248,7 +267,9 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
     std::memcpy(key.strides[0], a.x_stride, sizeof a.x_stride);
     std::memcpy(key.strides[1], a.w_stride, sizeof a.w_stride);
     std::memcpy(key.strides[2], a.y_stride, sizeof a.y_stride);
+    if (a.residual != nullptr) std::memcpy(key.strides[3], a.residual_stride, sizeof a.y_stride);
     key.has_bias = a.bias != nullptr;
+    key.has_residual = a.residual != nullptr;
     key.activation = a.activation;
     key.tf32 = a.dtype == kDTypeFloat32 && a.allow_tf32 != 0;
 
@@ -264,7 +285,8 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
     if (found == t_conv.plans.end()) found = t_conv.plans.emplace(key, build_plan(handle, a)).first;
     const Plan& plan = found->second;
     if (plan.graph == nullptr) {
-      const bool fused = a.bias != nullptr || a.activation != ANVIL_CONV_ACT_NONE;
+      const bool fused =
+          a.bias != nullptr || a.residual != nullptr || a.activation != ANVIL_CONV_ACT_NONE;
       fail("conv: no cuDNN engine for %s: %s", problem_text(a).c_str(), plan.why.c_str());
       return fused ? ANVIL_CONV_NOT_FUSED : ANVIL_DEVICE_UNSUPPORTED;
     }
@@ -282,6 +304,7 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
                                                {kW, const_cast<void*>(a.w)},
                                                {kY, a.y}};
     if (a.bias != nullptr) pack.emplace(kBias, const_cast<void*>(a.bias));
+    if (a.residual != nullptr) pack.emplace(kResidual, const_cast<void*>(a.residual));
     fe::error_t e = plan.graph->execute(handle, pack, workspace);
     if (e.is_bad()) {
       const cudaError_t ce = cudaGetLastError();
