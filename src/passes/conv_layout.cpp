@@ -11,10 +11,11 @@
 //    (runtime/kernels/conv.cpp).
 //  * CUDA: cuDNN's tensor-core engines read and write NHWC (NCHW costs transposes inside cuDNN
 //    around every convolution). Any group count; the pooling kernels (emit_cuda_pool.cpp, any
-//    strides) may read and write NHWC too. A convolution's input, output and residual end up in
-//    one layout (a buffer that must stay NCHW keeps the others of its convolution NCHW), so
-//    cuDNN is never asked for a mixed-layout engine.
+//    strides) may read and write NHWC too. A convolution's output and residual end up in one
+//    layout (a buffer that must stay NCHW keeps the other NCHW); its input may be in the other
+//    (the stem reads the NCHW graph input and writes NHWC).
 #include <algorithm>
+#include <cstddef>
 #include <optional>
 #include <set>
 #include <string>
@@ -44,6 +45,61 @@ bool planned_pool(const ExternStep& e, bool cuda) {
           e.target == "aten.adaptive_avg_pool2d.default") &&
          e.inputs.size() == 1 && e.outputs.size() == 1 && e.inputs[0].sizes.size() == 4 &&
          e.outputs[0].sizes.size() == 4;
+}
+
+/// The whole of arena buffer `b` as an NCHW view (its sizes are the logical [N, C, H, W]).
+TensorView whole_view(const Program& p, int b) {
+  const Buffer& buf = p.buffers[static_cast<size_t>(b)];
+  TensorView v;
+  v.buffer = b;
+  v.dtype = buf.dtype;
+  v.sizes = buf.sizes;
+  v.strides = contiguous(buf.sizes);
+  v.offset = SymInt(0);
+  return v;
+}
+
+/// True when `v` is a 4-D view of a buffer with constant sizes, strides and offset.
+bool constant_view(const TensorView& v) {
+  if (v.buffer < 0 || v.sizes.size() != 4 || !v.offset.is_constant()) return false;
+  for (const auto* list : {&v.sizes, &v.strides})
+    for (const SymInt& d : *list)
+      if (!d.is_constant()) return false;
+  return true;
+}
+
+/// Inserts, before step `at`, a loop kernel copying `x` (constant_view) into a new arena buffer
+/// in channels-last order (the plan gives its views NHWC strides); returns the buffer.
+int nhwc_copy(Program& p, const TensorView& x, const std::vector<std::string>& nodes, size_t at) {
+  const int64_t n = x.sizes[0].constant(), c = x.sizes[1].constant(), h = x.sizes[2].constant(),
+                w = x.sizes[3].constant();
+  Buffer buf;
+  buf.name = (x.buffer >= 0 ? p.buffers[static_cast<size_t>(x.buffer)].name : "x") + "_nhwc";
+  buf.dtype = x.dtype;
+  buf.sizes = x.sizes;
+  buf.numel = SymInt(n * c * h * w);
+  const int b = static_cast<int>(p.buffers.size());
+  p.buffers.push_back(buf);
+  // outer (n, h, w), inner c: the store walks the NHWC buffer in order
+  const SymInt o0 = SymInt::symbol("o0"), o1 = SymInt::symbol("o1"), o2 = SymInt::symbol("o2"),
+               r0 = SymInt::symbol("r0");
+  const SymInt src = x.offset + o0 * x.strides[0] + r0 * x.strides[1] + o1 * x.strides[2] +
+                     o2 * x.strides[3];
+  Stmt st;
+  st.kind = Stmt::Kind::kStore;
+  st.buffer = b;
+  st.index = o0 * SymInt(h * w * c) + o1 * SymInt(w * c) + o2 * SymInt(c) + r0;
+  st.expr = p.exprs.load(x.buffer, src, x.dtype);
+  st.dtype = x.dtype;
+  LoopKernel k;
+  k.name = "knhwc" + std::to_string(b);
+  k.nodes = nodes.empty() ? std::vector<std::string>{} : std::vector<std::string>{nodes[0]};
+  k.outer = {SymInt(n), SymInt(h), SymInt(w)};
+  k.inner = {SymInt(c)};
+  k.passes.resize(1);
+  k.passes[0].loop.push_back(st);
+  p.steps.insert(p.steps.begin() + static_cast<std::ptrdiff_t>(at), Step(std::move(k)));
+  return b;
 }
 
 /// The views of a planned convolution that take part in the plan: input, output, residual.
@@ -76,7 +132,7 @@ std::vector<SymInt> nhwc_strides(const std::vector<SymInt>& s) {
 
 int plan_conv_layouts(Program& program, Device::Type target) {
   const bool cuda = target == Device::Type::kCUDA;
-  const size_t nb = program.buffers.size();
+  size_t nb = program.buffers.size();
   // 0: no convolution touches it yet, 1: only convolutions as allowed, -1: keeps NCHW
   std::vector<int> state(nb, 0);
   for (size_t b = 0; b < nb; ++b) {
@@ -113,15 +169,28 @@ int plan_conv_layouts(Program& program, Device::Type target) {
     for (int b : reads) mark(b, false);
     for (int b : writes) mark(b, false);
   }
-  if (cuda) {  // one layout per convolution: NCHW spreads through them to a fixed point
+  // CUDA: a convolution's input, output and residual in one layout. cuDNN 9's fused
+  // (bias / relu) bf16 and fp16 engines gave wrong values for an NCHW input with an NHWC output
+  // on an H200 (docs/design_notes.md), so no convolution mixes them. An input that must stay
+  // NCHW (a graph input: the stem's image) is copied into an NHWC buffer first when the rest of
+  // its convolution may be NHWC: one small transpose instead of an NCHW stem and an NCHW pool.
+  if (cuda) {
+    // planned NHWC, or an unplanned view that already is dense channels-last
+    const auto is1 = [&](const TensorView* v) {
+      if (v->buffer < 0) return false;
+      const int st = state[static_cast<size_t>(v->buffer)];
+      return st == 1 || (st != 1 && constant_view(*v) && v->strides == nhwc_strides(v->sizes));
+    };
+    // NCHW spreads through the convolutions to a fixed point: a convolution whose output or
+    // residual keeps NCHW, or whose input keeps NCHW and cannot be copied, keeps all of them
     for (bool changed = true; changed;) {
       changed = false;
       for (Step& st : program.steps) {
         auto* e = std::get_if<ExternStep>(&st);
         if (!e || !planned_conv(*e, cuda)) continue;
         const std::vector<TensorView*> views = conv_views(*e);
-        bool keep = false;
-        for (const TensorView* v : views) keep |= v->buffer < 0 || state[static_cast<size_t>(v->buffer)] != 1;
+        bool keep = !is1(views[0]) && !constant_view(*views[0]);
+        for (size_t i = 1; i < views.size(); ++i) keep |= !is1(views[i]);
         if (!keep) continue;
         for (const TensorView* v : views)
           if (v->buffer >= 0 && state[static_cast<size_t>(v->buffer)] == 1) {
@@ -130,7 +199,21 @@ int plan_conv_layouts(Program& program, Device::Type target) {
           }
       }
     }
+    // an NHWC convolution whose input keeps NCHW reads a copy
+    for (size_t si = 0; si < program.steps.size(); ++si) {
+      auto* e = std::get_if<ExternStep>(&program.steps[si]);
+      if (!e || !planned_conv(*e, cuda)) continue;
+      const std::vector<TensorView*> views = conv_views(*e);
+      if (!is1(views[1]) || is1(views[0])) continue;
+      const TensorView x = *views[0];  // copies: the insertion below moves the steps
+      const std::vector<std::string> nodes = e->nodes;
+      const int copy = nhwc_copy(program, x, nodes, si);
+      state.push_back(1);
+      ++si;  // the copy went in before the convolution
+      std::get<ExternStep>(program.steps[si]).inputs[0] = whole_view(program, copy);
+    }
   }
+  nb = program.buffers.size();
   int planned = 0;
   for (size_t b = 0; b < nb; ++b) planned += state[b] == 1;
   if (!planned) return 0;

@@ -152,9 +152,9 @@ TEST(CudaConvEmit, ConvolutionsCallCudnnWithTheHostPathBehind) {
 
 TEST(CudaConvEmit, ResidualBlocksStayChannelsLastWithTheAddFused) {
   // a ResNet-like bf16 stem and block: the activations between convolutions and pooling are
-  // planned NHWC (passes/conv_layout.cpp), except where a convolution touches an NCHW buffer
-  // (the graph input): its output stays NCHW too, so cuDNN never sees mixed layouts; the
-  // residual add and the relu after it go into the last convolution's cuDNN graph
+  // planned NHWC (passes/conv_layout.cpp); the stem reads an NHWC copy of the NCHW graph input
+  // (cuDNN never sees mixed layouts); the residual add and the relu after it go into the last
+  // convolution's cuDNN graph
   const fs::path dir =
       fs::temp_directory_path() / ("anvil_cuda_conv_nhwc_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -205,10 +205,11 @@ TEST(CudaConvEmit, ResidualBlocksStayChannelsLastWithTheAddFused) {
     return function_after(text, "ANVIL_HIDDEN int " + step.at(node) + "(const RunState& s) {");
   };
   const std::string f1 = fn("c1"), f2 = fn("c2"), f3 = fn("c3");
-  // the stem reads the NCHW input: NCHW in and out
-  for (const char* want : {"a.x_stride[1] = (256);", "a.y_stride[1] = (256);",
+  // the stem reads an NHWC copy of the NCHW graph input (a loop kernel) and writes NHWC
+  for (const char* want : {"a.x_stride[1] = (1);", "a.x_stride[3] = (8);", "a.y_stride[1] = (1);",
                            "a.activation = ANVIL_CONV_ACT_RELU;"})
     EXPECT_NE(f1.find(want), std::string::npos) << want << " in\n" << f1;
+  EXPECT_NE(text.find("knhwc"), std::string::npos) << "the input's NHWC copy kernel";
   // after the pool (NCHW in, NHWC out): channels-last
   for (const char* want : {"a.x_stride[1] = (1);", "a.x_stride[3] = (16);", "a.y_stride[1] = (1);"})
     EXPECT_NE(f2.find(want), std::string::npos) << want << " in\n" << f2;

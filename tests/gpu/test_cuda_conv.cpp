@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <thread>
 
 #include "anvil/anvil_device.h"
 #include "codegen/harness.h"
@@ -385,6 +387,54 @@ TEST(CudaConvSteps, ChannelsLastResidualBlocksMatchTheInterpreter) {
         }
       }
     }
+  }
+}
+
+TEST(CudaConvSteps, TimedEnginesAreTheSameOnEveryThread) {
+  ANVIL_REQUIRE_GPU();
+  // cuDNN engine timing (ANVIL_CUDNN_AUTOTUNE, on by default) picks an engine at a problem's
+  // first call; a second thread (its own handles and plans) runs the engine the first picked,
+  // so its outputs are bit for bit the first thread's; with the timing off the values match too
+  auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: bf16[4, 32, 28, 28] = user_input
+    %w1: bf16[64, 32, 3, 3] = user_input
+    %w2: bf16[64, 64, 3, 3] = user_input
+  }
+  %c1: bf16[4, 64, 28, 28] = aten.conv2d.default(input=%x, weight=%w1, padding=[1, 1])
+  %r1: bf16[4, 64, 28, 28] = aten.relu.default(self=%c1)
+  %c2: bf16[4, 64, 14, 14] = aten.conv2d.default(input=%r1, weight=%w2, stride=[2, 2], padding=[1, 1])
+  outputs {
+    user_output %c2
+  }
+})");
+  const fs::path dir = gpu_test::out_dir();
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.cache_dir = (dir / "cache").string();
+  const std::string pkg = (dir / "conv_timed.anvil").string();
+  driver::compile_graph(*g, pkg, o);
+  const std::vector<Tensor> ins = random_inputs(*g, 120);
+  interp::Interpreter ref(*g);
+  const auto want = ref.run(ins);
+  std::vector<Tensor> dev;
+  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  for (const char* tune : {"1", "0"}) {
+    ScopedEnv env("ANVIL_CUDNN_AUTOTUNE", tune);
+    runtime::ModelOptions mo;
+    mo.device = Device::cuda(0);
+    const runtime::Model m = runtime::Model::load(pkg, mo);
+    Tensor first, second;
+    std::thread a([&] { first = m.run(dev)[0].to(Device::cpu()); });
+    a.join();
+    std::thread b([&] { second = m.run(dev)[0].to(Device::cpu()); });
+    b.join();
+    EXPECT_LE(testing::rel_error(first, want[0]), ::anvil::test::tolerance_of(DType::kBFloat16))
+        << "autotune " << tune;
+    ASSERT_EQ(first.nbytes(), second.nbytes());
+    EXPECT_EQ(std::memcmp(first.data_ptr(), second.data_ptr(), first.nbytes()), 0)
+        << "autotune " << tune << ": another thread's result differs";
   }
 }
 

@@ -31,10 +31,12 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
 #include <algorithm>
 #include <cinttypes>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 
 namespace anvil::cuda_backend {
@@ -60,7 +62,28 @@ struct Plan {
   std::shared_ptr<fe::graph::Graph> graph;  // null: unsupported
   std::string why;                          // the reason, when unsupported
   int64_t workspace = 0;
+  int64_t index = -1;   // the plan run (execute_plan_at_index); -1: the heuristic's choice
+  bool tune = false;    // every plan built, to be timed at the first execution
 };
+
+// Engine timing (ANVIL_CUDNN_AUTOTUNE, on unless "0"): at a problem's first convolution outside
+// a CUDA graph capture every engine the heuristics list is built and timed on the call's own
+// tensors (the frontend's autotune), and the fastest runs from then on. The winner's engine
+// name is kept per process, so every thread (each has its own handles and plans) runs the same
+// engine: results do not depend on which thread or runner computes them.
+bool autotune_enabled() {  // read at each plan build (rare), so tests can switch it
+  const char* v = std::getenv("ANVIL_CUDNN_AUTOTUNE");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+std::mutex g_winner_mu;
+std::map<ConvKey, std::string> g_winner;  // problem -> the engine timed fastest
+
+std::string winner_of(const ConvKey& key) {
+  std::lock_guard<std::mutex> lock(g_winner_mu);
+  auto it = g_winner.find(key);
+  return it == g_winner.end() ? std::string() : it->second;
+}
 
 // The calling thread's handles (one per device) and plans.
 struct ThreadState {
@@ -82,8 +105,11 @@ fe::DataType_t fe_type(int32_t dtype) {
   return fe::DataType_t::FLOAT;
 }
 
-// The plan of `a` built with `handle`, or the reason none applies (Plan::graph null).
-Plan build_plan_or_throw(cudnnHandle_t handle, const AnvilConvArgs& a) {
+// The plan of `a` built with `handle`, or the reason none applies (Plan::graph null): the
+// engine named `winner` when there is one, else (when `tune`) every engine, to be timed at the
+// first execution, else the heuristic's first that builds.
+Plan build_plan_or_throw(cudnnHandle_t handle, const AnvilConvArgs& a, const std::string& winner,
+                         bool tune) {
   Plan p;
   auto g = std::make_shared<fe::graph::Graph>();
   g->set_io_data_type(fe_type(a.dtype))
@@ -148,8 +174,27 @@ Plan build_plan_or_throw(cudnnHandle_t handle, const AnvilConvArgs& a) {
   // PyTorch's torch.backends.cudnn.allow_tf32 = False: no tensor-core engine for float32
   if (a.dtype == kDTypeFloat32 && a.allow_tf32 == 0)
     g->deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE});
-  if (!step("check_support", g->check_support(handle)) ||
-      !step("build_plans", g->build_plans(handle)) ||
+  if (!step("check_support", g->check_support(handle))) return p;
+  if (!winner.empty()) {
+    for (int64_t i = 0, n = g->get_execution_plan_count(); i < n; ++i) {
+      std::string name;
+      if (g->get_plan_name_at_index(i, name).is_bad() || name != winner) continue;
+      if (g->build_plan_at_index(handle, i).is_good() &&
+          g->get_workspace_size_plan_at_index(i, p.workspace).is_good()) {
+        p.index = i;
+        p.graph = std::move(g);
+        return p;
+      }
+      break;
+    }
+  }  // the winner is not among this thread's plans: as without one
+  if (tune && g->build_plans(handle, fe::BuildPlanPolicy_t::ALL).is_good()) {
+    p.workspace = g->get_autotune_workspace_size();
+    p.tune = true;
+    p.graph = std::move(g);
+    return p;
+  }
+  if (!step("build_plans", g->build_plans(handle)) ||
       !step("get_workspace_size", g->get_workspace_size(p.workspace)))
     return p;
   p.graph = std::move(g);
@@ -158,9 +203,10 @@ Plan build_plan_or_throw(cudnnHandle_t handle, const AnvilConvArgs& a) {
 
 // build_plan_or_throw, with an exception of the frontend (some of its calls throw) taken as
 // "no plan", remembered like any other reason.
-Plan build_plan(cudnnHandle_t handle, const AnvilConvArgs& a) {
+Plan build_plan(cudnnHandle_t handle, const AnvilConvArgs& a, const std::string& winner,
+                bool tune) {
   try {
-    return build_plan_or_throw(handle, a);
+    return build_plan_or_throw(handle, a, winner, tune);
   } catch (const std::exception& e) {
     Plan p;
     p.why = format("cuDNN frontend exception: %s", e.what());
@@ -282,8 +328,16 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
       }
     }
     auto found = t_conv.plans.find(key);
-    if (found == t_conv.plans.end()) found = t_conv.plans.emplace(key, build_plan(handle, a)).first;
-    const Plan& plan = found->second;
+    if (found == t_conv.plans.end()) {
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      const bool tune = autotune_enabled() &&
+                        cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capturing) ==
+                            cudaSuccess &&
+                        capturing == cudaStreamCaptureStatusNone;
+      (void)cudaGetLastError();
+      found = t_conv.plans.emplace(key, build_plan(handle, a, winner_of(key), tune)).first;
+    }
+    Plan& plan = found->second;
     if (plan.graph == nullptr) {
       const bool fused =
           a.bias != nullptr || a.residual != nullptr || a.activation != ANVIL_CONV_ACT_NONE;
@@ -305,7 +359,22 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
                                                {kY, a.y}};
     if (a.bias != nullptr) pack.emplace(kBias, const_cast<void*>(a.bias));
     if (a.residual != nullptr) pack.emplace(kResidual, const_cast<void*>(a.residual));
-    fe::error_t e = plan.graph->execute(handle, pack, workspace);
+    if (plan.tune) {  // the first execution: time every engine, keep the fastest
+      plan.tune = false;
+      if (plan.graph->autotune(handle, pack, workspace).is_good()) {
+        std::string name;
+        if (plan.graph->get_plan_name_at_index(0, name).is_good() &&
+            plan.graph->get_workspace_size_plan_at_index(0, plan.workspace).is_good()) {
+          plan.index = 0;
+          std::lock_guard<std::mutex> lock(g_winner_mu);
+          g_winner.emplace(key, name);
+        }
+      }
+      (void)cudaGetLastError();  // an engine that failed its timing run leaves nothing behind
+    }
+    fe::error_t e = plan.index >= 0
+                        ? plan.graph->execute_plan_at_index(handle, pack, workspace, plan.index)
+                        : plan.graph->execute(handle, pack, workspace);
     if (e.is_bad()) {
       const cudaError_t ce = cudaGetLastError();
       return fail("conv: cuDNN execute failed for %s: %s%s%s", problem_text(a).c_str(),
