@@ -38,13 +38,26 @@ bool planned_conv(const ExternStep& e, bool cuda) {
   return e.outputs.size() == 1 && !e.inputs.empty() && e.inputs[0].sizes.size() == 4;
 }
 
-/// A 2-D pooling extern whose CUDA kernel takes any strides (emit_cuda_pool.cpp).
+/// A 2-D pooling extern whose CUDA kernel takes any strides (emit_cuda_pool.cpp): floating
+/// dtypes and constant windows (the others run the host path, whose output is contiguous).
 bool planned_pool(const ExternStep& e, bool cuda) {
-  return cuda &&
-         (e.target == "aten.max_pool2d.default" || e.target == "aten.avg_pool2d.default" ||
-          e.target == "aten.adaptive_avg_pool2d.default") &&
-         e.inputs.size() == 1 && e.outputs.size() == 1 && e.inputs[0].sizes.size() == 4 &&
-         e.outputs[0].sizes.size() == 4;
+  if (!cuda ||
+      (e.target != "aten.max_pool2d.default" && e.target != "aten.avg_pool2d.default" &&
+       e.target != "aten.adaptive_avg_pool2d.default") ||
+      e.inputs.size() != 1 || e.outputs.size() != 1 || e.inputs[0].sizes.size() != 4 ||
+      e.outputs[0].sizes.size() != 4)
+    return false;
+  const DType t = e.inputs[0].dtype;
+  if (t != DType::kFloat32 && t != DType::kBFloat16 && t != DType::kFloat16 &&
+      t != DType::kFloat64)
+    return false;
+  for (const ExternAttr& a : e.attrs) {
+    if (a.kind == 0 && !a.i.is_constant()) return false;
+    if (a.kind == 3)
+      for (const SymInt& v : a.ints)
+        if (!v.is_constant()) return false;
+  }
+  return true;
 }
 
 /// The whole of arena buffer `b` as an NCHW view (its sizes are the logical [N, C, H, W]).
@@ -78,6 +91,7 @@ int nhwc_copy(Program& p, const TensorView& x, const std::vector<std::string>& n
   buf.dtype = x.dtype;
   buf.sizes = x.sizes;
   buf.numel = SymInt(n * c * h * w);
+  if (x.buffer >= 0) buf.nodes = p.buffers[static_cast<size_t>(x.buffer)].nodes;
   const int b = static_cast<int>(p.buffers.size());
   p.buffers.push_back(buf);
   // outer (n, h, w), inner c: the store walks the NHWC buffer in order
@@ -99,6 +113,7 @@ int nhwc_copy(Program& p, const TensorView& x, const std::vector<std::string>& n
   k.passes.resize(1);
   k.passes[0].loop.push_back(st);
   p.steps.insert(p.steps.begin() + static_cast<std::ptrdiff_t>(at), Step(std::move(k)));
+  ++p.stats.loop_kernels;
   return b;
 }
 
@@ -179,7 +194,7 @@ int plan_conv_layouts(Program& program, Device::Type target) {
     const auto is1 = [&](const TensorView* v) {
       if (v->buffer < 0) return false;
       const int st = state[static_cast<size_t>(v->buffer)];
-      return st == 1 || (st != 1 && constant_view(*v) && v->strides == nhwc_strides(v->sizes));
+      return st == 1 || (constant_view(*v) && v->strides == nhwc_strides(v->sizes));
     };
     // NCHW spreads through the convolutions to a fixed point: a convolution whose output or
     // residual keeps NCHW, or whose input keeps NCHW and cannot be copied, keeps all of them

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -395,47 +396,79 @@ TEST(CudaConvSteps, TimedEnginesAreTheSameOnEveryThread) {
   // cuDNN engine timing (ANVIL_CUDNN_AUTOTUNE, on by default) picks an engine at a problem's
   // first call; a second thread (its own handles and plans) runs the engine the first picked,
   // so its outputs are bit for bit the first thread's; with the timing off the values match too
-  auto g = ir::parse_graph(R"(graph {
+  const auto make = [](int hw) {
+    const std::string h = std::to_string(hw), h2 = std::to_string(hw / 2);
+    return ir::parse_graph(R"(graph {
   inputs {
-    %x: bf16[4, 32, 28, 28] = user_input
+    %x: bf16[4, 32, )" + h + ", " + h + R"(] = user_input
     %w1: bf16[64, 32, 3, 3] = user_input
     %w2: bf16[64, 64, 3, 3] = user_input
   }
-  %c1: bf16[4, 64, 28, 28] = aten.conv2d.default(input=%x, weight=%w1, padding=[1, 1])
-  %r1: bf16[4, 64, 28, 28] = aten.relu.default(self=%c1)
-  %c2: bf16[4, 64, 14, 14] = aten.conv2d.default(input=%r1, weight=%w2, stride=[2, 2], padding=[1, 1])
+  %c1: bf16[4, 64, )" + h + ", " + h + R"(] = aten.conv2d.default(input=%x, weight=%w1, padding=[1, 1])
+  %r1: bf16[4, 64, )" + h + ", " + h + R"(] = aten.relu.default(self=%c1)
+  %c2: bf16[4, 64, )" + h2 + ", " + h2 + R"(] = aten.conv2d.default(input=%r1, weight=%w2, stride=[2, 2], padding=[1, 1])
   outputs {
     user_output %c2
   }
 })");
+  };
   const fs::path dir = gpu_test::out_dir();
   driver::CompileOptions o;
   o.target = "cuda-sm90";
   o.progress = codegen::ProgressMode::kQuiet;
   o.cache_dir = (dir / "cache").string();
-  const std::string pkg = (dir / "conv_timed.anvil").string();
-  driver::compile_graph(*g, pkg, o);
-  const std::vector<Tensor> ins = random_inputs(*g, 120);
-  interp::Interpreter ref(*g);
-  const auto want = ref.run(ins);
-  std::vector<Tensor> dev;
-  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  struct Case {
+    std::unique_ptr<ir::Graph> g;
+    std::string pkg;
+    std::vector<Tensor> dev;
+    Tensor want;
+  };
+  std::vector<Case> cases;
+  for (int hw : {28, 20}) {
+    Case c;
+    c.g = make(hw);
+    c.pkg = (dir / ("conv_timed_" + std::to_string(hw) + ".anvil")).string();
+    driver::compile_graph(*c.g, c.pkg, o);
+    const std::vector<Tensor> ins = random_inputs(*c.g, 120);
+    interp::Interpreter ref(*c.g);
+    c.want = ref.run(ins)[0];
+    for (const Tensor& t : ins) c.dev.push_back(t.to(Device::cuda(0)));
+    cases.push_back(std::move(c));
+  }
   for (const char* tune : {"1", "0"}) {
     ScopedEnv env("ANVIL_CUDNN_AUTOTUNE", tune);
     runtime::ModelOptions mo;
     mo.device = Device::cuda(0);
-    const runtime::Model m = runtime::Model::load(pkg, mo);
+    const runtime::Model m = runtime::Model::load(cases[0].pkg, mo);
     Tensor first, second;
-    std::thread a([&] { first = m.run(dev)[0].to(Device::cpu()); });
+    std::thread a([&] { first = m.run(cases[0].dev)[0].to(Device::cpu()); });
     a.join();
-    std::thread b([&] { second = m.run(dev)[0].to(Device::cpu()); });
+    std::thread b([&] { second = m.run(cases[0].dev)[0].to(Device::cpu()); });
     b.join();
-    EXPECT_LE(testing::rel_error(first, want[0]), ::anvil::test::tolerance_of(DType::kBFloat16))
+    EXPECT_LE(testing::rel_error(first, cases[0].want),
+              ::anvil::test::tolerance_of(DType::kBFloat16))
         << "autotune " << tune;
     ASSERT_EQ(first.nbytes(), second.nbytes());
     EXPECT_EQ(std::memcmp(first.data_ptr(), second.data_ptr(), first.nbytes()), 0)
         << "autotune " << tune << ": another thread's result differs";
   }
+  // four runners meeting new problems (the second package's sizes) at once: whichever thread
+  // times first, all run its engine
+  ScopedEnv env("ANVIL_CUDNN_AUTOTUNE", "1");
+  runtime::ModelOptions mo;
+  mo.device = Device::cuda(0);
+  mo.num_runners = 4;
+  const runtime::Model m = runtime::Model::load(cases[1].pkg, mo);
+  std::vector<Tensor> outs(4);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] { outs[t] = m.run(cases[1].dev)[0].to(Device::cpu()); });
+  for (auto& t : ts) t.join();
+  EXPECT_LE(testing::rel_error(outs[0], cases[1].want),
+            ::anvil::test::tolerance_of(DType::kBFloat16));
+  for (int t = 1; t < 4; ++t)
+    EXPECT_EQ(std::memcmp(outs[0].data_ptr(), outs[t].data_ptr(), outs[0].nbytes()), 0)
+        << "concurrent thread " << t;
 }
 
 TEST(CudaConvModels, SmallCnnHasNoConvolutionHostStepsAndMatchesPyTorch) {

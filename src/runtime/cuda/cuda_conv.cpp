@@ -76,6 +76,8 @@ bool autotune_enabled() {  // read at each plan build (rare), so tests can switc
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
+constexpr int64_t kTuneWorkspace = int64_t{256} << 20;  // engines needing more are not timed
+
 std::mutex g_winner_mu;
 std::map<ConvKey, std::string> g_winner;  // problem -> the engine timed fastest
 
@@ -171,9 +173,13 @@ Plan build_plan_or_throw(cudnnHandle_t handle, const AnvilConvArgs& a, const std
       !step("create_execution_plans",
             g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK})))
     return p;
+  // fp32 accumulation on every engine (anvil_device.h), as PyTorch filters its cuDNN engines;
   // PyTorch's torch.backends.cudnn.allow_tf32 = False: no tensor-core engine for float32
+  std::vector<fe::NumericalNote_t> notes = {fe::NumericalNote_t::DOWN_CONVERT_INPUTS,
+                                            fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION};
   if (a.dtype == kDTypeFloat32 && a.allow_tf32 == 0)
-    g->deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE});
+    notes.push_back(fe::NumericalNote_t::TENSOR_CORE);
+  g->deselect_numeric_notes(notes);
   if (!step("check_support", g->check_support(handle))) return p;
   if (!winner.empty()) {
     for (int64_t i = 0, n = g->get_execution_plan_count(); i < n; ++i) {
@@ -188,11 +194,14 @@ Plan build_plan_or_throw(cudnnHandle_t handle, const AnvilConvArgs& a, const std
       break;
     }
   }  // the winner is not among this thread's plans: as without one
-  if (tune && g->build_plans(handle, fe::BuildPlanPolicy_t::ALL).is_good()) {
-    p.workspace = g->get_autotune_workspace_size();
-    p.tune = true;
-    p.graph = std::move(g);
-    return p;
+  if (tune) {  // every engine whose workspace stays within kTuneWorkspace, to be timed
+    g->deselect_workspace_greater_than(kTuneWorkspace);
+    if (g->build_plans(handle, fe::BuildPlanPolicy_t::ALL).is_good()) {
+      p.workspace = g->get_autotune_workspace_size();
+      p.tune = true;
+      p.graph = std::move(g);
+      return p;
+    }
   }
   if (!step("build_plans", g->build_plans(handle)) ||
       !step("get_workspace_size", g->get_workspace_size(p.workspace)))
@@ -281,6 +290,82 @@ std::string problem_text(const AnvilConvArgs& a) {
                 a.activation == ANVIL_CONV_ACT_RELU ? ", relu" : "");
 }
 
+bool capturing_now(void* stream) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  const bool ok = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &st) == cudaSuccess;
+  (void)cudaGetLastError();
+  return !ok || st != cudaStreamCaptureStatusNone;
+}
+
+// A plan built for timing that will not be timed: the heuristic's first engine that built.
+void untune(Plan& plan) {
+  plan.tune = false;
+  for (int64_t i = 0, n = plan.graph->get_execution_plan_count(); i < n; ++i)
+    if (plan.graph->get_workspace_size_plan_at_index(i, plan.workspace).is_good()) {
+      plan.index = i;
+      return;
+    }
+}
+
+// The index of the plan called `name` among g's, or -1.
+int64_t plan_named(fe::graph::Graph& g, const std::string& name) {
+  for (int64_t i = 0, n = g.get_execution_plan_count(); i < n; ++i) {
+    std::string at;
+    if (g.get_plan_name_at_index(i, at).is_good() && at == name) return i;
+  }
+  return -1;
+}
+
+// Times every built plan of `g` on the call's own tensors: one warm-up run, then the best of 3
+// timed with events on `stream` (waiting on an event, never on the device: another thread's
+// CUDA graph capture stays valid). The fastest plan's index, or -1 when none ran.
+int64_t time_plans(fe::graph::Graph& g, cudnnHandle_t handle, void* stream,
+                   std::unordered_map<int64_t, void*>& pack, void* workspace) {
+  const auto cs = static_cast<cudaStream_t>(stream);
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
+    if (e0) cudaEventDestroy(e0);
+    (void)cudaGetLastError();
+    return -1;
+  }
+  int64_t best = -1;
+  float best_ms = 0;
+  for (int64_t i = 0, n = g.get_execution_plan_count(); i < n; ++i) {
+    if (g.execute_plan_at_index(handle, pack, workspace, i).is_bad()) {
+      (void)cudaGetLastError();  // not built, or refused these tensors
+      continue;
+    }
+    float ms = -1;
+    for (int rep = 0; rep < 3; ++rep) {
+      float t = 0;
+      if (cudaEventRecord(e0, cs) != cudaSuccess ||
+          g.execute_plan_at_index(handle, pack, workspace, i).is_bad() ||
+          cudaEventRecord(e1, cs) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+          cudaEventElapsedTime(&t, e0, e1) != cudaSuccess) {
+        ms = -1;
+        break;
+      }
+      if (ms < 0 || t < ms) ms = t;
+    }
+    (void)cudaGetLastError();
+    if (ms >= 0 && (best < 0 || ms < best_ms)) {
+      best = i;
+      best_ms = ms;
+    }
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return best;
+}
+
+// Whether the dense layouts of x, y and the residual differ (NHWC: the channel dim innermost).
+bool mixed_layouts(const AnvilConvArgs& a) {
+  const auto nhwc = [](const int64_t* st, int64_t c) { return c > 1 && st[1] == 1; };
+  const bool y = nhwc(a.y_stride, a.out_channels);
+  return nhwc(a.x_stride, a.in_channels) != y ||
+         (a.residual != nullptr && nhwc(a.residual_stride, a.out_channels) != y);
+}
+
 }  // namespace
 
 int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
@@ -300,6 +385,15 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
     if (const std::string why = precheck(a); !why.empty()) {
       fail("conv: cuDNN is not used for %s", why.c_str());
       return ANVIL_DEVICE_UNSUPPORTED;
+    }
+    // cuDNN 9's fused bf16 / fp16 engines computed wrong values for an NCHW input with an NHWC
+    // output (H200, docs/design_notes.md): such a problem runs the plain convolution, and the
+    // caller's epilogue kernel applies the rest
+    const bool fused =
+        a.bias != nullptr || a.residual != nullptr || a.activation != ANVIL_CONV_ACT_NONE;
+    if (fused && a.dtype != kDTypeFloat32 && mixed_layouts(a)) {
+      fail("conv: a fused 16-bit convolution mixing NCHW and NHWC runs unfused");
+      return ANVIL_CONV_NOT_FUSED;
     }
     ConvKey key{};
     key.device = device;
@@ -330,26 +424,31 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
     auto found = t_conv.plans.find(key);
     if (found == t_conv.plans.end()) {
       cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-      const bool tune = autotune_enabled() &&
-                        cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capturing) ==
-                            cudaSuccess &&
-                        capturing == cudaStreamCaptureStatusNone;
-      (void)cudaGetLastError();
-      found = t_conv.plans.emplace(key, build_plan(handle, a, winner_of(key), tune)).first;
+      const bool enabled = autotune_enabled();
+      const bool tune = enabled && !capturing_now(stream);
+      found = t_conv.plans
+                  .emplace(key, build_plan(handle, a, enabled ? winner_of(key) : std::string(),
+                                           tune))
+                  .first;
     }
     Plan& plan = found->second;
     if (plan.graph == nullptr) {
-      const bool fused =
-          a.bias != nullptr || a.residual != nullptr || a.activation != ANVIL_CONV_ACT_NONE;
       fail("conv: no cuDNN engine for %s: %s", problem_text(a).c_str(), plan.why.c_str());
       return fused ? ANVIL_CONV_NOT_FUSED : ANVIL_DEVICE_UNSUPPORTED;
     }
+    // timing needs the largest engine's workspace: without it (or inside a capture, where the
+    // timing's waits cannot run), the heuristic's first engine, untimed
+    if (plan.tune && capturing_now(stream)) untune(plan);
     void* workspace = nullptr;
-    if (plan.workspace > 0) {
-      std::lock_guard<std::mutex> lock(s->blas_mu);
-      workspace =
-          stream_workspace(*s, device, stream, static_cast<size_t>(plan.workspace), "cuDNN");
-      if (workspace == nullptr) return fail("conv: %s", t_last_error.c_str());
+    for (int attempt = 0; plan.workspace > 0 && workspace == nullptr; ++attempt) {
+      {
+        std::lock_guard<std::mutex> lock(s->blas_mu);
+        workspace =
+            stream_workspace(*s, device, stream, static_cast<size_t>(plan.workspace), "cuDNN");
+      }
+      if (workspace != nullptr) break;
+      if (!plan.tune || attempt > 0) return fail("conv: %s", t_last_error.c_str());
+      untune(plan);
     }
     const cudnnStatus_t st = cudnnSetStream(handle, static_cast<cudaStream_t>(stream));
     if (st != CUDNN_STATUS_SUCCESS)
@@ -361,16 +460,19 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
     if (a.residual != nullptr) pack.emplace(kResidual, const_cast<void*>(a.residual));
     if (plan.tune) {  // the first execution: time every engine, keep the fastest
       plan.tune = false;
-      if (plan.graph->autotune(handle, pack, workspace).is_good()) {
-        std::string name;
-        if (plan.graph->get_plan_name_at_index(0, name).is_good() &&
-            plan.graph->get_workspace_size_plan_at_index(0, plan.workspace).is_good()) {
-          plan.index = 0;
+      const int64_t best = time_plans(*plan.graph, handle, stream, pack, workspace);
+      std::string name;
+      if (best >= 0 && plan.graph->get_plan_name_at_index(best, name).is_good()) {
+        std::string chosen;
+        {
           std::lock_guard<std::mutex> lock(g_winner_mu);
-          g_winner.emplace(key, name);
+          chosen = g_winner.emplace(key, name).first->second;  // another thread's, if first
         }
+        const int64_t at = chosen == name ? best : plan_named(*plan.graph, chosen);
+        if (at >= 0 && plan.graph->get_workspace_size_plan_at_index(at, plan.workspace).is_good())
+          plan.index = at;
       }
-      (void)cudaGetLastError();  // an engine that failed its timing run leaves nothing behind
+      if (plan.index < 0) untune(plan);
     }
     fe::error_t e = plan.index >= 0
                         ? plan.graph->execute_plan_at_index(handle, pack, workspace, plan.index)
