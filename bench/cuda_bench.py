@@ -123,6 +123,21 @@ MODELS = {
 DEFAULT_MODELS = "mlp_1024x4096,llama_block_d1024_t256"
 
 
+def torchvision_model(mname):
+    """tv_NAME_bN: torchvision.models.NAME (random weights, seeded) at batch N, 3x224x224 (issue
+    19's GPU target: the eight acceptance models at bf16 batch 32), e.g. tv_convnext_tiny_b32."""
+    import torchvision
+    name, batch = mname[3:].rsplit("_b", 1)
+
+    def make():
+        torch.manual_seed(0)
+        m = getattr(torchvision.models, name)()
+        if name.startswith("vit"):  # its head starts at zero: the output would be all zeros
+            torch.nn.init.normal_(m.heads.head.weight, std=0.02)
+        return m
+    return make, lambda dt: torch.randn(int(batch), 3, 224, 224, dtype=dt)
+
+
 def time_torch(fn, x, iters, warmup=20):
     for _ in range(warmup):
         fn(x)
@@ -161,8 +176,8 @@ def main():
     ap.add_argument("--anvil", default="gpu_bundle/bin/anvil")
     ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--json", default="")
-    ap.add_argument("--models", default=DEFAULT_MODELS,
-                    help=f"comma list of {', '.join(MODELS)} (default {DEFAULT_MODELS})")
+    ap.add_argument("--models", default=DEFAULT_MODELS,  # or tv_NAME_bN: torchvision's NAME
+                    help=f"comma list of {', '.join(MODELS)} or tv_NAME_bN (torchvision NAME at batch N) (default {DEFAULT_MODELS})")
     ap.add_argument("--serving", action="store_true",
                     help="also serve the MLP at batch 1 from 4 threads (gpu_bundle/bin/serving_bench)")
     ap.add_argument("--serving-calls", type=int, default=10000)
@@ -187,7 +202,7 @@ def main():
     dtypes = [getattr(torch, d) for d in a.dtypes.split(",")]
     for mname, dt in [(mn, d) for mn in ap_models for d in dtypes]:
         name = f"{mname}_{str(dt).split('.')[-1]}"
-        cls, make_x = MODELS[mname]
+        cls, make_x = MODELS[mname] if mname in MODELS else torchvision_model(mname)
         m = cls().to(dt).eval()
         x = make_x(dt)
         with torch.no_grad():
