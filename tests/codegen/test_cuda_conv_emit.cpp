@@ -238,6 +238,54 @@ TEST(CudaConvEmit, ResidualBlocksStayChannelsLastWithTheAddFused) {
   fs::remove_all(dir);
 }
 
+TEST(CudaConvEmit, DepthwiseConvolutionsCanRunTheDirectKernel) {
+  // ANVIL_CUDA_DEPTHWISE=1 at compile time: depthwise convolutions (one input channel per
+  // group, multiplier 1 or 2, strides, dilation, bias, relu, a residual; NCHW or a
+  // channels-last view) are anvil's direct kernel instead of cuDNN, and nvcc compiles it
+  // (CudaConvSteps.DirectDepthwiseMatchesTheInterpreter checks the values on a GPU)
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_cuda_dw_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.cache_dir = (dir / "cache").string();
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.emit_source_dir = (dir / "src").string();
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: bf16[2, 16, 13, 11] = user_input
+    %w: bf16[16, 1, 7, 7] = user_input
+    %b: bf16[16] = user_input
+    %w2: bf16[32, 1, 3, 3] = user_input
+    %xl: f32[2, 9, 10, 8] = user_input
+    %wl: f32[8, 1, 3, 3] = user_input
+  }
+  %c0: bf16[2, 16, 13, 11] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[3, 3], groups=16)
+  %r0: bf16[2, 16, 13, 11] = aten.relu.default(self=%c0)
+  %c1: bf16[2, 32, 5, 4] = aten.conv2d.default(input=%r0, weight=%w2, stride=[2, 3], padding=[1, 1], dilation=[2, 1], groups=16)
+  %xp: f32[2, 8, 9, 10] = aten.permute.default(self=%xl, dims=[0, 3, 1, 2])
+  %c2: f32[2, 8, 9, 10] = aten.conv2d.default(input=%xp, weight=%wl, padding=[1, 1], groups=8)
+  %a2: f32[2, 8, 9, 10] = aten.add.Tensor(self=%c2, other=%xp)
+  outputs {
+    user_output %c1
+    user_output %a2
+  }
+})");
+  ::setenv("ANVIL_CUDA_DEPTHWISE", "1", 1);
+  driver::compile_graph(*g, (dir / "dw.anvil").string(), o);
+  ::unsetenv("ANVIL_CUDA_DEPTHWISE");
+  std::string text;
+  for (const auto& f : fs::directory_iterator(dir / "src")) {
+    if (f.path().extension() != ".cu") continue;
+    std::ifstream in(f.path());
+    text += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  EXPECT_EQ(count(text, "anvil's direct kernel (ANVIL_CUDA_DEPTHWISE=1)"), 3u);
+  EXPECT_EQ(count(text, "return anvil_conv(s, "), 0u);
+  EXPECT_NE(text.find("u2 * 2 - 1 + r * 2"), std::string::npos) << "stride 2, dilation 2";
+  fs::remove_all(dir);
+}
+
 TEST(CudaConvEmit, TheBackendHasDeviceAbi5AndChecksItsArgumentsFirst) {
   // no GPU needed: the CUDA backend library loads where the CUDA libraries are installed, and
   // its conv rejects a missing or too small AnvilConvArgs before touching a device

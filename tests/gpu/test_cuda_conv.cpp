@@ -471,6 +471,61 @@ TEST(CudaConvSteps, TimedEnginesAreTheSameOnEveryThread) {
         << "concurrent thread " << t;
 }
 
+TEST(CudaConvSteps, DirectDepthwiseMatchesTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // the graph of CudaConvEmit.DepthwiseConvolutionsCanRunTheDirectKernel, compiled with
+  // ANVIL_CUDA_DEPTHWISE=1 (anvil's direct depthwise kernel) and without (cuDNN)
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: bf16[2, 16, 13, 11] = user_input
+    %w: bf16[16, 1, 7, 7] = user_input
+    %b: bf16[16] = user_input
+    %w2: bf16[32, 1, 3, 3] = user_input
+    %xl: f32[2, 9, 10, 8] = user_input
+    %wl: f32[8, 1, 3, 3] = user_input
+  }
+  %c0: bf16[2, 16, 13, 11] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[3, 3], groups=16)
+  %r0: bf16[2, 16, 13, 11] = aten.relu.default(self=%c0)
+  %c1: bf16[2, 32, 5, 4] = aten.conv2d.default(input=%r0, weight=%w2, stride=[2, 3], padding=[1, 1], dilation=[2, 1], groups=16)
+  %xp: f32[2, 8, 9, 10] = aten.permute.default(self=%xl, dims=[0, 3, 1, 2])
+  %c2: f32[2, 8, 9, 10] = aten.conv2d.default(input=%xp, weight=%wl, padding=[1, 1], groups=8)
+  %a2: f32[2, 8, 9, 10] = aten.add.Tensor(self=%c2, other=%xp)
+  outputs {
+    user_output %c1
+    user_output %a2
+  }
+})");
+  const std::vector<Tensor> ins = random_inputs(*g, 140);
+  interp::Interpreter ref(*g);
+  const auto want = ref.run(ins);
+  std::vector<Tensor> dev;
+  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  for (const char* direct : {"1", "0"}) {
+    ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", direct);
+    const fs::path dir = gpu_test::out_dir();
+    driver::CompileOptions o;
+    o.target = "cuda-sm90";
+    o.progress = codegen::ProgressMode::kQuiet;
+    o.cache_dir = (dir / "cache").string();
+    const std::string pkg = (dir / (std::string("dw_") + direct + ".anvil")).string();
+    driver::compile_graph(*g, pkg, o);
+    ScopedEnv tf("ANVIL_CUDA_CONV_TF32", "0");
+    runtime::ModelOptions mo;
+    mo.device = Device::cuda(0);
+    const runtime::Model m = runtime::Model::load(pkg, mo);
+    for (int run = 0; run < 3; ++run) {
+      const auto got = m.run(dev);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        const DType t = want[i].dtype();
+        const double tol = t == DType::kFloat32 ? 1e-4 : ::anvil::test::tolerance_of(t);
+        EXPECT_LE(testing::rel_error(got[i].to(Device::cpu()), want[i]), tol)
+            << "direct " << direct << " run " << run << " output " << i;
+      }
+    }
+  }
+}
+
 TEST(CudaConvModels, SmallCnnHasNoConvolutionHostStepsAndMatchesPyTorch) {
   ANVIL_REQUIRE_GPU();
   const std::string pkg = gpu_test::compile_cuda(gpu_test::fixture("small_cnn.pt2"));

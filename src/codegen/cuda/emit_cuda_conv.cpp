@@ -196,6 +196,63 @@ std::string epilogue_kernel(const Program& p, const ExternStep& e, const ConvGeo
   return finish(p, named, k);
 }
 
+/// Whether ANVIL_CUDA_DEPTHWISE=1 (at compile time) sends the depthwise convolution of `g` to
+/// the direct kernel below: 2-D, batched, one input channel per group, constant kernel size.
+/// Off by default until measured on a GPU against cuDNN (whose NCHW bf16 depthwise engines ran
+/// at 50-85 GB/s in ConvNeXt-T at batch 32 on an H200).
+bool direct_depthwise(const ConvGeom& g) {
+  const char* v = std::getenv("ANVIL_CUDA_DEPTHWISE");
+  if (v == nullptr || std::string(v) != "1") return false;
+  if (g.spatial != 2 || g.unbatched || g.groups <= 1) return false;
+  const std::vector<SymInt>& ws = g.w->sizes;
+  return ws[1].is_constant() && ws[1].constant() == 1 && ws[2].is_constant() &&
+         ws[3].is_constant();
+}
+
+/// A depthwise convolution as one thread per output element (in the output's memory order:
+/// NCHW or NHWC alike), the taps read through the caches, fp32 accumulation, the bias,
+/// residual and relu applied in the store.
+std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
+  const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
+  const std::string acc = g.x->dtype == DType::kFloat64 ? "double" : "float";
+  const std::vector<std::string> uv = vars("u", 4);
+  std::ostringstream in;
+  in << "    const int64_t c = u1 / (" << paren(w.sizes[0]) << " / " << g.groups
+     << ");  // the output channel's input channel\n";
+  in << "    const int64_t H = " << paren(x.sizes[2]) << ", W = " << paren(x.sizes[3]) << ";\n";
+  in << "    " << acc << " a = 0;\n";
+  in << "#pragma unroll\n    for (int64_t r = 0; r < " << paren(w.sizes[2]) << "; ++r) {\n";
+  in << "      const int64_t iy = u2 * " << g.stride[0] << " - " << g.pad_begin[0] << " + r * "
+     << g.dilation[0] << ";\n";
+  in << "      if (iy < 0 || iy >= H) continue;\n";
+  in << "#pragma unroll\n      for (int64_t q = 0; q < " << paren(w.sizes[3]) << "; ++q) {\n";
+  in << "        const int64_t ix = u3 * " << g.stride[1] << " - " << g.pad_begin[1] << " + q * "
+     << g.dilation[1] << ";\n";
+  in << "        if (ix < 0 || ix >= W) continue;\n";
+  in << "        a += static_cast<" << acc << ">(" << load(x.dtype, "v0", offset_of(x, {"u0", "c", "iy", "ix"}))
+     << ") * static_cast<" << acc << ">(" << load(w.dtype, "v1", offset_of(w, {"u1", "0", "r", "q"}))
+     << ");\n";
+  in << "      }\n    }\n";
+  if (g.bias)
+    in << "    a += " << load(g.bias->dtype, "v2", "u1 * " + paren(g.bias->strides[0])) << ";\n";
+  if (g.residual) in << "    a += " << load(g.residual->dtype, "v3", offset_of(*g.residual, uv)) << ";\n";
+  if (g.relu) in << "    if (a < 0) a = 0;  // relu (NaN stays NaN)\n";
+  in << "    " << store(y.dtype, "y0", offset_of(y, uv), "a") << "\n";
+  KernelText k;
+  k.params.push_back({"v0", g.x});
+  k.params.push_back({"v1", g.w});
+  if (g.bias) k.params.push_back({"v2", g.bias});
+  if (g.residual) k.params.push_back({"v3", g.residual});
+  k.params.push_back({"y0", g.y});
+  k.body = elementwise_loop(y, in.str());
+  k.grid = elementwise_grid(y);
+  std::string nodes;
+  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
+  return "// " + e.name + ": " + nodes + " (" + e.target +
+         "): a depthwise convolution, anvil's direct kernel (ANVIL_CUDA_DEPTHWISE=1)\n" +
+         finish(p, e, k);
+}
+
 }  // namespace
 
 /// The constant values of int-list attribute `name` expanded to `n` (one value applies to
@@ -230,6 +287,7 @@ std::string conv(const Program& p, const ExternStep& e) {
   if (const std::string why = read_geometry(e, g); !why.empty())
     throw Error("internal error: a convolution cuDNN cannot take reached its emitter",
                 "codegen/cuda", "a cuDNN convolution", e.name + ": " + why);
+  if (direct_depthwise(g)) return depthwise_kernel(p, e, g);
   const bool fused = g.bias != nullptr || g.relu || g.residual != nullptr;
   ExternStep host = e;
   host.name = e.name + "_host";
