@@ -8,6 +8,8 @@
 //    (fused_act, a runtime::kern::ConvAct code, with fused_act_min / fused_act_max for clamps).
 // An activation may follow a fused add (applied after it); an add never follows an activation.
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <optional>
 
 #include "ir/op_schema.h"
@@ -151,10 +153,19 @@ bool fuse_act_into_conv(Lowerer& L, const ir::Node& n) {
   if (act->code == kActRelu) {
     e->attrs.push_back(int_attr("fused_relu", SymInt(1)));
   } else {
-    // the other activations: the CPU convolution extern only, in fp32
-    if (!L.options || L.options->target_device != Device::Type::kCPU ||
-        x->dtype != DType::kFloat32)
-      return false;
+    // the other activations: the CPU convolution extern in fp32; on CUDA (fp32 / bf16 / fp16,
+    // opt-in with ANVIL_CUDA_CONV_ACT=1 at compile time until checked on a GPU) the step's
+    // epilogue kernel applies them after cuDNN's plain convolution, so the convolution's output
+    // has no other reader and may be planned channels-last
+    if (!L.options) return false;
+    const Device::Type target = L.options->target_device;
+    const char* cuda_act = std::getenv("ANVIL_CUDA_CONV_ACT");
+    const bool cpu_ok = target == Device::Type::kCPU && x->dtype == DType::kFloat32;
+    const bool cuda_ok = target == Device::Type::kCUDA && cuda_act &&
+                         std::string(cuda_act) == "1" &&
+                         (x->dtype == DType::kFloat32 || x->dtype == DType::kBFloat16 ||
+                          x->dtype == DType::kFloat16);
+    if (!cpu_ok && !cuda_ok) return false;
     e->attrs.push_back(int_attr("fused_act", SymInt(act->code)));
     if (act->code == kActClamp) {
       if (std::isfinite(act->lo)) e->attrs.push_back(float_attr("fused_act_min", act->lo));

@@ -286,6 +286,72 @@ TEST(CudaConvEmit, DepthwiseConvolutionsCanRunTheDirectKernel) {
   fs::remove_all(dir);
 }
 
+TEST(CudaConvEmit, ActivationsFuseIntoTheEpilogueWhenAsked) {
+  // ANVIL_CUDA_CONV_ACT=1 at compile time: hardswish, relu6, SiLU (after a fused residual),
+  // sigmoid, both GELUs and hardsigmoid after a convolution become its fused_act, applied by
+  // the step's epilogue kernel after cuDNN's (or the host path's) plain convolution, so no loop
+  // kernel reads the convolutions' outputs; nvcc compiles it
+  // (CudaConvSteps.FusedActivationsMatchTheInterpreter checks the values on a GPU)
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_cuda_act_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.cache_dir = (dir / "cache").string();
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.emit_source_dir = (dir / "src").string();
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[2, 8, 12, 12] = user_input
+    %w: f32[8, 8, 3, 3] = user_input
+    %b: f32[8] = user_input
+    %h: bf16[2, 8, 12, 12] = user_input
+    %wh: bf16[8, 8, 1, 1] = user_input
+    %wd: bf16[8, 1, 3, 3] = user_input
+    %s: f16[2, 8, 12, 12] = user_input
+    %ws: f16[8, 8, 3, 3] = user_input
+  }
+  %c0: f32[2, 8, 12, 12] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1])
+  %a0: f32[2, 8, 12, 12] = aten.hardswish.default(self=%c0)
+  %c1: f32[2, 8, 12, 12] = aten.conv2d.default(input=%a0, weight=%w, padding=[1, 1])
+  %a1: f32[2, 8, 12, 12] = aten.hardtanh.default(self=%c1, min_val=0.0, max_val=6.0)
+  %c2: bf16[2, 8, 12, 12] = aten.conv2d.default(input=%h, weight=%wh)
+  %r2: bf16[2, 8, 12, 12] = aten.add.Tensor(self=%c2, other=%h)
+  %a2: bf16[2, 8, 12, 12] = aten.silu.default(self=%r2)
+  %c3: bf16[2, 8, 12, 12] = aten.conv2d.default(input=%a2, weight=%wd, padding=[1, 1], groups=8)
+  %a3: bf16[2, 8, 12, 12] = aten.sigmoid.default(self=%c3)
+  %c4: f16[2, 8, 12, 12] = aten.conv2d.default(input=%s, weight=%ws, padding=[1, 1])
+  %a4: f16[2, 8, 12, 12] = aten.gelu.default(self=%c4, approximate="tanh")
+  %c5: f16[2, 8, 12, 12] = aten.conv2d.default(input=%a4, weight=%ws, padding=[1, 1])
+  %a5: f16[2, 8, 12, 12] = aten.gelu.default(self=%c5)
+  %c6: f32[2, 8, 12, 12] = aten.conv2d.default(input=%a1, weight=%w, padding=[1, 1])
+  %a6: f32[2, 8, 12, 12] = aten.hardsigmoid.default(self=%c6)
+  outputs {
+    user_output %a3
+    user_output %a5
+    user_output %a6
+  }
+})");
+  ::setenv("ANVIL_CUDA_CONV_ACT", "1", 1);
+  driver::compile_graph(*g, (dir / "act.anvil").string(), o);
+  ::unsetenv("ANVIL_CUDA_CONV_ACT");
+  std::ifstream mf(dir / "src" / "manifest.json");
+  const auto m = nlohmann::json::parse(mf);
+  EXPECT_TRUE(m.at("host_steps").empty()) << m.at("host_steps").dump();
+  EXPECT_EQ(m.at("cudnn_convs").size(), 7u);
+  std::string text;
+  for (const auto& f : fs::directory_iterator(dir / "src")) {
+    if (f.path().extension() != ".cu") continue;
+    std::ifstream in(f.path());
+    text += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  EXPECT_EQ(count(text, "_epilogue(s);"), 7u) << "each runs its epilogue after the convolution";
+  for (const char* want : {"erff(", "tanhf(", "expf(", "(6.0f)", "+ 3.0f"})
+    EXPECT_NE(text.find(want), std::string::npos) << want;
+  EXPECT_EQ(count(text, "const int rc = anvil_conv(s, "), 7u);
+  fs::remove_all(dir);
+}
+
 TEST(CudaConvEmit, TheBackendHasDeviceAbi5AndChecksItsArgumentsFirst) {
   // no GPU needed: the CUDA backend library loads where the CUDA libraries are installed, and
   // its conv rejects a missing or too small AnvilConvArgs before touching a device

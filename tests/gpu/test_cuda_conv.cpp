@@ -526,6 +526,78 @@ TEST(CudaConvSteps, DirectDepthwiseMatchesTheInterpreter) {
   }
 }
 
+TEST(CudaConvSteps, FusedActivationsMatchTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // the graph of CudaConvEmit.ActivationsFuseIntoTheEpilogueWhenAsked, compiled with
+  // ANVIL_CUDA_CONV_ACT=1 (with and without the direct depthwise kernel) and without (loop
+  // kernels), each path of the convolution
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[2, 8, 12, 12] = user_input
+    %w: f32[8, 8, 3, 3] = user_input
+    %b: f32[8] = user_input
+    %h: bf16[2, 8, 12, 12] = user_input
+    %wh: bf16[8, 8, 1, 1] = user_input
+    %wd: bf16[8, 1, 3, 3] = user_input
+    %s: f16[2, 8, 12, 12] = user_input
+    %ws: f16[8, 8, 3, 3] = user_input
+  }
+  %c0: f32[2, 8, 12, 12] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1])
+  %a0: f32[2, 8, 12, 12] = aten.hardswish.default(self=%c0)
+  %c1: f32[2, 8, 12, 12] = aten.conv2d.default(input=%a0, weight=%w, padding=[1, 1])
+  %a1: f32[2, 8, 12, 12] = aten.hardtanh.default(self=%c1, min_val=0.0, max_val=6.0)
+  %c2: bf16[2, 8, 12, 12] = aten.conv2d.default(input=%h, weight=%wh)
+  %r2: bf16[2, 8, 12, 12] = aten.add.Tensor(self=%c2, other=%h)
+  %a2: bf16[2, 8, 12, 12] = aten.silu.default(self=%r2)
+  %c3: bf16[2, 8, 12, 12] = aten.conv2d.default(input=%a2, weight=%wd, padding=[1, 1], groups=8)
+  %a3: bf16[2, 8, 12, 12] = aten.sigmoid.default(self=%c3)
+  %c4: f16[2, 8, 12, 12] = aten.conv2d.default(input=%s, weight=%ws, padding=[1, 1])
+  %a4: f16[2, 8, 12, 12] = aten.gelu.default(self=%c4, approximate="tanh")
+  %c5: f16[2, 8, 12, 12] = aten.conv2d.default(input=%a4, weight=%ws, padding=[1, 1])
+  %a5: f16[2, 8, 12, 12] = aten.gelu.default(self=%c5)
+  %c6: f32[2, 8, 12, 12] = aten.conv2d.default(input=%a1, weight=%w, padding=[1, 1])
+  %a6: f32[2, 8, 12, 12] = aten.hardsigmoid.default(self=%c6)
+  outputs {
+    user_output %a3
+    user_output %a5
+    user_output %a6
+  }
+})");
+  const std::vector<Tensor> ins = random_inputs(*g, 160);
+  interp::Interpreter ref(*g);
+  const auto want = ref.run(ins);
+  std::vector<Tensor> dev;
+  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  for (const char* variant : {"act", "act+dw", "none"}) {
+    ScopedEnv act("ANVIL_CUDA_CONV_ACT", variant[0] == 'a' ? "1" : "0");
+    ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", std::string(variant) == "act+dw" ? "1" : "0");
+    const fs::path dir = gpu_test::out_dir();
+    driver::CompileOptions o;
+    o.target = "cuda-sm90";
+    o.progress = codegen::ProgressMode::kQuiet;
+    o.cache_dir = (dir / "cache").string();
+    const std::string pkg = (dir / (std::string("act_") + variant + ".anvil")).string();
+    driver::compile_graph(*g, pkg, o);
+    for (const char* mode : {"auto", "host"}) {
+      ScopedEnv env("ANVIL_CUDA_CONV", mode);
+      ScopedEnv tf("ANVIL_CUDA_CONV_TF32", "0");
+      runtime::ModelOptions mo;
+      mo.device = Device::cuda(0);
+      const runtime::Model m = runtime::Model::load(pkg, mo);
+      for (int run = 0; run < 3; ++run) {
+        const auto got = m.run(dev);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          const DType t = want[i].dtype();
+          const double tol = t == DType::kFloat32 ? 1e-4 : ::anvil::test::tolerance_of(t);
+          EXPECT_LE(testing::rel_error(got[i].to(Device::cpu()), want[i]), tol)
+              << variant << " " << mode << " run " << run << " output " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaConvModels, SmallCnnHasNoConvolutionHostStepsAndMatchesPyTorch) {
   ANVIL_REQUIRE_GPU();
   const std::string pkg = gpu_test::compile_cuda(gpu_test::fixture("small_cnn.pt2"));

@@ -6,6 +6,7 @@
 // convolution followed by the step's own bias / relu kernel (NAME_epilogue); where cuDNN takes
 // no engine at all, the step's host path (NAME_host: the CPU kernel on host copies, as before
 // device ABI 5) runs instead.
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -34,6 +35,10 @@ struct ConvGeom {
   const TensorView* residual = nullptr;  // fused_add: y = act(conv + bias + residual)
   size_t spatial = 2;
   bool unbatched = false, relu = false;
+  // fused_act (a runtime::kern::ConvAct code other than relu, with clamp bounds): applied by
+  // the step's epilogue kernel after cuDNN's plain convolution (never fused into cuDNN's graph)
+  int act = 0;
+  double act_lo = -HUGE_VAL, act_hi = HUGE_VAL;
   int64_t groups = 1;
   int64_t stride[2] = {1, 1}, dilation[2] = {1, 1};
   int64_t pad_begin[2] = {0, 0}, pad_end[2] = {0, 0};
@@ -112,6 +117,14 @@ std::string read_geometry(const ExternStep& e, ConvGeom& g) {
   if (ga && (ga->kind != 0 || !ga->i.is_constant())) return "a symbolic group count";
   g.groups = int_attr(e, "groups", 1);
   g.relu = int_attr(e, "fused_relu", 0) != 0;
+  g.act = static_cast<int>(int_attr(e, "fused_act", 0));
+  if (g.act == 1) {  // relu as a code: the relu path
+    g.relu = true;
+    g.act = 0;
+  }
+  if (g.act < 0 || g.act > 8) return "fused_act code " + std::to_string(g.act);
+  if (const ExternAttr* lo = passes::find_attr(e, "fused_act_min")) g.act_lo = lo->f;
+  if (const ExternAttr* hi = passes::find_attr(e, "fused_act_max")) g.act_hi = hi->f;
   const size_t n = g.spatial;
   std::vector<int64_t> stride, dilation;
   if (!spatial_ints(e, "stride", 1, n, stride) || !spatial_ints(e, "dilation", 1, n, dilation))
@@ -170,8 +183,53 @@ std::string pointer(const Program& p, const TensorView& t) {
          ") + (" + t.offset.str() + ")";
 }
 
-/// The bias / residual / relu kernel the step runs after a plain cuDNN convolution when no
-/// engine fuses them: y = relu(y + bias[c] + residual) in place, one thread per output element.
+/// CUDA statements applying `g`'s relu or fused_act to float variable `v` (PyTorch's formulas;
+/// NaN stays NaN through relu and the clamps).
+std::string activation(const ConvGeom& g, const std::string& v) {
+  std::ostringstream os;
+  const auto num = [](double d) {  // a float literal: "6.0f", "-1.5f", "1e-05f"
+    std::ostringstream n;
+    n.precision(9);
+    n << d;
+    std::string t = n.str();
+    if (t.find_first_of(".e") == std::string::npos) t += ".0";
+    return "(" + t + "f)";
+  };
+  if (g.relu) os << "    if (" << v << " < 0) " << v << " = 0;  // relu\n";
+  switch (g.act) {
+    case 2:  // clamp: relu6, hardtanh, clamp
+      if (std::isfinite(g.act_lo))
+        os << "    if (" << v << " < " << num(g.act_lo) << ") " << v << " = " << num(g.act_lo) << ";\n";
+      if (std::isfinite(g.act_hi))
+        os << "    if (" << v << " > " << num(g.act_hi) << ") " << v << " = " << num(g.act_hi) << ";\n";
+      break;
+    case 3:  // hardswish
+      os << "    " << v << " = " << v << " * fminf(fmaxf(" << v << " + 3.0f, 0.0f), 6.0f) / 6.0f;\n";
+      break;
+    case 4:  // hardsigmoid
+      os << "    " << v << " = fminf(fmaxf(" << v << " + 3.0f, 0.0f), 6.0f) / 6.0f;\n";
+      break;
+    case 5:  // silu
+      os << "    " << v << " = " << v << " / (1.0f + expf(-" << v << "));\n";
+      break;
+    case 6:  // sigmoid
+      os << "    " << v << " = 1.0f / (1.0f + expf(-" << v << "));\n";
+      break;
+    case 7:  // gelu (erf)
+      os << "    " << v << " = 0.5f * " << v << " * (1.0f + erff(" << v << " * 0.70710678118654752f));\n";
+      break;
+    case 8:  // gelu (tanh)
+      os << "    " << v << " = 0.5f * " << v << " * (1.0f + tanhf(0.79788456080286536f * (" << v
+         << " + 0.044715f * " << v << " * " << v << " * " << v << ")));\n";
+      break;
+    default:
+      break;
+  }
+  return os.str();
+}
+
+/// The bias / residual / activation kernel the step runs after a plain cuDNN convolution when no
+/// engine fuses them: y = act(y + bias[c] + residual) in place, one thread per output element.
 std::string epilogue_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
   ExternStep named = e;
   named.name = e.name + "_epilogue";
@@ -185,7 +243,7 @@ std::string epilogue_kernel(const Program& p, const ExternStep& e, const ConvGeo
                                                     " * " + paren(g.bias->strides[0]))
        << ";\n";
   if (g.residual) in << "    v += " << load(g.residual->dtype, "v3", offset_of(*g.residual, uv)) << ";\n";
-  if (g.relu) in << "    if (v < 0) v = 0;  // relu (NaN stays NaN)\n";
+  in << activation(g, "v");
   in << "    " << store(y.dtype, "y0", offset_of(y, uv), "v") << "\n";
   KernelText k;
   if (g.bias) k.params.push_back({"v2", g.bias});
@@ -236,7 +294,7 @@ std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGe
   if (g.bias)
     in << "    a += " << load(g.bias->dtype, "v2", "u1 * " + paren(g.bias->strides[0])) << ";\n";
   if (g.residual) in << "    a += " << load(g.residual->dtype, "v3", offset_of(*g.residual, uv)) << ";\n";
-  if (g.relu) in << "    if (a < 0) a = 0;  // relu (NaN stays NaN)\n";
+  in << activation(g, "a");
   in << "    " << store(y.dtype, "y0", offset_of(y, uv), "a") << "\n";
   KernelText k;
   k.params.push_back({"v0", g.x});
@@ -288,9 +346,21 @@ std::string conv(const Program& p, const ExternStep& e) {
     throw Error("internal error: a convolution cuDNN cannot take reached its emitter",
                 "codegen/cuda", "a cuDNN convolution", e.name + ": " + why);
   if (direct_depthwise(g)) return depthwise_kernel(p, e, g);
-  const bool fused = g.bias != nullptr || g.relu || g.residual != nullptr;
+  const bool fused = g.bias != nullptr || g.relu || g.residual != nullptr || g.act != 0;
   ExternStep host = e;
   host.name = e.name + "_host";
+  if (g.act != 0) {  // cuDNN's and the host path's plain convolution, then the epilogue
+    std::vector<ExternAttr> attrs;
+    for (const ExternAttr& a : e.attrs)
+      if (a.name != "fused_act" && a.name != "fused_act_min" && a.name != "fused_act_max" &&
+          a.name != "fused_add" && a.name != "fused_relu")
+        attrs.push_back(a);
+    host.attrs = attrs;
+    host.inputs.resize(2);
+    TensorView none;
+    none.dtype = e.inputs[0].dtype;
+    host.inputs.push_back(none);  // no bias
+  }
   std::string text = "// " + host.name +
                      ": the host path of " + e.name +
                      " (the CPU kernel on host copies) where cuDNN has no engine\n" +
@@ -323,15 +393,22 @@ std::string conv(const Program& p, const ExternStep& e) {
     b << "  a." << t.ptr << " = " << pointer(p, *t.v) << ";\n";
     for (int d = 0; d < 4; ++d) b << "  a." << t.strides << "[" << d << "] = " << t.d->stride[d] << ";\n";
   }
-  if (g.bias) b << "  a.bias = " << pointer(p, *g.bias) << ";\n";
-  if (g.relu) b << "  a.activation = ANVIL_CONV_ACT_RELU;\n";
-  if (g.residual) {
-    b << "  a.residual = " << pointer(p, *g.residual) << ";\n";
-    for (int d = 0; d < 4; ++d) b << "  a.residual_stride[" << d << "] = " << r.stride[d] << ";\n";
-  }
   b << "  if (a.batch * a.out_channels * a.out_h * a.out_w == 0) return 0;\n";
-  b << "  return anvil_conv(s, \"" << e.name << "\", &a, "
-    << (fused ? e.name + "_epilogue" : std::string("nullptr")) << ", " << host.name << ");\n";
+  if (g.act != 0) {  // the plain convolution here, the rest in the epilogue
+    b << "  const int rc = anvil_conv(s, \"" << e.name << "\", &a, nullptr, " << host.name
+      << ");\n";
+    b << "  return rc != 0 ? rc : " << e.name << "_epilogue(s);\n";
+  } else {
+    if (g.bias) b << "  a.bias = " << pointer(p, *g.bias) << ";\n";
+    if (g.relu) b << "  a.activation = ANVIL_CONV_ACT_RELU;\n";
+    if (g.residual) {
+      b << "  a.residual = " << pointer(p, *g.residual) << ";\n";
+      for (int d = 0; d < 4; ++d)
+        b << "  a.residual_stride[" << d << "] = " << r.stride[d] << ";\n";
+    }
+    b << "  return anvil_conv(s, \"" << e.name << "\", &a, "
+      << (fused ? e.name + "_epilogue" : std::string("nullptr")) << ", " << host.name << ");\n";
+  }
   std::string nodes;
   for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
   text += "// " + e.name + ": " + nodes + " (" + e.target +
