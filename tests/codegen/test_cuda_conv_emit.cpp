@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "../gpu/cuda_conv_graphs.inc"
 #include "anvil/anvil_device.h"
 #include "driver/compile.h"
 #include "ir/parser.h"
@@ -43,6 +44,34 @@ std::string function_after(const std::string& text, const std::string& head) {
   if (at == std::string::npos) return "";
   const size_t end = text.find("\n}\n", at);
   return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+/// What the compiler emits for `g`: its manifest and the text of its .cu sources, compiled into
+/// DIR/src with the environment variable `env` set to "1" while it compiles (when not null).
+struct Emitted {
+  nlohmann::json manifest;
+  std::string text;
+};
+Emitted emit(const ir::Graph& g, const fs::path& dir, const std::string& name,
+             const char* env = nullptr) {
+  fs::remove_all(dir / "src");
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.cache_dir = (dir / "cache").string();
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.emit_source_dir = (dir / "src").string();
+  if (env) ::setenv(env, "1", 1);
+  driver::compile_graph(g, (dir / (name + ".anvil")).string(), o);  // nvcc compiles it
+  if (env) ::unsetenv(env);
+  Emitted out;
+  std::ifstream mf(dir / "src" / "manifest.json");
+  out.manifest = nlohmann::json::parse(mf);
+  for (const auto& f : fs::directory_iterator(dir / "src")) {
+    if (f.path().extension() != ".cu") continue;
+    std::ifstream in(f.path());
+    out.text += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  return out;
 }
 
 TEST(CudaConvEmit, ConvolutionsCallCudnnWithTheHostPathBehind) {
@@ -159,11 +188,6 @@ TEST(CudaConvEmit, ResidualBlocksStayChannelsLastWithTheAddFused) {
       fs::temp_directory_path() / ("anvil_cuda_conv_nhwc_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  driver::CompileOptions o;
-  o.target = "cuda-sm90";
-  o.cache_dir = (dir / "cache").string();
-  o.progress = codegen::ProgressMode::kQuiet;
-  o.emit_source_dir = (dir / "src").string();
   const auto g = ir::parse_graph(R"(graph {
   inputs {
     %x: bf16[2, 8, 16, 16] = user_input
@@ -186,19 +210,11 @@ TEST(CudaConvEmit, ResidualBlocksStayChannelsLastWithTheAddFused) {
     user_output %o
   }
 })");
-  const std::string pkg = (dir / "block.anvil").string();
-  driver::compile_graph(*g, pkg, o);  // nvcc compiles the generated source
-  std::ifstream mf(dir / "src" / "manifest.json");
-  ASSERT_TRUE(mf.good());
-  const auto m = nlohmann::json::parse(mf);
+  const Emitted out = emit(*g, dir, "block");
+  const auto& m = out.manifest;
+  const std::string& text = out.text;
   EXPECT_TRUE(m.at("host_steps").empty()) << m.at("host_steps").dump();
   ASSERT_EQ(m.at("cudnn_convs").size(), 3u) << m.at("cudnn_convs").dump();
-  std::string text;
-  for (const auto& f : fs::directory_iterator(dir / "src")) {
-    if (f.path().extension() != ".cu") continue;
-    std::ifstream in(f.path());
-    text += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
   std::map<std::string, std::string> step;
   for (const auto& c : m["cudnn_convs"]) step[c.at("nodes")[0]] = c.at("name");
   const auto fn = [&](const std::string& node) {
@@ -223,16 +239,7 @@ TEST(CudaConvEmit, ResidualBlocksStayChannelsLastWithTheAddFused) {
   EXPECT_EQ(count(text, "_epilogue(const RunState& s)"), 3u);
   // without the plan, everything is NCHW (and the add stays fused)
   ScopedNchw nchw;
-  fs::remove_all(dir / "src");
-  driver::compile_graph(*g, (dir / "block_nchw.anvil").string(), o);
-  std::ifstream mf2(dir / "src" / "manifest.json");
-  const auto m2 = nlohmann::json::parse(mf2);
-  std::string text2;
-  for (const auto& f : fs::directory_iterator(dir / "src")) {
-    if (f.path().extension() != ".cu") continue;
-    std::ifstream in(f.path());
-    text2 += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
+  const std::string text2 = emit(*g, dir, "block_nchw").text;
   EXPECT_EQ(count(text2, "a.x_stride[1] = (1);"), 0u);
   EXPECT_EQ(count(text2, "a.residual = "), 1u);
   fs::remove_all(dir);
@@ -246,43 +253,11 @@ TEST(CudaConvEmit, DepthwiseConvolutionsCanRunTheDirectKernel) {
   const fs::path dir =
       fs::temp_directory_path() / ("anvil_cuda_dw_" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  driver::CompileOptions o;
-  o.target = "cuda-sm90";
-  o.cache_dir = (dir / "cache").string();
-  o.progress = codegen::ProgressMode::kQuiet;
-  o.emit_source_dir = (dir / "src").string();
-  const auto g = ir::parse_graph(R"(graph {
-  inputs {
-    %x: bf16[2, 16, 13, 11] = user_input
-    %w: bf16[16, 1, 7, 7] = user_input
-    %b: bf16[16] = user_input
-    %w2: bf16[32, 1, 3, 3] = user_input
-    %xl: f32[2, 9, 10, 8] = user_input
-    %wl: f32[8, 1, 3, 3] = user_input
-  }
-  %c0: bf16[2, 16, 13, 11] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[3, 3], groups=16)
-  %r0: bf16[2, 16, 13, 11] = aten.relu.default(self=%c0)
-  %c1: bf16[2, 32, 5, 4] = aten.conv2d.default(input=%r0, weight=%w2, stride=[2, 3], padding=[1, 1], dilation=[2, 1], groups=16)
-  %xp: f32[2, 8, 9, 10] = aten.permute.default(self=%xl, dims=[0, 3, 1, 2])
-  %c2: f32[2, 8, 9, 10] = aten.conv2d.default(input=%xp, weight=%wl, padding=[1, 1], groups=8)
-  %a2: f32[2, 8, 9, 10] = aten.add.Tensor(self=%c2, other=%xp)
-  outputs {
-    user_output %c1
-    user_output %a2
-  }
-})");
-  ::setenv("ANVIL_CUDA_DEPTHWISE", "1", 1);
-  driver::compile_graph(*g, (dir / "dw.anvil").string(), o);
-  ::unsetenv("ANVIL_CUDA_DEPTHWISE");
-  std::string text;
-  for (const auto& f : fs::directory_iterator(dir / "src")) {
-    if (f.path().extension() != ".cu") continue;
-    std::ifstream in(f.path());
-    text += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
-  EXPECT_EQ(count(text, "anvil's direct kernel (ANVIL_CUDA_DEPTHWISE=1)"), 3u);
-  EXPECT_EQ(count(text, "return anvil_conv(s, "), 0u);
-  EXPECT_NE(text.find("u2 * 2 - 1 + r * 2"), std::string::npos) << "stride 2, dilation 2";
+  const auto g = ir::parse_graph(kDepthwiseGraph);
+  const Emitted out = emit(*g, dir, "dw", "ANVIL_CUDA_DEPTHWISE");
+  EXPECT_EQ(count(out.text, "anvil's direct kernel (ANVIL_CUDA_DEPTHWISE=1)"), 3u);
+  EXPECT_EQ(count(out.text, "return anvil_conv(s, "), 0u);
+  EXPECT_NE(out.text.find("u2 * 2 - 1 + r * 2"), std::string::npos) << "stride 2, dilation 2";
   fs::remove_all(dir);
 }
 
@@ -295,60 +270,14 @@ TEST(CudaConvEmit, ActivationsFuseIntoTheEpilogueWhenAsked) {
   const fs::path dir =
       fs::temp_directory_path() / ("anvil_cuda_act_" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  driver::CompileOptions o;
-  o.target = "cuda-sm90";
-  o.cache_dir = (dir / "cache").string();
-  o.progress = codegen::ProgressMode::kQuiet;
-  o.emit_source_dir = (dir / "src").string();
-  const auto g = ir::parse_graph(R"(graph {
-  inputs {
-    %x: f32[2, 8, 12, 12] = user_input
-    %w: f32[8, 8, 3, 3] = user_input
-    %b: f32[8] = user_input
-    %h: bf16[2, 8, 12, 12] = user_input
-    %wh: bf16[8, 8, 1, 1] = user_input
-    %wd: bf16[8, 1, 3, 3] = user_input
-    %s: f16[2, 8, 12, 12] = user_input
-    %ws: f16[8, 8, 3, 3] = user_input
-  }
-  %c0: f32[2, 8, 12, 12] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1])
-  %a0: f32[2, 8, 12, 12] = aten.hardswish.default(self=%c0)
-  %c1: f32[2, 8, 12, 12] = aten.conv2d.default(input=%a0, weight=%w, padding=[1, 1])
-  %a1: f32[2, 8, 12, 12] = aten.hardtanh.default(self=%c1, min_val=0.0, max_val=6.0)
-  %c2: bf16[2, 8, 12, 12] = aten.conv2d.default(input=%h, weight=%wh)
-  %r2: bf16[2, 8, 12, 12] = aten.add.Tensor(self=%c2, other=%h)
-  %a2: bf16[2, 8, 12, 12] = aten.silu.default(self=%r2)
-  %c3: bf16[2, 8, 12, 12] = aten.conv2d.default(input=%a2, weight=%wd, padding=[1, 1], groups=8)
-  %a3: bf16[2, 8, 12, 12] = aten.sigmoid.default(self=%c3)
-  %c4: f16[2, 8, 12, 12] = aten.conv2d.default(input=%s, weight=%ws, padding=[1, 1])
-  %a4: f16[2, 8, 12, 12] = aten.gelu.default(self=%c4, approximate="tanh")
-  %c5: f16[2, 8, 12, 12] = aten.conv2d.default(input=%a4, weight=%ws, padding=[1, 1])
-  %a5: f16[2, 8, 12, 12] = aten.gelu.default(self=%c5)
-  %c6: f32[2, 8, 12, 12] = aten.conv2d.default(input=%a1, weight=%w, padding=[1, 1])
-  %a6: f32[2, 8, 12, 12] = aten.hardsigmoid.default(self=%c6)
-  outputs {
-    user_output %a3
-    user_output %a5
-    user_output %a6
-  }
-})");
-  ::setenv("ANVIL_CUDA_CONV_ACT", "1", 1);
-  driver::compile_graph(*g, (dir / "act.anvil").string(), o);
-  ::unsetenv("ANVIL_CUDA_CONV_ACT");
-  std::ifstream mf(dir / "src" / "manifest.json");
-  const auto m = nlohmann::json::parse(mf);
-  EXPECT_TRUE(m.at("host_steps").empty()) << m.at("host_steps").dump();
-  EXPECT_EQ(m.at("cudnn_convs").size(), 7u);
-  std::string text;
-  for (const auto& f : fs::directory_iterator(dir / "src")) {
-    if (f.path().extension() != ".cu") continue;
-    std::ifstream in(f.path());
-    text += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
-  EXPECT_EQ(count(text, "_epilogue(s);"), 7u) << "each runs its epilogue after the convolution";
+  const auto g = ir::parse_graph(kActivationGraph);
+  const Emitted out = emit(*g, dir, "act", "ANVIL_CUDA_CONV_ACT");
+  EXPECT_TRUE(out.manifest.at("host_steps").empty()) << out.manifest.at("host_steps").dump();
+  EXPECT_EQ(out.manifest.at("cudnn_convs").size(), 7u);
+  EXPECT_EQ(count(out.text, "_epilogue(s);"), 7u) << "each runs its epilogue after the convolution";
   for (const char* want : {"erff(", "tanhf(", "expf(", "(6.0f)", "+ 3.0f"})
-    EXPECT_NE(text.find(want), std::string::npos) << want;
-  EXPECT_EQ(count(text, "const int rc = anvil_conv(s, "), 7u);
+    EXPECT_NE(out.text.find(want), std::string::npos) << want;
+  EXPECT_EQ(count(out.text, "const int rc = anvil_conv(s, "), 7u);
   fs::remove_all(dir);
 }
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "anvil/anvil_device.h"
+#include "cuda_conv_graphs.inc"
 #include "codegen/harness.h"
 #include "common/check.h"
 #include "driver/compile.h"
@@ -210,6 +211,38 @@ std::vector<Tensor> random_inputs(const ir::Graph& g, uint64_t seed) {
   return ins;
 }
 
+/// Compiles `g` for cuda-sm90 into the test's output folder as NAME.anvil; returns its path.
+std::string compile_for_cuda(const ir::Graph& g, const std::string& name) {
+  const fs::path dir = gpu_test::out_dir();
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.cache_dir = (dir / "cache").string();
+  const std::string pkg = (dir / (name + ".anvil")).string();
+  driver::compile_graph(g, pkg, o);
+  return pkg;
+}
+
+/// Loads `pkg` on cuda:0 and runs it three times (plain, captured, replayed) on `dev`, each
+/// output within 1e-4 of `want` in fp32 (TF32 off), else within its dtype's tolerance.
+void expect_runs_match(const std::string& pkg, const std::vector<Tensor>& dev,
+                       const std::vector<Tensor>& want, const std::string& label) {
+  ScopedEnv tf("ANVIL_CUDA_CONV_TF32", "0");
+  runtime::ModelOptions mo;
+  mo.device = Device::cuda(0);
+  const runtime::Model m = runtime::Model::load(pkg, mo);
+  for (int run = 0; run < 3; ++run) {
+    const auto got = m.run(dev);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      const DType t = want[i].dtype();
+      const double tol = t == DType::kFloat32 ? 1e-4 : ::anvil::test::tolerance_of(t);
+      EXPECT_LE(testing::rel_error(got[i].to(Device::cpu()), want[i]), tol)
+          << label << " run " << run << " output " << i;
+    }
+  }
+}
+
 TEST(CudaConvSteps, EachPathMatchesTheInterpreter) {
   ANVIL_REQUIRE_GPU();
   // a relu folded into a biased strided convolution, a dilated depthwise one, a grouped bf16
@@ -363,29 +396,10 @@ TEST(CudaConvSteps, ChannelsLastResidualBlocksMatchTheInterpreter) {
     for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
     for (const char* layout : {"auto", "nchw"}) {
       ScopedEnv lay("ANVIL_CONV_LAYOUT", layout);
-      const fs::path dir = gpu_test::out_dir();
-      driver::CompileOptions o;
-      o.target = "cuda-sm90";
-      o.progress = codegen::ProgressMode::kQuiet;
-      o.cache_dir = (dir / "cache").string();
-      const std::string pkg = (dir / (std::string("block_") + dt + layout + ".anvil")).string();
-      driver::compile_graph(*g, pkg, o);
+      const std::string pkg = compile_for_cuda(*g, std::string("block_") + dt + layout);
       for (const char* mode : {"auto", "unfused", "host"}) {
         ScopedEnv env("ANVIL_CUDA_CONV", mode);
-        ScopedEnv tf("ANVIL_CUDA_CONV_TF32", "0");
-        runtime::ModelOptions mo;
-        mo.device = Device::cuda(0);
-        const runtime::Model m = runtime::Model::load(pkg, mo);
-        for (int run = 0; run < 3; ++run) {
-          const auto got = m.run(dev);
-          ASSERT_EQ(got.size(), want.size());
-          for (size_t i = 0; i < got.size(); ++i) {
-            const DType t = want[i].dtype();
-            const double tol = t == DType::kFloat32 ? 1e-4 : ::anvil::test::tolerance_of(t);
-            EXPECT_LE(testing::rel_error(got[i].to(Device::cpu()), want[i]), tol)
-                << dt << " layout " << layout << " " << mode << " run " << run << " output " << i;
-          }
-        }
+        expect_runs_match(pkg, dev, want, std::string(dt) + " layout " + layout + " " + mode);
       }
     }
   }
@@ -412,11 +426,6 @@ TEST(CudaConvSteps, TimedEnginesAreTheSameOnEveryThread) {
   }
 })");
   };
-  const fs::path dir = gpu_test::out_dir();
-  driver::CompileOptions o;
-  o.target = "cuda-sm90";
-  o.progress = codegen::ProgressMode::kQuiet;
-  o.cache_dir = (dir / "cache").string();
   struct Case {
     std::unique_ptr<ir::Graph> g;
     std::string pkg;
@@ -427,8 +436,7 @@ TEST(CudaConvSteps, TimedEnginesAreTheSameOnEveryThread) {
   for (int hw : {28, 20}) {
     Case c;
     c.g = make(hw);
-    c.pkg = (dir / ("conv_timed_" + std::to_string(hw) + ".anvil")).string();
-    driver::compile_graph(*c.g, c.pkg, o);
+    c.pkg = compile_for_cuda(*c.g, "conv_timed_" + std::to_string(hw));
     const std::vector<Tensor> ins = random_inputs(*c.g, 120);
     interp::Interpreter ref(*c.g);
     c.want = ref.run(ins)[0];
@@ -475,26 +483,7 @@ TEST(CudaConvSteps, DirectDepthwiseMatchesTheInterpreter) {
   ANVIL_REQUIRE_GPU();
   // the graph of CudaConvEmit.DepthwiseConvolutionsCanRunTheDirectKernel, compiled with
   // ANVIL_CUDA_DEPTHWISE=1 (anvil's direct depthwise kernel) and without (cuDNN)
-  const auto g = ir::parse_graph(R"(graph {
-  inputs {
-    %x: bf16[2, 16, 13, 11] = user_input
-    %w: bf16[16, 1, 7, 7] = user_input
-    %b: bf16[16] = user_input
-    %w2: bf16[32, 1, 3, 3] = user_input
-    %xl: f32[2, 9, 10, 8] = user_input
-    %wl: f32[8, 1, 3, 3] = user_input
-  }
-  %c0: bf16[2, 16, 13, 11] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[3, 3], groups=16)
-  %r0: bf16[2, 16, 13, 11] = aten.relu.default(self=%c0)
-  %c1: bf16[2, 32, 5, 4] = aten.conv2d.default(input=%r0, weight=%w2, stride=[2, 3], padding=[1, 1], dilation=[2, 1], groups=16)
-  %xp: f32[2, 8, 9, 10] = aten.permute.default(self=%xl, dims=[0, 3, 1, 2])
-  %c2: f32[2, 8, 9, 10] = aten.conv2d.default(input=%xp, weight=%wl, padding=[1, 1], groups=8)
-  %a2: f32[2, 8, 9, 10] = aten.add.Tensor(self=%c2, other=%xp)
-  outputs {
-    user_output %c1
-    user_output %a2
-  }
-})");
+  const auto g = ir::parse_graph(kDepthwiseGraph);
   const std::vector<Tensor> ins = random_inputs(*g, 140);
   interp::Interpreter ref(*g);
   const auto want = ref.run(ins);
@@ -502,27 +491,8 @@ TEST(CudaConvSteps, DirectDepthwiseMatchesTheInterpreter) {
   for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
   for (const char* direct : {"1", "0"}) {
     ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", direct);
-    const fs::path dir = gpu_test::out_dir();
-    driver::CompileOptions o;
-    o.target = "cuda-sm90";
-    o.progress = codegen::ProgressMode::kQuiet;
-    o.cache_dir = (dir / "cache").string();
-    const std::string pkg = (dir / (std::string("dw_") + direct + ".anvil")).string();
-    driver::compile_graph(*g, pkg, o);
-    ScopedEnv tf("ANVIL_CUDA_CONV_TF32", "0");
-    runtime::ModelOptions mo;
-    mo.device = Device::cuda(0);
-    const runtime::Model m = runtime::Model::load(pkg, mo);
-    for (int run = 0; run < 3; ++run) {
-      const auto got = m.run(dev);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < got.size(); ++i) {
-        const DType t = want[i].dtype();
-        const double tol = t == DType::kFloat32 ? 1e-4 : ::anvil::test::tolerance_of(t);
-        EXPECT_LE(testing::rel_error(got[i].to(Device::cpu()), want[i]), tol)
-            << "direct " << direct << " run " << run << " output " << i;
-      }
-    }
+    expect_runs_match(compile_for_cuda(*g, std::string("dw_") + direct), dev, want,
+                      std::string("direct ") + direct);
   }
 }
 
@@ -531,38 +501,7 @@ TEST(CudaConvSteps, FusedActivationsMatchTheInterpreter) {
   // the graph of CudaConvEmit.ActivationsFuseIntoTheEpilogueWhenAsked, compiled with
   // ANVIL_CUDA_CONV_ACT=1 (with and without the direct depthwise kernel) and without (loop
   // kernels), each path of the convolution
-  const auto g = ir::parse_graph(R"(graph {
-  inputs {
-    %x: f32[2, 8, 12, 12] = user_input
-    %w: f32[8, 8, 3, 3] = user_input
-    %b: f32[8] = user_input
-    %h: bf16[2, 8, 12, 12] = user_input
-    %wh: bf16[8, 8, 1, 1] = user_input
-    %wd: bf16[8, 1, 3, 3] = user_input
-    %s: f16[2, 8, 12, 12] = user_input
-    %ws: f16[8, 8, 3, 3] = user_input
-  }
-  %c0: f32[2, 8, 12, 12] = aten.conv2d.default(input=%x, weight=%w, bias=%b, padding=[1, 1])
-  %a0: f32[2, 8, 12, 12] = aten.hardswish.default(self=%c0)
-  %c1: f32[2, 8, 12, 12] = aten.conv2d.default(input=%a0, weight=%w, padding=[1, 1])
-  %a1: f32[2, 8, 12, 12] = aten.hardtanh.default(self=%c1, min_val=0.0, max_val=6.0)
-  %c2: bf16[2, 8, 12, 12] = aten.conv2d.default(input=%h, weight=%wh)
-  %r2: bf16[2, 8, 12, 12] = aten.add.Tensor(self=%c2, other=%h)
-  %a2: bf16[2, 8, 12, 12] = aten.silu.default(self=%r2)
-  %c3: bf16[2, 8, 12, 12] = aten.conv2d.default(input=%a2, weight=%wd, padding=[1, 1], groups=8)
-  %a3: bf16[2, 8, 12, 12] = aten.sigmoid.default(self=%c3)
-  %c4: f16[2, 8, 12, 12] = aten.conv2d.default(input=%s, weight=%ws, padding=[1, 1])
-  %a4: f16[2, 8, 12, 12] = aten.gelu.default(self=%c4, approximate="tanh")
-  %c5: f16[2, 8, 12, 12] = aten.conv2d.default(input=%a4, weight=%ws, padding=[1, 1])
-  %a5: f16[2, 8, 12, 12] = aten.gelu.default(self=%c5)
-  %c6: f32[2, 8, 12, 12] = aten.conv2d.default(input=%a1, weight=%w, padding=[1, 1])
-  %a6: f32[2, 8, 12, 12] = aten.hardsigmoid.default(self=%c6)
-  outputs {
-    user_output %a3
-    user_output %a5
-    user_output %a6
-  }
-})");
+  const auto g = ir::parse_graph(kActivationGraph);
   const std::vector<Tensor> ins = random_inputs(*g, 160);
   interp::Interpreter ref(*g);
   const auto want = ref.run(ins);
@@ -571,29 +510,10 @@ TEST(CudaConvSteps, FusedActivationsMatchTheInterpreter) {
   for (const char* variant : {"act", "act+dw", "none"}) {
     ScopedEnv act("ANVIL_CUDA_CONV_ACT", variant[0] == 'a' ? "1" : "0");
     ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", std::string(variant) == "act+dw" ? "1" : "0");
-    const fs::path dir = gpu_test::out_dir();
-    driver::CompileOptions o;
-    o.target = "cuda-sm90";
-    o.progress = codegen::ProgressMode::kQuiet;
-    o.cache_dir = (dir / "cache").string();
-    const std::string pkg = (dir / (std::string("act_") + variant + ".anvil")).string();
-    driver::compile_graph(*g, pkg, o);
+    const std::string pkg = compile_for_cuda(*g, std::string("act_") + variant);
     for (const char* mode : {"auto", "host"}) {
       ScopedEnv env("ANVIL_CUDA_CONV", mode);
-      ScopedEnv tf("ANVIL_CUDA_CONV_TF32", "0");
-      runtime::ModelOptions mo;
-      mo.device = Device::cuda(0);
-      const runtime::Model m = runtime::Model::load(pkg, mo);
-      for (int run = 0; run < 3; ++run) {
-        const auto got = m.run(dev);
-        ASSERT_EQ(got.size(), want.size());
-        for (size_t i = 0; i < got.size(); ++i) {
-          const DType t = want[i].dtype();
-          const double tol = t == DType::kFloat32 ? 1e-4 : ::anvil::test::tolerance_of(t);
-          EXPECT_LE(testing::rel_error(got[i].to(Device::cpu()), want[i]), tol)
-              << variant << " " << mode << " run " << run << " output " << i;
-        }
-      }
+      expect_runs_match(pkg, dev, want, std::string(variant) + " " + mode);
     }
   }
 }
