@@ -19,6 +19,7 @@
 #include "core/random.h"
 #include "core/storage.h"
 #include "core/thread_pool.h"
+#include "runtime/kernels/gemm_packed.h"  // GemmAct
 #include "runtime/packed_weights.h"
 
 namespace anvil::runtime {
@@ -81,10 +82,13 @@ class RunContext {
 
 /// Row-major C = alpha * op(A) * op(B) (beta = 0) for a B that stays unchanged across calls:
 /// packed once into `cache` (when given) and multiplied with runtime/kernels/gemm_packed.h on
-/// the current thread pool. ANVIL_GEMM=blas sends it to sgemm (OpenBLAS) instead.
+/// the current thread pool. ANVIL_GEMM=blas sends it to sgemm (OpenBLAS) instead. `bias` (n
+/// floats, added to every row), ReLU and `act` are applied in the kernel's store (after the
+/// product on the OpenBLAS path).
 void sgemm_const_b(PackedWeightCache* cache, bool trans_a, bool trans_b, int64_t m, int64_t n,
                    int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                   int64_t ldb, float* c, int64_t ldc);
+                   int64_t ldb, float* c, int64_t ldc, const float* bias = nullptr,
+                   bool relu = false, GemmAct act = GemmAct::kNone);
 
 /// Row-major C = alpha * op(A) * B (+ row_bias[i] on row i when given, then max(x, 0) with
 /// `relu`) for a B already packed by

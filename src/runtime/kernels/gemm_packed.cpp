@@ -5,7 +5,9 @@
 //       for each group of <= NP panels in [n0, n1) (balanced: 4 panels run as 2 + 2)
 //         for each row block of <= MR rows: micro-kernel MR x (16 * NP) that starts from 0
 //         (first K block) or from C, and applies alpha, bias and ReLU when the last K block
-//         stores (masked stores for a partial last panel).
+//         stores (masked stores for a partial last panel); another activation (GELU, SiLU,
+//         ReLU6: GemmAct) runs over each row block's rows of [n0, n1) once the last K block's
+//         last panel group has finished them (in L1 / L2, in long vectorised rows).
 // Every element of C is one FMA chain over k in order, whatever the tile, the row block or the
 // column range it falls in: results do not depend on how [0, n) or the rows are split.
 // Micro-kernels: AVX-512 8 x 48 (24 zmm accumulators), AVX2+FMA 6 x 16 (12 ymm accumulators),
@@ -16,9 +18,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
+#include "runtime/kernels/conv.h"  // conv_activate: the vectorised activations
 
 namespace anvil::runtime {
 
@@ -38,6 +42,18 @@ constexpr int kPrefetchSteps = 32;
 /// Prefetches the panel line kPrefetchSteps K steps after `bp` (a hint: never faults).
 inline void prefetch_b(const float* bp) {
   _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchSteps * kPanel), _MM_HINT_T0);
+}
+
+/// The conv_activate code of `act` (relu6 is its clamp to [0, 6]).
+kern::ConvAct conv_act_of(GemmAct act) {
+  switch (act) {
+    case GemmAct::kRelu6: return kern::ConvAct::kClamp;
+    case GemmAct::kGeluErf: return kern::ConvAct::kGelu;
+    case GemmAct::kGeluTanh: return kern::ConvAct::kGeluTanh;
+    case GemmAct::kSilu: return kern::ConvAct::kSilu;
+    case GemmAct::kNone: break;
+  }
+  return kern::ConvAct::kNone;
 }
 
 /// What one micro-kernel call computes: rows [0, mr) x np panels of C, over K steps [0, kc).
@@ -274,20 +290,23 @@ const IsaKernels kAvx512Kernels = {kAvx512Mr,
                                     ANVIL_K512_ROW(7), ANVIL_K512_ROW(8)}};
 #undef ANVIL_K512_ROW
 
-/// K block size for `k` steps: blocks of equal size at most kMaxKc.
+/// K block size for `k` steps: blocks of equal size at most max_kc().
 int64_t choose_kc(int64_t k) {
-  const int64_t blocks = (k + kMaxKc - 1) / kMaxKc;
+  const int64_t kmax = gemm_packed_max_kc();
+  const int64_t blocks = (k + kmax - 1) / kmax;
   return (k + blocks - 1) / blocks;
 }
 
 /// Runs the blocked loops of the header comment over panels [n0/16, ceil(n1/16)) with `isa`.
 void run_blocked(const IsaKernels& isa, bool trans_a, int64_t m, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* packed_b, const float* bias,
-                 const float* row_bias, bool relu, float* c, int64_t ldc, int64_t n0, int64_t n1) {
+                 const float* row_bias, bool relu, GemmAct act, float* c, int64_t ldc,
+                 int64_t n0, int64_t n1, int64_t packed_k) {
+  const kern::ConvAct cact = conv_act_of(act);
   const int64_t kc_max = choose_kc(k);
   const int64_t panel0 = n0 / kPanel, panel1 = (n1 + kPanel - 1) / kPanel;
   Tile t{};
-  t.bstride = k * kPanel;
+  t.bstride = packed_k * kPanel;
   t.ldc = ldc;
   t.alpha = alpha;
   t.relu = relu;
@@ -316,6 +335,12 @@ void run_blocked(const IsaKernels& isa, bool trans_a, int64_t m, int64_t k, floa
           t.c = c + i0 * ldc + col;
           t.row_bias = row_bias ? row_bias + i0 : nullptr;
           isa.fn[mr - 1][np - 1](t);
+          // The last K block's last panel group finishes these rows of [n0, n1): the
+          // activation runs over them while they are in L1 / L2, in long vectorised rows.
+          if (t.last && cact != kern::ConvAct::kNone && pj + np == panel1)
+            for (int r = 0; r < mr; ++r)
+              kern::conv_activate(cact, 0.0f, 6.0f, c + (i0 + r) * ldc + panel0 * kPanel,
+                                  n1 - panel0 * kPanel);
         }
         pj += np;
       }
@@ -332,6 +357,19 @@ GemmIsa best_isa() {
 }
 
 }  // namespace
+
+void gemm_activate(GemmAct act, float* p, int64_t n) {
+  if (act != GemmAct::kNone) kern::conv_activate(conv_act_of(act), 0.0f, 6.0f, p, n);
+}
+
+int64_t gemm_packed_max_kc() {
+  static const int64_t kc = [] {
+    const char* env = std::getenv("ANVIL_GEMM_KC");
+    const long v = env ? std::strtol(env, nullptr, 10) : 0;
+    return v >= 16 && v <= 4096 ? static_cast<int64_t>(v) : kMaxKc;
+  }();
+  return kc;
+}
 
 int64_t packed_b_floats(int64_t k, int64_t n) {
   return (n + kPackedPanel - 1) / kPackedPanel * kPackedPanel * k;
@@ -377,7 +415,8 @@ bool gemm_isa_available(GemmIsa isa) {
 
 void sgemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   int64_t lda, const float* packed_b, const float* bias, bool relu, float* c,
-                  int64_t ldc, int64_t n0, int64_t n1, GemmIsa isa, const float* row_bias) {
+                  int64_t ldc, int64_t n0, int64_t n1, GemmIsa isa, const float* row_bias,
+                  GemmAct act, int64_t packed_k) {
   const char* where = "sgemm_packed";
   ANVIL_CHECK(m >= 0 && n >= 0 && k >= 0, where, "negative matrix size", "m, n, k >= 0",
               str(m, ", ", n, ", ", k));
@@ -387,6 +426,8 @@ void sgemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, co
   ANVIL_CHECK(m <= 1 || ldc >= n1, where, "ldc too small", str(">= ", n1), str(ldc));
   ANVIL_CHECK(k == 0 || m == 0 || (trans_a ? (k <= 1 || lda >= m) : (m <= 1 || lda >= k)),
               where, "lda too small", str(">= ", trans_a ? m : k), str(lda));
+  if (packed_k == 0) packed_k = k;
+  ANVIL_CHECK(packed_k >= k, where, "packed_k smaller than k", str(">= ", k), str(packed_k));
   ANVIL_CHECK(gemm_isa_available(isa), where, "GEMM ISA not supported by this CPU",
               "an available GemmIsa", str(static_cast<int>(isa)));
   if (m == 0 || n0 == n1) return;
@@ -400,14 +441,17 @@ void sgemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, co
         c[i * ldc + j] = relu ? std::max(v, 0.0f) : v;
       }
     }
+    if (act != GemmAct::kNone)  // the same activation over the rows of bias values
+      for (int64_t i = 0; i < m; ++i)
+        gemm_activate(act, c + i * ldc + n0, n1 - n0);
     return;
   }
   if (isa == GemmIsa::kAuto) isa = best_isa();
   const IsaKernels& kernels = isa == GemmIsa::kAvx512 ? kAvx512Kernels
                               : isa == GemmIsa::kAvx2 ? kAvx2Kernels
                                                       : kGenericKernels;
-  run_blocked(kernels, trans_a, m, k, alpha, a, lda, packed_b, bias, row_bias, relu, c, ldc, n0,
-              n1);
+  run_blocked(kernels, trans_a, m, k, alpha, a, lda, packed_b, bias, row_bias, relu, act, c, ldc,
+              n0, n1, packed_k);
 }
 
 }  // namespace anvil::runtime
