@@ -190,34 +190,31 @@ bool const_b_uses_blas() {
   return blas;
 }
 
-/// C = alpha * op(A) * packed B on the current pool: column panels (multiples of
-/// kPackedPanel) per thread, or row blocks when there are too few panels to share.
+/// C = alpha * op(A) * packed B on the current pool, split as packed_gemm_split says.
 void packed_gemm_impl(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                       int64_t lda, const float* packed, float* c, int64_t ldc,
                       const float* row_bias, bool relu, const float* bias = nullptr,
                       GemmAct act = GemmAct::kNone) {
   ThreadPool& pool = current_thread_pool();
   const int threads = ThreadPool::in_parallel_region() ? 1 : pool.num_threads();
-  const int64_t panels = (n + kPackedPanel - 1) / kPackedPanel;
-  if (threads <= 1 || m * n * k < kParallelGemmWork) {
+  const PackedGemmSplit split = packed_gemm_split(m, n, k, threads);
+  if (split.kind == PackedGemmSplit::kSerial) {
     sgemm_packed(ta, m, n, k, alpha, a, lda, packed, bias, relu, c, ldc, 0, n, GemmIsa::kAuto,
                  row_bias, act);
-    return;
-  }
-  if (panels >= 2 * threads || m < 2 * kMinGemmBlock) {
-    const int64_t per = (panels + threads - 1) / threads;
-    pool.parallel_for(0, panels, per, [&](int64_t p0, int64_t p1) {
-      sgemm_packed(ta, m, n, k, alpha, a, lda, packed, bias, relu, c, ldc, p0 * kPackedPanel,
-                   std::min(n, p1 * kPackedPanel), GemmIsa::kAuto, row_bias, act);
+  } else if (split.kind == PackedGemmSplit::kColumnPanels) {
+    pool.parallel_for(0, (n + kPackedPanel - 1) / kPackedPanel, split.block,
+                      [&](int64_t p0, int64_t p1) {
+                        sgemm_packed(ta, m, n, k, alpha, a, lda, packed, bias, relu, c, ldc,
+                                     p0 * kPackedPanel, std::min(n, p1 * kPackedPanel),
+                                     GemmIsa::kAuto, row_bias, act);
+                      });
+  } else {
+    pool.parallel_for(0, m, split.block, [&](int64_t r0, int64_t r1) {
+      const float* ab = ta ? a + r0 : a + r0 * lda;
+      sgemm_packed(ta, r1 - r0, n, k, alpha, ab, lda, packed, bias, relu, c + r0 * ldc, ldc, 0,
+                   n, GemmIsa::kAuto, row_bias ? row_bias + r0 : nullptr, act);
     });
-    return;
   }
-  const int64_t grain = std::max<int64_t>(kMinGemmBlock, (m + threads - 1) / threads);
-  pool.parallel_for(0, m, grain, [&](int64_t r0, int64_t r1) {
-    const float* ab = ta ? a + r0 : a + r0 * lda;
-    sgemm_packed(ta, r1 - r0, n, k, alpha, ab, lda, packed, bias, relu, c + r0 * ldc, ldc, 0,
-                 n, GemmIsa::kAuto, row_bias ? row_bias + r0 : nullptr, act);
-  });
 }
 
 void api_set_error(void* run_ctx, const char* message);
@@ -332,6 +329,25 @@ void sgemm_const_b(PackedWeightCache* cache, bool ta, bool tb, int64_t m, int64_
     const PackedMatrix packed(tb, k, n, b, ldb);
     packed_gemm_impl(ta, m, n, k, alpha, a, lda, packed.data(), c, ldc, nullptr, relu, bias, act);
   }
+}
+
+PackedGemmSplit packed_gemm_split(int64_t m, int64_t n, int64_t k, int threads) {
+  PackedGemmSplit s;
+  const int64_t panels = (n + kPackedPanel - 1) / kPackedPanel;
+  if (threads <= 1 || m * n * k < kParallelGemmWork) {
+    s.block = panels;
+    return s;
+  }
+  if (panels >= 2 * threads || m < 2 * kMinGemmBlock) {
+    s.kind = PackedGemmSplit::kColumnPanels;
+    s.block = (panels + threads - 1) / threads;
+    s.chunks = (panels + s.block - 1) / s.block;
+  } else {
+    s.kind = PackedGemmSplit::kRowBlocks;
+    s.block = std::max<int64_t>(kMinGemmBlock, (m + threads - 1) / threads);
+    s.chunks = (m + s.block - 1) / s.block;
+  }
+  return s;
 }
 
 void sgemm_prepacked(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

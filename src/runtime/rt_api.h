@@ -90,6 +90,19 @@ void sgemm_const_b(PackedWeightCache* cache, bool trans_a, bool trans_b, int64_t
                    int64_t ldb, float* c, int64_t ldc, const float* bias = nullptr,
                    bool relu = false, GemmAct act = GemmAct::kNone);
 
+/// How sgemm_const_b / sgemm_prepacked split an m x n x k product over `threads` threads:
+/// serially below 2^18 multiply-adds or on one thread; else column panels (chunks of `block`
+/// 16-column panels, every chunk all m rows, each thread reading all of A in place) when there
+/// are at least two panels per thread or m < 32; else row blocks of `block` rows (all n
+/// columns each). Chunks are near-equal (ThreadPool::parallel_for), so at m = 197, n = 768 on
+/// 8 threads every thread computes 197 x 96.
+struct PackedGemmSplit {
+  enum Kind { kSerial, kColumnPanels, kRowBlocks } kind = kSerial;
+  int64_t block = 0;   // panels (kColumnPanels, kSerial: all of them) or rows per chunk
+  int64_t chunks = 1;  // chunks = threads that get work
+};
+PackedGemmSplit packed_gemm_split(int64_t m, int64_t n, int64_t k, int threads);
+
 /// Row-major C = alpha * op(A) * B (+ row_bias[i] on row i when given, then max(x, 0) with
 /// `relu`) for a B already packed by
 /// pack_b (gemm_packed.h), split over the current thread pool (column panels, or row blocks when
