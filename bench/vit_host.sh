@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Issue 19 (CPU): ViT-B/16 and ConvNeXt-T on the GPU machine's host CPU in ONE device call
+# (under 9 minutes): anvil vs PyTorch eager vs torch.compile at 8 and 2 pinned cores
+# (bench/vision.py under taskset, 1 round), anvil's per-step profile at 8 and 2 threads, and the
+# Linear layers' GEMM micro-bench (gemm_bench --linear) on pools of 1, 2 and 8 threads for the
+# packed kernel's largest K block 512 (the default), 256 and 128 (ANVIL_GEMM_KC).
+#
+#   bench/vit_host.sh [ANVIL] [GEMM_BENCH]    # defaults: gpu_bundle/bin/anvil, gpu_bundle/bin/gemm_bench
+#
+# Environment: PY (a python with torch and torchvision; default python3), OUT (logs; default
+# $OUT of the device tool, else ./vit_host_out), WORK (exports, packages; default
+# /tmp/vit_host), BUDGET_S (default 520: no step starts after it, each is cut at it),
+# BASE_ANVIL (optional: a second anvil, e.g. main's, whose packages are timed alternately with
+# ANVIL's at both core counts), SKIP_2=1 (the 8-core rows only), MODELS (default
+# vit_b_16,convnext_tiny), GEMM_THREADS (default 1,2,8), GEMM_SHAPES ("M K N ...").
+# The summaries go to stdout (the device tool keeps its last 12,000 characters); the full logs,
+# the vision JSON and the profiles to $OUT.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+anvil=$(realpath "${1:-$root/gpu_bundle/bin/anvil}")
+gemm_bench=$(realpath "${2:-$root/gpu_bundle/bin/gemm_bench}")
+py=${PY:-python3}
+out=${OUT:-$PWD/vit_host_out}
+work=${WORK:-/tmp/vit_host}
+budget=${BUDGET_S:-520}
+mkdir -p "$out" "$work"
+deadline=$((SECONDS + budget))
+models=${MODELS:-vit_b_16,convnext_tiny}
+
+left() { echo $((deadline - SECONDS)); }
+# run NAME CMD...: runs CMD with what is left of the budget, its output into $out/NAME.txt
+run() {
+  local name=$1
+  shift
+  local t
+  t=$(left)
+  if [ "$t" -le 15 ]; then
+    echo "## $name: skipped (budget)"
+    return
+  fi
+  echo "## $name ($(date +%T), ${t}s left)"
+  timeout "$t" "$@" >"$out/$name.txt" 2>&1
+  local rc=$?
+  [ $rc -ne 0 ] && echo "   (exit $rc; log $out/$name.txt)"
+}
+
+lscpu | sed -n 's/^Model name: *//p;s/^CPU(s): *//p;s/^Thread(s) per core: *//p' | paste -sd' ' |
+  sed 's/^/# host: /'
+echo "# anvil $anvil; torch $($py -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+
+# 1. 8 pinned cores: anvil / eager / torch.compile (exports the models and compiles the packages)
+run vision_8 taskset -c 0-7 "$py" "$root/bench/vision.py" --anvil "$anvil" --models $models \
+  --threads 8 --rounds 1 --iters 20 --work "$work" --json "$out/vision_8.json"
+sed -n '/^$/,$p' "$out/vision_8.txt"
+
+# 2. where the time goes, 8 threads (and the optional base anvil beside it)
+for m in ${models//,/ }; do
+  [ -f "$work/$m.anvil" ] || continue
+  run "prof_${m}_t8" taskset -c 0-7 "$anvil" bench "$work/$m.anvil" -i "$work/$m.in0.npy" \
+    --threads 8 -n 20 --warmup 3 --profile
+  echo "# $m, 8 threads:"
+  python3 "$root/bench/profile_summary.py" "$out/prof_${m}_t8.txt" --top 6
+done
+
+# 3. the Linears' GEMMs, K block 512 (default) / 256 / 128, pools of 1, 2, 8 threads
+for kc in 512 256 128; do
+  run "gemm_kc$kc" taskset -c 0-7 env ANVIL_GEMM_KC=$kc "$gemm_bench" --linear --threads "${GEMM_THREADS:-1,2,8}" \
+    ${GEMM_SHAPES:-197 768 2304 197 768 768 197 768 3072 197 3072 768 3136 96 384 196 384 1536}
+  cat "$out/gemm_kc$kc.txt"
+done
+
+# 4. optional A/B against a base anvil (its own packages), alternated, 8 and 2 cores
+if [ -n "${BASE_ANVIL:-}" ]; then
+  for m in ${models//,/ }; do
+    [ -f "$work/$m.pt2" ] || continue
+    run "base_compile_$m" "$BASE_ANVIL" compile "$work/$m.pt2" -o "$work/${m}_base.anvil" -q
+    for cores in 0-7 0-1; do
+      t=$(( ${cores#0-} + 1 ))
+      for who in base new base new; do
+        a=$anvil pkg=$work/$m.anvil
+        [ $who = base ] && a=$BASE_ANVIL pkg=$work/${m}_base.anvil
+        run "ab_${m}_t${t}_$who" taskset -c "$cores" "$a" bench "$pkg" -i "$work/$m.in0.npy" \
+          --threads "$t" -n 20 --warmup 3 -q
+        echo "# A/B $m $t threads $who: $(tail -1 "$out/ab_${m}_t${t}_$who.txt" | \
+          python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["p50_ms"])' 2>/dev/null)"
+      done
+    done
+  done
+fi
+
+# 5. 2 pinned cores: anvil / eager / torch.compile, then anvil's profile at 2 threads
+if [ "${SKIP_2:-0}" != 1 ]; then
+  run vision_2 taskset -c 0-1 "$py" "$root/bench/vision.py" --anvil "$anvil" --models $models \
+    --threads 2 --rounds 1 --iters 20 --work "$work" --json "$out/vision_2.json"
+  sed -n '/^$/,$p' "$out/vision_2.txt"
+  for m in ${models//,/ }; do
+    [ -f "$work/$m.anvil" ] || continue
+    run "prof_${m}_t2" taskset -c 0-1 "$anvil" bench "$work/$m.anvil" -i "$work/$m.in0.npy" \
+      --threads 2 -n 10 --warmup 2 --profile
+    echo "# $m, 2 threads:"
+    python3 "$root/bench/profile_summary.py" "$out/prof_${m}_t2.txt" --top 4
+  done
+fi
+echo "# done in ${SECONDS}s; logs in $out"
