@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Issue 19 (CPU): ViT-B/16 and ConvNeXt-T on the GPU machine's host CPU in ONE device call
 # (under 9 minutes): anvil vs PyTorch eager vs torch.compile at 8 and 2 pinned cores
-# (bench/vision.py under taskset, 1 round), anvil's per-step profile at 8 and 2 threads, and the
+# (bench/vision.py under taskset, 1 round), anvil's per-step profile at 8 and 2 threads, the
 # Linear layers' GEMM micro-bench (gemm_bench --linear) on pools of 1, 2 and 8 threads for the
-# packed kernel's largest K block 512 (the default), 256 and 128 (ANVIL_GEMM_KC).
+# packed kernel's largest K block 512 (the default), then 192 and 128 (ANVIL_GEMM_KC), and
+# ViT compiled with --autotune fast at 8 threads beside the default package.
 #
 #   bench/vit_host.sh [ANVIL] [GEMM_BENCH]    # defaults: gpu_bundle/bin/anvil, gpu_bundle/bin/gemm_bench
 #
@@ -62,12 +63,35 @@ for m in ${models//,/ }; do
   python3 "$root/bench/profile_summary.py" "$out/prof_${m}_t8.txt" --top 6
 done
 
-# 3. the Linears' GEMMs, K block 512 (default) / 256 / 128, pools of 1, 2, 8 threads
-for kc in 512 256 128; do
-  run "gemm_kc$kc" taskset -c 0-7 env ANVIL_GEMM_KC=$kc "$gemm_bench" --linear --threads "${GEMM_THREADS:-1,2,8}" \
-    ${GEMM_SHAPES:-197 768 2304 197 768 768 197 768 3072 197 3072 768 3136 96 384 196 384 1536}
+# 3. the Linears' GEMMs: K block 512 (the default) on pools of 1, 2, 8 threads, then 192 and
+# 128 (the B slice of a tile in L1) on 1 and 8
+for kc in 512 192 128; do
+  thr=${GEMM_THREADS:-1,2,8}
+  [ $kc != 512 ] && thr=${GEMM_THREADS:-1,8}
+  run "gemm_kc$kc" taskset -c 0-7 env ANVIL_GEMM_KC=$kc "$gemm_bench" --linear --threads "$thr" \
+    ${GEMM_SHAPES:-197 768 2304 197 768 768 197 768 3072 197 3072 768 3136 96 384}
   cat "$out/gemm_kc$kc.txt"
 done
+
+# 3b. ViT tuned on this host at 8 threads (--autotune fast: oneDNN, OpenBLAS, the packed kernel
+# and templates timed per GEMM): which kernel wins here, and what it gives
+m=vit_b_16
+if [ -f "$work/$m.pt2" ] && [[ ",$models," == *",$m,"* ]]; then
+  run tune_vit_t8 taskset -c 0-7 env ANVIL_NUM_THREADS=8 ANVIL_CACHE_DIR="$work/cache" \
+    "$anvil" compile "$work/$m.pt2" -o "$work/${m}_tuned8.anvil" --autotune fast \
+    --autotune-cache "$work/tune8" -v
+  grep -iE "chose|tuned|time:" "$out/tune_vit_t8.txt" | tail -12
+  if [ -f "$work/${m}_tuned8.anvil" ]; then
+    for who in tuned default tuned; do
+      pkg=$work/${m}_tuned8.anvil
+      [ $who = default ] && pkg=$work/$m.anvil
+      run "tuned_${who}_t8" taskset -c 0-7 "$anvil" bench "$pkg" -i "$work/$m.in0.npy" \
+        --threads 8 -n 20 --warmup 3 -q
+      echo "# $m 8 threads, $who package: $(tail -1 "$out/tuned_${who}_t8.txt" | \
+        python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["p50_ms"])' 2>/dev/null) ms"
+    done
+  fi
+fi
 
 # 4. optional A/B against a base anvil (its own packages), alternated, 8 and 2 cores
 if [ -n "${BASE_ANVIL:-}" ]; then
