@@ -167,6 +167,16 @@ TEST(ExternSdpa, VitShapePackedKernelOnEveryPoolSize) {
   }
 }
 
+// Keys and values whose packed copies would pass 64 MiB (16.8 M floats here) are read in place
+// by the per-block GEMMs instead: the same results.
+TEST(ExternSdpa, LongKeysUseTheInPlaceGemms) {
+  ExternCase(kSdpa)
+      .tensor("query", rand_tensor(DType::kFloat32, {1, 1, 3, 128}, 63))
+      .tensor("key", rand_tensor(DType::kFloat32, {1, 1, 65600, 128}, 64))
+      .tensor("value", rand_tensor(DType::kFloat32, {1, 1, 65600, 128}, 65))
+      .check();
+}
+
 TEST(ExternSdpa, HandComputed) {
   // q = [1, 0], k = [[1, 0], [0, 1]], scale 1: weights softmax([1, 0]) = [0.731059, 0.268941];
   // v = [[1, 2], [3, 4]] gives [1.537883, 2.537883].

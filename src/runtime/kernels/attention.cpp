@@ -219,6 +219,9 @@ void sdpa_block(const Sdpa& a, int64_t b, int64_t i0, int64_t i1, Scratch<F>& sc
   });
 }
 
+/// The most floats the packed K^T and V of one call may take (64 MiB).
+constexpr int64_t kMaxPackedKvFloats = int64_t{16} << 20;
+
 /// K^T (E x S) and V (S x Ev) of every batch position, packed for sgemm_packed.
 struct PackedKv {
   int64_t kt_floats = 0, v_floats = 0;
@@ -294,17 +297,25 @@ void sdpa_run(const Sdpa& a) {
   while (rows > 8 && nb * ((a.l + rows - 1) / rows) < 2 * threads) rows /= 2;
   const int64_t blocks = (a.l + rows - 1) / rows;
   rows = (a.l + blocks - 1) / blocks;  // balanced: 197 rows as 50 + 50 + 50 + 47
+  // fp32 through the packed kernel unless the packed K^T and V of every batch position would
+  // take more than kMaxPackedKvFloats (long sequences: the GEMMs then read K and V in place)
+  bool packed = false;
   PackedKv kv;
-  if constexpr (std::is_same_v<F, float>) kv = pack_kv(a);
+  if constexpr (std::is_same_v<F, float>) {
+    packed = nb * (packed_b_floats(a.e, a.s) + packed_b_floats(a.s, a.ev)) <= kMaxPackedKvFloats;
+    if (packed) kv = pack_kv(a);
+  }
   parallel_for(0, nb * blocks, 1, [&](int64_t u0, int64_t u1) {
     Scratch<F> sc;
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t b = u / blocks, i0 = (u % blocks) * rows;
       if (i0 >= a.l) continue;
       if constexpr (std::is_same_v<F, float>)
-        sdpa_block_packed<M>(a, kv, b, i0, std::min(i0 + rows, a.l), sc);
-      else
-        sdpa_block<F, M>(a, b, i0, std::min(i0 + rows, a.l), sc);
+        if (packed) {
+          sdpa_block_packed<M>(a, kv, b, i0, std::min(i0 + rows, a.l), sc);
+          continue;
+        }
+      sdpa_block<F, M>(a, b, i0, std::min(i0 + rows, a.l), sc);
     }
   });
 }
