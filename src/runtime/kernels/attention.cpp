@@ -310,11 +310,12 @@ void sdpa_run(const Sdpa& a) {
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t b = u / blocks, i0 = (u % blocks) * rows;
       if (i0 >= a.l) continue;
-      if constexpr (std::is_same_v<F, float>)
+      if constexpr (std::is_same_v<F, float>) {
         if (packed) {
           sdpa_block_packed<M>(a, kv, b, i0, std::min(i0 + rows, a.l), sc);
           continue;
         }
+      }
       sdpa_block<F, M>(a, b, i0, std::min(i0 + rows, a.l), sc);
     }
   });
