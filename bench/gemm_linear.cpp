@@ -65,6 +65,8 @@ std::string split_str(int64_t m, int64_t n, int64_t k, int threads) {
 
 }  // namespace
 
+double gemm_bench_fma_peak(int threads);  // bench/gemm_suite.cpp
+
 int gemm_linear_main(int argc, char** argv) {
   std::vector<int> threads = {1, 2};
   GemmAct act = GemmAct::kGeluErf;
@@ -101,6 +103,9 @@ int gemm_linear_main(int argc, char** argv) {
   std::printf("# packed kernel: largest K block %lld (ANVIL_GEMM_KC); activation %d; GFLOP/s "
               "(2 M N K / time), median of 15\n",
               static_cast<long long>(gemm_packed_max_kc()), static_cast<int>(act));
+  std::printf("# FMA peak (a tight loop of independent FMAs per thread), GFLOP/s:");
+  for (int t : threads) std::printf(" %d thread%s %.1f;", t, t > 1 ? "s" : "", gemm_bench_fma_peak(t));
+  std::printf("\n");
   std::printf("%-16s %5s %5s %5s %3s | %9s %9s %9s %9s | %s\n", "layer", "M", "K", "N", "thr",
               "packed", "fused", "2-pass", "onednn", "split over the pool");
   std::mt19937 rng(3);
