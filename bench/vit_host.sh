@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Issue 19 (CPU): ViT-B/16 and ConvNeXt-T on the GPU machine's host CPU in ONE device call
-# (under 9 minutes): anvil vs PyTorch eager vs torch.compile at 8 and 2 pinned cores
-# (bench/vision.py under taskset, 1 round), anvil's per-step profile at 8 and 2 threads, the
-# Linear layers' GEMM micro-bench (gemm_bench --linear) on pools of 1, 2 and 8 threads for the
-# packed kernel's largest K block 512 (the default), then 192 and 128 (ANVIL_GEMM_KC), and
-# ViT compiled with --autotune fast at 8 threads beside the default package.
+# (under 9 minutes), most important first (a step that would pass BUDGET_S is skipped):
+#   1-2. anvil vs PyTorch eager vs torch.compile at 8, then 2 pinned cores (bench/vision.py
+#        under taskset, 1 round);
+#   3.   anvil's per-step profile at 8 and 2 threads (bench/profile_summary.py);
+#   4.   ViT at 8 threads with the packed kernel's largest K block 512 / 192 / 128
+#        (ANVIL_GEMM_KC), alternated;
+#   5.   the Linears' GEMM micro-bench (gemm_bench --linear, with the FMA peak) for the same
+#        K blocks on pools of 1, (2,) 8 threads;
+#   6.   ViT compiled with --autotune fast at 8 threads, beside the default package.
 #
 #   bench/vit_host.sh [ANVIL] [GEMM_BENCH]    # defaults: gpu_bundle/bin/anvil, gpu_bundle/bin/gemm_bench
 #
@@ -49,22 +53,49 @@ lscpu | sed -n 's/^Model name: *//p;s/^CPU(s): *//p;s/^Thread(s) per core: *//p'
   sed 's/^/# host: /'
 echo "# anvil $anvil; torch $($py -c 'import torch; print(torch.__version__)' 2>/dev/null)"
 
-# 1. 8 pinned cores: anvil / eager / torch.compile (exports the models and compiles the packages)
+# 1-2. the headline: anvil / eager / torch.compile at 8, then 2 pinned cores (the first run
+# exports the models and compiles the packages)
 run vision_8 taskset -c 0-7 "$py" "$root/bench/vision.py" --anvil "$anvil" --models $models \
   --threads 8 --rounds 1 --iters 20 --work "$work" --json "$out/vision_8.json"
 sed -n '/^$/,$p' "$out/vision_8.txt"
+if [ "${SKIP_2:-0}" != 1 ]; then
+  run vision_2 taskset -c 0-1 "$py" "$root/bench/vision.py" --anvil "$anvil" --models $models \
+    --threads 2 --rounds 1 --iters 20 --work "$work" --json "$out/vision_2.json"
+  sed -n '/^$/,$p' "$out/vision_2.txt"
+fi
 
-# 2. where the time goes, 8 threads (and the optional base anvil beside it)
+# 3. where anvil's time goes, 8 and 2 threads
 for m in ${models//,/ }; do
   [ -f "$work/$m.anvil" ] || continue
-  run "prof_${m}_t8" taskset -c 0-7 "$anvil" bench "$work/$m.anvil" -i "$work/$m.in0.npy" \
-    --threads 8 -n 20 --warmup 3 --profile
-  echo "# $m, 8 threads:"
-  python3 "$root/bench/profile_summary.py" "$out/prof_${m}_t8.txt" --top 6
+  for t in 8 2; do
+    [ $t = 2 ] && [ "${SKIP_2:-0}" = 1 ] && continue
+    run "prof_${m}_t$t" taskset -c 0-$((t - 1)) "$anvil" bench "$work/$m.anvil" \
+      -i "$work/$m.in0.npy" --threads $t -n 20 --warmup 3 --profile
+    echo "# $m, $t threads:"
+    python3 "$root/bench/profile_summary.py" "$out/prof_${m}_t$t.txt" --top 5
+  done
 done
 
-# 3. the Linears' GEMMs: K block 512 (the default) on pools of 1, 2, 8 threads, then 192 and
-# 128 (the B slice of a tile in L1) on 1 and 8
+# bench_ms NAME PKG MODEL CORES THREADS [ENV...]: p50 of `anvil bench` (20 runs), printed
+bench_ms() {
+  local name=$1 pkg=$2 m=$3 cores=$4 t=$5
+  shift 5
+  run "$name" taskset -c "$cores" env "$@" "$anvil" bench "$pkg" \
+    -i "$work/$m.in0.npy" --threads "$t" -n 20 --warmup 3 -q
+  echo "# $name: $(tail -1 "$out/$name.txt" | \
+    python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["p50_ms"])' 2>/dev/null) ms"
+}
+
+# 4. ViT at 8 threads with the packed kernel's largest K block 512 (default) / 192 / 128
+#    (ANVIL_GEMM_KC, read at run time), alternated
+m=vit_b_16
+if [ -f "$work/$m.anvil" ]; then
+  for kc in 512 192 128 512 192 128; do
+    bench_ms "vit_t8_kc$kc" "$work/$m.anvil" $m 0-7 8 ANVIL_GEMM_KC=$kc
+  done
+fi
+
+# 5. the Linears' GEMMs: K block 512 on pools of 1, 2, 8 threads, then 192 and 128 on 1 and 8
 for kc in 512 192 128; do
   thr=${GEMM_THREADS:-1,2,8}
   [ $kc != 512 ] && thr=${GEMM_THREADS:-1,8}
@@ -73,33 +104,26 @@ for kc in 512 192 128; do
   cat "$out/gemm_kc$kc.txt"
 done
 
-# 3b. ViT tuned on this host at 8 threads (--autotune fast: oneDNN, OpenBLAS, the packed kernel
-# and templates timed per GEMM): which kernel wins here, and what it gives
-m=vit_b_16
+# 6. ViT tuned on this host at 8 threads (--autotune fast: oneDNN, OpenBLAS, the packed kernel
+#    and templates timed per GEMM): which kernel wins here, and what it gives
 if [ -f "$work/$m.pt2" ] && [[ ",$models," == *",$m,"* ]]; then
   run tune_vit_t8 taskset -c 0-7 env ANVIL_NUM_THREADS=8 ANVIL_CACHE_DIR="$work/cache" \
     "$anvil" compile "$work/$m.pt2" -o "$work/${m}_tuned8.anvil" --autotune fast \
     --autotune-cache "$work/tune8" -v
-  grep -iE "chose|tuned|time:" "$out/tune_vit_t8.txt" | tail -12
+  grep -iE "chose|autotune:" "$out/tune_vit_t8.txt" | tail -8
   if [ -f "$work/${m}_tuned8.anvil" ]; then
-    for who in tuned default tuned; do
-      pkg=$work/${m}_tuned8.anvil
-      [ $who = default ] && pkg=$work/$m.anvil
-      run "tuned_${who}_t8" taskset -c 0-7 "$anvil" bench "$pkg" -i "$work/$m.in0.npy" \
-        --threads 8 -n 20 --warmup 3 -q
-      echo "# $m 8 threads, $who package: $(tail -1 "$out/tuned_${who}_t8.txt" | \
-        python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["p50_ms"])' 2>/dev/null) ms"
-    done
+    bench_ms vit_t8_tuned "$work/${m}_tuned8.anvil" $m 0-7 8
+    bench_ms vit_t8_default "$work/$m.anvil" $m 0-7 8
   fi
 fi
 
-# 4. optional A/B against a base anvil (its own packages), alternated, 8 and 2 cores
+# 7. optional A/B against a base anvil (its own packages), alternated, 8 and 2 cores
 if [ -n "${BASE_ANVIL:-}" ]; then
   for m in ${models//,/ }; do
     [ -f "$work/$m.pt2" ] || continue
     run "base_compile_$m" "$BASE_ANVIL" compile "$work/$m.pt2" -o "$work/${m}_base.anvil" -q
     for cores in 0-7 0-1; do
-      t=$(( ${cores#0-} + 1 ))
+      t=$((${cores#0-} + 1))
       for who in base new base new; do
         a=$anvil pkg=$work/$m.anvil
         [ $who = base ] && a=$BASE_ANVIL pkg=$work/${m}_base.anvil
@@ -109,20 +133,6 @@ if [ -n "${BASE_ANVIL:-}" ]; then
           python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["p50_ms"])' 2>/dev/null)"
       done
     done
-  done
-fi
-
-# 5. 2 pinned cores: anvil / eager / torch.compile, then anvil's profile at 2 threads
-if [ "${SKIP_2:-0}" != 1 ]; then
-  run vision_2 taskset -c 0-1 "$py" "$root/bench/vision.py" --anvil "$anvil" --models $models \
-    --threads 2 --rounds 1 --iters 20 --work "$work" --json "$out/vision_2.json"
-  sed -n '/^$/,$p' "$out/vision_2.txt"
-  for m in ${models//,/ }; do
-    [ -f "$work/$m.anvil" ] || continue
-    run "prof_${m}_t2" taskset -c 0-1 "$anvil" bench "$work/$m.anvil" -i "$work/$m.in0.npy" \
-      --threads 2 -n 10 --warmup 2 --profile
-    echo "# $m, 2 threads:"
-    python3 "$root/bench/profile_summary.py" "$out/prof_${m}_t2.txt" --top 4
   done
 fi
 echo "# done in ${SECONDS}s; logs in $out"
