@@ -338,13 +338,20 @@ PackedGemmSplit packed_gemm_split(int64_t m, int64_t n, int64_t k, int threads) 
     s.block = panels;
     return s;
   }
-  if (panels >= 2 * threads || m < 2 * kMinGemmBlock) {
+  // Column chunks make every thread read all of A and 1/T of B, row blocks 1/T of A and all of
+  // B: columns unless A is clearly the larger operand (m > 2n: ConvNeXt's 3136 x 96 x 384; at
+  // m ~ n the column chunks are the better balanced) or the panels are too few to share, and
+  // always when there are too few rows to share.
+  const bool columns_share = panels >= 2 * threads, rows_share = m >= 2 * kMinGemmBlock;
+  if (!rows_share || (columns_share && m <= 2 * n)) {
     s.kind = PackedGemmSplit::kColumnPanels;
     s.block = (panels + threads - 1) / threads;
     s.chunks = (panels + s.block - 1) / s.block;
   } else {
     s.kind = PackedGemmSplit::kRowBlocks;
-    s.block = std::max<int64_t>(kMinGemmBlock, (m + threads - 1) / threads);
+    // whole 8-row register blocks per chunk where that still gives every thread rows
+    const int64_t per = (m + threads - 1) / threads;
+    s.block = std::max<int64_t>(kMinGemmBlock, per >= 64 ? (per + 7) / 8 * 8 : per);
     s.chunks = (m + s.block - 1) / s.block;
   }
   return s;

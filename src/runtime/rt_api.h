@@ -93,9 +93,10 @@ void sgemm_const_b(PackedWeightCache* cache, bool trans_a, bool trans_b, int64_t
 /// How sgemm_const_b / sgemm_prepacked split an m x n x k product over `threads` threads:
 /// serially below 2^18 multiply-adds or on one thread; else column panels (chunks of `block`
 /// 16-column panels, every chunk all m rows, each thread reading all of A in place) when there
-/// are at least two panels per thread or m < 32; else row blocks of `block` rows (all n
-/// columns each). Chunks are near-equal (ThreadPool::parallel_for), so at m = 197, n = 768 on
-/// 8 threads every thread computes 197 x 96.
+/// are at least two panels per thread and m <= 2n (or m < 32); else row blocks of `block` rows
+/// (all n columns each; a multiple of 8 rows from 64 up). Chunks are near-equal
+/// (ThreadPool::parallel_for): at m = 197, n = 768 on 8 threads every thread computes 197 x 96;
+/// at m = 3136, n = 384 (ConvNeXt-T's first MLP) 392 x 384.
 struct PackedGemmSplit {
   enum Kind { kSerial, kColumnPanels, kRowBlocks } kind = kSerial;
   int64_t block = 0;   // panels (kColumnPanels, kSerial: all of them) or rows per chunk

@@ -136,11 +136,38 @@ TEST(GemmPackedAct, PackedKUsesTheFirstRowsOfAPackedB) {
                Error);
 }
 
+/// sgemm_const_b (bias + GELU) of an m x n x 64 product on pools of 2, 3 and 8 threads against
+/// one thread (the same bits) and the double reference.
+void const_b_on_pools(int64_t m, int64_t n);
+
+TEST(GemmPackedAct, ThePoolSplitFollowsTheLargerOperand) {
+  // ViT's Linears (B the larger operand) in column chunks, ConvNeXt's first MLP (A more than
+  // twice B) in row blocks of whole 8-row register blocks; few rows always in columns
+  EXPECT_EQ(packed_gemm_split(197, 768, 768, 8).kind, PackedGemmSplit::kColumnPanels);
+  EXPECT_EQ(packed_gemm_split(197, 768, 768, 8).block, 6);  // 96 columns x 197 rows each
+  EXPECT_EQ(packed_gemm_split(197, 768, 768, 8).chunks, 8);
+  const PackedGemmSplit rows = packed_gemm_split(3136, 384, 96, 8);
+  EXPECT_EQ(rows.kind, PackedGemmSplit::kRowBlocks);
+  EXPECT_EQ(rows.block, 392);
+  EXPECT_EQ(rows.chunks, 8);
+  EXPECT_EQ(packed_gemm_split(784, 768, 192, 8).kind, PackedGemmSplit::kColumnPanels);
+  EXPECT_EQ(packed_gemm_split(700, 64, 512, 8).block % 8, 0);  // 88 rows: whole register blocks
+  EXPECT_EQ(packed_gemm_split(8, 1024, 512, 8).kind, PackedGemmSplit::kColumnPanels);
+  EXPECT_EQ(packed_gemm_split(8, 1024, 512, 1).kind, PackedGemmSplit::kSerial);
+}
+
 TEST(GemmPackedAct, ConstBOnAPoolMatchesOneThread) {
-  // sgemm_const_b splits 197 x 768 (48 panels) into column blocks on the pool, with bias and
-  // GELU in the store: every pool size gives the single-threaded bits.
+  // sgemm_const_b splits 197 x 768 (48 panels) into column blocks on the pool, 600 x 200 into
+  // row blocks, with bias and GELU in the store: every pool size gives the single-threaded bits.
+  for (const auto& [m, n] : {std::pair<int64_t, int64_t>{197, 768}, {600, 200}}) {
+    SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n));
+    const_b_on_pools(m, n);
+  }
+}
+
+void const_b_on_pools(int64_t m, int64_t n) {
   std::mt19937 rng(9);
-  const int64_t m = 197, n = 768, k = 64;
+  const int64_t k = 64;
   const auto a = rand_vec(rng, m * k, -1, 1), w = rand_vec(rng, n * k, -1, 1),
              bias = rand_vec(rng, n, -1, 1);
   std::vector<float> one(m * n);
