@@ -83,7 +83,9 @@ int gemm_linear_main(int argc, char** argv) {
       }
     } else if (arg == "--act" && i + 1 < argc) {
       const std::string v = argv[++i];
-      act = v == "gelu_tanh" ? GemmAct::kGeluTanh : v == "none" ? GemmAct::kNone : GemmAct::kGeluErf;
+      act = v == "gelu_tanh" ? GemmAct::kGeluTanh
+            : v == "none"    ? GemmAct::kNone
+                             : GemmAct::kGeluErf;
     } else {
       nums.push_back(std::atoll(arg.c_str()));
     }
@@ -93,18 +95,21 @@ int gemm_linear_main(int argc, char** argv) {
     const char* what;
   };
   std::vector<Shape> shapes;
-  for (size_t i = 0; i + 2 < nums.size(); i += 3) shapes.push_back({nums[i], nums[i + 1], nums[i + 2], ""});
+  for (size_t i = 0; i + 2 < nums.size(); i += 3)
+    shapes.push_back({nums[i], nums[i + 1], nums[i + 2], ""});
   if (shapes.empty())
-    shapes = {{197, 768, 2304, "vit qkv"},      {197, 768, 768, "vit proj"},
-              {197, 768, 3072, "vit fc1"},      {197, 3072, 768, "vit fc2"},
-              {3136, 96, 384, "convnext s1 fc1"}, {3136, 384, 96, "convnext s1 fc2"},
-              {784, 192, 768, "convnext s2 fc1"}, {196, 384, 1536, "convnext s3 fc1"},
+    shapes = {{197, 768, 2304, "vit qkv"},         {197, 768, 768, "vit proj"},
+              {197, 768, 3072, "vit fc1"},         {197, 3072, 768, "vit fc2"},
+              {3136, 96, 384, "convnext s1 fc1"},  {3136, 384, 96, "convnext s1 fc2"},
+              {784, 192, 768, "convnext s2 fc1"},  {196, 384, 1536, "convnext s3 fc1"},
               {196, 1536, 384, "convnext s3 fc2"}, {49, 768, 3072, "convnext s4 fc1"}};
-  std::printf("# packed kernel: largest K block %lld (ANVIL_GEMM_KC); activation %d; GFLOP/s "
-              "(2 M N K / time), median of 15\n",
-              static_cast<long long>(gemm_packed_max_kc()), static_cast<int>(act));
+  std::printf(
+      "# packed kernel: largest K block %lld (ANVIL_GEMM_KC); activation %d; GFLOP/s "
+      "(2 M N K / time), median of 15\n",
+      static_cast<long long>(gemm_packed_max_kc()), static_cast<int>(act));
   std::printf("# FMA peak (a tight loop of independent FMAs per thread), GFLOP/s:");
-  for (int t : threads) std::printf(" %d thread%s %.1f;", t, t > 1 ? "s" : "", gemm_bench_fma_peak(t));
+  for (int t : threads)
+    std::printf(" %d thread%s %.1f;", t, t > 1 ? "s" : "", gemm_bench_fma_peak(t));
   std::printf("\n");
   std::printf("%-16s %5s %5s %5s %3s | %9s %9s %9s %9s | %s\n", "layer", "M", "K", "N", "thr",
               "packed", "fused", "2-pass", "onednn", "split over the pool");

@@ -207,11 +207,16 @@ void int8_gemm(const AnvilGemmCall& g) {
 /// The packed kernel's activation for ANVIL_GEMM_ACT_* code `act` (relu: its own flag).
 GemmAct packed_act(int32_t act) {
   switch (act) {
-    case ANVIL_GEMM_ACT_RELU6: return GemmAct::kRelu6;
-    case ANVIL_GEMM_ACT_GELU_ERF: return GemmAct::kGeluErf;
-    case ANVIL_GEMM_ACT_GELU_TANH: return GemmAct::kGeluTanh;
-    case ANVIL_GEMM_ACT_SILU: return GemmAct::kSilu;
-    default: return GemmAct::kNone;
+    case ANVIL_GEMM_ACT_RELU6:
+      return GemmAct::kRelu6;
+    case ANVIL_GEMM_ACT_GELU_ERF:
+      return GemmAct::kGeluErf;
+    case ANVIL_GEMM_ACT_GELU_TANH:
+      return GemmAct::kGeluTanh;
+    case ANVIL_GEMM_ACT_SILU:
+      return GemmAct::kSilu;
+    default:
+      return GemmAct::kNone;
   }
 }
 

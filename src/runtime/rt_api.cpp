@@ -202,17 +202,16 @@ void packed_gemm_impl(bool ta, int64_t m, int64_t n, int64_t k, float alpha, con
     sgemm_packed(ta, m, n, k, alpha, a, lda, packed, bias, relu, c, ldc, 0, n, GemmIsa::kAuto,
                  row_bias, act);
   } else if (split.kind == PackedGemmSplit::kColumnPanels) {
-    pool.parallel_for(0, (n + kPackedPanel - 1) / kPackedPanel, split.block,
-                      [&](int64_t p0, int64_t p1) {
-                        sgemm_packed(ta, m, n, k, alpha, a, lda, packed, bias, relu, c, ldc,
-                                     p0 * kPackedPanel, std::min(n, p1 * kPackedPanel),
-                                     GemmIsa::kAuto, row_bias, act);
-                      });
+    pool.parallel_for(
+        0, (n + kPackedPanel - 1) / kPackedPanel, split.block, [&](int64_t p0, int64_t p1) {
+          sgemm_packed(ta, m, n, k, alpha, a, lda, packed, bias, relu, c, ldc, p0 * kPackedPanel,
+                       std::min(n, p1 * kPackedPanel), GemmIsa::kAuto, row_bias, act);
+        });
   } else {
     pool.parallel_for(0, m, split.block, [&](int64_t r0, int64_t r1) {
       const float* ab = ta ? a + r0 : a + r0 * lda;
-      sgemm_packed(ta, r1 - r0, n, k, alpha, ab, lda, packed, bias, relu, c + r0 * ldc, ldc, 0,
-                   n, GemmIsa::kAuto, row_bias ? row_bias + r0 : nullptr, act);
+      sgemm_packed(ta, r1 - r0, n, k, alpha, ab, lda, packed, bias, relu, c + r0 * ldc, ldc, 0, n,
+                   GemmIsa::kAuto, row_bias ? row_bias + r0 : nullptr, act);
     });
   }
 }
@@ -308,8 +307,8 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
 }
 
 void sgemm_const_b(PackedWeightCache* cache, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                   float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                   float* c, int64_t ldc, const float* bias, bool relu, GemmAct act) {
+                   float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                   int64_t ldc, const float* bias, bool relu, GemmAct act) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || const_b_uses_blas()) {
     gemm_impl<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);

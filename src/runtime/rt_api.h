@@ -86,9 +86,9 @@ class RunContext {
 /// floats, added to every row), ReLU and `act` are applied in the kernel's store (after the
 /// product on the OpenBLAS path).
 void sgemm_const_b(PackedWeightCache* cache, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                   int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                   int64_t ldb, float* c, int64_t ldc, const float* bias = nullptr,
-                   bool relu = false, GemmAct act = GemmAct::kNone);
+                   int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                   float* c, int64_t ldc, const float* bias = nullptr, bool relu = false,
+                   GemmAct act = GemmAct::kNone);
 
 /// How sgemm_const_b / sgemm_prepacked split an m x n x k product over `threads` threads:
 /// serially below 2^18 multiply-adds or on one thread; else column panels (chunks of `block`

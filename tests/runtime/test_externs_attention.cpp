@@ -155,7 +155,9 @@ TEST(ExternSdpa, VitShapePackedKernelOnEveryPoolSize) {
     ScopedThreadPool scope(&pool);
     for (int variant = 0; variant < 3; ++variant) {
       ExternCase c(kSdpa);
-      c.tensor("query", part(0)).tensor("key", variant == 1 ? kt : part(1)).tensor("value", part(2));
+      c.tensor("query", part(0))
+          .tensor("key", variant == 1 ? kt : part(1))
+          .tensor("value", part(2));
       if (variant == 2)
         c.tensor("attn_mask", rand_tensor(DType::kFloat32, {kL, kL}, 62, -3, 1));
       else

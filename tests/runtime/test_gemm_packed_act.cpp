@@ -22,12 +22,16 @@ namespace {
 /// torch's formula of `act` in double.
 double act_ref(GemmAct act, double x) {
   switch (act) {
-    case GemmAct::kRelu6: return std::min(std::max(x, 0.0), 6.0);
-    case GemmAct::kGeluErf: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case GemmAct::kRelu6:
+      return std::min(std::max(x, 0.0), 6.0);
+    case GemmAct::kGeluErf:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
     case GemmAct::kGeluTanh:
       return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-    case GemmAct::kSilu: return x / (1.0 + std::exp(-x));
-    case GemmAct::kNone: break;
+    case GemmAct::kSilu:
+      return x / (1.0 + std::exp(-x));
+    case GemmAct::kNone:
+      break;
   }
   return x;
 }
@@ -74,11 +78,10 @@ TEST(GemmPackedAct, EveryActivationMatchesTheDoubleReference) {
             ref[i * n + j] = act_ref(act, acc);
           }
         for (GemmIsa isa : isas()) {
-          const std::string ctx = "m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                                  " k=" + std::to_string(k) + " act=" +
-                                  std::to_string(static_cast<int>(act)) + " relu=" +
-                                  std::to_string(relu) + " isa=" +
-                                  std::to_string(static_cast<int>(isa));
+          const std::string ctx =
+              "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+              " act=" + std::to_string(static_cast<int>(act)) + " relu=" + std::to_string(relu) +
+              " isa=" + std::to_string(static_cast<int>(isa));
           std::vector<float> whole(static_cast<size_t>(m * n)), split(whole.size());
           sgemm_packed(false, m, n, k, alpha, a.data(), k, packed.data(), bias.data(), relu,
                        whole.data(), n, 0, n, isa, nullptr, act);
@@ -128,8 +131,8 @@ TEST(GemmPackedAct, PackedKUsesTheFirstRowsOfAPackedB) {
   std::vector<float> want(m * n), got(m * n);
   sgemm_packed(false, m, n, k, 1.0f, a.data(), k, pshort.data(), nullptr, false, want.data(), n, 0,
                n);
-  sgemm_packed(false, m, n, k, 1.0f, a.data(), k, pfull.data(), nullptr, false, got.data(), n, 0,
-               n, GemmIsa::kAuto, nullptr, GemmAct::kNone, kfull);
+  sgemm_packed(false, m, n, k, 1.0f, a.data(), k, pfull.data(), nullptr, false, got.data(), n, 0, n,
+               GemmIsa::kAuto, nullptr, GemmAct::kNone, kfull);
   EXPECT_EQ(got, want);
   EXPECT_THROW(sgemm_packed(false, m, n, k, 1.0f, a.data(), k, pfull.data(), nullptr, false,
                             got.data(), n, 0, n, GemmIsa::kAuto, nullptr, GemmAct::kNone, k - 1),
@@ -190,8 +193,8 @@ void const_b_on_pools(int64_t m, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
       double acc = 0;
       for (int64_t p = 0; p < k; ++p) acc += double(a[i * k + p]) * w[j * k + p];
-      worst = std::max(worst, std::fabs(one[i * n + j] - act_ref(GemmAct::kGeluErf,
-                                                                 0.3 * acc + bias[j])));
+      worst = std::max(worst,
+                       std::fabs(one[i * n + j] - act_ref(GemmAct::kGeluErf, 0.3 * acc + bias[j])));
     }
   EXPECT_LT(worst, 1e-5);
 }

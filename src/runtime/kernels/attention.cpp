@@ -243,13 +243,13 @@ PackedKv pack_kv(const Sdpa& a) {
     for (int64_t b = b0; b < b1; ++b) {
       auto* dst = const_cast<float*>(p.kt(b));
       if (a.s > 0 && a.e > 0) {  // op(B) = K^T: K stored [S, E] row-major is B stored N x K
-        const auto ka = kern::matrix_arg<float>(a.k, a.off_k[b], a.s, a.e, a.k.stride(-2),
-                                                a.k.stride(-1), sk);
+        const auto ka =
+            kern::matrix_arg<float>(a.k, a.off_k[b], a.s, a.e, a.k.stride(-2), a.k.stride(-1), sk);
         pack_b(!ka.trans, a.e, a.s, ka.data, ka.ld, dst);
       }
       if (a.s > 0 && a.ev > 0) {
-        const auto va = kern::matrix_arg<float>(a.v, a.off_v[b], a.s, a.ev, a.v.stride(-2),
-                                                a.v.stride(-1), sv);
+        const auto va =
+            kern::matrix_arg<float>(a.v, a.off_v[b], a.s, a.ev, a.v.stride(-2), a.v.stride(-1), sv);
         pack_b(va.trans, a.s, a.ev, va.data, va.ld, dst + p.kt_floats);
       }
     }
@@ -263,17 +263,17 @@ void sdpa_block_packed(const Sdpa& a, const PackedKv& kv, int64_t b, int64_t i0,
                        Scratch<float>& sc) {
   // With is_causal the block reads only the first min(S, i1) keys (see sdpa_block).
   const int64_t m = i1 - i0, s = a.causal ? std::min(a.s, i1) : a.s;
-  const kern::MatArg<float> qa = kern::matrix_arg<float>(
-      a.q, a.off_q[b] + i0 * a.q.stride(-2), m, a.e, a.q.stride(-2), a.q.stride(-1), sc.q);
+  const kern::MatArg<float> qa = kern::matrix_arg<float>(a.q, a.off_q[b] + i0 * a.q.stride(-2), m,
+                                                         a.e, a.q.stride(-2), a.q.stride(-1), sc.q);
   const int64_t lds = std::max<int64_t>(s, 1);
   sc.scores.resize(static_cast<size_t>(std::max<int64_t>(m * s, 1)));
   float* scores = sc.scores.data();
-  sgemm_packed(qa.trans, m, s, a.e, static_cast<float>(a.scale), qa.data, qa.ld, kv.kt(b),
-               nullptr, false, scores, lds, 0, s);
+  sgemm_packed(qa.trans, m, s, a.e, static_cast<float>(a.scale), qa.data, qa.ld, kv.kt(b), nullptr,
+               false, scores, lds, 0, s);
   for (int64_t i = 0; i < m; ++i) mask_softmax_row<float, M>(a, b, i0 + i, scores + i * s, s);
   const int64_t out_off = (b * a.l + i0) * a.ev, ldo = std::max<int64_t>(a.ev, 1);
-  float* o = a.out.dtype() == DType::kFloat32 ? static_cast<float*>(a.out.data_ptr()) + out_off
-                                              : nullptr;
+  float* o =
+      a.out.dtype() == DType::kFloat32 ? static_cast<float*>(a.out.data_ptr()) + out_off : nullptr;
   if (!o) {
     sc.out.resize(static_cast<size_t>(std::max<int64_t>(m * a.ev, 1)));
     o = sc.out.data();

@@ -48,11 +48,16 @@ inline void prefetch_b(const float* bp) {
 /// The conv_activate code of `act` (relu6 is its clamp to [0, 6]).
 kern::ConvAct conv_act_of(GemmAct act) {
   switch (act) {
-    case GemmAct::kRelu6: return kern::ConvAct::kClamp;
-    case GemmAct::kGeluErf: return kern::ConvAct::kGelu;
-    case GemmAct::kGeluTanh: return kern::ConvAct::kGeluTanh;
-    case GemmAct::kSilu: return kern::ConvAct::kSilu;
-    case GemmAct::kNone: break;
+    case GemmAct::kRelu6:
+      return kern::ConvAct::kClamp;
+    case GemmAct::kGeluErf:
+      return kern::ConvAct::kGelu;
+    case GemmAct::kGeluTanh:
+      return kern::ConvAct::kGeluTanh;
+    case GemmAct::kSilu:
+      return kern::ConvAct::kSilu;
+    case GemmAct::kNone:
+      break;
   }
   return kern::ConvAct::kNone;
 }
@@ -202,9 +207,9 @@ constexpr __mmask16 kAll16 = 0xFFFF;
 /// far below and never overflows the exponent field). NaN x: an unspecified finite value.
 ANVIL_K512 __m512 exp512(__m512 x) {
   x = _mm512_maskz_min_ps(kAll16, x, _mm512_set1_ps(88.0f));
-  const __m512 n = _mm512_maskz_roundscale_ps(
-      kAll16, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 n =
+      _mm512_maskz_roundscale_ps(kAll16, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
   __m512 p = _mm512_set1_ps(1.98756915e-4f);
@@ -240,17 +245,18 @@ ANVIL_K512 __m512 act512(GemmAct act, __m512 x) {
     case GemmAct::kGeluErf: {
       const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
       const __m512 az = _mm512_maskz_min_ps(kAll16, _mm512_abs_ps(z), _mm512_set1_ps(4.0f));
-      const __m512 t = recip512(_mm512_fmadd_ps(az, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
+      const __m512 t =
+          recip512(_mm512_fmadd_ps(az, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
       __m512 p = _mm512_set1_ps(1.061405429f);
       p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
       p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
       p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
       p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
       // q = 1 - erf|z|; gelu = x (1 - q / 2) for z >= 0, x q / 2 below
-      const __m512 hq = _mm512_mul_ps(_mm512_mul_ps(p, t),
-                                      _mm512_mul_ps(exp512(_mm512_mul_ps(_mm512_sub_ps(
-                                                        _mm512_setzero_ps(), az), az)),
-                                                    _mm512_set1_ps(0.5f)));
+      const __m512 hq = _mm512_mul_ps(
+          _mm512_mul_ps(p, t),
+          _mm512_mul_ps(exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), az), az)),
+                        _mm512_set1_ps(0.5f)));
       const __mmask16 neg = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ);
       const __m512 w = _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(1.0f), hq), hq);
       return _mm512_mul_ps(x, w);
@@ -364,12 +370,12 @@ const IsaKernels kAvx2Kernels = {kAvx2Mr,
                                  false};
 
 #define ANVIL_K512_ROW(M) {kernel_avx512<M, 1>, kernel_avx512<M, 2>, kernel_avx512<M, 3>}
-const IsaKernels kAvx512Kernels = {kAvx512Mr,
-                                   kAvx512Np,
-                                   {ANVIL_K512_ROW(1), ANVIL_K512_ROW(2), ANVIL_K512_ROW(3),
-                                    ANVIL_K512_ROW(4), ANVIL_K512_ROW(5), ANVIL_K512_ROW(6),
-                                    ANVIL_K512_ROW(7), ANVIL_K512_ROW(8)},
-                                   true};
+const IsaKernels kAvx512Kernels = {
+    kAvx512Mr,
+    kAvx512Np,
+    {ANVIL_K512_ROW(1), ANVIL_K512_ROW(2), ANVIL_K512_ROW(3), ANVIL_K512_ROW(4), ANVIL_K512_ROW(5),
+     ANVIL_K512_ROW(6), ANVIL_K512_ROW(7), ANVIL_K512_ROW(8)},
+    true};
 #undef ANVIL_K512_ROW
 
 /// K block size for `k` steps: blocks of equal size at most max_kc().
@@ -382,8 +388,8 @@ int64_t choose_kc(int64_t k) {
 /// Runs the blocked loops of the header comment over panels [n0/16, ceil(n1/16)) with `isa`.
 void run_blocked(const IsaKernels& isa, bool trans_a, int64_t m, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* packed_b, const float* bias,
-                 const float* row_bias, bool relu, GemmAct act, float* c, int64_t ldc,
-                 int64_t n0, int64_t n1, int64_t packed_k) {
+                 const float* row_bias, bool relu, GemmAct act, float* c, int64_t ldc, int64_t n0,
+                 int64_t n1, int64_t packed_k) {
   const kern::ConvAct cact = conv_act_of(act);
   const int64_t kc_max = choose_kc(k);
   const int64_t panel0 = n0 / kPanel, panel1 = (n1 + kPanel - 1) / kPanel;
@@ -525,8 +531,7 @@ void sgemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, co
       }
     }
     if (act != GemmAct::kNone)  // the same activation over the rows of bias values
-      for (int64_t i = 0; i < m; ++i)
-        gemm_activate(act, c + i * ldc + n0, n1 - n0);
+      for (int64_t i = 0; i < m; ++i) gemm_activate(act, c + i * ldc + n0, n1 - n0);
     return;
   }
   if (isa == GemmIsa::kAuto) isa = best_isa();

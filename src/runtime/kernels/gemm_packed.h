@@ -30,8 +30,8 @@ enum class GemmIsa { kAuto, kGeneric, kAvx2, kAvx512 };
 /// Whether this CPU can run `isa` (kAuto, kGeneric: always).
 bool gemm_isa_available(GemmIsa isa);
 
-/// An activation applied in the store after bias and row bias (ReLU has its own flag, which
-/// the micro-kernels apply in registers; these run over each finished tile while it is in L1).
+/// An activation applied in the store after bias and row bias (ReLU has its own flag; the
+/// AVX-512 micro-kernels apply these in registers too, the others over finished rows).
 /// Same formulas as torch: GELU 0.5 x (1 + erf(x / sqrt 2)) or its tanh approximation, SiLU
 /// x sigmoid(x), ReLU6 min(max(x, 0), 6); erf and exp are vec_math.h's (absolute error ~2e-7
 /// of the activation's scale). NaN stays NaN.
@@ -42,11 +42,11 @@ enum class GemmAct { kNone, kRelu6, kGeluErf, kGeluTanh, kSilu };
 /// trans_a, A^T (A stored k x m, row stride lda). B is `packed_b` from pack_b (K x N). C is
 /// row-major with row stride ldc and is overwritten (beta = 0). n0 is a multiple of 16;
 /// n1 <= n. `row_bias` (when not null) adds row_bias[i] to row i (after `bias`, before ReLU: a
-/// convolution's per-channel bias). Single-threaded (the caller splits [0, n) over threads in multiples of 16); the
-/// per-element arithmetic does not depend on the split. kAuto picks the best ISA; an ISA this CPU
-/// cannot run, or bad sizes, throw anvil::Error. `act` (after ReLU when both are given) is
-/// applied to each tile of C as it is finished. A is read in place (nothing is packed or
-/// allocated per call). `packed_k` (0: k) is the K that `packed_b` was packed with, when only
+/// convolution's per-channel bias). Single-threaded (the caller splits [0, n) over threads in
+/// multiples of 16); the per-element arithmetic does not depend on the split. kAuto picks the best
+/// ISA; an ISA this CPU cannot run, or bad sizes, throw anvil::Error. `act` (after ReLU when both
+/// are given) is applied before C is stored (AVX-512: in registers; else over each row block's
+/// finished rows). A is read in place (nothing is packed or allocated per call). `packed_k` (0: k) is the K that `packed_b` was packed with, when only
 /// its first k rows take part (attention's causal blocks read the first keys of a packed V).
 void sgemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   int64_t lda, const float* packed_b, const float* bias, bool relu, float* c,
