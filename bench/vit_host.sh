@@ -22,8 +22,14 @@
 # the vision JSON and the profiles to $OUT.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-anvil=$(realpath "${1:-$root/gpu_bundle/bin/anvil}")
-gemm_bench=$(realpath "${2:-$root/gpu_bundle/bin/gemm_bench}")
+# the bundle's libraries and the headers generated code includes (as bench/gpu_run.sh sets them)
+if [ ! -d "$root/gpu_bundle" ] && [ -f "$root/gpu_bundle.tar.xz" ]; then
+  tar -C "$root" -xJf "$root/gpu_bundle.tar.xz"
+fi
+[ -d "$root/gpu_bundle/lib" ] && export LD_LIBRARY_PATH="$root/gpu_bundle/lib:${LD_LIBRARY_PATH:-}"
+export ANVIL_INCLUDE_DIR="${ANVIL_INCLUDE_DIR:-$root/include}"
+anvil=$(realpath -m "${1:-$root/gpu_bundle/bin/anvil}")
+gemm_bench=$(realpath -m "${2:-$root/gpu_bundle/bin/gemm_bench}")
 py=${PY:-python3}
 out=${OUT:-$PWD/vit_host_out}
 work=${WORK:-/tmp/vit_host}
