@@ -8,6 +8,9 @@
 //       src/core/error.cpp -lopenblas -o gemm_bench
 // Usage: gemm_bench [--isa auto|generic|avx2|avx512] [--epilogue] [--cold] [M K N ...]
 //        gemm_bench --suite [--threads 1,2] [M K N ...]
+//        gemm_bench --linear [--threads 1,2,8] [--act gelu|gelu_tanh|none] [M K N ...]
+//   --linear: ViT-B/16's and ConvNeXt-T's Linears on the pool as packages run them (packed
+//             kernel, bias + GELU fused vs a second pass, oneDNN; bench/gemm_linear.cpp).
 //   --suite: the library comparison of issue 16 (bench/gemm_suite.cpp): OpenBLAS vs oneDNN vs the
 //            packed kernel in fp32 and oneDNN vs the old widening extern in bf16, through
 //            AnvilRtApi::gemm on anvil's pool of 1 and 2 threads, in GFLOP/s and % of the FMA
@@ -62,11 +65,14 @@ struct Shape {
 
 }  // namespace
 
-int gemm_suite_main(int argc, char** argv);  // bench/gemm_suite.cpp
+int gemm_suite_main(int argc, char** argv);   // bench/gemm_suite.cpp
+int gemm_linear_main(int argc, char** argv);  // bench/gemm_linear.cpp
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
+  for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--suite") return gemm_suite_main(argc, argv);
+    if (std::string(argv[i]) == "--linear") return gemm_linear_main(argc, argv);
+  }
   GemmIsa isa = GemmIsa::kAuto;
   bool epilogue = false, cold = false;
   std::vector<Shape> shapes;

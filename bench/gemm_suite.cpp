@@ -124,6 +124,11 @@ AnvilGemmCall make_call(int32_t lib, anvil::DType dt, const MKN& s, const void* 
 
 }  // namespace
 
+/// fma_peak for bench/gemm_linear.cpp.
+double gemm_bench_fma_peak(int threads) {
+  return fma_peak(threads, __builtin_cpu_supports("avx512f"));
+}
+
 int gemm_suite_main(int argc, char** argv) {
   using namespace anvil;
   using namespace anvil::runtime;

@@ -238,7 +238,11 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   }
   // anvil's own kernels where they are known to win, for the GEMMs the tuner left alone
   if (const int own = default_gemm_kernels(program, options.gemm, backend, target); own > 0)
-    tuned.lines.push_back(std::to_string(own) + " GEMM(s) on anvil's skinny kernel (untimed rule)");
+    tuned.lines.push_back(std::to_string(own) +
+                          (backend.device_type() == Device::Type::kCPU
+                               ? " GEMM(s) on anvil's packed kernel with a fused epilogue "
+                                 "(untimed rule)"
+                               : " GEMM(s) on anvil's skinny kernel (untimed rule)"));
   r.tune_s = seconds_since(t);
   r.gemms_tuned = tuned.tuned;
   r.gemms_from_cache = tuned.from_cache;

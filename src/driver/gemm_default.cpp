@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "anvil/anvil_rt.h"  // ANVIL_GEMM_LIB_PACKED
 #include "codegen/gemm/cuda_skinny.h"
 #include "codegen/gemm/gemm_epilogue.h"
 #include "codegen/gemm/gemm_filter.h"
@@ -15,8 +16,44 @@ namespace anvil::driver {
 
 namespace gemm = codegen::gemm;
 
+namespace {
+
+/// The CPU rule (gemm_default.h): the packed kernel with the epilogue in its store, for the
+/// fp32 constant-weight GEMMs whose result goes through a bias / activation / constant scale.
+int default_cpu_fused_gemms(passes::Program& program, const gemm::GemmOptions& options,
+                            const codegen::TargetInfo& target) {
+  if (options.mode != gemm::AutotuneMode::kOff) return 0;
+  if (const char* e = std::getenv("ANVIL_CPU_FUSED_GEMM"); e && std::strcmp(e, "0") == 0) return 0;
+  if (!gemm::backend_enabled(options, gemm::GemmBackend::kOwn)) return 0;
+  const gemm::EpiloguePlan epilogues = gemm::match_gemm_epilogues(program, true);
+  int chosen = 0;
+  for (const auto& [si, f] : epilogues.by_gemm) {
+    auto* g = std::get_if<passes::GemmStep>(&program.steps[si]);
+    if (!g || !g->choice.name.empty() || !g->buckets.empty() || !g->batch.empty()) continue;
+    if (f.residual >= 0 || (f.kind == gemm::GemmEpilogueKind::kNone && f.scale == 1.0)) continue;
+    if (f.has_shift && !g->n.maybe_constant()) continue;  // the shift's vector is sized statically
+    const gemm::GemmProblem p = gemm::problem_of(program, *g, target.name);
+    if (g->dtype != DType::kFloat32 || !p.b_constant || p.beta != 0.0) continue;
+    gemm::GemmCandidate c;
+    c.name = "own_packed_f32_auto";  // what the default path runs, ISA picked at run time
+    c.backend = gemm::GemmBackend::kOwn;
+    c.library = ANVIL_GEMM_LIB_PACKED;
+    c.variant = 0;
+    c.fuses_bias = c.fuses_activation = true;
+    auto cands = gemm::filter_candidates({c}, options, 1);
+    if (cands.empty()) continue;
+    g->choice = kernel_choice(cands.front());
+    ++chosen;
+  }
+  return chosen;
+}
+
+}  // namespace
+
 int default_gemm_kernels(passes::Program& program, const gemm::GemmOptions& options,
                          const codegen::Target& backend, const codegen::TargetInfo& target) {
+  if (backend.device_type() == Device::Type::kCPU)
+    return default_cpu_fused_gemms(program, options, target);
   if (backend.device_type() != Device::Type::kCUDA || target.name != "cuda-sm90") return 0;
   // untimed, so only without tuning: a tuned compile times the kernel among the others (and a
   // step the tuner left without a kernel, every candidate failing, keeps the library)

@@ -7,6 +7,13 @@
 // GPU other than compute capability 9.x at run time and the step then runs cuBLASLt. Off with
 // ANVIL_CUDA_SKINNY=0 or a --gemm-backends list without "own"; --gemm-allow / --gemm-deny
 // filter it by name.
+// On the CPU: an fp32 GEMM against an immutable constant B (a Linear's weight) whose result goes
+// through a bias, an activation (relu, relu6, gelu erf / tanh, silu) or a constant factor /
+// term (match_gemm_epilogues' CPU forms; not a residual add) runs the packed kernel the default
+// path runs anyway (ANVIL_GEMM_LIB_PACKED variant 0: sgemm_const_b) through AnvilRtApi::gemm,
+// with that epilogue in its store instead of a loop kernel after it. Off with
+// ANVIL_CPU_FUSED_GEMM=0 or a --gemm-backends list without "own"; filtered by --gemm-allow /
+// --gemm-deny as "own_packed_f32_auto".
 #pragma once
 
 #include <cstdint>
@@ -20,8 +27,8 @@ namespace anvil::driver {
 constexpr int64_t kSkinnyMaxM = 16;
 constexpr int64_t kSkinnyMinWeightElems = int64_t(1) << 20;
 
-/// Sets GemmStep::choice on the GEMM steps that have none and fit the rule above; returns how
-/// many it set.
+/// Sets GemmStep::choice on the GEMM steps that have none and fit the rules above (only with
+/// --autotune off); returns how many it set.
 int default_gemm_kernels(passes::Program& program, const codegen::gemm::GemmOptions& options,
                          const codegen::Target& backend, const codegen::TargetInfo& target);
 

@@ -204,9 +204,41 @@ void int8_gemm(const AnvilGemmCall& g) {
   epilogue(g);
 }
 
-/// ANVIL_GEMM_LIB_PACKED with an explicit ISA (variant 1-3): B packed (once, by address, when
-/// constant), column panels split over the pool; a column bias and relu fused in the store.
-void packed_isa_gemm(PackedWeightCache* cache, const AnvilGemmCall& g) {
+/// The packed kernel's activation for ANVIL_GEMM_ACT_* code `act` (relu: its own flag).
+GemmAct packed_act(int32_t act) {
+  switch (act) {
+    case ANVIL_GEMM_ACT_RELU6:
+      return GemmAct::kRelu6;
+    case ANVIL_GEMM_ACT_GELU_ERF:
+      return GemmAct::kGeluErf;
+    case ANVIL_GEMM_ACT_GELU_TANH:
+      return GemmAct::kGeluTanh;
+    case ANVIL_GEMM_ACT_SILU:
+      return GemmAct::kSilu;
+    default:
+      return GemmAct::kNone;
+  }
+}
+
+/// ANVIL_GEMM_LIB_PACKED: variant 0 through sgemm_const_b (the default path's split), 1-3 with
+/// an explicit ISA: B packed (once, by address, when constant), column panels split over the
+/// pool. Both fuse a column bias and every activation in the store; a row bias (with the
+/// activation after it) runs as a pass over C.
+void packed_gemm(PackedWeightCache* cache, const AnvilGemmCall& g) {
+  const bool col_bias = g.bias && g.bias_kind == ANVIL_GEMM_BIAS_COL;
+  const bool fuse_act = g.bias_kind != ANVIL_GEMM_BIAS_ROW || !g.bias;
+  const float* bias = col_bias ? static_cast<const float*>(g.bias) : nullptr;
+  const bool relu = fuse_act && g.activation == ANVIL_GEMM_ACT_RELU;
+  const GemmAct act = fuse_act ? packed_act(g.activation) : GemmAct::kNone;
+  AnvilGemmCall rest = g;  // what the kernel did not fuse
+  if (col_bias) rest.bias_kind = ANVIL_GEMM_BIAS_NONE;
+  if (fuse_act) rest.activation = ANVIL_GEMM_ACT_NONE;
+  if (g.variant == 0) {
+    sgemm_const_b(g.b_constant ? cache : nullptr, g.trans_a != 0, g.trans_b != 0, g.m, g.n, g.k,
+                  g.alpha, static_cast<const float*>(g.a), g.lda, static_cast<const float*>(g.b),
+                  g.ldb, static_cast<float*>(g.c), g.ldc, bias, relu, act);
+    return epilogue(rest);
+  }
   const GemmIsa isa = g.variant == 1 ? GemmIsa::kGeneric
                       : g.variant == 2 ? GemmIsa::kAvx2
                                        : GemmIsa::kAvx512;
@@ -220,21 +252,15 @@ void packed_isa_gemm(PackedWeightCache* cache, const AnvilGemmCall& g) {
   if (g.b_constant && cache) packed = cache->get(g.trans_b != 0, g.k, g.n, b, g.ldb);
   else local = std::make_unique<PackedMatrix>(g.trans_b != 0, g.k, g.n, b, g.ldb);
   const float* pb = packed ? packed->data() : local->data();
-  const bool col_bias = g.bias && g.bias_kind == ANVIL_GEMM_BIAS_COL;
-  const bool fuse_act = g.activation == ANVIL_GEMM_ACT_RELU && g.bias_kind != ANVIL_GEMM_BIAS_ROW;
-  const float* bias = col_bias ? static_cast<const float*>(g.bias) : nullptr;
   const int64_t panels = (g.n + kPackedPanel - 1) / kPackedPanel;
   const int threads = ThreadPool::in_parallel_region() ? 1 : current_thread_pool().num_threads();
   parallel_for(0, panels, std::max<int64_t>(1, (panels + threads - 1) / threads),
                [&](int64_t p0, int64_t p1) {
                  sgemm_packed(g.trans_a != 0, g.m, g.n, g.k, g.alpha,
-                              static_cast<const float*>(g.a), g.lda, pb, bias, fuse_act,
+                              static_cast<const float*>(g.a), g.lda, pb, bias, relu,
                               static_cast<float*>(g.c), g.ldc, p0 * kPackedPanel,
-                              std::min(g.n, p1 * kPackedPanel), isa);
+                              std::min(g.n, p1 * kPackedPanel), isa, nullptr, act);
                });
-  AnvilGemmCall rest = g;  // what the kernel did not fuse
-  if (col_bias) rest.bias_kind = ANVIL_GEMM_BIAS_NONE;
-  if (fuse_act) rest.activation = ANVIL_GEMM_ACT_NONE;
   epilogue(rest);
 }
 
@@ -287,13 +313,7 @@ void gemm_call(PackedWeightCache* cache, const AnvilGemmCall& g) {
       if (!f32 || g.beta != 0.0f || g.variant < 0 || g.variant > 3)
         not_taken(g, "fp32, beta 0, variant 0-3");
       if (g.k == 0) return empty_product(g);
-      if (g.variant == 0) {
-        sgemm_const_b(g.b_constant ? cache : nullptr, g.trans_a != 0, g.trans_b != 0, g.m, g.n,
-                      g.k, g.alpha, static_cast<const float*>(g.a), g.lda,
-                      static_cast<const float*>(g.b), g.ldb, static_cast<float*>(g.c), g.ldc);
-        return epilogue(g);
-      }
-      return packed_isa_gemm(cache, g);
+      return packed_gemm(cache, g);
     default:  // ANVIL_GEMM_LIB_ONEDNN
       if (!onednn_available())
         throw Error("GEMM library not available in this runtime", gemm_call_str(g),

@@ -12,7 +12,7 @@ namespace anvil::runtime {
 /// (the rest runs as a pass over C after the product):
 ///   OPENBLAS  fp32, fp64                                   fused: nothing
 ///   PACKED    fp32, beta 0; variant 0 auto (sgemm_const_b), 1 generic, 2 avx2, 3 avx512 ISA
-///             (an ISA this CPU lacks is an error)          fused (variants 1-3): column bias, relu
+///             (an ISA this CPU lacks is an error)          fused: column bias, every activation
 ///   ONEDNN    fp32, bf16 -> bf16|fp32, fp16 -> fp16|fp32, int8 -> int32 (plain product only);
 ///             bf16 variant 0/1 oneDNN's bf16 kernels, 2 widened to fp32 (gemm_onednn.h)
 ///                                                          fused: alpha, beta, bias, activation

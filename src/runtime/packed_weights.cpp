@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "runtime/kernels/gemm_packed.h"
 
 namespace anvil::runtime {
@@ -20,7 +21,16 @@ PackedMatrix::PackedMatrix(bool trans_b, int64_t k, int64_t n, const float* b, i
   if (!data_)
     throw Error("out of memory packing a constant matrix", "runtime GEMM", "",
                 str(bytes_, " bytes"));
-  pack_b(trans_b, k, n, b, ldb, data_.get());
+  // Column panels in parallel on the current pool (a model's first run packs every weight:
+  // ViT-B/16's 330 MB would otherwise be one thread's work); each range's panels are laid out
+  // exactly as in the whole matrix.
+  const int64_t panels = (n + kPackedPanel - 1) / kPackedPanel;
+  const int64_t grain =
+      std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(k * kPackedPanel, 1));
+  current_thread_pool().parallel_for(0, panels, grain, [&](int64_t p0, int64_t p1) {
+    const int64_t j0 = p0 * kPackedPanel, j1 = std::min(n, p1 * kPackedPanel);
+    pack_b(trans_b, k, j1 - j0, trans_b ? b + j0 * ldb : b + j0, ldb, data_.get() + j0 * k);
+  });
 }
 
 std::shared_ptr<const PackedMatrix> PackedWeightCache::get(bool trans_b, int64_t k, int64_t n,

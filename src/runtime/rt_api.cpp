@@ -190,33 +190,30 @@ bool const_b_uses_blas() {
   return blas;
 }
 
-/// C = alpha * op(A) * packed B on the current pool: column panels (multiples of
-/// kPackedPanel) per thread, or row blocks when there are too few panels to share.
+/// C = alpha * op(A) * packed B on the current pool, split as packed_gemm_split says.
 void packed_gemm_impl(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                       int64_t lda, const float* packed, float* c, int64_t ldc,
-                      const float* row_bias, bool relu) {
+                      const float* row_bias, bool relu, const float* bias = nullptr,
+                      GemmAct act = GemmAct::kNone) {
   ThreadPool& pool = current_thread_pool();
   const int threads = ThreadPool::in_parallel_region() ? 1 : pool.num_threads();
-  const int64_t panels = (n + kPackedPanel - 1) / kPackedPanel;
-  if (threads <= 1 || m * n * k < kParallelGemmWork) {
-    sgemm_packed(ta, m, n, k, alpha, a, lda, packed, nullptr, relu, c, ldc, 0, n,
-                 GemmIsa::kAuto, row_bias);
-    return;
-  }
-  if (panels >= 2 * threads || m < 2 * kMinGemmBlock) {
-    const int64_t per = (panels + threads - 1) / threads;
-    pool.parallel_for(0, panels, per, [&](int64_t p0, int64_t p1) {
-      sgemm_packed(ta, m, n, k, alpha, a, lda, packed, nullptr, relu, c, ldc, p0 * kPackedPanel,
-                   std::min(n, p1 * kPackedPanel), GemmIsa::kAuto, row_bias);
+  const PackedGemmSplit split = packed_gemm_split(m, n, k, threads);
+  if (split.kind == PackedGemmSplit::kSerial) {
+    sgemm_packed(ta, m, n, k, alpha, a, lda, packed, bias, relu, c, ldc, 0, n, GemmIsa::kAuto,
+                 row_bias, act);
+  } else if (split.kind == PackedGemmSplit::kColumnPanels) {
+    pool.parallel_for(
+        0, (n + kPackedPanel - 1) / kPackedPanel, split.block, [&](int64_t p0, int64_t p1) {
+          sgemm_packed(ta, m, n, k, alpha, a, lda, packed, bias, relu, c, ldc, p0 * kPackedPanel,
+                       std::min(n, p1 * kPackedPanel), GemmIsa::kAuto, row_bias, act);
+        });
+  } else {
+    pool.parallel_for(0, m, split.block, [&](int64_t r0, int64_t r1) {
+      const float* ab = ta ? a + r0 : a + r0 * lda;
+      sgemm_packed(ta, r1 - r0, n, k, alpha, ab, lda, packed, bias, relu, c + r0 * ldc, ldc, 0, n,
+                   GemmIsa::kAuto, row_bias ? row_bias + r0 : nullptr, act);
     });
-    return;
   }
-  const int64_t grain = std::max<int64_t>(kMinGemmBlock, (m + threads - 1) / threads);
-  pool.parallel_for(0, m, grain, [&](int64_t r0, int64_t r1) {
-    const float* ab = ta ? a + r0 : a + r0 * lda;
-    sgemm_packed(ta, r1 - r0, n, k, alpha, ab, lda, packed, nullptr, relu, c + r0 * ldc, ldc, 0,
-                 n, GemmIsa::kAuto, row_bias ? row_bias + r0 : nullptr);
-  });
 }
 
 void api_set_error(void* run_ctx, const char* message);
@@ -310,21 +307,53 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
 }
 
 void sgemm_const_b(PackedWeightCache* cache, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                   float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                   float* c, int64_t ldc) {
+                   float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                   int64_t ldc, const float* bias, bool relu, GemmAct act) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || const_b_uses_blas()) {
     gemm_impl<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
+    for (int64_t i = 0; i < m && (bias || relu || act != GemmAct::kNone); ++i) {
+      float* row = c + i * ldc;  // the same epilogue, as a pass over C
+      for (int64_t j = 0; bias && j < n; ++j) row[j] += bias[j];
+      for (int64_t j = 0; relu && j < n; ++j) row[j] = row[j] < 0.0f ? 0.0f : row[j];
+      gemm_activate(act, row, n);
+    }
     return;
   }
   if (ta) lda = fix_ld(k, m, lda);
   if (cache) {
     const auto packed = cache->get(tb, k, n, b, ldb);
-    sgemm_prepacked(ta, m, n, k, alpha, a, lda, packed->data(), c, ldc);
+    packed_gemm_impl(ta, m, n, k, alpha, a, lda, packed->data(), c, ldc, nullptr, relu, bias, act);
   } else {
     const PackedMatrix packed(tb, k, n, b, ldb);
-    sgemm_prepacked(ta, m, n, k, alpha, a, lda, packed.data(), c, ldc);
+    packed_gemm_impl(ta, m, n, k, alpha, a, lda, packed.data(), c, ldc, nullptr, relu, bias, act);
   }
+}
+
+PackedGemmSplit packed_gemm_split(int64_t m, int64_t n, int64_t k, int threads) {
+  PackedGemmSplit s;
+  const int64_t panels = (n + kPackedPanel - 1) / kPackedPanel;
+  if (threads <= 1 || m * n * k < kParallelGemmWork) {
+    s.block = panels;
+    return s;
+  }
+  // Column chunks make every thread read all of A and 1/T of B, row blocks 1/T of A and all of
+  // B: columns unless A is clearly the larger operand (m > 2n: ConvNeXt's 3136 x 96 x 384; at
+  // m ~ n the column chunks are the better balanced) or the panels are too few to share, and
+  // always when there are too few rows to share.
+  const bool columns_share = panels >= 2 * threads, rows_share = m >= 2 * kMinGemmBlock;
+  if (!rows_share || (columns_share && m <= 2 * n)) {
+    s.kind = PackedGemmSplit::kColumnPanels;
+    s.block = (panels + threads - 1) / threads;
+    s.chunks = (panels + s.block - 1) / s.block;
+  } else {
+    s.kind = PackedGemmSplit::kRowBlocks;
+    // whole 8-row register blocks per chunk where that still gives every thread rows
+    const int64_t per = (m + threads - 1) / threads;
+    s.block = std::max<int64_t>(kMinGemmBlock, per >= 64 ? (per + 7) / 8 * 8 : per);
+    s.chunks = (m + s.block - 1) / s.block;
+  }
+  return s;
 }
 
 void sgemm_prepacked(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

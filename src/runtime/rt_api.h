@@ -19,6 +19,7 @@
 #include "core/random.h"
 #include "core/storage.h"
 #include "core/thread_pool.h"
+#include "runtime/kernels/gemm_packed.h"  // GemmAct
 #include "runtime/packed_weights.h"
 
 namespace anvil::runtime {
@@ -81,10 +82,27 @@ class RunContext {
 
 /// Row-major C = alpha * op(A) * op(B) (beta = 0) for a B that stays unchanged across calls:
 /// packed once into `cache` (when given) and multiplied with runtime/kernels/gemm_packed.h on
-/// the current thread pool. ANVIL_GEMM=blas sends it to sgemm (OpenBLAS) instead.
+/// the current thread pool. ANVIL_GEMM=blas sends it to sgemm (OpenBLAS) instead. `bias` (n
+/// floats, added to every row), ReLU and `act` are applied in the kernel's store (after the
+/// product on the OpenBLAS path).
 void sgemm_const_b(PackedWeightCache* cache, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                   int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                   int64_t ldb, float* c, int64_t ldc);
+                   int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                   float* c, int64_t ldc, const float* bias = nullptr, bool relu = false,
+                   GemmAct act = GemmAct::kNone);
+
+/// How sgemm_const_b / sgemm_prepacked split an m x n x k product over `threads` threads:
+/// serially below 2^18 multiply-adds or on one thread; else column panels (chunks of `block`
+/// 16-column panels, every chunk all m rows, each thread reading all of A in place) when there
+/// are at least two panels per thread and m <= 2n (or m < 32); else row blocks of `block` rows
+/// (all n columns each; a multiple of 8 rows from 64 up). Chunks are near-equal
+/// (ThreadPool::parallel_for): at m = 197, n = 768 on 8 threads every thread computes 197 x 96;
+/// at m = 3136, n = 384 (ConvNeXt-T's first MLP) 392 x 384.
+struct PackedGemmSplit {
+  enum Kind { kSerial, kColumnPanels, kRowBlocks } kind = kSerial;
+  int64_t block = 0;   // panels (kColumnPanels, kSerial: all of them) or rows per chunk
+  int64_t chunks = 1;  // chunks = threads that get work
+};
+PackedGemmSplit packed_gemm_split(int64_t m, int64_t n, int64_t k, int threads);
 
 /// Row-major C = alpha * op(A) * B (+ row_bias[i] on row i when given, then max(x, 0) with
 /// `relu`) for a B already packed by

@@ -138,6 +138,47 @@ TEST(ExternSdpa, LongFp32RowsWithNaNAndMaskedKeys) {
   c.check();  // the reference agrees, NaNs included
 }
 
+// ViT-B/16's attention shape, scaled down in heads: 197 tokens (13 column panels of the packed
+// kernel, the last one partial; row blocks of 50 + 50 + 50 + 47) and head dim 64, with q, k and
+// v as strided views of one packed [197, 3 * H * 64] projection (as the model's qkv Linear leaves
+// them), and with K^T stored both ways; non-causal, causal (the blocks read only their first
+// keys of the packed V) and a float mask; on pools of 1, 3 and 8 threads.
+TEST(ExternSdpa, VitShapePackedKernelOnEveryPoolSize) {
+  constexpr int64_t kL = 197, kH = 3, kE = 64;
+  const Tensor qkv = rand_tensor(DType::kFloat32, {kL, 3 * kH * kE}, 60);
+  // [L, 3, H, E] -> three [1, H, L, E] views with row stride 3 * H * E
+  const Tensor x = qkv.view({1, kL, 3, kH, kE});
+  auto part = [&](int64_t i) { return x.select(2, i).permute({0, 2, 1, 3}); };
+  const Tensor kt = rand_tensor(DType::kFloat32, {1, kH, kE, kL}, 61).transpose(2, 3);
+  for (int threads : {1, 3, 8}) {
+    ThreadPool pool(threads);
+    ScopedThreadPool scope(&pool);
+    for (int variant = 0; variant < 3; ++variant) {
+      ExternCase c(kSdpa);
+      c.tensor("query", part(0))
+          .tensor("key", variant == 1 ? kt : part(1))
+          .tensor("value", part(2));
+      if (variant == 2)
+        c.tensor("attn_mask", rand_tensor(DType::kFloat32, {kL, kL}, 62, -3, 1));
+      else
+        c.absent();
+      c.scalar("dropout_p", 0.0).scalar("is_causal", variant == 1);
+      SCOPED_TRACE("threads " + std::to_string(threads) + ", variant " + std::to_string(variant));
+      c.check();
+    }
+  }
+}
+
+// Keys and values whose packed copies would pass 64 MiB (16.8 M floats here) are read in place
+// by the per-block GEMMs instead: the same results.
+TEST(ExternSdpa, LongKeysUseTheInPlaceGemms) {
+  ExternCase(kSdpa)
+      .tensor("query", rand_tensor(DType::kFloat32, {1, 1, 3, 128}, 63))
+      .tensor("key", rand_tensor(DType::kFloat32, {1, 1, 65600, 128}, 64))
+      .tensor("value", rand_tensor(DType::kFloat32, {1, 1, 65600, 128}, 65))
+      .check();
+}
+
 TEST(ExternSdpa, HandComputed) {
   // q = [1, 0], k = [[1, 0], [0, 1]], scale 1: weights softmax([1, 0]) = [0.731059, 0.268941];
   // v = [[1, 2], [3, 4]] gives [1.537883, 2.537883].

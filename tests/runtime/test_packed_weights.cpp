@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "runtime/kernels/gemm_packed.h"
 #include "runtime/packed_weights.h"
 #include "runtime/rt_api.h"
@@ -30,6 +31,27 @@ TEST(PackedWeightCache, PacksOncePerAddressAndLayout) {
   cache.get(false, 40, 24, w.data(), 24);
   EXPECT_EQ(cache.size(), 2u);
   EXPECT_GE(cache.bytes(), static_cast<int64_t>(2 * want.size() * sizeof(float)));
+}
+
+TEST(PackedWeightCache, PackingInParallelOnAPoolGivesTheSameLayout) {
+  // 300 columns (19 panels, the last partial) x k 700: packed in column ranges on a pool of
+  // 3 and 8 threads, both layouts, with a padded leading dimension.
+  const int64_t k = 700, n = 300;
+  const std::vector<float> w = iota_matrix(n, k + 5);  // [n, k] with ld k + 5
+  const std::vector<float> b = iota_matrix(k, n + 3);  // [k, n] with ld n + 3
+  for (int threads : {3, 8}) {
+    ThreadPool pool(threads);
+    ScopedThreadPool scope(&pool);
+    for (bool trans : {true, false}) {
+      const float* src = trans ? w.data() : b.data();
+      const int64_t ld = trans ? k + 5 : n + 3;
+      std::vector<float> want(static_cast<size_t>(packed_b_floats(k, n)));
+      pack_b(trans, k, n, src, ld, want.data());
+      const PackedMatrix got(trans, k, n, src, ld);
+      EXPECT_EQ(std::vector<float>(got.data(), got.data() + want.size()), want)
+          << threads << " threads, trans " << trans;
+    }
+  }
 }
 
 TEST(PackedWeightCache, CarriesOverOnlyKeptConstants) {

@@ -65,11 +65,16 @@ void cpu_library_candidates(const GemmProblem& p, const GemmOptions& o,
     out.push_back(library(f32 ? "openblas_sgemm" : "openblas_dgemm", GemmBackend::kOpenBlas,
                           ANVIL_GEMM_LIB_OPENBLAS, 0));
   // anvil's packed-B kernel (runtime/kernels/gemm_packed.h): fp32, beta 0; counted as "own".
+  // It applies a column bias and every activation in its store (GemmAct).
   if (backend_enabled(o, GemmBackend::kOwn) && f32 && p.beta == 0.0) {
-    if (has(features, "avx512f"))
+    if (has(features, "avx512f")) {
       out.push_back(library("own_packed_f32_avx512", GemmBackend::kOwn, ANVIL_GEMM_LIB_PACKED, 3));
-    if (has(features, "avx2") && has(features, "fma"))
+      out.back().fuses_bias = out.back().fuses_activation = true;
+    }
+    if (has(features, "avx2") && has(features, "fma")) {
       out.push_back(library("own_packed_f32_avx2", GemmBackend::kOwn, ANVIL_GEMM_LIB_PACKED, 2));
+      out.back().fuses_bias = out.back().fuses_activation = true;
+    }
   }
   if (backend_enabled(o, GemmBackend::kOneDnn)) {
     const DType a = p.a_dtype;

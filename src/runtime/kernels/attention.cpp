@@ -7,8 +7,12 @@
 //     vectorised pass with a polynomial exp, vec_math.h);
 //   * batch dims broadcast; enable_gqa maps query head h to key/value head h / (Hq / Hkv)
 //     without copying.
-// Work is split into (batch x head, block of query rows) units on the thread pool; each unit runs
-// two GEMMs on operands used in place when they are f32/f64 with unit-stride rows or columns.
+// Work is split into (batch x head, block of query rows) units on the thread pool. Computed in
+// fp32 (f32, f16, bf16), K^T and V of every batch x head are first packed once (in parallel over
+// batch x head) into the panels of anvil's packed GEMM kernel (gemm_packed.h), and each unit runs
+// QK^T and PV through that kernel on its rows; f64 runs the two GEMMs through runtime::gemm
+// (OpenBLAS). Operands are used in place when they have unit-stride rows or columns.
+#include "runtime/kernels/gemm_packed.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/vec_math.h"
 #include "runtime/rt_api.h"
@@ -158,13 +162,35 @@ struct Scratch {
   std::vector<F> q, k, v, scores, out;
 };
 
+/// Adds the causal or explicit mask to query row gi of batch position b (`s` scores, the first
+/// keys), then applies the softmax.
+template <typename F, typename M>
+void mask_softmax_row(const Sdpa& a, int64_t b, int64_t gi, F* row, int64_t s) {
+  const F neg_inf = -std::numeric_limits<F>::infinity();
+  if (a.causal)
+    for (int64_t j = gi + 1; j < s; ++j) row[j] += neg_inf;
+  if constexpr (!std::is_void_v<M>) {
+    const M* mp = static_cast<const M*>(a.mask->data_ptr()) + a.off_m[b] + gi * a.m_rs;
+    for (int64_t j = 0; j < s; ++j) {
+      if constexpr (std::is_same_v<M, bool>) {
+        if (!mp[j * a.m_cs]) row[j] += neg_inf;
+      } else {
+        row[j] += cast_value<F, M>(mp[j * a.m_cs]);
+      }
+    }
+  }
+  if constexpr (std::is_same_v<F, float>)
+    softmax_row(row, s);
+  else
+    safe_softmax(row, s);
+}
+
 /// Rows [i0, i1) of batch position `b`, computed in F with mask element type M (void: none).
 template <typename F, typename M>
 void sdpa_block(const Sdpa& a, int64_t b, int64_t i0, int64_t i1, Scratch<F>& sc) {
   // With is_causal, keys j >= i1 are masked for every row of the block: their softmax weights are
   // exactly 0 (for finite scores), so the block reads only the first min(S, i1) keys and values.
   const int64_t m = i1 - i0, s = a.causal ? std::min(a.s, i1) : a.s;
-  const F neg_inf = -std::numeric_limits<F>::infinity();
   const kern::MatArg<F> qa = kern::matrix_arg<F>(a.q, a.off_q[b] + i0 * a.q.stride(-2), m, a.e,
                                                  a.q.stride(-2), a.q.stride(-1), sc.q);
   const kern::MatArg<F> ka =
@@ -176,26 +202,7 @@ void sdpa_block(const Sdpa& a, int64_t b, int64_t i0, int64_t i1, Scratch<F>& sc
   const int64_t lds = std::max<int64_t>(s, 1);
   runtime::gemm(qa.trans, !ka.trans, m, s, a.e, static_cast<F>(a.scale), qa.data, qa.ld, ka.data,
              ka.ld, F(0), scores, lds);
-  for (int64_t i = 0; i < m; ++i) {
-    const int64_t gi = i0 + i;
-    F* row = scores + i * s;
-    if (a.causal)
-      for (int64_t j = gi + 1; j < s; ++j) row[j] += neg_inf;
-    if constexpr (!std::is_void_v<M>) {
-      const M* mp = static_cast<const M*>(a.mask->data_ptr()) + a.off_m[b] + gi * a.m_rs;
-      for (int64_t j = 0; j < s; ++j) {
-        if constexpr (std::is_same_v<M, bool>) {
-          if (!mp[j * a.m_cs]) row[j] += neg_inf;
-        } else {
-          row[j] += cast_value<F, M>(mp[j * a.m_cs]);
-        }
-      }
-    }
-    if constexpr (std::is_same_v<F, float>)
-      softmax_row(row, s);
-    else
-      safe_softmax(row, s);
-  }
+  for (int64_t i = 0; i < m; ++i) mask_softmax_row<F, M>(a, b, i0 + i, scores + i * s, s);
   const int64_t out_off = (b * a.l + i0) * a.ev;
   if (a.out.dtype() == dtype_of<F>()) {
     F* o = static_cast<F*>(a.out.data_ptr()) + out_off;
@@ -212,7 +219,76 @@ void sdpa_block(const Sdpa& a, int64_t b, int64_t i0, int64_t i1, Scratch<F>& sc
   });
 }
 
-/// Runs every (batch position, row block) unit on the thread pool.
+/// The most floats the packed K^T and V of one call may take (64 MiB).
+constexpr int64_t kMaxPackedKvFloats = int64_t{16} << 20;
+
+/// K^T (E x S) and V (S x Ev) of every batch position, packed for sgemm_packed.
+struct PackedKv {
+  int64_t kt_floats = 0, v_floats = 0;
+  std::vector<float> data;  // batch position b: K^T at b * (kt + v), V after it
+  const float* kt(int64_t b) const { return data.data() + b * (kt_floats + v_floats); }
+  const float* v(int64_t b) const { return kt(b) + kt_floats; }
+};
+
+/// Packs K^T and V of every batch position (in parallel over them; grouped-query heads that
+/// share a key / value matrix are packed once per query head, which costs little).
+PackedKv pack_kv(const Sdpa& a) {
+  const int64_t nb = static_cast<int64_t>(a.off_q.size());
+  PackedKv p;
+  p.kt_floats = packed_b_floats(a.e, a.s);
+  p.v_floats = packed_b_floats(a.s, a.ev);
+  p.data.resize(static_cast<size_t>(std::max<int64_t>(nb * (p.kt_floats + p.v_floats), 1)));
+  parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float> sk, sv;
+    for (int64_t b = b0; b < b1; ++b) {
+      auto* dst = const_cast<float*>(p.kt(b));
+      if (a.s > 0 && a.e > 0) {  // op(B) = K^T: K stored [S, E] row-major is B stored N x K
+        const auto ka =
+            kern::matrix_arg<float>(a.k, a.off_k[b], a.s, a.e, a.k.stride(-2), a.k.stride(-1), sk);
+        pack_b(!ka.trans, a.e, a.s, ka.data, ka.ld, dst);
+      }
+      if (a.s > 0 && a.ev > 0) {
+        const auto va =
+            kern::matrix_arg<float>(a.v, a.off_v[b], a.s, a.ev, a.v.stride(-2), a.v.stride(-1), sv);
+        pack_b(va.trans, a.s, a.ev, va.data, va.ld, dst + p.kt_floats);
+      }
+    }
+  });
+  return p;
+}
+
+/// Rows [i0, i1) of batch position `b` in fp32 through the packed kernel (K^T and V in `kv`).
+template <typename M>
+void sdpa_block_packed(const Sdpa& a, const PackedKv& kv, int64_t b, int64_t i0, int64_t i1,
+                       Scratch<float>& sc) {
+  // With is_causal the block reads only the first min(S, i1) keys (see sdpa_block).
+  const int64_t m = i1 - i0, s = a.causal ? std::min(a.s, i1) : a.s;
+  const kern::MatArg<float> qa = kern::matrix_arg<float>(a.q, a.off_q[b] + i0 * a.q.stride(-2), m,
+                                                         a.e, a.q.stride(-2), a.q.stride(-1), sc.q);
+  const int64_t lds = std::max<int64_t>(s, 1);
+  sc.scores.resize(static_cast<size_t>(std::max<int64_t>(m * s, 1)));
+  float* scores = sc.scores.data();
+  sgemm_packed(qa.trans, m, s, a.e, static_cast<float>(a.scale), qa.data, qa.ld, kv.kt(b), nullptr,
+               false, scores, lds, 0, s);
+  for (int64_t i = 0; i < m; ++i) mask_softmax_row<float, M>(a, b, i0 + i, scores + i * s, s);
+  const int64_t out_off = (b * a.l + i0) * a.ev, ldo = std::max<int64_t>(a.ev, 1);
+  float* o =
+      a.out.dtype() == DType::kFloat32 ? static_cast<float*>(a.out.data_ptr()) + out_off : nullptr;
+  if (!o) {
+    sc.out.resize(static_cast<size_t>(std::max<int64_t>(m * a.ev, 1)));
+    o = sc.out.data();
+  }
+  sgemm_packed(false, m, a.ev, s, 1.0f, scores, lds, kv.v(b), nullptr, false, o, ldo, 0, a.ev,
+               GemmIsa::kAuto, nullptr, GemmAct::kNone, std::max<int64_t>(a.s, 1));
+  if (a.out.dtype() == DType::kFloat32) return;
+  ANVIL_DISPATCH_FLOAT(a.out.dtype(), "aten.scaled_dot_product_attention.default", T, {
+    T* ot = static_cast<T*>(a.out.data_ptr()) + out_off;
+    for (int64_t i = 0; i < m * a.ev; ++i) ot[i] = cast_value<T, float>(sc.out[i]);
+  });
+}
+
+/// Runs every (batch position, row block) unit on the thread pool: row blocks of at most 64
+/// rows, smaller while there are fewer than two units per thread, of near-equal size.
 template <typename F, typename M>
 void sdpa_run(const Sdpa& a) {
   const int64_t nb = static_cast<int64_t>(a.off_q.size());
@@ -220,10 +296,26 @@ void sdpa_run(const Sdpa& a) {
   int64_t rows = 64;
   while (rows > 8 && nb * ((a.l + rows - 1) / rows) < 2 * threads) rows /= 2;
   const int64_t blocks = (a.l + rows - 1) / rows;
+  rows = (a.l + blocks - 1) / blocks;  // balanced: 197 rows as 50 + 50 + 50 + 47
+  // fp32 through the packed kernel unless the packed K^T and V of every batch position would
+  // take more than kMaxPackedKvFloats (long sequences: the GEMMs then read K and V in place)
+  bool packed = false;
+  PackedKv kv;
+  if constexpr (std::is_same_v<F, float>) {
+    packed = nb * (packed_b_floats(a.e, a.s) + packed_b_floats(a.s, a.ev)) <= kMaxPackedKvFloats;
+    if (packed) kv = pack_kv(a);
+  }
   parallel_for(0, nb * blocks, 1, [&](int64_t u0, int64_t u1) {
     Scratch<F> sc;
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t b = u / blocks, i0 = (u % blocks) * rows;
+      if (i0 >= a.l) continue;
+      if constexpr (std::is_same_v<F, float>) {
+        if (packed) {
+          sdpa_block_packed<M>(a, kv, b, i0, std::min(i0 + rows, a.l), sc);
+          continue;
+        }
+      }
       sdpa_block<F, M>(a, b, i0, std::min(i0 + rows, a.l), sc);
     }
   });

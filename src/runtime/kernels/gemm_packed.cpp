@@ -5,7 +5,10 @@
 //       for each group of <= NP panels in [n0, n1) (balanced: 4 panels run as 2 + 2)
 //         for each row block of <= MR rows: micro-kernel MR x (16 * NP) that starts from 0
 //         (first K block) or from C, and applies alpha, bias and ReLU when the last K block
-//         stores (masked stores for a partial last panel).
+//         stores (masked stores for a partial last panel); another activation (GELU, SiLU,
+//         ReLU6: GemmAct) in registers too on AVX-512 (polynomial exp and erf, no division),
+//         else over each row block's rows of [n0, n1) once the last K block's last panel
+//         group has finished them (vectorised rows, conv_activate).
 // Every element of C is one FMA chain over k in order, whatever the tile, the row block or the
 // column range it falls in: results do not depend on how [0, n) or the rows are split.
 // Micro-kernels: AVX-512 8 x 48 (24 zmm accumulators), AVX2+FMA 6 x 16 (12 ymm accumulators),
@@ -16,9 +19,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
+#include "runtime/kernels/conv.h"  // conv_activate: the vectorised activations
 
 namespace anvil::runtime {
 
@@ -40,6 +45,23 @@ inline void prefetch_b(const float* bp) {
   _mm_prefetch(reinterpret_cast<const char*>(bp + kPrefetchSteps * kPanel), _MM_HINT_T0);
 }
 
+/// The conv_activate code of `act` (relu6 is its clamp to [0, 6]).
+kern::ConvAct conv_act_of(GemmAct act) {
+  switch (act) {
+    case GemmAct::kRelu6:
+      return kern::ConvAct::kClamp;
+    case GemmAct::kGeluErf:
+      return kern::ConvAct::kGelu;
+    case GemmAct::kGeluTanh:
+      return kern::ConvAct::kGeluTanh;
+    case GemmAct::kSilu:
+      return kern::ConvAct::kSilu;
+    case GemmAct::kNone:
+      break;
+  }
+  return kern::ConvAct::kNone;
+}
+
 /// What one micro-kernel call computes: rows [0, mr) x np panels of C, over K steps [0, kc).
 struct Tile {
   int64_t kc;          // K steps in this block
@@ -57,6 +79,7 @@ struct Tile {
   const float* bias;      // bias at the first column, or nullptr
   const float* row_bias;  // bias at the first row (one value per row), or nullptr
   bool relu;
+  GemmAct act;  // applied in registers by the kernels that can (IsaKernels::fuses_act)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -175,6 +198,83 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(const Tile& t) {
 constexpr int kAvx512Mr = 8;
 constexpr int kAvx512Np = 3;
 
+#define ANVIL_K512 __attribute__((target("avx512f,avx512vl,fma"))) inline
+// maskz forms of min / max / rcp14 / roundscale / scalef: GCC 12 warns
+// (-Wmaybe-uninitialized) on the plain ones
+constexpr __mmask16 kAll16 = 0xFFFF;
+
+/// e^x for x <= 88 (vec_math.h's polynomial after x = n ln2 + r; 2^n by scalef, which gives 0
+/// far below and never overflows the exponent field). NaN x: an unspecified finite value.
+ANVIL_K512 __m512 exp512(__m512 x) {
+  x = _mm512_maskz_min_ps(kAll16, x, _mm512_set1_ps(88.0f));
+  const __m512 n =
+      _mm512_maskz_roundscale_ps(kAll16, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 p = _mm512_set1_ps(1.98756915e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.39819995e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.33345190e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.16657959e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.66666655e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.00000012e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_maskz_scalef_ps(kAll16, p, n);
+}
+
+/// 1 / d for d >= 1: rcp14 and one Newton step (about 1 ulp; no division).
+ANVIL_K512 __m512 recip512(__m512 d) {
+  const __m512 t = _mm512_maskz_rcp14_ps(kAll16, d);
+  return _mm512_mul_ps(t, _mm512_fnmadd_ps(d, t, _mm512_set1_ps(2.0f)));
+}
+
+/// x / (1 + e^-z) with e^-z clamped at e^88 (SiLU: z = x; tanh GELU: z = 2u).
+ANVIL_K512 __m512 x_sigmoid512(__m512 x, __m512 z) {
+  const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), z));
+  return _mm512_mul_ps(x, recip512(_mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+}
+
+/// `act` of 16 values in registers, the formulas of conv_act.cpp (erf: Abramowitz & Stegun
+/// 7.1.26 as vec_math.h, with |x / sqrt 2| clamped at 4, where erf is 1 in fp32). NaN stays NaN
+/// (the result is x times a finite value, or min(NaN, ...) kept).
+ANVIL_K512 __m512 act512(GemmAct act, __m512 x) {
+  switch (act) {
+    case GemmAct::kRelu6:  // x second: NaN stays
+      return _mm512_maskz_min_ps(kAll16, _mm512_set1_ps(6.0f),
+                                 _mm512_maskz_max_ps(kAll16, _mm512_setzero_ps(), x));
+    case GemmAct::kGeluErf: {
+      const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
+      const __m512 az = _mm512_maskz_min_ps(kAll16, _mm512_abs_ps(z), _mm512_set1_ps(4.0f));
+      const __m512 t =
+          recip512(_mm512_fmadd_ps(az, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
+      __m512 p = _mm512_set1_ps(1.061405429f);
+      p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+      p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+      p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+      p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+      // q = 1 - erf|z|; gelu = x (1 - q / 2) for z >= 0, x q / 2 below
+      const __m512 hq = _mm512_mul_ps(
+          _mm512_mul_ps(p, t),
+          _mm512_mul_ps(exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), az), az)),
+                        _mm512_set1_ps(0.5f)));
+      const __mmask16 neg = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ);
+      const __m512 w = _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(1.0f), hq), hq);
+      return _mm512_mul_ps(x, w);
+    }
+    case GemmAct::kGeluTanh: {
+      const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+      const __m512 u = _mm512_mul_ps(_mm512_fmadd_ps(x3, _mm512_set1_ps(0.044715f), x),
+                                     _mm512_set1_ps(0.7978845608028654f));
+      return x_sigmoid512(x, _mm512_add_ps(u, u));
+    }
+    case GemmAct::kSilu:
+      return x_sigmoid512(x, x);
+    case GemmAct::kNone:
+      break;
+  }
+  return x;
+}
+
 /// AVX-512 tile of MR rows x NP panels: per K step NP panel loads, MR broadcasts of A and
 /// MR * NP FMAs; a partial last panel uses masked loads / stores.
 template <int MR, int NP>
@@ -224,6 +324,7 @@ __attribute__((target("avx512f,avx512vl,fma"))) void kernel_avx512(const Tile& t
         // max(0, x) with x second keeps NaN (as torch.relu); maskz avoids a GCC 12
         // -Wmaybe-uninitialized false positive in _mm512_max_ps.
         if (t.relu) acc[r][j] = _mm512_maskz_max_ps(__mmask16(0xFFFF), zero, acc[r][j]);
+        if (t.act != GemmAct::kNone) acc[r][j] = act512(t.act, acc[r][j]);
       }
     }
   }
@@ -252,10 +353,11 @@ struct IsaKernels {
   int mr;
   int np;
   KernelFn fn[8][3];
+  bool fuses_act;  // the kernels apply Tile::act in registers
 };
 
 const IsaKernels kGenericKernels = {
-    kGenericMr, 1, {{generic_mr<1>}, {generic_mr<2>}, {generic_mr<3>}, {generic_mr<4>}}};
+    kGenericMr, 1, {{generic_mr<1>}, {generic_mr<2>}, {generic_mr<3>}, {generic_mr<4>}}, false};
 
 const IsaKernels kAvx2Kernels = {kAvx2Mr,
                                  1,
@@ -264,33 +366,39 @@ const IsaKernels kAvx2Kernels = {kAvx2Mr,
                                   {kernel_avx2<3>},
                                   {kernel_avx2<4>},
                                   {kernel_avx2<5>},
-                                  {kernel_avx2<6>}}};
+                                  {kernel_avx2<6>}},
+                                 false};
 
 #define ANVIL_K512_ROW(M) {kernel_avx512<M, 1>, kernel_avx512<M, 2>, kernel_avx512<M, 3>}
-const IsaKernels kAvx512Kernels = {kAvx512Mr,
-                                   kAvx512Np,
-                                   {ANVIL_K512_ROW(1), ANVIL_K512_ROW(2), ANVIL_K512_ROW(3),
-                                    ANVIL_K512_ROW(4), ANVIL_K512_ROW(5), ANVIL_K512_ROW(6),
-                                    ANVIL_K512_ROW(7), ANVIL_K512_ROW(8)}};
+const IsaKernels kAvx512Kernels = {
+    kAvx512Mr,
+    kAvx512Np,
+    {ANVIL_K512_ROW(1), ANVIL_K512_ROW(2), ANVIL_K512_ROW(3), ANVIL_K512_ROW(4), ANVIL_K512_ROW(5),
+     ANVIL_K512_ROW(6), ANVIL_K512_ROW(7), ANVIL_K512_ROW(8)},
+    true};
 #undef ANVIL_K512_ROW
 
-/// K block size for `k` steps: blocks of equal size at most kMaxKc.
+/// K block size for `k` steps: blocks of equal size at most max_kc().
 int64_t choose_kc(int64_t k) {
-  const int64_t blocks = (k + kMaxKc - 1) / kMaxKc;
+  const int64_t kmax = gemm_packed_max_kc();
+  const int64_t blocks = (k + kmax - 1) / kmax;
   return (k + blocks - 1) / blocks;
 }
 
 /// Runs the blocked loops of the header comment over panels [n0/16, ceil(n1/16)) with `isa`.
 void run_blocked(const IsaKernels& isa, bool trans_a, int64_t m, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* packed_b, const float* bias,
-                 const float* row_bias, bool relu, float* c, int64_t ldc, int64_t n0, int64_t n1) {
+                 const float* row_bias, bool relu, GemmAct act, float* c, int64_t ldc, int64_t n0,
+                 int64_t n1, int64_t packed_k) {
+  const kern::ConvAct cact = conv_act_of(act);
   const int64_t kc_max = choose_kc(k);
   const int64_t panel0 = n0 / kPanel, panel1 = (n1 + kPanel - 1) / kPanel;
   Tile t{};
-  t.bstride = k * kPanel;
+  t.bstride = packed_k * kPanel;
   t.ldc = ldc;
   t.alpha = alpha;
   t.relu = relu;
+  t.act = isa.fuses_act ? act : GemmAct::kNone;
   for (int64_t ic = 0; ic < m; ic += kMc) {
     const int64_t ic_end = std::min(m, ic + kMc);
     for (int64_t kb = 0; kb < k; kb += kc_max) {
@@ -316,6 +424,12 @@ void run_blocked(const IsaKernels& isa, bool trans_a, int64_t m, int64_t k, floa
           t.c = c + i0 * ldc + col;
           t.row_bias = row_bias ? row_bias + i0 : nullptr;
           isa.fn[mr - 1][np - 1](t);
+          // The last K block's last panel group finishes these rows of [n0, n1): the
+          // activation runs over them while they are in L1 / L2, in long vectorised rows.
+          if (t.last && cact != kern::ConvAct::kNone && !isa.fuses_act && pj + np == panel1)
+            for (int r = 0; r < mr; ++r)
+              kern::conv_activate(cact, 0.0f, 6.0f, c + (i0 + r) * ldc + panel0 * kPanel,
+                                  n1 - panel0 * kPanel);
         }
         pj += np;
       }
@@ -332,6 +446,19 @@ GemmIsa best_isa() {
 }
 
 }  // namespace
+
+void gemm_activate(GemmAct act, float* p, int64_t n) {
+  if (act != GemmAct::kNone) kern::conv_activate(conv_act_of(act), 0.0f, 6.0f, p, n);
+}
+
+int64_t gemm_packed_max_kc() {
+  static const int64_t kc = [] {
+    const char* env = std::getenv("ANVIL_GEMM_KC");
+    const long v = env ? std::strtol(env, nullptr, 10) : 0;
+    return v >= 16 && v <= 4096 ? static_cast<int64_t>(v) : kMaxKc;
+  }();
+  return kc;
+}
 
 int64_t packed_b_floats(int64_t k, int64_t n) {
   return (n + kPackedPanel - 1) / kPackedPanel * kPackedPanel * k;
@@ -377,7 +504,8 @@ bool gemm_isa_available(GemmIsa isa) {
 
 void sgemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   int64_t lda, const float* packed_b, const float* bias, bool relu, float* c,
-                  int64_t ldc, int64_t n0, int64_t n1, GemmIsa isa, const float* row_bias) {
+                  int64_t ldc, int64_t n0, int64_t n1, GemmIsa isa, const float* row_bias,
+                  GemmAct act, int64_t packed_k) {
   const char* where = "sgemm_packed";
   ANVIL_CHECK(m >= 0 && n >= 0 && k >= 0, where, "negative matrix size", "m, n, k >= 0",
               str(m, ", ", n, ", ", k));
@@ -387,6 +515,8 @@ void sgemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, co
   ANVIL_CHECK(m <= 1 || ldc >= n1, where, "ldc too small", str(">= ", n1), str(ldc));
   ANVIL_CHECK(k == 0 || m == 0 || (trans_a ? (k <= 1 || lda >= m) : (m <= 1 || lda >= k)),
               where, "lda too small", str(">= ", trans_a ? m : k), str(lda));
+  if (packed_k == 0) packed_k = k;
+  ANVIL_CHECK(packed_k >= k, where, "packed_k smaller than k", str(">= ", k), str(packed_k));
   ANVIL_CHECK(gemm_isa_available(isa), where, "GEMM ISA not supported by this CPU",
               "an available GemmIsa", str(static_cast<int>(isa)));
   if (m == 0 || n0 == n1) return;
@@ -400,14 +530,16 @@ void sgemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, co
         c[i * ldc + j] = relu ? std::max(v, 0.0f) : v;
       }
     }
+    if (act != GemmAct::kNone)  // the same activation over the rows of bias values
+      for (int64_t i = 0; i < m; ++i) gemm_activate(act, c + i * ldc + n0, n1 - n0);
     return;
   }
   if (isa == GemmIsa::kAuto) isa = best_isa();
   const IsaKernels& kernels = isa == GemmIsa::kAvx512 ? kAvx512Kernels
                               : isa == GemmIsa::kAvx2 ? kAvx2Kernels
                                                       : kGenericKernels;
-  run_blocked(kernels, trans_a, m, k, alpha, a, lda, packed_b, bias, row_bias, relu, c, ldc, n0,
-              n1);
+  run_blocked(kernels, trans_a, m, k, alpha, a, lda, packed_b, bias, row_bias, relu, act, c, ldc,
+              n0, n1, packed_k);
 }
 
 }  // namespace anvil::runtime

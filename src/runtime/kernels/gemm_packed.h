@@ -30,18 +30,35 @@ enum class GemmIsa { kAuto, kGeneric, kAvx2, kAvx512 };
 /// Whether this CPU can run `isa` (kAuto, kGeneric: always).
 bool gemm_isa_available(GemmIsa isa);
 
+/// An activation applied in the store after bias and row bias (ReLU has its own flag; the
+/// AVX-512 micro-kernels apply these in registers too, the others over finished rows).
+/// Same formulas as torch: GELU 0.5 x (1 + erf(x / sqrt 2)) or its tanh approximation, SiLU
+/// x sigmoid(x), ReLU6 min(max(x, 0), 6); erf and exp are vec_math.h's (absolute error ~2e-7
+/// of the activation's scale). NaN stays NaN.
+enum class GemmAct { kNone, kRelu6, kGeluErf, kGeluTanh, kSilu };
+
 /// C[:, n0:n1) = alpha * op(A)[m x k] * B[:, n0:n1) (+ bias[n0:n1) broadcast over rows when
 /// bias != nullptr), then max(x, 0) when relu. op(A) is A (m x k, row stride lda) or, with
 /// trans_a, A^T (A stored k x m, row stride lda). B is `packed_b` from pack_b (K x N). C is
 /// row-major with row stride ldc and is overwritten (beta = 0). n0 is a multiple of 16;
 /// n1 <= n. `row_bias` (when not null) adds row_bias[i] to row i (after `bias`, before ReLU: a
-/// convolution's per-channel bias). Single-threaded (the caller splits [0, n) over threads in multiples of 16); the
-/// per-element arithmetic does not depend on the split. kAuto picks the best ISA; an ISA this CPU
-/// cannot run, or bad sizes, throw anvil::Error. Uses a thread_local A-packing buffer that
-/// grows once per thread.
+/// convolution's per-channel bias). Single-threaded (the caller splits [0, n) over threads in
+/// multiples of 16); the per-element arithmetic does not depend on the split. kAuto picks the best
+/// ISA; an ISA this CPU cannot run, or bad sizes, throw anvil::Error. `act` (after ReLU when both
+/// are given) is applied before C is stored (AVX-512: in registers; else over each row block's
+/// finished rows). A is read in place (nothing is packed or allocated per call). `packed_k` (0: k) is the K that `packed_b` was packed with, when only
+/// its first k rows take part (attention's causal blocks read the first keys of a packed V).
 void sgemm_packed(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   int64_t lda, const float* packed_b, const float* bias, bool relu, float* c,
                   int64_t ldc, int64_t n0, int64_t n1, GemmIsa isa = GemmIsa::kAuto,
-                  const float* row_bias = nullptr);
+                  const float* row_bias = nullptr, GemmAct act = GemmAct::kNone,
+                  int64_t packed_k = 0);
+
+/// Applies `act` to n floats in place (vectorised for this CPU; kNone: nothing).
+void gemm_activate(GemmAct act, float* p, int64_t n);
+
+/// The largest K block the kernel uses (512, or ANVIL_GEMM_KC in 16..4096 when set: a knob for
+/// benchmarks, read once per process).
+int64_t gemm_packed_max_kc();
 
 }  // namespace anvil::runtime

@@ -1,0 +1,132 @@
+// The CPU's untimed rule (driver/gemm_default.h): with --autotune off, a Linear whose result goes
+// through its bias and a GELU (erf or tanh), SiLU or ReLU runs anvil's packed kernel
+// (own_packed_f32_auto) with that epilogue in its store, and no loop kernel is left for it; the
+// package matches the reference interpreter. A residual add stays a loop kernel; a weight that
+// is a user input (not a constant) and ANVIL_CPU_FUSED_GEMM=0 keep the default path.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+#include "core/zip_reader.h"
+#include "driver/compile.h"
+#include "interp/interpreter.h"
+#include "ir/parser.h"
+#include "runtime/model.h"
+
+namespace anvil {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// [rows, cols] of values in [-scale, scale] from `seed`.
+Tensor random(int64_t rows, int64_t cols, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-scale, scale);
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (float& x : v) x = d(rng);
+  return Tensor::from_vector(v, {rows, cols});
+}
+
+/// An MLP block as ViT / ConvNeXt have it: fc1 + bias + ACT, fc2 + bias + the residual x.
+std::string mlp(const std::string& act, bool weight_is_input) {
+  std::string t = R"(graph {
+  inputs {
+    %w1: f32[96, 40] = W1
+    %b1: f32[96] = parameter "b1"
+    %w2: f32[40, 96] = parameter "w2"
+    %b2: f32[40] = parameter "b2"
+    %x: f32[37, 40] = user_input
+  }
+  %h: f32[37, 96] = aten.linear.default(input=%x, weight=%w1, bias=%b1)
+  ACT
+  %o: f32[37, 40] = aten.linear.default(input=%g, weight=%w2, bias=%b2)
+  %r: f32[37, 40] = aten.add.Tensor(self=%o, other=%x)
+  outputs {
+    user_output %r
+  }
+})";
+  t.replace(t.find("W1"), 2, weight_is_input ? "user_input" : "parameter \"w1\"");
+  t.replace(t.find("ACT"), 3, act);
+  return t;
+}
+
+class CpuFusedGemm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("anvil_fused_gemm_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    ::unsetenv("ANVIL_CPU_FUSED_GEMM");
+  }
+  /// Compiles `text` (--autotune off), checks it against the interpreter and returns the
+  /// generated sources.
+  std::string compile_and_check(const std::string& name, const std::string& text) {
+    auto g = ir::parse_graph(text);
+    std::vector<Tensor> ins;
+    for (const auto& s : g->input_specs()) {
+      if (s.kind != ir::InputKind::kUserInput) continue;
+      const auto& sz = s.value->type.sizes;
+      ins.push_back(random(sz[0].constant(), sz[1].constant(), 11 + ins.size(), 2.0f));
+    }
+    g->constants["w1"] = random(96, 40, 1, 0.4f);
+    g->constants["b1"] = random(1, 96, 2, 1.0f).view({96});
+    g->constants["w2"] = random(40, 96, 3, 0.2f);
+    g->constants["b2"] = random(1, 40, 4, 1.0f).view({40});
+    driver::CompileOptions o;
+    o.cache_dir = (dir_ / "cache").string();
+    o.progress = codegen::ProgressMode::kQuiet;
+    const std::string pkg = (dir_ / (name + ".anvil")).string();
+    driver::compile_graph(*g, pkg, o);
+    const auto want = interp::Interpreter(*g).run(ins);
+    const auto got = runtime::Model::load(pkg).run(ins);
+    EXPECT_TRUE(anvil::test::matches_reference(got[0], want[0])) << name;
+    const ZipReader zip = ZipReader::open(pkg);
+    std::string src;
+    for (const ZipEntry& e : zip.entries())
+      if (e.name.rfind("src/", 0) == 0) src += zip.read(e);
+    return src;
+  }
+  static int count(const std::string& s, const std::string& part) {
+    int n = 0;
+    for (size_t p = s.find(part); p != std::string::npos; p = s.find(part, p + 1)) ++n;
+    return n;
+  }
+  fs::path dir_;
+};
+
+TEST_F(CpuFusedGemm, GeluSiluReluFuseIntoTheLinearsStore) {
+  const char* acts[][2] = {
+      {"gelu_erf", "%g: f32[37, 96] = aten.gelu.default(self=%h)"},
+      {"gelu_tanh", "%g: f32[37, 96] = aten.gelu.default(self=%h, approximate=\"tanh\")"},
+      {"silu", "%g: f32[37, 96] = aten.silu.default(self=%h)"},
+      {"relu", "%g: f32[37, 96] = aten.relu.default(self=%h)"}};
+  for (const auto& a : acts) {
+    const std::string src = compile_and_check(a[0], mlp(a[1], false));
+    // fc1 with its bias and activation in the store; fc2's residual stays a loop kernel
+    EXPECT_EQ(count(src, "kernel own_packed_f32_auto, epilogue"), 1) << a[0] << "\n" << src;
+    EXPECT_EQ(count(src, "call.library = 2; call.variant = 0;"), 1) << a[0];
+    EXPECT_EQ(count(src, "computed in the store of a GEMM kernel"), 1) << a[0];
+  }
+}
+
+TEST_F(CpuFusedGemm, DefaultPathWithoutAConstantWeightOrWhenTurnedOff) {
+  const std::string gelu = "%g: f32[37, 96] = aten.gelu.default(self=%h)";
+  std::string src = compile_and_check("weight_input", mlp(gelu, true));
+  EXPECT_EQ(count(src, "own_packed_f32_auto"), 0) << src;
+  ::setenv("ANVIL_CPU_FUSED_GEMM", "0", 1);
+  src = compile_and_check("turned_off", mlp(gelu, false));
+  EXPECT_EQ(count(src, "own_packed_f32_auto"), 0) << src;
+  EXPECT_EQ(count(src, "computed in the store of a GEMM kernel"), 0) << src;
+}
+
+}  // namespace
+}  // namespace anvil
