@@ -3,9 +3,10 @@
 // attribute of the convolution step instead of a loop kernel (docs/externs.md):
 //  * a residual add (fused_add; CPU target: fp32, CUDA target: fp32 / bf16 / fp16, applied in
 //    cuDNN's fused graph), the residual a fourth input;
-//  * an activation: relu on every target (fused_relu); on the CPU target, for fp32, relu6 /
-//    hardtanh / clamp with constant bounds, hardswish, hardsigmoid, silu, sigmoid and gelu
-//    (fused_act, a runtime::kern::ConvAct code, with fused_act_min / fused_act_max for clamps).
+//  * an activation: relu on every target (fused_relu); on the CPU target, for fp32 (and on
+//    CUDA for fp32 / bf16 / fp16 with ANVIL_CUDA_CONV_ACT=1), relu6 / hardtanh / clamp with
+//    constant bounds, hardswish, hardsigmoid, silu, sigmoid and gelu (fused_act, a
+//    runtime::kern::ConvAct code, with fused_act_min / fused_act_max for clamps).
 // An activation may follow a fused add (applied after it); an add never follows an activation.
 #include <cmath>
 #include <cstdlib>

@@ -60,9 +60,16 @@ Emitted emit(const ir::Graph& g, const fs::path& dir, const std::string& name,
   o.cache_dir = (dir / "cache").string();
   o.progress = codegen::ProgressMode::kQuiet;
   o.emit_source_dir = (dir / "src").string();
-  if (env) ::setenv(env, "1", 1);
+  struct Env {  // set while compiling, unset however the compile ends
+    const char* name;
+    explicit Env(const char* n) : name(n) {
+      if (name) ::setenv(name, "1", 1);
+    }
+    ~Env() {
+      if (name) ::unsetenv(name);
+    }
+  } scoped(env);
   driver::compile_graph(g, (dir / (name + ".anvil")).string(), o);  // nvcc compiles it
-  if (env) ::unsetenv(env);
   Emitted out;
   std::ifstream mf(dir / "src" / "manifest.json");
   out.manifest = nlohmann::json::parse(mf);
@@ -257,7 +264,8 @@ TEST(CudaConvEmit, DepthwiseConvolutionsCanRunTheDirectKernel) {
   const Emitted out = emit(*g, dir, "dw", "ANVIL_CUDA_DEPTHWISE");
   EXPECT_EQ(count(out.text, "anvil's direct kernel (ANVIL_CUDA_DEPTHWISE=1)"), 3u);
   EXPECT_EQ(count(out.text, "return anvil_conv(s, "), 0u);
-  EXPECT_NE(out.text.find("u2 * 2 - 1 + r * 2"), std::string::npos) << "stride 2, dilation 2";
+  EXPECT_NE(out.text.find("u2 * 2 - 1 + dw_r * 2"), std::string::npos) << "stride 2, dilation 2";
+  EXPECT_NE(out.text.find("v3["), std::string::npos) << "the fused residual";
   fs::remove_all(dir);
 }
 
@@ -273,11 +281,16 @@ TEST(CudaConvEmit, ActivationsFuseIntoTheEpilogueWhenAsked) {
   const auto g = ir::parse_graph(kActivationGraph);
   const Emitted out = emit(*g, dir, "act", "ANVIL_CUDA_CONV_ACT");
   EXPECT_TRUE(out.manifest.at("host_steps").empty()) << out.manifest.at("host_steps").dump();
-  EXPECT_EQ(out.manifest.at("cudnn_convs").size(), 7u);
-  EXPECT_EQ(count(out.text, "_epilogue(s);"), 7u) << "each runs its epilogue after the convolution";
-  for (const char* want : {"erff(", "tanhf(", "expf(", "(6.0f)", "+ 3.0f"})
+  EXPECT_EQ(out.manifest.at("cudnn_convs").size(), 9u);
+  EXPECT_EQ(count(out.text, "_epilogue(s);"), 9u) << "each runs its epilogue after the convolution";
+  for (const char* want : {"erff(", "tanhf(", "expf(", "static_cast<float>(6.0)", "+ 3.0f",
+                           "static_cast<float>(-9.9999997473787516e-06)",
+                           "static_cast<float>(0.25)", "static_cast<float>(-3.5)",
+                           "static_cast<float>(1.0000000200408773e+20)"})
     EXPECT_NE(out.text.find(want), std::string::npos) << want;
-  EXPECT_EQ(count(out.text, "const int rc = anvil_conv(s, "), 7u);
+  EXPECT_EQ(count(out.text, "const int rc = anvil_conv(s, "), 9u);
+  // the host path is the plain convolution: no bias, no residual, no activation attributes
+  EXPECT_EQ(out.text.find("fused_act"), std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -502,7 +503,13 @@ TEST(CudaConvSteps, FusedActivationsMatchTheInterpreter) {
   // ANVIL_CUDA_CONV_ACT=1 (with and without the direct depthwise kernel) and without (loop
   // kernels), each path of the convolution
   const auto g = ir::parse_graph(kActivationGraph);
-  const std::vector<Tensor> ins = random_inputs(*g, 160);
+  std::vector<Tensor> ins = random_inputs(*g, 160);
+  // NaN and infinities through the convolutions into every activation (hardsigmoid and the
+  // clamps keep NaN, as PyTorch)
+  float* x = ins[0].data<float>();
+  x[5] = NAN;
+  x[300] = INFINITY;
+  x[1000] = -INFINITY;
   interp::Interpreter ref(*g);
   const auto want = ref.run(ins);
   std::vector<Tensor> dev;
@@ -511,7 +518,7 @@ TEST(CudaConvSteps, FusedActivationsMatchTheInterpreter) {
     ScopedEnv act("ANVIL_CUDA_CONV_ACT", variant[0] == 'a' ? "1" : "0");
     ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", std::string(variant) == "act+dw" ? "1" : "0");
     const std::string pkg = compile_for_cuda(*g, std::string("act_") + variant);
-    for (const char* mode : {"auto", "host"}) {
+    for (const char* mode : {"auto", "host"}) {  // (the direct depthwise kernel has no host path)
       ScopedEnv env("ANVIL_CUDA_CONV", mode);
       expect_runs_match(pkg, dev, want, std::string(variant) + " " + mode);
     }

@@ -2,7 +2,8 @@
 // strided views and attributes and calls the device backend's cuDNN convolution
 // (api->device->conv, device ABI 5) through anvil_conv (the preamble), with its bias, a fused
 // residual add (attribute fused_add, device ABI 7) and a folded relu (attribute fused_relu)
-// fused where a cuDNN engine takes them, else the plain
+// fused where a cuDNN engine takes them (other activations, fused_act with
+// ANVIL_CUDA_CONV_ACT=1, always in the step's epilogue kernel), else the plain
 // convolution followed by the step's own bias / relu kernel (NAME_epilogue); where cuDNN takes
 // no engine at all, the step's host path (NAME_host: the CPU kernel on host copies, as before
 // device ABI 5) runs instead.
@@ -187,14 +188,12 @@ std::string pointer(const Program& p, const TensorView& t) {
 /// NaN stays NaN through relu and the clamps).
 std::string activation(const ConvGeom& g, const std::string& v) {
   std::ostringstream os;
-  const auto num = [](double d) {  // a float literal: "6.0f", "-1.5f", "1e-05f"
-    std::ostringstream n;
-    n.precision(9);
-    n << d;
-    std::string t = n.str();
-    if (t.find_first_of(".e") == std::string::npos) t += ".0";
-    return "(" + t + "f)";
+  const auto num = [](double d) {  // the bound as PyTorch's float math sees it
+    return float_literal(static_cast<float>(d), DType::kFloat32);
   };
+  // relu6(v + 3) / 6 with NaN kept (fminf / fmaxf would turn it into 0)
+  const std::string r6 = "(" + v + " + 3.0f < 0.0f ? 0.0f : (" + v + " + 3.0f > 6.0f ? 6.0f : " +
+                         v + " + 3.0f))";
   if (g.relu) os << "    if (" << v << " < 0) " << v << " = 0;  // relu\n";
   switch (g.act) {
     case 2:  // clamp: relu6, hardtanh, clamp
@@ -204,10 +203,10 @@ std::string activation(const ConvGeom& g, const std::string& v) {
         os << "    if (" << v << " > " << num(g.act_hi) << ") " << v << " = " << num(g.act_hi) << ";\n";
       break;
     case 3:  // hardswish
-      os << "    " << v << " = " << v << " * fminf(fmaxf(" << v << " + 3.0f, 0.0f), 6.0f) / 6.0f;\n";
+      os << "    " << v << " = " << v << " * " << r6 << " / 6.0f;\n";
       break;
     case 4:  // hardsigmoid
-      os << "    " << v << " = fminf(fmaxf(" << v << " + 3.0f, 0.0f), 6.0f) / 6.0f;\n";
+      os << "    " << v << " = " << r6 << " / 6.0f;\n";
       break;
     case 5:  // silu
       os << "    " << v << " = " << v << " / (1.0f + expf(-" << v << "));\n";
@@ -263,8 +262,18 @@ bool direct_depthwise(const ConvGeom& g) {
   if (v == nullptr || std::string(v) != "1") return false;
   if (g.spatial != 2 || g.unbatched || g.groups <= 1) return false;
   const std::vector<SymInt>& ws = g.w->sizes;
-  return ws[1].is_constant() && ws[1].constant() == 1 && ws[2].is_constant() &&
-         ws[3].is_constant();
+  if (!(ws[1].is_constant() && ws[1].constant() == 1 && ws[2].is_constant() &&
+        ws[3].is_constant()))
+    return false;
+  // the output's sizes are what the geometry gives (the kernel trusts them; cuDNN checks)
+  for (int d = 0; d < 2; ++d) {
+    const SymInt &in = g.x->sizes[2 + d], &out = g.y->sizes[2 + d];
+    if (!in.is_constant() || !out.is_constant()) return false;
+    const int64_t span = g.dilation[d] * (ws[2 + d].constant() - 1) + 1;
+    const int64_t want = (in.constant() + g.pad_begin[d] + g.pad_end[d] - span) / g.stride[d] + 1;
+    if (out.constant() != want) return false;
+  }
+  return true;
 }
 
 /// A depthwise convolution as one thread per output element (in the output's memory order:
@@ -272,23 +281,23 @@ bool direct_depthwise(const ConvGeom& g) {
 /// residual and relu applied in the store.
 std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
   const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
-  const std::string acc = g.x->dtype == DType::kFloat64 ? "double" : "float";
+  const std::string acc = "float";  // only cuDNN dtypes reach here (f32, bf16, f16)
   const std::vector<std::string> uv = vars("u", 4);
   std::ostringstream in;
-  in << "    const int64_t c = u1 / (" << paren(w.sizes[0]) << " / " << g.groups
+  in << "    const int64_t dw_c = u1 / (" << paren(w.sizes[0]) << " / " << g.groups
      << ");  // the output channel's input channel\n";
-  in << "    const int64_t H = " << paren(x.sizes[2]) << ", W = " << paren(x.sizes[3]) << ";\n";
+  in << "    const int64_t dw_H = " << paren(x.sizes[2]) << ", dw_W = " << paren(x.sizes[3]) << ";\n";
   in << "    " << acc << " a = 0;\n";
-  in << "#pragma unroll\n    for (int64_t r = 0; r < " << paren(w.sizes[2]) << "; ++r) {\n";
-  in << "      const int64_t iy = u2 * " << g.stride[0] << " - " << g.pad_begin[0] << " + r * "
+  in << "#pragma unroll\n    for (int64_t dw_r = 0; dw_r < " << paren(w.sizes[2]) << "; ++dw_r) {\n";
+  in << "      const int64_t dw_y = u2 * " << g.stride[0] << " - " << g.pad_begin[0] << " + dw_r * "
      << g.dilation[0] << ";\n";
-  in << "      if (iy < 0 || iy >= H) continue;\n";
-  in << "#pragma unroll\n      for (int64_t q = 0; q < " << paren(w.sizes[3]) << "; ++q) {\n";
-  in << "        const int64_t ix = u3 * " << g.stride[1] << " - " << g.pad_begin[1] << " + q * "
+  in << "      if (dw_y < 0 || dw_y >= dw_H) continue;\n";
+  in << "#pragma unroll\n      for (int64_t dw_q = 0; dw_q < " << paren(w.sizes[3]) << "; ++dw_q) {\n";
+  in << "        const int64_t dw_x = u3 * " << g.stride[1] << " - " << g.pad_begin[1] << " + dw_q * "
      << g.dilation[1] << ";\n";
-  in << "        if (ix < 0 || ix >= W) continue;\n";
-  in << "        a += static_cast<" << acc << ">(" << load(x.dtype, "v0", offset_of(x, {"u0", "c", "iy", "ix"}))
-     << ") * static_cast<" << acc << ">(" << load(w.dtype, "v1", offset_of(w, {"u1", "0", "r", "q"}))
+  in << "        if (dw_x < 0 || dw_x >= dw_W) continue;\n";
+  in << "        a += static_cast<" << acc << ">(" << load(x.dtype, "v0", offset_of(x, {"u0", "dw_c", "dw_y", "dw_x"}))
+     << ") * static_cast<" << acc << ">(" << load(w.dtype, "v1", offset_of(w, {"u1", "0", "dw_r", "dw_q"}))
      << ");\n";
   in << "      }\n    }\n";
   if (g.bias)
