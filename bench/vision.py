@@ -84,8 +84,8 @@ def export_child(spec):
         y = m(x)
     np.save(base + ".in0.npy", x.numpy())
     np.save(base + ".out0.npy", y.numpy())
-    torch.export.save(ep, base + ".pt2.part")
-    os.replace(base + ".pt2.part", base + ".pt2")  # complete or absent, if the budget kills it
+    torch.export.save(ep, base + ".part.pt2")
+    os.replace(base + ".part.pt2", base + ".pt2")  # complete or absent, if the budget kills it
 
 
 def torch_child(spec):
