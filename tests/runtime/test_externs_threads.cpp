@@ -78,10 +78,11 @@ class ScopedEnv {
 };
 
 /// The calls of the vision models' kernel families, each large enough to be split over a few
-/// threads (bands, planes, images, GEMM blocks): depthwise (NCHW and channels-last input),
-/// grouped and dense convolutions, 1x1 convolutions of 1x1 images over a batch (squeeze-
-/// excitation: one GEMM), max / avg / adaptive pooling, concatenation. `exact`: the split cannot
-/// change a single bit (each output element is computed the same way on any thread).
+/// threads (bands, channel blocks, planes, images, GEMM blocks): depthwise (NCHW and
+/// channels-last input), grouped and dense convolutions (early and late stages), 1x1
+/// convolutions of 1x1 images over a batch (squeeze-excitation: one GEMM), max / avg /
+/// adaptive pooling, concatenation. `exact`: the split cannot change a single bit (each output
+/// element is computed the same way on any thread).
 struct SplitCase {
   ExternCase call;
   bool exact;
@@ -115,6 +116,18 @@ std::vector<SplitCase> vision_split_cases() {
   add("aten.conv2d.default", false)
       .tensor("input", rand_tensor(DType::kFloat32, {1, 64, 14, 14}, 48))
       .tensor("weight", rand_tensor(DType::kFloat32, {96, 64, 1, 1}, 49));
+  // Late stages, whose weights outweigh one image (oneDNN splits them by channel blocks /
+  // groups when the batch is smaller than the pool).
+  add("aten.conv2d.default", false)
+      .tensor("input", rand_tensor(DType::kFloat32, {1, 256, 7, 7}, 60))
+      .tensor("weight", rand_tensor(DType::kFloat32, {200, 256, 1, 1}, 61))
+      .tensor("bias", rand_tensor(DType::kFloat32, {200}, 62));
+  add("aten.conv2d.default", false)
+      .tensor("input", rand_tensor(DType::kFloat32, {2, 7, 7, 208}, 63).permute({0, 3, 1, 2}))
+      .tensor("weight", rand_tensor(DType::kFloat32, {208, 8, 3, 3}, 64))
+      .tensor("bias", rand_tensor(DType::kFloat32, {208}, 65))
+      .ints("padding", {1, 1})
+      .scalar("groups", 26);
   for (int64_t c : {96, 512})  // the squeeze-excitation 1x1 convolutions
     add("aten.conv2d.default", false)
         .tensor("input", rand_tensor(DType::kFloat32, {16, c, 1, 1}, 50))
