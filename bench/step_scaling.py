@@ -103,7 +103,7 @@ def profile(a, pkg, inp, t):
            "3", "--profile"] + (["-i", inp] if inp else [])
     if a.pin:
         cmd = ["taskset", "-c", f"0-{t - 1}"] + cmd
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=a.env)
     if p.returncode:
         sys.exit(f"step_scaling.py: {' '.join(cmd)} failed: {(p.stderr or p.stdout)[-400:]}")
     steps, p50 = {}, json.loads(p.stdout.strip().splitlines()[-1])["p50_ms"]
@@ -129,6 +129,10 @@ def main():
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     threads = [int(t) for t in a.threads.split(",")]
+    a.env = dict(os.environ)  # anvil's bundle (bench/gpu_bundle.sh): its libraries beside bin/
+    lib = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(a.anvil))), "lib")
+    if os.path.isdir(lib):
+        a.env["LD_LIBRARY_PATH"] = lib + ":" + a.env.get("LD_LIBRARY_PATH", "")
     if a.pin and shutil.which("taskset") is None:
         sys.exit("step_scaling.py: --pin needs taskset (util-linux)")
     out = {}

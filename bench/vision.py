@@ -27,17 +27,25 @@ group per call, from the repository root with gpu_bundle/ unpacked:
 
     V="python3 bench/vision.py --anvil gpu_bundle/bin/anvil --pin --threads 1,2,4,8 \
        --batch 1,8 --rounds 2 --no-eager --no-compile --budget-s 500 --work build/vision"
-    $V --models resnet18,mobilenet_v3_small,regnet_y_400mf,efficientnet_b0
-    $V --models resnet50,densenet121
-    $V --models convnext_tiny,mobilenet_v2
+    $V --models resnet18,mobilenet_v3_small,regnet_y_400mf
+    $V --models efficientnet_b0,mobilenet_v2,resnet50
+    $V --models densenet121,convnext_tiny
     $V --models vit_b_16 --rounds 1
 
-and the peers at 2 and 8 pinned cores (batch 1; eager and torch.compile beside anvil):
+(a model the budget cut short: rerun it alone; exports and packages in --work are reused while
+the machine stays warm), and the peers at 2 and 8 pinned cores (batch 1; eager and
+torch.compile beside anvil), two or three models per call (--no-compile where time is short):
 
     python3 bench/vision.py --anvil gpu_bundle/bin/anvil --pin --threads 2,8 --batch 1 \
         --rounds 1 --budget-s 500 --work build/vision --models resnet18,resnet50
 
-(two or three models per call; --no-compile leaves torch.compile out where time is short).
+Which kernel families keep a model under issue 19's 5x (ms per family per thread count):
+
+    python3 bench/step_scaling.py --anvil gpu_bundle/bin/anvil --pin --threads 1,8 \
+        build/vision/densenet121_b8.anvil
+
+and `ANVIL_CONV_SPLIT=bands` in front of either compares oneDNN's split of small batches by
+output-channel blocks with bands of output rows.
 """
 import argparse
 import json

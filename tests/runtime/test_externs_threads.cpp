@@ -194,6 +194,44 @@ TEST(ExternThreads, VisionKernelFamiliesGiveTheOneThreadResult) {
   }
 }
 
+TEST(ExternThreads, FusedResidualAndActivationOverChannelBlocks) {
+  // A late-stage 1x1 convolution with the residual add and relu fused (fused_add: input 3), its
+  // blocks of output channels on 2, 3 and 8 threads: relu(conv + residual), the conv from 1
+  // thread (checked against the reference) and the add done here.
+  const Tensor x = rand_tensor(DType::kFloat32, {1, 256, 7, 7}, 70);
+  const Tensor w = rand_tensor(DType::kFloat32, {96, 256, 1, 1}, 71);
+  const Tensor b = rand_tensor(DType::kFloat32, {96}, 72);
+  const Tensor r = rand_tensor(DType::kFloat32, {1, 7, 7, 96}, 73).permute({0, 3, 1, 2});
+  Tensor plain;
+  {
+    ThreadPool pool(1);
+    ScopedThreadPool scope(&pool);
+    plain = ExternCase("aten.conv2d.default").tensor("input", x).tensor("weight", w)
+                .tensor("bias", b).check();
+  }
+  const std::vector<double> pv = plain.to_doubles(), rv = r.contiguous().to_doubles();
+  std::vector<double> want(pv.size());
+  for (size_t i = 0; i < pv.size(); ++i) want[i] = std::max(pv[i] + rv[i], 0.0);
+  for (const char* split : {"", "channels"}) {
+    std::unique_ptr<ScopedEnv> env;
+    if (*split) env = std::make_unique<ScopedEnv>("ANVIL_CONV_SPLIT", split);
+    for (int threads : {2, 3, 8}) {
+      ThreadPool pool(threads);
+      ScopedThreadPool scope(&pool);
+      const Tensor got = ExternCase("aten.conv2d.default")
+                             .tensor("input", x)
+                             .tensor("weight", w)
+                             .tensor("bias", b)
+                             .tensor("residual", r)
+                             .extern_int("fused_add", 1)
+                             .extern_int("fused_relu", 1)
+                             .run_extern(plain.sizes(), DType::kFloat32);
+      EXPECT_TRUE(same_as_one_thread(got, Tensor::from_vector(want, plain.sizes()), false))
+          << threads << " threads, ANVIL_CONV_SPLIT '" << split << "'";
+    }
+  }
+}
+
 TEST(ExternThreads, ConcurrentCallers) {
   std::vector<ExternCase> cs = parallel_cases();
   std::vector<Tensor> want;
