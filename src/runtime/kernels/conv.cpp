@@ -444,6 +444,18 @@ void conv_run(const ConvGeom& g, const Tensor& x, const Tensor& wt,
       return;
     }
   }
+  if constexpr (std::is_floating_point_v<A>) {
+    if (direct && l == 1 && g.groups == 1 && g.n > 1) {
+      // 1x1 images (squeeze-excitation): one [N, C] x [O, C]^T product for the batch, split
+      // inside the GEMM where it is large enough, instead of N matrix-vector products (each
+      // far too small to be worth a thread of its own).
+      runtime::gemm(false, true, g.n, g.o, g.c, A(1), xp, g.c, wp, g.c, A(0), op, g.o);
+      add_bias(g, bp, op);
+      if constexpr (!std::is_same_v<T, A>)
+        kern::copy_cast(out, kern::wrap_buffer(op, dtype_of<A>(), out.sizes()));
+      return;
+    }
+  }
   // One image: im2col (parallel over channels at the top level), then one product per group.
   auto image = [&](int64_t b, A* cols) {
     const A* xb = xp + b * g.c * g.h * g.w;

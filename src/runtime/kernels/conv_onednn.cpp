@@ -63,6 +63,29 @@ int64_t parallel_macs() {
   return v ? std::atoll(v) : int64_t{1} << 18;
 }
 
+/// Output channels per block of a dense convolution split by channels (a multiple of the
+/// AVX-512 vector, so that blocks keep oneDNN's fast kernels).
+constexpr int64_t kChannelBlock = 16;
+
+/// The blocks a convolution splits into by channels: its groups, or blocks of kChannelBlock
+/// output channels when it has one group.
+int64_t channel_units(const ConvGeom& g) {
+  return g.groups > 1 ? g.groups : (g.o + kChannelBlock - 1) / kChannelBlock;
+}
+
+/// Whether a convolution with fewer images than threads splits over blocks of output channels
+/// (or groups) rather than bands of output rows: where one image's weights outweigh its input
+/// (late stages: 7x7 or 14x14 images, hundreds of channels), a band would re-read every weight
+/// for a few rows, and 7 or 14 rows do not divide evenly over the threads. At least one block
+/// per thread. ANVIL_CONV_SPLIT=bands or =channels forces a choice (measurements, tests).
+bool split_channels(const ConvGeom& g, int threads) {
+  const char* env = std::getenv("ANVIL_CONV_SPLIT");
+  const std::string mode = env ? env : "";
+  if (mode == "bands" || channel_units(g) < threads) return false;
+  if (mode == "channels") return true;
+  return g.o * g.cg() * g.kh * g.kw >= g.c * g.h * g.w;
+}
+
 using onednn::engine;
 using onednn::OmpThreads;
 
@@ -389,18 +412,22 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
   }
   // Work items over the pool: one call per image when the batch feeds every thread (an image's
   // reordered source and destination stay in cache: batched calls measured up to 2x slower on
-  // 1x1 layers), else bands of output rows (all images; each band reads its input rows,
-  // padded only at the image's edges). Below parallel_macs() multiply-adds: one call.
+  // 1x1 layers), else blocks of output channels (or of groups) where the weights outweigh the
+  // input (split_channels), else bands of output rows (all images; each band reads its input
+  // rows, padded only at the image's edges). Below parallel_macs() multiply-adds: one call.
   const int64_t macs = g.n * g.o * g.oh * g.ow * g.cg() * g.kh * g.kw;
   const int threads = macs < parallel_macs() ? 1 : available_threads();
   const bool by_image = threads <= 1 || g.n >= threads;
-  const int64_t items = by_image ? g.n : std::min<int64_t>(threads, g.oh);
-  const int64_t total = by_image ? g.n : g.oh;
+  const int64_t units = channel_units(g);
+  const bool by_channel = !by_image && split_channels(g, threads);
+  const int64_t total = by_image ? g.n : by_channel ? units : g.oh;
+  const int64_t items = by_image ? g.n : std::min<int64_t>(threads, total);
   const int64_t per = (total + items - 1) / items;
   struct Item {
     std::shared_ptr<const Prim> prim;
     const void* w = nullptr;
     int64_t x_offset = 0, out_offset = 0, res_offset = 0;  // elements
+    int64_t w_offset = 0, bias_offset = 0;                 // elements (channel blocks)
   };
   std::vector<Item> work;
   const int64_t ekh = g.dh * (g.kh - 1) + 1;
@@ -411,6 +438,24 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
                           strides, out_strides, res_strides, x.dtype(), b.has_value()};
       Problem pr = whole;
       Item it;
+      if (by_channel) {  // output channels [o0, o1) (groups [i0, i1) when grouped)
+        ConvGeom sub = g;
+        const int64_t og = g.og(), o0 = g.groups > 1 ? i0 * og : i0 * kChannelBlock;
+        sub.o = (g.groups > 1 ? i1 * og : std::min(g.o, i1 * kChannelBlock)) - o0;
+        if (g.groups > 1) {
+          sub.groups = i1 - i0;
+          sub.c = sub.groups * g.cg();
+          it.x_offset = i0 * g.cg() * strides[1];
+        }
+        it.out_offset = o0 * out_strides[1];
+        it.res_offset = res ? o0 * res_strides[1] : 0;
+        it.w_offset = o0 * g.cg() * g.kh * g.kw;
+        it.bias_offset = o0;
+        pr.g = &sub;
+        it.prim = primitive(pr);  // created (or found) while `sub` lives
+        work.push_back(it);
+        continue;
+      }
       const int64_t step = by_image ? 0 : 2;  // the [N, C, H, W] dim the items split
       it.out_offset = i0 * out_strides[step];
       it.res_offset = res ? i0 * res_strides[step] : 0;
@@ -440,21 +485,25 @@ bool conv_onednn(const ConvGeom& g, const Tensor& x, const Tensor& weight,
   for (const Item& it : work)
     if (!it.prim->fast) return false;
   try {
+    const int64_t es = static_cast<int64_t>(dtype_size(x.dtype()));
     std::vector<std::shared_ptr<const void>> holds(work.size());
     for (size_t i = 0; i < work.size(); ++i) {  // weights per distinct layout, before the split
       for (size_t j = 0; j < i && !work[i].w; ++j)
-        if (work[j].prim->wei == work[i].prim->wei) work[i].w = work[j].w;
+        if (work[j].prim->wei == work[i].prim->wei && work[j].w_offset == work[i].w_offset)
+          work[i].w = work[j].w;
       if (!work[i].w)
-        work[i].w = prepared_weights(*work[i].prim, w.data_ptr(), constants, holds[i]);
+        work[i].w = prepared_weights(
+            *work[i].prim, static_cast<const char*>(w.data_ptr()) + work[i].w_offset * es,
+            constants, holds[i]);
     }
-    const void* bp = b ? b->data_ptr() : nullptr;
-    const int64_t es = static_cast<int64_t>(dtype_size(x.dtype()));
+    const auto* bp = b ? static_cast<const char*>(b->data_ptr()) : nullptr;
     const auto* xb = static_cast<const char*>(xs.data_ptr());
     auto* ob = static_cast<char*>(out.data_ptr());
     const auto* rb = res ? static_cast<const char*>(res->data_ptr()) : nullptr;
     ++g_runs;
     auto run_item = [&](const Item& it) {
-      run_call(*it.prim, xb + it.x_offset * es, it.w, bp, ob + it.out_offset * es,
+      run_call(*it.prim, xb + it.x_offset * es, it.w, bp ? bp + it.bias_offset * es : nullptr,
+               ob + it.out_offset * es,
                rb ? rb + it.res_offset * es : nullptr);
     };
     if (work.size() == 1) {
