@@ -240,6 +240,11 @@ def print_tables(res, a):
             print(line)
     if len(a.thread_list) < 2:
         return
+    measured = any(k.endswith("_ms") and k.split("_t")[0] in ["anvil"] + peers
+                   for r in res["models"].values() for k in r)
+    if not measured:
+        print("\nthread scaling: nothing was measured (the budget ended the run first)")
+        return
     print("\nthread scaling: p50 ms at each thread count (speed-up over 1 thread)\n")
     print("| model | who | " + " | ".join(f"{t} thr" for t in a.thread_list) + " |")
     print("|---|---|" + "---|" * len(a.thread_list))
