@@ -83,15 +83,16 @@ bool constant_view(const TensorView& v) {
 
 /// Inserts, before step `at`, a loop kernel copying `x` (constant_view) into a new arena buffer
 /// in channels-last order (the plan gives its views NHWC strides); returns the buffer.
-int nhwc_copy(Program& p, const TensorView& x, const std::vector<std::string>& nodes, size_t at) {
+int nhwc_copy(Program& p, const TensorView& x, const std::string& node, size_t at) {
   const int64_t n = x.sizes[0].constant(), c = x.sizes[1].constant(), h = x.sizes[2].constant(),
                 w = x.sizes[3].constant();
   Buffer buf;
-  buf.name = (x.buffer >= 0 ? p.buffers[static_cast<size_t>(x.buffer)].name : "x") + "_nhwc";
+  const Buffer& source = p.buffers[static_cast<size_t>(x.buffer)];
+  buf.name = source.name + "_nhwc";
   buf.dtype = x.dtype;
   buf.sizes = x.sizes;
   buf.numel = SymInt(n * c * h * w);
-  if (x.buffer >= 0) buf.nodes = p.buffers[static_cast<size_t>(x.buffer)].nodes;
+  buf.nodes = source.nodes;
   const int b = static_cast<int>(p.buffers.size());
   p.buffers.push_back(buf);
   // outer (n, h, w), inner c: the store walks the NHWC buffer in order
@@ -107,7 +108,7 @@ int nhwc_copy(Program& p, const TensorView& x, const std::vector<std::string>& n
   st.dtype = x.dtype;
   LoopKernel k;
   k.name = "knhwc" + std::to_string(b);
-  k.nodes = nodes.empty() ? std::vector<std::string>{} : std::vector<std::string>{nodes[0]};
+  if (!node.empty()) k.nodes = {node};
   k.outer = {SymInt(n), SymInt(h), SymInt(w)};
   k.inner = {SymInt(c)};
   k.passes.resize(1);
@@ -141,6 +142,54 @@ bool whole_nchw(const Program& p, const TensorView& v) {
 std::vector<SymInt> nhwc_strides(const std::vector<SymInt>& s) {
   const int64_t c = s[1].constant(), h = s[2].constant(), w = s[3].constant();
   return {SymInt(h * w * c), SymInt(1), SymInt(w * c), SymInt(c)};
+}
+
+/// CUDA: a convolution's input, output and residual in one layout (`state` as in
+/// plan_conv_layouts: 1 planned NHWC, -1 kept NCHW; grown by the buffers copies add).
+void one_layout_per_conv(Program& program, std::vector<int>& state) {
+  // CUDA: a convolution's input, output and residual in one layout. cuDNN 9's fused
+  // (bias / relu) bf16 and fp16 engines gave wrong values for an NCHW input with an NHWC output
+  // on an H200 (docs/design_notes.md), so no convolution mixes them. An input that must stay
+  // NCHW (a graph input: the stem's image) is copied into an NHWC buffer first when the rest of
+  // its convolution may be NHWC: one small transpose instead of an NCHW stem and an NCHW pool.
+
+  // planned NHWC, or an unplanned view that already is dense channels-last
+  const auto is1 = [&](const TensorView* v) {
+    if (v->buffer < 0) return false;
+    const int st = state[static_cast<size_t>(v->buffer)];
+    return st == 1 || (constant_view(*v) && v->strides == nhwc_strides(v->sizes));
+  };
+  // NCHW spreads through the convolutions to a fixed point: a convolution whose output or
+  // residual keeps NCHW, or whose input keeps NCHW and cannot be copied, keeps all of them
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Step& st : program.steps) {
+      auto* e = std::get_if<ExternStep>(&st);
+      if (!e || !planned_conv(*e, true)) continue;
+      const std::vector<TensorView*> views = conv_views(*e);
+      bool keep = !is1(views[0]) && !constant_view(*views[0]);
+      for (size_t i = 1; i < views.size(); ++i) keep |= !is1(views[i]);
+      if (!keep) continue;
+      for (const TensorView* v : views)
+        if (v->buffer >= 0 && state[static_cast<size_t>(v->buffer)] == 1) {
+          state[static_cast<size_t>(v->buffer)] = -1;
+          changed = true;
+        }
+    }
+  }
+  // an NHWC convolution whose input keeps NCHW reads a copy
+  for (size_t si = 0; si < program.steps.size(); ++si) {
+    auto* e = std::get_if<ExternStep>(&program.steps[si]);
+    if (!e || !planned_conv(*e, true)) continue;
+    const std::vector<TensorView*> views = conv_views(*e);
+    if (!is1(views[1]) || is1(views[0])) continue;
+    const TensorView x = *views[0];  // copies: the insertion below moves the steps
+    const std::string node = e->nodes.empty() ? std::string() : e->nodes[0];
+    const int copy = nhwc_copy(program, x, node, si);
+    state.push_back(1);
+    ++si;  // the copy went in before the convolution
+    std::get<ExternStep>(program.steps[si]).inputs[0] = whole_view(program, copy);
+  }
 }
 
 }  // namespace
@@ -184,50 +233,7 @@ int plan_conv_layouts(Program& program, Device::Type target) {
     for (int b : reads) mark(b, false);
     for (int b : writes) mark(b, false);
   }
-  // CUDA: a convolution's input, output and residual in one layout. cuDNN 9's fused
-  // (bias / relu) bf16 and fp16 engines gave wrong values for an NCHW input with an NHWC output
-  // on an H200 (docs/design_notes.md), so no convolution mixes them. An input that must stay
-  // NCHW (a graph input: the stem's image) is copied into an NHWC buffer first when the rest of
-  // its convolution may be NHWC: one small transpose instead of an NCHW stem and an NCHW pool.
-  if (cuda) {
-    // planned NHWC, or an unplanned view that already is dense channels-last
-    const auto is1 = [&](const TensorView* v) {
-      if (v->buffer < 0) return false;
-      const int st = state[static_cast<size_t>(v->buffer)];
-      return st == 1 || (constant_view(*v) && v->strides == nhwc_strides(v->sizes));
-    };
-    // NCHW spreads through the convolutions to a fixed point: a convolution whose output or
-    // residual keeps NCHW, or whose input keeps NCHW and cannot be copied, keeps all of them
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (Step& st : program.steps) {
-        auto* e = std::get_if<ExternStep>(&st);
-        if (!e || !planned_conv(*e, cuda)) continue;
-        const std::vector<TensorView*> views = conv_views(*e);
-        bool keep = !is1(views[0]) && !constant_view(*views[0]);
-        for (size_t i = 1; i < views.size(); ++i) keep |= !is1(views[i]);
-        if (!keep) continue;
-        for (const TensorView* v : views)
-          if (v->buffer >= 0 && state[static_cast<size_t>(v->buffer)] == 1) {
-            state[static_cast<size_t>(v->buffer)] = -1;
-            changed = true;
-          }
-      }
-    }
-    // an NHWC convolution whose input keeps NCHW reads a copy
-    for (size_t si = 0; si < program.steps.size(); ++si) {
-      auto* e = std::get_if<ExternStep>(&program.steps[si]);
-      if (!e || !planned_conv(*e, cuda)) continue;
-      const std::vector<TensorView*> views = conv_views(*e);
-      if (!is1(views[1]) || is1(views[0])) continue;
-      const TensorView x = *views[0];  // copies: the insertion below moves the steps
-      const std::vector<std::string> nodes = e->nodes;
-      const int copy = nhwc_copy(program, x, nodes, si);
-      state.push_back(1);
-      ++si;  // the copy went in before the convolution
-      std::get<ExternStep>(program.steps[si]).inputs[0] = whole_view(program, copy);
-    }
-  }
+  if (cuda) one_layout_per_conv(program, state);
   nb = program.buffers.size();
   int planned = 0;
   for (size_t b = 0; b < nb; ++b) planned += state[b] == 1;

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -155,5 +156,14 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args);
 /// stream first when an older, smaller block must go). Callers hold s.blas_mu. Null with
 /// last_error on failure.
 void* stream_workspace(DeviceState& s, int device, void* stream, size_t bytes, const char* who);
+
+/// True when `stream` is being captured into a CUDA graph (or cannot be asked; the error is
+/// cleared): work that waits on the GPU must not run then (cuda_gemm.cpp).
+bool stream_capturing(void* stream);
+/// Times candidates 0 .. n-1 on `stream` (cuda_gemm.cpp): each that `run(i)` accepts (its first
+/// call, a warm-up) runs 3 more times between two CUDA events, waited on by the host (never the
+/// whole device, so another thread's graph capture stays valid). The fastest's index, or -1
+/// when none ran or an event failed (`err` then holds the CUDA error).
+int fastest_candidate(void* stream, int n, const std::function<bool(int)>& run, cudaError_t& err);
 
 }  // namespace anvil::cuda_backend

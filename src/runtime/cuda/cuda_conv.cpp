@@ -290,13 +290,6 @@ std::string problem_text(const AnvilConvArgs& a) {
                 a.activation == ANVIL_CONV_ACT_RELU ? ", relu" : "");
 }
 
-bool capturing_now(void* stream) {
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  const bool ok = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &st) == cudaSuccess;
-  (void)cudaGetLastError();
-  return !ok || st != cudaStreamCaptureStatusNone;
-}
-
 // A plan built for timing that will not be timed: the heuristic's first engine that built.
 void untune(Plan& plan) {
   plan.tune = false;
@@ -316,45 +309,18 @@ int64_t plan_named(fe::graph::Graph& g, const std::string& name) {
   return -1;
 }
 
-// Times every built plan of `g` on the call's own tensors: one warm-up run, then the best of 3
-// timed with events on `stream` (waiting on an event, never on the device: another thread's
-// CUDA graph capture stays valid). The fastest plan's index, or -1 when none ran.
+// Times every built plan of `g` on the call's own tensors (fastest_candidate); the fastest
+// plan's index, or -1 when none ran.
 int64_t time_plans(fe::graph::Graph& g, cudnnHandle_t handle, void* stream,
                    std::unordered_map<int64_t, void*>& pack, void* workspace) {
-  const auto cs = static_cast<cudaStream_t>(stream);
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
-    if (e0) cudaEventDestroy(e0);
-    (void)cudaGetLastError();
-    return -1;
-  }
-  int64_t best = -1;
-  float best_ms = 0;
-  for (int64_t i = 0, n = g.get_execution_plan_count(); i < n; ++i) {
-    if (g.execute_plan_at_index(handle, pack, workspace, i).is_bad()) {
-      (void)cudaGetLastError();  // not built, or refused these tensors
-      continue;
-    }
-    float ms = -1;
-    for (int rep = 0; rep < 3; ++rep) {
-      float t = 0;
-      if (cudaEventRecord(e0, cs) != cudaSuccess ||
-          g.execute_plan_at_index(handle, pack, workspace, i).is_bad() ||
-          cudaEventRecord(e1, cs) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
-          cudaEventElapsedTime(&t, e0, e1) != cudaSuccess) {
-        ms = -1;
-        break;
-      }
-      if (ms < 0 || t < ms) ms = t;
-    }
-    (void)cudaGetLastError();
-    if (ms >= 0 && (best < 0 || ms < best_ms)) {
-      best = i;
-      best_ms = ms;
-    }
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  cudaError_t err = cudaSuccess;
+  const int best = fastest_candidate(stream, static_cast<int>(g.get_execution_plan_count()),
+                                     [&](int i) {
+                                       return g.execute_plan_at_index(handle, pack, workspace, i)
+                                           .is_good();
+                                     },
+                                     err);
+  cudaGetLastError();
   return best;
 }
 
@@ -423,9 +389,8 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
     }
     auto found = t_conv.plans.find(key);
     if (found == t_conv.plans.end()) {
-      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
       const bool enabled = autotune_enabled();
-      const bool tune = enabled && !capturing_now(stream);
+      const bool tune = enabled && !stream_capturing(stream);
       found = t_conv.plans
                   .emplace(key, build_plan(handle, a, enabled ? winner_of(key) : std::string(),
                                            tune))
@@ -438,7 +403,7 @@ int backend_conv(int device, void* stream, const AnvilConvArgs* args) {
     }
     // timing needs the largest engine's workspace: without it (or inside a capture, where the
     // timing's waits cannot run), the heuristic's first engine, untimed
-    if (plan.tune && capturing_now(stream)) untune(plan);
+    if (plan.tune && stream_capturing(stream)) untune(plan);
     void* workspace = nullptr;
     for (int attempt = 0; plan.workspace > 0 && workspace == nullptr; ++attempt) {
       {

@@ -334,50 +334,23 @@ constexpr int kCapturing = -2;
 int time_candidates(DeviceState& s, int device, cudaStream_t stream, cublasLtHandle_t handle,
                     GemmDescs& descs, const GemmKey& key, const AnvilGemmArgs& g,
                     int32_t c_input, const cublasLtMatmulHeuristicResult_t* results, int n) {
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess ||
-      capturing != cudaStreamCaptureStatusNone) {
-    cudaGetLastError();
-    return kCapturing;
-  }
+  if (stream_capturing(stream)) return kCapturing;
   size_t ws_bytes = 0;
   for (int i = 0; i < n; ++i) ws_bytes = std::max(ws_bytes, results[i].workspaceSize);
   void* ws = ws_bytes > 0 ? stream_workspace(s, device, stream, ws_bytes, "cuBLASLt") : nullptr;
   if (ws_bytes > 0 && ws == nullptr) return kTimingFailed;
-  cudaEvent_t ev[2] = {nullptr, nullptr};
-  cudaError_t e = cudaEventCreate(&ev[0]);
-  if (e == cudaSuccess) e = cudaEventCreate(&ev[1]);
-  int best = 0;
-  float best_ms = -1;
-  for (int i = 0; i < n && e == cudaSuccess; ++i) {
-    const auto run = [&] {
-      return matmul(handle, descs, key, g, c_input, results[i].algo, ws, results[i].workspaceSize,
-                    stream);
-    };
-    if (results[i].state != CUBLAS_STATUS_SUCCESS || run() != CUBLAS_STATUS_SUCCESS) {
-      cudaGetLastError();
-      continue;
-    }
-    e = cudaEventRecord(ev[0], stream);
-    bool ok = true;
-    for (int r = 0; r < 3 && ok && e == cudaSuccess; ++r) ok = run() == CUBLAS_STATUS_SUCCESS;
-    if (e == cudaSuccess) e = cudaEventRecord(ev[1], stream);
-    if (e == cudaSuccess) e = cudaEventSynchronize(ev[1]);
-    float ms = 0;
-    if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, ev[0], ev[1]);
-    if (e == cudaSuccess && ok && (best_ms < 0 || ms < best_ms)) {
-      best_ms = ms;
-      best = i;
-    }
-  }
-  for (cudaEvent_t x : ev)
-    if (x != nullptr) cudaEventDestroy(x);
+  cudaError_t e = cudaSuccess;
+  const int best = fastest_candidate(stream, n, [&](int i) {
+    return results[i].state == CUBLAS_STATUS_SUCCESS &&
+           matmul(handle, descs, key, g, c_input, results[i].algo, ws, results[i].workspaceSize,
+                  stream) == CUBLAS_STATUS_SUCCESS;
+  }, e);
   if (e != cudaSuccess) {
     fail_cuda(e, "gemm(device=%d, m=%" PRId64 ", n=%" PRId64 ", k=%" PRId64
               "): timing the cuBLASLt candidates failed", device, key.m, key.n, key.k);
     return kTimingFailed;
   }
-  return best;
+  return best < 0 ? 0 : best;  // none ran: the heuristic's first
 }
 
 // The float8 GEMM's own rules on its arguments (anvil_device.h, ABI 6), checked before the
@@ -746,6 +719,43 @@ int backend_gemm_ex(int device, void* stream, const AnvilGemmArgs* args) {
     }
     return run_gemm("gemm_ex", device, stream, *args, /*ex=*/true);
   });
+}
+
+bool stream_capturing(void* stream) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  const bool ok = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &st) == cudaSuccess;
+  cudaGetLastError();
+  return !ok || st != cudaStreamCaptureStatusNone;
+}
+
+int fastest_candidate(void* stream, int n, const std::function<bool(int)>& run, cudaError_t& err) {
+  const auto cs = static_cast<cudaStream_t>(stream);
+  cudaEvent_t ev[2] = {nullptr, nullptr};
+  err = cudaEventCreate(&ev[0]);
+  if (err == cudaSuccess) err = cudaEventCreate(&ev[1]);
+  int best = -1;
+  float best_ms = 0;
+  for (int i = 0; i < n && err == cudaSuccess; ++i) {
+    if (!run(i)) {  // refused, or not built: skipped
+      cudaGetLastError();
+      continue;
+    }
+    err = cudaEventRecord(ev[0], cs);
+    bool ok = true;
+    for (int r = 0; r < 3 && ok && err == cudaSuccess; ++r) ok = run(i);
+    if (err == cudaSuccess) err = cudaEventRecord(ev[1], cs);
+    if (err == cudaSuccess) err = cudaEventSynchronize(ev[1]);
+    float ms = 0;
+    if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, ev[0], ev[1]);
+    if (!ok) cudaGetLastError();
+    if (err == cudaSuccess && ok && (best < 0 || ms < best_ms)) {
+      best_ms = ms;
+      best = i;
+    }
+  }
+  for (cudaEvent_t x : ev)
+    if (x != nullptr) cudaEventDestroy(x);
+  return err == cudaSuccess ? best : -1;
 }
 
 // The stream's workspace, grown to `bytes` (work queued on the stream with the smaller one
