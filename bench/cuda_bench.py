@@ -171,6 +171,27 @@ def anvil_bench(anvil, pkg, iters, extra=()):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def print_profile(anvil, pkg, top):
+    """The `top` steps of `pkg` taking the most time (anvil bench --profile, 50 runs)."""
+    out = subprocess.run([anvil, "bench", pkg, "--iters", "50", "--warmup", "10", "--profile"],
+                         check=True, capture_output=True, text=True).stdout
+    prof = json.loads(out.strip().splitlines()[-1]).get("profile", [])
+    ins = subprocess.run([anvil, "inspect", pkg], check=True, capture_output=True, text=True).stdout
+    nodes, in_kernels = {}, False
+    for line in ins.splitlines():  # "kernels: N" then "  NAME  KIND  node, node, ..."
+        in_kernels = in_kernels or line.startswith("kernels:")
+        parts = line.split(None, 2)
+        if in_kernels and line.startswith("  ") and len(parts) == 3:
+            nodes[parts[0]] = parts[2]
+    prof.sort(key=lambda st: -st.get("ms_per_call", 0))
+    total = sum(st.get("ms_per_call", 0) for st in prof)
+    print(f"# profile of {os.path.basename(pkg)}: {len(prof)} steps, {total:.3f} ms", file=sys.stderr)
+    for st in prof[:top]:
+        print(f"#  {st.get('ms_per_call', 0):.4f} ms  {st.get('name')}  {st.get('kind')}  "
+              f"{st.get('gb_per_s', 0):.0f} GB/s  {nodes.get(st.get('name'), '')[:100]}",
+              file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--anvil", default="gpu_bundle/bin/anvil")
@@ -183,6 +204,8 @@ def main():
     ap.add_argument("--serving-calls", type=int, default=10000)
     ap.add_argument("--work", default="", help="folder for the exports and packages (default: a temp folder)")
     ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also print the N slowest steps of each anvil package (anvil bench --profile)")
     ap.add_argument("--tuned", default="",
                     help="also compile each model with these extra `anvil compile` flags (e.g. "
                          "'--autotune fast') and time that package beside the default one")
@@ -251,6 +274,9 @@ def main():
                     b = anvil_bench(a.anvil, pk, a.iters)
                     r[f"{key}_single_ms_r{rnd}"] = b["single_ms"]
                     r[f"{key}_b2b_ms_r{rnd}"] = b["b2b_ms"]
+        if a.profile:
+            for pk in [pkg] + ([tpkg] if a.tuned or a.variant_env else []):
+                print_profile(a.anvil, pk, a.profile)
         with torch.no_grad():
             r["eager_single_ms"] = time_torch(mg, xg, a.iters)
             r["eager_b2b_ms"] = time_torch_b2b(mg, xg, a.iters)

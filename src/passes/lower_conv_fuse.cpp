@@ -4,7 +4,7 @@
 //  * a residual add (fused_add; CPU target: fp32, CUDA target: fp32 / bf16 / fp16, applied in
 //    cuDNN's fused graph), the residual a fourth input;
 //  * an activation: relu on every target (fused_relu); on the CPU target, for fp32 (and on
-//    CUDA for fp32 / bf16 / fp16 with ANVIL_CUDA_CONV_ACT=1), relu6 / hardtanh / clamp with
+//    CUDA for fp32 / bf16 / fp16 unless ANVIL_CUDA_CONV_ACT=0), relu6 / hardtanh / clamp with
 //    constant bounds, hardswish, hardsigmoid, silu, sigmoid and gelu (fused_act, a
 //    runtime::kern::ConvAct code, with fused_act_min / fused_act_max for clamps).
 // An activation may follow a fused add (applied after it); an add never follows an activation.
@@ -154,16 +154,16 @@ bool fuse_act_into_conv(Lowerer& L, const ir::Node& n) {
   if (act->code == kActRelu) {
     e->attrs.push_back(int_attr("fused_relu", SymInt(1)));
   } else {
-    // the other activations: the CPU convolution extern in fp32; on CUDA (fp32 / bf16 / fp16,
-    // opt-in with ANVIL_CUDA_CONV_ACT=1 at compile time until checked on a GPU) the step's
+    // the other activations: the CPU convolution extern in fp32; on CUDA (fp32 / bf16 / fp16;
+    // ANVIL_CUDA_CONV_ACT=0 at compile time keeps them loop kernels) the step's
     // epilogue kernel applies them after cuDNN's plain convolution, so the convolution's output
     // has no other reader and may be planned channels-last
     if (!L.options) return false;
     const Device::Type target = L.options->target_device;
     const char* cuda_act = std::getenv("ANVIL_CUDA_CONV_ACT");
     const bool cpu_ok = target == Device::Type::kCPU && x->dtype == DType::kFloat32;
-    const bool cuda_ok = target == Device::Type::kCUDA && cuda_act &&
-                         std::string(cuda_act) == "1" &&
+    const bool cuda_ok = target == Device::Type::kCUDA &&
+                         !(cuda_act && std::string(cuda_act) == "0") &&
                          (x->dtype == DType::kFloat32 || x->dtype == DType::kBFloat16 ||
                           x->dtype == DType::kFloat16);
     if (!cpu_ok && !cuda_ok) return false;

@@ -15,21 +15,12 @@
 #include "aot_util.h"
 #include "interp/interpreter.h"
 #include "ir/parser.h"
+#include "common/scoped_env.h"
 
 namespace anvil::aot_test {
 namespace {
 
-/// Sets an environment variable for the scope (the convolution path is read per call).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
+using anvil::test::ScopedEnv;
 
 /// Inputs of `shapes` with values in [-1, 1] from a fixed seed.
 std::vector<Tensor> inputs(const std::vector<Shape>& shapes, uint32_t seed) {

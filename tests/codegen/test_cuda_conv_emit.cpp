@@ -12,9 +12,11 @@
 #include <cstddef>
 #include <cstdlib>
 #include <map>
+#include <optional>
 
 #include "../gpu/cuda_conv_graphs.inc"
 #include "anvil/anvil_device.h"
+#include "common/scoped_env.h"
 #include "driver/compile.h"
 #include "ir/parser.h"
 #include "runtime/device_backend.h"
@@ -53,22 +55,15 @@ struct Emitted {
   std::string text;
 };
 Emitted emit(const ir::Graph& g, const fs::path& dir, const std::string& name,
-             const char* env = nullptr) {
+             const char* env = nullptr, const char* value = "1") {
   fs::remove_all(dir / "src");
   driver::CompileOptions o;
   o.target = "cuda-sm90";
   o.cache_dir = (dir / "cache").string();
   o.progress = codegen::ProgressMode::kQuiet;
   o.emit_source_dir = (dir / "src").string();
-  struct Env {  // set while compiling, unset however the compile ends
-    const char* name;
-    explicit Env(const char* n) : name(n) {
-      if (name) ::setenv(name, "1", 1);
-    }
-    ~Env() {
-      if (name) ::unsetenv(name);
-    }
-  } scoped(env);
+  std::optional<test::ScopedEnv> scoped;  // set while compiling, put back however it ends
+  if (env) scoped.emplace(env, value);
   driver::compile_graph(g, (dir / (name + ".anvil")).string(), o);  // nvcc compiles it
   Emitted out;
   std::ifstream mf(dir / "src" / "manifest.json");
@@ -129,7 +124,10 @@ TEST(CudaConvEmit, ConvolutionsCallCudnnWithTheHostPathBehind) {
   }
 })");
   const std::string pkg = (dir / "conv.anvil").string();
-  driver::compile_graph(*g, pkg, o);  // nvcc compiles the generated source
+  {
+    const test::ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", "0");  // c1 on cuDNN too
+    driver::compile_graph(*g, pkg, o);  // nvcc compiles the generated source
+  }
 
   std::ifstream mf(dir / "src" / "manifest.json");
   ASSERT_TRUE(mf.good());
@@ -252,45 +250,56 @@ TEST(CudaConvEmit, ResidualBlocksStayChannelsLastWithTheAddFused) {
   fs::remove_all(dir);
 }
 
-TEST(CudaConvEmit, DepthwiseConvolutionsCanRunTheDirectKernel) {
-  // ANVIL_CUDA_DEPTHWISE=1 at compile time: depthwise convolutions (one input channel per
-  // group, multiplier 1 or 2, strides, dilation, bias, relu, a residual; NCHW or a
-  // channels-last view) are anvil's direct kernel instead of cuDNN, and nvcc compiles it
-  // (CudaConvSteps.DirectDepthwiseMatchesTheInterpreter checks the values on a GPU)
+TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
+  // by default, depthwise convolutions (one input channel per group, multiplier 1 or 2,
+  // strides, dilation, bias, relu, a residual; NCHW or a channels-last view) are anvil's
+  // direct kernel instead of cuDNN, listed as direct_convs, and nvcc compiles it
+  // (CudaConvSteps.DirectDepthwiseMatchesTheInterpreter checks the values on a GPU);
+  // ANVIL_CUDA_DEPTHWISE=0 at compile time gives them back to cuDNN
   const fs::path dir =
       fs::temp_directory_path() / ("anvil_cuda_dw_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const auto g = ir::parse_graph(kDepthwiseGraph);
-  const Emitted out = emit(*g, dir, "dw", "ANVIL_CUDA_DEPTHWISE");
-  EXPECT_EQ(count(out.text, "anvil's direct kernel (ANVIL_CUDA_DEPTHWISE=1)"), 3u);
+  const Emitted out = emit(*g, dir, "dw");
+  EXPECT_EQ(count(out.text, "a depthwise convolution, anvil's direct kernel"), 3u);
   EXPECT_EQ(count(out.text, "return anvil_conv(s, "), 0u);
   EXPECT_NE(out.text.find("u2 * 2 - 1 + dw_r * 2"), std::string::npos) << "stride 2, dilation 2";
   EXPECT_NE(out.text.find("v3["), std::string::npos) << "the fused residual";
+  EXPECT_EQ(out.manifest.at("direct_convs").size(), 3u) << out.manifest.dump();
+  EXPECT_EQ(out.manifest.at("cudnn_convs").size(), 0u);
+  const Emitted off = emit(*g, dir, "dw_off", "ANVIL_CUDA_DEPTHWISE", "0");
+  EXPECT_EQ(count(off.text, "anvil's direct kernel"), 0u);
+  EXPECT_EQ(off.manifest.at("cudnn_convs").size(), 3u);
+  EXPECT_EQ(off.manifest.at("direct_convs").size(), 0u);
   fs::remove_all(dir);
 }
 
-TEST(CudaConvEmit, ActivationsFuseIntoTheEpilogueWhenAsked) {
-  // ANVIL_CUDA_CONV_ACT=1 at compile time: hardswish, relu6, SiLU (after a fused residual),
-  // sigmoid, both GELUs and hardsigmoid after a convolution become its fused_act, applied by
-  // the step's epilogue kernel after cuDNN's (or the host path's) plain convolution, so no loop
-  // kernel reads the convolutions' outputs; nvcc compiles it
-  // (CudaConvSteps.FusedActivationsMatchTheInterpreter checks the values on a GPU)
+TEST(CudaConvEmit, ActivationsFuseIntoTheConvolutionsEpilogue) {
+  // by default, hardswish, relu6, SiLU (after a fused residual), sigmoid, both GELUs and
+  // hardsigmoid after a convolution become its fused_act, applied by the step's epilogue kernel
+  // after cuDNN's (or the host path's) plain convolution, or in the store of the direct
+  // depthwise kernel, so no loop kernel reads the convolutions' outputs; nvcc compiles it
+  // (CudaConvSteps.FusedActivationsMatchTheInterpreter checks the values on a GPU);
+  // ANVIL_CUDA_CONV_ACT=0 at compile time leaves them loop kernels
   const fs::path dir =
       fs::temp_directory_path() / ("anvil_cuda_act_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const auto g = ir::parse_graph(kActivationGraph);
-  const Emitted out = emit(*g, dir, "act", "ANVIL_CUDA_CONV_ACT");
+  const Emitted out = emit(*g, dir, "act");
   EXPECT_TRUE(out.manifest.at("host_steps").empty()) << out.manifest.at("host_steps").dump();
-  EXPECT_EQ(out.manifest.at("cudnn_convs").size(), 9u);
-  EXPECT_EQ(count(out.text, "_epilogue(s);"), 9u) << "each runs its epilogue after the convolution";
+  EXPECT_EQ(out.manifest.at("cudnn_convs").size(), 8u);
+  EXPECT_EQ(out.manifest.at("direct_convs").size(), 1u) << "the depthwise one";
+  EXPECT_EQ(count(out.text, "_epilogue(s);"), 8u) << "each runs its epilogue after the convolution";
   for (const char* want : {"erff(", "tanhf(", "expf(", "static_cast<float>(6.0)", "+ 3.0f",
                            "static_cast<float>(-9.9999997473787516e-06)",
                            "static_cast<float>(0.25)", "static_cast<float>(-3.5)",
                            "static_cast<float>(1.0000000200408773e+20)"})
     EXPECT_NE(out.text.find(want), std::string::npos) << want;
-  EXPECT_EQ(count(out.text, "const int rc = anvil_conv(s, "), 9u);
+  EXPECT_EQ(count(out.text, "const int rc = anvil_conv(s, "), 8u);
   // the host path is the plain convolution: no bias, no residual, no activation attributes
   EXPECT_EQ(out.text.find("fused_act"), std::string::npos);
+  const Emitted off = emit(*g, dir, "act_off", "ANVIL_CUDA_CONV_ACT", "0");
+  EXPECT_EQ(count(off.text, "_epilogue(s);"), 0u) << "c0's bias is cuDNN's, nothing left";
   fs::remove_all(dir);
 }
 

@@ -18,6 +18,7 @@
 #include "ir/parser.h"
 #include "runtime/device_backend.h"
 #include "runtime/model.h"
+#include "common/scoped_env.h"
 
 namespace anvil {
 namespace {
@@ -142,12 +143,7 @@ TEST(CudaAttentionBackend, RefusesWhatItDoesNotTakeWithoutQueueingWork) {
   EXPECT_EQ(dev.attention(0, nullptr, nullptr), -1);
 }
 
-/// Sets an environment variable for one scope.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
-  ~ScopedEnv() { ::unsetenv(name.c_str()); }
-};
+using anvil::test::ScopedEnv;
 
 TEST(CudaAttentionSteps, EachEngineMatchesTheInterpreter) {
   ANVIL_REQUIRE_GPU();

@@ -27,6 +27,7 @@
 #include "runtime/device_backend.h"
 #include "runtime/model.h"
 #include "runtime/package.h"
+#include "common/scoped_env.h"
 #include <nlohmann/json.hpp>
 
 namespace anvil {
@@ -34,12 +35,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// Sets an environment variable for one scope.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
-  ~ScopedEnv() { ::unsetenv(name.c_str()); }
-};
+using anvil::test::ScopedEnv;
 
 struct ConvCase {
   const char* name;

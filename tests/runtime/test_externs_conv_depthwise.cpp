@@ -10,21 +10,12 @@
 #include "common/check.h"
 #include "runtime/kernels/conv.h"
 #include "test_externs_util.h"
+#include "common/scoped_env.h"
 
 namespace anvil::runtime::test {
 namespace {
 
-/// Sets an environment variable for the scope's lifetime (unset after).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
+using anvil::test::ScopedEnv;
 
 /// One depthwise conv2d case: C channels, multiplier m, k x k kernel.
 struct DwCase {

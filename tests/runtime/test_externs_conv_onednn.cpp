@@ -11,21 +11,12 @@
 #include "runtime/kernels/conv.h"
 #include "runtime/packed_weights.h"
 #include "test_externs_util.h"
+#include "common/scoped_env.h"
 
 namespace anvil::runtime::test {
 namespace {
 
-/// Sets an environment variable for the scope's lifetime (unset after).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
+using anvil::test::ScopedEnv;
 
 /// A geometry of `c` channels, `groups` groups, 3x3 kernel, 16x16 output (routing tests).
 kern::ConvGeom geom(int64_t c, int64_t groups, int64_t o) {

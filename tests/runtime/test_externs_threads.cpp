@@ -6,6 +6,7 @@
 
 #include "core/thread_pool.h"
 #include "test_externs_util.h"
+#include "common/scoped_env.h"
 
 namespace anvil::runtime::test {
 namespace {
@@ -67,15 +68,7 @@ TEST(ExternThreads, EveryPoolSizeMatchesTheReference) {
   }
 }
 
-/// Sets an environment variable for the scope (the conv path switches).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using anvil::test::ScopedEnv;
 
 /// The calls of the vision models' kernel families, each large enough to be split over a few
 /// threads (bands, channel blocks, planes, images, GEMM blocks): depthwise (NCHW and

@@ -14,6 +14,7 @@
 
 #include "codegen/cpu/emit_cpu.h"  // emit_model: the entry table and run() are target-neutral text
 #include "codegen/cuda/emit_cuda.h"
+#include "codegen/cuda/extern_kernel.h"
 #include "codegen/gemm/cuda_skinny.h"
 #include "codegen/gemm/cutlass_candidates.h"
 #include "codegen/gemm/gemm_epilogue.h"
@@ -101,6 +102,7 @@ class CudaTarget final : public Target {
     nlohmann::json host_steps = nlohmann::json::array();
     nlohmann::json fused = nlohmann::json::array();
     nlohmann::json cudnn_convs = nlohmann::json::array();
+    nlohmann::json direct_convs = nlohmann::json::array();  // anvil's depthwise kernel
     auto add_kernels = [&](const passes::Program& q) {
       // GEMM epilogues cuBLASLt computes (gemm_epilogue.h): the GEMM step calls gemm_ex and the
       // epilogue's statement leaves its loop kernel
@@ -156,9 +158,10 @@ class CudaTarget final : public Target {
                                   {"target", e.target},
                                   {"nodes", passes::step_nodes(step)},
                                   {"why", gap}});
-          else if (is_cudnn_conv(e))  // cuDNN's, with the host path behind it
-            cudnn_convs.push_back(
-                {{"name", e.name}, {"target", e.target}, {"nodes", passes::step_nodes(step)}});
+          else if (is_cudnn_conv(e))  // cuDNN's (with the host path behind it) or anvil's
+            (ext::conv_is_direct(e) ? direct_convs : cudnn_convs)
+                .push_back(
+                    {{"name", e.name}, {"target", e.target}, {"nodes", passes::step_nodes(step)}});
           kernels += emit_extern(q, e) + "\n";
         }
         ++bodies;
@@ -170,6 +173,7 @@ class CudaTarget final : public Target {
     r.manifest_fields["host_steps"] = host_steps;
     r.manifest_fields["gemm_epilogues"] = fused;
     r.manifest_fields["cudnn_convs"] = cudnn_convs;
+    r.manifest_fields["direct_convs"] = direct_convs;
     // the runtime kernels host steps call, and those cuDNN convolutions fall back to (checked
     // at load)
     std::set<std::string> externs;

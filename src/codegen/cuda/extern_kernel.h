@@ -73,6 +73,8 @@ std::string attention(const Program& p, const ExternStep& e);
 /// or "" when it does: 1-D or 2-D, not transposed, float32 / bfloat16 / float16, constant
 /// stride, padding, dilation and groups.
 std::string conv_gap(const ExternStep& e);
+/// True when conv() emits anvil's direct depthwise kernel for `e` (no cuDNN, no host path).
+bool conv_is_direct(const ExternStep& e);
 /// A convolution through the device backend's cuDNN convolution (api->device->conv), its bias
 /// and fused relu fused where an engine takes them, with the step's host path behind it.
 std::string conv(const Program& p, const ExternStep& e);
