@@ -261,15 +261,17 @@ TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
   fs::remove_all(dir);
   const auto g = ir::parse_graph(kDepthwiseGraph);
   const Emitted out = emit(*g, dir, "dw");
-  EXPECT_EQ(count(out.text, "a depthwise convolution, anvil's direct kernel"), 3u);
+  EXPECT_EQ(count(out.text, "a depthwise convolution, anvil's direct kernel"), 4u);
+  EXPECT_NE(out.text.find("a0 += dw_v * dw_w[3]; a1 += dw_v * dw_w[2];"), std::string::npos)
+      << "one input feeds the neighbouring outputs' taps";
   EXPECT_EQ(count(out.text, "return anvil_conv(s, "), 0u);
   EXPECT_NE(out.text.find("u2 * 2 - 1 + dw_r * 2"), std::string::npos) << "stride 2, dilation 2";
   EXPECT_NE(out.text.find("v3["), std::string::npos) << "the fused residual";
-  EXPECT_EQ(out.manifest.at("direct_convs").size(), 3u) << out.manifest.dump();
+  EXPECT_EQ(out.manifest.at("direct_convs").size(), 4u) << out.manifest.dump();
   EXPECT_EQ(out.manifest.at("cudnn_convs").size(), 0u);
   const Emitted off = emit(*g, dir, "dw_off", "ANVIL_CUDA_DEPTHWISE", "0");
   EXPECT_EQ(count(off.text, "anvil's direct kernel"), 0u);
-  EXPECT_EQ(off.manifest.at("cudnn_convs").size(), 3u);
+  EXPECT_EQ(off.manifest.at("cudnn_convs").size(), 4u);
   EXPECT_EQ(off.manifest.at("direct_convs").size(), 0u);
   fs::remove_all(dir);
 }

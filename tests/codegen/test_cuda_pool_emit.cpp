@@ -1,7 +1,7 @@
 // Pooling on the CUDA target without a GPU: max_pool2d, avg_pool2d and adaptive_avg_pool2d of
 // floating tensors are CUDA kernels (no host step: a host step drains the stream and keeps the
 // run out of a CUDA graph), their geometry baked into the kernel; an integer max pool stays a
-// host step with its reason. The source compiles with nvcc. The values are checked on a GPU by
+// host step with its reason; global average pools are reductions. The source compiles with nvcc. The values are checked on a GPU by
 // CudaPool.PoolingKernelsMatchTheInterpreter (tests/gpu/test_cuda_spec_cases.cpp).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -32,12 +32,18 @@ TEST(CudaPoolEmit, FloatingPoolsAreKernelsAndIntegerOnesHostSteps) {
     %x: f32[2, 3, 17, 19] = user_input
     %h: bf16[3, 14, 14] = user_input
     %i: i32[1, 2, 8, 8] = user_input
+    %t: f16[2, 9, 11, 40] = user_input
   }
   %m: f32[2, 3, 8, 10] = aten.max_pool2d.default(self=%x, kernel_size=[3, 2], stride=[2, 2], padding=[1, 1], dilation=[2, 1], ceil_mode=True)
   %a: f32[2, 3, 8, 9] = aten.avg_pool2d.default(self=%x, kernel_size=[2, 2], stride=[], padding=[0, 0], ceil_mode=False, count_include_pad=True, divisor_override=3)
   %d: bf16[3, 4, 4] = aten.adaptive_avg_pool2d.default(self=%h, output_size=[4, 4])
   %n: i32[1, 2, 4, 4] = aten.max_pool2d.default(self=%i, kernel_size=[2, 2], stride=[], padding=[0, 0], dilation=[1, 1], ceil_mode=False)
+  %g: f32[2, 3, 1, 1] = aten.adaptive_avg_pool2d.default(self=%x, output_size=[1, 1])
+  %cl: f16[2, 40, 9, 11] = aten.permute.default(self=%t, dims=[0, 3, 1, 2])
+  %gl: f16[2, 40, 1, 1] = aten.adaptive_avg_pool2d.default(self=%cl, output_size=[1, 1])
   outputs {
+    user_output %g
+    user_output %gl
     user_output %m
     user_output %a
     user_output %d
@@ -58,6 +64,11 @@ TEST(CudaPoolEmit, FloatingPoolsAreKernelsAndIntegerOnesHostSteps) {
   EXPECT_NE(text.find("ki * 2"), std::string::npos);
   EXPECT_NE(text.find("/ static_cast<float>(3)"), std::string::npos);
   EXPECT_NE(text.find("isnan(v)"), std::string::npos) << "max pool propagates NaN";
+  // global average pools are reductions: a warp per NCHW plane (323 positions), a block per
+  // 32 channels of the channels-last image
+  EXPECT_NE(text.find("for (int pos = lane; pos < 323; pos += 32)"), std::string::npos);
+  EXPECT_NE(text.find("__shared__ float part[8][33];"), std::string::npos);
+  EXPECT_NE(text.find("for (int pos = threadIdx.y; pos < 99; pos += 8)"), std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -478,8 +478,8 @@ TEST(CudaConvSteps, TimedEnginesAreTheSameOnEveryThread) {
 
 TEST(CudaConvSteps, DirectDepthwiseMatchesTheInterpreter) {
   ANVIL_REQUIRE_GPU();
-  // the graph of CudaConvEmit.DepthwiseConvolutionsCanRunTheDirectKernel, compiled with
-  // ANVIL_CUDA_DEPTHWISE=1 (anvil's direct depthwise kernel) and without (cuDNN)
+  // the graph of CudaConvEmit.DepthwiseConvolutionsRunTheDirectKernel, compiled with
+  // ANVIL_CUDA_DEPTHWISE=1 (anvil's direct depthwise kernel, the default) and =0 (cuDNN)
   const auto g = ir::parse_graph(kDepthwiseGraph);
   const std::vector<Tensor> ins = random_inputs(*g, 140);
   interp::Interpreter ref(*g);
@@ -495,9 +495,9 @@ TEST(CudaConvSteps, DirectDepthwiseMatchesTheInterpreter) {
 
 TEST(CudaConvSteps, FusedActivationsMatchTheInterpreter) {
   ANVIL_REQUIRE_GPU();
-  // the graph of CudaConvEmit.ActivationsFuseIntoTheEpilogueWhenAsked, compiled with
-  // ANVIL_CUDA_CONV_ACT=1 (with and without the direct depthwise kernel) and without (loop
-  // kernels), each path of the convolution
+  // the graph of CudaConvEmit.ActivationsFuseIntoTheConvolutionsEpilogue, compiled with
+  // ANVIL_CUDA_CONV_ACT=1 (the default; with and without the direct depthwise kernel) and =0
+  // (loop kernels), each path of the convolution
   const auto g = ir::parse_graph(kActivationGraph);
   std::vector<Tensor> ins = random_inputs(*g, 160);
   // NaN and infinities through the convolutions into every activation (hardsigmoid and the

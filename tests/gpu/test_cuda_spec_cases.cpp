@@ -136,6 +136,47 @@ TEST(CudaPool, PoolingKernelsMatchTheInterpreter) {
             1e-2);
 }
 
+TEST(CudaPool, GlobalAveragePoolsMatchTheInterpreter) {
+  // adaptive_avg_pool2d to 1x1 is a reduction kernel (a warp per NCHW plane, or a block per 32
+  // channels of a channels-last image): channel counts that are not multiples of 32, planes of
+  // 1, 49 and 3136 positions, NCHW and channels-last views, every floating dtype
+  ANVIL_REQUIRE_GPU();
+  EXPECT_LT(gpu_vs_interpreter("gap_f32", R"(graph {
+  inputs {
+    %x: f32[2, 40, 9, 11] = user_input
+    %t: f32[2, 9, 11, 40] = user_input
+    %o: f32[3, 5, 1, 1] = user_input
+    %d: f64[1, 3, 5, 5] = user_input
+  }
+  %a: f32[2, 40, 1, 1] = aten.adaptive_avg_pool2d.default(self=%x, output_size=[1, 1])
+  %cl: f32[2, 40, 9, 11] = aten.permute.default(self=%t, dims=[0, 3, 1, 2])
+  %b: f32[2, 40, 1, 1] = aten.adaptive_avg_pool2d.default(self=%cl, output_size=[1, 1])
+  %c: f32[3, 5, 1, 1] = aten.adaptive_avg_pool2d.default(self=%o, output_size=[1, 1])
+  %e: f64[1, 3, 1, 1] = aten.adaptive_avg_pool2d.default(self=%d, output_size=[1, 1])
+  outputs {
+    user_output %a
+    user_output %b
+    user_output %c
+    user_output %e
+  }
+})"),
+            1e-5);
+  EXPECT_LT(gpu_vs_interpreter("gap_16bit", R"(graph {
+  inputs {
+    %x: bf16[2, 16, 56, 56] = user_input
+    %t: f16[3, 7, 7, 70] = user_input
+  }
+  %a: bf16[2, 16, 1, 1] = aten.adaptive_avg_pool2d.default(self=%x, output_size=[1, 1])
+  %cl: f16[3, 70, 7, 7] = aten.permute.default(self=%t, dims=[0, 3, 1, 2])
+  %b: f16[3, 70, 1, 1] = aten.adaptive_avg_pool2d.default(self=%cl, output_size=[1, 1])
+  outputs {
+    user_output %a
+    user_output %b
+  }
+})"),
+            1e-2);
+}
+
 TEST(CudaSpecAot, C88_LargeGridPermuteContiguous) {
   ANVIL_REQUIRE_GPU();
   // 16 777 472 x 8 = 134 219 776 elements: more blocks than a 1-D grid of 65 535 would hold

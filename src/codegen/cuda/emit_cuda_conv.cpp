@@ -8,6 +8,7 @@
 // no engine at all, the step's host path (NAME_host: the CPU kernel on host copies, as before
 // device ABI 5) runs instead. Depthwise convolutions run on anvil's direct kernel instead
 // (depthwise_kernel; ANVIL_CUDA_DEPTHWISE=0 keeps cuDNN).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -276,43 +277,81 @@ bool direct_depthwise(const ConvGeom& g) {
   return true;
 }
 
-/// A depthwise convolution as one thread per output element (in the output's memory order:
-/// NCHW or NHWC alike), the taps read through the caches, fp32 accumulation, the bias,
-/// residual and relu applied in the store.
-std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
-  const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
-  const std::string acc = "float";  // only cuDNN dtypes reach here (f32, bf16, f16)
-  const std::vector<std::string> uv = vars("u", 4);
+/// The taps of a depthwise convolution for `tw` neighbouring outputs of one row: for each
+/// kernel row, the row's weights in registers and each input of the span read once, added to
+/// every output it feeds (unrolled here: which output and tap each input meets is constant).
+/// Each output sums its taps in the same order as one thread per output would.
+std::string depthwise_taps(const ConvGeom& g, int64_t tw) {
+  const TensorView &x = *g.x, &w = *g.w;
+  const int64_t kw = w.sizes[3].constant(), sw = g.stride[1], dw = g.dilation[1];
+  const int64_t span = (tw - 1) * sw + (kw - 1) * dw + 1;
   std::ostringstream in;
-  in << "    const int64_t dw_c = u1 / (" << paren(w.sizes[0]) << " / " << g.groups
-     << ");  // the output channel's input channel\n";
-  in << "    const int64_t dw_H = " << paren(x.sizes[2]) << ", dw_W = " << paren(x.sizes[3]) << ";\n";
-  in << "    " << acc << " a = 0;\n";
+  in << "    const int64_t dw_x0 = u3 * " << tw * sw << " - " << g.pad_begin[1] << ";\n";
   in << "#pragma unroll\n    for (int64_t dw_r = 0; dw_r < " << paren(w.sizes[2]) << "; ++dw_r) {\n";
   in << "      const int64_t dw_y = u2 * " << g.stride[0] << " - " << g.pad_begin[0] << " + dw_r * "
      << g.dilation[0] << ";\n";
   in << "      if (dw_y < 0 || dw_y >= dw_H) continue;\n";
-  in << "#pragma unroll\n      for (int64_t dw_q = 0; dw_q < " << paren(w.sizes[3]) << "; ++dw_q) {\n";
-  in << "        const int64_t dw_x = u3 * " << g.stride[1] << " - " << g.pad_begin[1] << " + dw_q * "
-     << g.dilation[1] << ";\n";
-  in << "        if (dw_x < 0 || dw_x >= dw_W) continue;\n";
-  in << "        a += static_cast<" << acc << ">(" << load(x.dtype, "v0", offset_of(x, {"u0", "dw_c", "dw_y", "dw_x"}))
-     << ") * static_cast<" << acc << ">(" << load(w.dtype, "v1", offset_of(w, {"u1", "0", "dw_r", "dw_q"}))
+  in << "      float dw_w[" << kw << "];\n";
+  in << "#pragma unroll\n      for (int64_t dw_q = 0; dw_q < " << kw << "; ++dw_q) dw_w[dw_q] = "
+     << "static_cast<float>(" << load(w.dtype, "v1", offset_of(w, {"u1", "0", "dw_r", "dw_q"}))
      << ");\n";
-  in << "      }\n    }\n";
-  if (g.bias)
-    in << "    a += " << load(g.bias->dtype, "v2", "u1 * " + paren(g.bias->strides[0])) << ";\n";
-  if (g.residual) in << "    a += " << load(g.residual->dtype, "v3", offset_of(*g.residual, uv)) << ";\n";
-  in << activation(g, "a");
-  in << "    " << store(y.dtype, "y0", offset_of(y, uv), "a") << "\n";
+  for (int64_t t = 0; t < span; ++t) {
+    std::ostringstream uses;
+    for (int64_t j = 0; j < tw; ++j)
+      for (int64_t q = 0; q < kw; ++q)
+        if (j * sw + q * dw == t) uses << " a" << j << " += dw_v * dw_w[" << q << "];";
+    if (uses.str().empty()) continue;  // a gap between dilated taps
+    in << "      if (dw_x0 + " << t << " >= 0 && dw_x0 + " << t << " < dw_W) {\n";
+    in << "        const float dw_v = static_cast<float>("
+       << load(x.dtype, "v0", offset_of(x, {"u0", "dw_c", "dw_y", "(dw_x0 + " + std::to_string(t) + ")"}))
+       << ");\n       " << uses.str() << "\n      }\n";
+  }
+  in << "    }\n";
+  return in.str();
+}
+
+/// A depthwise convolution: each thread computes `tw` (up to 4) neighbouring outputs of a row
+/// (in the input's memory order: NCHW or NHWC alike), the taps read through the caches, fp32
+/// accumulation, the bias, residual and activation applied in the store.
+std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
+  const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
+  const int64_t ow = y.sizes[3].constant(), kw = w.sizes[3].constant();
+  int64_t tw = std::min<int64_t>(4, ow);
+  while (tw > 1 && (tw - 1) * g.stride[1] + (kw - 1) * g.dilation[1] + 1 > 64) --tw;
+  std::ostringstream in;
+  in << "    const int64_t dw_c = u1 / (" << paren(w.sizes[0]) << " / " << g.groups
+     << ");  // the output channel's input channel\n";
+  in << "    const int64_t dw_H = " << paren(x.sizes[2]) << ", dw_W = " << paren(x.sizes[3]) << ";\n";
+  in << "    float";
+  for (int64_t j = 0; j < tw; ++j) in << (j ? ", a" : " a") << j << " = 0";
+  in << ";\n";
+  in << depthwise_taps(g, tw);
+  for (int64_t j = 0; j < tw; ++j) {
+    in << "    if (u3 * " << tw << " + " << j << " < " << ow << ") {\n";
+    in << "    const int64_t dw_ox = u3 * " << tw << " + " << j << ";\n";
+    in << "    float a = a" << j << ";\n";
+    if (g.bias)
+      in << "    a += " << load(g.bias->dtype, "v2", "u1 * " + paren(g.bias->strides[0])) << ";\n";
+    if (g.residual)
+      in << "    a += "
+         << load(g.residual->dtype, "v3", offset_of(*g.residual, {"u0", "u1", "u2", "dw_ox"}))
+         << ";\n";
+    in << activation(g, "a");
+    in << "    " << store(y.dtype, "y0", offset_of(y, {"u0", "u1", "u2", "dw_ox"}), "a") << "\n";
+    in << "    }\n";
+  }
+  TensorView groups = y;  // the threads' index space: [N, K, OH, ceil(OW / tw)]
+  groups.sizes[3] = SymInt((ow + tw - 1) / tw);
   KernelText k;
   k.params.push_back({"v0", g.x});
   k.params.push_back({"v1", g.w});
   if (g.bias) k.params.push_back({"v2", g.bias});
   if (g.residual) k.params.push_back({"v3", g.residual});
   k.params.push_back({"y0", g.y});
-  k.body = elementwise_loop(y, in.str());
-  k.grid = elementwise_grid(y);
+  // the input's memory order: each output reads kh * kw inputs, so neighbouring threads read
+  // neighbouring addresses (an NHWC input with an NCHW output read one per 32-byte sector)
+  k.body = elementwise_loop(groups, in.str(), &x);
+  k.grid = elementwise_grid(groups);
   std::string nodes;
   for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
   return "// " + e.name + ": " + nodes + " (" + e.target +

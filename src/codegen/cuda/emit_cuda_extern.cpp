@@ -109,26 +109,46 @@ std::string finish(const Program& p, const ExternStep& e, const KernelText& k) {
   return fn.str();
 }
 
-/// One thread per output element (grid-stride) over `out`.
-std::string elementwise_loop(const TensorView& out, const std::string& inner) {
+/// One thread per output element (grid-stride) over `out`, in the memory order of `order_by`
+/// (default: `out` itself; a view of the same rank).
+std::string elementwise_loop(const TensorView& out, const std::string& inner,
+                             const TensorView* order_by) {
+  const TensorView& ov = order_by ? *order_by : out;
   std::ostringstream os;
   os << "  const int64_t total = " << numel(out.sizes) << ";\n";
   os << "  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
         "idx < total;\n       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
-  // idx walks the output in its memory order (a channels-last output's threads write
+  // idx walks the view in its memory order (a channels-last output's threads write
   // neighbouring channels): dims by decreasing constant stride, else the logical order
   const size_t r = out.sizes.size();
   std::vector<size_t> order(r);
   for (size_t d = 0; d < r; ++d) order[d] = d;
-  bool constant = true;
-  for (const SymInt& st : out.strides) constant &= st.is_constant();
+  bool constant = ov.strides.size() == r;
+  for (const SymInt& st : ov.strides) constant &= st.is_constant();
   if (constant)
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return out.strides[a].constant() > out.strides[b].constant();
+      return ov.strides[a].constant() > ov.strides[b].constant();
     });
   std::vector<SymInt> sizes(r);
   for (size_t i = 0; i < r; ++i) sizes[i] = out.sizes[order[i]];
-  os << decompose_linear(sizes, "idx", "m", "    ");
+  // a constant total below 2^31 divides in 32 bits (64-bit division is a long sequence)
+  bool narrow = true;
+  int64_t total = 1;
+  for (const SymInt& d : out.sizes) {
+    narrow &= d.is_constant() && d.constant() >= 0 && d.constant() < (int64_t{1} << 31) &&
+              total < (int64_t{1} << 31);
+    if (narrow) total *= d.constant();
+  }
+  narrow &= total < (int64_t{1} << 31);
+  if (narrow) {
+    os << "    int rest_m = static_cast<int>(idx);\n";
+    for (size_t d = r; d-- > 0;) {
+      os << "    const int64_t m" << d << " = rest_m % " << sizes[d].constant() << ";\n";
+      if (d > 0) os << "    rest_m /= " << sizes[d].constant() << ";\n";
+    }
+  } else {
+    os << decompose_linear(sizes, "idx", "m", "    ");
+  }
   for (size_t i = 0; i < r; ++i)
     os << "    const int64_t u" << order[i] << " = m" << i << ";\n";
   os << inner << "  }\n";

@@ -119,6 +119,77 @@ std::string adaptive_avg_pool(const std::string& acc) {
   return in.str();
 }
 
+/// True when `e` averages each whole plane (adaptive_avg_pool2d to 1x1 of a 4-D input with
+/// constant sizes and strides): a reduction, not a window per thread.
+bool global_average(const ExternStep& e) {
+  if (e.target != "aten.adaptive_avg_pool2d.default") return false;
+  const TensorView &x = e.inputs[0], &out = e.outputs[0];
+  if (x.sizes.size() != 4) return false;
+  for (const auto* l : {&x.sizes, &x.strides, &out.sizes, &out.strides})
+    for (const SymInt& v : *l)
+      if (!v.is_constant()) return false;
+  return out.sizes[2].constant() == 1 && out.sizes[3].constant() == 1 &&
+         x.sizes[0].constant() * x.sizes[1].constant() > 0;
+}
+
+/// The global average pool: each output (n, c) is the mean of its H*W plane, fp32 (fp64)
+/// accumulation. Channels-last input (the channel stride is 1): a block takes 32 neighbouring
+/// channels of one image, its 8 rows of threads every 8th position (each warp reads 32
+/// neighbouring channels), the rows combined in shared memory. Otherwise each warp takes one
+/// plane, its lanes every 32nd position (neighbouring positions of an NCHW plane), combined by
+/// shuffles.
+KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
+  const TensorView &x = e.inputs[0], &out = e.outputs[0];
+  const int64_t n = x.sizes[0].constant(), c = x.sizes[1].constant(),
+                w = x.sizes[3].constant(), hw = x.sizes[2].constant() * w;
+  const auto st = [](const TensorView& v, int d) { return std::to_string(v.strides[d].constant()); };
+  // element (ni, ci, pos / W, pos % W) of the input, int indices widened for the offset
+  const std::string at = "static_cast<int64_t>(ni) * " + st(x, 0) + " + static_cast<int64_t>(ci) * " +
+                         st(x, 1) + " + static_cast<int64_t>(pos / " + std::to_string(w) + ") * " +
+                         st(x, 2) + " + static_cast<int64_t>(pos % " + std::to_string(w) + ") * " +
+                         st(x, 3);
+  std::ostringstream in;
+  KernelText k;
+  k.params = {{"v0", &x}, {"y0", &out}};
+  const std::string put = store(out.dtype, "y0",
+                                "static_cast<int64_t>(ni) * " + st(out, 0) +
+                                    " + static_cast<int64_t>(ci) * " + st(out, 1),
+                                "sum / static_cast<" + acc + ">(" + std::to_string(hw) + ")");
+  const std::string add = "sum += static_cast<" + acc + ">(" + load(x.dtype, "v0", at) + ");\n";
+  if (x.strides[1].constant() == 1) {
+    const int64_t tiles = (c + 31) / 32;
+    in << "  __shared__ " << acc << " part[8][33];\n";
+    in << "  for (int64_t blk = blockIdx.x; blk < " << n * tiles << "; blk += gridDim.x) {\n";
+    in << "    const int ni = static_cast<int>(blk / " << tiles << ");\n";
+    in << "    const int ci = static_cast<int>(blk % " << tiles << ") * 32 + threadIdx.x;\n";
+    in << "    " << acc << " sum = 0;\n";
+    in << "    if (ci < " << c << ")\n";
+    in << "      for (int pos = threadIdx.y; pos < " << hw << "; pos += 8) " << add;
+    in << "    part[threadIdx.y][threadIdx.x] = sum;\n";
+    in << "    __syncthreads();\n";
+    in << "    if (threadIdx.y == 0 && ci < " << c << ") {\n";
+    in << "      for (int r = 1; r < 8; ++r) sum += part[r][threadIdx.x];\n";
+    in << "      " << put << "\n    }\n";
+    in << "    __syncthreads();  // part[] is rewritten by the next tile\n  }\n";
+    k.block = "dim3(32, 8)";
+    k.grid = "anvil_blocks(" + std::to_string(n * tiles) + ", 1)";
+  } else {
+    in << "  const int lane = threadIdx.x % 32;\n";
+    in << "  for (int64_t plane = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / "
+          "32;\n       plane < "
+       << n * c << "; plane += static_cast<int64_t>(gridDim.x) * blockDim.x / 32) {\n";
+    in << "    const int ni = static_cast<int>(plane / " << c
+       << "), ci = static_cast<int>(plane % " << c << ");\n";
+    in << "    " << acc << " sum = 0;\n";
+    in << "    for (int pos = lane; pos < " << hw << "; pos += 32) " << add;
+    in << "    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);\n";
+    in << "    if (lane == 0) " << put << "\n  }\n";
+    k.grid = "anvil_blocks(" + std::to_string(n * c) + ", 8)";
+  }
+  k.body = in.str();
+  return k;
+}
+
 }  // namespace
 
 bool is_pool_target(const std::string& t) {
@@ -154,6 +225,8 @@ std::string pool(const Program& p, const ExternStep& e) {
     (void)window(e, false, w);
     inner = avg_pool(w, int_attr(e, "count_include_pad", 1) != 0,
                      int_attr(e, "divisor_override", 0), acc);
+  } else if (global_average(e)) {
+    return finish(p, e, global_average_kernel(e, acc));
   } else {
     inner = adaptive_avg_pool(acc);
   }

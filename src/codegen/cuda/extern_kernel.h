@@ -47,8 +47,10 @@ struct KernelText {
 };
 /// The kernel and `int NAME(const RunState& s)` launching it.
 std::string finish(const Program& p, const ExternStep& e, const KernelText& k);
-/// One thread per output element (grid-stride) over `out`.
-std::string elementwise_loop(const TensorView& out, const std::string& inner);
+/// One thread per output element (grid-stride) over `out`, in the memory order of `order_by`
+/// (default: `out` itself; a view of the same rank).
+std::string elementwise_loop(const TensorView& out, const std::string& inner,
+                             const TensorView* order_by = nullptr);
 /// Code checking index `var` against [0, n) after wrapping negatives when `wrap`.
 std::string check_index(const ExternStep& e, const std::string& var, const std::string& n,
                         bool wrap);
