@@ -13,9 +13,11 @@
 //    around every convolution). Any group count; the pooling kernels (emit_cuda_pool.cpp, any
 //    strides) may read and write NHWC too. A convolution's output and residual end up in one
 //    layout (a buffer that must stay NCHW keeps the other NCHW); its input may be in the other
-//    (the stem reads the NCHW graph input and writes NHWC).
+//    (the stem reads the NCHW graph input and writes NHWC).  A depthwise convolution on
+//    anvil's direct kernel takes any layout on either side.
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <optional>
 #include <set>
 #include <string>
@@ -144,6 +146,21 @@ std::vector<SymInt> nhwc_strides(const std::vector<SymInt>& s) {
   return {SymInt(h * w * c), SymInt(1), SymInt(w * c), SymInt(c)};
 }
 
+/// CUDA: a depthwise convolution anvil's direct kernel runs (the conditions of
+/// emit_cuda_conv.cpp's direct_depthwise that the step shows: one input channel per group, a
+/// constant 4-D weight; ANVIL_CUDA_DEPTHWISE=0 gives them to cuDNN). It reads and writes any
+/// strides, so its input may be in one layout and its output in the other.
+bool direct_depthwise(const ExternStep& e) {
+  if (const char* v = std::getenv("ANVIL_CUDA_DEPTHWISE"); v && std::string(v) == "0")
+    return false;
+  const ExternAttr* g = find_attr(e, "groups");
+  if (g == nullptr || g->kind != 0 || !g->i.is_constant() || g->i.constant() <= 1) return false;
+  if (e.inputs.size() < 2 || e.inputs[1].sizes.size() != 4) return false;
+  for (const SymInt& d : e.inputs[1].sizes)
+    if (!d.is_constant()) return false;
+  return e.inputs[1].sizes[1].constant() == 1;
+}
+
 /// CUDA: a convolution's input, output and residual in one layout (`state` as in
 /// plan_conv_layouts: 1 planned NHWC, -1 kept NCHW; grown by the buffers copies add).
 void one_layout_per_conv(Program& program, std::vector<int>& state) {
@@ -165,7 +182,7 @@ void one_layout_per_conv(Program& program, std::vector<int>& state) {
     changed = false;
     for (Step& st : program.steps) {
       auto* e = std::get_if<ExternStep>(&st);
-      if (!e || !planned_conv(*e, true)) continue;
+      if (!e || !planned_conv(*e, true) || direct_depthwise(*e)) continue;
       const std::vector<TensorView*> views = conv_views(*e);
       bool keep = !is1(views[0]) && !constant_view(*views[0]);
       for (size_t i = 1; i < views.size(); ++i) keep |= !is1(views[i]);
@@ -180,7 +197,7 @@ void one_layout_per_conv(Program& program, std::vector<int>& state) {
   // an NHWC convolution whose input keeps NCHW reads a copy
   for (size_t si = 0; si < program.steps.size(); ++si) {
     auto* e = std::get_if<ExternStep>(&program.steps[si]);
-    if (!e || !planned_conv(*e, true)) continue;
+    if (!e || !planned_conv(*e, true) || direct_depthwise(*e)) continue;
     const std::vector<TensorView*> views = conv_views(*e);
     if (!is1(views[1]) || is1(views[0])) continue;
     const TensorView x = *views[0];  // copies: the insertion below moves the steps

@@ -261,17 +261,25 @@ TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
   fs::remove_all(dir);
   const auto g = ir::parse_graph(kDepthwiseGraph);
   const Emitted out = emit(*g, dir, "dw");
-  EXPECT_EQ(count(out.text, "a depthwise convolution, anvil's direct kernel"), 4u);
+  EXPECT_EQ(count(out.text, "a depthwise convolution, anvil's direct kernel"), 5u);
   EXPECT_NE(out.text.find("a0 += dw_v * dw_w[3]; a1 += dw_v * dw_w[2];"), std::string::npos)
       << "one input feeds the neighbouring outputs' taps";
-  EXPECT_EQ(count(out.text, "return anvil_conv(s, "), 0u);
+  EXPECT_EQ(count(out.text, "return anvil_conv(s, "), 1u) << "the 1x1 one";
   EXPECT_NE(out.text.find("u2 * 2 - 1 + dw_r * 2"), std::string::npos) << "stride 2, dilation 2";
   EXPECT_NE(out.text.find("v3["), std::string::npos) << "the fused residual";
-  EXPECT_EQ(out.manifest.at("direct_convs").size(), 4u) << out.manifest.dump();
-  EXPECT_EQ(out.manifest.at("cudnn_convs").size(), 0u);
+  EXPECT_EQ(out.manifest.at("direct_convs").size(), 5u) << out.manifest.dump();
+  ASSERT_EQ(out.manifest.at("cudnn_convs").size(), 1u);
+  // the 1x1 convolution writes channels-last (its reader, the direct kernel, takes any layout;
+  // cuDNN never mixes layouts, so its NCHW graph input is copied first) while the depthwise
+  // output a loop kernel reads stays NCHW
+  const std::string e4 = out.manifest["cudnn_convs"][0].at("name");
+  const std::string f4 = function_after(out.text, "ANVIL_HIDDEN int " + e4 + "(const RunState& s) {");
+  EXPECT_NE(f4.find("a.y_stride[1] = (1);"), std::string::npos) << f4;
+  EXPECT_NE(f4.find("a.x_stride[1] = (1);"), std::string::npos) << f4;
+  EXPECT_NE(out.text.find("// knhwc"), std::string::npos) << "the copy of its NCHW input";
   const Emitted off = emit(*g, dir, "dw_off", "ANVIL_CUDA_DEPTHWISE", "0");
   EXPECT_EQ(count(off.text, "anvil's direct kernel"), 0u);
-  EXPECT_EQ(off.manifest.at("cudnn_convs").size(), 4u);
+  EXPECT_EQ(off.manifest.at("cudnn_convs").size(), 6u);
   EXPECT_EQ(off.manifest.at("direct_convs").size(), 0u);
   fs::remove_all(dir);
 }
