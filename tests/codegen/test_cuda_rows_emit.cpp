@@ -94,14 +94,14 @@ TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
   const std::string thread = "_kernel_rt: one thread per row (rows of ";
   // strided rows whose neighbours are adjacent: a thread per row with 8192+ rows, the scalar
   // warp-per-row kernel otherwise; no vector form (the rows are not contiguous)
-  for (const char* node : {"ln", "lnf", "lns", "lnsf", "cmax", "cmin"}) {
+  for (const char* node : {"ln", "lnf", "lns", "lnsf", "cmax", "cmin", "colsum"}) {
     const std::string k = kernel_of(node);
     ASSERT_FALSE(k.empty()) << node << " in\n" << source_;
     EXPECT_NE(source_.find("// " + k + thread), std::string::npos) << node;
     const std::string l = launcher(k);
     EXPECT_NE(l.find("if (n_outer >= 8192) {"), std::string::npos) << l;
     EXPECT_NE(l.find(k + "_kernel_rt<<<anvil_blocks(n_outer, 64), 64, 0"), std::string::npos) << l;
-    // ConvNeXt's layer_norm (96 channels) and the amax over 33 channels: short rows
+    // ConvNeXt's layer_norm (96 channels), the amax over 33 channels, columns of 40: short
     EXPECT_NE(source_.find("// " + k + warp), std::string::npos) << node;
     EXPECT_NE(l.find(k + "_kernel<<<anvil_blocks(n_outer, 8), 256, 0"), std::string::npos) << l;
     EXPECT_EQ(l.find("_kernel_rv"), std::string::npos) << l;
@@ -116,14 +116,15 @@ TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
       EXPECT_EQ(body.find(absent), std::string::npos) << absent << " in\n" << body;
     EXPECT_NE(body.find("for (int64_t rr = 0; rr < (96); ++rr)"), std::string::npos) << body;
   }
-  // short contiguous rows: a warp per row, scalar and (whole vectors) vectorized
+  // short contiguous rows: a warp per row, scalar and (whole vectors) vectorized; so are the
+  // strided rows of the sliced activation, only 4 of which lie next to each other
   struct Short {
     const char* node;
     int vector;  // the vector form's width, 0: none
   };
-  for (const Short& c :
-       {Short{"l7", 0}, Short{"sm33", 0}, Short{"max33", 0}, Short{"min33", 0}, Short{"l96", 8},
-        Short{"sm96", 4}, Short{"sum128", 4}, Short{"l128", 8}, Short{"max128", 8}}) {
+  for (const Short& c : {Short{"lnq", 0}, Short{"l7", 0}, Short{"sm33", 0}, Short{"max33", 0},
+                         Short{"min33", 0}, Short{"l96", 8}, Short{"sm96", 4}, Short{"sum128", 4},
+                         Short{"l128", 8}, Short{"max128", 8}}) {
     const std::string k = kernel_of(c.node);
     ASSERT_FALSE(k.empty()) << c.node;
     const std::string l = launcher(k);

@@ -76,7 +76,7 @@ std::vector<Tensor> inputs(const ir::Graph& g) {
     n[17 * 33 + 31] = inf, n[17 * 33 + 32] = -inf;
   }
   {  // n128 (bf16 bits): rows of 128
-    uint16_t* n = ins[input_index(g, "n128")].data<uint16_t>();
+    auto* n = static_cast<uint16_t*>(ins[input_index(g, "n128")].data_ptr());
     const uint16_t bnan = 0x7FC0, binf = 0x7F80, bninf = 0xFF80;
     for (int c = 0; c < 128; ++c) n[2 * 128 + c] = bninf;
     n[0 * 128 + 127] = bnan;

@@ -183,33 +183,27 @@ std::string row_body(const passes::Program& p, const LoopKernel& k, RowMode mode
   return body_os.str();
 }
 
-/// The loop variable of the last dim of `sizes` that is not the constant 1 ("o2"), or "".
-std::string last_var(const std::vector<SymInt>& sizes, const char* prefix) {
-  for (size_t d = sizes.size(); d-- > 0;)
-    if (!(sizes[d] == SymInt(1))) return prefix + std::to_string(d);
-  return "";
-}
-
 /// Whether one thread per row suits row kernel `k`: rows of a constant size of at most
-/// kThreadRowMax whose pass loops move more bytes through accesses contiguous across rows
-/// (coefficient 1 on the last outer variable) but strided along them than through accesses
-/// contiguous along the row (coefficient 1 on the last inner variable). Accesses the same for
-/// every row (a weight) or for every element of a row (a row's statistic) favour neither; a
-/// non-affine index (a floordiv) keeps the block.
+/// kThreadRowMax whose pass loops move more bytes through accesses where a warp's rows lie next
+/// to each other (the trailing outer dims' coefficients run 1, size, size * size... over 32 rows
+/// at least) but the row's elements do not, than through accesses contiguous along the row
+/// (coefficient 1 on the last inner dim). Accesses the same for every row (a weight) or for
+/// every element of a row (a row's statistic) favour neither; a non-affine index (a floordiv)
+/// keeps the other forms.
 bool thread_per_row(const passes::Program& p, const LoopKernel& k) {
   SymInt inner_n(1);
   for (const auto& s : k.inner) inner_n = inner_n * s;
   if (!inner_n.is_constant() || inner_n.constant() > kThreadRowMax) return false;
-  std::vector<std::string> vars, outer, inner;
-  for (size_t d = 0; d < k.outer.size(); ++d) outer.push_back("o" + std::to_string(d));
-  for (size_t d = 0; d < k.inner.size(); ++d) inner.push_back("r" + std::to_string(d));
-  vars = outer;
-  vars.insert(vars.end(), inner.begin(), inner.end());
-  const std::string lo = last_var(k.outer, "o"), li = last_var(k.inner, "r");
-  if (lo.empty()) return false;  // a single row
-  const auto at = [&](const std::string& v) {
-    return static_cast<size_t>(std::find(vars.begin(), vars.end(), v) - vars.begin());
-  };
+  const size_t no = k.outer.size();
+  std::vector<std::string> vars;
+  for (size_t d = 0; d < no; ++d) vars.push_back("o" + std::to_string(d));
+  for (size_t d = 0; d < k.inner.size(); ++d) vars.push_back("r" + std::to_string(d));
+  size_t li = vars.size();  // the last inner dim that is not 1
+  for (size_t d = k.inner.size(); d-- > 0;)
+    if (!(k.inner[d] == SymInt(1))) {
+      li = no + d;
+      break;
+    }
   int64_t across = 0, along = 0;  // bytes contiguous across rows / along a row
   bool affine_all = true;
   const auto weigh = [&](int buffer, const SymInt& index) {
@@ -225,12 +219,19 @@ bool thread_per_row(const passes::Program& p, const LoopKernel& k) {
         if (!(a->coef[d] == SymInt(0))) return true;
       return false;
     };
-    if (!moves(0, outer.size()) || !moves(outer.size(), vars.size())) return;  // neutral
+    if (!moves(0, no) || !moves(no, vars.size())) return;  // neutral
     const int64_t bytes = static_cast<int64_t>(dtype_size(buf.dtype));
-    if (!li.empty() && a->coef[at(li)] == SymInt(1))
+    if (li < vars.size() && a->coef[li] == SymInt(1)) {
       along += bytes;
-    else if (a->coef[at(lo)] == SymInt(1))
-      across += bytes;
+      return;
+    }
+    SymInt run(1);  // consecutive rows whose elements lie next to each other
+    for (size_t d = no; d-- > 0;) {
+      if (k.outer[d] == SymInt(1)) continue;
+      if (!(a->coef[d] == run)) break;
+      run = run * k.outer[d];
+    }
+    if (!(run == SymInt(1)) && (!run.is_constant() || run.constant() >= 32)) across += bytes;
   };
   for (const passes::Pass& pass : k.passes)
     for (const passes::Stmt& st : pass.loop) {
