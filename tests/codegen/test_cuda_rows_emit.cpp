@@ -178,6 +178,20 @@ TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
   }
 }
 
+TEST_F(CudaRowsEmit, SymbolicRowCountsChooseAtRunTime) {
+  // s0 images of 640 rows: the thread-per-row kernel for 8192+ rows, a warp per row otherwise
+  compile("sym", kSymbolicRowGraph);
+  for (const char* node : {"sm", "cm"}) {
+    const std::string k = kernel_of(node);
+    ASSERT_FALSE(k.empty()) << node << " in\n" << source_;
+    const std::string l = launcher(k);
+    EXPECT_NE(l.find("const int64_t n_outer = 640*s0"), std::string::npos) << l;
+    EXPECT_NE(l.find("if (n_outer >= 8192) {"), std::string::npos) << l;
+    EXPECT_NE(l.find(k + "_kernel_rt<<<anvil_blocks(n_outer, 64), 64, 0"), std::string::npos) << l;
+    EXPECT_NE(l.find(k + "_kernel<<<anvil_blocks(n_outer, 8), 256, 0"), std::string::npos) << l;
+  }
+}
+
 TEST_F(CudaRowsEmit, BlockOnlyKeepsABlockPerRow) {
   // ANVIL_CUDA_ROWS=block at compile time: today's forms (a block per row) for comparisons
   const test::ScopedEnv rows("ANVIL_CUDA_ROWS", "block");

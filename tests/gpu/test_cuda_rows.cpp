@@ -39,16 +39,24 @@ size_t input_index(const ir::Graph& g, const std::string& name) {
   return 0;
 }
 
-/// Random inputs, with NaN / +-inf rows in the inputs of the max / min reductions:
-/// m [2, 33, 64, 67] (reduced over dim 1), n33 [19, 33] and n128 [9, 128] (over dim 1).
-std::vector<Tensor> inputs(const ir::Graph& g) {
+/// Random inputs of `g`, its symbolic sizes `s0`.
+std::vector<Tensor> random_inputs(const ir::Graph& g, int64_t s0 = 1) {
   std::vector<Tensor> ins;
   uint64_t seed = 300;
   for (const auto& spec : g.input_specs()) {
     Shape sizes;
-    for (const auto& s : spec.value->type.sizes) sizes.push_back(s.constant());
+    for (const auto& s : spec.value->type.sizes)
+      sizes.push_back(s.is_constant() ? s.constant() : s0);
     ins.push_back(testing::random_tensor(sizes, spec.value->type.dtype, seed++));
   }
+  return ins;
+}
+
+/// Random inputs of kRowGraph, with NaN / +-inf rows in the inputs of the max / min
+/// reductions: m [2, 33, 64, 67] (reduced over dim 1), n33 [19, 33] and n128 [9, 128] (over
+/// dim 1).
+std::vector<Tensor> inputs(const ir::Graph& g) {
+  std::vector<Tensor> ins = random_inputs(g);
   const float inf = INFINITY, nan = NAN;
   {  // m: rows (n, h, w), channels 33 elements apart by 64 * 67
     float* m = ins[input_index(g, "m")].data<float>();
@@ -98,11 +106,10 @@ std::string compile(const ir::Graph& g, const std::string& name) {
   return pkg;
 }
 
-/// Runs package `pkg` of `g` three times on cuda:0 (plain, captured, replayed) against the
-/// interpreter: NaN where it has NaN, infinities equal, finite values within the dtype's
+/// Runs package `pkg` of `g` three times on cuda:0 (plain, captured, replayed) on `ins` against
+/// the interpreter: NaN where it has NaN, infinities equal, finite values within the dtype's
 /// tolerance.
-void expect_matches(const ir::Graph& g, const std::string& pkg) {
-  const std::vector<Tensor> ins = inputs(g);
+void expect_matches(const ir::Graph& g, const std::string& pkg, const std::vector<Tensor>& ins) {
   interp::Interpreter ref(g);
   const auto want = ref.run(ins);
   runtime::ModelOptions mo;
@@ -129,7 +136,7 @@ TEST(CudaRows, EachFormMatchesTheInterpreter) {
   const auto g = ir::parse_graph(kRowGraph);
   const std::string pkg = compile(*g, "rows");
   ANVIL_REQUIRE_GPU();
-  expect_matches(*g, pkg);
+  expect_matches(*g, pkg, inputs(*g));
 }
 
 TEST(CudaRows, BlockPerRowEverywhereMatchesTheInterpreter) {
@@ -140,7 +147,26 @@ TEST(CudaRows, BlockPerRowEverywhereMatchesTheInterpreter) {
     pkg = compile(*g, "rows_block");
   }
   ANVIL_REQUIRE_GPU();
-  expect_matches(*g, pkg);
+  expect_matches(*g, pkg, inputs(*g));
+}
+
+TEST(CudaRows, RowCountsKnownAtRunTimeMatchTheInterpreter) {
+  // 13 images: 8320 rows, the thread-per-row kernels; 2 and 1: a warp per row
+  const auto g = ir::parse_graph(kSymbolicRowGraph);
+  const std::string pkg = compile(*g, "rows_symbolic");
+  ANVIL_REQUIRE_GPU();
+  for (int64_t s0 : {13, 2, 1}) {
+    std::vector<Tensor> ins = random_inputs(*g, s0);
+    float* x = ins[0].data<float>();  // [s0, 48, 16, 40]: row (n, h, w), channel c
+    const auto at = [&](int64_t n, int64_t c, int64_t h, int64_t w) -> float& {
+      return x[((n * 48 + c) * 16 + h) * 40 + w];
+    };
+    for (int64_t c = 0; c < 48; ++c) at(0, c, 1, 0) = -INFINITY;  // softmax: NaN, amax: -inf
+    at(0, 3, 0, 0) = NAN;
+    at(s0 - 1, 47, 15, 39) = INFINITY;
+    SCOPED_TRACE("s0 = " + std::to_string(s0));
+    expect_matches(*g, pkg, ins);
+  }
 }
 
 }  // namespace

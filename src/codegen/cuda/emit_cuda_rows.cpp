@@ -11,9 +11,10 @@
 //   result) combines them, __syncwarp orders the lanes' stores, lane 0 runs the per-row stores.
 //   A block per row of 32 threads left most of an SM idle (32 blocks per SM at most);
 // - a thread per row (short strided rows: a constant size of at most kThreadRowMax elements, the
-//   row's elements far apart in memory but adjacent rows adjacent, as a layer_norm over the
-//   channels of an NCHW activation seen through a permute): each thread runs its row's passes
-//   serially with its own accumulators, no guard and no barrier, so a warp's loads are 32
+//   row's elements far apart in memory but 32+ consecutive rows next to each other, as a
+//   layer_norm over the channels of an NCHW activation seen through a permute; thread_per_row
+//   weighs such accesses against those contiguous along the row): each thread runs its row's
+//   passes serially with its own accumulators, no guard and no barrier, so a warp's loads are 32
 //   adjacent elements instead of one 32-byte sector per element. It runs only with rows enough
 //   to keep the GPU's memory busy (kThreadRowsMin), the kernel of one of the other forms
 //   otherwise.
