@@ -202,6 +202,15 @@ TEST_F(CudaRowsEmit, BlockOnlyKeepsABlockPerRow) {
   EXPECT_EQ(source_.find("n_outer >= 8192"), std::string::npos);
   const std::string k = kernel_of("l7");
   EXPECT_NE(launcher(k).find(k + "_kernel<<<anvil_blocks(n_outer, 1), 32, 0"), std::string::npos);
+  // a value naming no form is an error, not a silent default
+  const test::ScopedEnv bad("ANVIL_CUDA_ROWS", "warp");
+  opts_.emit_source_dir.clear();
+  const std::string msg = test::error_message([&] {
+    driver::compile_graph(*ir::parse_graph(kRowGraph), (dir_ / "bad.anvil").string(), opts_);
+  });
+  EXPECT_TRUE(test::error_says(msg, "ANVIL_CUDA_ROWS names no form of row kernels")) << msg;
+  EXPECT_TRUE(test::error_says(msg, "auto (or unset) or block")) << msg;
+  EXPECT_TRUE(test::error_says(msg, "warp")) << msg;
 }
 
 }  // namespace

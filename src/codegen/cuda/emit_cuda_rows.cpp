@@ -29,6 +29,7 @@
 #include "codegen/c_expr.h"
 #include "codegen/cuda/emit_cuda.h"
 #include "codegen/gemm/gemm_epilogue.h"  // affine
+#include "core/error.h"
 
 namespace anvil::codegen::cuda {
 
@@ -309,7 +310,11 @@ RowKernels emit_row_kernels(const passes::Program& p, const LoopKernel& k) {
   for (const auto& s : k.inner) inner_n = inner_n * s;
   const std::set<int> roots = kernel_roots(p, k);
   const char* env = std::getenv("ANVIL_CUDA_ROWS");
-  const bool block_only = env != nullptr && std::string(env) == "block";
+  const std::string rows = env != nullptr ? env : "";
+  if (!rows.empty() && rows != "auto" && rows != "block")
+    throw Error("ANVIL_CUDA_ROWS names no form of row kernels", "codegen/cuda " + k.name,
+                "auto (or unset) or block", rows);
+  const bool block_only = rows == "block";
   // whether a row of `per_row`-element units (elements or vectors) has at most `max` of them
   const auto fits = [&](int64_t per_row, int64_t max) {
     return !block_only && inner_n.is_constant() && inner_n.constant() <= per_row * max;
