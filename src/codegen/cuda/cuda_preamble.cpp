@@ -90,6 +90,13 @@ __device__ __forceinline__ T block_reduce(T v, Op op, T* scratch) {
   for (int w = 1; w < nw; ++w) r = op(r, scratch[w]);
   return r;
 }
+// Warp-wide reductions (a warp per row: all 32 lanes present): a xor butterfly, so every lane
+// gets the result (each step combines the same two values in every lane of a pair).
+template <typename T, typename Op>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
 struct SumOp {
   template <typename T>
   __device__ T operator()(T a, T b) const { return a + b; }

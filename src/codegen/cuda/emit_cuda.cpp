@@ -60,122 +60,7 @@ bool has_reduce(const std::vector<passes::Stmt>& stmts) {
                      [](const passes::Stmt& s) { return s.kind == passes::Stmt::Kind::kReduce; });
 }
 
-bool stores_memory(const passes::Program& p, const std::vector<passes::Stmt>& stmts) {
-  return std::any_of(stmts.begin(), stmts.end(), [&](const passes::Stmt& s) {
-    return !p.buffers[static_cast<size_t>(s.buffer)].local;
-  });
-}
-
-const char* reduce_functor(passes::ReduceOp op) {
-  switch (op) {
-    case passes::ReduceOp::kSum:
-      return "SumOp()";
-    case passes::ReduceOp::kProd:
-      return "ProdOp()";
-    case passes::ReduceOp::kMax:
-      return "MaxOp()";
-    case passes::ReduceOp::kMin:
-      return "MinOp()";
-    case passes::ReduceOp::kAny:
-      return "OrOp()";
-    case passes::ReduceOp::kAll:
-      return "AndOp()";
-  }
-  return "SumOp()";
-}
-
-/// The shared scratch array for block reductions of compute type `ct`.
-std::string scratch_name(const std::string& ct) {
-  if (ct == "float") return "red_f";
-  if (ct == "double") return "red_d";
-  if (ct == "int") return "red_n";
-  return "red_i";
-}
-
-int block_threads(const SymInt& inner) {
-  if (!inner.is_constant()) return 256;
-  const int64_t n = inner.constant();
-  int t = 32;
-  while (t < n && t < 256) t *= 2;
-  return t;
-}
-
 }  // namespace
-
-namespace {
-
-/// The body of a row kernel (one block per outer point): its passes, each pass loop scalar or,
-/// with `vp`, vectorized (emit_row_vector_loop); shared scratch arrays go into `scratch`.
-std::string row_body(const passes::Program& p, const LoopKernel& k, int threads,
-                     const RowVectorPlan* vp, std::set<std::string>& scratch) {
-  std::ostringstream body_os;
-  Body body(p, body_os, Dialect::kCuda);
-  body.push();
-  SymInt inner_n(1);
-  for (const auto& s : k.inner) inner_n = inner_n * s;
-  const std::string guard = "if (threadIdx.x == 0) ";
-  const std::string ind = "    ";
-  body_os << decompose(k.outer, "lin", "o", ind);
-  for (size_t pi = 0; pi < k.passes.size(); ++pi) {
-    const auto& pass = k.passes[pi];
-    emit_stmts(body, p, pass.pre, ind, body_os, guard);
-    if (stores_memory(p, pass.pre)) body_os << ind << "__syncthreads();\n";
-    if (!pass.loop.empty()) {
-      for (const passes::Stmt& s : pass.loop) {
-        if (s.kind != passes::Stmt::Kind::kReduce) continue;
-        const bool fl = is_floating(s.dtype);
-        body_os << ind << compute_type(s.dtype, Dialect::kCuda) << " acc" << s.acc << " = "
-                << acc_init(s.reduce, fl) << ";\n";
-        if (fl && (s.reduce == ReduceOp::kMax || s.reduce == ReduceOp::kMin))
-          body_os << ind << "int nan" << s.acc << " = 0;\n";
-      }
-      if (vp) {
-        emit_row_vector_loop(body, p, k, *vp, pi, threads, ind, body_os);
-      } else {
-        // A constant trip count, unrolled: each thread issues its loads of the row together
-        // instead of one round trip to memory per element (the accumulation chains them).
-        if (inner_n.is_constant() && inner_n.constant() % threads == 0 &&
-            inner_n.constant() / threads <= 16) {
-          body_os << ind << "#pragma unroll\n"
-                  << ind << "for (int64_t jj = 0; jj < " << inner_n.constant() / threads
-                  << "; ++jj) {\n"
-                  << ind << "  const int64_t rr = threadIdx.x + jj * " << threads << ";\n";
-        } else {
-          body_os << ind << "#pragma unroll 4\n"
-                  << ind << "for (int64_t rr = threadIdx.x; rr < (" << inner_n.str()
-                  << "); rr += " << threads << ") {\n";
-        }
-        body_os << decompose(k.inner, "rr", "r", ind + "  ");
-        body.push();
-        emit_stmts(body, p, pass.loop, ind + "  ", body_os);
-        body.pop();
-        body_os << ind << "}\n";
-      }
-      for (const passes::Stmt& s : pass.loop) {  // combine the threads' partial results
-        if (s.kind != passes::Stmt::Kind::kReduce) continue;
-        const std::string ct = compute_type(s.dtype, Dialect::kCuda);
-        scratch.insert(ct);
-        body_os << ind << "acc" << s.acc << " = block_reduce(acc" << s.acc << ", "
-                << reduce_functor(s.reduce) << ", " << scratch_name(ct) << ");\n";
-        if (is_floating(s.dtype) && (s.reduce == ReduceOp::kMax || s.reduce == ReduceOp::kMin)) {
-          scratch.insert("int");
-          body_os << ind << "nan" << s.acc << " = block_reduce(nan" << s.acc
-                  << ", OrOp(), red_n);\n";
-        }
-      }
-      finish_reductions(body, p, pass.loop, ind, body_os, guard);
-      bool reduced_store = false;
-      for (const passes::Stmt& s : pass.loop)
-        reduced_store |= s.kind == passes::Stmt::Kind::kReduce &&
-                         !p.buffers[static_cast<size_t>(s.buffer)].local;
-      if (stores_memory(p, pass.loop) || reduced_store) body_os << ind << "__syncthreads();\n";
-    }
-    emit_stmts(body, p, pass.post, ind, body_os, guard);
-    if (stores_memory(p, pass.post)) body_os << ind << "__syncthreads();\n";
-  }
-  body.pop();
-  return body_os.str();
-}
 
 /// `__global__ void NAME(Syms<n> sy, T* __restrict__ p<root>...) {` with the symbol
 /// declarations `text` needs.
@@ -207,8 +92,6 @@ std::string kernel_launch(const passes::Program& p, const std::set<int>& roots,
   return launch.str();
 }
 
-}  // namespace
-
 std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
   SymInt outer_n(1), inner_n(1);
   for (const auto& s : k.outer) outer_n = outer_n * s;
@@ -217,14 +100,12 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
                          k.passes[0].post.empty() && !has_reduce(k.passes[0].loop);
   const std::set<int> roots = kernel_roots(p, k);
   const std::string sizes_text = outer_n.str() + " " + inner_n.str();
-  std::set<std::string> scratch;  // compute types needing a shared scratch array
-  std::ostringstream fn;
+  std::ostringstream fn, launch;
   fn << "// " << k.name << ": " << join(k.nodes) << "\n";
-  std::string fallback_grid;
-  int threads = 256;
-  // the vectorized form (emit_cuda_vector.cpp), launched when its operands are aligned
-  VectorKernel vk;
+  launch << "  const int64_t n_outer = " << outer_n.str() << ", n_inner = " << inner_n.str()
+         << ";\n";
   if (pointwise) {
+    const int threads = 256;
     std::ostringstream body_os;
     Body body(p, body_os, Dialect::kCuda);
     body.push();
@@ -241,60 +122,28 @@ std::string emit_loop_kernel(const passes::Program& p, const LoopKernel& k) {
     fn << "  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
           "idx < total;\n       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
     fn << text << "  }\n}\n\n";
-    vk = emit_vector_kernel(p, k);
-    fallback_grid = "anvil_blocks(n_outer * n_inner, " + std::to_string(threads) + ")";
-  } else {
-    threads = block_threads(inner_n);
-    const std::string text = row_body(p, k, threads, nullptr, scratch);
-    const RowVectorPlan rp = plan_row_vector(p, k);
-    int vthreads = 0;
-    std::string vtext;
-    if (rp.width > 0) {
-      vthreads = block_threads(inner_n.is_constant() ? SymInt(inner_n.constant() / rp.width)
-                                                     : inner_n);
-      vtext = row_body(p, k, vthreads, &rp, scratch);
-    }
-    std::string shared;
-    for (const std::string& ct : scratch)
-      shared += "  __shared__ " + ct + " " + scratch_name(ct) + "[32];\n";
-    const std::string loop =
-        "  for (int64_t lin = blockIdx.x; lin < (" + outer_n.str() + "); lin += gridDim.x) {\n";
-    fn << kernel_head(p, roots, k.name + "_kernel", threads, text + sizes_text) << shared << loop
-       << text << "  }\n}\n\n";
-    if (rp.width > 0) {
-      fn << "// " << k.name << " vectorized: rows of " << rp.width << "-element vectors\n";
-      fn << kernel_head(p, roots, k.name + "_kernel_rv", vthreads, vtext + sizes_text) << shared
-         << loop << vtext << "  }\n}\n\n";
-      vk.width = rp.width;
-      vk.align_check = rp.align_check;
-      vk.launch = kernel_launch(p, roots, k.name + "_kernel_rv", k.name,
-                                "anvil_blocks(n_outer, 1)", vthreads, "    ");
-    }
-    fallback_grid = "anvil_blocks(n_outer, 1)";
-  }
-  fn << vk.kernel_text;
-  // host launcher
-  fn << "ANVIL_HIDDEN void " << k.name << "(const RunState& s) {\n";
-  std::ostringstream launch;
-  launch << "  const int64_t n_outer = " << outer_n.str() << ", n_inner = " << inner_n.str()
-         << ";\n";
-  if (pointwise)
-    launch << "  if (n_outer <= 0 || n_inner <= 0) return;\n";
-  else
-    launch << "  if (n_outer <= 0) return;\n  (void)n_inner;\n";
-  launch << kernel_syms_fill(p);
-  if (vk.width > 0) {
-    launch << "  if (" << vk.align_check << ") {\n";
-    if (vk.launch.empty())
-      launch << kernel_launch(p, roots, k.name + "_kernel_v", k.name,
+    // the vectorized form (emit_cuda_vector.cpp), launched when its operands are aligned
+    const VectorKernel vk = emit_vector_kernel(p, k);
+    fn << vk.kernel_text;
+    launch << "  if (n_outer <= 0 || n_inner <= 0) return;\n" << kernel_syms_fill(p);
+    if (vk.width > 0)
+      launch << "  if (" << vk.align_check << ") {\n"
+             << kernel_launch(p, roots, k.name + "_kernel_v", k.name,
                               "anvil_blocks(n_outer * n_inner / " + std::to_string(vk.width) +
                                   ", 256)",
-                              256, "    ");
-    else
-      launch << vk.launch;
-    launch << "    return;\n  }\n";
+                              256, "    ")
+             << "    return;\n  }\n";
+    launch << kernel_launch(p, roots, k.name + "_kernel", k.name,
+                            "anvil_blocks(n_outer * n_inner, " + std::to_string(threads) + ")",
+                            threads, "  ");
+  } else {  // emit_cuda_rows.cpp
+    const RowKernels rk = emit_row_kernels(p, k);
+    fn << rk.kernels;
+    launch << "  if (n_outer <= 0) return;\n  (void)n_inner;\n" << kernel_syms_fill(p)
+           << rk.launch;
   }
-  launch << kernel_launch(p, roots, k.name + "_kernel", k.name, fallback_grid, threads, "  ");
+  // host launcher
+  fn << "ANVIL_HIDDEN void " << k.name << "(const RunState& s) {\n";
   fn << symbol_decls(p, launch.str(), "s.sym", "  ") << launch.str() << "}\n";
   return fn.str();
 }

@@ -1,6 +1,7 @@
 // Internal to the CUDA target (src/codegen/cuda/*.cpp): CUDA C++ for the steps of a Program.
 #pragma once
 
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,10 +20,23 @@ std::string preamble(bool with_complex);
 
 /// A loop kernel as a __global__ function plus `void NAME(const RunState& s)`, which launches
 /// it on s.stream (and records a failed launch with api->set_error). Pure pointwise kernels run
-/// one thread per element (grid-stride); kernels with reductions or several passes run one
-/// block per outer point, the block's threads splitting the inner loop and combining partial
-/// results with warp shuffles.
+/// one thread per element (grid-stride); kernels with reductions or several passes are row
+/// kernels (emit_row_kernels).
 std::string emit_loop_kernel(const passes::Program& p, const passes::LoopKernel& k);
+/// The row-kernel form of loop kernel `k` (emit_cuda_rows.cpp: a block, a warp or a thread per
+/// row): its __global__ kernels, and the launcher's launches once n_outer and sy are set.
+struct RowKernels {
+  std::string kernels, launch;
+};
+RowKernels emit_row_kernels(const passes::Program& p, const passes::LoopKernel& k);
+/// `__global__ void __launch_bounds__(threads) NAME(Syms<n> sy, T* __restrict__ p<root>...) {`
+/// with the declarations of the symbols `text` uses.
+std::string kernel_head(const passes::Program& p, const std::set<int>& roots,
+                        const std::string& name, int threads, const std::string& text);
+/// `NAME<<<grid, threads, 0, stream>>>(sy, bases...);` and its launch check, at indent `ind`.
+std::string kernel_launch(const passes::Program& p, const std::set<int>& roots,
+                          const std::string& kernel, const std::string& step,
+                          const std::string& grid, int threads, const std::string& ind);
 
 
 /// `int NAME(const RunState& s)` for a GEMM step: the device backend's cuBLASLt GEMM
@@ -55,7 +69,6 @@ std::string extern_unsupported_reason(const passes::Program& p, const passes::Ex
 struct VectorKernel {
   std::string kernel_text, align_check;
   int width = 0;
-  std::string launch;  // a row kernel's vector launch (empty: the pointwise `NAME_kernel_v`)
 };
 VectorKernel emit_vector_kernel(const passes::Program& p, const passes::LoopKernel& k);
 /// The vector form of a row kernel's pass loops (emit_cuda_vector.cpp): width V (0 when some
@@ -72,10 +85,12 @@ struct RowVectorPlan {
   std::vector<std::vector<VecAccess>> access;  // per pass
 };
 RowVectorPlan plan_row_vector(const passes::Program& p, const passes::LoopKernel& k);
-/// Pass `pass`'s loop of row kernel `k` over `threads` threads, V lanes per thread per step.
+/// Pass `pass`'s loop of row kernel `k` over the `threads` threads of a row (a block's, or a
+/// warp's), thread `tid` of them ("threadIdx.x", "lane"), V lanes per thread per step.
 void emit_row_vector_loop(Body& body, const passes::Program& p, const passes::LoopKernel& k,
                           const RowVectorPlan& plan, size_t pass, int threads,
-                          const std::string& ind, std::ostringstream& os);
+                          const std::string& tid, const std::string& ind,
+                          std::ostringstream& os);
 /// "const int64_t o0 = ...;" lines for the dims `sizes` of linear index `lin` (prefix o / r).
 std::string decompose(const std::vector<SymInt>& sizes, const std::string& lin,
                       const std::string& prefix, const std::string& ind);

@@ -230,9 +230,9 @@ VectorKernel emit_vector_kernel(const passes::Program& p, const LoopKernel& k) {
 }
 
 
-// ---- row kernels (one block per outer point, passes over the inner dims) -----------------------
+// ---- row kernels (a block or a warp per outer point, passes over the inner dims) -----------------
 //
-// The same lanes in each pass loop of a row kernel (a norm, a softmax): the block's threads take
+// The same lanes in each pass loop of a row kernel (a norm, a softmax): the row's threads take
 // V consecutive innermost elements at a time, with one vector access per contiguous operand. When:
 // every pass loop's statements are stores and reductions; every load moving along the innermost
 // dim and every store to memory is contiguous and V-aligned in it as above (loads that do not
@@ -315,7 +315,8 @@ RowVectorPlan plan_row_vector(const passes::Program& p, const LoopKernel& k) {
 
 void emit_row_vector_loop(Body& body, const passes::Program& p, const LoopKernel& k,
                           const RowVectorPlan& plan, size_t pass, int threads,
-                          const std::string& ind, std::ostringstream& os) {
+                          const std::string& tid, const std::string& ind,
+                          std::ostringstream& os) {
   const int V = plan.width;
   SymInt inner_n(1);
   for (const auto& s : k.inner) inner_n = inner_n * s;
@@ -325,9 +326,9 @@ void emit_row_vector_loop(Body& body, const passes::Program& p, const LoopKernel
     os << ind << "#pragma unroll\n"
        << ind << "for (int64_t jj = 0; jj < " << inner_n.constant() / (threads * V)
        << "; ++jj) {\n"
-       << in << "const int64_t rr = (threadIdx.x + jj * " << threads << ") * " << V << ";\n";
+       << in << "const int64_t rr = (" << tid << " + jj * " << threads << ") * " << V << ";\n";
   } else {
-    os << ind << "for (int64_t rv = threadIdx.x; rv < (" << inner_n.str() << ") / " << V
+    os << ind << "for (int64_t rv = " << tid << "; rv < (" << inner_n.str() << ") / " << V
        << "; rv += " << threads << ") {\n"
        << in << "const int64_t rr = rv * " << V << ";\n";
   }

@@ -1,0 +1,217 @@
+// Row kernels of the CUDA target (codegen/cuda/emit_cuda_rows.cpp) without a GPU: which form
+// each kernel of tests/gpu/cuda_row_graphs.inc gets — a thread per row for rows strided in memory
+// whose neighbours are adjacent (a layer_norm over an NCHW activation's channels, an amax over
+// them), a warp per row for short rows, a block per row for long ones — and that nvcc compiles
+// them. tests/gpu/test_cuda_rows.cpp runs the graph on a GPU.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "../gpu/cuda_row_graphs.inc"
+#include "common/check.h"
+#include "common/scoped_env.h"
+#include "driver/compile.h"
+#include "ir/parser.h"
+#include "runtime/package.h"
+
+namespace anvil {
+namespace {
+
+namespace fs = std::filesystem;
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class CudaRowsEmit : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("anvil_cuda_rows_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    opts_.target = "cuda-sm90";
+    opts_.cache_dir = (dir_ / "cache").string();
+    opts_.progress = codegen::ProgressMode::kQuiet;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  /// Compiles graph `text` into dir_/name.anvil (nvcc), keeping the .cu sources' text.
+  void compile(const std::string& name, const std::string& text) {
+    opts_.emit_source_dir = (dir_ / name).string();
+    const auto g = ir::parse_graph(text);
+    driver::compile_graph(*g, (dir_ / (name + ".anvil")).string(), opts_);
+    EXPECT_FALSE(runtime::Package::open((dir_ / (name + ".anvil")).string())->model_so().empty());
+    source_.clear();
+    for (const auto& f : fs::directory_iterator(dir_ / name)) {
+      if (f.path().extension() != ".cu") continue;
+      std::ifstream in(f.path());
+      source_ +=
+          std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    }
+  }
+
+  /// The loop kernel whose comment ("// k3: a, b") names graph node `node` ("k3"), or "".
+  std::string kernel_of(const std::string& node) const {
+    std::istringstream in(source_);
+    for (std::string line; std::getline(in, line);) {
+      const size_t colon = line.find(": ");
+      if (line.rfind("// k", 0) != 0 || colon == std::string::npos ||
+          line.find_first_of("_ ", 3) < colon)  // "// k3_kernel: ...", "// k3 vectorized: ..."
+        continue;
+      std::istringstream nodes(line.substr(colon + 2));
+      for (std::string n; std::getline(nodes, n, ',');)
+        if (n.substr(n.find_first_not_of(' ')) == node) return line.substr(3, colon - 3);
+    }
+    return "";
+  }
+
+  /// The text of launcher `k` (`ANVIL_HIDDEN void k(const RunState& s) {` ... `}`).
+  std::string launcher(const std::string& k) const {
+    const size_t at = source_.find("ANVIL_HIDDEN void " + k + "(const RunState& s) {");
+    if (at == std::string::npos) return "";
+    return source_.substr(at, source_.find("\n}\n", at) - at);
+  }
+
+  fs::path dir_;
+  driver::CompileOptions opts_;
+  std::string source_;
+};
+
+TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
+  compile("rows", kRowGraph);
+  const std::string warp = "_kernel: one warp per row, 8 rows per block of 256 threads";
+  const std::string thread = "_kernel_rt: one thread per row (rows of ";
+  // strided rows whose neighbours are adjacent: a thread per row with 8192+ rows, the scalar
+  // warp-per-row kernel otherwise; no vector form (the rows are not contiguous)
+  for (const char* node : {"ln", "lnf", "lns", "lnsf", "cmax", "cmin", "colsum"}) {
+    const std::string k = kernel_of(node);
+    ASSERT_FALSE(k.empty()) << node << " in\n" << source_;
+    EXPECT_NE(source_.find("// " + k + thread), std::string::npos) << node;
+    const std::string l = launcher(k);
+    EXPECT_NE(l.find("if (n_outer >= 8192) {"), std::string::npos) << l;
+    EXPECT_NE(l.find(k + "_kernel_rt<<<anvil_blocks(n_outer, 64), 64, 0"), std::string::npos) << l;
+    // ConvNeXt's layer_norm (96 channels), the amax over 33 channels, columns of 40: short
+    EXPECT_NE(source_.find("// " + k + warp), std::string::npos) << node;
+    EXPECT_NE(l.find(k + "_kernel<<<anvil_blocks(n_outer, 8), 256, 0"), std::string::npos) << l;
+    EXPECT_EQ(l.find("_kernel_rv"), std::string::npos) << l;
+  }
+  // the thread-per-row kernel has neither a cross-thread reduction nor a barrier
+  {
+    const std::string k = kernel_of("ln");
+    const size_t at = source_.find("__global__ void __launch_bounds__(64) " + k + "_kernel_rt(");
+    ASSERT_NE(at, std::string::npos) << source_;
+    const std::string body = source_.substr(at, source_.find("\n}\n", at) - at);
+    for (const char* absent : {"block_reduce", "warp_reduce", "__sync", "if (threadIdx.x == 0)"})
+      EXPECT_EQ(body.find(absent), std::string::npos) << absent << " in\n" << body;
+    EXPECT_NE(body.find("for (int64_t rr = 0; rr < (96); ++rr)"), std::string::npos) << body;
+  }
+  // short contiguous rows: a warp per row, scalar and (whole vectors) vectorized; so are the
+  // strided rows of the sliced activation, only 4 of which lie next to each other
+  struct Short {
+    const char* node;
+    int vector;  // the vector form's width, 0: none
+  };
+  for (const Short& c : {Short{"lnq", 0}, Short{"l7", 0}, Short{"sm33", 0}, Short{"max33", 0},
+                         Short{"min33", 0}, Short{"l96", 8}, Short{"sm96", 4}, Short{"sum128", 4},
+                         Short{"l128", 8}, Short{"max128", 8}}) {
+    const std::string k = kernel_of(c.node);
+    ASSERT_FALSE(k.empty()) << c.node;
+    const std::string l = launcher(k);
+    EXPECT_NE(source_.find("// " + k + warp), std::string::npos) << c.node;
+    EXPECT_EQ(source_.find("// " + k + "_kernel_rt"), std::string::npos) << c.node;
+    EXPECT_EQ(l.find("n_outer >= 8192"), std::string::npos) << l;
+    EXPECT_NE(l.find(k + "_kernel<<<anvil_blocks(n_outer, 8), 256, 0"), std::string::npos) << l;
+    if (c.vector == 0) {
+      EXPECT_EQ(l.find("_kernel_rv"), std::string::npos) << l;
+      continue;
+    }
+    EXPECT_NE(source_.find("// " + k + " vectorized: rows of " + std::to_string(c.vector) +
+                           "-element vectors, one warp per row"),
+              std::string::npos)
+        << c.node;
+    EXPECT_NE(l.find(k + "_kernel_rv<<<anvil_blocks(n_outer, 8), 256, 0"), std::string::npos) << l;
+  }
+  // 200 bf16: the scalar kernel is a block of 256 threads, its vectorized form (25 vectors)
+  // a warp per row
+  {
+    const std::string k = kernel_of("sm200");
+    const std::string l = launcher(k);
+    EXPECT_NE(source_.find("// " + k + "_kernel: one block of 256 threads per row"),
+              std::string::npos);
+    EXPECT_NE(l.find(k + "_kernel<<<anvil_blocks(n_outer, 1), 256, 0"), std::string::npos) << l;
+    EXPECT_NE(l.find(k + "_kernel_rv<<<anvil_blocks(n_outer, 8), 256, 0"), std::string::npos) << l;
+  }
+  // a long row keeps a block per row, scalar and vectorized (1024 vectors: 256 threads)
+  {
+    const std::string k = kernel_of("l4096");
+    const std::string l = launcher(k);
+    EXPECT_NE(source_.find("// " + k + "_kernel: one block of 256 threads per row"),
+              std::string::npos);
+    EXPECT_NE(
+        source_.find("// " + k +
+                     " vectorized: rows of 4-element vectors, one block of 256 threads per row"),
+        std::string::npos);
+    EXPECT_NE(l.find(k + "_kernel<<<anvil_blocks(n_outer, 1), 256, 0"), std::string::npos) << l;
+    EXPECT_NE(l.find(k + "_kernel_rv<<<anvil_blocks(n_outer, 1), 256, 0"), std::string::npos) << l;
+    EXPECT_EQ(l.find("n_outer >= 8192"), std::string::npos) << l;
+  }
+  // warp kernels reduce within the warp, with no shared scratch and no block barrier
+  {
+    const std::string k = kernel_of("sm96");
+    const size_t at = source_.find("__global__ void __launch_bounds__(256) " + k + "_kernel(");
+    ASSERT_NE(at, std::string::npos);
+    const std::string body = source_.substr(at, source_.find("\n}\n", at) - at);
+    for (const char* absent : {"block_reduce", "__syncthreads", "__shared__"})
+      EXPECT_EQ(body.find(absent), std::string::npos) << absent << " in\n" << body;
+    EXPECT_NE(body.find("= warp_reduce(acc"), std::string::npos) << body;
+  }
+}
+
+TEST_F(CudaRowsEmit, SymbolicRowCountsChooseAtRunTime) {
+  // s0 images of 640 rows: the thread-per-row kernel for 8192+ rows, a warp per row otherwise
+  compile("sym", kSymbolicRowGraph);
+  for (const char* node : {"sm", "cm"}) {
+    const std::string k = kernel_of(node);
+    ASSERT_FALSE(k.empty()) << node << " in\n" << source_;
+    const std::string l = launcher(k);
+    EXPECT_NE(l.find("const int64_t n_outer = 640*s0"), std::string::npos) << l;
+    EXPECT_NE(l.find("if (n_outer >= 8192) {"), std::string::npos) << l;
+    EXPECT_NE(l.find(k + "_kernel_rt<<<anvil_blocks(n_outer, 64), 64, 0"), std::string::npos) << l;
+    EXPECT_NE(l.find(k + "_kernel<<<anvil_blocks(n_outer, 8), 256, 0"), std::string::npos) << l;
+  }
+}
+
+TEST_F(CudaRowsEmit, BlockOnlyKeepsABlockPerRow) {
+  // ANVIL_CUDA_ROWS=block at compile time: today's forms (a block per row) for comparisons
+  const test::ScopedEnv rows("ANVIL_CUDA_ROWS", "block");
+  compile("block", kRowGraph);
+  EXPECT_EQ(count(source_, "one thread per row"), 0u);
+  EXPECT_EQ(count(source_, "one warp per row"), 0u);
+  EXPECT_EQ(count(source_, "warp_reduce(acc"), 0u);
+  EXPECT_EQ(source_.find("n_outer >= 8192"), std::string::npos);
+  const std::string k = kernel_of("l7");
+  EXPECT_NE(launcher(k).find(k + "_kernel<<<anvil_blocks(n_outer, 1), 32, 0"), std::string::npos);
+  // a value naming no form is an error, not a silent default
+  const test::ScopedEnv bad("ANVIL_CUDA_ROWS", "warp");
+  opts_.emit_source_dir.clear();
+  const std::string msg = test::error_message([&] {
+    driver::compile_graph(*ir::parse_graph(kRowGraph), (dir_ / "bad.anvil").string(), opts_);
+  });
+  EXPECT_TRUE(test::error_says(msg, "ANVIL_CUDA_ROWS names no form of row kernels")) << msg;
+  EXPECT_TRUE(test::error_says(msg, "auto (or unset) or block")) << msg;
+  EXPECT_TRUE(test::error_says(msg, "warp")) << msg;
+}
+
+}  // namespace
+}  // namespace anvil
