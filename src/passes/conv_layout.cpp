@@ -45,7 +45,8 @@ bool planned_conv(const ExternStep& e, bool cuda) {
 bool planned_pool(const ExternStep& e, bool cuda) {
   if (!cuda ||
       (e.target != "aten.max_pool2d.default" && e.target != "aten.avg_pool2d.default" &&
-       e.target != "aten.adaptive_avg_pool2d.default") ||
+       e.target != "aten.adaptive_avg_pool2d.default" &&
+       e.target != "aten._adaptive_avg_pool2d.default") ||
       e.inputs.size() != 1 || e.outputs.size() != 1 || e.inputs[0].sizes.size() != 4 ||
       e.outputs[0].sizes.size() != 4)
     return false;

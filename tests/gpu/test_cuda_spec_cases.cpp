@@ -147,13 +147,17 @@ TEST(CudaPool, GlobalAveragePoolsMatchTheInterpreter) {
     %t: f32[2, 9, 11, 40] = user_input
     %o: f32[3, 5, 1, 1] = user_input
     %d: f64[1, 3, 5, 5] = user_input
+    %q: f32[5, 3, 1, 1] = user_input
   }
   %a: f32[2, 40, 1, 1] = aten.adaptive_avg_pool2d.default(self=%x, output_size=[1, 1])
   %cl: f32[2, 40, 9, 11] = aten.permute.default(self=%t, dims=[0, 3, 1, 2])
   %b: f32[2, 40, 1, 1] = aten.adaptive_avg_pool2d.default(self=%cl, output_size=[1, 1])
   %c: f32[3, 5, 1, 1] = aten.adaptive_avg_pool2d.default(self=%o, output_size=[1, 1])
   %e: f64[1, 3, 1, 1] = aten.adaptive_avg_pool2d.default(self=%d, output_size=[1, 1])
+  %qp: f32[3, 5, 1, 1] = aten.permute.default(self=%q, dims=[1, 0, 2, 3])
+  %f: f32[3, 5, 1, 1] = aten._adaptive_avg_pool2d.default(self=%qp, output_size=[1, 1])
   outputs {
+    user_output %f
     user_output %a
     user_output %b
     user_output %c
@@ -166,8 +170,10 @@ TEST(CudaPool, GlobalAveragePoolsMatchTheInterpreter) {
     %x: bf16[2, 16, 56, 56] = user_input
     %t: f16[3, 7, 7, 70] = user_input
   }
-  %a: bf16[2, 16, 1, 1] = aten.adaptive_avg_pool2d.default(self=%x, output_size=[1, 1])
-  %cl: f16[3, 70, 7, 7] = aten.permute.default(self=%t, dims=[0, 3, 1, 2])
+  %xs: bf16[2, 16, 56, 56] = aten.add.Tensor(self=%x, other=2.0)
+  %a: bf16[2, 16, 1, 1] = aten.adaptive_avg_pool2d.default(self=%xs, output_size=[1, 1])
+  %ts: f16[3, 7, 7, 70] = aten.add.Tensor(self=%t, other=2.0)
+  %cl: f16[3, 70, 7, 7] = aten.permute.default(self=%ts, dims=[0, 3, 1, 2])
   %b: f16[3, 70, 1, 1] = aten.adaptive_avg_pool2d.default(self=%cl, output_size=[1, 1])
   outputs {
     user_output %a

@@ -272,7 +272,7 @@ bool direct_depthwise(const ConvGeom& g) {
     if (!in.is_constant() || !out.is_constant()) return false;
     const int64_t span = g.dilation[d] * (ws[2 + d].constant() - 1) + 1;
     const int64_t want = (in.constant() + g.pad_begin[d] + g.pad_end[d] - span) / g.stride[d] + 1;
-    if (out.constant() != want) return false;
+    if (out.constant() != want || out.constant() <= 0) return false;
   }
   return true;
 }

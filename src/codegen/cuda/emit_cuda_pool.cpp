@@ -1,5 +1,6 @@
 // 2-D pooling on the CUDA target: max_pool2d, avg_pool2d and adaptive_avg_pool2d over 3-D or
-// 4-D strided views, one thread per output element (grid-stride), accumulating in float (double
+// 4-D strided views, one thread per output element (grid-stride; a global average pool is a
+// reduction instead: global_average_kernel), accumulating in float (double
 // for float64) and following the reference kernels of src/ops/conv.cpp: max propagates NaN and
 // skips padding; avg divides by the window clipped to the padded input (count_include_pad) or to
 // the input, or by divisor_override; adaptive windows are [floor(i*H/O), ceil((i+1)*H/O)). Until
@@ -122,14 +123,19 @@ std::string adaptive_avg_pool(const std::string& acc) {
 /// True when `e` averages each whole plane (adaptive_avg_pool2d to 1x1 of a 4-D input with
 /// constant sizes and strides): a reduction, not a window per thread.
 bool global_average(const ExternStep& e) {
-  if (e.target != "aten.adaptive_avg_pool2d.default") return false;
+  if (e.target != "aten.adaptive_avg_pool2d.default" &&
+      e.target != "aten._adaptive_avg_pool2d.default")
+    return false;
   const TensorView &x = e.inputs[0], &out = e.outputs[0];
   if (x.sizes.size() != 4) return false;
   for (const auto* l : {&x.sizes, &x.strides, &out.sizes, &out.strides})
     for (const SymInt& v : *l)
       if (!v.is_constant()) return false;
+  // positions and planes are counted in int
+  const int64_t hw = x.sizes[2].constant() * x.sizes[3].constant();
   return out.sizes[2].constant() == 1 && out.sizes[3].constant() == 1 &&
-         x.sizes[0].constant() * x.sizes[1].constant() > 0;
+         x.sizes[0].constant() * x.sizes[1].constant() > 0 && hw < (int64_t{1} << 30) &&
+         x.sizes[0].constant() < (int64_t{1} << 30) && x.sizes[1].constant() < (int64_t{1} << 30);
 }
 
 /// The global average pool: each output (n, c) is the mean of its H*W plane, fp32 (fp64)
@@ -194,7 +200,7 @@ KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
 
 bool is_pool_target(const std::string& t) {
   return t == "aten.max_pool2d.default" || t == "aten.avg_pool2d.default" ||
-         t == "aten.adaptive_avg_pool2d.default";
+         t == "aten.adaptive_avg_pool2d.default" || t == "aten._adaptive_avg_pool2d.default";
 }
 
 std::string pool_gap(const ExternStep& e) {

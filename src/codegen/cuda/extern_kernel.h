@@ -62,7 +62,8 @@ bool spatial_ints(const ExternStep& e, const std::string& name, int64_t dflt, si
                   std::vector<int64_t>& out);
 
 /// Why pooling step `e` (max_pool2d, avg_pool2d, adaptive_avg_pool2d) has no CUDA kernel, or
-/// "" (emit_cuda_pool.cpp); pool() emits it: one thread per output element.
+/// "" (emit_cuda_pool.cpp); pool() emits it: one thread per output element, or a reduction
+/// for a global average pool.
 std::string pool_gap(const ExternStep& e);
 std::string pool(const Program& p, const ExternStep& e);
 bool is_pool_target(const std::string& t);
