@@ -28,13 +28,15 @@ export ANVIL_CACHE_DIR=/tmp/anvil_gpu_cache
 if [ -d "$root/gpu_bundle/cutlass/include" ]; then export ANVIL_CUTLASS_DIR="$root/gpu_bundle/cutlass"; fi
 export ANVIL_NVCC="${ANVIL_NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 shards=${ANVIL_GPU_SHARDS:-$(nproc)}
-logs=$(mktemp -d)
+# the shards' logs under $OUT when the device tool gives one (a run cut short by a timeout still
+# brings back what each shard printed so far), else a temp folder
+if [ -n "${OUT:-}" ]; then logs="$OUT/gpu_shards"; mkdir -p "$logs"; else logs=$(mktemp -d); fi
 for i in $(seq 0 $((shards - 1))); do
   GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i ANVIL_TEST_OUTDIR=/tmp/anvil_gpu_out_$i \
     "$root/gpu_bundle/bin/test_gpu" --gtest_filter="${1:-*}" > "$logs/shard$i.log" 2>&1 &
 done
 wait
-if [ -n "${OUT:-}" ]; then cat "$logs"/shard*.log > "$OUT/gpu_tests.log"; fi
+if [ -n "${OUT:-}" ]; then cat "$logs"/shard*.log > "$OUT/gpu_tests.log" && rm -rf "$logs"; fi
 cat "$logs"/shard*.log | grep -E '^\[  (FAILED|PASSED|SKIPPED) |refused|Failure|error|Expected|Which is|actual|relative' | grep -v '^\[  PASSED  \] [0-9]* test' | head -300
 # a test's own result line ends with its time ("(123 ms)"); summaries repeat names without it
 run=$(cat "$logs"/shard*.log | grep -cE '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$')

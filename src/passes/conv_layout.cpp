@@ -13,8 +13,8 @@
 //    around every convolution). Any group count; the pooling kernels (emit_cuda_pool.cpp, any
 //    strides) may read and write NHWC too. A convolution's output and residual end up in one
 //    layout (a buffer that must stay NCHW keeps the other NCHW); its input may be in the other
-//    (the stem reads the NCHW graph input and writes NHWC).  A depthwise convolution on
-//    anvil's direct kernel takes any layout on either side.
+//    (the stem reads the NCHW graph input and writes NHWC). A depthwise convolution on
+//    anvil's direct kernel takes any layout on either side (ANVIL_CUDA_DW_ANY_LAYOUT=1).
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
@@ -150,9 +150,13 @@ std::vector<SymInt> nhwc_strides(const std::vector<SymInt>& s) {
 /// CUDA: a depthwise convolution anvil's direct kernel runs (the conditions of
 /// emit_cuda_conv.cpp's direct_depthwise that the step shows: one input channel per group, a
 /// constant 4-D weight; ANVIL_CUDA_DEPTHWISE=0 gives them to cuDNN). It reads and writes any
-/// strides, so its input may be in one layout and its output in the other.
+/// strides, so its input may be in one layout and its output in the other. Opt-in
+/// (ANVIL_CUDA_DW_ANY_LAYOUT=1 at compile time) until measured on a GPU: it breaks the NCHW
+/// chains of squeeze-excitation models into channels-last islands with copies between them.
 bool direct_depthwise(const ExternStep& e) {
   if (const char* v = std::getenv("ANVIL_CUDA_DEPTHWISE"); v && std::string(v) == "0")
+    return false;
+  if (const char* v = std::getenv("ANVIL_CUDA_DW_ANY_LAYOUT"); !v || std::string(v) != "1")
     return false;
   const ExternAttr* g = find_attr(e, "groups");
   if (g == nullptr || g->kind != 0 || !g->i.is_constant() || g->i.constant() <= 1) return false;

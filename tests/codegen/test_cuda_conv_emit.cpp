@@ -260,7 +260,7 @@ TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
       fs::temp_directory_path() / ("anvil_cuda_dw_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const auto g = ir::parse_graph(kDepthwiseGraph);
-  const Emitted out = emit(*g, dir, "dw");
+  const Emitted out = emit(*g, dir, "dw", "ANVIL_CUDA_DW_ANY_LAYOUT");
   EXPECT_EQ(count(out.text, "a depthwise convolution, anvil's direct kernel"), 5u);
   EXPECT_NE(out.text.find("a0 += dw_v * dw_w[3]; a1 += dw_v * dw_w[2];"), std::string::npos)
       << "one input feeds the neighbouring outputs' taps";
@@ -269,9 +269,9 @@ TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
   EXPECT_NE(out.text.find("v3["), std::string::npos) << "the fused residual";
   EXPECT_EQ(out.manifest.at("direct_convs").size(), 5u) << out.manifest.dump();
   ASSERT_EQ(out.manifest.at("cudnn_convs").size(), 1u);
-  // the 1x1 convolution writes channels-last (its reader, the direct kernel, takes any layout;
-  // cuDNN never mixes layouts, so its NCHW graph input is copied first) while the depthwise
-  // output a loop kernel reads stays NCHW
+  // with ANVIL_CUDA_DW_ANY_LAYOUT=1 the 1x1 convolution writes channels-last (its reader, the
+  // direct kernel, takes any layout; cuDNN never mixes layouts, so its NCHW graph input is
+  // copied first) while the depthwise output a loop kernel reads stays NCHW
   const std::string e4 = out.manifest["cudnn_convs"][0].at("name");
   const std::string f4 = function_after(out.text, "ANVIL_HIDDEN int " + e4 + "(const RunState& s) {");
   EXPECT_NE(f4.find("a.y_stride[1] = (1);"), std::string::npos) << f4;

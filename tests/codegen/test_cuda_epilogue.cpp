@@ -226,7 +226,7 @@ TEST_F(CudaEpilogue, AResidualAddLeavesTheLayerNormKernelItOpens) {
                  "  %y: f32[8, 16] = aten.layer_norm.default(input=%a, normalized_shape=[16])\n"
                  "  outputs {\n    user_output %y\n    user_output %a\n  }\n}\n"),
             (std::map<std::string, int>{{"ANVIL_EPILOGUE_BIAS+C", 1}}));
-  EXPECT_NE(source_.find("= warp_reduce(acc"), std::string::npos);  // the norm stays (rows of 16)
+  EXPECT_NE(source_.find("= block_reduce(acc"), std::string::npos);  // the norm stays
   EXPECT_NE(source_.find("gemm0_epilogue(s);"), std::string::npos);
   // x * 2 + linear(h): the product is computed inside the add, a residual scaled by beta = 2
   EXPECT_EQ(emit("scaled", "",
@@ -327,8 +327,7 @@ TEST_F(CudaEpilogue, InPlacePointwiseKernelsAreVectorizedToo) {
 
 TEST_F(CudaEpilogue, RowKernelsLoadAndStoreVectorsWhereContiguous) {
   // a layer norm over rows of 64 bf16: each pass loop takes 8-element vectors (64 / 8 = 8
-  // vectors a row: a warp per row, emit_cuda_rows.cpp), the weight a vector too; the scalar
-  // kernel (a warp per row too) stays for unaligned data
+  // vectors a row: one warp), the weight a vector too; the scalar kernel stays for unaligned data
   const std::string norm =
       "graph {\n  inputs {\n    %x: bf16[8, 64] = user_input\n    %w: bf16[64] = user_input\n"
       "  }\n"
@@ -336,9 +335,9 @@ TEST_F(CudaEpilogue, RowKernelsLoadAndStoreVectorsWhereContiguous) {
       "  outputs {\n    user_output %y\n  }\n}\n";
   emit("norm", "", norm);
   EXPECT_NE(source_.find("k0 vectorized: rows of 8-element vectors"), std::string::npos) << source_;
-  EXPECT_NE(source_.find("k0_kernel_rv<<<anvil_blocks(n_outer, 8), 256, 0"), std::string::npos);
+  EXPECT_NE(source_.find("k0_kernel_rv<<<anvil_blocks(n_outer, 1), 32, 0"), std::string::npos);
   EXPECT_NE(source_.find("*reinterpret_cast<const uint4*>(p"), std::string::npos);
-  EXPECT_EQ(count(source_, "k0_kernel<<<anvil_blocks(n_outer, 8), 256, 0"), 1u);  // the fallback
+  EXPECT_EQ(count(source_, "k0_kernel<<<anvil_blocks(n_outer, 1), 64, 0"), 1u);  // the fallback
   // rows of 13: no whole vectors
   const std::string odd =
       "graph {\n  inputs {\n    %x: bf16[8, 13] = user_input\n  }\n"

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -50,7 +52,12 @@ class CudaRowsEmit : public ::testing::Test {
   void compile(const std::string& name, const std::string& text) {
     opts_.emit_source_dir = (dir_ / name).string();
     const auto g = ir::parse_graph(text);
-    driver::compile_graph(*g, (dir_ / (name + ".anvil")).string(), opts_);
+    {  // the warp and thread forms are opt-in (auto); a test asking for block keeps it
+      std::optional<test::ScopedEnv> rows;
+      if (std::getenv("ANVIL_CUDA_ROWS") == nullptr && !default_rows_)
+        rows.emplace("ANVIL_CUDA_ROWS", "auto");
+      driver::compile_graph(*g, (dir_ / (name + ".anvil")).string(), opts_);
+    }
     EXPECT_FALSE(runtime::Package::open((dir_ / (name + ".anvil")).string())->model_so().empty());
     source_.clear();
     for (const auto& f : fs::directory_iterator(dir_ / name)) {
@@ -86,6 +93,7 @@ class CudaRowsEmit : public ::testing::Test {
   fs::path dir_;
   driver::CompileOptions opts_;
   std::string source_;
+  bool default_rows_ = false;  // compile with ANVIL_CUDA_ROWS as the environment has it
 };
 
 TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
@@ -192,16 +200,27 @@ TEST_F(CudaRowsEmit, SymbolicRowCountsChooseAtRunTime) {
   }
 }
 
-TEST_F(CudaRowsEmit, BlockOnlyKeepsABlockPerRow) {
-  // ANVIL_CUDA_ROWS=block at compile time: today's forms (a block per row) for comparisons
+TEST_F(CudaRowsEmit, BlockPerRowIsTheDefaultAndBlockKeepsIt) {
+  // ANVIL_CUDA_ROWS unset (the default until CudaRows.* has run on a GPU) or =block at compile
+  // time: a block per row everywhere
+  const auto block_only = [&](const std::string& name) {
+    compile(name, kRowGraph);
+    EXPECT_EQ(count(source_, "one thread per row"), 0u) << name;
+    EXPECT_EQ(count(source_, "one warp per row"), 0u) << name;
+    EXPECT_EQ(count(source_, "= warp_reduce(acc"), 0u) << name;
+    EXPECT_EQ(source_.find("n_outer >= 8192"), std::string::npos) << name;
+    const std::string k = kernel_of("l7");
+    EXPECT_NE(launcher(k).find(k + "_kernel<<<anvil_blocks(n_outer, 1), 32, 0"),
+              std::string::npos)
+        << name;
+  };
+  if (std::getenv("ANVIL_CUDA_ROWS") == nullptr) {
+    default_rows_ = true;
+    block_only("unset");
+    default_rows_ = false;
+  }
   const test::ScopedEnv rows("ANVIL_CUDA_ROWS", "block");
-  compile("block", kRowGraph);
-  EXPECT_EQ(count(source_, "one thread per row"), 0u);
-  EXPECT_EQ(count(source_, "one warp per row"), 0u);
-  EXPECT_EQ(count(source_, "warp_reduce(acc"), 0u);
-  EXPECT_EQ(source_.find("n_outer >= 8192"), std::string::npos);
-  const std::string k = kernel_of("l7");
-  EXPECT_NE(launcher(k).find(k + "_kernel<<<anvil_blocks(n_outer, 1), 32, 0"), std::string::npos);
+  block_only("block");
   // a value naming no form is an error, not a silent default
   const test::ScopedEnv bad("ANVIL_CUDA_ROWS", "warp");
   opts_.emit_source_dir.clear();
@@ -209,7 +228,7 @@ TEST_F(CudaRowsEmit, BlockOnlyKeepsABlockPerRow) {
     driver::compile_graph(*ir::parse_graph(kRowGraph), (dir_ / "bad.anvil").string(), opts_);
   });
   EXPECT_TRUE(test::error_says(msg, "ANVIL_CUDA_ROWS names no form of row kernels")) << msg;
-  EXPECT_TRUE(test::error_says(msg, "auto (or unset) or block")) << msg;
+  EXPECT_TRUE(test::error_says(msg, "auto or block (or unset: block)")) << msg;
   EXPECT_TRUE(test::error_says(msg, "warp")) << msg;
 }
 

@@ -53,7 +53,7 @@ class CudaTarget : public ::testing::Test {
 TEST_F(CudaTarget, SourcesCompileWithNvccIntoAPackageForTheGpu) {
   opts_.emit_source_dir = (dir_ / "src").string();
   const std::string pkg = (dir_ / "m.anvil").string();
-  // softmax: row reductions (rows of 16: one warp per row, warp shuffles)
+  // softmax: row reductions (one block per row, warp shuffles)
   const auto g = ir::parse_graph(R"(graph {
   inputs {
     %x: f32[3, 7, 16] = user_input
@@ -74,7 +74,7 @@ TEST_F(CudaTarget, SourcesCompileWithNvccIntoAPackageForTheGpu) {
   std::ifstream in(dir_ / "src" / "kernels_0.cu");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("__global__"), std::string::npos);
-  EXPECT_NE(text.find("warp_reduce(acc"), std::string::npos) << "softmax should reduce per warp";
+  EXPECT_NE(text.find("= block_reduce(acc"), std::string::npos) << "softmax should reduce per block";
   EXPECT_NE(text.find("<<<"), std::string::npos);
 
   const std::string mlp = (dir_ / "mlp.anvil").string();

@@ -486,10 +486,12 @@ TEST(CudaConvSteps, DirectDepthwiseMatchesTheInterpreter) {
   const auto want = ref.run(ins);
   std::vector<Tensor> dev;
   for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
-  for (const char* direct : {"1", "0"}) {
-    ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", direct);
-    expect_runs_match(compile_for_cuda(*g, std::string("dw_") + direct), dev, want,
-                      std::string("direct ") + direct);
+  // "1+": the direct kernels may read one layout and write the other (ANVIL_CUDA_DW_ANY_LAYOUT)
+  for (const std::string direct : {"1", "1+", "0"}) {
+    ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", direct.substr(0, 1));
+    ScopedEnv any("ANVIL_CUDA_DW_ANY_LAYOUT", direct == "1+" ? "1" : "0");
+    expect_runs_match(compile_for_cuda(*g, "dw_" + std::string(direct == "1+" ? "1a" : direct)),
+                      dev, want, "direct " + direct);
   }
 }
 
