@@ -313,6 +313,31 @@ TEST(CudaConvEmit, ActivationsFuseIntoTheConvolutionsEpilogue) {
   fs::remove_all(dir);
 }
 
+TEST(CudaConvEmit, NchwOneByOneConvolutionsCanBeOneBatchedGemm) {
+  // ANVIL_CUDA_CONV1X1_GEMM=1 at compile time: a 16-bit 1x1 convolution of NCHW views is one
+  // batched cuBLASLt GEMM per image (Y[n] = W X[n]), its bias / residual / activation in the
+  // step's epilogue kernel, cuDNN behind it; nvcc compiles it
+  // (CudaConvSteps.OneByOneGemmsMatchTheInterpreter checks the values on a GPU)
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_cuda_1x1_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const test::ScopedEnv nchw("ANVIL_CONV_LAYOUT", "nchw");
+  const auto g = ir::parse_graph(kConv1x1Graph);
+  const Emitted out = emit(*g, dir, "g1x1", "ANVIL_CUDA_CONV1X1_GEMM");
+  EXPECT_EQ(count(out.text, "one batched cuBLASLt GEMM (ANVIL_CUDA_CONV1X1_GEMM=1)"), 4u)
+      << "c0 .. c3, not the fp32 c4";
+  // c0: m = K 24, n = HW 143, k = C 16, W row-major (ld 16), X[n] at ld 143, images 2288 apart
+  EXPECT_NE(out.text.find(", 0, 0, 24, 143, 16, 1.0f, a.w, 16, 0, a.x, 143, 2288, a.y, 143, "
+                          "3432, 2, ANVIL_EPILOGUE_NONE"),
+            std::string::npos);
+  // c3: a slice of channels (ld 63, images 756 apart)
+  EXPECT_NE(out.text.find(", 0, 0, 5, 63, 6, 1.0f, a.w, 6, 0, a.x, 63, 756, a.y, 63, 315, 3,"),
+            std::string::npos);
+  const Emitted off = emit(*g, dir, "g1x1_off");
+  EXPECT_EQ(count(off.text, "one batched cuBLASLt GEMM"), 0u) << "opt-in";
+  fs::remove_all(dir);
+}
+
 TEST(CudaConvEmit, TheBackendHasDeviceAbi5AndChecksItsArgumentsFirst) {
   // no GPU needed: the CUDA backend library loads where the CUDA libraries are installed, and
   // its conv rejects a missing or too small AnvilConvArgs before touching a device

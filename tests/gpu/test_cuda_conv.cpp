@@ -523,6 +523,24 @@ TEST(CudaConvSteps, FusedActivationsMatchTheInterpreter) {
   }
 }
 
+TEST(CudaConvSteps, OneByOneGemmsMatchTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // the graph of CudaConvEmit.NchwOneByOneConvolutionsCanBeOneBatchedGemm (NCHW activations),
+  // its 1x1 convolutions as batched cuBLASLt GEMMs (ANVIL_CUDA_CONV1X1_GEMM=1) and on cuDNN
+  const test::ScopedEnv nchw("ANVIL_CONV_LAYOUT", "nchw");
+  const auto g = ir::parse_graph(kConv1x1Graph);
+  const std::vector<Tensor> ins = random_inputs(*g, 170);
+  interp::Interpreter ref(*g);
+  const auto want = ref.run(ins);
+  std::vector<Tensor> dev;
+  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  for (const char* gemm : {"1", "0"}) {
+    ScopedEnv env("ANVIL_CUDA_CONV1X1_GEMM", gemm);
+    expect_runs_match(compile_for_cuda(*g, std::string("g1x1_") + gemm), dev, want,
+                      std::string("gemm ") + gemm);
+  }
+}
+
 TEST(CudaConvModels, SmallCnnHasNoConvolutionHostStepsAndMatchesPyTorch) {
   ANVIL_REQUIRE_GPU();
   const std::string pkg = gpu_test::compile_cuda(gpu_test::fixture("small_cnn.pt2"));
