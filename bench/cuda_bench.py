@@ -209,10 +209,11 @@ def main():
     ap.add_argument("--tuned", default="",
                     help="also compile each model with these extra `anvil compile` flags (e.g. "
                          "'--autotune fast') and time that package beside the default one")
-    ap.add_argument("--variant-env", default="",
-                    help="NAME=VALUE[,...]: a second package compiled with this environment "
-                         "(with --tuned's arguments, if any), timed alternately with the first "
-                         "(its keys: tuned_*), e.g. ANVIL_CONV_LAYOUT=nchw")
+    ap.add_argument("--variant-env", default="",  # "A=1,B=2" or several: "A=1;B=2;A=1,B=2"
+                    help="NAME=VALUE[,...][;NAME=VALUE...]: more packages, each compiled with "
+                         "one ';'-separated environment (with --tuned's arguments, if any), "
+                         "timed alternately with the default (keys tuned_* for the first, "
+                         "tuned1_*, tuned2_* ... for the others), e.g. ANVIL_CONV_LAYOUT=nchw")
     ap.add_argument("--modes", default="default,reduce-overhead",
                     help="torch.compile modes to time (max-autotune compiles for minutes)")
     a = ap.parse_args()
@@ -253,29 +254,36 @@ def main():
              "anvil_cuda_graphs": graphs["cuda_graphs"],
              "anvil_nographs_single_ms": plain["single_ms"], "anvil_nographs_b2b_ms": plain["b2b_ms"],
              "anvil_compile_s": compile_s, "max_rel_err_vs_eager": rel}
-        if a.tuned or a.variant_env:
-            tpkg = os.path.join(work, name + "_tuned.anvil")
+        # variants: --tuned's compile arguments, or each ';'-separated set of --variant-env
+        # (keys tuned_* for the first, tuned<i>_* for the i-th after it)
+        variants = [(a.tuned, e) for e in a.variant_env.split(";")] if a.variant_env else (
+            [(a.tuned, "")] if a.tuned else [])
+        vpkgs = []
+        for vi, (vargs, venv_text) in enumerate(variants):
+            key = "tuned" if vi == 0 else f"tuned{vi}"
+            tpkg = os.path.join(work, f"{name}_{key}.anvil")
             t0 = time.perf_counter()
             venv = dict(os.environ)
-            for kv in filter(None, a.variant_env.split(",")):
+            for kv in filter(None, venv_text.split(",")):
                 venv[kv.split("=", 1)[0]] = kv.split("=", 1)[1]
             subprocess.run([a.anvil, "compile", pt2, "-o", tpkg, "--target", "cuda-sm90", "-q",
-                            *a.tuned.split()], check=True, env=venv)
-            r["tuned_args"] = a.tuned
-            r["tuned_env"] = a.variant_env
-            r["tuned_compile_s"] = time.perf_counter() - t0
-            tout = os.path.join(work, name + "_tuned_out")
+                            *vargs.split()], check=True, env=venv)
+            r[f"{key}_args"] = vargs
+            r[f"{key}_env"] = venv_text
+            r[f"{key}_compile_s"] = time.perf_counter() - t0
+            tout = os.path.join(work, f"{name}_{key}_out")
             subprocess.run([a.anvil, "run", tpkg, "-i", xin, "-o", tout, "-q"], check=True)
             tgot = torch.from_numpy(np.load(os.path.join(tout, "out0.npy")))
-            r["tuned_max_rel_err_vs_eager"] = ((tgot - want).abs().max() / want.abs().max().clamp(min=1)).item()
-            # alternate default and tuned packages, twice, so drift hits both alike
-            for rnd in range(2):
-                for key, pk in (("anvil", pkg), ("tuned", tpkg)):
-                    b = anvil_bench(a.anvil, pk, a.iters)
-                    r[f"{key}_single_ms_r{rnd}"] = b["single_ms"]
-                    r[f"{key}_b2b_ms_r{rnd}"] = b["b2b_ms"]
+            r[f"{key}_max_rel_err_vs_eager"] = ((tgot - want).abs().max() / want.abs().max().clamp(min=1)).item()
+            vpkgs.append((key, tpkg))
+        # alternate the default and the variants' packages, twice, so drift hits all alike
+        for rnd in range(2 if vpkgs else 0):
+            for key, pk in [("anvil", pkg)] + vpkgs:
+                b = anvil_bench(a.anvil, pk, a.iters)
+                r[f"{key}_single_ms_r{rnd}"] = b["single_ms"]
+                r[f"{key}_b2b_ms_r{rnd}"] = b["b2b_ms"]
         if a.profile:
-            for pk in [pkg] + ([tpkg] if a.tuned or a.variant_env else []):
+            for pk in [pkg] + [v[1] for v in vpkgs]:
                 print_profile(a.anvil, pk, a.profile)
         with torch.no_grad():
             r["eager_single_ms"] = time_torch(mg, xg, a.iters)
