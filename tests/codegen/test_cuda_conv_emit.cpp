@@ -17,6 +17,7 @@
 #include "../gpu/cuda_conv_graphs.inc"
 #include "anvil/anvil_device.h"
 #include "common/scoped_env.h"
+#include "common/text.h"
 #include "driver/compile.h"
 #include "ir/parser.h"
 #include "runtime/device_backend.h"
@@ -28,11 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using test::count;
 
 /// ANVIL_CONV_LAYOUT=nchw while it lives (the layout plan off).
 struct ScopedNchw {

@@ -15,6 +15,8 @@
 #include <tuple>
 
 #include "common/check.h"
+#include "common/text.h"
+#include "cuda_compile_fixture.h"
 #include "driver/compile.h"
 #include "ir/parser.h"
 #include "runtime/package.h"
@@ -31,28 +33,13 @@ std::string read_text(const fs::path& f) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using test::count;
 
-class CudaEpilogue : public ::testing::Test {
+class CudaEpilogue : public test::CudaCompileTest {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("anvil_cuda_epilogue_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    opts_.target = "cuda-sm90";
-    opts_.cache_dir = (dir_ / "cache").string();
-    opts_.progress = codegen::ProgressMode::kQuiet;
+    CudaCompileTest::SetUp();
     opts_.compiler = "/bin/false";  // emission only: the compile stops after the sources
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
 
   /// Emits `pt2` (or the graph `text`) for cuda-sm90 into dir_/name: the kernels' source and
@@ -79,8 +66,6 @@ class CudaEpilogue : public ::testing::Test {
     return out;
   }
 
-  fs::path dir_;
-  driver::CompileOptions opts_;
   std::string source_;
 };
 

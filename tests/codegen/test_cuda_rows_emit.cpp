@@ -16,6 +16,8 @@
 #include "../gpu/cuda_row_graphs.inc"
 #include "common/check.h"
 #include "common/scoped_env.h"
+#include "common/text.h"
+#include "cuda_compile_fixture.h"
 #include "driver/compile.h"
 #include "ir/parser.h"
 #include "runtime/package.h"
@@ -25,28 +27,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using test::count;
 
-class CudaRowsEmit : public ::testing::Test {
+class CudaRowsEmit : public test::CudaCompileTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("anvil_cuda_rows_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    opts_.target = "cuda-sm90";
-    opts_.cache_dir = (dir_ / "cache").string();
-    opts_.progress = codegen::ProgressMode::kQuiet;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
 
   /// Compiles graph `text` into dir_/name.anvil (nvcc), keeping the .cu sources' text.
   void compile(const std::string& name, const std::string& text) {
@@ -90,8 +74,6 @@ class CudaRowsEmit : public ::testing::Test {
     return source_.substr(at, source_.find("\n}\n", at) - at);
   }
 
-  fs::path dir_;
-  driver::CompileOptions opts_;
   std::string source_;
   bool default_rows_ = false;  // compile with ANVIL_CUDA_ROWS as the environment has it
 };

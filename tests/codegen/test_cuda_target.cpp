@@ -14,6 +14,7 @@
 #include "anvil/anvil_rt.h"
 #include "codegen/target.h"
 #include "common/check.h"
+#include "cuda_compile_fixture.h"
 #include "core/error.h"
 #include "driver/compile.h"
 #include "ir/parser.h"
@@ -30,25 +31,7 @@ namespace fs = std::filesystem;
 
 std::string fixture(const std::string& f) { return std::string(ANVIL_FIXTURES_DIR) + "/" + f; }
 
-class CudaTarget : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("anvil_cuda_target_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    opts_.target = "cuda-sm90";
-    opts_.cache_dir = (dir_ / "cache").string();
-    opts_.progress = codegen::ProgressMode::kQuiet;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  fs::path dir_;
-  driver::CompileOptions opts_;
-};
+class CudaTarget : public test::CudaCompileTest {};
 
 TEST_F(CudaTarget, SourcesCompileWithNvccIntoAPackageForTheGpu) {
   opts_.emit_source_dir = (dir_ / "src").string();
