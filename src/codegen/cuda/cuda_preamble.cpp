@@ -90,12 +90,14 @@ __device__ __forceinline__ T block_reduce(T v, Op op, T* scratch) {
   for (int w = 1; w < nw; ++w) r = op(r, scratch[w]);
   return r;
 }
-// Warp-wide reductions (a warp per row: all 32 lanes present): a xor butterfly, so every lane
-// gets the result (each step combines the same two values in every lane of a pair).
+// Warp-wide reductions (a warp per row: all 32 lanes present): a xor butterfly, then lane 0's
+// result broadcast, so every lane holds the same bits.
 template <typename T, typename Op>
 __device__ __forceinline__ T warp_reduce(T v, Op op) {
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
+  // lane 0's result on every lane: the butterfly's lanes may differ where op ties unequal
+  // values (max / min of +0 and -0 keep each lane's own zero)
+  return __shfl_sync(0xffffffffu, v, 0);
 }
 struct SumOp {
   template <typename T>

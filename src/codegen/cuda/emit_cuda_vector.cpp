@@ -238,7 +238,7 @@ VectorKernel emit_vector_kernel(const passes::Program& p, const LoopKernel& k) {
 // dim and every store to memory is contiguous and V-aligned in it as above (loads that do not
 // move along it, a row's mean, a weight over rows, stay scalar); a buffer a pass stores is read in
 // that pass only at the element it writes (no store-to-load traffic between lanes or threads
-// inside a pass; later passes read it after the block's barrier).
+// inside a pass; later passes read it after the block's or the warp's barrier).
 
 RowVectorPlan plan_row_vector(const passes::Program& p, const LoopKernel& k) {
   RowVectorPlan none;
