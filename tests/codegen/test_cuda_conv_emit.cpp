@@ -274,6 +274,16 @@ TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
   EXPECT_NE(f4.find("a.y_stride[1] = (1);"), std::string::npos) << f4;
   EXPECT_NE(f4.find("a.x_stride[1] = (1);"), std::string::npos) << f4;
   EXPECT_NE(out.text.find("// knhwc"), std::string::npos) << "the copy of its NCHW input";
+  // `anvil inspect` counts them (the package needs no GPU to be read)
+  const fs::path listing = dir / "inspect.txt";
+  ASSERT_EQ(std::system((std::string("'") + ANVIL_CLI + "' inspect '" + (dir / "dw.anvil").string() +
+                         "' > '" + listing.string() + "' 2>&1")
+                            .c_str()),
+            0);
+  std::ifstream li(listing);
+  const std::string shown((std::istreambuf_iterator<char>(li)), std::istreambuf_iterator<char>());
+  EXPECT_NE(shown.find("anvil's depthwise convolution kernels: 5"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("cuDNN convolutions: 1 "), std::string::npos) << shown;
   const Emitted off = emit(*g, dir, "dw_off", "ANVIL_CUDA_DEPTHWISE", "0");
   EXPECT_EQ(count(off.text, "anvil's direct kernel"), 0u);
   EXPECT_EQ(off.manifest.at("cudnn_convs").size(), 6u);

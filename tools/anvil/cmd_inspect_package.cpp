@@ -152,6 +152,7 @@ int inspect_package(const std::string& path, bool as_json) {
     if (raw.contains("host_steps")) {
       j["host_steps"] = raw["host_steps"];
       j["cudnn_convs"] = raw.value("cudnn_convs", json::array());
+      j["direct_convs"] = raw.value("direct_convs", json::array());
       j["cuda_graphs"] = m.graph_capturable && m.host_steps == 0;
     }
     j["planned_peak_bytes"] = m.planned_peak_bytes;
@@ -221,6 +222,9 @@ int inspect_package(const std::string& path, bool as_json) {
     if (!convs.empty())  // on cuDNN (device ABI 5), their host path kept behind them
       std::cout << "cuDNN convolutions: " << convs.size()
                 << " (each runs its host path where cuDNN has no engine at run time)\n";
+    const json direct = raw.value("direct_convs", json::array());
+    if (!direct.empty())
+      std::cout << "anvil's depthwise convolution kernels: " << direct.size() << "\n";
     const json syncs = raw.value("host_syncs", json::array());
     std::cout << "CUDA graphs: ";
     if (m.graph_capturable && m.host_steps == 0)
