@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -214,10 +215,134 @@ void one_layout_per_conv(Program& program, std::vector<int>& state) {
   }
 }
 
+/// The loop variables of `k` (o0.., r0..) with their extents; false when one is symbolic.
+bool kernel_vars(const LoopKernel& k, std::vector<std::string>& vars, std::vector<int64_t>& ext) {
+  for (const auto* dims : {&k.outer, &k.inner}) {
+    const char* prefix = dims == &k.outer ? "o" : "r";
+    for (size_t i = 0; i < dims->size(); ++i) {
+      if (!(*dims)[i].is_constant()) return false;
+      vars.push_back(prefix + std::to_string(i));
+      ext.push_back((*dims)[i].constant());
+    }
+  }
+  return true;
+}
+
+/// The channels-last index of element `idx` of a dense NCHW buffer of sizes `s` read by a loop
+/// kernel with variables `vars` of extents `ext`: idx must be affine with constant
+/// coefficients, each variable stepping along one dim and every dim's index staying inside it
+/// over the variables' ranges (so each (n, c, h, w) is the one the NCHW index named); nullopt
+/// otherwise (a flattened index over several dims, a division).
+std::optional<SymInt> nhwc_index(const SymInt& idx, const std::vector<std::string>& vars,
+                                 const std::vector<int64_t>& ext, const std::vector<int64_t>& s) {
+  const std::optional<Affine> a = affine(idx, vars);
+  if (!a || !a->c0.is_constant() || a->c0.constant() < 0) return std::nullopt;
+  const int64_t st[4] = {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+  int64_t lo[4], hi[4], rem = a->c0.constant();
+  SymInt term[4];
+  for (int d = 0; d < 4; ++d) {
+    lo[d] = hi[d] = rem / st[d];
+    rem %= st[d];
+    term[d] = SymInt(lo[d]);
+  }
+  for (size_t v = 0; v < vars.size(); ++v) {
+    if (!a->coef[v].is_constant()) return std::nullopt;
+    const int64_t c = a->coef[v].constant();
+    if (c == 0 || ext[v] <= 1) continue;
+    int d = 0;
+    while (d < 4 && (c % st[d] != 0 || s[d] == 1)) ++d;
+    if (d == 4) return std::nullopt;
+    const int64_t m = c / st[d];
+    (m > 0 ? hi[d] : lo[d]) += (ext[v] - 1) * m;
+    term[d] = term[d] + SymInt(m) * SymInt::symbol(vars[v]);
+  }
+  for (int d = 0; d < 4; ++d)
+    if (lo[d] < 0 || hi[d] >= s[d]) return std::nullopt;
+  const int64_t nhwc[4] = {s[2] * s[3] * s[1], 1, s[3] * s[1], s[1]};
+  SymInt out(0);
+  for (int d = 0; d < 4; ++d) out = out + term[d] * SymInt(nhwc[d]);
+  return out;
+}
+
+/// The constant [N, C, H, W] sizes of buffer `b`, or empty.
+std::vector<int64_t> sizes4(const Program& p, int b) {
+  std::vector<int64_t> s;
+  const Buffer& buf = p.buffers[static_cast<size_t>(b)];
+  if (buf.sizes.size() != 4) return s;
+  for (const SymInt& d : buf.sizes) {
+    if (!d.is_constant()) return {};
+    s.push_back(d.constant());
+  }
+  return s;
+}
+
+/// Calls `f` with every statement expression root of `k` (pre, loop and post of each pass).
+template <typename F>
+void for_each_root(LoopKernel& k, F f) {
+  for (auto& pass : k.passes)
+    for (auto* list : {&pass.pre, &pass.loop, &pass.post})
+      for (Stmt& st : *list) f(st.expr);
+}
+
+/// True when every load of buffer `b` in `k` has a channels-last index (nhwc_index).
+bool loads_follow_nhwc(const Program& p, LoopKernel& k, int b) {
+  const std::vector<int64_t> s = sizes4(p, b);
+  std::vector<std::string> vars;
+  std::vector<int64_t> ext;
+  if (s.empty() || !kernel_vars(k, vars, ext)) return false;
+  bool ok = true;
+  for_each_root(k, [&](int root) {
+    std::vector<int> loads;
+    if (root >= 0) p.exprs.loads(root, loads);
+    for (int id : loads) {
+      const Expr& e = p.exprs.at(id);
+      if (e.buffer == b) ok = ok && nhwc_index(e.index, vars, ext, s).has_value();
+    }
+  });
+  return ok;
+}
+
+/// Expression `id` with every load of a planned buffer (state 1) reading its channels-last
+/// index; unchanged sub-expressions keep their ids.
+int rewrite_loads(Program& p, int id, const std::vector<std::string>& vars,
+                  const std::vector<int64_t>& ext, const std::vector<int>& state,
+                  std::map<int, int>& memo) {
+  if (id < 0) return id;
+  if (const auto it = memo.find(id); it != memo.end()) return it->second;
+  const Expr e = p.exprs.at(id);  // a copy: building nodes may grow the pool
+  int out = id;
+  if (e.op == ExprOp::kLoad) {
+    if (e.buffer >= 0 && state[static_cast<size_t>(e.buffer)] == 1)
+      out = p.exprs.load(e.buffer, *nhwc_index(e.index, vars, ext, sizes4(p, e.buffer)), e.dtype);
+  } else if (e.op != ExprOp::kConst && e.op != ExprOp::kIndex) {
+    int args[3];
+    bool changed = false;
+    for (int i = 0; i < 3; ++i) {
+      args[i] = rewrite_loads(p, e.args[static_cast<size_t>(i)], vars, ext, state, memo);
+      changed |= args[i] != e.args[static_cast<size_t>(i)];
+    }
+    if (changed) {
+      if (e.op == ExprOp::kCast)
+        out = p.exprs.cast(args[0], e.dtype);
+      else if (e.op == ExprOp::kWhere)
+        out = p.exprs.where(args[0], args[1], args[2], e.dtype);
+      else if (e.args[1] < 0)
+        out = p.exprs.unary(e.op, args[0], e.dtype);
+      else
+        out = p.exprs.binary(e.op, args[0], args[1], e.dtype);
+    }
+  }
+  memo[id] = out;
+  return out;
+}
+
 }  // namespace
 
 int plan_conv_layouts(Program& program, Device::Type target) {
   const bool cuda = target == Device::Type::kCUDA;
+  // ANVIL_CONV_LAYOUT_LOOPS=1 at compile time: loop kernels may read planned buffers
+  const char* lv = std::getenv("ANVIL_CONV_LAYOUT_LOOPS");
+  const bool loops = lv != nullptr && std::string(lv) == "1";
   size_t nb = program.buffers.size();
   // 0: no convolution touches it yet, 1: only convolutions as allowed, -1: keeps NCHW
   std::vector<int> state(nb, 0);
@@ -252,7 +377,10 @@ int plan_conv_layouts(Program& program, Device::Type target) {
     }
     std::set<int> reads, writes;
     step_accesses(program, st, reads, writes);
-    for (int b : reads) mark(b, false);
+    auto* lk = std::get_if<LoopKernel>(&st);
+    // opt-in: a loop kernel may read a channels-last buffer where each of its loads maps to one
+    for (int b : reads)
+      mark(b, loops && lk && !writes.count(b) && loads_follow_nhwc(program, *lk, b));
     for (int b : writes) mark(b, false);
   }
   if (cuda) one_layout_per_conv(program, state);
@@ -261,6 +389,16 @@ int plan_conv_layouts(Program& program, Device::Type target) {
   for (size_t b = 0; b < nb; ++b) planned += state[b] == 1;
   if (!planned) return 0;
   for (Step& st : program.steps) {
+    if (auto* lk = std::get_if<LoopKernel>(&st); lk && loops) {
+      std::vector<std::string> vars;
+      std::vector<int64_t> ext;
+      if (!kernel_vars(*lk, vars, ext)) continue;  // (then it reads no planned buffer)
+      std::map<int, int> memo;
+      for_each_root(*lk, [&](int& root) {
+        root = rewrite_loads(program, root, vars, ext, state, memo);
+      });
+      continue;
+    }
     auto* e = std::get_if<ExternStep>(&st);
     if (!e || !(planned_conv(*e, cuda) || planned_pool(*e, cuda))) continue;
     for (auto* views : {&e->inputs, &e->outputs})

@@ -386,6 +386,14 @@ std::vector<HostSync> host_syncs(const Program& program);
 /// collective issue at its wait. Floating and complex buffers with memory only: local,
 /// run-time-sized buffers and those whose size or place uses a run-time symbol are left out.
 std::vector<std::vector<int>> nan_check_buffers(const Program& program);
+/// idx = c0 + sum(coef[v] * var[v]) over loop variables `vars` (o0.., r0..), proven by rebuilding
+/// idx from its parts; nullopt when idx is not affine in them (a product of two, a division, a
+/// modulo). Shared by the layout plan, the epilogue matcher and the vectorized kernels.
+struct Affine {
+  SymInt c0;
+  std::vector<SymInt> coef;
+};
+std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& vars);
 /// Buffers (indices into Program::buffers, not following alias_of) a step reads and writes:
 /// loop-kernel loads and stores, GEMM operands (c written), extern inputs and outputs.
 void step_accesses(const Program& p, const Step& step, std::set<int>& reads,

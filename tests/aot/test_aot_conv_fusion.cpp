@@ -305,5 +305,44 @@ TEST(ConvFusion, ActivationsNotFusedWhenSemanticsWouldChange) {
             1, 1);
 }
 
+// ANVIL_CONV_LAYOUT_LOOPS=1 at compile time: a convolution's output that loop kernels read may
+// be channels-last when each of their loads steps along one dim (a permute + layer_norm over the
+// channels, a per-image sum over the plane); a flattened pointwise read keeps NCHW. Values
+// against the interpreter on every convolution path, with the plan on and off.
+TEST(ConvFusion, LoopKernelsReadChannelsLastWhenAsked) {
+  const std::string text = R"(graph {
+  inputs {
+    %x: f32[2, 8, 6, 5] = user_input
+    %w: f32[12, 8, 3, 3] = user_input
+    %g: f32[12] = user_input
+    %bb: f32[12] = user_input
+    %w2: f32[4, 8, 1, 1] = user_input
+    %w3: f32[6, 8, 1, 1] = user_input
+  }
+  %c1: f32[2, 12, 6, 5] = aten.conv2d.default(input=%x, weight=%w, padding=[1, 1])
+  %p1: f32[2, 6, 5, 12] = aten.permute.default(self=%c1, dims=[0, 2, 3, 1])
+  %ln: f32[2, 6, 5, 12] = aten.layer_norm.default(input=%p1, normalized_shape=[12], weight=%g, bias=%bb)
+  %c2: f32[2, 4, 6, 5] = aten.conv2d.default(input=%x, weight=%w2)
+  %s2: f32[2, 4] = aten.sum.dim_IntList(self=%c2, dim=[2, 3])
+  %c3: f32[2, 6, 6, 5] = aten.conv2d.default(input=%x, weight=%w3)
+  %m3: f32[2, 6, 6, 5] = aten.mul.Tensor(self=%c3, other=%c3)
+  outputs {
+    user_output %ln
+    user_output %s2
+    user_output %m3
+  }
+})";
+  auto g = ir::parse_graph(text);
+  const Built& off = build_graph("loops_nchw", *g);
+  ASSERT_TRUE(off.error.empty()) << off.error;
+  EXPECT_EQ(off.stats.channels_last_buffers, 0) << off.program_text;
+  const ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", "1");
+  const Built& on = build_graph("loops_nhwc", *g);
+  ASSERT_TRUE(on.error.empty()) << on.error;
+  EXPECT_GE(on.stats.channels_last_buffers, 2) << on.program_text;  // c1's and c2's outputs
+  run_paths("loops_nhwc", g.get(), on, false);
+  run_paths("loops_nchw", g.get(), off, false);
+}
+
 }  // namespace
 }  // namespace anvil::aot_test

@@ -284,6 +284,11 @@ TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
   const std::string shown((std::istreambuf_iterator<char>(li)), std::istreambuf_iterator<char>());
   EXPECT_NE(shown.find("anvil's depthwise convolution kernels: 5"), std::string::npos) << shown;
   EXPECT_NE(shown.find("cuDNN convolutions: 1 "), std::string::npos) << shown;
+  {  // and with loop kernels reading channels-last outputs: nvcc compiles it too
+    const test::ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", "1");
+    const Emitted l = emit(*g, dir, "dw_loops", "ANVIL_CUDA_DW_ANY_LAYOUT");
+    EXPECT_EQ(count(l.text, "a depthwise convolution, anvil's direct kernel"), 5u);
+  }
   const Emitted off = emit(*g, dir, "dw_off", "ANVIL_CUDA_DEPTHWISE", "0");
   EXPECT_EQ(count(off.text, "anvil's direct kernel"), 0u);
   EXPECT_EQ(off.manifest.at("cudnn_convs").size(), 6u);

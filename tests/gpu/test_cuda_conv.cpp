@@ -486,12 +486,14 @@ TEST(CudaConvSteps, DirectDepthwiseMatchesTheInterpreter) {
   const auto want = ref.run(ins);
   std::vector<Tensor> dev;
   for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
-  // "1+": the direct kernels may read one layout and write the other (ANVIL_CUDA_DW_ANY_LAYOUT)
-  for (const std::string direct : {"1", "1+", "0"}) {
+  // "1+": the direct kernels may read one layout and write the other (ANVIL_CUDA_DW_ANY_LAYOUT);
+  // "1L": and loop kernels may read channels-last outputs (ANVIL_CONV_LAYOUT_LOOPS: c4's)
+  for (const std::string direct : {"1", "1+", "1L", "0"}) {
     ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", direct.substr(0, 1));
-    ScopedEnv any("ANVIL_CUDA_DW_ANY_LAYOUT", direct == "1+" ? "1" : "0");
-    expect_runs_match(compile_for_cuda(*g, "dw_" + std::string(direct == "1+" ? "1a" : direct)),
-                      dev, want, "direct " + direct);
+    ScopedEnv any("ANVIL_CUDA_DW_ANY_LAYOUT", direct.size() > 1 ? "1" : "0");
+    ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", direct == "1L" ? "1" : "0");
+    const std::string name = direct == "1+" ? "1a" : direct;
+    expect_runs_match(compile_for_cuda(*g, "dw_" + name), dev, want, "direct " + direct);
   }
 }
 

@@ -448,22 +448,6 @@ int buffer_root(const Program& p, int b) {
   return b;
 }
 
-std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& vars) {
-  std::map<std::string, SymInt> zero;
-  for (const auto& v : vars) zero[v] = SymInt(0);
-  Affine a;
-  a.c0 = idx.substitute(zero);
-  SymInt rebuilt = a.c0;
-  for (const auto& v : vars) {
-    std::map<std::string, SymInt> one = zero;
-    one[v] = SymInt(1);
-    a.coef.push_back(idx.substitute(one) - a.c0);
-    rebuilt = rebuilt + a.coef.back() * SymInt::symbol(v);
-  }
-  if (!(rebuilt == idx)) return std::nullopt;
-  return a;
-}
-
 const char* epilogue_macro(GemmEpilogueKind k) {
   switch (k) {
     case GemmEpilogueKind::kNone:

@@ -28,14 +28,8 @@
 
 namespace anvil::codegen::gemm {
 
-/// idx = c0 + sum(coef[v] * var[v]) over loop variables `vars` (o0.., r0..), proven by rebuilding
-/// idx from its parts; nullopt when idx is not affine in them (a product of two, a division, a
-/// modulo). Shared by the epilogue matcher and the vectorized pointwise kernels.
-struct Affine {
-  SymInt c0;
-  std::vector<SymInt> coef;
-};
-std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& vars);
+using passes::Affine;  // (passes/loop_ir.h)
+using passes::affine;
 /// The buffer whose memory buffer `b` uses (following alias_of).
 int buffer_root(const passes::Program& p, int b);
 
