@@ -217,13 +217,11 @@ void one_layout_per_conv(Program& program, std::vector<int>& state) {
 
 /// The loop variables of `k` (o0.., r0..) with their extents; false when one is symbolic.
 bool kernel_vars(const LoopKernel& k, std::vector<std::string>& vars, std::vector<int64_t>& ext) {
-  for (const auto* dims : {&k.outer, &k.inner}) {
-    const char* prefix = dims == &k.outer ? "o" : "r";
-    for (size_t i = 0; i < dims->size(); ++i) {
-      if (!(*dims)[i].is_constant()) return false;
-      vars.push_back(prefix + std::to_string(i));
-      ext.push_back((*dims)[i].constant());
-    }
+  std::vector<SymInt> sizes;
+  loop_vars(k, vars, sizes);
+  for (const SymInt& d : sizes) {
+    if (!d.is_constant()) return false;
+    ext.push_back(d.constant());
   }
   return true;
 }

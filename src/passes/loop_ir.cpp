@@ -464,6 +464,17 @@ SymInt step_bytes(const Program& p, const Step& step) {
   return total.substitute(before);
 }
 
+void loop_vars(const LoopKernel& k, std::vector<std::string>& vars, std::vector<SymInt>& sizes) {
+  for (size_t i = 0; i < k.outer.size(); ++i) {
+    vars.push_back("o" + std::to_string(i));
+    sizes.push_back(k.outer[i]);
+  }
+  for (size_t i = 0; i < k.inner.size(); ++i) {
+    vars.push_back("r" + std::to_string(i));
+    sizes.push_back(k.inner[i]);
+  }
+}
+
 std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& vars) {
   std::map<std::string, SymInt> zero;
   for (const auto& v : vars) zero[v] = SymInt(0);

@@ -394,6 +394,8 @@ struct Affine {
   std::vector<SymInt> coef;
 };
 std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& vars);
+/// The loop variables of kernel `k` (o0.., r0.., as the emitters name them) and their sizes.
+void loop_vars(const LoopKernel& k, std::vector<std::string>& vars, std::vector<SymInt>& sizes);
 /// Buffers (indices into Program::buffers, not following alias_of) a step reads and writes:
 /// loop-kernel loads and stores, GEMM operands (c written), extern inputs and outputs.
 void step_accesses(const Program& p, const Step& step, std::set<int>& reads,

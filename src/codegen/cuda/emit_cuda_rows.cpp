@@ -200,8 +200,8 @@ bool thread_per_row(const passes::Program& p, const LoopKernel& k) {
   if (!inner_n.is_constant() || inner_n.constant() > kThreadRowMax) return false;
   const size_t no = k.outer.size();
   std::vector<std::string> vars;
-  for (size_t d = 0; d < no; ++d) vars.push_back("o" + std::to_string(d));
-  for (size_t d = 0; d < k.inner.size(); ++d) vars.push_back("r" + std::to_string(d));
+  std::vector<SymInt> sizes;
+  passes::loop_vars(k, vars, sizes);
   size_t li = vars.size();  // the last inner dim that is not 1
   for (size_t d = k.inner.size(); d-- > 0;)
     if (!(k.inner[d] == SymInt(1))) {

@@ -50,17 +50,7 @@ const char* vec_type(size_t bytes) {
   return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : "unsigned int";
 }
 
-/// The loop variables of kernel `k` (o0.., r0..) and their sizes.
-void loop_vars(const LoopKernel& k, std::vector<std::string>& vars, std::vector<SymInt>& sizes) {
-  for (size_t i = 0; i < k.outer.size(); ++i) {
-    vars.push_back("o" + std::to_string(i));
-    sizes.push_back(k.outer[i]);
-  }
-  for (size_t i = 0; i < k.inner.size(); ++i) {
-    vars.push_back("r" + std::to_string(i));
-    sizes.push_back(k.inner[i]);
-  }
-}
+using passes::loop_vars;
 
 /// The vector plan of pointwise kernel `k`: the width and the contiguous accesses; width 0 when
 /// the kernel does not qualify.
