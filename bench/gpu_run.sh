@@ -36,7 +36,6 @@ for i in $(seq 0 $((shards - 1))); do
     "$root/gpu_bundle/bin/test_gpu" --gtest_filter="${1:-*}" > "$logs/shard$i.log" 2>&1 &
 done
 wait
-if [ -n "${OUT:-}" ]; then cat "$logs"/shard*.log > "$OUT/gpu_tests.log" && rm -rf "$logs"; fi
 cat "$logs"/shard*.log | grep -E '^\[  (FAILED|PASSED|SKIPPED) |refused|Failure|error|Expected|Which is|actual|relative' | grep -v '^\[  PASSED  \] [0-9]* test' | head -300
 # a test's own result line ends with its time ("(123 ms)"); summaries repeat names without it
 run=$(cat "$logs"/shard*.log | grep -cE '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$')
@@ -44,4 +43,6 @@ ok=$(cat "$logs"/shard*.log | grep -cE '^\[       OK \] .*\([0-9]+ ms\)$')
 failed=$(cat "$logs"/shard*.log | grep -cE '^\[  FAILED  \] [A-Za-z].*\([0-9]+ ms\)$')
 refused=$(cat "$logs"/shard*.log | grep -c '^\[ refused  \]')
 echo "gpu tests: $run run, $ok passed ($refused of them refused at compile with the reason), $failed failed"
+# one log back under $OUT (the shards' own are removed only after they are counted)
+if [ -n "${OUT:-}" ]; then cat "$logs"/shard*.log > "$OUT/gpu_tests.log" && rm -rf "$logs"; fi
 [ "$failed" -eq 0 ]

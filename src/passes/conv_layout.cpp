@@ -14,7 +14,8 @@
 //    strides) may read and write NHWC too. A convolution's output and residual end up in one
 //    layout (a buffer that must stay NCHW keeps the other NCHW); its input may be in the other
 //    (the stem reads the NCHW graph input and writes NHWC). A depthwise convolution on
-//    anvil's direct kernel takes any layout on either side (ANVIL_CUDA_DW_ANY_LAYOUT=1).
+//    anvil's direct kernel takes any layout on either side (ANVIL_CUDA_DW_ANY_LAYOUT=1), and
+//    so does a convolution of few input channels on anvil's direct stem kernel (the default).
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
@@ -167,6 +168,28 @@ bool direct_depthwise(const ExternStep& e) {
   return e.inputs[1].sizes[1].constant() == 1;
 }
 
+/// CUDA: a convolution of at most 4 input channels that anvil's direct stem kernel runs (the
+/// conditions of emit_cuda_conv.cpp's direct_stem that the step shows: one group, a constant
+/// 4-D weight whose padded copy fits 48 KiB, constant input and output sizes, a cuDNN dtype;
+/// ANVIL_CUDA_STEM=0 gives them to cuDNN). It reads and writes any strides: the image it reads
+/// keeps NCHW with no channels-last copy when its output is planned NHWC.
+bool direct_stem(const ExternStep& e) {
+  if (const char* v = std::getenv("ANVIL_CUDA_STEM"); v && std::string(v) == "0") return false;
+  if (const ExternAttr* g = find_attr(e, "groups"); g && !is_const(g->i, 1)) return false;
+  if (e.inputs.size() < 2 || e.outputs.size() != 1) return false;
+  for (const TensorView* v : {&e.inputs[0], &e.inputs[1], &e.outputs[0]}) {
+    if (v->sizes.size() != 4) return false;
+    for (const SymInt& d : v->sizes)
+      if (!d.is_constant()) return false;
+  }
+  const DType t = e.inputs[0].dtype;
+  if (t != DType::kFloat32 && t != DType::kBFloat16 && t != DType::kFloat16) return false;
+  const std::vector<SymInt>& w = e.inputs[1].sizes;
+  const int64_t k = w[0].constant(), c = w[1].constant();
+  return c >= 1 && c <= 4 && k >= 1 &&
+         (k + 7) / 8 * 8 * c * w[2].constant() * w[3].constant() * 4 <= 48 * 1024;
+}
+
 /// CUDA: a convolution's input, output and residual in one layout (`state` as in
 /// plan_conv_layouts: 1 planned NHWC, -1 kept NCHW; grown by the buffers copies add).
 void one_layout_per_conv(Program& program, std::vector<int>& state) {
@@ -188,7 +211,7 @@ void one_layout_per_conv(Program& program, std::vector<int>& state) {
     changed = false;
     for (Step& st : program.steps) {
       auto* e = std::get_if<ExternStep>(&st);
-      if (!e || !planned_conv(*e, true) || direct_depthwise(*e)) continue;
+      if (!e || !planned_conv(*e, true) || direct_depthwise(*e) || direct_stem(*e)) continue;
       const std::vector<TensorView*> views = conv_views(*e);
       bool keep = !is1(views[0]) && !constant_view(*views[0]);
       for (size_t i = 1; i < views.size(); ++i) keep |= !is1(views[i]);
@@ -203,7 +226,7 @@ void one_layout_per_conv(Program& program, std::vector<int>& state) {
   // an NHWC convolution whose input keeps NCHW reads a copy
   for (size_t si = 0; si < program.steps.size(); ++si) {
     auto* e = std::get_if<ExternStep>(&program.steps[si]);
-    if (!e || !planned_conv(*e, true) || direct_depthwise(*e)) continue;
+    if (!e || !planned_conv(*e, true) || direct_depthwise(*e) || direct_stem(*e)) continue;
     const std::vector<TensorView*> views = conv_views(*e);
     if (!is1(views[1]) || is1(views[0])) continue;
     const TensorView x = *views[0];  // copies: the insertion below moves the steps

@@ -282,7 +282,9 @@ TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
             0);
   std::ifstream li(listing);
   const std::string shown((std::istreambuf_iterator<char>(li)), std::istreambuf_iterator<char>());
-  EXPECT_NE(shown.find("anvil's depthwise convolution kernels: 5"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("anvil's direct convolution kernels (depthwise, few input channels): 5"),
+            std::string::npos)
+      << shown;
   EXPECT_NE(shown.find("cuDNN convolutions: 1 "), std::string::npos) << shown;
   {  // and with loop kernels reading channels-last outputs: nvcc compiles it too
     const test::ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", "1");
@@ -293,6 +295,31 @@ TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
   EXPECT_EQ(count(off.text, "anvil's direct kernel"), 0u);
   EXPECT_EQ(off.manifest.at("cudnn_convs").size(), 6u);
   EXPECT_EQ(off.manifest.at("direct_convs").size(), 0u);
+  fs::remove_all(dir);
+}
+
+TEST(CudaConvEmit, FewInputChannelsRunTheDirectStemKernel) {
+  // by default, convolutions of at most 4 input channels (a network's stem) are anvil's direct
+  // kernel, listed as direct_convs, and nvcc compiles it (the values on a GPU:
+  // CudaConvSteps.DirectStemMatchesTheInterpreter); ANVIL_CUDA_STEM=0 gives them to cuDNN
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_cuda_stem_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const auto g = ir::parse_graph(kStemGraph);
+  const Emitted out = emit(*g, dir, "stem");
+  EXPECT_EQ(count(out.text, "a convolution of few input channels, anvil's direct kernel"), 4u);
+  EXPECT_EQ(out.manifest.at("direct_convs").size(), 4u) << out.manifest.dump();
+  ASSERT_EQ(out.manifest.at("cudnn_convs").size(), 1u) << "the 1x1 one";
+  // the weights staged as [K / 8][taps][8]: c4's 64 x 147, c3's 5 padded to 8 x 25
+  EXPECT_NE(out.text.find("__shared__ __align__(16) float st_w[9408];"), std::string::npos);
+  EXPECT_NE(out.text.find("__shared__ __align__(16) float st_w[200];"), std::string::npos);
+  EXPECT_NE(out.text.find("(st_k + 4) < 5"), std::string::npos) << "c3's channel tail";
+  // c0's output, read by the 1x1 convolution, is channels-last: 16-byte stores of 8 channels
+  EXPECT_EQ(count(out.text, "if (st_vec) {"), 1u);
+  EXPECT_NE(out.text.find("u2 * 4 - 0, st_x0 = u3 * 4 - 0"), std::string::npos) << "c2's stride";
+  const Emitted off = emit(*g, dir, "stem_off", "ANVIL_CUDA_STEM", "0");
+  EXPECT_EQ(count(off.text, "anvil's direct kernel"), 0u);
+  EXPECT_EQ(off.manifest.at("cudnn_convs").size(), 5u);
   fs::remove_all(dir);
 }
 
@@ -311,7 +338,10 @@ TEST(CudaConvEmit, ActivationsFuseIntoTheConvolutionsEpilogue) {
   EXPECT_TRUE(out.manifest.at("host_steps").empty()) << out.manifest.at("host_steps").dump();
   EXPECT_EQ(out.manifest.at("cudnn_convs").size(), 8u);
   EXPECT_EQ(out.manifest.at("direct_convs").size(), 1u) << "the depthwise one";
-  EXPECT_EQ(count(out.text, "_epilogue(s);"), 8u) << "each runs its epilogue after the convolution";
+  EXPECT_EQ(count(out.text, "return rc != 0 ? rc : "), 8u)
+      << "each runs its epilogue after the convolution";
+  EXPECT_EQ(count(out.text, "if (grc == 0) return "), 1u)
+      << "and c2's 1x1 GEMM form after its GEMM";
   for (const char* want : {"erff(", "tanhf(", "expf(", "static_cast<float>(6.0)", "+ 3.0f",
                            "static_cast<float>(-9.9999997473787516e-06)",
                            "static_cast<float>(0.25)", "static_cast<float>(-3.5)",
@@ -321,13 +351,14 @@ TEST(CudaConvEmit, ActivationsFuseIntoTheConvolutionsEpilogue) {
   // the host path is the plain convolution: no bias, no residual, no activation attributes
   EXPECT_EQ(out.text.find("fused_act"), std::string::npos);
   const Emitted off = emit(*g, dir, "act_off", "ANVIL_CUDA_CONV_ACT", "0");
-  EXPECT_EQ(count(off.text, "_epilogue(s);"), 0u) << "c0's bias is cuDNN's, nothing left";
+  EXPECT_EQ(count(off.text, "return rc != 0 ? rc : "), 0u) << "c0's bias is cuDNN's, nothing left";
+  EXPECT_EQ(count(off.text, "_epilogue(s);"), 1u) << "but c2's 1x1 GEMM form adds its residual";
   fs::remove_all(dir);
 }
 
 TEST(CudaConvEmit, NchwOneByOneConvolutionsCanBeOneBatchedGemm) {
-  // ANVIL_CUDA_CONV1X1_GEMM=1 at compile time: a 16-bit 1x1 convolution of NCHW views is one
-  // batched cuBLASLt GEMM per image (Y[n] = W X[n]), its bias / residual / activation in the
+  // by default (ANVIL_CUDA_CONV1X1_GEMM unset or =1 at compile time) a 16-bit 1x1 convolution
+  // of NCHW views is one batched cuBLASLt GEMM per image (Y[n] = W X[n]), its bias / residual / activation in the
   // step's epilogue kernel, cuDNN behind it; nvcc compiles it
   // (CudaConvSteps.OneByOneGemmsMatchTheInterpreter checks the values on a GPU)
   const fs::path dir =
@@ -335,8 +366,8 @@ TEST(CudaConvEmit, NchwOneByOneConvolutionsCanBeOneBatchedGemm) {
   fs::remove_all(dir);
   const test::ScopedEnv nchw("ANVIL_CONV_LAYOUT", "nchw");
   const auto g = ir::parse_graph(kConv1x1Graph);
-  const Emitted out = emit(*g, dir, "g1x1", "ANVIL_CUDA_CONV1X1_GEMM");
-  EXPECT_EQ(count(out.text, "one batched cuBLASLt GEMM (ANVIL_CUDA_CONV1X1_GEMM=1)"), 4u)
+  const Emitted out = emit(*g, dir, "g1x1");
+  EXPECT_EQ(count(out.text, "one batched cuBLASLt GEMM (ANVIL_CUDA_CONV1X1_GEMM=0: cuDNN)"), 4u)
       << "c0 .. c3, not the fp32 c4";
   // c0: m = K 24, n = HW 143, k = C 16, W row-major (ld 16), X[n] at ld 143, images 2288 apart
   EXPECT_NE(out.text.find(", 0, 0, 24, 143, 16, 1.0f, a.w, 16, 0, a.x, 143, 2288, a.y, 143, "
@@ -345,8 +376,8 @@ TEST(CudaConvEmit, NchwOneByOneConvolutionsCanBeOneBatchedGemm) {
   // c3: a slice of channels (ld 63, images 756 apart)
   EXPECT_NE(out.text.find(", 0, 0, 5, 63, 6, 1.0f, a.w, 6, 0, a.x, 63, 756, a.y, 63, 315, 3,"),
             std::string::npos);
-  const Emitted off = emit(*g, dir, "g1x1_off");
-  EXPECT_EQ(count(off.text, "one batched cuBLASLt GEMM"), 0u) << "opt-in";
+  const Emitted off = emit(*g, dir, "g1x1_off", "ANVIL_CUDA_CONV1X1_GEMM", "0");
+  EXPECT_EQ(count(off.text, "one batched cuBLASLt GEMM"), 0u) << "=0 keeps cuDNN";
   fs::remove_all(dir);
 }
 

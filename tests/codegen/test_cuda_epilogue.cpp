@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "common/check.h"
+#include "common/scoped_env.h"
 #include "common/text.h"
 #include "cuda_compile_fixture.h"
 #include "driver/compile.h"
@@ -201,7 +202,9 @@ TEST_F(CudaEpilogue, CpuOnlyFormsStayLoopKernels) {
 
 TEST_F(CudaEpilogue, AResidualAddLeavesTheLayerNormKernelItOpens) {
   // x + linear(h) feeding a layer norm and returned: the add is a store of the norm's
-  // multi-pass kernel; it moves into the GEMM and the kernel reads the GEMM's result
+  // multi-pass kernel; it moves into the GEMM and the kernel reads the GEMM's result (a block
+  // per row, as ANVIL_CUDA_ROWS=block keeps it: CudaRowsEmit covers the other forms)
+  const test::ScopedEnv rows("ANVIL_CUDA_ROWS", "block");
   EXPECT_EQ(emit("ln", "",
                  "graph {\n  inputs {\n    %h: f32[8, 32] = user_input\n    %w: f32[16, 32] = "
                  "user_input\n    %b: f32[16] = user_input\n    %x: f32[8, 16] = user_input\n"
@@ -313,6 +316,8 @@ TEST_F(CudaEpilogue, InPlacePointwiseKernelsAreVectorizedToo) {
 TEST_F(CudaEpilogue, RowKernelsLoadAndStoreVectorsWhereContiguous) {
   // a layer norm over rows of 64 bf16: each pass loop takes 8-element vectors (64 / 8 = 8
   // vectors a row: one warp), the weight a vector too; the scalar kernel stays for unaligned data
+  // (a block per row, as ANVIL_CUDA_ROWS=block keeps it: CudaRowsEmit covers the other forms)
+  const test::ScopedEnv rows("ANVIL_CUDA_ROWS", "block");
   const std::string norm =
       "graph {\n  inputs {\n    %x: bf16[8, 64] = user_input\n    %w: bf16[64] = user_input\n"
       "  }\n"

@@ -36,12 +36,7 @@ class CudaRowsEmit : public test::CudaCompileTest {
   void compile(const std::string& name, const std::string& text) {
     opts_.emit_source_dir = (dir_ / name).string();
     const auto g = ir::parse_graph(text);
-    {  // the warp and thread forms are opt-in (auto); a test asking for block keeps it
-      std::optional<test::ScopedEnv> rows;
-      if (std::getenv("ANVIL_CUDA_ROWS") == nullptr && !default_rows_)
-        rows.emplace("ANVIL_CUDA_ROWS", "auto");
-      driver::compile_graph(*g, (dir_ / (name + ".anvil")).string(), opts_);
-    }
+    driver::compile_graph(*g, (dir_ / (name + ".anvil")).string(), opts_);
     EXPECT_FALSE(runtime::Package::open((dir_ / (name + ".anvil")).string())->model_so().empty());
     source_.clear();
     for (const auto& f : fs::directory_iterator(dir_ / name)) {
@@ -75,7 +70,6 @@ class CudaRowsEmit : public test::CudaCompileTest {
   }
 
   std::string source_;
-  bool default_rows_ = false;  // compile with ANVIL_CUDA_ROWS as the environment has it
 };
 
 TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
@@ -182,9 +176,9 @@ TEST_F(CudaRowsEmit, SymbolicRowCountsChooseAtRunTime) {
   }
 }
 
-TEST_F(CudaRowsEmit, BlockPerRowIsTheDefaultAndBlockKeepsIt) {
-  // ANVIL_CUDA_ROWS unset (the default until CudaRows.* has run on a GPU) or =block at compile
-  // time: a block per row everywhere
+TEST_F(CudaRowsEmit, BlockKeepsABlockPerRowEverywhere) {
+  // ANVIL_CUDA_ROWS=block at compile time: a block per row everywhere (unset or =auto: the
+  // forms above, the default)
   const auto block_only = [&](const std::string& name) {
     compile(name, kRowGraph);
     EXPECT_EQ(count(source_, "one thread per row"), 0u) << name;
@@ -196,11 +190,6 @@ TEST_F(CudaRowsEmit, BlockPerRowIsTheDefaultAndBlockKeepsIt) {
               std::string::npos)
         << name;
   };
-  if (std::getenv("ANVIL_CUDA_ROWS") == nullptr) {
-    default_rows_ = true;
-    block_only("unset");
-    default_rows_ = false;
-  }
   const test::ScopedEnv rows("ANVIL_CUDA_ROWS", "block");
   block_only("block");
   // a value naming no form is an error, not a silent default
@@ -210,7 +199,7 @@ TEST_F(CudaRowsEmit, BlockPerRowIsTheDefaultAndBlockKeepsIt) {
     driver::compile_graph(*ir::parse_graph(kRowGraph), (dir_ / "bad.anvil").string(), opts_);
   });
   EXPECT_TRUE(test::error_says(msg, "ANVIL_CUDA_ROWS names no form of row kernels")) << msg;
-  EXPECT_TRUE(test::error_says(msg, "auto or block (or unset: block)")) << msg;
+  EXPECT_TRUE(test::error_says(msg, "auto or block (or unset: auto)")) << msg;
   EXPECT_TRUE(test::error_says(msg, "warp")) << msg;
 }
 

@@ -497,6 +497,24 @@ TEST(CudaConvSteps, DirectDepthwiseMatchesTheInterpreter) {
   }
 }
 
+TEST(CudaConvSteps, DirectStemMatchesTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // the graph of CudaConvEmit.FewInputChannelsRunTheDirectStemKernel, compiled with
+  // ANVIL_CUDA_STEM=1 (anvil's direct kernel for few input channels, the default: NCHW and
+  // channels-last inputs, 8-channel stores, a channel tail, a residual, 147 taps) and =0 (cuDNN)
+  const auto g = ir::parse_graph(kStemGraph);
+  const std::vector<Tensor> ins = random_inputs(*g, 150);
+  interp::Interpreter ref(*g);
+  const auto want = ref.run(ins);
+  std::vector<Tensor> dev;
+  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  for (const char* stem : {"1", "0"}) {
+    ScopedEnv env("ANVIL_CUDA_STEM", stem);
+    expect_runs_match(compile_for_cuda(*g, std::string("stem_") + stem), dev, want,
+                      std::string("stem ") + stem);
+  }
+}
+
 TEST(CudaConvSteps, FusedActivationsMatchTheInterpreter) {
   ANVIL_REQUIRE_GPU();
   // the graph of CudaConvEmit.ActivationsFuseIntoTheConvolutionsEpilogue, compiled with
@@ -528,7 +546,8 @@ TEST(CudaConvSteps, FusedActivationsMatchTheInterpreter) {
 TEST(CudaConvSteps, OneByOneGemmsMatchTheInterpreter) {
   ANVIL_REQUIRE_GPU();
   // the graph of CudaConvEmit.NchwOneByOneConvolutionsCanBeOneBatchedGemm (NCHW activations),
-  // its 1x1 convolutions as batched cuBLASLt GEMMs (ANVIL_CUDA_CONV1X1_GEMM=1) and on cuDNN
+  // its 1x1 convolutions as batched cuBLASLt GEMMs (ANVIL_CUDA_CONV1X1_GEMM=1, the default) and
+  // on cuDNN (=0)
   const test::ScopedEnv nchw("ANVIL_CONV_LAYOUT", "nchw");
   const auto g = ir::parse_graph(kConv1x1Graph);
   const std::vector<Tensor> ins = random_inputs(*g, 170);
@@ -549,7 +568,9 @@ TEST(CudaConvModels, SmallCnnHasNoConvolutionHostStepsAndMatchesPyTorch) {
   const auto j = nlohmann::json::parse(runtime::Package::open(pkg)->manifest().json);
   for (const auto& h : j.at("host_steps"))
     EXPECT_EQ(h.at("target").get<std::string>().find("conv"), std::string::npos) << h.dump();
-  EXPECT_EQ(j.at("cudnn_convs").size(), 2u) << j.at("cudnn_convs").dump();
+  EXPECT_EQ(j.at("cudnn_convs").size(), 1u) << j.at("cudnn_convs").dump();
+  EXPECT_EQ(j.at("direct_convs").size(), 1u)
+      << "the 3-channel stem: " << j.at("direct_convs").dump();
   const Tensor in = read_npy(gpu_test::fixture("small_cnn.in0.npy"));
   const Tensor want = read_npy(gpu_test::fixture("small_cnn.out0.npy"));
   for (const char* tf32 : {"0", "1"}) {  // PyTorch's reference is its CPU float32

@@ -224,7 +224,8 @@ int inspect_package(const std::string& path, bool as_json) {
                 << " (each runs its host path where cuDNN has no engine at run time)\n";
     const json direct = raw.value("direct_convs", json::array());
     if (!direct.empty())
-      std::cout << "anvil's depthwise convolution kernels: " << direct.size() << "\n";
+      std::cout << "anvil's direct convolution kernels (depthwise, few input channels): "
+                << direct.size() << "\n";
     const json syncs = raw.value("host_syncs", json::array());
     std::cout << "CUDA graphs: ";
     if (m.graph_capturable && m.host_steps == 0)

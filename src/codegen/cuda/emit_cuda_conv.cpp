@@ -7,7 +7,8 @@
 // convolution followed by the step's own bias / relu kernel (NAME_epilogue); where cuDNN takes
 // no engine at all, the step's host path (NAME_host: the CPU kernel on host copies, as before
 // device ABI 5) runs instead. Depthwise convolutions run on anvil's direct kernel instead
-// (depthwise_kernel; ANVIL_CUDA_DEPTHWISE=0 keeps cuDNN).
+// (depthwise_kernel; ANVIL_CUDA_DEPTHWISE=0 keeps cuDNN), and so do convolutions of at most 4
+// input channels, a network's stem (stem_kernel; ANVIL_CUDA_STEM=0 keeps cuDNN).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -257,14 +258,15 @@ std::string epilogue_kernel(const Program& p, const ExternStep& e, const ConvGeo
 
 /// A 1x1 convolution (stride 1, no padding, one group, bf16 / fp16) of NCHW-like views as one
 /// batched cuBLASLt GEMM per run: for each image, Y[n] (K x HW) = W (K x C) X[n] (C x HW), the
-/// bias / residual / activation in the step's epilogue kernel. Opt-in with
-/// ANVIL_CUDA_CONV1X1_GEMM=1 at compile time until measured on a GPU: cuDNN's NCHW bf16 1x1
-/// engines ran at ~350 GB/s in EfficientNet-B0 at batch 32 on an H200. Returns the statements
+/// bias / residual / activation in the step's epilogue kernel. The default
+/// (ANVIL_CUDA_CONV1X1_GEMM=0 at compile time keeps cuDNN): cuDNN's NCHW bf16 1x1 engines ran
+/// at ~350 GB/s in EfficientNet-B0 at batch 32 on an H200; the GEMMs took MobileNetV3-Small there from 0.782 to
+/// 0.744 ms and left EfficientNet-B0 as it was (2.42 / 2.41 ms). Returns the statements
 /// (trying the GEMM, falling through to cuDNN when cuBLASLt refuses), or "" where it does not
 /// apply.
 std::string conv1x1_gemm(const ExternStep& e, const ConvGeom& g, bool fused) {
   const char* v = std::getenv("ANVIL_CUDA_CONV1X1_GEMM");
-  if (v == nullptr || std::string(v) != "1") return "";
+  if (v != nullptr && std::string(v) == "0") return "";
   if (g.spatial != 2 || g.unbatched || g.groups != 1) return "";
   if (g.x->dtype != DType::kBFloat16 && g.x->dtype != DType::kFloat16) return "";
   if (g.w->dtype != g.x->dtype || g.y->dtype != g.x->dtype) return "";
@@ -290,7 +292,8 @@ std::string conv1x1_gemm(const ExternStep& e, const ConvGeom& g, bool fused) {
   if (c(w.strides[1]) != 1 && ch != 1) return "";
   const int64_t lda = c(w.strides[0]);
   std::ostringstream b;
-  b << "  if (anvil_conv_mode() == 0) {  // one batched cuBLASLt GEMM (ANVIL_CUDA_CONV1X1_GEMM=1)\n";
+  b << "  if (anvil_conv_mode() == 0) {"
+    << "  // one batched cuBLASLt GEMM (ANVIL_CUDA_CONV1X1_GEMM=0: cuDNN)\n";
   b << "    const AnvilDeviceApi* dev = s.api->device;\n";
   b << "    int device = 0;\n    cudaGetDevice(&device);\n";
   b << "    const int grc = dev == nullptr ? 1 : dev->gemm(device, s.stream, "
@@ -303,18 +306,13 @@ std::string conv1x1_gemm(const ExternStep& e, const ConvGeom& g, bool fused) {
   return b.str();
 }
 
-/// Whether the depthwise convolution of `g` runs on the direct kernel below (the default;
-/// ANVIL_CUDA_DEPTHWISE=0 at compile time keeps cuDNN): 2-D, batched, one input channel per
-/// group, constant kernel size. On an H200 it took ConvNeXt-T at bf16 batch 32 from 6.74 to
-/// 5.34 ms (cuDNN's depthwise engines ran at 50-85 GB/s there).
-bool direct_depthwise(const ConvGeom& g) {
-  if (const char* v = std::getenv("ANVIL_CUDA_DEPTHWISE"); v && std::string(v) == "0") return false;
-  if (g.spatial != 2 || g.unbatched || g.groups <= 1) return false;
+/// Whether a direct kernel can take `g`'s geometry: 2-D, batched, a constant kernel size, and
+/// the output's spatial sizes what the geometry gives (the direct kernels trust them; cuDNN
+/// checks them).
+bool direct_geometry(const ConvGeom& g) {
+  if (g.spatial != 2 || g.unbatched) return false;
   const std::vector<SymInt>& ws = g.w->sizes;
-  if (!(ws[1].is_constant() && ws[1].constant() == 1 && ws[2].is_constant() &&
-        ws[3].is_constant()))
-    return false;
-  // the output's sizes are what the geometry gives (the kernel trusts them; cuDNN checks)
+  if (!(ws[2].is_constant() && ws[3].is_constant())) return false;
   for (int d = 0; d < 2; ++d) {
     const SymInt &in = g.x->sizes[2 + d], &out = g.y->sizes[2 + d];
     if (!in.is_constant() || !out.is_constant()) return false;
@@ -323,6 +321,18 @@ bool direct_depthwise(const ConvGeom& g) {
     if (out.constant() != want || out.constant() <= 0) return false;
   }
   return true;
+}
+
+/// Whether the depthwise convolution of `g` runs on the direct kernel below (the default;
+/// ANVIL_CUDA_DEPTHWISE=0 at compile time keeps cuDNN): 2-D, batched, one input channel per
+/// group, constant kernel size. On an H200 it took ConvNeXt-T at bf16 batch 32 from 6.74 to
+/// 5.34 ms (cuDNN's depthwise engines ran at 50-85 GB/s there).
+bool direct_depthwise(const ConvGeom& g) {
+  if (const char* v = std::getenv("ANVIL_CUDA_DEPTHWISE"); v && std::string(v) == "0") return false;
+  if (g.spatial != 2 || g.unbatched || g.groups <= 1) return false;
+  const std::vector<SymInt>& ws = g.w->sizes;
+  if (!(ws[1].is_constant() && ws[1].constant() == 1)) return false;
+  return direct_geometry(g);
 }
 
 /// The taps of a depthwise convolution for `tw` neighbouring outputs of one row: for each
@@ -407,6 +417,123 @@ std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGe
          finish(p, e, k);
 }
 
+/// Whether the convolution of `g` runs on the direct kernel for few input channels (a vision
+/// network's stem: 3 channels of an image, 3x3 to 7x7, stride 2 or 4) below, the default
+/// (ANVIL_CUDA_STEM=0 at compile time keeps cuDNN): one group of at most 4 input channels, the
+/// weights (padded to 8 output channels) within 48 KiB of shared memory. cuDNN ran such
+/// convolutions at 230-270 GB/s on an H200 (bf16, batch 32): its tensor-core engines pad 3
+/// channels to 8 or more.
+bool direct_stem(const ConvGeom& g) {
+  if (const char* v = std::getenv("ANVIL_CUDA_STEM"); v && std::string(v) == "0") return false;
+  if (g.groups != 1 || !direct_geometry(g)) return false;
+  const std::vector<SymInt>& ws = g.w->sizes;
+  if (!ws[0].is_constant() || !ws[1].is_constant()) return false;
+  const int64_t k = ws[0].constant(), c = ws[1].constant();
+  if (c < 1 || c > 4 || k < 1) return false;
+  const int64_t taps = c * ws[2].constant() * ws[3].constant();
+  return (k + 7) / 8 * 8 * taps * 4 <= 48 * 1024;
+}
+
+/// A convolution of few input channels: each thread computes every output channel of one
+/// output position, 8 at a time; the weights are staged in shared memory as [K / 8][taps][8]
+/// floats (two 16-byte reads per tap and 8 channels), the input patch is read through the
+/// caches, fp32 accumulation, the bias, residual and activation applied in the store, and a
+/// channels-last output written 8 channels per 16-byte store where its strides allow.
+std::string stem_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
+  const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
+  const int64_t k = w.sizes[0].constant(), c = w.sizes[1].constant();
+  const int64_t kh = w.sizes[2].constant(), kw = w.sizes[3].constant();
+  const int64_t taps = c * kh * kw, kp = (k + 7) / 8 * 8;
+  const std::string ty = storage_type(y.dtype, Dialect::kCuda);
+  const size_t bytes = dtype_size(y.dtype);
+  // 8 channels in one or two 16-byte stores: channels dense, every position 8-channel aligned
+  bool vec = k % 8 == 0 && (bytes == 2 || bytes == 4) && y.offset.is_constant() &&
+             y.offset.constant() % 8 == 0;
+  for (size_t d = 0; d < 4; ++d) {
+    const SymInt& st = y.strides[d];
+    vec = vec && st.is_constant() && (d == 1 ? st.constant() == 1 : st.constant() % 8 == 0);
+  }
+  std::ostringstream pro, in;
+  pro << "  __shared__ __align__(16) float st_w[" << kp * taps << "];  // [K / 8][taps][8]\n";
+  pro << "  for (int st_i = threadIdx.x; st_i < " << kp * taps << "; st_i += blockDim.x) {\n";
+  pro << "    const int64_t st_o = st_i / " << 8 * taps << " * 8 + st_i % 8, st_j = st_i / 8 % "
+      << taps << ";\n";
+  pro << "    const int64_t st_c = st_j / " << kh * kw << ", st_r = st_j / " << kw << " % " << kh
+      << ", st_q = st_j % " << kw << ";\n";
+  pro << "    st_w[st_i] = st_o < " << k << " ? static_cast<float>("
+      << load(w.dtype, "v1", offset_of(w, {"st_o", "st_c", "st_r", "st_q"})) << ") : 0.0f;\n";
+  pro << "  }\n  __syncthreads();\n";
+  if (vec) pro << "  const bool st_vec = (reinterpret_cast<uintptr_t>(y0) & 15) == 0;\n";
+  in << "    (void)u1;\n";
+  in << "    const int64_t st_y0 = u2 * " << g.stride[0] << " - " << g.pad_begin[0]
+     << ", st_x0 = u3 * " << g.stride[1] << " - " << g.pad_begin[1] << ";\n";
+  in << "#pragma unroll 1\n    for (int64_t st_k = 0; st_k < " << kp << "; st_k += 8) {\n";
+  in << "      float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;\n";
+  in << "      const float* st_p = st_w + st_k * " << taps << ";\n";
+  in << "#pragma unroll\n      for (int64_t st_c = 0; st_c < " << c << "; ++st_c)\n";
+  in << "#pragma unroll\n      for (int64_t st_r = 0; st_r < " << kh << "; ++st_r) {\n";
+  in << "        const int64_t st_y = st_y0 + st_r * " << g.dilation[0] << ";\n";
+  in << "        if (st_y < 0 || st_y >= " << paren(x.sizes[2]) << ") continue;\n";
+  in << "#pragma unroll\n        for (int64_t st_q = 0; st_q < " << kw << "; ++st_q) {\n";
+  in << "          const int64_t st_x = st_x0 + st_q * " << g.dilation[1] << ";\n";
+  in << "          if (st_x < 0 || st_x >= " << paren(x.sizes[3]) << ") continue;\n";
+  in << "          const float st_v = static_cast<float>("
+     << load(x.dtype, "v0", offset_of(x, {"u0", "st_c", "st_y", "st_x"})) << ");\n";
+  in << "          const float4* st_t = reinterpret_cast<const float4*>(st_p + ((st_c * " << kh
+     << " + st_r) * " << kw << " + st_q) * 8);\n";
+  in << "          const float4 st_a = st_t[0], st_b = st_t[1];\n";
+  in << "          a0 += st_v * st_a.x; a1 += st_v * st_a.y;"
+     << " a2 += st_v * st_a.z; a3 += st_v * st_a.w;\n";
+  in << "          a4 += st_v * st_b.x; a5 += st_v * st_b.y;"
+     << " a6 += st_v * st_b.z; a7 += st_v * st_b.w;\n";
+  in << "        }\n      }\n";
+  for (int j = 0; j < 8; ++j) {
+    const std::string o = "(st_k + " + std::to_string(j) + ")";
+    in << "      if (" << o << " < " << k << ") {\n      float a = a" << j << ";\n";
+    if (g.bias)
+      in << "    a += " << load(g.bias->dtype, "v2", o + " * " + paren(g.bias->strides[0]))
+         << ";\n";
+    if (g.residual)
+      in << "    a += "
+         << load(g.residual->dtype, "v3", offset_of(*g.residual, {"u0", o, "u2", "u3"})) << ";\n";
+    in << activation(g, "a");
+    in << "      a" << j << " = a;\n      }\n";
+  }
+  const std::string at = offset_of(y, {"u0", "st_k", "u2", "u3"});
+  if (vec) {
+    in << "      if (st_vec) {\n";
+    in << "        __align__(16) " << ty << " st_s[8];\n";
+    for (int j = 0; j < 8; ++j)
+      in << "        " << store(y.dtype, "st_s", std::to_string(j), "a" + std::to_string(j))
+         << "\n";
+    in << "        uint4* st_d = reinterpret_cast<uint4*>(y0 + (" << at << "));\n";
+    for (size_t v = 0; v < bytes / 2; ++v)
+      in << "        st_d[" << v << "] = reinterpret_cast<const uint4*>(st_s)[" << v << "];\n";
+    in << "        continue;\n      }\n";
+  }
+  for (int j = 0; j < 8; ++j) {
+    const std::string o = "(st_k + " + std::to_string(j) + ")";
+    in << "      if (" << o << " < " << k << ") "
+       << store(y.dtype, "y0", offset_of(y, {"u0", o, "u2", "u3"}), "a" + std::to_string(j))
+       << "\n";
+  }
+  in << "    }\n";
+  TensorView positions = y;  // the threads' index space: [N, 1, OH, OW]
+  positions.sizes[1] = SymInt(1);
+  KernelText kt;
+  kt.params.push_back({"v0", g.x});
+  kt.params.push_back({"v1", g.w});
+  if (g.bias) kt.params.push_back({"v2", g.bias});
+  if (g.residual) kt.params.push_back({"v3", g.residual});
+  kt.params.push_back({"y0", g.y});
+  kt.body = pro.str() + elementwise_loop(positions, in.str(), &y);
+  kt.grid = elementwise_grid(positions);
+  std::string nodes;
+  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
+  return "// " + e.name + ": " + nodes + " (" + e.target +
+         "): a convolution of few input channels, anvil's direct kernel\n" + finish(p, e, kt);
+}
+
 }  // namespace
 
 /// The constant values of int-list attribute `name` expanded to `n` (one value applies to
@@ -432,7 +559,8 @@ bool spatial_ints(const ExternStep& e, const std::string& name, int64_t dflt, si
 
 bool conv_is_direct(const ExternStep& e) {
   ConvGeom g;
-  return is_conv_target(e.target) && read_geometry(e, g).empty() && direct_depthwise(g);
+  return is_conv_target(e.target) && read_geometry(e, g).empty() &&
+         (direct_depthwise(g) || direct_stem(g));
 }
 
 std::string conv_gap(const ExternStep& e) {
@@ -447,6 +575,7 @@ std::string conv(const Program& p, const ExternStep& e) {
     throw Error("internal error: a convolution cuDNN cannot take reached its emitter",
                 "codegen/cuda", "a cuDNN convolution", e.name + ": " + why);
   if (direct_depthwise(g)) return depthwise_kernel(p, e, g);
+  if (direct_stem(g)) return stem_kernel(p, e, g);
   const bool fused = g.bias != nullptr || g.relu || g.residual != nullptr || g.act != 0;
   ExternStep host = e;
   host.name = e.name + "_host";
