@@ -170,7 +170,7 @@ bool direct_depthwise(const ExternStep& e) {
 
 /// CUDA: a convolution of at most 4 input channels that anvil's direct stem kernel runs (the
 /// conditions of emit_cuda_conv.cpp's direct_stem that the step shows: one group, a constant
-/// 4-D weight whose padded copy fits 48 KiB, constant input and output sizes, a cuDNN dtype;
+/// 4-D weight of at most 6144 elements, constant input and output sizes, a cuDNN dtype;
 /// ANVIL_CUDA_STEM=0 gives them to cuDNN). It reads and writes any strides: the image it reads
 /// keeps NCHW with no channels-last copy when its output is planned NHWC.
 bool direct_stem(const ExternStep& e) {
@@ -186,8 +186,7 @@ bool direct_stem(const ExternStep& e) {
   if (t != DType::kFloat32 && t != DType::kBFloat16 && t != DType::kFloat16) return false;
   const std::vector<SymInt>& w = e.inputs[1].sizes;
   const int64_t k = w[0].constant(), c = w[1].constant();
-  return c >= 1 && c <= 4 && k >= 1 &&
-         (k + 7) / 8 * 8 * c * w[2].constant() * w[3].constant() * 4 <= 48 * 1024;
+  return c >= 1 && c <= 4 && k >= 1 && k * c * w[2].constant() * w[3].constant() <= 6144;
 }
 
 /// CUDA: a convolution's input, output and residual in one layout (`state` as in

@@ -547,6 +547,17 @@ void Lowerer::lower_inplace(const ir::Node& n) {
     bind(0, self);
     return;
   }
+  if (view_root(a.value) == a.value && value->is_buffer() && value->buffer != self->buffer &&
+      owned_buffer(self->buffer) && owned_buffer(value->buffer) && value->dtype == self->dtype &&
+      value->sizes == self->sizes && value->strides == self->strides &&
+      value->offset == self->offset && is_contiguous_view(*self) &&
+      !buffer_read_later(self->buffer) && !buffer_read_later(value->buffer)) {
+    // A write-back into a buffer nothing reads again, of a value in a buffer of its own that
+    // nothing else reads either (CUDA: add_ of two convolutions' results, the add fused into the
+    // second one, which cannot write over its residual): the result is renamed, not copied.
+    bind(0, value);
+    return;
+  }
   realize_readers_of(self->buffer);
   store_into(*self, *value);
   if (b.kind == BufferKind::kConstant) {

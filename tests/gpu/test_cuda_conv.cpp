@@ -487,10 +487,12 @@ TEST(CudaConvSteps, DirectDepthwiseMatchesTheInterpreter) {
   std::vector<Tensor> dev;
   for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
   // "1+": the direct kernels may read one layout and write the other (ANVIL_CUDA_DW_ANY_LAYOUT);
-  // "1L": and loop kernels may read channels-last outputs (ANVIL_CONV_LAYOUT_LOOPS: c4's)
-  for (const std::string direct : {"1", "1+", "1L", "0"}) {
+  // "1L": and loop kernels may read channels-last outputs (ANVIL_CONV_LAYOUT_LOOPS: c4's);
+  // "1T": the plane-tiled kernel for dense rows (ANVIL_CUDA_DW_TILED)
+  for (const std::string direct : {"1", "1+", "1L", "1T", "0"}) {
+    ScopedEnv tiled("ANVIL_CUDA_DW_TILED", direct == "1T" ? "1" : "0");
     ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", direct.substr(0, 1));
-    ScopedEnv any("ANVIL_CUDA_DW_ANY_LAYOUT", direct.size() > 1 ? "1" : "0");
+    ScopedEnv any("ANVIL_CUDA_DW_ANY_LAYOUT", direct == "1+" || direct == "1L" ? "1" : "0");
     ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", direct == "1L" ? "1" : "0");
     const std::string name = direct == "1+" ? "1a" : direct;
     expect_runs_match(compile_for_cuda(*g, "dw_" + name), dev, want, "direct " + direct);
@@ -501,7 +503,7 @@ TEST(CudaConvSteps, DirectStemMatchesTheInterpreter) {
   ANVIL_REQUIRE_GPU();
   // the graph of CudaConvEmit.FewInputChannelsRunTheDirectStemKernel, compiled with
   // ANVIL_CUDA_STEM=1 (anvil's direct kernel for few input channels, the default: NCHW and
-  // channels-last inputs, 8-channel stores, a channel tail, a residual, 147 taps) and =0 (cuDNN)
+  // channels-last inputs, 8-channel stores, a channel tail, a residual) and =0 (cuDNN)
   const auto g = ir::parse_graph(kStemGraph);
   const std::vector<Tensor> ins = random_inputs(*g, 150);
   interp::Interpreter ref(*g);
@@ -512,6 +514,23 @@ TEST(CudaConvSteps, DirectStemMatchesTheInterpreter) {
     ScopedEnv env("ANVIL_CUDA_STEM", stem);
     expect_runs_match(compile_for_cuda(*g, std::string("stem_") + stem), dev, want,
                       std::string("stem ") + stem);
+  }
+}
+
+TEST(CudaConvSteps, DownsampleBlocksMatchTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // the graph of CudaConvEmit.ADownsampleBlocksAddFusesWithNoWriteBack: the add fused into the
+  // shortcut's convolution, the write-back renamed, channels-last, on each convolution path
+  const auto g = ir::parse_graph(kDownsampleGraph);
+  const std::vector<Tensor> ins = random_inputs(*g, 190);
+  interp::Interpreter ref(*g);
+  const auto want = ref.run(ins);
+  std::vector<Tensor> dev;
+  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  const std::string pkg = compile_for_cuda(*g, "down");
+  for (const char* mode : {"auto", "unfused", "host"}) {
+    ScopedEnv env("ANVIL_CUDA_CONV", mode);
+    expect_runs_match(pkg, dev, want, std::string("down ") + mode);
   }
 }
 
@@ -532,9 +551,10 @@ TEST(CudaConvSteps, FusedActivationsMatchTheInterpreter) {
   const auto want = ref.run(ins);
   std::vector<Tensor> dev;
   for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
-  for (const char* variant : {"act", "act+dw", "none"}) {
+  for (const char* variant : {"act", "act+dw", "act+dwt", "none"}) {
     ScopedEnv act("ANVIL_CUDA_CONV_ACT", variant[0] == 'a' ? "1" : "0");
-    ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", std::string(variant) == "act+dw" ? "1" : "0");
+    ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", std::string(variant).rfind("act+dw", 0) == 0 ? "1" : "0");
+    ScopedEnv tiled("ANVIL_CUDA_DW_TILED", std::string(variant) == "act+dwt" ? "1" : "0");
     const std::string pkg = compile_for_cuda(*g, std::string("act_") + variant);
     for (const char* mode : {"auto", "host"}) {  // (the direct depthwise kernel has no host path)
       ScopedEnv env("ANVIL_CUDA_CONV", mode);

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "codegen/c_expr.h"
+#include "codegen/cuda/conv_internal.h"
 #include "codegen/cuda/extern_kernel.h"
 #include "core/error.h"
 
@@ -32,21 +33,6 @@ bool cudnn_dtype(DType t) {
 }
 
 
-/// A convolution step's geometry as the emitter passes it to AnvilConvArgs: spatial attributes
-/// as (h, w) pairs (h of a 1-D convolution is the unit dim), padding resolved.
-struct ConvGeom {
-  const TensorView *x = nullptr, *w = nullptr, *bias = nullptr, *y = nullptr;
-  const TensorView* residual = nullptr;  // fused_add: y = act(conv + bias + residual)
-  size_t spatial = 2;
-  bool unbatched = false, relu = false;
-  // fused_act (a runtime::kern::ConvAct code other than relu, with clamp bounds): applied by
-  // the step's epilogue kernel after cuDNN's plain convolution (never fused into cuDNN's graph)
-  int act = 0;
-  double act_lo = -HUGE_VAL, act_hi = HUGE_VAL;
-  int64_t groups = 1;
-  int64_t stride[2] = {1, 1}, dilation[2] = {1, 1};
-  int64_t pad_begin[2] = {0, 0}, pad_end[2] = {0, 0};
-};
 
 /// Whether weight view `w` ([K, C, (R,) S], constant sizes and strides) is dense in KCRS order
 /// or in KRSC (channels-last) order; dims of size 1 may have any stride. A weight that is a
@@ -187,48 +173,6 @@ std::string pointer(const Program& p, const TensorView& t) {
          ") + (" + t.offset.str() + ")";
 }
 
-/// CUDA statements applying `g`'s relu or fused_act to float variable `v` (PyTorch's formulas;
-/// NaN stays NaN through relu and the clamps).
-std::string activation(const ConvGeom& g, const std::string& v) {
-  std::ostringstream os;
-  const auto num = [](double d) {  // the bound as PyTorch's float math sees it
-    return float_literal(static_cast<float>(d), DType::kFloat32);
-  };
-  // relu6(v + 3) / 6 with NaN kept (fminf / fmaxf would turn it into 0)
-  const std::string r6 = "(" + v + " + 3.0f < 0.0f ? 0.0f : (" + v + " + 3.0f > 6.0f ? 6.0f : " +
-                         v + " + 3.0f))";
-  if (g.relu) os << "    if (" << v << " < 0) " << v << " = 0;  // relu\n";
-  switch (g.act) {
-    case 2:  // clamp: relu6, hardtanh, clamp
-      if (std::isfinite(g.act_lo))
-        os << "    if (" << v << " < " << num(g.act_lo) << ") " << v << " = " << num(g.act_lo) << ";\n";
-      if (std::isfinite(g.act_hi))
-        os << "    if (" << v << " > " << num(g.act_hi) << ") " << v << " = " << num(g.act_hi) << ";\n";
-      break;
-    case 3:  // hardswish
-      os << "    " << v << " = " << v << " * " << r6 << " / 6.0f;\n";
-      break;
-    case 4:  // hardsigmoid
-      os << "    " << v << " = " << r6 << " / 6.0f;\n";
-      break;
-    case 5:  // silu
-      os << "    " << v << " = " << v << " / (1.0f + expf(-" << v << "));\n";
-      break;
-    case 6:  // sigmoid
-      os << "    " << v << " = 1.0f / (1.0f + expf(-" << v << "));\n";
-      break;
-    case 7:  // gelu (erf)
-      os << "    " << v << " = 0.5f * " << v << " * (1.0f + erff(" << v << " * 0.70710678118654752f));\n";
-      break;
-    case 8:  // gelu (tanh)
-      os << "    " << v << " = 0.5f * " << v << " * (1.0f + tanhf(0.79788456080286536f * (" << v
-         << " + 0.044715f * " << v << " * " << v << " * " << v << ")));\n";
-      break;
-    default:
-      break;
-  }
-  return os.str();
-}
 
 /// The bias / residual / activation kernel the step runs after a plain cuDNN convolution when no
 /// engine fuses them: y = act(y + bias[c] + residual) in place, one thread per output element.
@@ -306,235 +250,50 @@ std::string conv1x1_gemm(const ExternStep& e, const ConvGeom& g, bool fused) {
   return b.str();
 }
 
-/// Whether a direct kernel can take `g`'s geometry: 2-D, batched, a constant kernel size, and
-/// the output's spatial sizes what the geometry gives (the direct kernels trust them; cuDNN
-/// checks them).
-bool direct_geometry(const ConvGeom& g) {
-  if (g.spatial != 2 || g.unbatched) return false;
-  const std::vector<SymInt>& ws = g.w->sizes;
-  if (!(ws[2].is_constant() && ws[3].is_constant())) return false;
-  for (int d = 0; d < 2; ++d) {
-    const SymInt &in = g.x->sizes[2 + d], &out = g.y->sizes[2 + d];
-    if (!in.is_constant() || !out.is_constant()) return false;
-    const int64_t span = g.dilation[d] * (ws[2 + d].constant() - 1) + 1;
-    const int64_t want = (in.constant() + g.pad_begin[d] + g.pad_end[d] - span) / g.stride[d] + 1;
-    if (out.constant() != want || out.constant() <= 0) return false;
-  }
-  return true;
-}
-
-/// Whether the depthwise convolution of `g` runs on the direct kernel below (the default;
-/// ANVIL_CUDA_DEPTHWISE=0 at compile time keeps cuDNN): 2-D, batched, one input channel per
-/// group, constant kernel size. On an H200 it took ConvNeXt-T at bf16 batch 32 from 6.74 to
-/// 5.34 ms (cuDNN's depthwise engines ran at 50-85 GB/s there).
-bool direct_depthwise(const ConvGeom& g) {
-  if (const char* v = std::getenv("ANVIL_CUDA_DEPTHWISE"); v && std::string(v) == "0") return false;
-  if (g.spatial != 2 || g.unbatched || g.groups <= 1) return false;
-  const std::vector<SymInt>& ws = g.w->sizes;
-  if (!(ws[1].is_constant() && ws[1].constant() == 1)) return false;
-  return direct_geometry(g);
-}
-
-/// The taps of a depthwise convolution for `tw` neighbouring outputs of one row: for each
-/// kernel row, the row's weights in registers and each input of the span read once, added to
-/// every output it feeds (unrolled here: which output and tap each input meets is constant).
-/// Each output sums its taps in the same order as one thread per output would.
-std::string depthwise_taps(const ConvGeom& g, int64_t tw) {
-  const TensorView &x = *g.x, &w = *g.w;
-  const int64_t kw = w.sizes[3].constant(), sw = g.stride[1], dw = g.dilation[1];
-  const int64_t span = (tw - 1) * sw + (kw - 1) * dw + 1;
-  std::ostringstream in;
-  in << "    const int64_t dw_x0 = u3 * " << tw * sw << " - " << g.pad_begin[1] << ";\n";
-  in << "#pragma unroll\n    for (int64_t dw_r = 0; dw_r < " << paren(w.sizes[2]) << "; ++dw_r) {\n";
-  in << "      const int64_t dw_y = u2 * " << g.stride[0] << " - " << g.pad_begin[0] << " + dw_r * "
-     << g.dilation[0] << ";\n";
-  in << "      if (dw_y < 0 || dw_y >= dw_H) continue;\n";
-  in << "      float dw_w[" << kw << "];\n";
-  in << "#pragma unroll\n      for (int64_t dw_q = 0; dw_q < " << kw << "; ++dw_q) dw_w[dw_q] = "
-     << "static_cast<float>(" << load(w.dtype, "v1", offset_of(w, {"u1", "0", "dw_r", "dw_q"}))
-     << ");\n";
-  for (int64_t t = 0; t < span; ++t) {
-    std::ostringstream uses;
-    for (int64_t j = 0; j < tw; ++j)
-      for (int64_t q = 0; q < kw; ++q)
-        if (j * sw + q * dw == t) uses << " a" << j << " += dw_v * dw_w[" << q << "];";
-    if (uses.str().empty()) continue;  // a gap between dilated taps
-    in << "      if (dw_x0 + " << t << " >= 0 && dw_x0 + " << t << " < dw_W) {\n";
-    in << "        const float dw_v = static_cast<float>("
-       << load(x.dtype, "v0", offset_of(x, {"u0", "dw_c", "dw_y", "(dw_x0 + " + std::to_string(t) + ")"}))
-       << ");\n       " << uses.str() << "\n      }\n";
-  }
-  in << "    }\n";
-  return in.str();
-}
-
-/// A depthwise convolution: each thread computes `tw` (up to 4) neighbouring outputs of a row
-/// (in the input's memory order: NCHW or NHWC alike), the taps read through the caches, fp32
-/// accumulation, the bias, residual and activation applied in the store.
-std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
-  const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
-  const int64_t ow = y.sizes[3].constant(), kw = w.sizes[3].constant();
-  int64_t tw = std::min<int64_t>(4, ow);
-  while (tw > 1 && (tw - 1) * g.stride[1] + (kw - 1) * g.dilation[1] + 1 > 64) --tw;
-  std::ostringstream in;
-  in << "    const int64_t dw_c = u1 / (" << paren(w.sizes[0]) << " / " << g.groups
-     << ");  // the output channel's input channel\n";
-  in << "    const int64_t dw_H = " << paren(x.sizes[2]) << ", dw_W = " << paren(x.sizes[3]) << ";\n";
-  in << "    float";
-  for (int64_t j = 0; j < tw; ++j) in << (j ? ", a" : " a") << j << " = 0";
-  in << ";\n";
-  in << depthwise_taps(g, tw);
-  for (int64_t j = 0; j < tw; ++j) {
-    in << "    if (u3 * " << tw << " + " << j << " < " << ow << ") {\n";
-    in << "    const int64_t dw_ox = u3 * " << tw << " + " << j << ";\n";
-    in << "    float a = a" << j << ";\n";
-    if (g.bias)
-      in << "    a += " << load(g.bias->dtype, "v2", "u1 * " + paren(g.bias->strides[0])) << ";\n";
-    if (g.residual)
-      in << "    a += "
-         << load(g.residual->dtype, "v3", offset_of(*g.residual, {"u0", "u1", "u2", "dw_ox"}))
-         << ";\n";
-    in << activation(g, "a");
-    in << "    " << store(y.dtype, "y0", offset_of(y, {"u0", "u1", "u2", "dw_ox"}), "a") << "\n";
-    in << "    }\n";
-  }
-  TensorView groups = y;  // the threads' index space: [N, K, OH, ceil(OW / tw)]
-  groups.sizes[3] = SymInt((ow + tw - 1) / tw);
-  KernelText k;
-  k.params.push_back({"v0", g.x});
-  k.params.push_back({"v1", g.w});
-  if (g.bias) k.params.push_back({"v2", g.bias});
-  if (g.residual) k.params.push_back({"v3", g.residual});
-  k.params.push_back({"y0", g.y});
-  // the input's memory order: each output reads kh * kw inputs, so neighbouring threads read
-  // neighbouring addresses (an NHWC input with an NCHW output read one per 32-byte sector)
-  k.body = elementwise_loop(groups, in.str(), &x);
-  k.grid = elementwise_grid(groups);
-  std::string nodes;
-  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
-  return "// " + e.name + ": " + nodes + " (" + e.target +
-         "): a depthwise convolution, anvil's direct kernel\n" +
-         finish(p, e, k);
-}
-
-/// Whether the convolution of `g` runs on the direct kernel for few input channels (a vision
-/// network's stem: 3 channels of an image, 3x3 to 7x7, stride 2 or 4) below, the default
-/// (ANVIL_CUDA_STEM=0 at compile time keeps cuDNN): one group of at most 4 input channels, the
-/// weights (padded to 8 output channels) within 48 KiB of shared memory. cuDNN ran such
-/// convolutions at 230-270 GB/s on an H200 (bf16, batch 32): its tensor-core engines pad 3
-/// channels to 8 or more.
-bool direct_stem(const ConvGeom& g) {
-  if (const char* v = std::getenv("ANVIL_CUDA_STEM"); v && std::string(v) == "0") return false;
-  if (g.groups != 1 || !direct_geometry(g)) return false;
-  const std::vector<SymInt>& ws = g.w->sizes;
-  if (!ws[0].is_constant() || !ws[1].is_constant()) return false;
-  const int64_t k = ws[0].constant(), c = ws[1].constant();
-  if (c < 1 || c > 4 || k < 1) return false;
-  const int64_t taps = c * ws[2].constant() * ws[3].constant();
-  return (k + 7) / 8 * 8 * taps * 4 <= 48 * 1024;
-}
-
-/// A convolution of few input channels: each thread computes every output channel of one
-/// output position, 8 at a time; the weights are staged in shared memory as [K / 8][taps][8]
-/// floats (two 16-byte reads per tap and 8 channels), the input patch is read through the
-/// caches, fp32 accumulation, the bias, residual and activation applied in the store, and a
-/// channels-last output written 8 channels per 16-byte store where its strides allow.
-std::string stem_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
-  const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
-  const int64_t k = w.sizes[0].constant(), c = w.sizes[1].constant();
-  const int64_t kh = w.sizes[2].constant(), kw = w.sizes[3].constant();
-  const int64_t taps = c * kh * kw, kp = (k + 7) / 8 * 8;
-  const std::string ty = storage_type(y.dtype, Dialect::kCuda);
-  const size_t bytes = dtype_size(y.dtype);
-  // 8 channels in one or two 16-byte stores: channels dense, every position 8-channel aligned
-  bool vec = k % 8 == 0 && (bytes == 2 || bytes == 4) && y.offset.is_constant() &&
-             y.offset.constant() % 8 == 0;
-  for (size_t d = 0; d < 4; ++d) {
-    const SymInt& st = y.strides[d];
-    vec = vec && st.is_constant() && (d == 1 ? st.constant() == 1 : st.constant() % 8 == 0);
-  }
-  std::ostringstream pro, in;
-  pro << "  __shared__ __align__(16) float st_w[" << kp * taps << "];  // [K / 8][taps][8]\n";
-  pro << "  for (int st_i = threadIdx.x; st_i < " << kp * taps << "; st_i += blockDim.x) {\n";
-  pro << "    const int64_t st_o = st_i / " << 8 * taps << " * 8 + st_i % 8, st_j = st_i / 8 % "
-      << taps << ";\n";
-  pro << "    const int64_t st_c = st_j / " << kh * kw << ", st_r = st_j / " << kw << " % " << kh
-      << ", st_q = st_j % " << kw << ";\n";
-  pro << "    st_w[st_i] = st_o < " << k << " ? static_cast<float>("
-      << load(w.dtype, "v1", offset_of(w, {"st_o", "st_c", "st_r", "st_q"})) << ") : 0.0f;\n";
-  pro << "  }\n  __syncthreads();\n";
-  if (vec) pro << "  const bool st_vec = (reinterpret_cast<uintptr_t>(y0) & 15) == 0;\n";
-  in << "    (void)u1;\n";
-  in << "    const int64_t st_y0 = u2 * " << g.stride[0] << " - " << g.pad_begin[0]
-     << ", st_x0 = u3 * " << g.stride[1] << " - " << g.pad_begin[1] << ";\n";
-  in << "#pragma unroll 1\n    for (int64_t st_k = 0; st_k < " << kp << "; st_k += 8) {\n";
-  in << "      float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;\n";
-  in << "      const float* st_p = st_w + st_k * " << taps << ";\n";
-  in << "#pragma unroll\n      for (int64_t st_c = 0; st_c < " << c << "; ++st_c)\n";
-  in << "#pragma unroll\n      for (int64_t st_r = 0; st_r < " << kh << "; ++st_r) {\n";
-  in << "        const int64_t st_y = st_y0 + st_r * " << g.dilation[0] << ";\n";
-  in << "        if (st_y < 0 || st_y >= " << paren(x.sizes[2]) << ") continue;\n";
-  in << "#pragma unroll\n        for (int64_t st_q = 0; st_q < " << kw << "; ++st_q) {\n";
-  in << "          const int64_t st_x = st_x0 + st_q * " << g.dilation[1] << ";\n";
-  in << "          if (st_x < 0 || st_x >= " << paren(x.sizes[3]) << ") continue;\n";
-  in << "          const float st_v = static_cast<float>("
-     << load(x.dtype, "v0", offset_of(x, {"u0", "st_c", "st_y", "st_x"})) << ");\n";
-  in << "          const float4* st_t = reinterpret_cast<const float4*>(st_p + ((st_c * " << kh
-     << " + st_r) * " << kw << " + st_q) * 8);\n";
-  in << "          const float4 st_a = st_t[0], st_b = st_t[1];\n";
-  in << "          a0 += st_v * st_a.x; a1 += st_v * st_a.y;"
-     << " a2 += st_v * st_a.z; a3 += st_v * st_a.w;\n";
-  in << "          a4 += st_v * st_b.x; a5 += st_v * st_b.y;"
-     << " a6 += st_v * st_b.z; a7 += st_v * st_b.w;\n";
-  in << "        }\n      }\n";
-  for (int j = 0; j < 8; ++j) {
-    const std::string o = "(st_k + " + std::to_string(j) + ")";
-    in << "      if (" << o << " < " << k << ") {\n      float a = a" << j << ";\n";
-    if (g.bias)
-      in << "    a += " << load(g.bias->dtype, "v2", o + " * " + paren(g.bias->strides[0]))
-         << ";\n";
-    if (g.residual)
-      in << "    a += "
-         << load(g.residual->dtype, "v3", offset_of(*g.residual, {"u0", o, "u2", "u3"})) << ";\n";
-    in << activation(g, "a");
-    in << "      a" << j << " = a;\n      }\n";
-  }
-  const std::string at = offset_of(y, {"u0", "st_k", "u2", "u3"});
-  if (vec) {
-    in << "      if (st_vec) {\n";
-    in << "        __align__(16) " << ty << " st_s[8];\n";
-    for (int j = 0; j < 8; ++j)
-      in << "        " << store(y.dtype, "st_s", std::to_string(j), "a" + std::to_string(j))
-         << "\n";
-    in << "        uint4* st_d = reinterpret_cast<uint4*>(y0 + (" << at << "));\n";
-    for (size_t v = 0; v < bytes / 2; ++v)
-      in << "        st_d[" << v << "] = reinterpret_cast<const uint4*>(st_s)[" << v << "];\n";
-    in << "        continue;\n      }\n";
-  }
-  for (int j = 0; j < 8; ++j) {
-    const std::string o = "(st_k + " + std::to_string(j) + ")";
-    in << "      if (" << o << " < " << k << ") "
-       << store(y.dtype, "y0", offset_of(y, {"u0", o, "u2", "u3"}), "a" + std::to_string(j))
-       << "\n";
-  }
-  in << "    }\n";
-  TensorView positions = y;  // the threads' index space: [N, 1, OH, OW]
-  positions.sizes[1] = SymInt(1);
-  KernelText kt;
-  kt.params.push_back({"v0", g.x});
-  kt.params.push_back({"v1", g.w});
-  if (g.bias) kt.params.push_back({"v2", g.bias});
-  if (g.residual) kt.params.push_back({"v3", g.residual});
-  kt.params.push_back({"y0", g.y});
-  kt.body = pro.str() + elementwise_loop(positions, in.str(), &y);
-  kt.grid = elementwise_grid(positions);
-  std::string nodes;
-  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
-  return "// " + e.name + ": " + nodes + " (" + e.target +
-         "): a convolution of few input channels, anvil's direct kernel\n" + finish(p, e, kt);
-}
-
 }  // namespace
+
+/// CUDA statements applying `g`'s relu or fused_act to float variable `v` (PyTorch's formulas;
+/// NaN stays NaN through relu and the clamps).
+std::string activation(const ConvGeom& g, const std::string& v) {
+  std::ostringstream os;
+  const auto num = [](double d) {  // the bound as PyTorch's float math sees it
+    return float_literal(static_cast<float>(d), DType::kFloat32);
+  };
+  // relu6(v + 3) / 6 with NaN kept (fminf / fmaxf would turn it into 0)
+  const std::string r6 = "(" + v + " + 3.0f < 0.0f ? 0.0f : (" + v + " + 3.0f > 6.0f ? 6.0f : " +
+                         v + " + 3.0f))";
+  if (g.relu) os << "    if (" << v << " < 0) " << v << " = 0;  // relu\n";
+  switch (g.act) {
+    case 2:  // clamp: relu6, hardtanh, clamp
+      if (std::isfinite(g.act_lo))
+        os << "    if (" << v << " < " << num(g.act_lo) << ") " << v << " = " << num(g.act_lo) << ";\n";
+      if (std::isfinite(g.act_hi))
+        os << "    if (" << v << " > " << num(g.act_hi) << ") " << v << " = " << num(g.act_hi) << ";\n";
+      break;
+    case 3:  // hardswish
+      os << "    " << v << " = " << v << " * " << r6 << " / 6.0f;\n";
+      break;
+    case 4:  // hardsigmoid
+      os << "    " << v << " = " << r6 << " / 6.0f;\n";
+      break;
+    case 5:  // silu
+      os << "    " << v << " = " << v << " / (1.0f + expf(-" << v << "));\n";
+      break;
+    case 6:  // sigmoid
+      os << "    " << v << " = 1.0f / (1.0f + expf(-" << v << "));\n";
+      break;
+    case 7:  // gelu (erf)
+      os << "    " << v << " = 0.5f * " << v << " * (1.0f + erff(" << v << " * 0.70710678118654752f));\n";
+      break;
+    case 8:  // gelu (tanh)
+      os << "    " << v << " = 0.5f * " << v << " * (1.0f + tanhf(0.79788456080286536f * (" << v
+         << " + 0.044715f * " << v << " * " << v << " * " << v << ")));\n";
+      break;
+    default:
+      break;
+  }
+  return os.str();
+}
 
 /// The constant values of int-list attribute `name` expanded to `n` (one value applies to
 /// every spatial dim); false when it is symbolic or has another count.

@@ -1,0 +1,336 @@
+// anvil's direct convolution kernels on the CUDA target (conv() in emit_cuda_conv.cpp emits
+// them instead of cuDNN's call): depthwise convolutions (depthwise_kernel) and convolutions of at
+// most 4 input channels, a vision network's stem (stem_kernel). Fp32 accumulation; the bias,
+// a fused residual and the activation are applied in the store; no host path behind them.
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+#include "codegen/c_expr.h"
+#include "codegen/cuda/conv_internal.h"
+
+namespace anvil::codegen::cuda::ext {
+
+namespace {
+
+/// Whether a direct kernel can take `g`'s geometry: 2-D, batched, a constant kernel size, and
+/// the output's spatial sizes what the geometry gives (the direct kernels trust them; cuDNN
+/// checks them).
+bool direct_geometry(const ConvGeom& g) {
+  if (g.spatial != 2 || g.unbatched) return false;
+  const std::vector<SymInt>& ws = g.w->sizes;
+  if (!(ws[2].is_constant() && ws[3].is_constant())) return false;
+  for (int d = 0; d < 2; ++d) {
+    const SymInt &in = g.x->sizes[2 + d], &out = g.y->sizes[2 + d];
+    if (!in.is_constant() || !out.is_constant()) return false;
+    const int64_t span = g.dilation[d] * (ws[2 + d].constant() - 1) + 1;
+    const int64_t want = (in.constant() + g.pad_begin[d] + g.pad_end[d] - span) / g.stride[d] + 1;
+    if (out.constant() != want || out.constant() <= 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+/// Whether the depthwise convolution of `g` runs on the direct kernel below (the default;
+/// ANVIL_CUDA_DEPTHWISE=0 at compile time keeps cuDNN): 2-D, batched, one input channel per
+/// group, constant kernel size. On an H200 it took ConvNeXt-T at bf16 batch 32 from 6.74 to
+/// 5.34 ms (cuDNN's depthwise engines ran at 50-85 GB/s there).
+bool direct_depthwise(const ConvGeom& g) {
+  if (const char* v = std::getenv("ANVIL_CUDA_DEPTHWISE"); v && std::string(v) == "0") return false;
+  if (g.spatial != 2 || g.unbatched || g.groups <= 1) return false;
+  const std::vector<SymInt>& ws = g.w->sizes;
+  if (!(ws[1].is_constant() && ws[1].constant() == 1)) return false;
+  return direct_geometry(g);
+}
+
+namespace {
+
+/// The taps of a depthwise convolution for `tw` neighbouring outputs of one row: for each
+/// kernel row, the row's weights in registers and each input of the span read once, added to
+/// every output it feeds (unrolled here: which output and tap each input meets is constant).
+/// Each output sums its taps in the same order as one thread per output would.
+std::string depthwise_taps(const ConvGeom& g, int64_t tw) {
+  const TensorView &x = *g.x, &w = *g.w;
+  const int64_t kw = w.sizes[3].constant(), sw = g.stride[1], dw = g.dilation[1];
+  const int64_t span = (tw - 1) * sw + (kw - 1) * dw + 1;
+  std::ostringstream in;
+  in << "    const int64_t dw_x0 = u3 * " << tw * sw << " - " << g.pad_begin[1] << ";\n";
+  in << "#pragma unroll\n    for (int64_t dw_r = 0; dw_r < " << paren(w.sizes[2]) << "; ++dw_r) {\n";
+  in << "      const int64_t dw_y = u2 * " << g.stride[0] << " - " << g.pad_begin[0] << " + dw_r * "
+     << g.dilation[0] << ";\n";
+  in << "      if (dw_y < 0 || dw_y >= dw_H) continue;\n";
+  in << "      float dw_w[" << kw << "];\n";
+  in << "#pragma unroll\n      for (int64_t dw_q = 0; dw_q < " << kw << "; ++dw_q) dw_w[dw_q] = "
+     << "static_cast<float>(" << load(w.dtype, "v1", offset_of(w, {"u1", "0", "dw_r", "dw_q"}))
+     << ");\n";
+  for (int64_t t = 0; t < span; ++t) {
+    std::ostringstream uses;
+    for (int64_t j = 0; j < tw; ++j)
+      for (int64_t q = 0; q < kw; ++q)
+        if (j * sw + q * dw == t) uses << " a" << j << " += dw_v * dw_w[" << q << "];";
+    if (uses.str().empty()) continue;  // a gap between dilated taps
+    in << "      if (dw_x0 + " << t << " >= 0 && dw_x0 + " << t << " < dw_W) {\n";
+    in << "        const float dw_v = static_cast<float>("
+       << load(x.dtype, "v0", offset_of(x, {"u0", "dw_c", "dw_y", "(dw_x0 + " + std::to_string(t) + ")"}))
+       << ");\n       " << uses.str() << "\n      }\n";
+  }
+  in << "    }\n";
+  return in.str();
+}
+
+/// Statements finishing output value `a` of channel `ch` at `at` (index variables n, k, oy, ox):
+/// the bias, the fused residual and the activation applied, the store.
+std::string finish_output(const ConvGeom& g, const std::string& ch,
+                          const std::vector<std::string>& at) {
+  std::ostringstream in;
+  if (g.bias)
+    in << "    a += " << load(g.bias->dtype, "v2", ch + " * " + paren(g.bias->strides[0])) << ";\n";
+  if (g.residual)
+    in << "    a += " << load(g.residual->dtype, "v3", offset_of(*g.residual, at)) << ";\n";
+  in << activation(g, "a");
+  in << "    " << store(g.y->dtype, "y0", offset_of(*g.y, at), "a") << "\n";
+  return in.str();
+}
+
+/// A depthwise convolution whose input and output rows are dense (NCHW-like views, constant
+/// strides), opt-in (ANVIL_CUDA_DW_TILED=1 at compile time) until measured on a GPU: a block
+/// per (image, channel, band of output rows) stages the band's input rows with their halo in
+/// shared memory (coalesced reads along the rows, zeros for the padding), then each thread
+/// computes outputs of the band from shared memory, neighbouring threads writing neighbouring
+/// outputs of a row. Returns "" where it does not apply (channels-last views, a tile over 32
+/// KiB). The per-thread kernel read each input through the caches several times (1-row spans
+/// per output group): 150-370 GB/s in ConvNeXt-T and EfficientNet-B0 at batch 32 on an H200.
+std::string tiled_depthwise(const Program& p, const ExternStep& e, const ConvGeom& g) {
+  if (const char* v = std::getenv("ANVIL_CUDA_DW_TILED"); !v || std::string(v) != "1") return "";
+  const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
+  for (const TensorView* t : {&x, &y})
+    for (const SymInt& d : t->strides)
+      if (!d.is_constant()) return "";
+  if (x.strides[3].constant() != 1 || y.strides[3].constant() != 1) return "";
+  const int64_t n = y.sizes[0].constant(), k = y.sizes[1].constant(), oh = y.sizes[2].constant(),
+                ow = y.sizes[3].constant(), kh = w.sizes[2].constant(), kw = w.sizes[3].constant();
+  const int64_t cols = (ow - 1) * g.stride[1] + (kw - 1) * g.dilation[1] + 1;  // a tile row
+  // about 512 outputs per block (2 per thread), fewer rows while the tile passes 32 KiB
+  int64_t th = std::min<int64_t>(oh, (512 + ow - 1) / ow);
+  const auto rows_of = [&](int64_t t) { return (t - 1) * g.stride[0] + (kh - 1) * g.dilation[0] + 1; };
+  while (th > 1 && rows_of(th) * cols * 4 > 32 * 1024) --th;
+  if (rows_of(th) * cols * 4 > 32 * 1024) return "";
+  const int64_t rows = rows_of(th), bands = (oh + th - 1) / th, blocks = n * k * bands;
+  if (blocks >= (int64_t{1} << 31)) return "";
+  const int64_t threads = std::min<int64_t>(256, (th * ow + 31) / 32 * 32);
+  std::ostringstream in;
+  in << "  __shared__ float dt_in[" << rows * cols << "];  // the band's input rows, padded\n";
+  in << "  __shared__ float dt_w[" << kh * kw << "];\n";
+  in << "  for (int64_t dt_b = blockIdx.x; dt_b < " << blocks << "; dt_b += gridDim.x) {\n";
+  in << "    const int64_t u0 = dt_b / " << k * bands << ", u1 = dt_b / " << bands << " % " << k
+     << ", dt_band = dt_b % " << bands << ";\n";
+  in << "    const int64_t dt_c = u1 / " << k / g.groups << ";  // the output channel's input channel\n";
+  in << "    const int64_t dt_oy0 = dt_band * " << th << ", dt_iy0 = dt_oy0 * " << g.stride[0]
+     << " - " << g.pad_begin[0] << ";\n";
+  in << "    __syncthreads();  // the previous band's outputs are done with the tile\n";
+  in << "    for (int dt_i = threadIdx.x; dt_i < " << kh * kw << "; dt_i += blockDim.x)\n";
+  in << "      dt_w[dt_i] = static_cast<float>("
+     << load(w.dtype, "v1", offset_of(w, {"u1", "0", "(dt_i / " + std::to_string(kw) + ")",
+                                          "(dt_i % " + std::to_string(kw) + ")"}))
+     << ");\n";
+  in << "    for (int dt_i = threadIdx.x; dt_i < " << rows * cols << "; dt_i += blockDim.x) {\n";
+  in << "      const int64_t dt_y = dt_iy0 + dt_i / " << cols << ", dt_x = dt_i % " << cols
+     << " - " << g.pad_begin[1] << ";\n";
+  in << "      dt_in[dt_i] = dt_y >= 0 && dt_y < " << paren(x.sizes[2]) << " && dt_x >= 0 && dt_x < "
+     << paren(x.sizes[3]) << " ? static_cast<float>("
+     << load(x.dtype, "v0", offset_of(x, {"u0", "dt_c", "dt_y", "dt_x"})) << ") : 0.0f;\n";
+  in << "    }\n    __syncthreads();\n";
+  in << "    for (int dt_o = threadIdx.x; dt_o < " << th * ow << "; dt_o += blockDim.x) {\n";
+  in << "      const int64_t u2 = dt_oy0 + dt_o / " << ow << ", u3 = dt_o % " << ow << ";\n";
+  in << "      if (u2 >= " << oh << ") break;  // the last band's missing rows\n";
+  in << "      const float* dt_p = dt_in + dt_o / " << ow << " * " << g.stride[0] * cols
+     << " + u3 * " << g.stride[1] << ";\n";
+  in << "      float a = 0;\n";
+  in << "#pragma unroll\n      for (int dt_r = 0; dt_r < " << kh << "; ++dt_r)\n";
+  in << "#pragma unroll\n        for (int dt_q = 0; dt_q < " << kw << "; ++dt_q)\n";
+  in << "          a += dt_p[dt_r * " << g.dilation[0] * cols << " + dt_q * " << g.dilation[1]
+     << "] * dt_w[dt_r * " << kw << " + dt_q];\n";
+  in << finish_output(g, "u1", {"u0", "u1", "u2", "u3"});
+  in << "    }\n  }\n";
+  KernelText kt;
+  kt.params.push_back({"v0", g.x});
+  kt.params.push_back({"v1", g.w});
+  if (g.bias) kt.params.push_back({"v2", g.bias});
+  if (g.residual) kt.params.push_back({"v3", g.residual});
+  kt.params.push_back({"y0", g.y});
+  kt.body = in.str();
+  kt.grid = std::to_string(blocks);
+  kt.block = std::to_string(threads);
+  std::string nodes;
+  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
+  return "// " + e.name + ": " + nodes + " (" + e.target +
+         "): a depthwise convolution, anvil's direct kernel (plane-tiled: " + std::to_string(th) +
+         " output rows per block)\n" + finish(p, e, kt);
+}
+
+}  // namespace
+
+/// A depthwise convolution: each thread computes `tw` (up to 4) neighbouring outputs of a row
+/// (in the input's memory order: NCHW or NHWC alike), the taps read through the caches, fp32
+/// accumulation, the bias, residual and activation applied in the store.
+std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
+  if (std::string tiled = tiled_depthwise(p, e, g); !tiled.empty()) return tiled;
+  const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
+  const int64_t ow = y.sizes[3].constant(), kw = w.sizes[3].constant();
+  int64_t tw = std::min<int64_t>(4, ow);
+  while (tw > 1 && (tw - 1) * g.stride[1] + (kw - 1) * g.dilation[1] + 1 > 64) --tw;
+  std::ostringstream in;
+  in << "    const int64_t dw_c = u1 / (" << paren(w.sizes[0]) << " / " << g.groups
+     << ");  // the output channel's input channel\n";
+  in << "    const int64_t dw_H = " << paren(x.sizes[2]) << ", dw_W = " << paren(x.sizes[3]) << ";\n";
+  in << "    float";
+  for (int64_t j = 0; j < tw; ++j) in << (j ? ", a" : " a") << j << " = 0";
+  in << ";\n";
+  in << depthwise_taps(g, tw);
+  for (int64_t j = 0; j < tw; ++j) {
+    in << "    if (u3 * " << tw << " + " << j << " < " << ow << ") {\n";
+    in << "    const int64_t dw_ox = u3 * " << tw << " + " << j << ";\n";
+    in << "    float a = a" << j << ";\n";
+    in << finish_output(g, "u1", {"u0", "u1", "u2", "dw_ox"});
+    in << "    }\n";
+  }
+  TensorView groups = y;  // the threads' index space: [N, K, OH, ceil(OW / tw)]
+  groups.sizes[3] = SymInt((ow + tw - 1) / tw);
+  KernelText k;
+  k.params.push_back({"v0", g.x});
+  k.params.push_back({"v1", g.w});
+  if (g.bias) k.params.push_back({"v2", g.bias});
+  if (g.residual) k.params.push_back({"v3", g.residual});
+  k.params.push_back({"y0", g.y});
+  // the input's memory order: each output reads kh * kw inputs, so neighbouring threads read
+  // neighbouring addresses (an NHWC input with an NCHW output read one per 32-byte sector)
+  k.body = elementwise_loop(groups, in.str(), &x);
+  k.grid = elementwise_grid(groups);
+  std::string nodes;
+  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
+  return "// " + e.name + ": " + nodes + " (" + e.target +
+         "): a depthwise convolution, anvil's direct kernel\n" +
+         finish(p, e, k);
+}
+
+/// Whether the convolution of `g` runs on the direct kernel for few input channels (a vision
+/// network's stem: 3 channels of an image, 3x3 to 7x7, stride 2 or 4) below, the default
+/// (ANVIL_CUDA_STEM=0 at compile time keeps cuDNN): one group of at most 4 input channels and at
+/// most 6144 multiply-adds per output position (K x C x KH x KW; the weights, padded to 8
+/// output channels, then fit shared memory). On an H200 at bf16 batch 32 it took MobileNetV3-
+/// Small's 3x3 stem (16 channels: 432 per position) from cuDNN's 0.099 ms to about 0.01 ms
+/// (the model 0.746 -> 0.657 ms), but ResNet-50's 7x7 one (64 channels: 9408) from 0.30 to
+/// about 0.44 ms: cuDNN's tensor cores win where the products are many.
+bool direct_stem(const ConvGeom& g) {
+  if (const char* v = std::getenv("ANVIL_CUDA_STEM"); v && std::string(v) == "0") return false;
+  if (g.groups != 1 || !direct_geometry(g)) return false;
+  const std::vector<SymInt>& ws = g.w->sizes;
+  if (!ws[0].is_constant() || !ws[1].is_constant()) return false;
+  const int64_t k = ws[0].constant(), c = ws[1].constant();
+  if (c < 1 || c > 4 || k < 1) return false;
+  return k * c * ws[2].constant() * ws[3].constant() <= 6144;
+}
+
+/// A convolution of few input channels: each thread computes every output channel of one
+/// output position, 8 at a time; the weights are staged in shared memory as [K / 8][taps][8]
+/// floats (two 16-byte reads per tap and 8 channels), the input patch is read through the
+/// caches, fp32 accumulation, the bias, residual and activation applied in the store, and a
+/// channels-last output written 8 channels per 16-byte store where its strides allow.
+std::string stem_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
+  const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
+  const int64_t k = w.sizes[0].constant(), c = w.sizes[1].constant();
+  const int64_t kh = w.sizes[2].constant(), kw = w.sizes[3].constant();
+  const int64_t taps = c * kh * kw, kp = (k + 7) / 8 * 8;
+  const std::string ty = storage_type(y.dtype, Dialect::kCuda);
+  const size_t bytes = dtype_size(y.dtype);
+  // 8 channels in one or two 16-byte stores: channels dense, every position 8-channel aligned
+  bool vec = k % 8 == 0 && (bytes == 2 || bytes == 4) && y.offset.is_constant() &&
+             y.offset.constant() % 8 == 0;
+  for (size_t d = 0; d < 4; ++d) {
+    const SymInt& st = y.strides[d];
+    vec = vec && st.is_constant() && (d == 1 ? st.constant() == 1 : st.constant() % 8 == 0);
+  }
+  std::ostringstream pro, in;
+  pro << "  __shared__ __align__(16) float st_w[" << kp * taps << "];  // [K / 8][taps][8]\n";
+  pro << "  for (int st_i = threadIdx.x; st_i < " << kp * taps << "; st_i += blockDim.x) {\n";
+  pro << "    const int64_t st_o = st_i / " << 8 * taps << " * 8 + st_i % 8, st_j = st_i / 8 % "
+      << taps << ";\n";
+  pro << "    const int64_t st_c = st_j / " << kh * kw << ", st_r = st_j / " << kw << " % " << kh
+      << ", st_q = st_j % " << kw << ";\n";
+  pro << "    st_w[st_i] = st_o < " << k << " ? static_cast<float>("
+      << load(w.dtype, "v1", offset_of(w, {"st_o", "st_c", "st_r", "st_q"})) << ") : 0.0f;\n";
+  pro << "  }\n  __syncthreads();\n";
+  if (vec) pro << "  const bool st_vec = (reinterpret_cast<uintptr_t>(y0) & 15) == 0;\n";
+  in << "    (void)u1;\n";
+  in << "    const int64_t st_y0 = u2 * " << g.stride[0] << " - " << g.pad_begin[0]
+     << ", st_x0 = u3 * " << g.stride[1] << " - " << g.pad_begin[1] << ";\n";
+  in << "#pragma unroll 1\n    for (int64_t st_k = 0; st_k < " << kp << "; st_k += 8) {\n";
+  in << "      float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;\n";
+  in << "      const float* st_p = st_w + st_k * " << taps << ";\n";
+  in << "#pragma unroll\n      for (int64_t st_c = 0; st_c < " << c << "; ++st_c)\n";
+  in << "#pragma unroll\n      for (int64_t st_r = 0; st_r < " << kh << "; ++st_r) {\n";
+  in << "        const int64_t st_y = st_y0 + st_r * " << g.dilation[0] << ";\n";
+  in << "        if (st_y < 0 || st_y >= " << paren(x.sizes[2]) << ") continue;\n";
+  in << "#pragma unroll\n        for (int64_t st_q = 0; st_q < " << kw << "; ++st_q) {\n";
+  in << "          const int64_t st_x = st_x0 + st_q * " << g.dilation[1] << ";\n";
+  in << "          if (st_x < 0 || st_x >= " << paren(x.sizes[3]) << ") continue;\n";
+  in << "          const float st_v = static_cast<float>("
+     << load(x.dtype, "v0", offset_of(x, {"u0", "st_c", "st_y", "st_x"})) << ");\n";
+  in << "          const float4* st_t = reinterpret_cast<const float4*>(st_p + ((st_c * " << kh
+     << " + st_r) * " << kw << " + st_q) * 8);\n";
+  in << "          const float4 st_a = st_t[0], st_b = st_t[1];\n";
+  in << "          a0 += st_v * st_a.x; a1 += st_v * st_a.y;"
+     << " a2 += st_v * st_a.z; a3 += st_v * st_a.w;\n";
+  in << "          a4 += st_v * st_b.x; a5 += st_v * st_b.y;"
+     << " a6 += st_v * st_b.z; a7 += st_v * st_b.w;\n";
+  in << "        }\n      }\n";
+  for (int j = 0; j < 8; ++j) {
+    const std::string o = "(st_k + " + std::to_string(j) + ")";
+    in << "      if (" << o << " < " << k << ") {\n      float a = a" << j << ";\n";
+    if (g.bias)
+      in << "    a += " << load(g.bias->dtype, "v2", o + " * " + paren(g.bias->strides[0]))
+         << ";\n";
+    if (g.residual)
+      in << "    a += "
+         << load(g.residual->dtype, "v3", offset_of(*g.residual, {"u0", o, "u2", "u3"})) << ";\n";
+    in << activation(g, "a");
+    in << "      a" << j << " = a;\n      }\n";
+  }
+  const std::string at = offset_of(y, {"u0", "st_k", "u2", "u3"});
+  if (vec) {
+    in << "      if (st_vec) {\n";
+    in << "        __align__(16) " << ty << " st_s[8];\n";
+    for (int j = 0; j < 8; ++j)
+      in << "        " << store(y.dtype, "st_s", std::to_string(j), "a" + std::to_string(j))
+         << "\n";
+    in << "        uint4* st_d = reinterpret_cast<uint4*>(y0 + (" << at << "));\n";
+    for (size_t v = 0; v < bytes / 2; ++v)
+      in << "        st_d[" << v << "] = reinterpret_cast<const uint4*>(st_s)[" << v << "];\n";
+    in << "        continue;\n      }\n";
+  }
+  for (int j = 0; j < 8; ++j) {
+    const std::string o = "(st_k + " + std::to_string(j) + ")";
+    in << "      if (" << o << " < " << k << ") "
+       << store(y.dtype, "y0", offset_of(y, {"u0", o, "u2", "u3"}), "a" + std::to_string(j))
+       << "\n";
+  }
+  in << "    }\n";
+  TensorView positions = y;  // the threads' index space: [N, 1, OH, OW]
+  positions.sizes[1] = SymInt(1);
+  KernelText kt;
+  kt.params.push_back({"v0", g.x});
+  kt.params.push_back({"v1", g.w});
+  if (g.bias) kt.params.push_back({"v2", g.bias});
+  if (g.residual) kt.params.push_back({"v3", g.residual});
+  kt.params.push_back({"y0", g.y});
+  kt.body = pro.str() + elementwise_loop(positions, in.str(), &y);
+  kt.grid = elementwise_grid(positions);
+  std::string nodes;
+  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
+  return "// " + e.name + ": " + nodes + " (" + e.target +
+         "): a convolution of few input channels, anvil's direct kernel\n" + finish(p, e, kt);
+}
+
+}  // namespace anvil::codegen::cuda::ext
