@@ -398,13 +398,13 @@ TEST(CudaConvEmit, NchwOneByOneConvolutionsCanBeOneBatchedGemm) {
   const auto g = ir::parse_graph(kConv1x1Graph);
   const Emitted out = emit(*g, dir, "g1x1");
   EXPECT_EQ(count(out.text, "one batched cuBLASLt GEMM (ANVIL_CUDA_CONV1X1_GEMM=0: cuDNN)"), 4u)
-      << "c0 .. c3, not the fp32 c4";
-  // c0: m = K 24, n = HW 143, k = C 16, W row-major (ld 16), X[n] at ld 143, images 2288 apart
-  EXPECT_NE(out.text.find(", 0, 0, 24, 143, 16, 1.0f, a.w, 16, 0, a.x, 143, 2288, a.y, 143, "
-                          "3432, 2, ANVIL_EPILOGUE_NONE"),
+      << "c0 .. c3, not the fp32 c4 nor c5 (planes of 49)";
+  // c0: m = K 24, n = HW 96, k = C 16, W row-major (ld 16), X[n] at ld 96, images 1536 apart
+  EXPECT_NE(out.text.find(", 0, 0, 24, 96, 16, 1.0f, a.w, 16, 0, a.x, 96, 1536, a.y, 96, "
+                          "2304, 2, ANVIL_EPILOGUE_NONE"),
             std::string::npos);
-  // c3: a slice of channels (ld 63, images 756 apart)
-  EXPECT_NE(out.text.find(", 0, 0, 5, 63, 6, 1.0f, a.w, 6, 0, a.x, 63, 756, a.y, 63, 315, 3,"),
+  // c3: a slice of channels (ld 24, images 288 apart)
+  EXPECT_NE(out.text.find(", 0, 0, 5, 24, 8, 1.0f, a.w, 8, 0, a.x, 24, 288, a.y, 24, 120, 3,"),
             std::string::npos);
   const Emitted off = emit(*g, dir, "g1x1_off", "ANVIL_CUDA_CONV1X1_GEMM", "0");
   EXPECT_EQ(count(off.text, "one batched cuBLASLt GEMM"), 0u) << "=0 keeps cuDNN";

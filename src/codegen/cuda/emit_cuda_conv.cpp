@@ -235,6 +235,14 @@ std::string conv1x1_gemm(const ExternStep& e, const ConvGeom& g, bool fused) {
   // the weight [K, C] row-major (cuDNN's filters are dense KCRS or KRSC: the same for 1x1)
   if (c(w.strides[1]) != 1 && ch != 1) return "";
   const int64_t lda = c(w.strides[0]);
+  // rows and matrices 16-byte aligned (8 elements), as cuBLASLt's fast kernels want: on
+  // EfficientNet-B0's 7x7 planes (rows of 49) the GEMMs ran at 94 GB/s (0.056 ms each at batch
+  // 32 on an H200), no faster than cuDNN
+  for (const int64_t v :
+       {lda, c(x.strides[1]), c(x.strides[0]), c(y.strides[1]), c(y.strides[0])})
+    if (v % 8 != 0) return "";
+  for (const TensorView* t : {&x, &y, &w})
+    if (!t->offset.is_constant() || t->offset.constant() % 8 != 0) return "";
   std::ostringstream b;
   b << "  if (anvil_conv_mode() == 0) {"
     << "  // one batched cuBLASLt GEMM (ANVIL_CUDA_CONV1X1_GEMM=0: cuDNN)\n";
