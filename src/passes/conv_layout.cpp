@@ -53,8 +53,7 @@ bool planned_pool(const ExternStep& e, bool cuda) {
       e.outputs[0].sizes.size() != 4)
     return false;
   const DType t = e.inputs[0].dtype;
-  if (t != DType::kFloat32 && t != DType::kBFloat16 && t != DType::kFloat16 &&
-      t != DType::kFloat64)
+  if (t != DType::kFloat32 && t != DType::kBFloat16 && t != DType::kFloat16 && t != DType::kFloat64)
     return false;
   for (const ExternAttr& a : e.attrs) {
     if (a.kind == 0 && !a.i.is_constant()) return false;
@@ -103,8 +102,8 @@ int nhwc_copy(Program& p, const TensorView& x, const std::string& node, size_t a
   // outer (n, h, w), inner c: the store walks the NHWC buffer in order
   const SymInt o0 = SymInt::symbol("o0"), o1 = SymInt::symbol("o1"), o2 = SymInt::symbol("o2"),
                r0 = SymInt::symbol("r0");
-  const SymInt src = x.offset + o0 * x.strides[0] + r0 * x.strides[1] + o1 * x.strides[2] +
-                     o2 * x.strides[3];
+  const SymInt src =
+      x.offset + o0 * x.strides[0] + r0 * x.strides[1] + o1 * x.strides[2] + o2 * x.strides[3];
   Stmt st;
   st.kind = Stmt::Kind::kStore;
   st.buffer = b;
@@ -156,8 +155,7 @@ std::vector<SymInt> nhwc_strides(const std::vector<SymInt>& s) {
 /// (ANVIL_CUDA_DW_ANY_LAYOUT=1 at compile time) until measured on a GPU: it breaks the NCHW
 /// chains of squeeze-excitation models into channels-last islands with copies between them.
 bool direct_depthwise(const ExternStep& e) {
-  if (const char* v = std::getenv("ANVIL_CUDA_DEPTHWISE"); v && std::string(v) == "0")
-    return false;
+  if (const char* v = std::getenv("ANVIL_CUDA_DEPTHWISE"); v && std::string(v) == "0") return false;
   if (const char* v = std::getenv("ANVIL_CUDA_DW_ANY_LAYOUT"); !v || std::string(v) != "1")
     return false;
   const ExternAttr* g = find_attr(e, "groups");
@@ -322,23 +320,25 @@ bool loads_follow_nhwc(const Program& p, LoopKernel& k, int b) {
   return ok;
 }
 
-/// Expression `id` with every load of a planned buffer (state 1) reading its channels-last
-/// index; unchanged sub-expressions keep their ids.
-int rewrite_loads(Program& p, int id, const std::vector<std::string>& vars,
-                  const std::vector<int64_t>& ext, const std::vector<int>& state,
-                  std::map<int, int>& memo) {
+/// Expression `id` with each load's and index value's index passed through `f(buffer, index)`
+/// (buffer -1 for an index value); unchanged sub-expressions keep their ids.
+template <typename F>
+int rewrite_indices(Program& p, int id, F& f, std::map<int, int>& memo) {
   if (id < 0) return id;
   if (const auto it = memo.find(id); it != memo.end()) return it->second;
   const Expr e = p.exprs.at(id);  // a copy: building nodes may grow the pool
   int out = id;
   if (e.op == ExprOp::kLoad) {
-    if (e.buffer >= 0 && state[static_cast<size_t>(e.buffer)] == 1)
-      out = p.exprs.load(e.buffer, *nhwc_index(e.index, vars, ext, sizes4(p, e.buffer)), e.dtype);
-  } else if (e.op != ExprOp::kConst && e.op != ExprOp::kIndex) {
+    const SymInt idx = f(e.buffer, e.index);
+    if (!(idx == e.index)) out = p.exprs.load(e.buffer, idx, e.dtype);
+  } else if (e.op == ExprOp::kIndex) {
+    const SymInt idx = f(-1, e.index);
+    if (!(idx == e.index)) out = p.exprs.index_value(idx, e.dtype);
+  } else if (e.op != ExprOp::kConst) {
     int args[3];
     bool changed = false;
     for (int i = 0; i < 3; ++i) {
-      args[i] = rewrite_loads(p, e.args[static_cast<size_t>(i)], vars, ext, state, memo);
+      args[i] = rewrite_indices(p, e.args[static_cast<size_t>(i)], f, memo);
       changed |= args[i] != e.args[static_cast<size_t>(i)];
     }
     if (changed) {
@@ -356,11 +356,98 @@ int rewrite_loads(Program& p, int id, const std::vector<std::string>& vars,
   return out;
 }
 
+/// True when `k` is pointwise with independent points: one pass of stores in its loop (no
+/// reduction, nothing before or after it), each buffer it writes stored at one index and read
+/// in the kernel only at that index. Its loops may then run in any order.
+bool independent_points(const Program& p, LoopKernel& k) {
+  if (k.passes.size() != 1 || !k.passes[0].pre.empty() || !k.passes[0].post.empty()) return false;
+  std::map<int, SymInt> at;
+  for (const Stmt& st : k.passes[0].loop) {
+    if (st.kind != Stmt::Kind::kStore) return false;
+    const auto [it, fresh] = at.emplace(st.buffer, st.index);
+    if (!fresh && !(it->second == st.index)) return false;
+  }
+  bool ok = true;
+  for_each_root(k, [&](int root) {
+    std::vector<int> loads;
+    if (root >= 0) p.exprs.loads(root, loads);
+    for (int id : loads) {
+      const Expr& e = p.exprs.at(id);
+      if (const auto it = at.find(e.buffer); it != at.end() && !(it->second == e.index)) ok = false;
+    }
+  });
+  return ok;
+}
+
+/// True when every store of buffer `b` in `k` has a channels-last index (nhwc_index).
+bool stores_follow_nhwc(const Program& p, const LoopKernel& k, int b) {
+  const std::vector<int64_t> s = sizes4(p, b);
+  std::vector<std::string> vars;
+  std::vector<int64_t> ext;
+  if (s.empty() || !kernel_vars(k, vars, ext)) return false;
+  for (const Pass& pass : k.passes)
+    for (const auto* list : {&pass.pre, &pass.loop, &pass.post})
+      for (const Stmt& st : *list)
+        if (st.buffer == b && !nhwc_index(st.index, vars, ext, s)) return false;
+  return true;
+}
+
+/// Rewrites loop kernel `k`'s loads of planned buffers (state 1) and its stores into them to
+/// their channels-last indices. When it stores into one (independent_points holds then), its
+/// loops are reordered so the variable stepping along that buffer's channels runs innermost:
+/// neighbouring points (a CUDA warp's threads, a CPU vector) then store neighbouring elements.
+void rewrite_kernel(Program& p, LoopKernel& k, const std::vector<int>& state) {
+  std::vector<std::string> vars;
+  std::vector<int64_t> ext;
+  if (!kernel_vars(k, vars, ext)) return;  // (then it touches no planned buffer)
+  const auto planned = [&](int b) { return b >= 0 && state[static_cast<size_t>(b)] == 1; };
+  auto to_nhwc = [&](int b, const SymInt& idx) {
+    if (!planned(b)) return idx;
+    const std::optional<SymInt> at = nhwc_index(idx, vars, ext, sizes4(p, b));
+    if (!at)  // the plan checked every access of a planned buffer
+      throw Error("internal error: a planned channels-last buffer has an index with no "
+                  "channels-last form",
+                  "passes/conv_layout " + k.name, "an affine index stepping along one dim",
+                  idx.str());
+    return *at;
+  };
+  std::map<int, int> memo;
+  for_each_root(k, [&](int& root) { root = rewrite_indices(p, root, to_nhwc, memo); });
+  int channel = -1;  // the variable stepping along a planned store's channels
+  for (Pass& pass : k.passes)
+    for (auto* list : {&pass.pre, &pass.loop, &pass.post})
+      for (Stmt& st : *list) {
+        if (!planned(st.buffer)) continue;
+        st.index = to_nhwc(st.buffer, st.index);
+        const std::optional<Affine> a = affine(st.index, vars);
+        for (size_t v = 0; a && channel < 0 && v < vars.size(); ++v)
+          if (a->coef[v].is_constant() && a->coef[v].constant() == 1 && ext[v] > 1)
+            channel = static_cast<int>(v);
+      }
+  if (channel < 0 || (k.inner.size() == 1 && static_cast<size_t>(channel) == vars.size() - 1))
+    return;
+  // the other variables outer in their order, the channel's inner: o0.. and r0
+  std::map<std::string, SymInt> rename;
+  std::vector<SymInt> outer;
+  for (size_t v = 0; v < vars.size(); ++v) {
+    if (static_cast<int>(v) == channel) continue;
+    rename[vars[v]] = SymInt::symbol("o" + std::to_string(outer.size()));
+    outer.push_back(SymInt(ext[v]));
+  }
+  rename[vars[static_cast<size_t>(channel)]] = SymInt::symbol("r0");
+  auto renamed = [&](int, const SymInt& idx) { return idx.substitute(rename); };
+  std::map<int, int> memo2;
+  for_each_root(k, [&](int& root) { root = rewrite_indices(p, root, renamed, memo2); });
+  for (Stmt& st : k.passes[0].loop) st.index = st.index.substitute(rename);
+  k.outer = outer;
+  k.inner = {SymInt(ext[static_cast<size_t>(channel)])};
+}
+
 }  // namespace
 
 int plan_conv_layouts(Program& program, Device::Type target) {
   const bool cuda = target == Device::Type::kCUDA;
-  // ANVIL_CONV_LAYOUT_LOOPS=1 at compile time: loop kernels may read planned buffers
+  // ANVIL_CONV_LAYOUT_LOOPS=1 at compile time: loop kernels may read and write planned buffers
   const char* lv = std::getenv("ANVIL_CONV_LAYOUT_LOOPS");
   const bool loops = lv != nullptr && std::string(lv) == "1";
   size_t nb = program.buffers.size();
@@ -372,6 +459,7 @@ int plan_conv_layouts(Program& program, Device::Type target) {
       state[b] = -1;
     if (buf.alias_of >= 0) state[static_cast<size_t>(buf.alias_of)] = -1;
   }
+  std::set<int> conv_touched;  // buffers a planned convolution or pool reads or writes
   auto mark = [&](int b, bool ok) {
     if (b < 0) return;
     int& s = state[static_cast<size_t>(b)];
@@ -384,7 +472,10 @@ int plan_conv_layouts(Program& program, Device::Type target) {
     auto* e = std::get_if<ExternStep>(&st);
     if (e && planned_conv(*e, cuda)) {
       const std::vector<TensorView*> views = conv_views(*e);
-      for (const TensorView* v : views) mark(v->buffer, whole_nchw(program, *v));
+      for (const TensorView* v : views) {
+        mark(v->buffer, whole_nchw(program, *v));
+        conv_touched.insert(v->buffer);
+      }
       for (size_t i = 1; i < e->inputs.size(); ++i)  // weight, bias: never planned
         if (std::find(views.begin(), views.end(), &e->inputs[i]) == views.end())
           mark(e->inputs[i].buffer, false);
@@ -393,16 +484,26 @@ int plan_conv_layouts(Program& program, Device::Type target) {
     if (e && planned_pool(*e, cuda)) {
       mark(e->inputs[0].buffer, whole_nchw(program, e->inputs[0]));
       mark(e->outputs[0].buffer, whole_nchw(program, e->outputs[0]));
+      conv_touched.insert(e->inputs[0].buffer);
+      conv_touched.insert(e->outputs[0].buffer);
       continue;
     }
     std::set<int> reads, writes;
     step_accesses(program, st, reads, writes);
     auto* lk = std::get_if<LoopKernel>(&st);
-    // opt-in: a loop kernel may read a channels-last buffer where each of its loads maps to one
+    // opt-in: a loop kernel may read a channels-last buffer where each of its loads maps to
+    // one, and write one where its points are independent and each store maps to one
+    const bool free_order = loops && lk && !writes.empty() && independent_points(program, *lk);
     for (int b : reads)
-      mark(b, loops && lk && !writes.count(b) && loads_follow_nhwc(program, *lk, b));
-    for (int b : writes) mark(b, false);
+      mark(b,
+           loops && lk && (!writes.count(b) || free_order) && loads_follow_nhwc(program, *lk, b));
+    for (int b : writes)
+      mark(b,
+           free_order && loads_follow_nhwc(program, *lk, b) && stores_follow_nhwc(program, *lk, b));
   }
+  // a buffer only loop kernels touch keeps NCHW (nothing there wants channels-last)
+  for (size_t b = 0; b < nb; ++b)
+    if (state[b] == 1 && !conv_touched.count(static_cast<int>(b))) state[b] = -1;
   if (cuda) one_layout_per_conv(program, state);
   nb = program.buffers.size();
   int planned = 0;
@@ -410,13 +511,8 @@ int plan_conv_layouts(Program& program, Device::Type target) {
   if (!planned) return 0;
   for (Step& st : program.steps) {
     if (auto* lk = std::get_if<LoopKernel>(&st); lk && loops) {
-      std::vector<std::string> vars;
-      std::vector<int64_t> ext;
-      if (!kernel_vars(*lk, vars, ext)) continue;  // (then it reads no planned buffer)
-      std::map<int, int> memo;
-      for_each_root(*lk, [&](int& root) {
-        root = rewrite_loads(program, root, vars, ext, state, memo);
-      });
+      // (the copies one_layout_per_conv added store channels-last indices already)
+      if (lk->name.rfind("knhwc", 0) != 0) rewrite_kernel(program, *lk, state);
       continue;
     }
     auto* e = std::get_if<ExternStep>(&st);

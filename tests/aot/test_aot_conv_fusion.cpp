@@ -344,5 +344,51 @@ TEST(ConvFusion, LoopKernelsReadChannelsLastWhenAsked) {
   run_paths("loops_nchw", g.get(), off, false);
 }
 
+// ANVIL_CONV_LAYOUT_LOOPS=1 at compile time: a loop kernel may also write a buffer a
+// convolution reads when its points are independent and each store maps to one channels-last
+// element (ConvNeXt's `linear, permute, mul, add` into the next block's depthwise convolution);
+// its loops are reordered so the channels run innermost. A sum over a plane (a reduction)
+// writing a convolution's input keeps NCHW. Values against the interpreter on every path.
+TEST(ConvFusion, LoopKernelsWriteChannelsLastWhenAsked) {
+  const std::string text = R"(graph {
+  inputs {
+    %x: f32[2, 8, 6, 5] = user_input
+    %w: f32[12, 8, 3, 3] = user_input
+    %wl: f32[12, 12] = user_input
+    %g: f32[12, 1, 1] = user_input
+    %w2: f32[4, 12, 3, 3] = user_input
+    %w3: f32[4, 8, 1, 1] = user_input
+  }
+  %c1: f32[2, 12, 6, 5] = aten.conv2d.default(input=%x, weight=%w, padding=[1, 1])
+  %t: f32[2, 6, 5, 12] = aten.permute.default(self=%c1, dims=[0, 2, 3, 1])
+  %l: f32[2, 6, 5, 12] = aten.linear.default(input=%t, weight=%wl)
+  %p: f32[2, 12, 6, 5] = aten.permute.default(self=%l, dims=[0, 3, 1, 2])
+  %m: f32[2, 12, 6, 5] = aten.mul.Tensor(self=%p, other=%g)
+  %s: f32[2, 12, 6, 5] = aten.add.Tensor(self=%m, other=%c1)
+  %c2: f32[2, 4, 6, 5] = aten.conv2d.default(input=%s, weight=%w2, padding=[1, 1])
+  %e: f32[2, 8, 6, 1] = aten.sum.dim_IntList(self=%x, dim=[3], keepdim=True)
+  %c3: f32[2, 4, 6, 1] = aten.conv2d.default(input=%e, weight=%w3)
+  outputs {
+    user_output %c2
+    user_output %c3
+  }
+})";
+  auto g = ir::parse_graph(text);
+  const Built& off = build_graph("loops_w_nchw", *g);
+  ASSERT_TRUE(off.error.empty()) << off.error;
+  EXPECT_EQ(off.stats.channels_last_buffers, 0) << off.program_text;
+  const ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", "1");
+  const Built& on = build_graph("loops_w_nhwc", *g);
+  ASSERT_TRUE(on.error.empty()) << on.error;
+  // %s and %c1 (read by %s's kernel and by the copy of %t the GEMM reads), not %e
+  EXPECT_EQ(on.stats.channels_last_buffers, 2) << on.program_text;
+  // both kernels: (n, h, w) outer, the 12 channels inner, loads and stores contiguous
+  EXPECT_EQ(count(on.program_text, "outer [2, 6, 5] inner [12]"), 2) << on.program_text;
+  EXPECT_NE(on.program_text.find("[12*o2 + 360*o0 + 60*o1 + r0] = add(mul("), std::string::npos)
+      << on.program_text;
+  run_paths("loops_w_nhwc", g.get(), on, false);
+  run_paths("loops_w_nchw", g.get(), off, false);
+}
+
 }  // namespace
 }  // namespace anvil::aot_test

@@ -264,6 +264,25 @@ TEST(CudaConvEmit, ADownsampleBlocksAddFusesWithNoWriteBack) {
   fs::remove_all(dir);
 }
 
+TEST(CudaConvEmit, AConvNextBlockIsChannelsLastThroughItsLoopKernelsWhenAsked) {
+  // ANVIL_CONV_LAYOUT_LOOPS=1: the loop kernels between the convolutions read and write their
+  // buffers channels-last, so both cuDNN convolutions run NHWC on the residual stream; without
+  // it the stream is NCHW; nvcc compiles both (values on a GPU:
+  // CudaConvSteps.ConvNextBlocksMatchTheInterpreter)
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_cuda_cnx_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const auto g = ir::parse_graph(kConvNextBlockGraph);
+  const Emitted on = emit(*g, dir, "cnx_loops", "ANVIL_CONV_LAYOUT_LOOPS");
+  EXPECT_EQ(count(on.text, "a.y_stride[1] = (1);"), 1u) << "%r";
+  EXPECT_EQ(count(on.text, "a.x_stride[1] = (1);"), 1u) << "%y, %c's input";
+  EXPECT_EQ(on.manifest.at("direct_convs").size(), 1u);
+  const Emitted off = emit(*g, dir, "cnx");
+  EXPECT_EQ(count(off.text, "a.y_stride[1] = (1);"), 0u);
+  EXPECT_EQ(count(off.text, "a.x_stride[1] = (1);"), 0u);
+  fs::remove_all(dir);
+}
+
 TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
   // by default, depthwise convolutions (one input channel per group, multiplier 1 or 2,
   // strides, dilation, bias, relu, a residual; NCHW or a channels-last view) are anvil's

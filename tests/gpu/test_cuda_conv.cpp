@@ -534,6 +534,26 @@ TEST(CudaConvSteps, DownsampleBlocksMatchTheInterpreter) {
   }
 }
 
+TEST(CudaConvSteps, ConvNextBlocksMatchTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // the graph of CudaConvEmit.AConvNextBlockIsChannelsLastThroughItsLoopKernelsWhenAsked,
+  // compiled with ANVIL_CONV_LAYOUT_LOOPS=1 (loop kernels reading and writing channels-last,
+  // their loops reordered) and without, with the depthwise kernel tiled and not
+  const auto g = ir::parse_graph(kConvNextBlockGraph);
+  const std::vector<Tensor> ins = random_inputs(*g, 200);
+  interp::Interpreter ref(*g);
+  const auto want = ref.run(ins);
+  std::vector<Tensor> dev;
+  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  for (const char* v : {"L", "LT", "-", "T"}) {
+    const std::string variant(v);
+    ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", variant[0] == 'L' ? "1" : "0");
+    ScopedEnv tiled("ANVIL_CUDA_DW_TILED", variant.back() == 'T' ? "1" : "0");
+    expect_runs_match(compile_for_cuda(*g, "cnx_" + std::string(variant == "-" ? "0" : v)), dev,
+                      want, "convnext " + variant);
+  }
+}
+
 TEST(CudaConvSteps, FusedActivationsMatchTheInterpreter) {
   ANVIL_REQUIRE_GPU();
   // the graph of CudaConvEmit.ActivationsFuseIntoTheConvolutionsEpilogue, compiled with
