@@ -167,8 +167,9 @@ bool direct_depthwise(const ExternStep& e) {
 }
 
 /// CUDA: a convolution of at most 4 input channels that anvil's direct stem kernel runs (the
-/// conditions of emit_cuda_conv.cpp's direct_stem that the step shows: one group, a constant
-/// 4-D weight of at most 6144 elements, constant input and output sizes, a cuDNN dtype;
+/// conditions of emit_cuda_conv_direct.cpp's direct_stem that the step shows: one group, a
+/// constant 4-D weight of at most 6144 elements whose copy padded to 8 output channels fits
+/// 48 KiB, constant input and output sizes, a cuDNN dtype;
 /// ANVIL_CUDA_STEM=0 gives them to cuDNN). It reads and writes any strides: the image it reads
 /// keeps NCHW with no channels-last copy when its output is planned NHWC.
 bool direct_stem(const ExternStep& e) {
@@ -184,7 +185,8 @@ bool direct_stem(const ExternStep& e) {
   if (t != DType::kFloat32 && t != DType::kBFloat16 && t != DType::kFloat16) return false;
   const std::vector<SymInt>& w = e.inputs[1].sizes;
   const int64_t k = w[0].constant(), c = w[1].constant();
-  return c >= 1 && c <= 4 && k >= 1 && k * c * w[2].constant() * w[3].constant() <= 6144;
+  const int64_t taps = c * w[2].constant() * w[3].constant();
+  return c >= 1 && c <= 4 && k >= 1 && k * taps <= 6144 && (k + 7) / 8 * 8 * taps * 4 <= 48 * 1024;
 }
 
 /// CUDA: a convolution's input, output and residual in one layout (`state` as in
@@ -405,10 +407,10 @@ void rewrite_kernel(Program& p, LoopKernel& k, const std::vector<int>& state) {
     if (!planned(b)) return idx;
     const std::optional<SymInt> at = nhwc_index(idx, vars, ext, sizes4(p, b));
     if (!at)  // the plan checked every access of a planned buffer
-      throw Error("internal error: a planned channels-last buffer has an index with no "
-                  "channels-last form",
-                  "passes/conv_layout " + k.name, "an affine index stepping along one dim",
-                  idx.str());
+      throw Error(
+          "internal error: a planned channels-last buffer has an index with no "
+          "channels-last form",
+          "passes/conv_layout " + k.name, "an affine index stepping along one dim", idx.str());
     return *at;
   };
   std::map<int, int> memo;

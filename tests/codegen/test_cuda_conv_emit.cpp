@@ -336,6 +336,22 @@ TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
     // (4 - 1) * 3 + 2 + 1 = 12 columns; the multiplier 2 maps output channel u1 to u1 / 2
     EXPECT_NE(t.text.find("__shared__ float dt_in[180];"), std::string::npos);
     EXPECT_NE(t.text.find("const int64_t dt_c = u1 / 2;"), std::string::npos);
+    // a symbolic batch keeps the per-thread kernel (the grid is counted at compile time)
+    const auto sym = ir::parse_graph(R"(graph {
+  symbols {
+    s0 in [1, 64]
+  }
+  inputs {
+    %x: f32[s0, 8, 16, 16] = user_input
+    %w: f32[8, 1, 3, 3] = user_input
+  }
+  %c: f32[s0, 8, 16, 16] = aten.conv2d.default(input=%x, weight=%w, padding=[1, 1], groups=8)
+  outputs {
+    user_output %c
+  }
+})");
+    const Emitted ts = emit(*sym, dir, "dw_tiled_sym", "ANVIL_CUDA_DW_TILED");
+    EXPECT_EQ(count(ts.text, "a depthwise convolution, anvil's direct kernel\n"), 1u);
   }
   const Emitted off = emit(*g, dir, "dw_off", "ANVIL_CUDA_DEPTHWISE", "0");
   EXPECT_EQ(count(off.text, "anvil's direct kernel"), 0u);
@@ -365,6 +381,22 @@ TEST(CudaConvEmit, FewInputChannelsRunTheDirectStemKernel) {
   EXPECT_NE(out.text.find("u2 * 4 - 0, st_x0 = u3 * 4 - 0"), std::string::npos) << "c2's stride";
   // and it reads the NCHW image as it is (cuDNN reads a channels-last copy of it)
   EXPECT_EQ(out.text.find("// knhwc"), std::string::npos);
+  {  // one output channel over 3 x 23 x 23 taps: 1587 products, but 8 x 1587 staged floats
+     // pass 48 KiB of shared memory (sm_80's ptxas refused it): cuDNN's
+    const auto big = ir::parse_graph(R"(graph {
+  inputs {
+    %x: f32[1, 3, 23, 23] = user_input
+    %w: f32[1, 3, 23, 23] = user_input
+  }
+  %c: f32[1, 1, 1, 1] = aten.conv2d.default(input=%x, weight=%w)
+  outputs {
+    user_output %c
+  }
+})");
+    const Emitted b = emit(*big, dir, "stem_big");
+    EXPECT_EQ(b.manifest.at("direct_convs").size(), 0u);
+    EXPECT_EQ(b.manifest.at("cudnn_convs").size(), 1u);
+  }
   const Emitted off = emit(*g, dir, "stem_off", "ANVIL_CUDA_STEM", "0");
   EXPECT_EQ(count(off.text, "anvil's direct kernel"), 0u);
   EXPECT_EQ(off.manifest.at("cudnn_convs").size(), 5u);

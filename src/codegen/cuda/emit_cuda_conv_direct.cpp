@@ -57,7 +57,8 @@ std::string depthwise_taps(const ConvGeom& g, int64_t tw) {
   const int64_t span = (tw - 1) * sw + (kw - 1) * dw + 1;
   std::ostringstream in;
   in << "    const int64_t dw_x0 = u3 * " << tw * sw << " - " << g.pad_begin[1] << ";\n";
-  in << "#pragma unroll\n    for (int64_t dw_r = 0; dw_r < " << paren(w.sizes[2]) << "; ++dw_r) {\n";
+  in << "#pragma unroll\n    for (int64_t dw_r = 0; dw_r < " << paren(w.sizes[2])
+     << "; ++dw_r) {\n";
   in << "      const int64_t dw_y = u2 * " << g.stride[0] << " - " << g.pad_begin[0] << " + dw_r * "
      << g.dilation[0] << ";\n";
   in << "      if (dw_y < 0 || dw_y >= dw_H) continue;\n";
@@ -73,7 +74,8 @@ std::string depthwise_taps(const ConvGeom& g, int64_t tw) {
     if (uses.str().empty()) continue;  // a gap between dilated taps
     in << "      if (dw_x0 + " << t << " >= 0 && dw_x0 + " << t << " < dw_W) {\n";
     in << "        const float dw_v = static_cast<float>("
-       << load(x.dtype, "v0", offset_of(x, {"u0", "dw_c", "dw_y", "(dw_x0 + " + std::to_string(t) + ")"}))
+       << load(x.dtype, "v0",
+               offset_of(x, {"u0", "dw_c", "dw_y", "(dw_x0 + " + std::to_string(t) + ")"}))
        << ");\n       " << uses.str() << "\n      }\n";
   }
   in << "    }\n";
@@ -105,18 +107,23 @@ std::string finish_output(const ConvGeom& g, const std::string& ch,
 std::string tiled_depthwise(const Program& p, const ExternStep& e, const ConvGeom& g) {
   if (const char* v = std::getenv("ANVIL_CUDA_DW_TILED"); !v || std::string(v) != "1") return "";
   const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
-  for (const TensorView* t : {&x, &y})
-    for (const SymInt& d : t->strides)
-      if (!d.is_constant()) return "";
+  for (const TensorView* t : {&x, &y, &w})
+    for (const auto* list : {&t->sizes, &t->strides})
+      for (const SymInt& d : *list)
+        if (!d.is_constant()) return "";  // (a symbolic batch: the per-thread kernel)
   if (x.strides[3].constant() != 1 || y.strides[3].constant() != 1) return "";
   const int64_t n = y.sizes[0].constant(), k = y.sizes[1].constant(), oh = y.sizes[2].constant(),
                 ow = y.sizes[3].constant(), kh = w.sizes[2].constant(), kw = w.sizes[3].constant();
   const int64_t cols = (ow - 1) * g.stride[1] + (kw - 1) * g.dilation[1] + 1;  // a tile row
-  // about 512 outputs per block (2 per thread), fewer rows while the tile passes 32 KiB
+  // about 512 outputs per block (2 per thread), fewer rows while the tile and the weights
+  // pass 32 KiB
   int64_t th = std::min<int64_t>(oh, (512 + ow - 1) / ow);
-  const auto rows_of = [&](int64_t t) { return (t - 1) * g.stride[0] + (kh - 1) * g.dilation[0] + 1; };
-  while (th > 1 && rows_of(th) * cols * 4 > 32 * 1024) --th;
-  if (rows_of(th) * cols * 4 > 32 * 1024) return "";
+  const auto rows_of = [&](int64_t t) {
+    return (t - 1) * g.stride[0] + (kh - 1) * g.dilation[0] + 1;
+  };
+  const auto bytes = [&](int64_t t) { return (rows_of(t) * cols + kh * kw) * 4; };
+  while (th > 1 && bytes(th) > 32 * 1024) --th;
+  if (bytes(th) > 32 * 1024) return "";
   const int64_t rows = rows_of(th), bands = (oh + th - 1) / th, blocks = n * k * bands;
   if (blocks >= (int64_t{1} << 31)) return "";
   const int64_t threads = std::min<int64_t>(256, (th * ow + 31) / 32 * 32);
@@ -126,20 +133,22 @@ std::string tiled_depthwise(const Program& p, const ExternStep& e, const ConvGeo
   in << "  for (int64_t dt_b = blockIdx.x; dt_b < " << blocks << "; dt_b += gridDim.x) {\n";
   in << "    const int64_t u0 = dt_b / " << k * bands << ", u1 = dt_b / " << bands << " % " << k
      << ", dt_band = dt_b % " << bands << ";\n";
-  in << "    const int64_t dt_c = u1 / " << k / g.groups << ";  // the output channel's input channel\n";
+  in << "    const int64_t dt_c = u1 / " << k / g.groups
+     << ";  // the output channel's input channel\n";
   in << "    const int64_t dt_oy0 = dt_band * " << th << ", dt_iy0 = dt_oy0 * " << g.stride[0]
      << " - " << g.pad_begin[0] << ";\n";
   in << "    __syncthreads();  // the previous band's outputs are done with the tile\n";
   in << "    for (int dt_i = threadIdx.x; dt_i < " << kh * kw << "; dt_i += blockDim.x)\n";
   in << "      dt_w[dt_i] = static_cast<float>("
-     << load(w.dtype, "v1", offset_of(w, {"u1", "0", "(dt_i / " + std::to_string(kw) + ")",
-                                          "(dt_i % " + std::to_string(kw) + ")"}))
+     << load(w.dtype, "v1",
+             offset_of(w, {"u1", "0", "(dt_i / " + std::to_string(kw) + ")",
+                           "(dt_i % " + std::to_string(kw) + ")"}))
      << ");\n";
   in << "    for (int dt_i = threadIdx.x; dt_i < " << rows * cols << "; dt_i += blockDim.x) {\n";
-  in << "      const int64_t dt_y = dt_iy0 + dt_i / " << cols << ", dt_x = dt_i % " << cols
-     << " - " << g.pad_begin[1] << ";\n";
-  in << "      dt_in[dt_i] = dt_y >= 0 && dt_y < " << paren(x.sizes[2]) << " && dt_x >= 0 && dt_x < "
-     << paren(x.sizes[3]) << " ? static_cast<float>("
+  in << "      const int64_t dt_y = dt_iy0 + dt_i / " << cols << ", dt_x = dt_i % " << cols << " - "
+     << g.pad_begin[1] << ";\n";
+  in << "      dt_in[dt_i] = dt_y >= 0 && dt_y < " << paren(x.sizes[2])
+     << " && dt_x >= 0 && dt_x < " << paren(x.sizes[3]) << " ? static_cast<float>("
      << load(x.dtype, "v0", offset_of(x, {"u0", "dt_c", "dt_y", "dt_x"})) << ") : 0.0f;\n";
   in << "    }\n    __syncthreads();\n";
   in << "    for (int dt_o = threadIdx.x; dt_o < " << th * ow << "; dt_o += blockDim.x) {\n";
@@ -184,7 +193,8 @@ std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGe
   std::ostringstream in;
   in << "    const int64_t dw_c = u1 / (" << paren(w.sizes[0]) << " / " << g.groups
      << ");  // the output channel's input channel\n";
-  in << "    const int64_t dw_H = " << paren(x.sizes[2]) << ", dw_W = " << paren(x.sizes[3]) << ";\n";
+  in << "    const int64_t dw_H = " << paren(x.sizes[2]) << ", dw_W = " << paren(x.sizes[3])
+     << ";\n";
   in << "    float";
   for (int64_t j = 0; j < tw; ++j) in << (j ? ", a" : " a") << j << " = 0";
   in << ";\n";
@@ -211,17 +221,16 @@ std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGe
   std::string nodes;
   for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
   return "// " + e.name + ": " + nodes + " (" + e.target +
-         "): a depthwise convolution, anvil's direct kernel\n" +
-         finish(p, e, k);
+         "): a depthwise convolution, anvil's direct kernel\n" + finish(p, e, k);
 }
 
 /// Whether the convolution of `g` runs on the direct kernel for few input channels (a vision
 /// network's stem: 3 channels of an image, 3x3 to 7x7, stride 2 or 4) below, the default
-/// (ANVIL_CUDA_STEM=0 at compile time keeps cuDNN): one group of at most 4 input channels and at
-/// most 6144 multiply-adds per output position (K x C x KH x KW; the weights, padded to 8
-/// output channels, then fit shared memory). On an H200 at bf16 batch 32 it took MobileNetV3-
-/// Small's 3x3 stem (16 channels: 432 per position) from cuDNN's 0.099 ms to about 0.01 ms
-/// (the model 0.746 -> 0.657 ms), but ResNet-50's 7x7 one (64 channels: 9408) from 0.30 to
+/// (ANVIL_CUDA_STEM=0 at compile time keeps cuDNN): one group of at most 4 input channels, at
+/// most 6144 multiply-adds per output position (K x C x KH x KW) and the weights, padded to 8
+/// output channels, within 48 KiB of shared memory. On an H200 at bf16 batch 32 it took
+/// MobileNetV3- Small's 3x3 stem (16 channels: 432 per position) from cuDNN's 0.099 ms to about
+/// 0.01 ms (the model 0.746 -> 0.657 ms), but ResNet-50's 7x7 one (64 channels: 9408) from 0.30 to
 /// about 0.44 ms: cuDNN's tensor cores win where the products are many.
 bool direct_stem(const ConvGeom& g) {
   if (const char* v = std::getenv("ANVIL_CUDA_STEM"); v && std::string(v) == "0") return false;
@@ -230,7 +239,10 @@ bool direct_stem(const ConvGeom& g) {
   if (!ws[0].is_constant() || !ws[1].is_constant()) return false;
   const int64_t k = ws[0].constant(), c = ws[1].constant();
   if (c < 1 || c > 4 || k < 1) return false;
-  return k * c * ws[2].constant() * ws[3].constant() <= 6144;
+  const int64_t taps = c * ws[2].constant() * ws[3].constant();
+  // the staged weights (K padded to 8) within the 48 KiB of static shared memory: one output
+  // channel over 6144 taps passes the first limit, not this one
+  return k * taps <= 6144 && (k + 7) / 8 * 8 * taps * 4 <= 48 * 1024;
 }
 
 /// A convolution of few input channels: each thread computes every output channel of one
