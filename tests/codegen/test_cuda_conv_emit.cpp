@@ -353,6 +353,17 @@ TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
     const Emitted ts = emit(*sym, dir, "dw_tiled_sym", "ANVIL_CUDA_DW_TILED");
     EXPECT_EQ(count(ts.text, "a depthwise convolution, anvil's direct kernel\n"), 1u);
   }
+  {  // ANVIL_CUDA_DW_STAGED=1: those reading a channels-last input (with
+     // ANVIL_CUDA_DW_ANY_LAYOUT=1: c2's permuted view, c4's NHWC 1x1 output, c1's input written
+     // channels-last by c0) stage their window of channels' weights in shared memory,
+     // [tap][channel]; nvcc compiles them
+    const test::ScopedEnv any("ANVIL_CUDA_DW_ANY_LAYOUT", "1");
+    const Emitted st = emit(*g, dir, "dw_staged", "ANVIL_CUDA_DW_STAGED");
+    EXPECT_EQ(count(st.text, "[tap][channel of the block's window]"), 3u);
+    EXPECT_NE(st.text.find("__shared__ float dw_s[72];"), std::string::npos) << "c2: 9 x 8";
+    EXPECT_NE(st.text.find("__shared__ uint16_t dw_s[784];"), std::string::npos)
+        << "c4: 49 x 16";
+  }
   const Emitted off = emit(*g, dir, "dw_off", "ANVIL_CUDA_DEPTHWISE", "0");
   EXPECT_EQ(count(off.text, "anvil's direct kernel"), 0u);
   EXPECT_EQ(off.manifest.at("cudnn_convs").size(), 6u);

@@ -488,11 +488,14 @@ TEST(CudaConvSteps, DirectDepthwiseMatchesTheInterpreter) {
   for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
   // "1+": the direct kernels may read one layout and write the other (ANVIL_CUDA_DW_ANY_LAYOUT);
   // "1L": and loop kernels may read channels-last outputs (ANVIL_CONV_LAYOUT_LOOPS: c4's);
-  // "1T": the plane-tiled kernel for dense rows (ANVIL_CUDA_DW_TILED)
-  for (const std::string direct : {"1", "1+", "1L", "1T", "0"}) {
+  // "1T": the plane-tiled kernel for dense rows (ANVIL_CUDA_DW_TILED); "1S": "1+" with the
+  // weights of channels-last inputs staged in shared memory (ANVIL_CUDA_DW_STAGED)
+  for (const std::string direct : {"1", "1+", "1L", "1T", "1S", "0"}) {
     ScopedEnv tiled("ANVIL_CUDA_DW_TILED", direct == "1T" ? "1" : "0");
+    ScopedEnv staged("ANVIL_CUDA_DW_STAGED", direct == "1S" ? "1" : "0");
     ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", direct.substr(0, 1));
-    ScopedEnv any("ANVIL_CUDA_DW_ANY_LAYOUT", direct == "1+" || direct == "1L" ? "1" : "0");
+    ScopedEnv any("ANVIL_CUDA_DW_ANY_LAYOUT",
+                  direct == "1+" || direct == "1L" || direct == "1S" ? "1" : "0");
     ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", direct == "1L" ? "1" : "0");
     const std::string name = direct == "1+" ? "1a" : direct;
     expect_runs_match(compile_for_cuda(*g, "dw_" + name), dev, want, "direct " + direct);
@@ -545,10 +548,11 @@ TEST(CudaConvSteps, ConvNextBlocksMatchTheInterpreter) {
   const auto want = ref.run(ins);
   std::vector<Tensor> dev;
   for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
-  for (const char* v : {"L", "LT", "-", "T"}) {
+  for (const char* v : {"L", "LT", "LS", "-", "T"}) {
     const std::string variant(v);
     ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", variant[0] == 'L' ? "1" : "0");
     ScopedEnv tiled("ANVIL_CUDA_DW_TILED", variant.back() == 'T' ? "1" : "0");
+    ScopedEnv staged("ANVIL_CUDA_DW_STAGED", variant.back() == 'S' ? "1" : "0");
     expect_runs_match(compile_for_cuda(*g, "cnx_" + std::string(variant == "-" ? "0" : v)), dev,
                       want, "convnext " + variant);
   }

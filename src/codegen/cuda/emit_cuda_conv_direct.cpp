@@ -51,7 +51,7 @@ namespace {
 /// kernel row, the row's weights in registers and each input of the span read once, added to
 /// every output it feeds (unrolled here: which output and tap each input meets is constant).
 /// Each output sums its taps in the same order as one thread per output would.
-std::string depthwise_taps(const ConvGeom& g, int64_t tw) {
+std::string depthwise_taps(const ConvGeom& g, int64_t tw, const std::string& weight) {
   const TensorView &x = *g.x, &w = *g.w;
   const int64_t kw = w.sizes[3].constant(), sw = g.stride[1], dw = g.dilation[1];
   const int64_t span = (tw - 1) * sw + (kw - 1) * dw + 1;
@@ -64,8 +64,7 @@ std::string depthwise_taps(const ConvGeom& g, int64_t tw) {
   in << "      if (dw_y < 0 || dw_y >= dw_H) continue;\n";
   in << "      float dw_w[" << kw << "];\n";
   in << "#pragma unroll\n      for (int64_t dw_q = 0; dw_q < " << kw << "; ++dw_q) dw_w[dw_q] = "
-     << "static_cast<float>(" << load(w.dtype, "v1", offset_of(w, {"u1", "0", "dw_r", "dw_q"}))
-     << ");\n";
+     << "static_cast<float>(" << weight << ");\n";
   for (int64_t t = 0; t < span; ++t) {
     std::ostringstream uses;
     for (int64_t j = 0; j < tw; ++j)
@@ -198,7 +197,43 @@ std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGe
   in << "    float";
   for (int64_t j = 0; j < tw; ++j) in << (j ? ", a" : " a") << j << " = 0";
   in << ";\n";
-  in << depthwise_taps(g, tw);
+  // opt-in (ANVIL_CUDA_DW_STAGED=1): with the channels innermost in the input's memory (the
+  // threads' order), a warp's threads are neighbouring channels and each reads its own channel's
+  // weights: 32 different lines per load. The block stages its window of channels' weights
+  // (at most 256: the block's threads) in shared memory as [tap][channel], read coalesced.
+  const int64_t taps = w.sizes[2].constant() * kw, channels = w.sizes[0].constant();
+  const int64_t window = std::min<int64_t>(channels, 256);
+  const char* sv = std::getenv("ANVIL_CUDA_DW_STAGED");
+  bool staged = sv && std::string(sv) == "1" && x.strides[1].is_constant() &&
+                x.strides[1].constant() == 1 && taps * window * dtype_size(w.dtype) <= 32 * 1024;
+  // (the channels strictly innermost: base % channels below is the block's first channel)
+  for (int d : {0, 2, 3})
+    staged = staged && x.strides[d].is_constant() && x.strides[d].constant() > 1;
+  std::string weight = load(w.dtype, "v1", offset_of(w, {"u1", "0", "dw_r", "dw_q"}));
+  std::string decl, prologue;  // the staged weights' array, their filling per block
+  if (staged) {
+    const std::string ty = storage_type(w.dtype, Dialect::kCuda);
+    weight = load(w.dtype, "dw_s",
+                  "(dw_r * " + std::to_string(kw) + " + dw_q) * " + std::to_string(window) +
+                      " + (u1 - dw_c0 + " + std::to_string(channels) + ") % " +
+                      std::to_string(channels));
+    std::ostringstream pro;
+    pro << "    __syncthreads();  // the previous window's taps are done\n";
+    pro << "    dw_c0 = base % " << channels << ";  // the channel of the block's first thread\n";
+    pro << "    for (int dw_i = threadIdx.x; dw_i < " << taps * window
+        << "; dw_i += blockDim.x) {\n";
+    pro << "      const int64_t dw_ch = (dw_c0 + dw_i / " << taps << ") % " << channels
+        << ", dw_t = dw_i % " << taps << ";\n";
+    pro << "      dw_s[dw_t * " << window << " + dw_i / " << taps << "] = "
+        << "v1[" << offset_of(w, {"dw_ch", "0", "(dw_t / " + std::to_string(kw) + ")",
+                                  "(dw_t % " + std::to_string(kw) + ")"})
+        << "];\n";
+    pro << "    }\n    __syncthreads();\n";
+    decl = "  __shared__ " + ty + " dw_s[" + std::to_string(taps * window) +
+           "];  // [tap][channel of the block's window]\n  int64_t dw_c0 = 0;\n";
+    prologue = pro.str();
+  }
+  in << depthwise_taps(g, tw, weight);
   for (int64_t j = 0; j < tw; ++j) {
     in << "    if (u3 * " << tw << " + " << j << " < " << ow << ") {\n";
     in << "    const int64_t dw_ox = u3 * " << tw << " + " << j << ";\n";
@@ -216,7 +251,7 @@ std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGe
   k.params.push_back({"y0", g.y});
   // the input's memory order: each output reads kh * kw inputs, so neighbouring threads read
   // neighbouring addresses (an NHWC input with an NCHW output read one per 32-byte sector)
-  k.body = elementwise_loop(groups, in.str(), &x);
+  k.body = decl + elementwise_loop(groups, in.str(), &x, prologue);
   k.grid = elementwise_grid(groups);
   std::string nodes;
   for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];

@@ -112,12 +112,20 @@ std::string finish(const Program& p, const ExternStep& e, const KernelText& k) {
 /// One thread per output element (grid-stride) over `out`, in the memory order of `order_by`
 /// (default: `out` itself; a view of the same rank).
 std::string elementwise_loop(const TensorView& out, const std::string& inner,
-                             const TensorView* order_by) {
+                             const TensorView* order_by, const std::string& block_prologue) {
   const TensorView& ov = order_by ? *order_by : out;
   std::ostringstream os;
   os << "  const int64_t total = " << numel(out.sizes) << ";\n";
-  os << "  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
-        "idx < total;\n       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
+  if (block_prologue.empty()) {
+    os << "  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; "
+          "idx < total;\n       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
+  } else {  // uniform over the block: the prologue may synchronize it
+    os << "  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x; base < total;\n"
+          "       base += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
+    os << block_prologue;
+    os << "    const int64_t idx = base + threadIdx.x;\n";
+    os << "    if (idx < total) {\n";
+  }
   // idx walks the view in its memory order (a channels-last output's threads write
   // neighbouring channels): dims by decreasing constant stride, else the logical order
   const size_t r = out.sizes.size();
@@ -152,6 +160,7 @@ std::string elementwise_loop(const TensorView& out, const std::string& inner,
   for (size_t i = 0; i < r; ++i)
     os << "    const int64_t u" << order[i] << " = m" << i << ";\n";
   os << inner << "  }\n";
+  if (!block_prologue.empty()) os << "  }\n";
   return os.str();
 }
 

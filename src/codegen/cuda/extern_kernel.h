@@ -48,9 +48,13 @@ struct KernelText {
 /// The kernel and `int NAME(const RunState& s)` launching it.
 std::string finish(const Program& p, const ExternStep& e, const KernelText& k);
 /// One thread per output element (grid-stride) over `out`, in the memory order of `order_by`
-/// (default: `out` itself; a view of the same rank).
+/// (default: `out` itself; a view of the same rank). With `block_prologue`, the loop steps a
+/// whole block at a time (`base`: the block's first index) and runs the prologue before each
+/// step with every thread of the block (it may __syncthreads), then `inner` where the thread's
+/// index is in range.
 std::string elementwise_loop(const TensorView& out, const std::string& inner,
-                             const TensorView* order_by = nullptr);
+                             const TensorView* order_by = nullptr,
+                             const std::string& block_prologue = "");
 /// Code checking index `var` against [0, n) after wrapping negatives when `wrap`.
 std::string check_index(const ExternStep& e, const std::string& var, const std::string& n,
                         bool wrap);
