@@ -304,6 +304,16 @@ void for_each_root(LoopKernel& k, F f) {
       for (Stmt& st : *list) f(st.expr);
 }
 
+/// Calls `f` with every load expression of `k`.
+template <typename F>
+void for_each_load(const Program& p, LoopKernel& k, F f) {
+  for_each_root(k, [&](int root) {
+    std::vector<int> loads;
+    if (root >= 0) p.exprs.loads(root, loads);
+    for (int id : loads) f(p.exprs.at(id));
+  });
+}
+
 /// True when every load of buffer `b` in `k` has a channels-last index (nhwc_index).
 bool loads_follow_nhwc(const Program& p, LoopKernel& k, int b) {
   const std::vector<int64_t> s = sizes4(p, b);
@@ -311,13 +321,8 @@ bool loads_follow_nhwc(const Program& p, LoopKernel& k, int b) {
   std::vector<int64_t> ext;
   if (s.empty() || !kernel_vars(k, vars, ext)) return false;
   bool ok = true;
-  for_each_root(k, [&](int root) {
-    std::vector<int> loads;
-    if (root >= 0) p.exprs.loads(root, loads);
-    for (int id : loads) {
-      const Expr& e = p.exprs.at(id);
-      if (e.buffer == b) ok = ok && nhwc_index(e.index, vars, ext, s).has_value();
-    }
+  for_each_load(p, k, [&](const Expr& e) {
+    if (e.buffer == b) ok = ok && nhwc_index(e.index, vars, ext, s).has_value();
   });
   return ok;
 }
@@ -370,13 +375,8 @@ bool independent_points(const Program& p, LoopKernel& k) {
     if (!fresh && !(it->second == st.index)) return false;
   }
   bool ok = true;
-  for_each_root(k, [&](int root) {
-    std::vector<int> loads;
-    if (root >= 0) p.exprs.loads(root, loads);
-    for (int id : loads) {
-      const Expr& e = p.exprs.at(id);
-      if (const auto it = at.find(e.buffer); it != at.end() && !(it->second == e.index)) ok = false;
-    }
+  for_each_load(p, k, [&](const Expr& e) {
+    if (const auto it = at.find(e.buffer); it != at.end() && !(it->second == e.index)) ok = false;
   });
   return ok;
 }

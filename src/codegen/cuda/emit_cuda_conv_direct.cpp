@@ -81,6 +81,15 @@ std::string depthwise_taps(const ConvGeom& g, int64_t tw, const std::string& wei
   return in.str();
 }
 
+/// The direct kernels' parameters: input v0, weight v1, bias v2, residual v3, output y0.
+void conv_params(KernelText& k, const ConvGeom& g) {
+  k.params.push_back({"v0", g.x});
+  k.params.push_back({"v1", g.w});
+  if (g.bias) k.params.push_back({"v2", g.bias});
+  if (g.residual) k.params.push_back({"v3", g.residual});
+  k.params.push_back({"y0", g.y});
+}
+
 /// Statements finishing output value `a` of channel `ch` at `at` (index variables n, k, oy, ox):
 /// the bias, the fused residual and the activation applied, the store.
 std::string finish_output(const ConvGeom& g, const std::string& ch,
@@ -163,11 +172,7 @@ std::string tiled_depthwise(const Program& p, const ExternStep& e, const ConvGeo
   in << finish_output(g, "u1", {"u0", "u1", "u2", "u3"});
   in << "    }\n  }\n";
   KernelText kt;
-  kt.params.push_back({"v0", g.x});
-  kt.params.push_back({"v1", g.w});
-  if (g.bias) kt.params.push_back({"v2", g.bias});
-  if (g.residual) kt.params.push_back({"v3", g.residual});
-  kt.params.push_back({"y0", g.y});
+  conv_params(kt, g);
   kt.body = in.str();
   kt.grid = std::to_string(blocks);
   kt.block = std::to_string(threads);
@@ -244,11 +249,7 @@ std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGe
   TensorView groups = y;  // the threads' index space: [N, K, OH, ceil(OW / tw)]
   groups.sizes[3] = SymInt((ow + tw - 1) / tw);
   KernelText k;
-  k.params.push_back({"v0", g.x});
-  k.params.push_back({"v1", g.w});
-  if (g.bias) k.params.push_back({"v2", g.bias});
-  if (g.residual) k.params.push_back({"v3", g.residual});
-  k.params.push_back({"y0", g.y});
+  conv_params(k, g);
   // the input's memory order: each output reads kh * kw inputs, so neighbouring threads read
   // neighbouring addresses (an NHWC input with an NCHW output read one per 32-byte sector)
   k.body = decl + elementwise_loop(groups, in.str(), &x, prologue);
@@ -367,11 +368,7 @@ std::string stem_kernel(const Program& p, const ExternStep& e, const ConvGeom& g
   TensorView positions = y;  // the threads' index space: [N, 1, OH, OW]
   positions.sizes[1] = SymInt(1);
   KernelText kt;
-  kt.params.push_back({"v0", g.x});
-  kt.params.push_back({"v1", g.w});
-  if (g.bias) kt.params.push_back({"v2", g.bias});
-  if (g.residual) kt.params.push_back({"v3", g.residual});
-  kt.params.push_back({"y0", g.y});
+  conv_params(kt, g);
   kt.body = pro.str() + elementwise_loop(positions, in.str(), &y);
   kt.grid = elementwise_grid(positions);
   std::string nodes;
