@@ -138,8 +138,12 @@ bool whole_nchw(const Program& p, const TensorView& v) {
     if (!c) return false;
     numel *= *c;
   }
-  const auto bn = p.buffers[static_cast<size_t>(v.buffer)].numel.maybe_constant();
-  return bn && *bn == numel && v.strides == contiguous(v.sizes);
+  const Buffer& buf = p.buffers[static_cast<size_t>(v.buffer)];
+  const auto bn = buf.numel.maybe_constant();
+  // the buffer's own [N, C, H, W]: a reshaped view ([1, 64, 8, 8] of a [256, 2, 4, 2] buffer, as
+  // MobileViT's unfolding leaves) would give the buffer a second channels-last order, and loop
+  // kernels index it by the buffer's sizes
+  return bn && *bn == numel && v.strides == contiguous(v.sizes) && buf.sizes == v.sizes;
 }
 
 /// Channels-last strides of a [N, C, H, W] view.

@@ -390,5 +390,41 @@ TEST(ConvFusion, LoopKernelsWriteChannelsLastWhenAsked) {
   run_paths("loops_w_nchw", g.get(), off, false);
 }
 
+// A convolution reading another's output (or a loop kernel's) through a reshape: the buffer has
+// one [N, C, H, W] of its own, so a view of other sizes keeps it NCHW. Before, each view got
+// channels-last strides of its own sizes: two orders for one buffer, wrong values (here on the
+// default plan; with ANVIL_CONV_LAYOUT_LOOPS=1 MobileViT's unfolding planned a [256, 2, 4, 2]
+// buffer by its [1, 64, 8, 8] view).
+TEST(ConvFusion, ReshapedViewsKeepTheirBufferNchw) {
+  const std::string text = R"(graph {
+  inputs {
+    %x: f32[2, 8, 4, 4] = user_input
+    %w: f32[16, 8, 1, 1] = user_input
+    %w2: f32[4, 4, 3, 3] = user_input
+    %w3: f32[16, 8, 1, 1] = user_input
+  }
+  %c1: f32[2, 16, 4, 4] = aten.conv2d.default(input=%x, weight=%w)
+  %v: f32[2, 4, 8, 8] = aten.view.default(self=%c1, size=[2, 4, 8, 8])
+  %c2: f32[2, 4, 8, 8] = aten.conv2d.default(input=%v, weight=%w2, padding=[1, 1])
+  %c3: f32[2, 16, 4, 4] = aten.conv2d.default(input=%x, weight=%w3)
+  %a: f32[2, 16, 4, 4] = aten.add.Tensor(self=%c3, other=1.0)
+  %va: f32[2, 4, 8, 8] = aten.view.default(self=%a, size=[2, 4, 8, 8])
+  %c4: f32[2, 4, 8, 8] = aten.conv2d.default(input=%va, weight=%w2, padding=[1, 1])
+  outputs {
+    user_output %c2
+    user_output %c4
+  }
+})";
+  auto g = ir::parse_graph(text);
+  const Built& plain = build_graph("reshaped_views", *g);
+  ASSERT_TRUE(plain.error.empty()) << plain.error;
+  EXPECT_EQ(plain.stats.channels_last_buffers, 0) << plain.program_text;
+  run_paths("reshaped_views", g.get(), plain, false);
+  const ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", "1");
+  const Built& with_loops = build_graph("reshaped_views_loops", *g);
+  ASSERT_TRUE(with_loops.error.empty()) << with_loops.error;
+  run_paths("reshaped_views_loops", g.get(), with_loops, false);
+}
+
 }  // namespace
 }  // namespace anvil::aot_test
