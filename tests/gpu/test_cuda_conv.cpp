@@ -208,6 +208,18 @@ std::vector<Tensor> random_inputs(const ir::Graph& g, uint64_t seed) {
   return ins;
 }
 
+/// Graph `g`'s inputs copied to the GPU and the reference interpreter's outputs for them.
+struct GpuCase {
+  std::vector<Tensor> dev, want;
+};
+GpuCase gpu_case(const ir::Graph& g, const std::vector<Tensor>& ins) {
+  GpuCase c;
+  interp::Interpreter ref(g);
+  c.want = ref.run(ins);
+  for (const Tensor& t : ins) c.dev.push_back(t.to(Device::cuda(0)));
+  return c;
+}
+
 /// Compiles `g` for cuda-sm90 into the test's output folder as NAME.anvil; returns its path.
 std::string compile_for_cuda(const ir::Graph& g, const std::string& name) {
   const fs::path dir = gpu_test::out_dir();
@@ -283,11 +295,9 @@ TEST(CudaConvSteps, EachPathMatchesTheInterpreter) {
   driver::compile_graph(*g, pkg, o);
   const auto j = nlohmann::json::parse(runtime::Package::open(pkg)->manifest().json);
   EXPECT_TRUE(j.at("host_steps").empty()) << j.at("host_steps").dump();
-  const std::vector<Tensor> ins = random_inputs(*g, 60);
-  interp::Interpreter ref(*g);
-  const auto want = ref.run(ins);
-  std::vector<Tensor> dev;
-  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  const GpuCase gc = gpu_case(*g, random_inputs(*g, 60));
+  const std::vector<Tensor>& dev = gc.dev;
+  const std::vector<Tensor>& want = gc.want;
   for (const char* mode : {"auto", "unfused", "host"}) {
     ScopedEnv env("ANVIL_CUDA_CONV", mode);
     for (const char* tf32 : {"0", "1"}) {
@@ -336,11 +346,9 @@ TEST(CudaConvSteps, AViewCudnnRefusesRunsTheHostPath) {
   o.cache_dir = (dir / "cache").string();
   const std::string pkg = (dir / "conv_unaligned.anvil").string();
   driver::compile_graph(*g, pkg, o);
-  const std::vector<Tensor> ins = random_inputs(*g, 80);
-  interp::Interpreter ref(*g);
-  const auto want = ref.run(ins);
-  std::vector<Tensor> dev;
-  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  const GpuCase gc = gpu_case(*g, random_inputs(*g, 80));
+  const std::vector<Tensor>& dev = gc.dev;
+  const std::vector<Tensor>& want = gc.want;
   ScopedEnv tf("ANVIL_CUDA_CONV_TF32", "0");
   runtime::ModelOptions mo;
   mo.device = Device::cuda(0);
@@ -386,11 +394,9 @@ TEST(CudaConvSteps, ChannelsLastResidualBlocksMatchTheInterpreter) {
     for (size_t at = text.find("T["); at != std::string::npos; at = text.find("T[", at))
       text.replace(at, 1, dt);
     const auto g = ir::parse_graph(text);
-    const std::vector<Tensor> ins = random_inputs(*g, 90);
-    interp::Interpreter ref(*g);
-    const auto want = ref.run(ins);
-    std::vector<Tensor> dev;
-    for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+    const GpuCase gc = gpu_case(*g, random_inputs(*g, 90));
+    const std::vector<Tensor>& dev = gc.dev;
+    const std::vector<Tensor>& want = gc.want;
     for (const char* layout : {"auto", "nchw"}) {
       ScopedEnv lay("ANVIL_CONV_LAYOUT", layout);
       const std::string pkg = compile_for_cuda(*g, std::string("block_") + dt + layout);
@@ -481,11 +487,9 @@ TEST(CudaConvSteps, DirectDepthwiseMatchesTheInterpreter) {
   // the graph of CudaConvEmit.DepthwiseConvolutionsRunTheDirectKernel, compiled with
   // ANVIL_CUDA_DEPTHWISE=1 (anvil's direct depthwise kernel, the default) and =0 (cuDNN)
   const auto g = ir::parse_graph(kDepthwiseGraph);
-  const std::vector<Tensor> ins = random_inputs(*g, 140);
-  interp::Interpreter ref(*g);
-  const auto want = ref.run(ins);
-  std::vector<Tensor> dev;
-  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  const GpuCase gc = gpu_case(*g, random_inputs(*g, 140));
+  const std::vector<Tensor>& dev = gc.dev;
+  const std::vector<Tensor>& want = gc.want;
   // "1+": the direct kernels may read one layout and write the other (ANVIL_CUDA_DW_ANY_LAYOUT);
   // "1L": and loop kernels may read channels-last outputs (ANVIL_CONV_LAYOUT_LOOPS: c4's);
   // "1T": the plane-tiled kernel for dense rows (ANVIL_CUDA_DW_TILED); "1S": "1+" with the
@@ -508,11 +512,9 @@ TEST(CudaConvSteps, DirectStemMatchesTheInterpreter) {
   // ANVIL_CUDA_STEM=1 (anvil's direct kernel for few input channels, the default: NCHW and
   // channels-last inputs, 8-channel stores, a channel tail, a residual) and =0 (cuDNN)
   const auto g = ir::parse_graph(kStemGraph);
-  const std::vector<Tensor> ins = random_inputs(*g, 150);
-  interp::Interpreter ref(*g);
-  const auto want = ref.run(ins);
-  std::vector<Tensor> dev;
-  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  const GpuCase gc = gpu_case(*g, random_inputs(*g, 150));
+  const std::vector<Tensor>& dev = gc.dev;
+  const std::vector<Tensor>& want = gc.want;
   for (const char* stem : {"1", "0"}) {
     ScopedEnv env("ANVIL_CUDA_STEM", stem);
     expect_runs_match(compile_for_cuda(*g, std::string("stem_") + stem), dev, want,
@@ -525,11 +527,9 @@ TEST(CudaConvSteps, DownsampleBlocksMatchTheInterpreter) {
   // the graph of CudaConvEmit.ADownsampleBlocksAddFusesWithNoWriteBack: the add fused into the
   // shortcut's convolution, the write-back renamed, channels-last, on each convolution path
   const auto g = ir::parse_graph(kDownsampleGraph);
-  const std::vector<Tensor> ins = random_inputs(*g, 190);
-  interp::Interpreter ref(*g);
-  const auto want = ref.run(ins);
-  std::vector<Tensor> dev;
-  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  const GpuCase gc = gpu_case(*g, random_inputs(*g, 190));
+  const std::vector<Tensor>& dev = gc.dev;
+  const std::vector<Tensor>& want = gc.want;
   const std::string pkg = compile_for_cuda(*g, "down");
   for (const char* mode : {"auto", "unfused", "host"}) {
     ScopedEnv env("ANVIL_CUDA_CONV", mode);
@@ -543,11 +543,9 @@ TEST(CudaConvSteps, ConvNextBlocksMatchTheInterpreter) {
   // compiled with ANVIL_CONV_LAYOUT_LOOPS=1 (loop kernels reading and writing channels-last,
   // their loops reordered) and without, with the depthwise kernel tiled and not
   const auto g = ir::parse_graph(kConvNextBlockGraph);
-  const std::vector<Tensor> ins = random_inputs(*g, 200);
-  interp::Interpreter ref(*g);
-  const auto want = ref.run(ins);
-  std::vector<Tensor> dev;
-  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  const GpuCase gc = gpu_case(*g, random_inputs(*g, 200));
+  const std::vector<Tensor>& dev = gc.dev;
+  const std::vector<Tensor>& want = gc.want;
   for (const char* v : {"L", "LT", "LS", "-", "T"}) {
     const std::string variant(v);
     ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", variant[0] == 'L' ? "1" : "0");
@@ -571,10 +569,9 @@ TEST(CudaConvSteps, FusedActivationsMatchTheInterpreter) {
   x[5] = NAN;
   x[300] = INFINITY;
   x[1000] = -INFINITY;
-  interp::Interpreter ref(*g);
-  const auto want = ref.run(ins);
-  std::vector<Tensor> dev;
-  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  const GpuCase gc = gpu_case(*g, ins);
+  const std::vector<Tensor>& dev = gc.dev;
+  const std::vector<Tensor>& want = gc.want;
   for (const char* variant : {"act", "act+dw", "act+dwt", "none"}) {
     ScopedEnv act("ANVIL_CUDA_CONV_ACT", variant[0] == 'a' ? "1" : "0");
     ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", std::string(variant).rfind("act+dw", 0) == 0 ? "1" : "0");
@@ -594,11 +591,9 @@ TEST(CudaConvSteps, OneByOneGemmsMatchTheInterpreter) {
   // on cuDNN (=0)
   const test::ScopedEnv nchw("ANVIL_CONV_LAYOUT", "nchw");
   const auto g = ir::parse_graph(kConv1x1Graph);
-  const std::vector<Tensor> ins = random_inputs(*g, 170);
-  interp::Interpreter ref(*g);
-  const auto want = ref.run(ins);
-  std::vector<Tensor> dev;
-  for (const Tensor& t : ins) dev.push_back(t.to(Device::cuda(0)));
+  const GpuCase gc = gpu_case(*g, random_inputs(*g, 170));
+  const std::vector<Tensor>& dev = gc.dev;
+  const std::vector<Tensor>& want = gc.want;
   for (const char* gemm : {"1", "0"}) {
     ScopedEnv env("ANVIL_CUDA_CONV1X1_GEMM", gemm);
     expect_runs_match(compile_for_cuda(*g, std::string("g1x1_") + gemm), dev, want,
