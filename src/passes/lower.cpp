@@ -540,21 +540,19 @@ void Lowerer::lower_inplace(const ir::Node& n) {
   // export leaves for dist.all_reduce(x) on an input) lands in the caller's tensor, as in eager.
   if (b.kind == BufferKind::kInput) prog_.inputs[static_cast<size_t>(b.index)].mutated = true;
   TRefPtr value = inplace_value(*this, n);
-  if (value->is_buffer() && value->buffer == self->buffer && value->dtype == self->dtype &&
-      value->sizes == self->sizes && value->strides == self->strides &&
-      value->offset == self->offset) {
+  const bool same_view = value->is_buffer() && value->dtype == self->dtype &&
+                         value->sizes == self->sizes && value->strides == self->strides &&
+                         value->offset == self->offset;
+  if (same_view && value->buffer == self->buffer) {
     // Already there (relu_ / add_ that a convolution applied as it stored): nothing to write.
     bind(0, self);
     return;
   }
-  if (view_root(a.value) == a.value && value->is_buffer() && value->buffer != self->buffer &&
-      owned_buffer(self->buffer) && owned_buffer(value->buffer) && value->dtype == self->dtype &&
-      value->sizes == self->sizes && value->strides == self->strides &&
-      value->offset == self->offset && is_contiguous_view(*self) &&
+  if (same_view && view_root(a.value) == a.value && owned_buffer(self->buffer) &&
+      owned_buffer(value->buffer) && is_contiguous_view(*self) &&
       !buffer_read_later(self->buffer) && !buffer_read_later(value->buffer)) {
-    // A write-back into a buffer nothing reads again, of a value in a buffer of its own that
-    // nothing else reads either (CUDA: add_ of two convolutions' results, the add fused into the
-    // second one, which cannot write over its residual): the result is renamed, not copied.
+    // Neither buffer is read again (CUDA: add_ of two convolutions' results, the add fused into
+    // the second, which cannot write over its residual): the result is renamed, not copied.
     bind(0, value);
     return;
   }
@@ -784,15 +782,6 @@ ExternAttr ints_attr(const std::string& name, const std::vector<SymInt>& v) {
   a.kind = 3;
   a.ints = v;
   return a;
-}
-
-bool Lowerer::buffer_read_later(int buffer) const {
-  for (const auto& [v, t] : vals_) {
-    if (!t || !t->reads.count(buffer)) continue;
-    auto lu = last_use_.find(v);
-    if (lu != last_use_.end() && lu->second > node_pos_) return true;
-  }
-  return false;
 }
 
 bool Lowerer::owned_buffer(int b) const {

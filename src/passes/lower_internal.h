@@ -170,8 +170,8 @@ class Lowerer {
   std::vector<PendingCollective> pending_collectives;
   int next_collective = 0;
   /// True when a value read by a node after the current one (or a graph output) reads `buffer`.
-  bool buffer_read_later(int buffer) const;
-  /// The same, ignoring value `except`.
+  bool buffer_read_later(int buffer) const { return buffer_read_later_except(buffer, nullptr); }
+  /// The same, ignoring value `except` (null: none).
   bool buffer_read_later_except(int buffer, const ir::Value* except) const {
     for (const auto& [v, t] : vals_) {
       if (v == except || !t || !t->reads.count(buffer)) continue;
