@@ -249,6 +249,8 @@ def main():
         rel = ((got - want).abs().max() / want.abs().max().clamp(min=1)).item()
         graphs = anvil_bench(a.anvil, pkg, a.iters)
         plain = anvil_bench(a.anvil, pkg, a.iters, ["--no-cuda-graphs"])
+        note(f"{name}: compiled in {compile_s:.1f} s, b2b {graphs['b2b_ms']:.3f} ms "
+             f"(no graphs {plain['b2b_ms']:.3f}), rel err {rel:.1e}")
         r = {"model": name, "gpu": torch.cuda.get_device_name(),
              "anvil_single_ms": graphs["single_ms"], "anvil_b2b_ms": graphs["b2b_ms"],
              "anvil_cuda_graphs": graphs["cuda_graphs"],
@@ -282,20 +284,26 @@ def main():
                 b = anvil_bench(a.anvil, pk, a.iters)
                 r[f"{key}_single_ms_r{rnd}"] = b["single_ms"]
                 r[f"{key}_b2b_ms_r{rnd}"] = b["b2b_ms"]
+                note(f"{name} {key} [{r.get(key + '_env', '') or r.get(key + '_args', '')}] "
+                     f"round {rnd}: b2b {b['b2b_ms']:.3f} ms")
         if a.profile:
             for pk in [pkg] + [v[1] for v in vpkgs]:
                 print_profile(a.anvil, pk, a.profile)
         with torch.no_grad():
             r["eager_single_ms"] = time_torch(mg, xg, a.iters)
             r["eager_b2b_ms"] = time_torch_b2b(mg, xg, a.iters)
+            note(f"{name} eager: b2b {r['eager_b2b_ms']:.3f} ms")
             for mode in filter(None, a.modes.split(",")):
                 torch._dynamo.reset()
                 cm = torch.compile(mg, mode=None if mode == "default" else mode)
                 r[f"compile_{mode}_single_ms"] = time_torch(cm, xg, a.iters)
                 r[f"compile_{mode}_b2b_ms"] = time_torch_b2b(cm, xg, a.iters)
+                note(f"{name} torch.compile {mode}: b2b {r[f'compile_{mode}_b2b_ms']:.3f} ms")
         results.append(r)
         print(json.dumps(r))
         sys.stdout.flush()
+        if a.json:  # after each model, so that a run cut short keeps the models it finished
+            write_json(a.json, results)
     if a.serving:
         # issue 14's serving check: the MLP at batch 1 in bf16, 4 threads on one package
         m = MLP().to(torch.bfloat16).eval()
@@ -313,8 +321,18 @@ def main():
         if out.stdout.strip():
             results.append({"serving": json.loads(out.stdout.strip().splitlines()[-1])})
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"torch": torch.__version__, "results": results}, f, indent=1)
+        write_json(a.json, results)
+
+
+def note(text):
+    """A progress line on stderr, flushed at once: a run cut short by a time limit keeps the
+    figures it measured."""
+    print(f"# {text}", file=sys.stderr, flush=True)
+
+
+def write_json(path, results):
+    with open(path, "w") as f:
+        json.dump({"torch": torch.__version__, "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":

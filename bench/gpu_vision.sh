@@ -5,7 +5,8 @@
 # its own time limit so that one slow export or compile cannot take the others' figures. Run it
 # from the repository root on the GPU machine with the bundle unpacked (bench/gpu_bundle.sh):
 #   bench/gpu_vision.sh [MODELS]      # default: the issue's eight, most wanted first
-# Environment: PER_MODEL_S (default 150), VARIANTS (cuda_bench.py --variant-env; default none),
+# Environment: PER_MODEL_S (default 150), MODES (torch.compile modes; default reduce-overhead,
+# empty: none), VARIANTS (cuda_bench.py --variant-env; default none),
 # ITERS (100), PROFILE (slowest steps per package, 0 = off; default 12), OUT (JSON and logs;
 # default $OUT of the device tool, else ./gpu_vision_out). Prints one summary line per model:
 # ms back to back for the default and each variant, reduce-overhead, and default / reduce-overhead.
@@ -25,7 +26,7 @@ variant_args=()
 IFS=, read -ra list <<< "$models"
 for m in "${list[@]}"; do
   timeout "${PER_MODEL_S:-150}" python3 bench/cuda_bench.py --anvil gpu_bundle/bin/anvil \
-    --models "tv_${m}_b32" --dtypes bfloat16 --modes reduce-overhead --iters "${ITERS:-100}" \
+    --models "tv_${m}_b32" --dtypes bfloat16 --modes "${MODES-reduce-overhead}" --iters "${ITERS:-100}" \
     --profile "${PROFILE:-12}" "${variant_args[@]}" --json "$out/$m.json" > "$out/$m.log" 2>&1
   rc=$?
   python3 - "$out/$m.json" "$m" "$rc" <<'EOF'
@@ -34,7 +35,8 @@ path, model, rc = sys.argv[1], sys.argv[2], sys.argv[3]
 try:
     r = json.load(open(path))["results"][0]
 except Exception:
-    print(f"{model}: no figures (exit {rc}: {'timed out' if rc == '124' else 'see its log'})")
+    print(f"{model}: no summary (exit {rc}: {'timed out' if rc == '124' else 'see its log'}); "
+          "what it measured:")
     sys.exit(0)
 ro = r.get("compile_reduce-overhead_b2b_ms")
 parts = [f"anvil {r['anvil_b2b_ms']:.3f}"]
@@ -50,4 +52,6 @@ if ro:
 parts.append(f"err {r.get('max_rel_err_vs_eager', float('nan')):.1e}")
 print(f"{model} (ms b2b): " + ", ".join(parts))
 EOF
+  # a run cut short: its progress lines (cuda_bench.py prints each figure as it is measured)
+  [ -s "$out/$m.json" ] || grep -E "^# tv_" "$out/$m.log" | sed 's/^/  /'
 done
