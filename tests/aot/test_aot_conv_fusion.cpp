@@ -93,7 +93,9 @@ void check(const std::string& name, const std::string& text, int fused_relu, int
   EXPECT_EQ(count(b.program_text, "fused_relu"), fused_relu) << b.program_text;
   EXPECT_EQ(count(b.program_text, "fused_add"), fused_add) << b.program_text;
   EXPECT_EQ(b.stats.loop_kernels, loops) << b.program_text;
-  if (channels_last >= 0) EXPECT_EQ(b.stats.channels_last_buffers, channels_last) << b.program_text;
+  if (channels_last >= 0) {
+    EXPECT_EQ(b.stats.channels_last_buffers, channels_last) << b.program_text;
+  }
   run_paths(name, g.get(), b, clips);
 }
 
@@ -305,11 +307,11 @@ TEST(ConvFusion, ActivationsNotFusedWhenSemanticsWouldChange) {
             1, 1);
 }
 
-// ANVIL_CONV_LAYOUT_LOOPS=1 at compile time: a convolution's output that loop kernels read may
-// be channels-last when each of their loads steps along one dim (a permute + layer_norm over the
+// By default (ANVIL_CONV_LAYOUT_LOOPS=0 at compile time turns it off) a convolution's output that
+// loop kernels read may be channels-last when each of their loads steps along one dim (a permute + layer_norm over the
 // channels, a per-image sum over the plane); a flattened pointwise read keeps NCHW. Values
 // against the interpreter on every convolution path, with the plan on and off.
-TEST(ConvFusion, LoopKernelsReadChannelsLastWhenAsked) {
+TEST(ConvFusion, LoopKernelsReadChannelsLast) {
   const std::string text = R"(graph {
   inputs {
     %x: f32[2, 8, 6, 5] = user_input
@@ -333,23 +335,25 @@ TEST(ConvFusion, LoopKernelsReadChannelsLastWhenAsked) {
   }
 })";
   auto g = ir::parse_graph(text);
-  const Built& off = build_graph("loops_nchw", *g);
+  const Built& off = [&]() -> const Built& {
+    const ScopedEnv no_loops("ANVIL_CONV_LAYOUT_LOOPS", "0");
+    return build_graph("loops_nchw", *g);
+  }();
   ASSERT_TRUE(off.error.empty()) << off.error;
   EXPECT_EQ(off.stats.channels_last_buffers, 0) << off.program_text;
-  const ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", "1");
-  const Built& on = build_graph("loops_nhwc", *g);
+  const Built& on = build_graph("loops_nhwc", *g);  // the default
   ASSERT_TRUE(on.error.empty()) << on.error;
   EXPECT_GE(on.stats.channels_last_buffers, 2) << on.program_text;  // c1's and c2's outputs
   run_paths("loops_nhwc", g.get(), on, false);
   run_paths("loops_nchw", g.get(), off, false);
 }
 
-// ANVIL_CONV_LAYOUT_LOOPS=1 at compile time: a loop kernel may also write a buffer a
+// By default (not under ANVIL_CONV_LAYOUT_LOOPS=0) a loop kernel may also write a buffer a
 // convolution reads when its points are independent and each store maps to one channels-last
 // element (ConvNeXt's `linear, permute, mul, add` into the next block's depthwise convolution);
 // its loops are reordered so the channels run innermost. A sum over a plane (a reduction)
 // writing a convolution's input keeps NCHW. Values against the interpreter on every path.
-TEST(ConvFusion, LoopKernelsWriteChannelsLastWhenAsked) {
+TEST(ConvFusion, LoopKernelsWriteChannelsLast) {
   const std::string text = R"(graph {
   inputs {
     %x: f32[2, 8, 6, 5] = user_input
@@ -374,11 +378,13 @@ TEST(ConvFusion, LoopKernelsWriteChannelsLastWhenAsked) {
   }
 })";
   auto g = ir::parse_graph(text);
-  const Built& off = build_graph("loops_w_nchw", *g);
+  const Built& off = [&]() -> const Built& {
+    const ScopedEnv no_loops("ANVIL_CONV_LAYOUT_LOOPS", "0");
+    return build_graph("loops_w_nchw", *g);
+  }();
   ASSERT_TRUE(off.error.empty()) << off.error;
   EXPECT_EQ(off.stats.channels_last_buffers, 0) << off.program_text;
-  const ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", "1");
-  const Built& on = build_graph("loops_w_nhwc", *g);
+  const Built& on = build_graph("loops_w_nhwc", *g);  // the default
   ASSERT_TRUE(on.error.empty()) << on.error;
   // %s and %c1 (read by %s's kernel and by the copy of %t the GEMM reads), not %e
   EXPECT_EQ(on.stats.channels_last_buffers, 2) << on.program_text;
@@ -393,7 +399,7 @@ TEST(ConvFusion, LoopKernelsWriteChannelsLastWhenAsked) {
 // A convolution reading another's output (or a loop kernel's) through a reshape: the buffer has
 // one [N, C, H, W] of its own, so a view of other sizes keeps it NCHW. Before, each view got
 // channels-last strides of its own sizes: two orders for one buffer, wrong values (here on the
-// default plan; with ANVIL_CONV_LAYOUT_LOOPS=1 MobileViT's unfolding planned a [256, 2, 4, 2]
+// plan without loop kernels; with them (now the default) MobileViT's unfolding planned a [256, 2, 4, 2]
 // buffer by its [1, 64, 8, 8] view).
 TEST(ConvFusion, ReshapedViewsKeepTheirBufferNchw) {
   const std::string text = R"(graph {
@@ -416,12 +422,14 @@ TEST(ConvFusion, ReshapedViewsKeepTheirBufferNchw) {
   }
 })";
   auto g = ir::parse_graph(text);
-  const Built& plain = build_graph("reshaped_views", *g);
+  const Built& plain = [&]() -> const Built& {
+    const ScopedEnv no_loops("ANVIL_CONV_LAYOUT_LOOPS", "0");
+    return build_graph("reshaped_views", *g);
+  }();
   ASSERT_TRUE(plain.error.empty()) << plain.error;
   EXPECT_EQ(plain.stats.channels_last_buffers, 0) << plain.program_text;
   run_paths("reshaped_views", g.get(), plain, false);
-  const ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", "1");
-  const Built& with_loops = build_graph("reshaped_views_loops", *g);
+  const Built& with_loops = build_graph("reshaped_views_loops", *g);  // the default
   ASSERT_TRUE(with_loops.error.empty()) << with_loops.error;
   run_paths("reshaped_views_loops", g.get(), with_loops, false);
 }

@@ -264,20 +264,20 @@ TEST(CudaConvEmit, ADownsampleBlocksAddFusesWithNoWriteBack) {
   fs::remove_all(dir);
 }
 
-TEST(CudaConvEmit, AConvNextBlockIsChannelsLastThroughItsLoopKernelsWhenAsked) {
-  // ANVIL_CONV_LAYOUT_LOOPS=1: the loop kernels between the convolutions read and write their
-  // buffers channels-last, so both cuDNN convolutions run NHWC on the residual stream; without
-  // it the stream is NCHW; nvcc compiles both (values on a GPU:
+TEST(CudaConvEmit, AConvNextBlockIsChannelsLastThroughItsLoopKernels) {
+  // by default the loop kernels between the convolutions read and write their buffers
+  // channels-last, so both cuDNN convolutions run NHWC on the residual stream; under
+  // ANVIL_CONV_LAYOUT_LOOPS=0 the stream is NCHW; nvcc compiles both (values on a GPU:
   // CudaConvSteps.ConvNextBlocksMatchTheInterpreter)
   const fs::path dir =
       fs::temp_directory_path() / ("anvil_cuda_cnx_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const auto g = ir::parse_graph(kConvNextBlockGraph);
-  const Emitted on = emit(*g, dir, "cnx_loops", "ANVIL_CONV_LAYOUT_LOOPS");
+  const Emitted on = emit(*g, dir, "cnx_loops");
   EXPECT_EQ(count(on.text, "a.y_stride[1] = (1);"), 1u) << "%r";
   EXPECT_EQ(count(on.text, "a.x_stride[1] = (1);"), 1u) << "%y, %c's input";
   EXPECT_EQ(on.manifest.at("direct_convs").size(), 1u);
-  const Emitted off = emit(*g, dir, "cnx");
+  const Emitted off = emit(*g, dir, "cnx", "ANVIL_CONV_LAYOUT_LOOPS", "0");
   EXPECT_EQ(count(off.text, "a.y_stride[1] = (1);"), 0u);
   EXPECT_EQ(count(off.text, "a.x_stride[1] = (1);"), 0u);
   fs::remove_all(dir);

@@ -539,7 +539,7 @@ TEST(CudaConvSteps, DownsampleBlocksMatchTheInterpreter) {
 
 TEST(CudaConvSteps, ConvNextBlocksMatchTheInterpreter) {
   ANVIL_REQUIRE_GPU();
-  // the graph of CudaConvEmit.AConvNextBlockIsChannelsLastThroughItsLoopKernelsWhenAsked,
+  // the graph of CudaConvEmit.AConvNextBlockIsChannelsLastThroughItsLoopKernels,
   // compiled with ANVIL_CONV_LAYOUT_LOOPS=1 (loop kernels reading and writing channels-last,
   // their loops reordered) and without, with the depthwise kernel tiled and not
   const auto g = ir::parse_graph(kConvNextBlockGraph);
