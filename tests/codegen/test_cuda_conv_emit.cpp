@@ -371,6 +371,32 @@ TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
   fs::remove_all(dir);
 }
 
+TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
+  // ANVIL_CUDA_DW_VEC=1 (opt-in until measured on a GPU): depthwise convolutions reading and
+  // writing channels-last memory with the channels a multiple of the 8-byte vector take the
+  // vector kernel (weights staged as [tap][channel] floats, one 8-byte load per input), the
+  // others the per-thread kernel; nvcc compiles them (values on a GPU:
+  // CudaConvSteps.VectorDepthwiseMatchesTheInterpreter)
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_cuda_dwv_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const auto g = ir::parse_graph(kVecDepthwiseGraph);
+  const Emitted v = emit(*g, dir, "dwv", "ANVIL_CUDA_DW_VEC");
+  EXPECT_EQ(count(v.text, "(channels-last vectors: 4 channels x 4 outputs per thread)"), 2u)
+      << "c0 (bf16, 24 channels), c2 (f16, 8 channels)";
+  EXPECT_EQ(count(v.text, "(channels-last vectors: 2 channels x 4 outputs per thread)"), 1u)
+      << "c1 (f32, 6 channels)";
+  EXPECT_EQ(count(v.text, "a depthwise convolution, anvil's direct kernel\n"), 1u)
+      << "c3: 6 bf16 channels, not a multiple of 4";
+  EXPECT_NE(v.text.find("__shared__ __align__(16) float dv_w[1176];"), std::string::npos)
+      << "c0: 49 taps x 24 channels";
+  EXPECT_EQ(v.manifest.at("direct_convs").size(), 4u) << v.manifest.dump();
+  const Emitted off = emit(*g, dir, "dwv_off");
+  EXPECT_EQ(count(off.text, "channels-last vectors"), 0u);
+  EXPECT_EQ(count(off.text, "a depthwise convolution, anvil's direct kernel\n"), 4u);
+  fs::remove_all(dir);
+}
+
 TEST(CudaConvEmit, FewInputChannelsRunTheDirectStemKernel) {
   // by default, convolutions of at most 4 input channels (a network's stem) are anvil's direct
   // kernel, listed as direct_convs, and nvcc compiles it (the values on a GPU:

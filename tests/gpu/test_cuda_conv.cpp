@@ -541,18 +541,38 @@ TEST(CudaConvSteps, ConvNextBlocksMatchTheInterpreter) {
   ANVIL_REQUIRE_GPU();
   // the graph of CudaConvEmit.AConvNextBlockIsChannelsLastThroughItsLoopKernels,
   // compiled with ANVIL_CONV_LAYOUT_LOOPS=1 (loop kernels reading and writing channels-last,
-  // their loops reordered) and without, with the depthwise kernel tiled and not
+  // their loops reordered; the default) and =0, with the depthwise kernel per-thread, tiled
+  // (T), staged (S) and channels-last vectors (V)
   const auto g = ir::parse_graph(kConvNextBlockGraph);
   const GpuCase gc = gpu_case(*g, random_inputs(*g, 200));
   const std::vector<Tensor>& dev = gc.dev;
   const std::vector<Tensor>& want = gc.want;
-  for (const char* v : {"L", "LT", "LS", "-", "T"}) {
+  for (const char* v : {"L", "LT", "LS", "LV", "-", "T"}) {
     const std::string variant(v);
     ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", variant[0] == 'L' ? "1" : "0");
     ScopedEnv tiled("ANVIL_CUDA_DW_TILED", variant.back() == 'T' ? "1" : "0");
     ScopedEnv staged("ANVIL_CUDA_DW_STAGED", variant.back() == 'S' ? "1" : "0");
+    ScopedEnv vec("ANVIL_CUDA_DW_VEC", variant.back() == 'V' ? "1" : "0");
     expect_runs_match(compile_for_cuda(*g, "cnx_" + std::string(variant == "-" ? "0" : v)), dev,
                       want, "convnext " + variant);
+  }
+}
+
+TEST(CudaConvSteps, VectorDepthwiseMatchesTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // the graph of CudaConvEmit.ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel, compiled
+  // with ANVIL_CUDA_DW_VEC=1 (channels-last depthwise convolutions on the vector kernel: bf16
+  // with a bias, float32 stride 2, float16 dilated with silu) and =0 (the per-thread kernel),
+  // and with cuDNN for every depthwise convolution (ANVIL_CUDA_DEPTHWISE=0)
+  const auto g = ir::parse_graph(kVecDepthwiseGraph);
+  const GpuCase gc = gpu_case(*g, random_inputs(*g, 210));
+  const std::vector<Tensor>& dev = gc.dev;
+  const std::vector<Tensor>& want = gc.want;
+  for (const char* v : {"V", "1", "0"}) {
+    const std::string variant(v);
+    ScopedEnv vec("ANVIL_CUDA_DW_VEC", variant == "V" ? "1" : "0");
+    ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", variant == "0" ? "0" : "1");
+    expect_runs_match(compile_for_cuda(*g, "dwv_" + variant), dev, want, "depthwise " + variant);
   }
 }
 
