@@ -508,9 +508,37 @@ int plan_conv_layouts(Program& program, Device::Type target) {
       mark(b,
            free_order && loads_follow_nhwc(program, *lk, b) && stores_follow_nhwc(program, *lk, b));
   }
-  // a buffer only loop kernels touch keeps NCHW (nothing there wants channels-last)
+  // a buffer only loop kernels touch keeps NCHW (nothing there wants channels-last), unless a
+  // loop kernel touching it also touches a planned buffer a convolution touches, or one such
+  // buffer in turn (CUDA): ConvNeXt's residual stream between a stage's last block and the
+  // downsampling layer norm, whose NCHW store made that block's add kernel read across the
+  // channels (430 GB/s on an H200 at bf16 batch 32)
+  std::set<int> near_conv;
+  for (int b : conv_touched)
+    if (b >= 0 && state[static_cast<size_t>(b)] == 1) near_conv.insert(b);
+  if (cuda && loops) {
+    std::vector<std::set<int>> touched;  // per loop kernel, the planned buffers it touches
+    for (const Step& st : program.steps) {
+      if (!std::holds_alternative<LoopKernel>(st)) continue;
+      std::set<int> reads, writes, planned_here;
+      step_accesses(program, st, reads, writes);
+      for (const std::set<int>* set : {&reads, &writes})
+        for (int b : *set)
+          if (state[static_cast<size_t>(b)] == 1) planned_here.insert(b);
+      touched.push_back(std::move(planned_here));
+    }
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (const std::set<int>& t : touched) {
+        bool near = false;
+        for (int b : t) near = near || near_conv.count(b);
+        if (near)
+          for (int b : t) grew = near_conv.insert(b).second || grew;
+      }
+    }
+  }
   for (size_t b = 0; b < nb; ++b)
-    if (state[b] == 1 && !conv_touched.count(static_cast<int>(b))) state[b] = -1;
+    if (state[b] == 1 && !near_conv.count(static_cast<int>(b))) state[b] = -1;
   if (cuda) one_layout_per_conv(program, state);
   nb = program.buffers.size();
   int planned = 0;

@@ -283,6 +283,28 @@ TEST(CudaConvEmit, AConvNextBlockIsChannelsLastThroughItsLoopKernels) {
   fs::remove_all(dir);
 }
 
+TEST(CudaConvEmit, TheStreamIntoADownsamplingLayerNormIsChannelsLast) {
+  // the residual add of a stage's last block writes a buffer only loop kernels touch (the
+  // downsampling layer norm reads it): channels-last by default, as its neighbours, so the add's
+  // loops run with the channels innermost; NCHW under ANVIL_CONV_LAYOUT_LOOPS=0 (values on a
+  // GPU: CudaConvSteps.ConvNextBlocksMatchTheInterpreter)
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_cuda_cnxd_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const auto g = ir::parse_graph(kConvNextDownGraph);
+  const auto add_kernel = [&](const std::string& name, const char* loops) {
+    emit(*g, dir, name, "ANVIL_CONV_LAYOUT_LOOPS", loops);
+    std::ifstream in(dir / "src" / "program.txt");
+    const std::string prog((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = prog.find("# m, y_value");  // the in-place add
+    EXPECT_NE(at, std::string::npos) << prog;
+    return at == std::string::npos ? std::string() : prog.substr(at, prog.find("pass 0", at) - at);
+  };
+  EXPECT_NE(add_kernel("cnxd", "1").find("outer [2, 8, 8] inner [16]"), std::string::npos);
+  EXPECT_NE(add_kernel("cnxd_nchw", "0").find("outer [2, 16, 8] inner [8]"), std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
   // by default, depthwise convolutions (one input channel per group, multiplier 1 or 2,
   // strides, dilation, bias, relu, a residual; NCHW or a channels-last view) are anvil's

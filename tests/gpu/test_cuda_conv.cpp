@@ -558,6 +558,22 @@ TEST(CudaConvSteps, ConvNextBlocksMatchTheInterpreter) {
   }
 }
 
+TEST(CudaConvSteps, ConvNextDownsamplingMatchesTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // the graph of CudaConvEmit.TheStreamIntoADownsamplingLayerNormIsChannelsLast: the residual
+  // stream into the downsampling layer norm channels-last (the default) and NCHW
+  // (ANVIL_CONV_LAYOUT_LOOPS=0), and with the vector depthwise kernel
+  const auto g = ir::parse_graph(kConvNextDownGraph);
+  const GpuCase gc = gpu_case(*g, random_inputs(*g, 220));
+  for (const char* v : {"L", "LV", "-"}) {
+    const std::string variant(v);
+    ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", variant[0] == 'L' ? "1" : "0");
+    ScopedEnv vec("ANVIL_CUDA_DW_VEC", variant.back() == 'V' ? "1" : "0");
+    expect_runs_match(compile_for_cuda(*g, "cnxd_" + std::string(variant == "-" ? "0" : v)),
+                      gc.dev, gc.want, "convnext downsampling " + variant);
+  }
+}
+
 TEST(CudaConvSteps, VectorDepthwiseMatchesTheInterpreter) {
   ANVIL_REQUIRE_GPU();
   // the graph of CudaConvEmit.ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel, compiled
