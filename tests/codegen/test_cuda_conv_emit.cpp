@@ -440,6 +440,13 @@ TEST(CudaConvEmit, FewInputChannelsRunTheDirectStemKernel) {
   EXPECT_NE(out.text.find("u2 * 4 - 0, st_x0 = u3 * 4 - 0"), std::string::npos) << "c2's stride";
   // and it reads the NCHW image as it is (cuDNN reads a channels-last copy of it)
   EXPECT_EQ(out.text.find("// knhwc"), std::string::npos);
+  EXPECT_EQ(count(out.text, "(the patch in registers)"), 0u);
+  {  // ANVIL_CUDA_STEM_PATCH=1: stems of at most 64 taps (c0's 27, c2's 48, c3's 25) read their
+     // input patch into registers once; nvcc compiles them
+    const Emitted pt = emit(*g, dir, "stem_patch", "ANVIL_CUDA_STEM_PATCH");
+    EXPECT_EQ(count(pt.text, "anvil's direct kernel (the patch in registers)"), 3u);
+    EXPECT_NE(pt.text.find("float st_in[48];"), std::string::npos) << "c2: 3 x 4 x 4";
+  }
   {  // one output channel over 3 x 23 x 23 taps: 1587 products, but 8 x 1587 staged floats
      // pass 48 KiB of shared memory (sm_80's ptxas refused it): cuDNN's
     const auto big = ir::parse_graph(R"(graph {

@@ -515,10 +515,11 @@ TEST(CudaConvSteps, DirectStemMatchesTheInterpreter) {
   const GpuCase gc = gpu_case(*g, random_inputs(*g, 150));
   const std::vector<Tensor>& dev = gc.dev;
   const std::vector<Tensor>& want = gc.want;
-  for (const char* stem : {"1", "0"}) {
-    ScopedEnv env("ANVIL_CUDA_STEM", stem);
-    expect_runs_match(compile_for_cuda(*g, std::string("stem_") + stem), dev, want,
-                      std::string("stem ") + stem);
+  // "1P": the input patch in registers (ANVIL_CUDA_STEM_PATCH=1)
+  for (const std::string stem : {"1", "1P", "0"}) {
+    ScopedEnv env("ANVIL_CUDA_STEM", stem.substr(0, 1));
+    ScopedEnv patch("ANVIL_CUDA_STEM_PATCH", stem == "1P" ? "1" : "0");
+    expect_runs_match(compile_for_cuda(*g, "stem_" + stem), dev, want, "stem " + stem);
   }
 }
 
