@@ -470,15 +470,22 @@ std::string stem_kernel(const Program& p, const ExternStep& e, const ConvGeom& g
   in << "    (void)u1;\n";
   in << "    const int64_t st_y0 = u2 * " << g.stride[0] << " - " << g.pad_begin[0]
      << ", st_x0 = u3 * " << g.stride[1] << " - " << g.pad_begin[1] << ";\n";
+  // the loops over a position's taps inside the input (st_c, st_r, st_q at st_y, st_x),
+  // `ind` spaces deep; the innermost body follows, 4 deeper, closed by "}\n}\n"
+  const auto tap_loops = [&](int ind) {
+    const std::string i0(static_cast<size_t>(ind), ' '), i2 = i0 + "  ", i4 = i2 + "  ";
+    std::ostringstream t;
+    t << "#pragma unroll\n" << i0 << "for (int64_t st_c = 0; st_c < " << c << "; ++st_c)\n";
+    t << "#pragma unroll\n" << i0 << "for (int64_t st_r = 0; st_r < " << kh << "; ++st_r) {\n";
+    t << i2 << "const int64_t st_y = st_y0 + st_r * " << g.dilation[0] << ";\n";
+    t << i2 << "if (st_y < 0 || st_y >= " << paren(x.sizes[2]) << ") continue;\n";
+    t << "#pragma unroll\n" << i2 << "for (int64_t st_q = 0; st_q < " << kw << "; ++st_q) {\n";
+    t << i4 << "const int64_t st_x = st_x0 + st_q * " << g.dilation[1] << ";\n";
+    t << i4 << "if (st_x < 0 || st_x >= " << paren(x.sizes[3]) << ") continue;\n";
+    return t.str();
+  };
   if (patch) {  // (entries in the padding stay unset: the taps below skip them as before)
-    in << "    float st_in[" << taps << "];\n";
-    in << "#pragma unroll\n    for (int64_t st_c = 0; st_c < " << c << "; ++st_c)\n";
-    in << "#pragma unroll\n    for (int64_t st_r = 0; st_r < " << kh << "; ++st_r) {\n";
-    in << "      const int64_t st_y = st_y0 + st_r * " << g.dilation[0] << ";\n";
-    in << "      if (st_y < 0 || st_y >= " << paren(x.sizes[2]) << ") continue;\n";
-    in << "#pragma unroll\n      for (int64_t st_q = 0; st_q < " << kw << "; ++st_q) {\n";
-    in << "        const int64_t st_x = st_x0 + st_q * " << g.dilation[1] << ";\n";
-    in << "        if (st_x < 0 || st_x >= " << paren(x.sizes[3]) << ") continue;\n";
+    in << "    float st_in[" << taps << "];\n" << tap_loops(4);
     in << "        st_in[(st_c * " << kh << " + st_r) * " << kw << " + st_q] = static_cast<float>("
        << load(x.dtype, "v0", offset_of(x, {"u0", "st_c", "st_y", "st_x"})) << ");\n";
     in << "      }\n    }\n";
@@ -486,13 +493,7 @@ std::string stem_kernel(const Program& p, const ExternStep& e, const ConvGeom& g
   in << "#pragma unroll 1\n    for (int64_t st_k = 0; st_k < " << kp << "; st_k += 8) {\n";
   in << "      float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;\n";
   in << "      const float* st_p = st_w + st_k * " << taps << ";\n";
-  in << "#pragma unroll\n      for (int64_t st_c = 0; st_c < " << c << "; ++st_c)\n";
-  in << "#pragma unroll\n      for (int64_t st_r = 0; st_r < " << kh << "; ++st_r) {\n";
-  in << "        const int64_t st_y = st_y0 + st_r * " << g.dilation[0] << ";\n";
-  in << "        if (st_y < 0 || st_y >= " << paren(x.sizes[2]) << ") continue;\n";
-  in << "#pragma unroll\n        for (int64_t st_q = 0; st_q < " << kw << "; ++st_q) {\n";
-  in << "          const int64_t st_x = st_x0 + st_q * " << g.dilation[1] << ";\n";
-  in << "          if (st_x < 0 || st_x >= " << paren(x.sizes[3]) << ") continue;\n";
+  in << tap_loops(6);
   if (patch)
     in << "          const float st_v = st_in[(st_c * " << kh << " + st_r) * " << kw << " + st_q];\n";
   else
