@@ -416,6 +416,36 @@ TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
   const Emitted off = emit(*g, dir, "dwv_off");
   EXPECT_EQ(count(off.text, "channels-last vectors"), 0u);
   EXPECT_EQ(count(off.text, "a depthwise convolution, anvil's direct kernel\n"), 4u);
+  {  // several channel windows, the last partly idle, and rows of threads looping over groups
+     // (values on a GPU: CudaConvSteps.VectorDepthwiseLoopsMatchTheInterpreter)
+    const auto lg = ir::parse_graph(kVecDepthwiseLoopGraph);
+    const Emitted l = emit(*lg, dir, "dwv_loop", "ANVIL_CUDA_DW_VEC");
+    EXPECT_EQ(count(l.text, "(channels-last vectors: 4 channels x 4 outputs per thread)"), 1u);
+    EXPECT_EQ(count(l.text, "(channels-last vectors: 2 channels x 4 outputs per thread)"), 1u);
+    // c0: 136 channels = windows of 32 and 2 vectors, 1024 blocks each of 8 rows of threads
+    // (8448 groups: a stride of 8192), 9 taps x 128 channels staged
+    EXPECT_NE(l.text.find("_kernel<<<2048, 256, 0,"), std::string::npos);
+    EXPECT_NE(l.text.find("dv_c0 = blockIdx.x % 2 * 128"), std::string::npos);
+    EXPECT_NE(l.text.find("dv_g < 8448; dv_g += static_cast<int64_t>(gridDim.x / 2) * 8"),
+              std::string::npos);
+    EXPECT_NE(l.text.find("float dv_w[1152];"), std::string::npos);
+    const size_t k0 = l.text.find("(channels-last vectors: 4 channels");
+    const std::string c0 = l.text.substr(k0, l.text.find("ANVIL_HIDDEN", k0) - k0);
+    EXPECT_NE(c0.find("a += bf16_to_f32(v3[u0 * (1148928) + dv_ch * (1) + u2 * (17408) + "
+                      "dv_ox * (136)]);"),
+              std::string::npos)
+        << "the channels-last residual fused: " << c0;
+    EXPECT_NE(c0.find("erff("), std::string::npos) << "gelu fused";
+    // c1: 70 float32 channels = windows of 32 and 3 vectors, one tap
+    EXPECT_NE(l.text.find("float dv_w[64];"), std::string::npos);
+    EXPECT_NE(l.text.find("_kernel<<<6, 256, 0,"), std::string::npos);
+    const size_t k1 = l.text.find("(channels-last vectors: 2 channels");
+    const std::string c1 = l.text.substr(k1, l.text.find("ANVIL_HIDDEN", k1) - k1);
+    EXPECT_NE(c1.find("a += v3[u0 * (1120) + dv_ch * (1) + u2 * (280) + dv_ox * (70)];"),
+              std::string::npos)
+        << "the channels-last residual fused: " << c1;
+    EXPECT_NE(c1.find(" / 6.0f;"), std::string::npos) << "hardswish fused";
+  }
   fs::remove_all(dir);
 }
 

@@ -593,6 +593,23 @@ TEST(CudaConvSteps, VectorDepthwiseMatchesTheInterpreter) {
   }
 }
 
+TEST(CudaConvSteps, VectorDepthwiseLoopsMatchTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // the second graph of CudaConvEmit.ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel:
+  // several channel windows (the last partly idle), rows of threads taking a second group of
+  // positions, a channels-last residual with gelu, a 1x1 kernel of stride 3 with hardswish;
+  // the vector kernel (V), the per-thread kernel (1) and cuDNN (0)
+  const auto g = ir::parse_graph(kVecDepthwiseLoopGraph);
+  const GpuCase gc = gpu_case(*g, random_inputs(*g, 211));
+  for (const char* v : {"V", "1", "0"}) {
+    const std::string variant(v);
+    ScopedEnv vec("ANVIL_CUDA_DW_VEC", variant == "V" ? "1" : "0");
+    ScopedEnv dw("ANVIL_CUDA_DEPTHWISE", variant == "0" ? "0" : "1");
+    expect_runs_match(compile_for_cuda(*g, "dwvl_" + variant), gc.dev, gc.want,
+                      "depthwise loops " + variant);
+  }
+}
+
 TEST(CudaConvSteps, FusedActivationsMatchTheInterpreter) {
   ANVIL_REQUIRE_GPU();
   // the graph of CudaConvEmit.ActivationsFuseIntoTheConvolutionsEpilogue, compiled with
