@@ -426,8 +426,10 @@ TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
     // (8448 groups: a stride of 8192), 9 taps x 128 channels staged
     EXPECT_NE(l.text.find("_kernel<<<2048, 256, 0,"), std::string::npos);
     EXPECT_NE(l.text.find("dv_c0 = blockIdx.x % 2 * 128"), std::string::npos);
-    EXPECT_NE(l.text.find("dv_g < 8448; dv_g += static_cast<int64_t>(gridDim.x / 2) * 8"),
+    EXPECT_NE(l.text.find("dv_g < 8448; dv_g += static_cast<int>(gridDim.x / 2) * 8"),
               std::string::npos);
+    EXPECT_NE(l.text.find("const int u1 = dv_c0 + dv_lane * 4;"), std::string::npos)
+        << "32-bit indices: every offset fits";
     EXPECT_NE(l.text.find("float dv_w[1152];"), std::string::npos);
     const size_t k0 = l.text.find("(channels-last vectors: 4 channels");
     const std::string c0 = l.text.substr(k0, l.text.find("ANVIL_HIDDEN", k0) - k0);
