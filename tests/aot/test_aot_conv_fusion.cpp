@@ -82,6 +82,12 @@ SHORTCUT  %av: f32[2, 8, 10, 12] = aten.add.Tensor(self=%c2, other=%s)
 /// output is a relu's, and the inputs must make it clip).
 void run_paths(const std::string& name, const ir::Graph* g, const Built& b, bool clips);
 
+/// `graph` built with loop kernels kept off planned buffers (ANVIL_CONV_LAYOUT_LOOPS=0).
+const Built& build_without_loops(const std::string& name, const ir::Graph& graph) {
+  const ScopedEnv no_loops("ANVIL_CONV_LAYOUT_LOOPS", "0");
+  return build_graph(name, graph);
+}
+
 /// Builds `text`, checks what was fused and how many loop kernels are left, then runs it on
 /// every convolution path against the interpreter (`clips`: the output is a relu's, and the
 /// inputs must make it clip).
@@ -335,10 +341,7 @@ TEST(ConvFusion, LoopKernelsReadChannelsLast) {
   }
 })";
   auto g = ir::parse_graph(text);
-  const Built& off = [&]() -> const Built& {
-    const ScopedEnv no_loops("ANVIL_CONV_LAYOUT_LOOPS", "0");
-    return build_graph("loops_nchw", *g);
-  }();
+  const Built& off = build_without_loops("loops_nchw", *g);
   ASSERT_TRUE(off.error.empty()) << off.error;
   EXPECT_EQ(off.stats.channels_last_buffers, 0) << off.program_text;
   const Built& on = build_graph("loops_nhwc", *g);  // the default
@@ -378,10 +381,7 @@ TEST(ConvFusion, LoopKernelsWriteChannelsLast) {
   }
 })";
   auto g = ir::parse_graph(text);
-  const Built& off = [&]() -> const Built& {
-    const ScopedEnv no_loops("ANVIL_CONV_LAYOUT_LOOPS", "0");
-    return build_graph("loops_w_nchw", *g);
-  }();
+  const Built& off = build_without_loops("loops_w_nchw", *g);
   ASSERT_TRUE(off.error.empty()) << off.error;
   EXPECT_EQ(off.stats.channels_last_buffers, 0) << off.program_text;
   const Built& on = build_graph("loops_w_nhwc", *g);  // the default
@@ -422,10 +422,7 @@ TEST(ConvFusion, ReshapedViewsKeepTheirBufferNchw) {
   }
 })";
   auto g = ir::parse_graph(text);
-  const Built& plain = [&]() -> const Built& {
-    const ScopedEnv no_loops("ANVIL_CONV_LAYOUT_LOOPS", "0");
-    return build_graph("reshaped_views", *g);
-  }();
+  const Built& plain = build_without_loops("reshaped_views", *g);
   ASSERT_TRUE(plain.error.empty()) << plain.error;
   EXPECT_EQ(plain.stats.channels_last_buffers, 0) << plain.program_text;
   run_paths("reshaped_views", g.get(), plain, false);

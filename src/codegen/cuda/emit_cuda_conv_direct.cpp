@@ -182,9 +182,7 @@ std::string tiled_depthwise(const Program& p, const ExternStep& e, const ConvGeo
   kt.body = in.str();
   kt.grid = std::to_string(blocks);
   kt.block = std::to_string(threads);
-  std::string nodes;
-  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
-  return "// " + e.name + ": " + nodes + " (" + e.target +
+  return "// " + e.name + ": " + node_list(e) + " (" + e.target +
          "): a depthwise convolution, anvil's direct kernel (plane-tiled: " + std::to_string(th) +
          " output rows per block)\n" + finish(p, e, kt);
 }
@@ -227,7 +225,7 @@ std::string vector_depthwise(const Program& p, const ExternStep& e, const ConvGe
   int64_t tw = std::min<int64_t>(4, ow);
   while (tw > 1 && (tw - 1) * g.stride[1] + (kw - 1) * g.dilation[1] + 1 > 64) --tw;
   const int64_t span = (tw - 1) * g.stride[1] + (kw - 1) * g.dilation[1] + 1;
-  const int64_t cv = c / vec;  // channel vectors
+  const int64_t cv = c / vec;              // channel vectors
   int64_t cw = std::min<int64_t>(cv, 32);  // channel vectors per block
   while (cw > 1 && taps * cw * vec * 4 > 40 * 1024) cw = (cw + 1) / 2;
   if (taps * cw * vec * 4 > 40 * 1024) return "";
@@ -237,40 +235,59 @@ std::string vector_depthwise(const Program& p, const ExternStep& e, const ConvGe
   const int64_t chunks =
       std::min<int64_t>((groups + by - 1) / by, std::max<int64_t>(1, 2048 / windows));
   if (windows * chunks >= (int64_t{1} << 31)) return "";
+  // 32-bit index arithmetic where every element offset of the views fits (fewer registers:
+  // ConvNeXt-T's 7x7 kernels took 94-96 with 64-bit indices, 2 blocks per SM)
+  const auto fits = [](const TensorView* v) {
+    if (v == nullptr) return true;
+    if (!v->offset.is_constant()) return false;
+    int64_t last = v->offset.constant();
+    for (size_t d = 0; d < v->sizes.size(); ++d) {
+      if (!v->sizes[d].is_constant() || !v->strides[d].is_constant()) return false;
+      last += (v->sizes[d].constant() - 1) * std::abs(v->strides[d].constant());
+    }
+    return last < (int64_t{1} << 30);
+  };
+  const bool narrow = fits(&x) && fits(&y) && fits(&w) && fits(g.bias) && fits(g.residual) &&
+                      groups + chunks * by < (int64_t{1} << 30);
+  const std::string ix = narrow ? "int" : "int64_t";  // the kernel's index type
   const std::string ty = storage_type(x.dtype, Dialect::kCuda);
   const std::string wv = vec == 4 ? "float4" : "float2";
   const char* lane[] = {"x", "y", "z", "w"};
   std::ostringstream in;
   in << "  __shared__ __align__(16) float dv_w[" << taps * cwv
      << "];  // [tap][channel of the block's window]\n";
-  in << "  const int64_t dv_lane = threadIdx.x % " << cw << ", dv_py = threadIdx.x / " << cw
+  in << "  const " << ix << " dv_lane = threadIdx.x % " << cw << ", dv_py = threadIdx.x / " << cw
      << ";\n";
-  in << "  const int64_t dv_c0 = blockIdx.x % " << windows << " * " << cwv
+  in << "  const " << ix << " dv_c0 = blockIdx.x % " << windows << " * " << cwv
      << ", dv_chunk = blockIdx.x / " << windows << ";\n";
   in << "  for (int dv_i = threadIdx.x; dv_i < " << taps * cwv << "; dv_i += blockDim.x) {\n";
-  in << "    const int64_t dv_ch = dv_c0 + dv_i % " << cwv << ", dv_t = dv_i / " << cwv << ";\n";
+  in << "    const " << ix << " dv_ch = dv_c0 + dv_i % " << cwv << ", dv_t = dv_i / " << cwv
+     << ";\n";
   in << "    dv_w[dv_i] = dv_ch < " << c << " ? static_cast<float>("
      << load(w.dtype, "v1",
              offset_of(w, {"dv_ch", "0", "(dv_t / " + std::to_string(kw) + ")",
                            "(dv_t % " + std::to_string(kw) + ")"}))
      << ") : 0.0f;\n";
   in << "  }\n  __syncthreads();\n";
-  in << "  const int64_t u1 = dv_c0 + dv_lane * " << vec << ";  // the thread's first channel\n";
-  in << "  if (dv_py >= " << by << " || u1 >= " << c << ") return;\n";
-  in << "  const bool dv_vec = ((reinterpret_cast<uintptr_t>(v0) | reinterpret_cast<uintptr_t>(y0)) & 7) == 0;\n";
+  in << "  const " << ix << " u1 = dv_c0 + dv_lane * " << vec
+     << ";  // the thread's first channel\n";
+  in << "  if (u1 >= " << c << ") return;\n";
+  in << "  const bool dv_vec = ((reinterpret_cast<uintptr_t>(v0) | "
+        "reinterpret_cast<uintptr_t>(y0)) & 7) == 0;\n";
   // (the launch has `chunks` blocks per window; any multiple of `windows` covers the work)
-  in << "  for (int64_t dv_g = dv_chunk * " << by << " + dv_py; dv_g < " << groups
-     << "; dv_g += static_cast<int64_t>(gridDim.x / " << windows << ") * " << by << ") {\n";
-  in << "    const int64_t u3 = dv_g % " << owg << ", u2 = dv_g / " << owg << " % " << oh
+  in << "  for (" << ix << " dv_g = dv_chunk * " << by << " + dv_py; dv_g < " << groups
+     << "; dv_g += static_cast<" << ix << ">(gridDim.x / " << windows << ") * " << by << ") {\n";
+  in << "    const " << ix << " u3 = dv_g % " << owg << ", u2 = dv_g / " << owg << " % " << oh
      << ", u0 = dv_g / " << owg * oh << ";\n";
   in << "    float";
   for (int64_t j = 0; j < tw; ++j)
     for (int64_t l = 0; l < vec; ++l) in << (j || l ? ", " : " ") << "a" << j << "_" << l << " = 0";
   in << ";\n";
-  in << "    const int64_t dv_x0 = u3 * " << tw * g.stride[1] << " - " << g.pad_begin[1] << ";\n";
-  in << "#pragma unroll\n    for (int64_t dv_r = 0; dv_r < " << kh << "; ++dv_r) {\n";
-  in << "      const int64_t dv_y = u2 * " << g.stride[0] << " - " << g.pad_begin[0] << " + dv_r * "
-     << g.dilation[0] << ";\n";
+  in << "    const " << ix << " dv_x0 = u3 * " << tw * g.stride[1] << " - " << g.pad_begin[1]
+     << ";\n";
+  in << "#pragma unroll\n    for (" << ix << " dv_r = 0; dv_r < " << kh << "; ++dv_r) {\n";
+  in << "      const " << ix << " dv_y = u2 * " << g.stride[0] << " - " << g.pad_begin[0]
+     << " + dv_r * " << g.dilation[0] << ";\n";
   in << "      if (dv_y < 0 || dv_y >= " << x.sizes[2].constant() << ") continue;\n";
   in << "      const " << wv << "* dv_wr = reinterpret_cast<const " << wv << "*>(dv_w + dv_r * "
      << kw * cwv << " + dv_lane * " << vec << ");\n";
@@ -287,66 +304,49 @@ std::string vector_depthwise(const Program& p, const ExternStep& e, const ConvGe
     if (uses.str().empty()) continue;  // a gap between dilated taps
     in << "      if (dv_x0 + " << t << " >= 0 && dv_x0 + " << t << " < " << x.sizes[3].constant()
        << ") {\n";
-    in << "        const int64_t dv_at = "
-       << offset_of(x, {"u0", "u1", "dv_y", "(dv_x0 + " + std::to_string(t) + ")"}) << ";\n";
+    in << "        const " << ix
+       << " dv_at = " << offset_of(x, {"u0", "u1", "dv_y", "(dv_x0 + " + std::to_string(t) + ")"})
+       << ";\n";
     in << "        alignas(8) " << ty << " dv_e[" << vec << "];\n";
     in << "        if (dv_vec) {\n";
-    in << "          *reinterpret_cast<uint2*>(dv_e) = __ldg(reinterpret_cast<const uint2*>(v0 + dv_at));\n";
+    in << "          *reinterpret_cast<uint2*>(dv_e) = __ldg(reinterpret_cast<const uint2*>(v0 + "
+          "dv_at));\n";
     in << "        } else {\n";
     in << "#pragma unroll\n          for (int dv_l = 0; dv_l < " << vec
        << "; ++dv_l) dv_e[dv_l] = v0[dv_at + dv_l];\n";
     in << "        }\n";
     in << "        float dv_v[" << vec << "];\n";
-    in << "#pragma unroll\n        for (int dv_l = 0; dv_l < " << vec << "; ++dv_l) dv_v[dv_l] = "
-       << load(x.dtype, "dv_e", "dv_l") << ";\n";
+    in << "#pragma unroll\n        for (int dv_l = 0; dv_l < " << vec
+       << "; ++dv_l) dv_v[dv_l] = " << load(x.dtype, "dv_e", "dv_l") << ";\n";
     in << "       " << uses.str() << "\n      }\n";
   }
   in << "    }\n";
   for (int64_t j = 0; j < tw; ++j) {
     in << "    if (u3 * " << tw << " + " << j << " < " << ow << ") {\n";
-    in << "    const int64_t dv_ox = u3 * " << tw << " + " << j << ";\n";
+    in << "    const " << ix << " dv_ox = u3 * " << tw << " + " << j << ";\n";
     in << "    alignas(8) " << ty << " dv_o[" << vec << "];\n";
     for (int64_t l = 0; l < vec; ++l) {
-      in << "    {\n    const int64_t dv_ch = u1 + " << l << ";\n";
+      in << "    {\n    const " << ix << " dv_ch = u1 + " << l << ";\n";
       in << "    float a = a" << j << "_" << l << ";\n";
       in << output_epilogue(g, "dv_ch", {"u0", "dv_ch", "u2", "dv_ox"});
       in << "    " << store(y.dtype, "dv_o", std::to_string(l), "a") << "\n    }\n";
     }
     const std::string at = offset_of(y, {"u0", "u1", "u2", "dv_ox"});
     in << "    if (dv_vec) {\n";
-    in << "      *reinterpret_cast<uint2*>(y0 + " << at << ") = *reinterpret_cast<const uint2*>(dv_o);\n";
+    in << "      *reinterpret_cast<uint2*>(y0 + " << at
+       << ") = *reinterpret_cast<const uint2*>(dv_o);\n";
     in << "    } else {\n";
     in << "#pragma unroll\n      for (int dv_l = 0; dv_l < " << vec << "; ++dv_l) y0[" << at
        << " + dv_l] = dv_o[dv_l];\n";
     in << "    }\n    }\n";
   }
   in << "  }\n";
-  // 32-bit index arithmetic where every element offset of the views fits (fewer registers:
-  // ConvNeXt-T's 7x7 kernels took 94-96 with 64-bit indices, 2 blocks per SM)
-  const auto fits = [](const TensorView* v) {
-    if (v == nullptr) return true;
-    if (!v->offset.is_constant()) return false;
-    int64_t last = v->offset.constant();
-    for (size_t d = 0; d < v->sizes.size(); ++d) {
-      if (!v->sizes[d].is_constant() || !v->strides[d].is_constant()) return false;
-      last += (v->sizes[d].constant() - 1) * std::abs(v->strides[d].constant());
-    }
-    return last < (int64_t{1} << 30);
-  };
-  std::string body = in.str();
-  if (fits(&x) && fits(&y) && fits(&w) && fits(g.bias) && fits(g.residual) &&
-      groups + chunks * by < (int64_t{1} << 30)) {
-    for (size_t at = body.find("int64_t"); at != std::string::npos; at = body.find("int64_t", at))
-      body.replace(at, 7, "int");
-  }
   KernelText kt;
   conv_params(kt, g);
-  kt.body = body;
+  kt.body = in.str();
   kt.grid = std::to_string(windows * chunks);
   kt.block = std::to_string(cw * by);
-  std::string nodes;
-  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
-  return "// " + e.name + ": " + nodes + " (" + e.target +
+  return "// " + e.name + ": " + node_list(e) + " (" + e.target +
          "): a depthwise convolution, anvil's direct kernel (channels-last vectors: " +
          std::to_string(vec) + " channels x " + std::to_string(tw) + " outputs per thread)\n" +
          finish(p, e, kt);
@@ -398,8 +398,9 @@ std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGe
     pro << "      const int64_t dw_ch = (dw_c0 + dw_i / " << taps << ") % " << channels
         << ", dw_t = dw_i % " << taps << ";\n";
     pro << "      dw_s[dw_t * " << window << " + dw_i / " << taps << "] = "
-        << "v1[" << offset_of(w, {"dw_ch", "0", "(dw_t / " + std::to_string(kw) + ")",
-                                  "(dw_t % " + std::to_string(kw) + ")"})
+        << "v1["
+        << offset_of(w, {"dw_ch", "0", "(dw_t / " + std::to_string(kw) + ")",
+                         "(dw_t % " + std::to_string(kw) + ")"})
         << "];\n";
     pro << "    }\n    __syncthreads();\n";
     decl = "  __shared__ " + ty + " dw_s[" + std::to_string(taps * window) +
@@ -422,9 +423,7 @@ std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGe
   // neighbouring addresses (an NHWC input with an NCHW output read one per 32-byte sector)
   k.body = decl + elementwise_loop(groups, in.str(), &x, prologue);
   k.grid = elementwise_grid(groups);
-  std::string nodes;
-  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
-  return "// " + e.name + ": " + nodes + " (" + e.target +
+  return "// " + e.name + ": " + node_list(e) + " (" + e.target +
          "): a depthwise convolution, anvil's direct kernel\n" + finish(p, e, k);
 }
 
@@ -513,7 +512,8 @@ std::string stem_kernel(const Program& p, const ExternStep& e, const ConvGeom& g
   in << "      const float* st_p = st_w + st_k * " << taps << ";\n";
   in << tap_loops(6);
   if (patch)
-    in << "          const float st_v = st_in[(st_c * " << kh << " + st_r) * " << kw << " + st_q];\n";
+    in << "          const float st_v = st_in[(st_c * " << kh << " + st_r) * " << kw
+       << " + st_q];\n";
   else
     in << "          const float st_v = static_cast<float>("
        << load(x.dtype, "v0", offset_of(x, {"u0", "st_c", "st_y", "st_x"})) << ");\n";
@@ -562,9 +562,7 @@ std::string stem_kernel(const Program& p, const ExternStep& e, const ConvGeom& g
   conv_params(kt, g);
   kt.body = pro.str() + elementwise_loop(positions, in.str(), &y);
   kt.grid = elementwise_grid(positions);
-  std::string nodes;
-  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
-  return "// " + e.name + ": " + nodes + " (" + e.target +
+  return "// " + e.name + ": " + node_list(e) + " (" + e.target +
          "): a convolution of few input channels, anvil's direct kernel" +
          (patch ? " (the patch in registers)" : "") + "\n" + finish(p, e, kt);
 }

@@ -82,11 +82,15 @@ std::vector<std::string> vars(const std::string& prefix, size_t n) {
   return v;
 }
 
-std::string finish(const Program& p, const ExternStep& e, const KernelText& k) {
-  std::ostringstream fn;
+std::string node_list(const ExternStep& e) {
   std::string nodes;
   for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
-  fn << "// " << e.name << ": " << nodes << " (" << e.target << ")\n";
+  return nodes;
+}
+
+std::string finish(const Program& p, const ExternStep& e, const KernelText& k) {
+  std::ostringstream fn;
+  fn << "// " << e.name << ": " << node_list(e) << " (" << e.target << ")\n";
   fn << "__global__ void " << e.name << "_kernel(Syms<" << kernel_sym_count(p) << "> sy";
   for (const auto& [name, v] : k.params)
     fn << ", " << storage_type(v->dtype, Dialect::kCuda) << "* __restrict__ " << name;

@@ -36,6 +36,8 @@ std::string offset_of(const TensorView& v, const std::vector<std::string>& vars)
 std::string numel(const std::vector<SymInt>& sizes);
 std::vector<std::string> vars(const std::string& prefix, size_t n);
 
+/// The step's graph nodes, comma-separated (the comment above each kernel).
+std::string node_list(const ExternStep& e);
 /// The pieces every extern kernel shares: parameters (one pointer per present view, named
 /// v<i> for input i and y<i> for output i) and the launcher.
 struct KernelText {
