@@ -407,8 +407,7 @@ std::string conv(const Program& p, const ExternStep& e) {
     b << "  return anvil_conv(s, \"" << e.name << "\", &a, "
       << (fused ? e.name + "_epilogue" : std::string("nullptr")) << ", " << host.name << ");\n";
   }
-  std::string nodes;
-  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
+  const std::string nodes = node_list(e);
   text += "// " + e.name + ": " + nodes + " (" + e.target +
           "): cuDNN's convolution (api->device->conv), else " + host.name + "\n";
   text += "ANVIL_HIDDEN int " + e.name + "(const RunState& s) {\n";

@@ -97,8 +97,7 @@ std::string scaled_mm(const Program& p, const ExternStep& e) {
      << " (aten._scaled_mm): %s\", dev->last_error());\n";
   b_ << "    s.api->set_error(s.run_ctx, msg);\n    return 1;\n  }\n";
   b_ << "  return 0;\n";
-  std::string nodes;
-  for (size_t i = 0; i < e.nodes.size(); ++i) nodes += (i ? ", " : "") + e.nodes[i];
+  const std::string nodes = node_list(e);
   std::string text;
   if (bias.buffer >= 0) {
     // d[i, j] += bias[j] in float32, for a cuBLASLt that cannot fuse the bias here
