@@ -394,7 +394,7 @@ TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
 }
 
 TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
-  // ANVIL_CUDA_DW_VEC=1 (opt-in until measured on a GPU): depthwise convolutions reading and
+  // ANVIL_CUDA_DW_VEC=1 (the default for 7x7 and larger only): depthwise convolutions reading and
   // writing channels-last memory with the channels a multiple of the 8-byte vector take the
   // vector kernel (weights staged as [tap][channel] floats, one 8-byte load per input), the
   // others the per-thread kernel; nvcc compiles them (values on a GPU:
@@ -413,9 +413,16 @@ TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
   EXPECT_NE(v.text.find("__shared__ __align__(16) float dv_w[1176];"), std::string::npos)
       << "c0: 49 taps x 24 channels";
   EXPECT_EQ(v.manifest.at("direct_convs").size(), 4u) << v.manifest.dump();
-  const Emitted off = emit(*g, dir, "dwv_off");
+  const Emitted off = emit(*g, dir, "dwv_off", "ANVIL_CUDA_DW_VEC", "0");
   EXPECT_EQ(count(off.text, "channels-last vectors"), 0u);
   EXPECT_EQ(count(off.text, "a depthwise convolution, anvil's direct kernel\n"), 4u);
+  {  // the default: the vector kernel for 49 taps or more (c0's 7x7), the per-thread kernel for
+     // c1's 3x3 and c2's 5x5 (slower on the vector kernel in EfficientNet-B0 and MobileNetV3)
+    test::ScopedEnv unset("ANVIL_CUDA_DW_VEC", "");  // (empty: the default)
+    const Emitted d = emit(*g, dir, "dwv_default");
+    EXPECT_EQ(count(d.text, "(channels-last vectors: 4 channels x 4 outputs per thread)"), 1u);
+    EXPECT_EQ(count(d.text, "a depthwise convolution, anvil's direct kernel\n"), 3u);
+  }
   {  // several channel windows, the last partly idle, and rows of threads looping over groups
      // (values on a GPU: CudaConvSteps.VectorDepthwiseLoopsMatchTheInterpreter)
     const auto lg = ir::parse_graph(kVecDepthwiseLoopGraph);
