@@ -410,8 +410,10 @@ TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
       << "c1 (f32, 6 channels)";
   EXPECT_EQ(count(v.text, "a depthwise convolution, anvil's direct kernel\n"), 1u)
       << "c3: 6 bf16 channels, not a multiple of 4";
-  EXPECT_NE(v.text.find("__shared__ __align__(16) float dv_w[1176];"), std::string::npos)
-      << "c0: 49 taps x 24 channels";
+  EXPECT_NE(v.text.find("__shared__ __align__(16) float dv_w[1372];"), std::string::npos)
+      << "c0: 49 taps x 24 channels, each tap's row padded by a vector";
+  EXPECT_NE(v.text.find("dv_cl = dv_i / 49, dv_t = dv_i % 49"), std::string::npos)
+      << "the weights staged in their own order";
   EXPECT_EQ(v.manifest.at("direct_convs").size(), 4u) << v.manifest.dump();
   const Emitted off = emit(*g, dir, "dwv_off", "ANVIL_CUDA_DW_VEC", "0");
   EXPECT_EQ(count(off.text, "channels-last vectors"), 0u);
@@ -429,15 +431,16 @@ TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
     const Emitted l = emit(*lg, dir, "dwv_loop", "ANVIL_CUDA_DW_VEC");
     EXPECT_EQ(count(l.text, "(channels-last vectors: 4 channels x 4 outputs per thread)"), 1u);
     EXPECT_EQ(count(l.text, "(channels-last vectors: 2 channels x 4 outputs per thread)"), 1u);
-    // c0: 136 channels = windows of 32 and 2 vectors, 1024 blocks each of 8 rows of threads
-    // (8448 groups: a stride of 8192), 9 taps x 128 channels staged
-    EXPECT_NE(l.text.find("_kernel<<<2048, 256, 0,"), std::string::npos);
+    // c0: 136 channels = windows of 32 and 2 vectors, 264 blocks each of 8 rows of threads
+    // (8448 groups: a stride of 2112, 4 rounds per block), 9 taps x 128 channels staged in rows
+    // of 132
+    EXPECT_NE(l.text.find("_kernel<<<528, 256, 0,"), std::string::npos);
     EXPECT_NE(l.text.find("dv_c0 = blockIdx.x % 2 * 128"), std::string::npos);
     EXPECT_NE(l.text.find("dv_g < 8448; dv_g += static_cast<int>(gridDim.x / 2) * 8"),
               std::string::npos);
     EXPECT_NE(l.text.find("const int u1 = dv_c0 + dv_lane * 4;"), std::string::npos)
         << "32-bit indices: every offset fits";
-    EXPECT_NE(l.text.find("float dv_w[1152];"), std::string::npos);
+    EXPECT_NE(l.text.find("float dv_w[1188];"), std::string::npos);
     const size_t k0 = l.text.find("(channels-last vectors: 4 channels");
     const std::string c0 = l.text.substr(k0, l.text.find("ANVIL_HIDDEN", k0) - k0);
     EXPECT_NE(c0.find("a += bf16_to_f32(v3[u0 * (1148928) + dv_ch * (1) + u2 * (17408) + "
@@ -446,7 +449,7 @@ TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
         << "the channels-last residual fused: " << c0;
     EXPECT_NE(c0.find("erff("), std::string::npos) << "gelu fused";
     // c1: 70 float32 channels = windows of 32 and 3 vectors, one tap
-    EXPECT_NE(l.text.find("float dv_w[64];"), std::string::npos);
+    EXPECT_NE(l.text.find("float dv_w[66];"), std::string::npos);
     EXPECT_NE(l.text.find("_kernel<<<6, 256, 0,"), std::string::npos);
     const size_t k1 = l.text.find("(channels-last vectors: 2 channels");
     const std::string c1 = l.text.substr(k1, l.text.find("ANVIL_HIDDEN", k1) - k1);

@@ -235,13 +235,19 @@ std::string vector_depthwise(const Program& p, const ExternStep& e, const ConvGe
   const int64_t span = (tw - 1) * g.stride[1] + (kw - 1) * g.dilation[1] + 1;
   const int64_t cv = c / vec;              // channel vectors
   int64_t cw = std::min<int64_t>(cv, 32);  // channel vectors per block
-  while (cw > 1 && taps * cw * vec * 4 > 40 * 1024) cw = (cw + 1) / 2;
-  if (taps * cw * vec * 4 > 40 * 1024) return "";
-  const int64_t cwv = cw * vec, by = std::max<int64_t>(1, 256 / cw), windows = (cv + cw - 1) / cw;
+  // the staged weights: a row of the window's channels per tap, padded by one vector so that
+  // the staging's stores (consecutive taps of a channel) spread over the banks
+  while (cw > 1 && taps * (cw + 1) * vec * 4 > 40 * 1024) cw = (cw + 1) / 2;
+  if (taps * (cw + 1) * vec * 4 > 40 * 1024) return "";
+  const int64_t cwv = cw * vec, row = cwv + vec, by = std::max<int64_t>(1, 256 / cw),
+                windows = (cv + cw - 1) / cw;
   const int64_t owg = (ow + tw - 1) / tw, groups = n * oh * owg;
-  // enough blocks to fill the GPU, each looping over position groups with its staged weights
-  const int64_t chunks =
-      std::min<int64_t>((groups + by - 1) / by, std::max<int64_t>(1, 2048 / windows));
+  // Blocks loop over position groups with their staged weights: about 4 rounds each where that
+  // still leaves at least 512 blocks (the staging is a block's fixed cost: with 2048 blocks,
+  // ConvNeXt-T's stage-1 ones at batch 32 made 1.2 rounds each), all of them where fewer.
+  const int64_t rounds = (groups + by - 1) / by;
+  const int64_t chunks = std::min<int64_t>(
+      rounds, std::max<int64_t>((rounds + 3) / 4, (512 + windows - 1) / windows));
   if (windows * chunks >= (int64_t{1} << 31)) return "";
   // 32-bit index arithmetic where every element offset of the views fits (fewer registers:
   // ConvNeXt-T's 7x7 kernels took 94-96 with 64-bit indices, 2 blocks per SM)
@@ -262,16 +268,17 @@ std::string vector_depthwise(const Program& p, const ExternStep& e, const ConvGe
   const std::string wv = vec == 4 ? "float4" : "float2";
   const char* lane[] = {"x", "y", "z", "w"};
   std::ostringstream in;
-  in << "  __shared__ __align__(16) float dv_w[" << taps * cwv
-     << "];  // [tap][channel of the block's window]\n";
+  in << "  __shared__ __align__(16) float dv_w[" << taps * row
+     << "];  // [tap][channel of the block's window], rows of " << row << "\n";
   in << "  const " << ix << " dv_lane = threadIdx.x % " << cw << ", dv_py = threadIdx.x / " << cw
      << ";\n";
   in << "  const " << ix << " dv_c0 = blockIdx.x % " << windows << " * " << cwv
      << ", dv_chunk = blockIdx.x / " << windows << ";\n";
+  // read in the weights' own order ([channel][tap]: a warp's loads are contiguous)
   in << "  for (int dv_i = threadIdx.x; dv_i < " << taps * cwv << "; dv_i += blockDim.x) {\n";
-  in << "    const " << ix << " dv_ch = dv_c0 + dv_i % " << cwv << ", dv_t = dv_i / " << cwv
-     << ";\n";
-  in << "    dv_w[dv_i] = dv_ch < " << c << " ? static_cast<float>("
+  in << "    const " << ix << " dv_cl = dv_i / " << taps << ", dv_t = dv_i % " << taps
+     << ", dv_ch = dv_c0 + dv_cl;\n";
+  in << "    dv_w[dv_t * " << row << " + dv_cl] = dv_ch < " << c << " ? static_cast<float>("
      << load(w.dtype, "v1",
              offset_of(w, {"dv_ch", "0", "(dv_t / " + std::to_string(kw) + ")",
                            "(dv_t % " + std::to_string(kw) + ")"}))
@@ -298,9 +305,9 @@ std::string vector_depthwise(const Program& p, const ExternStep& e, const ConvGe
      << " + dv_r * " << g.dilation[0] << ";\n";
   in << "      if (dv_y < 0 || dv_y >= " << x.sizes[2].constant() << ") continue;\n";
   in << "      const " << wv << "* dv_wr = reinterpret_cast<const " << wv << "*>(dv_w + dv_r * "
-     << kw * cwv << " + dv_lane * " << vec << ");\n";
+     << kw * row << " + dv_lane * " << vec << ");\n";
   for (int64_t q = 0; q < kw; ++q)
-    in << "      const " << wv << " dv_w" << q << " = dv_wr[" << q * cw << "];\n";
+    in << "      const " << wv << " dv_w" << q << " = dv_wr[" << q * (cw + 1) << "];\n";
   for (int64_t t = 0; t < span; ++t) {
     std::ostringstream uses;
     for (int64_t j = 0; j < tw; ++j)
