@@ -31,6 +31,8 @@ void NcclState::make_device_objects(const std::string& where) {
   cuda_check(cudaMalloc(reinterpret_cast<void**>(&scratch), kScratchBytes),
              "allocate its scratch buffer", d, where);
   cuda_check(cudaMemset(scratch, 0, kScratchBytes), "clear its scratch buffer", d, where);
+  std::lock_guard<std::mutex> lk(emu);
+  events_open = true;
 }
 
 void NcclState::release_device_objects() {
@@ -47,6 +49,10 @@ void NcclState::release_device_objects() {
   scratch = nullptr;
   ready = nullptr;
   stream = nullptr;
+  std::lock_guard<std::mutex> lk(emu);
+  for (cudaEvent_t e : spare_events) (void)cudaEventDestroy(e);
+  spare_events.clear();
+  events_open = false;  // events given back later are destroyed
 }
 
 void NcclState::bind_device(int index, const std::string& where) {

@@ -188,7 +188,7 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
     work->mark_started();  // the trace's start: queued on the device
     launch.run(*st_, comm, stream, deadline, w);
     cudaEvent_t ev = nullptr;
-    cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "creating the op's event");
+    cuda(st_->take_event(&ev), "creating the op's event");
     const cudaError_t rec = cudaEventRecord(ev, stream);
     if (rec != cudaSuccess) (void)cudaEventDestroy(ev);
     cuda(rec, "recording the op's event");

@@ -208,11 +208,36 @@ std::string NcclState::peers(int peer) const {
 }
 
 void NcclState::add_pending(std::shared_ptr<NcclEvent> e) {
+  bool was_idle = false;
   {
     std::lock_guard<std::mutex> lk(pmu);
+    was_idle = pending.empty();
     pending.push_back(std::move(e));
   }
-  pcv.notify_all();
+  if (was_idle) pcv.notify_all();
+}
+
+cudaError_t NcclState::take_event(cudaEvent_t* ev) {
+  {
+    std::lock_guard<std::mutex> lk(emu);
+    if (!spare_events.empty()) {
+      *ev = spare_events.back();
+      spare_events.pop_back();
+      return cudaSuccess;
+    }
+  }
+  return cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
+}
+
+void NcclState::give_event(cudaEvent_t ev) {
+  {
+    std::lock_guard<std::mutex> lk(emu);
+    if (events_open && spare_events.size() < kMaxSpareEvents) {
+      spare_events.push_back(ev);
+      return;
+    }
+  }
+  (void)cudaEventDestroy(ev);
 }
 
 bool NcclState::drain(Clock::time_point deadline) {
@@ -286,9 +311,15 @@ NcclEvent::NcclEvent(std::shared_ptr<NcclState> st, cudaEvent_t ev, std::string 
       peer_(peer),
       keep_(captured ? std::vector<Tensor>{} : std::move(keep)),
       blocking_(blocking),
+      captured_(captured),
       passed_(captured) {}
 
-NcclEvent::~NcclEvent() { (void)cudaEventDestroy(ev_); }
+NcclEvent::~NcclEvent() {
+  if (captured_)
+    (void)cudaEventDestroy(ev_);
+  else
+    st_->give_event(ev_);  // (a re-record later does not disturb waits already queued on it)
+}
 
 void NcclEvent::fail_if_pending(const std::string& reason) {
   if (passed_ || !failed_.empty()) return;

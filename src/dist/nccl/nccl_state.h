@@ -106,6 +106,18 @@ struct NcclState {
   bool stop_watchdog = false;
   std::thread watchdog;
 
+  // --- guarded by emu: spare op events (cudaEventDisableTiming, on `device`). An op takes one
+  // and its NcclEvent gives it back, so issuing a small op makes no cudaEventCreate and no
+  // cudaEventDestroy. Its own lock: an NcclEvent may be dropped while pmu is held.
+  std::mutex emu;
+  std::vector<cudaEvent_t> spare_events;
+  bool events_open = false;  // set by make_device_objects, cleared by release_device_objects
+  static constexpr size_t kMaxSpareEvents = 1024;  // (b2b ops: hundreds in flight)
+  /// A spare event, or a new one.
+  cudaError_t take_event(cudaEvent_t* ev);
+  /// Keeps `ev` for a later op (destroys it when the spares are full or released).
+  void give_event(cudaEvent_t ev);
+
   /// Creates the communicator when there is none (mu held): ncclCommInitRankConfig, polled
   /// until ready or `deadline`. Throws Error (the communicator then aborted).
   void ensure_comm(Clock::time_point deadline, const std::string& where);
@@ -137,6 +149,10 @@ struct NcclState {
   /// that rank only.
   std::string peers(int peer) const;
 
+  /// Watches `e` until it passes or fails. Wakes the watchdog only when nothing was pending
+  /// (it sleeps long then; with ops in flight it polls every 10 ms anyway): waking it for each
+  /// op made it scan every pending event per op, its cudaEventQuery calls contending with the
+  /// issuing thread's CUDA calls, back-to-back small ops slower than synchronized ones.
   void add_pending(std::shared_ptr<NcclEvent> e);
   /// Polls every op in flight until they passed or failed, or `deadline`; true when none is
   /// left.
@@ -184,6 +200,7 @@ class NcclEvent final : public DeviceEvent {
   int peer_;
   std::vector<Tensor> keep_;
   bool blocking_;  // block_stream synchronizes the host
+  bool captured_;  // recorded into a graph: the event is destroyed, never given back
   bool passed_ = false;  // guarded by st_->pmu, as failed_ and keep_
   std::string failed_;
 };
