@@ -66,8 +66,19 @@ void require_host_tensor(const Tensor& t, const char* where, const char* what) {
 
 Tensor all_reduce(const Tensor& t, ReduceOp op, const std::string& group) {
   auto pg = group_of(group);
-  Tensor out = fresh_copy(t);
-  track(out, pg->all_reduce(out, op));
+  if (!t.defined() || t.device().is_cpu()) {
+    Tensor out = fresh_copy(t);
+    track(out, pg->all_reduce(out, op));
+    return out;
+  }
+  // A device tensor: out of place, so no device copy (complete on return, a host
+  // synchronization per call) comes before the op
+  ANVIL_CHECK(t.is_contiguous(), "dist::functional::all_reduce",
+              str("the input of a functional all_reduce on ", t.device().str(),
+                  " must be contiguous (the op reads it in place of a copy)"),
+              "a contiguous tensor", t.type_str());
+  Tensor out = new_tensor(t.sizes(), t.dtype(), t.device());
+  track(out, pg->all_reduce_into(out, t, op));
   return out;
 }
 

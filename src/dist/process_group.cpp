@@ -6,6 +6,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "dist/checks.h"
 #include "dist/reduce.h"
@@ -139,6 +140,52 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& t, ReduceOp op, const OpO
   auto work = issue_all_reduce(t, op, opts);
   if (trace_) trace_op(*work, {&t}, {&t});
   return work;
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_into(Tensor& out, const Tensor& in, ReduceOp op,
+                                                   const OpOptions& opts) {
+  if (out.defined() && in.defined() && out.data_ptr() == in.data_ptr() &&
+      out.strides() == in.strides() && out.sizes() == in.sizes() && out.dtype() == in.dtype())
+    return all_reduce(out, op, opts);  // one tensor: in place
+  const std::string w = where(OpType::kAllReduce, 0);
+  check_tensor(in, w, "input");
+  check_output(out, w, "output");
+  detail::check_like(out, in, w, "output");
+  check_reduce_op(in.dtype(), op, w);
+  if (out.numel() > 0 && out.storage() == in.storage()) {  // the bytes each view spans
+    auto span = [](const Tensor& t) {
+      int64_t lo = t.storage_offset(), hi = t.storage_offset();
+      for (size_t d = 0; d < t.sizes().size(); ++d)
+        (t.strides()[d] < 0 ? lo : hi) += (t.sizes()[d] - 1) * t.strides()[d];
+      const int64_t e = static_cast<int64_t>(dtype_size(t.dtype()));
+      return std::pair<int64_t, int64_t>{lo * e, (hi + 1) * e};
+    };
+    const auto [olo, ohi] = span(out);
+    const auto [ilo, ihi] = span(in);
+    if (olo < ihi && ilo < ohi)
+      throw Error("the output of an out-of-place all_reduce overlaps its input", w,
+                  "separate memory (or one tensor for both: in place)",
+                  str("bytes [", olo, ", ", ohi, ") and [", ilo, ", ", ihi, ") of one storage"));
+  }
+  auto work = issue_all_reduce_into(out, in, op, opts);
+  if (trace_) trace_op(*work, {&in}, {&out});
+  return work;
+}
+
+std::shared_ptr<Work> ProcessGroup::issue_all_reduce_into(Tensor& out, const Tensor& in,
+                                                          ReduceOp op, const OpOptions& opts) {
+  if (out.device().is_cpu()) {
+    out.copy_from(in);
+  } else if (in.numel() > 0) {
+    if (!out.is_contiguous() || !in.is_contiguous())
+      throw Error("an out-of-place all_reduce of device tensors copies its input first, which "
+                  "needs both contiguous",
+                  where(OpType::kAllReduce, 0), "contiguous tensors",
+                  str(in.type_str(), " -> ", out.type_str()));
+    device_allocator(out.device())
+        .copy(out.data_ptr(), out.device(), in.data_ptr(), in.device(), in.nbytes());
+  }
+  return issue_all_reduce(out, op, opts);
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& ts, ReduceOp op,

@@ -90,6 +90,12 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
 
   /// t <- reduce over ranks of t (in place). kAvg divides the sum by size().
   std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op, const OpOptions& opts = {});
+  /// out <- reduce over ranks of `in`, out of place (`in` untouched; `out` has its dtype and
+  /// shape; the same tensor for both is the in-place all_reduce). What the functional
+  /// all_reduce of a device tensor posts: a backend with an out-of-place form (nccl) needs no
+  /// copy of `in` first.
+  std::shared_ptr<Work> all_reduce_into(Tensor& out, const Tensor& in, ReduceOp op,
+                                        const OpOptions& opts = {});
   /// all_reduce of several tensors (any shapes, 0-size allowed) in one call per dtype.
   std::shared_ptr<Work> all_reduce_coalesced(std::vector<Tensor>& ts, ReduceOp op,
                                              const OpOptions& opts = {});
@@ -182,6 +188,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // shapes, splits and ranks consistent; send / recv: a peer other than this rank, tag >= 0).
   // Each posts the op and returns its Work; errors of the op itself go to the Work.
   virtual std::shared_ptr<Work> issue_all_reduce(Tensor& t, ReduceOp op, const OpOptions& opts) = 0;
+  /// `out` and `in` distinct tensors of one dtype and shape. The default copies `in` into `out`
+  /// (complete on return), then issue_all_reduce(out).
+  virtual std::shared_ptr<Work> issue_all_reduce_into(Tensor& out, const Tensor& in, ReduceOp op,
+                                                      const OpOptions& opts);
   virtual std::shared_ptr<Work> issue_all_reduce_coalesced(std::vector<Tensor>& ts, ReduceOp op,
                                                            const OpOptions& opts) = 0;
   virtual std::shared_ptr<Work> issue_all_gather(Tensor& out, const Tensor& in,

@@ -208,7 +208,39 @@ DIST_WORKER(consistency) {
   EXPECT_TRUE(all_equal(y, W * (W - 1) / 2.0));
 }
 
+// all_reduce_into: out of place (the input untouched, a strided input too), one tensor for both
+// is the in-place all_reduce, and an output that overlaps its input or has another shape or
+// dtype is refused before anything is posted (the group stays usable).
+DIST_WORKER(all_reduce_into) {
+  const int W = ctx.world, r = ctx.rank;
+  Tensor in = Tensor::full({6}, r + 1, DType::kFloat32), out = Tensor::zeros({6}, DType::kFloat32);
+  ctx.pg->all_reduce_into(out, in, ReduceOp::kSum)->wait();
+  EXPECT_TRUE(all_equal(out, W * (W + 1) / 2.0));
+  EXPECT_TRUE(all_equal(in, r + 1)) << "the input changed";
+  Tensor wide = Tensor::full({4, 2}, r, DType::kFloat64);
+  Tensor col = wide.as_strided({4}, {2}, 1), o2 = Tensor::zeros({4}, DType::kFloat64);
+  ctx.pg->all_reduce_into(o2, col, ReduceOp::kMax)->wait();
+  EXPECT_TRUE(all_equal(o2, W - 1));
+  EXPECT_TRUE(all_equal(wide, r));
+  ctx.pg->all_reduce_into(in, in, ReduceOp::kSum)->wait();  // in place
+  EXPECT_TRUE(all_equal(in, W * (W + 1) / 2.0));
+  Tensor buf = Tensor::zeros({8}, DType::kFloat32);
+  Tensor lo = buf.as_strided({6}, {1}, 0), hi = buf.as_strided({6}, {1}, 2);
+  EXPECT_TRUE(throws_error([&] { ctx.pg->all_reduce_into(hi, lo, ReduceOp::kSum); },
+                           {"overlaps its input", "all_reduce", "bytes [8, 32) and [0, 24)"}));
+  Tensor small = Tensor::zeros({5}, DType::kFloat32), half = Tensor::zeros({6}, DType::kFloat16);
+  EXPECT_TRUE(throws_error([&] { ctx.pg->all_reduce_into(small, out, ReduceOp::kSum); },
+                           {"operand counts must be same", "expected [6]"}));
+  EXPECT_TRUE(throws_error([&] { ctx.pg->all_reduce_into(half, out, ReduceOp::kSum); },
+                           {"another dtype", "f32"}));
+  Tensor y = Tensor::full({3}, r, DType::kFloat32);
+  ctx.pg->all_reduce(y, ReduceOp::kSum)->wait();
+  EXPECT_TRUE(all_equal(y, W * (W - 1) / 2.0));
+}
+
 class Ops : public ::testing::TestWithParam<DistParam> {};
+
+TEST_P(Ops, AllReduceIntoIsOutOfPlace) { EXPECT_DIST_JOB_OK("all_reduce_into"); }
 
 TEST_P(Ops, EveryReduceOpEveryDtype) { EXPECT_DIST_JOB_OK("dtypes_ops"); }
 TEST_P(Ops, NonContiguousInputsAndOutputs) { EXPECT_DIST_JOB_OK("noncontiguous"); }

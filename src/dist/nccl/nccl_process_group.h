@@ -60,6 +60,8 @@ class NcclProcessGroup final : public ProcessGroup {
 
  protected:
   std::shared_ptr<Work> issue_all_reduce(Tensor& t, ReduceOp op, const OpOptions& opts) override;
+  std::shared_ptr<Work> issue_all_reduce_into(Tensor& out, const Tensor& in, ReduceOp op,
+                                              const OpOptions& opts) override;
   std::shared_ptr<Work> issue_all_reduce_coalesced(std::vector<Tensor>& ts, ReduceOp op,
                                                    const OpOptions& opts) override;
   std::shared_ptr<Work> issue_all_gather(Tensor& out, const Tensor& in,
