@@ -25,7 +25,7 @@ struct NcclGroupArgs {
   std::shared_ptr<ProcessGroup> group;  // set by the entry point
 };
 
-inline constexpr int kNcclBackendAbi = 2;  // 2: ProcessGroup's rooted / list forms
+inline constexpr int kNcclBackendAbi = 3;  // 2: ProcessGroup's rooted / list forms; 3: all_reduce_into
 inline constexpr const char* kNcclBackendLibrary = "libanvil_nccl.so";
 inline constexpr const char* kNcclBackendSymbol = "anvil_nccl_create_group";
 /// The entry point: creates the group into args->group, or throws Error.
