@@ -257,17 +257,24 @@ bool kernel_vars(const LoopKernel& k, std::vector<std::string>& vars, std::vecto
 /// coefficients, each variable stepping along one dim and every dim's index staying inside it
 /// over the variables' ranges (so each (n, c, h, w) is the one the NCHW index named); nullopt
 /// otherwise (a flattened index over several dims, a division).
-std::optional<SymInt> nhwc_index(const SymInt& idx, const std::vector<std::string>& vars,
-                                 const std::vector<int64_t>& ext, const std::vector<int64_t>& s) {
+/// An NCHW index of a [N, C, H, W] buffer of sizes `s`, split per dim: `term[d]` the dim's
+/// coordinate as a sum of the kernel's variables, `lo[d]` / `hi[d]` its range over the loops.
+/// False when some variable steps along no single dim or a range leaves the dim.
+struct Nchw4 {
+  SymInt term[4];
+  int64_t lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
+};
+std::optional<Nchw4> nchw_dims(const SymInt& idx, const std::vector<std::string>& vars,
+                               const std::vector<int64_t>& ext, const std::vector<int64_t>& s) {
   const std::optional<Affine> a = affine(idx, vars);
   if (!a || !a->c0.is_constant() || a->c0.constant() < 0) return std::nullopt;
   const int64_t st[4] = {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
-  int64_t lo[4], hi[4], rem = a->c0.constant();
-  SymInt term[4];
+  Nchw4 r;
+  int64_t rem = a->c0.constant();
   for (int d = 0; d < 4; ++d) {
-    lo[d] = hi[d] = rem / st[d];
+    r.lo[d] = r.hi[d] = rem / st[d];
     rem %= st[d];
-    term[d] = SymInt(lo[d]);
+    r.term[d] = SymInt(r.lo[d]);
   }
   for (size_t v = 0; v < vars.size(); ++v) {
     if (!a->coef[v].is_constant()) return std::nullopt;
@@ -277,11 +284,19 @@ std::optional<SymInt> nhwc_index(const SymInt& idx, const std::vector<std::strin
     while (d < 4 && (c % st[d] != 0 || s[d] == 1)) ++d;
     if (d == 4) return std::nullopt;
     const int64_t m = c / st[d];
-    (m > 0 ? hi[d] : lo[d]) += (ext[v] - 1) * m;
-    term[d] = term[d] + SymInt(m) * SymInt::symbol(vars[v]);
+    (m > 0 ? r.hi[d] : r.lo[d]) += (ext[v] - 1) * m;
+    r.term[d] = r.term[d] + SymInt(m) * SymInt::symbol(vars[v]);
   }
   for (int d = 0; d < 4; ++d)
-    if (lo[d] < 0 || hi[d] >= s[d]) return std::nullopt;
+    if (r.lo[d] < 0 || r.hi[d] >= s[d]) return std::nullopt;
+  return r;
+}
+
+std::optional<SymInt> nhwc_index(const SymInt& idx, const std::vector<std::string>& vars,
+                                 const std::vector<int64_t>& ext, const std::vector<int64_t>& s) {
+  const std::optional<Nchw4> dims = nchw_dims(idx, vars, ext, s);
+  if (!dims) return std::nullopt;
+  const SymInt* term = dims->term;
   const int64_t nhwc[4] = {s[2] * s[3] * s[1], 1, s[3] * s[1], s[1]};
   SymInt out(0);
   for (int d = 0; d < 4; ++d) out = out + term[d] * SymInt(nhwc[d]);
@@ -372,17 +387,43 @@ int rewrite_indices(Program& p, int id, F& f, std::map<int, int>& memo) {
 /// in the kernel only at that index. Its loops may then run in any order.
 bool independent_points(const Program& p, LoopKernel& k) {
   if (k.passes.size() != 1 || !k.passes[0].pre.empty() || !k.passes[0].post.empty()) return false;
-  std::map<int, SymInt> at;
+  std::map<int, std::vector<SymInt>> at;  // by buffer, its store indices (distinct)
   for (const Stmt& st : k.passes[0].loop) {
     if (st.kind != Stmt::Kind::kStore) return false;
-    const auto [it, fresh] = at.emplace(st.buffer, st.index);
-    if (!fresh && !(it->second == st.index)) return false;
+    std::vector<SymInt>& ix = at[st.buffer];
+    if (std::find(ix.begin(), ix.end(), st.index) == ix.end()) ix.push_back(st.index);
   }
   bool ok = true;
   for_each_load(p, k, [&](const Expr& e) {
-    if (const auto it = at.find(e.buffer); it != at.end() && !(it->second == e.index)) ok = false;
+    if (const auto it = at.find(e.buffer);
+        it != at.end() && (it->second.size() > 1 || !(it->second[0] == e.index)))
+      ok = false;
   });
-  return ok;
+  if (!ok) return false;
+  // Several stores into one buffer (a concatenation's pieces in one kernel: DenseNet's): the
+  // order of the points is free when the kernel reads nothing of the buffer (above) and the
+  // stores' element boxes are disjoint, so no element is written twice
+  std::vector<std::string> vars;
+  std::vector<int64_t> ext;
+  for (const auto& [b, ix] : at) {
+    if (ix.size() == 1) continue;
+    const std::vector<int64_t> s = sizes4(p, b);
+    if (s.empty() || (vars.empty() && !kernel_vars(k, vars, ext))) return false;
+    std::vector<Nchw4> boxes;
+    for (const SymInt& i : ix) {
+      const std::optional<Nchw4> d = nchw_dims(i, vars, ext, s);
+      if (!d) return false;
+      boxes.push_back(*d);
+    }
+    for (size_t x = 0; x < boxes.size(); ++x)
+      for (size_t y = x + 1; y < boxes.size(); ++y) {
+        bool apart = false;
+        for (int d = 0; d < 4 && !apart; ++d)
+          apart = boxes[x].hi[d] < boxes[y].lo[d] || boxes[y].hi[d] < boxes[x].lo[d];
+        if (!apart) return false;
+      }
+  }
+  return true;
 }
 
 /// True when every store of buffer `b` in `k` has a channels-last index (nhwc_index).

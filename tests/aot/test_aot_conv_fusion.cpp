@@ -396,6 +396,43 @@ TEST(ConvFusion, LoopKernelsWriteChannelsLast) {
   run_paths("loops_w_nchw", g.get(), off, false);
 }
 
+// A concatenation whose pieces of equal channel counts are copied by one kernel (two stores into
+// one buffer, DenseNet's dense blocks): the pieces' element boxes are disjoint and the kernel
+// reads nothing of the buffer, so its points' order is free and the buffer goes channels-last
+// with the convolution reading it. Before, two stores into one buffer kept it NCHW: on CUDA
+// DenseNet-121's 108 concatenation copies read channels-last and wrote NCHW.
+TEST(ConvFusion, ConcatenationPiecesInOneKernelWriteChannelsLast) {
+  const std::string text = R"(graph {
+  inputs {
+    %x: f32[2, 8, 6, 5] = user_input
+    %w0: f32[8, 8, 3, 3] = user_input
+    %w1: f32[4, 8, 3, 3] = user_input
+    %w2: f32[4, 8, 1, 1] = user_input
+    %wc: f32[6, 16, 1, 1] = user_input
+  }
+  %a: f32[2, 8, 6, 5] = aten.conv2d.default(input=%x, weight=%w0, padding=[1, 1])
+  %c1: f32[2, 4, 6, 5] = aten.conv2d.default(input=%a, weight=%w1, padding=[1, 1])
+  %c2: f32[2, 4, 6, 5] = aten.conv2d.default(input=%a, weight=%w2)
+  %t: f32[2, 16, 6, 5] = aten.cat.default(tensors=[%a, %c1, %c2], dim=1)
+  %o: f32[2, 6, 6, 5] = aten.conv2d.default(input=%t, weight=%wc)
+  outputs {
+    user_output %o
+  }
+})";
+  auto g = ir::parse_graph(text);
+  const Built& on = build_graph("cat_pieces", *g);  // the default
+  ASSERT_TRUE(on.error.empty()) << on.error;
+  // the two 4-channel pieces in one kernel, (n, h, w) outer and the channels inner
+  EXPECT_EQ(count(on.program_text, "outer [2, 6, 5] inner [4]"), 1) << on.program_text;
+  EXPECT_NE(on.program_text.find("outer [2, 6, 5] inner [8]"), std::string::npos)
+      << on.program_text;
+  EXPECT_EQ(count(on.program_text, "outer [2, 4, 6] inner [5]"), 0) << on.program_text;
+  run_paths("cat_pieces", g.get(), on, false);
+  const Built& off = build_without_loops("cat_pieces_nchw", *g);
+  ASSERT_TRUE(off.error.empty()) << off.error;
+  run_paths("cat_pieces_nchw", g.get(), off, false);
+}
+
 // A convolution reading another's output (or a loop kernel's) through a reshape: the buffer has
 // one [N, C, H, W] of its own, so a view of other sizes keeps it NCHW. Before, each view got
 // channels-last strides of its own sizes: two orders for one buffer, wrong values (here on the

@@ -305,6 +305,28 @@ TEST(CudaConvEmit, TheStreamIntoADownsamplingLayerNormIsChannelsLast) {
   fs::remove_all(dir);
 }
 
+TEST(CudaConvEmit, DenseBlockConcatenationsAreChannelsLast) {
+  // a concatenation copied by loop kernels (its two 4-channel pieces by one kernel with two
+  // stores) and read by a loop kernel before a convolution: channels-last by default, so the
+  // copies run with the channels innermost; NCHW under ANVIL_CONV_LAYOUT_LOOPS=0 (values on a
+  // GPU: CudaConvSteps.DenseConcatMatchesTheInterpreter)
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_cuda_dcat_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const auto g = ir::parse_graph(kDenseCatGraph);
+  const auto program = [&](const std::string& name, const char* loops) {
+    emit(*g, dir, name, "ANVIL_CONV_LAYOUT_LOOPS", loops);
+    std::ifstream in(dir / "src" / "program.txt");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string on = program("dcat", "1");
+  EXPECT_EQ(count(on, "outer [2, 6, 5] inner [4]"), 1u) << on;
+  EXPECT_EQ(count(on, "outer [2, 4, 6] inner [5]"), 0u) << on;
+  const std::string off = program("dcat_nchw", "0");
+  EXPECT_EQ(count(off, "outer [2, 4, 6] inner [5]"), 1u) << off;
+  fs::remove_all(dir);
+}
+
 TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
   // by default, depthwise convolutions (one input channel per group, multiplier 1 or 2,
   // strides, dilation, bias, relu, a residual; NCHW or a channels-last view) are anvil's

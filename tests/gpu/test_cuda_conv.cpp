@@ -575,6 +575,19 @@ TEST(CudaConvSteps, ConvNextDownsamplingMatchesTheInterpreter) {
   }
 }
 
+TEST(CudaConvSteps, DenseConcatMatchesTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // the graph of CudaConvEmit.DenseBlockConcatenationsAreChannelsLast: the concatenation and
+  // its copies channels-last (the default) and NCHW (ANVIL_CONV_LAYOUT_LOOPS=0)
+  const auto g = ir::parse_graph(kDenseCatGraph);
+  const GpuCase gc = gpu_case(*g, random_inputs(*g, 230));
+  for (const char* v : {"1", "0"}) {
+    ScopedEnv loops("ANVIL_CONV_LAYOUT_LOOPS", v);
+    expect_runs_match(compile_for_cuda(*g, std::string("dcat_") + v), gc.dev, gc.want,
+                      std::string("dense concatenation, loops ") + v);
+  }
+}
+
 TEST(CudaConvSteps, VectorDepthwiseMatchesTheInterpreter) {
   ANVIL_REQUIRE_GPU();
   // the graph of CudaConvEmit.ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel, compiled
