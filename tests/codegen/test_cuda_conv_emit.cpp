@@ -453,9 +453,9 @@ TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
     const Emitted l = emit(*lg, dir, "dwv_loop", "ANVIL_CUDA_DW_VEC");
     EXPECT_EQ(count(l.text, "(channels-last vectors: 4 channels x 4 outputs per thread)"), 1u);
     EXPECT_EQ(count(l.text, "(channels-last vectors: 2 channels x 4 outputs per thread)"), 1u);
-    // c0: 136 channels = windows of 32 and 2 vectors, 264 blocks each of 8 rows of threads
-    // (8448 groups: a stride of 2112, 4 rounds per block), 9 taps x 128 channels staged in rows
-    // of 132
+    // c0: 136 channels = windows of 32 and 2 vectors, 264 blocks per window (528 in all) each
+    // of 8 rows of threads (8448 groups: a stride of 2112, 4 rounds per block), 9 taps x 128
+    // channels staged in rows of 132
     EXPECT_NE(l.text.find("_kernel<<<528, 256, 0,"), std::string::npos);
     EXPECT_NE(l.text.find("dv_c0 = blockIdx.x % 2 * 128"), std::string::npos);
     EXPECT_NE(l.text.find("dv_g < 8448; dv_g += static_cast<int>(gridDim.x / 2) * 8"),

@@ -194,14 +194,15 @@ std::string tiled_depthwise(const Program& p, const ExternStep& e, const ConvGeo
 /// bf16 batch 32 on an H200 went 3.055 -> 2.827 ms, its 7x7 convolutions 0.145 -> 0.105 ms at
 /// stage 1) and not for smaller ones (EfficientNet-B0 2.10 -> 2.21, MobileNetV3-Small 0.555 ->
 /// 0.592 ms with their 3x3 and 5x5 ones on it); ANVIL_CUDA_DW_VEC=1 / 0 at compile time takes it
-/// for every kernel size / none. Each thread computes `tw` (up to 4) neighbouring outputs of a row for `vec`
-/// neighbouring channels (8 bytes of each: 4 16-bit values or 2 float32), each input read as
-/// one 8-byte vector (a warp: 256 contiguous bytes); a block takes a window of channels for
-/// many output positions, its weights staged once in shared memory as [tap][channel] floats
-/// and read as one vector per tap. The per-thread kernel read each weight from another line per
-/// thread of a warp and each input 2 bytes at a time: 268 GB/s on ConvNeXt-T's 7x7
-/// convolutions at bf16 batch 32 on an H200. Returns "" where it does not apply. Unaligned
-/// base pointers (a caller's view) take scalar loads and stores, decided once per launch.
+/// for every kernel size / none. Each thread computes `tw` (up to 4) neighbouring outputs of a
+/// row for `vec` neighbouring channels (8 bytes of each: 4 16-bit values or 2 float32), each
+/// input read as one 8-byte vector (a warp: 256 contiguous bytes); a block takes a window of
+/// channels for many output positions, its weights staged once in shared memory as
+/// [tap][channel] floats and read as one vector per tap. The per-thread kernel read each
+/// weight from another line per thread of a warp and each input 2 bytes at a time: 268 GB/s on
+/// ConvNeXt-T's 7x7 convolutions at bf16 batch 32 on an H200. Returns "" where it does not
+/// apply. Unaligned base pointers (a caller's view) take scalar loads and stores, decided once
+/// per launch.
 std::string vector_depthwise(const Program& p, const ExternStep& e, const ConvGeom& g) {
   const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
   if (const char* v = std::getenv("ANVIL_CUDA_DW_VEC"); v && *v) {
