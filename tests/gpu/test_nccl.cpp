@@ -3,7 +3,8 @@
 // dtypes and every reduce op NCCL has; sub-groups; send / recv; ordering with the caller's
 // stream (kernel-free: an async host-to-device copy on the caller's stream, the op, an async copy
 // back); a peer that died (the survivor fails within the timeout with an Error naming the op,
-// the group and the peer, never hangs); bad tensors refused clearly.
+// the group and the peer, never hangs); bad tensors refused clearly; op events reused from the
+// group's pool of spares; the watchdog failing an op nobody waits on.
 //
 // Needs 2 GPUs: skips with fewer, unless ANVIL_REQUIRE_GPU=2 (then a failure). ANVIL_REQUIRE_GPU=1
 // (one GPU required) still skips on a 1-GPU machine.
@@ -309,6 +310,80 @@ DIST_WORKER(nccl_op_timeout) {
   }
 }
 
+// Op events come from a pool of spares (NcclState::take_event / give_event, at most 1024 kept):
+// 1100 all_reduces in flight at once (more events than the pool keeps: the rest are destroyed
+// when given back), their Works dropped, three rounds (later rounds reuse given-back events),
+// each round then ordering a caller's stream after a reused event (as the wait_stream test).
+// An event given back while still in use, or a reused one reporting an earlier op, would show
+// as a wrong value here.
+DIST_WORKER(nccl_event_pool_reuse) {
+  ProcessGroup& pg = *ctx.pg;
+  const int r = ctx.rank;
+  const auto& api = runtime::device_backend(Device::Type::kCUDA);
+  void* s = api.stream_create(r);
+  ASSERT_NE(s, nullptr);
+  constexpr int kOps = 1100;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Tensor> ts;
+    std::vector<std::shared_ptr<Work>> ws;
+    for (int i = 0; i < kOps; ++i) {
+      ts.push_back(on_gpu(scaled({double(i), double(round)}, r + 1, DType::kFloat32), pg));
+      ws.push_back(pg.all_reduce(ts.back(), ReduceOp::kSum));
+    }
+    for (auto& w : ws) w->wait();
+    ws.clear();  // every op's event given back
+    int64_t bad = 0;
+    for (int i = 0; i < kOps; ++i)
+      bad += !values_equal(on_host(ts[i]), {3.0 * i, 3.0 * round});
+    EXPECT_EQ(bad, 0) << "round " << round << ": " << bad << " of " << kOps << " ops wrong";
+    const int64_t n = 1 << 22;  // the copy takes long enough to expose a missing wait
+    std::vector<float> src(static_cast<size_t>(n), float(r + 1 + round));
+    std::vector<float> back(static_cast<size_t>(n), -1.f);
+    Tensor t = on_gpu(Tensor::zeros({n}, DType::kFloat32), pg);
+    ASSERT_EQ(api.copy(r, t.data_ptr(), src.data(), n * 4, ANVIL_COPY_HOST_TO_DEVICE, s), 0);
+    OpOptions o;
+    o.stream = s;
+    auto w = pg.all_reduce(t, ReduceOp::kSum, o);  // a reused event
+    w->wait_stream(s);
+    ASSERT_EQ(api.copy(r, back.data(), t.data_ptr(), n * 4, ANVIL_COPY_DEVICE_TO_HOST, s), 0);
+    ASSERT_EQ(api.stream_synchronize(r, s), 0);
+    const float want = float(1 + round) + float(2 + round);
+    bad = 0;
+    for (float v : back) bad += v != want;
+    EXPECT_EQ(bad, 0) << "round " << round << ": " << bad << " of " << n
+                      << " elements differ from " << want << " (first: " << back[0] << ")";
+  }
+  api.stream_destroy(r, s);
+}
+
+// The watchdog alone fails an op nobody waits on: after the group idled (the watchdog in its
+// long sleep), rank 0 posts an all_reduce of 1 s timeout that rank 1 never posts and never polls
+// its Work; 2 s later the group is unusable, quoting that op's timeout (the watchdog is woken
+// only when the first op of an idle group is pending, not per op).
+DIST_WORKER(nccl_watchdog_fails_an_unwatched_op) {
+  ProcessGroup& pg = *ctx.pg;
+  const int r = ctx.rank;
+  Tensor t = on_gpu(scaled({1, 2}, r + 1, DType::kFloat32), pg);
+  pg.all_reduce(t, ReduceOp::kSum)->wait();  // the communicator exists
+  const std::string marker = ctx.outdir + "/nccl_watchdog_seen";
+  if (r == 0) {
+    std::this_thread::sleep_for(milliseconds(500));
+    auto w = pg.all_reduce(t, ReduceOp::kSum, OpOptions{milliseconds(1000)});
+    std::this_thread::sleep_for(milliseconds(2000));  // w is not polled meanwhile
+    EXPECT_TRUE(throws_error([&] { pg.all_reduce(t, ReduceOp::kSum)->wait(); },
+                             {"unusable after an earlier failure",
+                              "nccl all_reduce #2 on group '0' (rank 0 of 2)", "timed out",
+                              "did not complete within 1000 ms", "rank 1 (world rank 1)"}));
+    EXPECT_TRUE(w->is_completed());
+    EXPECT_FALSE(w->is_success());
+    std::ofstream(marker) << "1";
+  } else {
+    for (int i = 0; i < 600 && !std::ifstream(marker).good(); ++i)
+      std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_TRUE(std::ifstream(marker).good()) << "rank 0 never reported the watchdog's failure";
+  }
+}
+
 // ---- the tests (parent side) ------------------------------------------------------------------
 
 TEST(Nccl2Gpu, AllReduceEveryDtypeAndReduceOp) {
@@ -364,6 +439,19 @@ TEST(Nccl2Gpu, DeadPeerFailsTheSurvivorWithinTheTimeout) {
   EXPECT_TRUE(r.rank_confirmed[0]) << r.all_output();
   EXPECT_EQ(r.procs[1].exit_code, 0) << r.all_output();  // _exit(0) before the op
   EXPECT_NE(r.procs[0].output.find("survivor error after"), std::string::npos) << r.all_output();
+}
+
+TEST(Nccl2Gpu, OpEventsAreReusedFromAPoolOfSpares) {
+  ANVIL_REQUIRE_TWO_GPUS();
+  const auto r = run_nccl_job("nccl_event_pool_reuse");
+  EXPECT_TRUE(r.ok()) << r.all_output();
+}
+
+TEST(Nccl2Gpu, TheWatchdogFailsAnOpNobodyWaitsOn) {
+  ANVIL_REQUIRE_TWO_GPUS();
+  const auto r = run_nccl_job("nccl_watchdog_fails_an_unwatched_op", {}, milliseconds(90000));
+  EXPECT_FALSE(r.timed_out) << r.all_output();
+  EXPECT_TRUE(r.ok()) << r.all_output();
 }
 
 }  // namespace
