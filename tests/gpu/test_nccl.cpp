@@ -287,6 +287,14 @@ DIST_WORKER(nccl_dead_peer) {
                            {"unusable after an earlier failure"}));
 }
 
+// Rank 1's side of the tests where only rank 0 posts: waits (up to 30 s) for the file rank 0
+// writes once it has seen `what`, so rank 1 stays alive (a live peer) until then.
+void await_marker(const std::string& marker, const std::string& what) {
+  for (int i = 0; i < 600 && !std::ifstream(marker).good(); ++i)
+    std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_TRUE(std::ifstream(marker).good()) << "rank 0 never reported " << what;
+}
+
 // A per-op timeout with a live peer that never posts the op: rank 0's all_reduce (1 s timeout)
 // fails with a timeout naming the op and rank 1; rank 1 waits for rank 0's verdict, then leaves.
 DIST_WORKER(nccl_op_timeout) {
@@ -304,9 +312,7 @@ DIST_WORKER(nccl_op_timeout) {
     EXPECT_FALSE(w->is_success());
     std::ofstream(marker) << "1";
   } else {
-    for (int i = 0; i < 600 && !std::ifstream(marker).good(); ++i)
-      std::this_thread::sleep_for(milliseconds(50));
-    EXPECT_TRUE(std::ifstream(marker).good()) << "rank 0 never reported its timeout";
+    await_marker(marker, "its timeout");
   }
 }
 
@@ -378,9 +384,7 @@ DIST_WORKER(nccl_watchdog_fails_an_unwatched_op) {
     EXPECT_FALSE(w->is_success());
     std::ofstream(marker) << "1";
   } else {
-    for (int i = 0; i < 600 && !std::ifstream(marker).good(); ++i)
-      std::this_thread::sleep_for(milliseconds(50));
-    EXPECT_TRUE(std::ifstream(marker).good()) << "rank 0 never reported the watchdog's failure";
+    await_marker(marker, "the watchdog's failure");
   }
 }
 
