@@ -110,6 +110,12 @@ class EventGroup : public ProcessGroup {
   std::shared_ptr<Work> issue_all_reduce(Tensor& t, ReduceOp, const OpOptions& o) override {
     return issue(OpType::kAllReduce, o, {t});
   }
+  // out of place: recorded with both tensors (the interface's default would copy the input
+  // into the output through the device's allocator first, touching memory this fake has not)
+  std::shared_ptr<Work> issue_all_reduce_into(Tensor& out, const Tensor& in, ReduceOp,
+                                              const OpOptions& o) override {
+    return issue(OpType::kAllReduce, o, {out, in});
+  }
   std::shared_ptr<Work> issue_all_reduce_coalesced(std::vector<Tensor>& ts, ReduceOp,
                                                    const OpOptions& o) override {
     return issue(OpType::kAllReduceCoalesced, o, ts);

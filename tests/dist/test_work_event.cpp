@@ -173,6 +173,35 @@ TEST(ProcessGroupInterface, ChecksRunBeforeABackendOnTheInterfaceAlone) {
   ANVIL_EXPECT_ERROR(pg->new_subgroup({1, 1}, "bad"), "strictly increasing");
 }
 
+// all_reduce_into on a device backend: the checks run on the interface, then the backend gets
+// the output and the input (no copy first), the caller's stream, and one op; the same tensor
+// for both is the in-place all_reduce.
+TEST(ProcessGroupInterface, AllReduceIntoReachesADeviceBackendWithBothTensors) {
+  auto pg = std::make_shared<EventGroup>(0, 2, Device::cuda(0));
+  pg->set_name("g");
+  const Device gpu = Device::cuda(0);
+  Tensor out = tensor_on(gpu, {6}), in = tensor_on(gpu, {6}), small = tensor_on(gpu, {5});
+  ANVIL_EXPECT_ERROR(pg->all_reduce_into(small, in, ReduceOp::kSum),
+                     "operand counts must be same");
+  Tensor host = Tensor::empty({6}, DType::kFloat32);
+  ANVIL_EXPECT_ERROR(pg->all_reduce_into(out, host, ReduceOp::kSum),
+                     "the input tensor is on cpu, not on the group's device cuda:0");
+  EXPECT_TRUE(pg->calls.empty()) << "a bad call reached the backend";
+  OpOptions o;
+  o.stream = kStream;
+  pg->all_reduce_into(out, in, ReduceOp::kSum, o);
+  ASSERT_EQ(pg->calls.size(), 1u);
+  EXPECT_EQ(pg->calls[0].op, OpType::kAllReduce);
+  EXPECT_EQ(pg->calls[0].stream, kStream);
+  ASSERT_EQ(pg->calls[0].tensors.size(), 2u);
+  EXPECT_EQ(pg->calls[0].tensors[0].data_ptr(), out.data_ptr());
+  EXPECT_EQ(pg->calls[0].tensors[1].data_ptr(), in.data_ptr());
+  pg->all_reduce_into(in, in, ReduceOp::kSum, o);  // in place
+  ASSERT_EQ(pg->calls.size(), 2u);
+  ASSERT_EQ(pg->calls[1].tensors.size(), 1u);
+  EXPECT_EQ(pg->calls[1].tensors[0].data_ptr(), in.data_ptr());
+}
+
 // barrier(device_ids) (spec A.3 #43): the interface checks the list, hands one id to the backend
 // (a device backend binds its group there: the nccl tests), and a host backend refuses any id.
 TEST(ProcessGroupInterface, BarrierDeviceIdsAreCheckedThenGivenToTheBackend) {
