@@ -2,6 +2,8 @@
 // (spec A) before the backend's issue_* entry point sees it.
 #include "dist/process_group.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <iostream>
 #include <numeric>
 #include <tuple>
@@ -167,20 +169,26 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_into(Tensor& out, const Tensor& i
   check_output(out, w, "output");
   detail::check_like(out, in, w, "output");
   check_reduce_op(in.dtype(), op, w);
-  if (out.numel() > 0 && out.storage() == in.storage()) {  // the bytes each view spans
+  if (out.numel() > 0) {
+    // The bytes each view spans, by address: two tensors may share memory through two storages
+    // (each wrapping one caller's buffer: a DLPack import, a compiled run's descriptor)
     auto span = [](const Tensor& t) {
-      int64_t lo = t.storage_offset(), hi = t.storage_offset();
+      int64_t lo = 0, hi = 0;
       for (size_t d = 0; d < t.sizes().size(); ++d)
         (t.strides()[d] < 0 ? lo : hi) += (t.sizes()[d] - 1) * t.strides()[d];
       const int64_t e = static_cast<int64_t>(dtype_size(t.dtype()));
-      return std::pair<int64_t, int64_t>{lo * e, (hi + 1) * e};
+      const auto p = reinterpret_cast<uintptr_t>(t.data_ptr());
+      return std::pair<uintptr_t, uintptr_t>{p - static_cast<uintptr_t>(-lo * e),
+                                             p + static_cast<uintptr_t>((hi + 1) * e)};
     };
     const auto [olo, ohi] = span(out);
     const auto [ilo, ihi] = span(in);
+    const uintptr_t base = std::min(olo, ilo);
     if (olo < ihi && ilo < ohi)
       throw Error("the output of an out-of-place all_reduce overlaps its input", w,
                   "separate memory (or one tensor for both: in place)",
-                  str("bytes [", olo, ", ", ohi, ") and [", ilo, ", ", ihi, ") of one storage"));
+                  str("bytes [", olo - base, ", ", ohi - base, ") and [", ilo - base, ", ",
+                      ihi - base, ") of one memory (from the lower start)"));
   }
   auto work = issue_all_reduce_into(out, in, op, opts);
   if (trace_) trace_op(*work, {&in}, {&out});

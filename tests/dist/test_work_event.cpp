@@ -202,6 +202,31 @@ TEST(ProcessGroupInterface, AllReduceIntoReachesADeviceBackendWithBothTensors) {
   EXPECT_EQ(pg->calls[1].tensors[0].data_ptr(), in.data_ptr());
 }
 
+// all_reduce_into's overlap check goes by address: two storages wrapping one buffer (as two
+// DLPack imports or a compiled run's descriptors do) overlap as views of one storage would.
+TEST(ProcessGroupInterface, AllReduceIntoRefusesAnOutputOverlappingItsInputThroughTwoStorages) {
+  auto pg = std::make_shared<FakeProcessGroup>(0, 2);
+  pg->set_name("host");
+  Tensor buf = Tensor::zeros({8}, DType::kFloat32);
+  auto wrap = [&](int64_t offset) {
+    auto st = Storage::wrap(buf.data_ptr(), buf.nbytes(), [buf](void*) {});
+    return Tensor(st, DType::kFloat32, {6}, {1}, offset);
+  };
+  Tensor lo = wrap(0), hi = wrap(2);
+  ASSERT_NE(lo.storage(), hi.storage());
+  ANVIL_EXPECT_ERROR(pg->all_reduce_into(hi, lo, ReduceOp::kSum),
+                     "the output of an out-of-place all_reduce overlaps its input");
+  ANVIL_EXPECT_ERROR(pg->all_reduce_into(lo, hi, ReduceOp::kSum), "bytes [0, 24) and [8, 32)");
+  EXPECT_EQ(pg->sequence_number(), 0u) << "a refused op was posted";
+  // apart: the first two elements and the last two (the fake all_reduce copies its data)
+  Tensor a = wrap(0).as_strided({2}, {1}, 0), b = wrap(0).as_strided({2}, {1}, 6);
+  buf.copy_from(Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}, {8}));
+  pg->all_reduce_into(a, b, ReduceOp::kMax)->wait();
+  EXPECT_EQ(pg->sequence_number(), 1u);
+  EXPECT_TRUE(::anvil::test::matches_reference(
+      buf, Tensor::from_vector(std::vector<float>{6, 7, 2, 3, 4, 5, 6, 7}, {8})));
+}
+
 // barrier(device_ids) (spec A.3 #43): the interface checks the list, hands one id to the backend
 // (a device backend binds its group there: the nccl tests), and a host backend refuses any id.
 TEST(ProcessGroupInterface, BarrierDeviceIdsAreCheckedThenGivenToTheBackend) {
