@@ -161,9 +161,17 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& t, ReduceOp op, const OpO
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_into(Tensor& out, const Tensor& in, ReduceOp op,
                                                    const OpOptions& opts) {
-  if (out.defined() && in.defined() && out.data_ptr() == in.data_ptr() &&
-      out.strides() == in.strides() && out.sizes() == in.sizes() && out.dtype() == in.dtype())
-    return all_reduce(out, op, opts);  // one tensor: in place
+  // one tensor for both (the same elements in the same order: a dim of size 1 may have any
+  // stride): in place
+  const auto same_view = [&] {
+    if (!out.defined() || !in.defined() || out.dtype() != in.dtype() ||
+        out.sizes() != in.sizes() || out.data_ptr() != in.data_ptr())
+      return false;
+    for (size_t d = 0; d < out.sizes().size(); ++d)
+      if (out.sizes()[d] > 1 && out.strides()[d] != in.strides()[d]) return false;
+    return true;
+  };
+  if (same_view()) return all_reduce(out, op, opts);
   const std::string w = where(OpType::kAllReduce, 0);
   check_tensor(in, w, "input");
   check_output(out, w, "output");

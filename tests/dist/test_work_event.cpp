@@ -227,6 +227,19 @@ TEST(ProcessGroupInterface, AllReduceIntoRefusesAnOutputOverlappingItsInputThrou
       buf, Tensor::from_vector(std::vector<float>{6, 7, 2, 3, 4, 5, 6, 7}, {8})));
 }
 
+// all_reduce_into of two views of the same elements in the same order, their strides differing
+// only along a dim of size 1 (a [1, 6] tensor and its view with another leading stride): one
+// tensor, so the in-place all_reduce, not an overlap.
+TEST(ProcessGroupInterface, AllReduceIntoOfOneViewWithAnotherStrideAlongASize1DimIsInPlace) {
+  auto pg = std::make_shared<FakeProcessGroup>(0, 2);
+  Tensor base = Tensor::full({12}, 2, DType::kFloat32);
+  Tensor t = base.as_strided({1, 6}, {6, 1}, 0), same = base.as_strided({1, 6}, {1, 1}, 0);
+  pg->all_reduce_into(t, same, ReduceOp::kSum)->wait();
+  EXPECT_EQ(pg->sequence_number(), 1u);
+  Tensor other = base.as_strided({1, 6}, {12, 2}, 0);  // every other element: another view
+  ANVIL_EXPECT_ERROR(pg->all_reduce_into(t, other, ReduceOp::kSum), "overlaps its input");
+}
+
 // barrier(device_ids) (spec A.3 #43): the interface checks the list, hands one id to the backend
 // (a device backend binds its group there: the nccl tests), and a host backend refuses any id.
 TEST(ProcessGroupInterface, BarrierDeviceIdsAreCheckedThenGivenToTheBackend) {
