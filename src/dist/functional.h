@@ -6,9 +6,12 @@
 //
 // Non-contiguous inputs are made contiguous internally; the input is never modified by an
 // out-of-place op. Device tensors (a group on a GPU, e.g. nccl) get their outputs on the same
-// device; an out-of-place op copies its input on the device, so a device input must be
-// contiguous, and the api forms' gather / scatter along a dim other than 0 (a host-side
-// rearrangement) take cpu tensors only. wait_tensor blocks the host until the op completed. Arguments are checked before anything is posted (unknown group: an Error
+// device; an out-of-place op copies its input on the device (complete on return), except
+// all_reduce, which hands the input itself to the backend (ProcessGroup::all_reduce_into): the
+// op reads it until it completes, so a device input must not be written before wait_tensor of
+// the result (a write queued on a stream the op does not wait for races with it). A device
+// input must be contiguous, and the api forms' gather / scatter along a dim other than 0 (a
+// host-side rearrangement) take cpu tensors only. wait_tensor blocks the host until the op completed. Arguments are checked before anything is posted (unknown group: an Error
 // naming it; group_size != the group's size; splits; divisibility; dtype/op).
 #pragma once
 
