@@ -491,6 +491,39 @@ std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& 
   return a;
 }
 
+std::optional<std::vector<std::pair<int64_t, int64_t>>> store_box(
+    const SymInt& idx, const std::vector<std::string>& vars, const std::vector<SymInt>& ext,
+    const std::vector<SymInt>& sizes) {
+  const size_t n = sizes.size();
+  std::vector<int64_t> st(n, 1);  // the dims' strides in the dense buffer
+  for (size_t d = n; d-- > 0;) {
+    if (!sizes[d].is_constant() || sizes[d].constant() < 1) return std::nullopt;
+    if (d + 1 < n) st[d] = st[d + 1] * sizes[d + 1].constant();
+  }
+  const std::optional<Affine> a = affine(idx, vars);
+  if (!a || !a->c0.is_constant() || a->c0.constant() < 0) return std::nullopt;
+  std::vector<std::pair<int64_t, int64_t>> box(n);
+  int64_t rem = a->c0.constant();
+  for (size_t d = 0; d < n; ++d) {
+    box[d].first = box[d].second = rem / st[d];
+    rem %= st[d];
+  }
+  if (n == 0 && rem != 0) return std::nullopt;
+  for (size_t v = 0; v < vars.size(); ++v) {
+    if (!a->coef[v].is_constant() || !ext[v].is_constant()) return std::nullopt;
+    const int64_t c = a->coef[v].constant(), e = ext[v].constant();
+    if (c == 0 || e <= 1) continue;
+    size_t d = 0;
+    while (d < n && (c % st[d] != 0 || sizes[d].constant() == 1)) ++d;
+    if (d == n) return std::nullopt;
+    const int64_t m = c / st[d];
+    (m > 0 ? box[d].second : box[d].first) += (e - 1) * m;
+  }
+  for (size_t d = 0; d < n; ++d)
+    if (box[d].first < 0 || box[d].second >= sizes[d].constant()) return std::nullopt;
+  return box;
+}
+
 void step_accesses(const Program& p, const Step& step, std::set<int>& reads,
                    std::set<int>& writes) {
   auto add = [](std::set<int>& to, int b) {

@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -394,6 +395,14 @@ struct Affine {
   std::vector<SymInt> coef;
 };
 std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& vars);
+/// The elements a store at `idx` writes in a dense buffer of `sizes`, over variables `vars` of
+/// extents `ext` (each from 0), as a box: per dim, the range [first, second] of its coordinate.
+/// nullopt unless all of it is constant, idx is affine, each variable steps along one dim and
+/// every range stays inside its dim (the coordinates are then these per-dim sums, so two stores
+/// whose boxes are apart in some dim never write one element).
+std::optional<std::vector<std::pair<int64_t, int64_t>>> store_box(
+    const SymInt& idx, const std::vector<std::string>& vars, const std::vector<SymInt>& ext,
+    const std::vector<SymInt>& sizes);
 /// The loop variables of kernel `k` (o0.., r0.., as the emitters name them) and their sizes.
 void loop_vars(const LoopKernel& k, std::vector<std::string>& vars, std::vector<SymInt>& sizes);
 /// Buffers (indices into Program::buffers, not following alias_of) a step reads and writes:

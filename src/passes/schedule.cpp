@@ -154,6 +154,21 @@ class Scheduler {
     return true;
   }
 
+  /// Whether stores at `x` and `y` into buffer `b` from the points of group `g` provably never
+  /// write one element (store_box: boxes apart in some dim).
+  bool stores_apart(const Group& g, int b, const SymInt& x, const SymInt& y) const {
+    std::vector<std::string> vars;
+    int o = 0, r = 0;
+    for (bool red : g.reduced)
+      vars.push_back(red ? "r" + std::to_string(r++) : "o" + std::to_string(o++));
+    const std::vector<SymInt>& sizes = p_.buffers[static_cast<size_t>(b)].sizes;
+    const auto bx = store_box(x, vars, g.sizes, sizes), by = store_box(y, vars, g.sizes, sizes);
+    if (!bx || !by) return false;
+    for (size_t d = 0; d < bx->size(); ++d)
+      if ((*bx)[d].second < (*by)[d].first || (*by)[d].second < (*bx)[d].first) return true;
+    return false;
+  }
+
   /// Dependence check of a candidate against the group's members; computes its stage.
   bool check_deps(const Group& g, Member& m) {
     const SNode& s = sn_[m.snode];
@@ -162,8 +177,13 @@ class Scheduler {
     int min_stage = m.role == Role::kScalar ? 0 : 1;
     for (const Member& w : g.members) {
       const SNode& ws = sn_[w.snode];
-      // the candidate must not write what a member reads (or wrote at another index)
+      // the candidate must not write what a member reads, nor an element a member wrote at
+      // another index (a later point may run first: the kernel's points have no order), so
+      // two stores into one buffer need boxes apart (a concatenation's pieces)
       if (ws.reads.count(s.buffer)) return false;
+      if (ws.buffer == s.buffer && !(w.index == m.index) &&
+          !stores_apart(g, s.buffer, w.index, m.index))
+        return false;
       for (int l : loads) {
         const Expr& e = p_.exprs.at(l);
         if (e.buffer != ws.buffer) continue;

@@ -468,5 +468,69 @@ TEST(ConvFusion, ReshapedViewsKeepTheirBufferNchw) {
   run_paths("reshaped_views_loops", g.get(), with_loops, false);
 }
 
+
+// Loop kernels storing into one buffer from several statements, next to convolutions, against
+// the interpreter on every convolution path: concatenations along the channels (a piece twice,
+// a flipped piece, a read of the result flipped), the rows and the batch; slice_scatters into
+// overlapping and interleaved channels; and copies into overlapping channel slices of a clone
+// (two kernels: fused, a point's store could land after a later copy's).
+TEST(ConvFusion, SeveralStoresIntoOneBufferMatchTheInterpreter) {
+  const std::string head = R"(graph {
+  inputs {
+    %x: f32[2, 8, 6, 5] = user_input
+    %w0: f32[8, 8, 3, 3] = user_input
+    %w1: f32[4, 8, 3, 3] = user_input
+    %w2: f32[4, 8, 1, 1] = user_input
+    %wc: f32[6, 8, 1, 1] = user_input
+    %w4: f32[6, 4, 1, 1] = user_input
+  }
+  %a: f32[2, 8, 6, 5] = aten.conv2d.default(input=%x, weight=%w0, padding=[1, 1])
+  %c1: f32[2, 4, 6, 5] = aten.conv2d.default(input=%a, weight=%w1, padding=[1, 1])
+  %c2: f32[2, 4, 6, 5] = aten.conv2d.default(input=%a, weight=%w2)
+)";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"cat_same", R"(  %t: f32[2, 8, 6, 5] = aten.cat.default(tensors=[%c1, %c1], dim=1)
+  %o: f32[2, 6, 6, 5] = aten.conv2d.default(input=%t, weight=%wc)
+)"},
+      {"cat_flipped_piece", R"(  %f: f32[2, 4, 6, 5] = aten.flip.default(self=%c1, dims=[1, 2])
+  %t: f32[2, 8, 6, 5] = aten.cat.default(tensors=[%f, %c2], dim=1)
+  %o: f32[2, 6, 6, 5] = aten.conv2d.default(input=%t, weight=%wc)
+)"},
+      {"cat_read_flipped", R"(  %t: f32[2, 8, 6, 5] = aten.cat.default(tensors=[%c1, %c2], dim=1)
+  %f: f32[2, 8, 6, 5] = aten.flip.default(self=%t, dims=[1, 3])
+  %r: f32[2, 8, 6, 5] = aten.add.Tensor(self=%t, other=%f)
+  %o: f32[2, 6, 6, 5] = aten.conv2d.default(input=%r, weight=%wc)
+)"},
+      {"cat_rows", R"(  %t: f32[2, 4, 12, 5] = aten.cat.default(tensors=[%c1, %c2], dim=2)
+  %o: f32[2, 6, 12, 5] = aten.conv2d.default(input=%t, weight=%w4)
+)"},
+      {"cat_batch", R"(  %t: f32[4, 4, 6, 5] = aten.cat.default(tensors=[%c2, %c1], dim=0)
+  %o: f32[4, 6, 6, 5] = aten.conv2d.default(input=%t, weight=%w4)
+)"},
+      {"scatter_overlap", R"(  %s1: f32[2, 8, 6, 5] = aten.slice_scatter.default(self=%a, src=%c1, dim=1, start=0, end=4)
+  %s2: f32[2, 8, 6, 5] = aten.slice_scatter.default(self=%s1, src=%c2, dim=1, start=2, end=6)
+  %o: f32[2, 6, 6, 5] = aten.conv2d.default(input=%s2, weight=%wc)
+)"},
+      {"scatter_step", R"(  %s1: f32[2, 8, 6, 5] = aten.slice_scatter.default(self=%a, src=%c1, dim=1, start=0, end=8, step=2)
+  %s2: f32[2, 8, 6, 5] = aten.slice_scatter.default(self=%s1, src=%c2, dim=1, start=1, end=8, step=2)
+  %o: f32[2, 6, 6, 5] = aten.conv2d.default(input=%s2, weight=%wc)
+)"},
+      {"copies_overlap", R"(  %t: f32[2, 8, 6, 5] = aten.clone.default(self=%a)
+  %v1: f32[2, 4, 6, 5] = aten.slice.Tensor(self=%t, dim=1, start=0, end=4)
+  %u1: f32[2, 4, 6, 5] = aten.copy_.default(self=%v1, src=%c1)
+  %v2: f32[2, 4, 6, 5] = aten.slice.Tensor(self=%t, dim=1, start=2, end=6)
+  %u2: f32[2, 4, 6, 5] = aten.copy_.default(self=%v2, src=%c2)
+  %o: f32[2, 6, 6, 5] = aten.conv2d.default(input=%t, weight=%wc)
+)"},
+  };
+  for (const auto& [name, body] : cases) {
+    SCOPED_TRACE(name);
+    auto g = ir::parse_graph(head + body + "  outputs {\n    user_output %o\n  }\n}");
+    const Built& b = build_graph("stores_" + name, *g);
+    ASSERT_TRUE(b.error.empty()) << b.error;
+    run_paths("stores_" + name, g.get(), b, false);
+  }
+}
+
 }  // namespace
 }  // namespace anvil::aot_test
