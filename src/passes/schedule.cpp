@@ -4,8 +4,9 @@
 // passes over the inner domain: a reduction finishes at the end of its pass, and whatever reads
 // it runs in a later pass of the same outer iteration. A member may read what another member
 // of the kernel writes only at the element that member writes for the same loop indices (so no
-// outer iteration depends on another). Values that never leave their kernel become local
-// (registers, no memory).
+// outer iteration depends on another), and two members store into one buffer at one index or
+// into elements provably apart (a concatenation's pieces). Values that never leave their kernel
+// become local (registers, no memory).
 #include <algorithm>
 #include <set>
 
