@@ -7,10 +7,10 @@
 // Non-contiguous inputs are made contiguous internally; the input is never modified by an
 // out-of-place op. Device tensors (a group on a GPU, e.g. nccl) get their outputs on the same
 // device; an out-of-place op copies its input on the device (complete on return), except
-// all_reduce, which hands the input itself to the backend (ProcessGroup::all_reduce_into): the
-// op reads it until it completes, so a device input must not be written before wait_tensor of
-// the result (a write queued on a stream the op does not wait for races with it). A device
-// input must be contiguous, and the api forms' gather / scatter along a dim other than 0 (a
+// all_reduce, which posts ProcessGroup::all_reduce_into: nccl copies the input on the caller's
+// stream (the legacy default stream here) with no host synchronization, so a write queued
+// there after the call is ordered after the copy, as c10d's clone on the current stream. A
+// device input must be contiguous, and the api forms' gather / scatter along a dim other than 0 (a
 // host-side rearrangement) take cpu tensors only. wait_tensor blocks the host until the op completed. Arguments are checked before anything is posted (unknown group: an Error
 // naming it; group_size != the group's size; splits; divisibility; dtype/op).
 #pragma once

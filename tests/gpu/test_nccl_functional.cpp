@@ -3,6 +3,7 @@
 // wait_tensor and AsyncTensor, and the host-only rearrangements refused for device tensors.
 #include "../dist/dist_check.h"
 #include "../dist/dist_harness.h"
+#include "core/allocator.h"
 #include "dist/functional.h"
 #include "nccl_test_util.h"
 
@@ -24,6 +25,20 @@ DIST_WORKER(nccl_functional) {
   F::wait_tensor(y);
   EXPECT_TRUE(values_equal(on_host(y), {3, 6, 9}));
   EXPECT_TRUE(values_equal(on_host(x), {r + 1.0, 2 * (r + 1.0), 3 * (r + 1.0)}));
+  // the input may be written on the caller's stream right after the call: the op's copy of it
+  // is queued there first (4 M floats, so the op is still in flight when the zeroing runs)
+  {
+    const int64_t n = int64_t{1} << 22;
+    Tensor big = on_gpu(Tensor::full({n}, r + 1, DType::kFloat32), pg);
+    Tensor sum = F::all_reduce(big, "sum", "0");
+    device_allocator(gpu).zero(gpu.index, big.data_ptr(), big.nbytes());
+    F::wait_tensor(sum);
+    const Tensor h = on_host(sum);
+    const float* v = static_cast<const float*>(h.data_ptr());
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) bad += v[i] != 3.0f;
+    EXPECT_EQ(bad, 0) << "elements of the sum that saw the input's later zeroing";
+  }
   // in place
   Tensor z = on_gpu(scaled({1, 2}, r + 1, DType::kBFloat16), pg);
   F::wait_tensor(F::all_reduce_(z, ReduceOp::kMax, "0"));

@@ -21,6 +21,10 @@ struct NcclProcessGroup::Launch {
   bool grouped = false;
   /// Queued on the op's stream before the calls (all_to_all's block to itself); may be empty.
   std::function<cudaError_t(cudaStream_t stream)> before;
+  /// Queued on the caller's stream before the op's stream is ordered after it (all_reduce_into's
+  /// copy of its input: ordered before anything the caller queues later, as c10d's clone on
+  /// the current stream); may be empty.
+  std::function<cudaError_t(cudaStream_t caller)> on_caller;
 
   /// Runs the calls on `comm` and `stream` (the group's, or a p2p lane's) with mu held and the
   /// device set; throws Error after aborting the group when a call fails or does not complete

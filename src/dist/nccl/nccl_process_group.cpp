@@ -181,6 +181,7 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
       throw Error(str(op_type_name(op), " cannot be captured into a CUDA graph: its wait blocks "
                                         "the host (the blocking-wait set, and barrier always)"),
                   w, "an op outside ANVIL_NCCL_BLOCKING_WAIT", op_type_name(op));
+    if (launch.on_caller) cuda(launch.on_caller(caller), "queueing the op's input copy");
     cuda(cudaEventRecord(st_->ready, caller),
          opts.stream ? "recording the caller's stream (is it a stream of the group's GPU?)"
                      : "recording the default stream");
