@@ -71,11 +71,11 @@ Tensor all_reduce(const Tensor& t, ReduceOp op, const std::string& group) {
     track(out, pg->all_reduce(out, op));
     return out;
   }
-  // A device tensor: out of place, so no device copy (complete on return, a host
-  // synchronization per call) comes before the op
+  // A device tensor: all_reduce_into, whose nccl form copies the input on the caller's stream
+  // (fresh_copy's copy is complete on return: a host synchronization per call)
   ANVIL_CHECK(t.is_contiguous(), "dist::functional::all_reduce",
               str("the input of a functional all_reduce on ", t.device().str(),
-                  " must be contiguous (the op reads it in place of a copy)"),
+                  " must be contiguous (the op copies it on the device)"),
               "a contiguous tensor", t.type_str());
   Tensor out = new_tensor(t.sizes(), t.dtype(), t.device());
   track(out, pg->all_reduce_into(out, t, op));
