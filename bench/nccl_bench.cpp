@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "core/storage.h"
 #include "dist/functional.h"
 #include "dist/launcher.h"
 #include "dist/process_group.h"
@@ -356,6 +357,28 @@ int run_anvil(const Options& o) {
       const double t = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
       if (pg->rank() == 0)
         print_cell("anvil", "functional_all_reduce", "fp32", 8, b2b ? "b2b" : "sync", t, w);
+    }
+    // NCCL_BENCH_PARTS=1: where the functional all_reduce's time goes, 8 B fp32, each part
+    // alone (sync: a device synchronize after each call; b2b: one at the end):
+    //   part_alloc          an 8 B device tensor made and dropped (the functional op's output)
+    //   part_ar_legacy      pg->all_reduce with no stream (the legacy default stream), host wait
+    //   part_ar_into_legacy pg->all_reduce_into into a tensor made once, no stream, host wait
+    //   part_ar_stream      pg->all_reduce on the bench's stream, host wait (not wait_stream)
+    const char* parts = std::getenv("NCCL_BENCH_PARTS");
+    if (parts && std::string(parts) == "1") {
+      Tensor out = on_gpu(2, DType::kFloat32);
+      dist::OpOptions none;
+      const std::vector<std::pair<const char*, std::function<void()>>> cells = {
+          {"part_alloc", [&] { (void)Storage::allocate(8, pg->device(), /*zero=*/false); }},
+          {"part_ar_legacy", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, none)->wait(); }},
+          {"part_ar_into_legacy",
+           [&] { pg->all_reduce_into(out, x, dist::ReduceOp::kSum, none)->wait(); }},
+          {"part_ar_stream", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait(); }}};
+      for (const auto& [name, call] : cells)
+        for (bool b2b : {false, true}) {
+          const double t = time_calls(warmup_for(8), iters, b2b, call, dsync, align);
+          if (pg->rank() == 0) print_cell("anvil", name, "fp32", 8, b2b ? "b2b" : "sync", t, w);
+        }
     }
   }
   pg->barrier()->wait();

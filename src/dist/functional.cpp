@@ -71,8 +71,10 @@ Tensor all_reduce(const Tensor& t, ReduceOp op, const std::string& group) {
     track(out, pg->all_reduce(out, op));
     return out;
   }
-  // A device tensor: all_reduce_into, whose nccl form copies the input on the caller's stream
-  // (fresh_copy's copy is complete on return: a host synchronization per call)
+  // A device tensor: all_reduce_into (no host synchronization; fresh_copy's copy is complete
+  // on return). nccl orders it after the caller's stream (here the legacy default stream): a
+  // small op runs on that stream itself, out of place; a larger one copies its input there
+  // first, then reduces the copy in place on the group's stream
   ANVIL_CHECK(t.is_contiguous(), "dist::functional::all_reduce",
               str("the input of a functional all_reduce on ", t.device().str(),
                   " must be contiguous (the op copies it on the device)"),
@@ -231,6 +233,17 @@ Tensor permute_tensor(const Tensor& t, const std::vector<int64_t>& src_dst,
 }
 
 const Tensor& wait_tensor(const Tensor& t) {
+  // A device tensor: the device's default stream (which the op was ordered after) waits for
+  // the op, the host goes on, as c10d's wait_tensor orders the current stream; a host tensor,
+  // or an op whose wait blocks the host (ANVIL_NCCL_BLOCKING_WAIT): the host waits.
+  if (t.defined() && !t.device().is_cpu())
+    WorkRegistry::instance().wait_stream(t, Work::kDefaultStream);
+  else
+    WorkRegistry::instance().wait(t);
+  return t;
+}
+
+const Tensor& wait_tensor_on_host(const Tensor& t) {
   WorkRegistry::instance().wait(t);
   return t;
 }

@@ -11,8 +11,14 @@
 // stream (the legacy default stream here) with no host synchronization, so a write queued
 // there after the call is ordered after the copy, as c10d's clone on the current stream. A
 // device input must be contiguous, and the api forms' gather / scatter along a dim other than 0 (a
-// host-side rearrangement) take cpu tensors only. wait_tensor blocks the host until the op completed. Arguments are checked before anything is posted (unknown group: an Error
-// naming it; group_size != the group's size; splits; divisibility; dtype/op).
+// host-side rearrangement) take cpu tensors only. wait_tensor on a host tensor blocks the host
+// until the op completed; on a device tensor it makes the device's default stream (the legacy
+// default stream, which functional ops are ordered after) wait for the op, as c10d's wait_tensor
+// orders the current stream: later work there, and host copies through it (cudaMemcpy), see the
+// result, and the host goes on (an op in ANVIL_NCCL_BLOCKING_WAIT's set, or one that already
+// failed, is waited for / rethrown on the host). Arguments are checked before anything is posted
+// (unknown group: an Error naming it; group_size != the group's size; splits; divisibility;
+// dtype/op).
 #pragma once
 
 #include <functional>
@@ -61,6 +67,8 @@ Tensor permute_tensor(const Tensor& t, const std::vector<int64_t>& src_dst,
                       const std::string& group);
 /// Waits for the collective that produces t's storage (no-op when none); returns t.
 const Tensor& wait_tensor(const Tensor& t);
+/// Waits on the host for the collective that produces t's storage, device tensors included.
+const Tensor& wait_tensor_on_host(const Tensor& t);
 
 /// The registered name of the legacy (tag, ranks, group_size) group (see GroupRegistry).
 std::string legacy_group_name(const std::string& tag, const std::vector<int64_t>& ranks,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
@@ -96,7 +97,8 @@ std::string DistSettings::describe() const {
              " ANVIL_DIST_HEALTH_CHECK=", health_check ? 1 : 0, " ANVIL_DIST_TRACE=", trace ? 1 : 0,
              " ANVIL_DIST_TRACE_DIR=", trace_dir, " ANVIL_NCCL_BLOCKING_WAIT=",
              blocking_wait == OpTypeSet::all() ? std::string("all") : blocking_wait.names(),
-             " ANVIL_NCCL_BLOCKING_COMM=", nccl_blocking_comm ? 1 : 0);
+             " ANVIL_NCCL_BLOCKING_COMM=", nccl_blocking_comm ? 1 : 0,
+             " ANVIL_NCCL_CALLER_STREAM_BYTES=", nccl_caller_stream_bytes);
 }
 
 DistSettings parse_dist_settings(const std::function<const char*(const char*)>& getenv) {
@@ -107,7 +109,17 @@ DistSettings parse_dist_settings(const std::function<const char*(const char*)>& 
   if (const char* d = getenv("ANVIL_DIST_TRACE_DIR"); d && *d) s.trace_dir = d;
   s.blocking_wait = parse_blocking("ANVIL_NCCL_BLOCKING_WAIT", getenv("ANVIL_NCCL_BLOCKING_WAIT"));
   s.nccl_blocking_comm =
-      parse_flag("ANVIL_NCCL_BLOCKING_COMM", getenv("ANVIL_NCCL_BLOCKING_COMM"), false);
+      parse_flag("ANVIL_NCCL_BLOCKING_COMM", getenv("ANVIL_NCCL_BLOCKING_COMM"), true);
+  if (const char* v = getenv("ANVIL_NCCL_CALLER_STREAM_BYTES"); v && *v) {
+    char* end = nullptr;
+    errno = 0;
+    const long long n = std::strtoll(v, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 0 || !std::isdigit(static_cast<unsigned char>(*v)))
+      throw Error(str("ANVIL_NCCL_CALLER_STREAM_BYTES is not a byte count: '", v, "'"),
+                  "dist settings", "a non-negative integer (0: no op on the caller's stream)",
+                  str("'", v, "'"));
+    s.nccl_caller_stream_bytes = n;
+  }
   return s;
 }
 

@@ -13,6 +13,10 @@
 //                              (or 0, the default), "all" (or 1), or a comma list of op names
 //                              (op_type_name: "all_reduce, send"; case and spaces are ignored).
 //                              barrier always blocks (it is the host's synchronisation point).
+//   ANVIL_NCCL_BLOCKING_COMM   nccl: 1 (default) a blocking communicator, 0 a non-blocking one
+//   ANVIL_NCCL_CALLER_STREAM_BYTES
+//                              nccl: collectives of at most this many bytes run on the caller's
+//                              stream instead of the group's (default 65536; 0: none)
 #pragma once
 
 #include <cstdint>
@@ -53,9 +57,14 @@ struct DistSettings {
   /// The ops whose wait_stream blocks the host on a device backend; always holds kBarrier.
   OpTypeSet blocking_wait;
   /// nccl: a blocking communicator (NCCL's own enqueue) instead of the non-blocking one whose
-  /// ncclInProgress is polled: ~3x less host time per small op, but an enqueue waiting for a
-  /// dead peer's first connection can hang until the communicator is aborted.
-  bool nccl_blocking_comm = false;
+  /// ncclInProgress is polled: ~3-4x less host time per small op; a call stuck on a peer is
+  /// aborted by the watchdog (nccl_state.h).
+  bool nccl_blocking_comm = true;
+  /// nccl: a collective (not send / recv) moving at most this many bytes per rank runs on the
+  /// caller's stream itself: no event to order the group's stream after it, no wait back, and
+  /// an out-of-place all_reduce needs no copy of its input. Latency-bound ops lose nothing to
+  /// overlap there; larger ones keep the group's stream (overlap with the caller's compute).
+  int64_t nccl_caller_stream_bytes = 65536;
 
   /// "ANVIL_DIST_USE_FUTURE=1 ANVIL_DIST_HEALTH_CHECK=0 ..." (every variable, as used).
   std::string describe() const;

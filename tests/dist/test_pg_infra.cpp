@@ -55,7 +55,7 @@ TEST(PgSettings, Case01_Defaults) {
   EXPECT_EQ(s.describe(),
             "ANVIL_DIST_USE_FUTURE=1 ANVIL_DIST_HEALTH_CHECK=0 ANVIL_DIST_TRACE=0 "
             "ANVIL_DIST_TRACE_DIR=/tmp/anvil_dist_trace ANVIL_NCCL_BLOCKING_WAIT=barrier "
-            "ANVIL_NCCL_BLOCKING_COMM=0");
+            "ANVIL_NCCL_BLOCKING_COMM=1 ANVIL_NCCL_CALLER_STREAM_BYTES=65536");
 }
 
 // Cases 2-3: a trimmed, case-insensitive op list; "all" = every op type.
@@ -101,8 +101,16 @@ TEST(PgSettings, Case04_05_BadValuesNameTheVariable) {
       {"ANVIL_DIST_HEALTH_CHECK", "'2'"}));
   EXPECT_TRUE(throws_error([] { parse({{"ANVIL_NCCL_BLOCKING_COMM", "yes"}}); },
                            {"ANVIL_NCCL_BLOCKING_COMM", "is not 0 or 1", "'yes'"}));
-  EXPECT_TRUE(parse({{"ANVIL_NCCL_BLOCKING_COMM", "1"}}).nccl_blocking_comm);
-  EXPECT_FALSE(parse({}).nccl_blocking_comm);
+  EXPECT_FALSE(parse({{"ANVIL_NCCL_BLOCKING_COMM", "0"}}).nccl_blocking_comm);
+  EXPECT_TRUE(parse({}).nccl_blocking_comm);
+  EXPECT_EQ(parse({{"ANVIL_NCCL_CALLER_STREAM_BYTES", "0"}}).nccl_caller_stream_bytes, 0);
+  EXPECT_EQ(parse({{"ANVIL_NCCL_CALLER_STREAM_BYTES", "1048576"}}).nccl_caller_stream_bytes,
+            1048576);
+  for (const char* bad : {"-1", "64k", " 12", "1e3", "99999999999999999999"})
+    EXPECT_TRUE(throws_error([&] { parse({{"ANVIL_NCCL_CALLER_STREAM_BYTES", bad}}); },
+                             {"ANVIL_NCCL_CALLER_STREAM_BYTES", "not a byte count",
+                              "a non-negative integer", str("'", bad, "'")}))
+        << bad;
   EXPECT_TRUE(throws_error(
       [] {
         parse({{"ANVIL_DIST_TRACE", "yes"}});

@@ -287,6 +287,42 @@ DIST_WORKER(nccl_dead_peer) {
                            {"unusable after an earlier failure"}));
 }
 
+// A peer that died before the group's first op: the communicator exists (ANVIL_NCCL_EAGER_INIT)
+// but no op ran, so rank 0's first all_reduce makes NCCL's connections to rank 1 as it is
+// issued (a blocking communicator's enqueue can wait on the peer there, holding the group's
+// lock). It fails within its timeout with an Error naming the op and rank 1, the watchdog
+// aborting the communicator under a stuck call; never a hang, never the process's end.
+DIST_WORKER(nccl_dead_peer_before_first_op) {
+  ProcessGroup& pg = *ctx.pg;
+  if (ctx.rank == 1) {
+    std::printf("rank 1: exiting before any op\n");
+    std::fflush(stdout);
+    ::_exit(0);
+  }
+  std::this_thread::sleep_for(milliseconds(1000));
+  Tensor t = on_gpu(scaled({1, 2, 3}, 1, DType::kFloat32), pg);
+  const auto start = std::chrono::steady_clock::now();
+  std::string message;
+  std::shared_ptr<Work> w;
+  try {
+    w = pg.all_reduce(t, ReduceOp::kSum, OpOptions{milliseconds(4000)});
+    w->wait();
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  const auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() -
+                                                             start).count();
+  std::printf("rank 0: survivor error after %lld ms: %s\n", static_cast<long long>(took),
+              message.c_str());
+  EXPECT_FALSE(message.empty()) << "the first op against a dead peer did not fail";
+  for (const char* part : {"nccl all_reduce #", "rank 1 (world rank 1)"})
+    EXPECT_NE(message.find(part), std::string::npos) << "lacks '" << part << "': " << message;
+  EXPECT_LT(took, 20000) << "the failure took far longer than the op's 4 s timeout";
+  if (w) EXPECT_FALSE(w->is_success());
+  EXPECT_TRUE(throws_error([&] { pg.all_reduce(t, ReduceOp::kSum)->wait(); },
+                           {"unusable after an earlier failure"}));
+}
+
 // Rank 1's side of the tests where only rank 0 posts: waits (up to 30 s) for the file rank 0
 // writes once it has seen `what`, so rank 1 stays alive (a live peer) until then.
 void await_marker(const std::string& marker, const std::string& what) {
@@ -442,6 +478,29 @@ TEST(Nccl2Gpu, DeadPeerFailsTheSurvivorWithinTheTimeout) {
   EXPECT_EQ(r.procs[0].exit_code, 0) << r.all_output();
   EXPECT_TRUE(r.rank_confirmed[0]) << r.all_output();
   EXPECT_EQ(r.procs[1].exit_code, 0) << r.all_output();  // _exit(0) before the op
+  EXPECT_NE(r.procs[0].output.find("survivor error after"), std::string::npos) << r.all_output();
+}
+
+// The same on the non-blocking communicator (ANVIL_NCCL_BLOCKING_COMM=0).
+TEST(Nccl2Gpu, DeadPeerFailsTheSurvivorOnANonBlockingComm) {
+  ANVIL_REQUIRE_TWO_GPUS();
+  const auto r =
+      run_nccl_job("nccl_dead_peer", {{"ANVIL_NCCL_BLOCKING_COMM", "0"}}, milliseconds(90000));
+  EXPECT_FALSE(r.timed_out) << r.all_output();
+  ASSERT_EQ(r.procs.size(), 2u) << r.all_output();
+  EXPECT_EQ(r.procs[0].exit_code, 0) << r.all_output();
+  EXPECT_NE(r.procs[0].output.find("survivor error after"), std::string::npos) << r.all_output();
+}
+
+TEST(Nccl2Gpu, DeadPeerBeforeTheFirstOpFailsTheSurvivor) {
+  ANVIL_REQUIRE_TWO_GPUS();
+  const auto r = run_nccl_job("nccl_dead_peer_before_first_op", {{"ANVIL_NCCL_EAGER_INIT", "1"}},
+                              milliseconds(90000));
+  EXPECT_FALSE(r.timed_out) << r.all_output();
+  ASSERT_EQ(r.procs.size(), 2u) << r.all_output();
+  EXPECT_EQ(r.procs[0].exit_code, 0) << r.all_output();
+  EXPECT_TRUE(r.rank_confirmed[0]) << r.all_output();
+  EXPECT_EQ(r.procs[1].exit_code, 0) << r.all_output();  // _exit(0) before any op
   EXPECT_NE(r.procs[0].output.find("survivor error after"), std::string::npos) << r.all_output();
 }
 

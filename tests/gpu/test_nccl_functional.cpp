@@ -26,9 +26,10 @@ DIST_WORKER(nccl_functional) {
   EXPECT_TRUE(values_equal(on_host(y), {3, 6, 9}));
   EXPECT_TRUE(values_equal(on_host(x), {r + 1.0, 2 * (r + 1.0), 3 * (r + 1.0)}));
   // the input may be written on the caller's stream right after the call: the op's copy of it
-  // is queued there first (4 M floats, so the op is still in flight when the zeroing runs)
-  {
-    const int64_t n = int64_t{1} << 22;
+  // is queued there first (4 M floats, so the op is still in flight when the zeroing runs); a
+  // small op (4 K floats, at most ANVIL_NCCL_CALLER_STREAM_BYTES) runs on the caller's stream
+  // itself and reads the input before anything queued there later
+  for (const int64_t n : {int64_t{1} << 22, int64_t{1} << 12}) {
     Tensor big = on_gpu(Tensor::full({n}, r + 1, DType::kFloat32), pg);
     Tensor sum = F::all_reduce(big, "sum", "0");
     device_allocator(gpu).zero(gpu.index, big.data_ptr(), big.nbytes());
@@ -37,7 +38,8 @@ DIST_WORKER(nccl_functional) {
     const float* v = static_cast<const float*>(h.data_ptr());
     int64_t bad = 0;
     for (int64_t i = 0; i < n; ++i) bad += v[i] != 3.0f;
-    EXPECT_EQ(bad, 0) << "elements of the sum that saw the input's later zeroing";
+    EXPECT_EQ(bad, 0) << "elements of the sum that saw the input's later zeroing (" << n
+                      << " elements)";
   }
   // in place
   Tensor z = on_gpu(scaled({1, 2}, r + 1, DType::kBFloat16), pg);
@@ -99,6 +101,15 @@ DIST_WORKER(nccl_functional) {
 TEST(Nccl2Gpu, FunctionalCollectivesOnGpuTensors) {
   ANVIL_REQUIRE_TWO_GPUS();
   const auto r = run_nccl_job("nccl_functional");
+  EXPECT_TRUE(r.ok()) << r.all_output();
+}
+
+// The same with every op on the group's stream (none on the caller's) and a non-blocking
+// communicator: the other side of each setting.
+TEST(Nccl2Gpu, FunctionalCollectivesOnTheGroupStreamAndANonBlockingComm) {
+  ANVIL_REQUIRE_TWO_GPUS();
+  const auto r = run_nccl_job("nccl_functional", {{"ANVIL_NCCL_CALLER_STREAM_BYTES", "0"},
+                                                  {"ANVIL_NCCL_BLOCKING_COMM", "0"}});
   EXPECT_TRUE(r.ok()) << r.all_output();
 }
 

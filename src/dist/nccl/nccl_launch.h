@@ -25,12 +25,17 @@ struct NcclProcessGroup::Launch {
   /// copy of its input: ordered before anything the caller queues later, as c10d's clone on
   /// the current stream); may be empty.
   std::function<cudaError_t(cudaStream_t caller)> on_caller;
+  /// The calls instead of `calls` (and without `on_caller`) when the op runs on the caller's
+  /// stream itself (a small op, settings.h); empty: `calls` there too. all_reduce_into's
+  /// out-of-place ncclAllReduce(in, out): in the caller's order, its input needs no copy.
+  std::vector<Call> direct_calls;
 
-  /// Runs the calls on `comm` and `stream` (the group's, or a p2p lane's) with mu held and the
-  /// device set; throws Error after aborting the group when a call fails or does not complete
-  /// its enqueue by `deadline`.
+  /// Runs the calls (`direct`: on the caller's stream, direct_calls when given) on `comm` and
+  /// `stream` (the group's, a p2p lane's or the caller's) with mu held and the device set;
+  /// throws Error after aborting the group when a call fails or does not complete its enqueue
+  /// by `deadline`.
   void run(nccl::NcclState& st, ncclComm_t comm, cudaStream_t stream,
-           nccl::Clock::time_point deadline, const std::string& where) const;
+           nccl::Clock::time_point deadline, const std::string& where, bool direct) const;
 };
 
 }  // namespace anvil::dist

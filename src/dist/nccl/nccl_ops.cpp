@@ -110,7 +110,8 @@ Launch::Call reduce_scatter_call(const Tensor& out, const Tensor& in, ReduceOp o
 }  // namespace
 
 void Launch::run(nccl::NcclState& st, ncclComm_t comm, cudaStream_t stream,
-                 nccl::Clock::time_point deadline, const std::string& where) const {
+                 nccl::Clock::time_point deadline, const std::string& where, bool direct) const {
+  const std::vector<Call>& calls = direct && !direct_calls.empty() ? direct_calls : this->calls;
   if (before) {
     const cudaError_t e = before(stream);
     if (e != cudaSuccess) {
@@ -158,9 +159,10 @@ std::shared_ptr<Work> NcclProcessGroup::issue_all_reduce_into(Tensor& out, const
   const std::string w = where(OpType::kAllReduce, 0);
   require_contiguous(in, w, "input");
   require_contiguous(out, w, "output");
-  // `in` copied into `out` on the caller's stream, then reduced in place: a write the caller
-  // queues on its stream after this call cannot race with the op (ncclAllReduce(in, out) on the
-  // group's stream would read `in` until the op completes)
+  // On the group's stream: `in` copied into `out` on the caller's stream, then reduced in
+  // place, so a write the caller queues on its stream after this call cannot race with the op
+  // (ncclAllReduce(in, out) there would read `in` until the op completes). On the caller's
+  // stream (a small op): ncclAllReduce(in, out), read in the caller's order, no copy.
   Launch l;
   Launch::Call c = all_reduce_call(out, op, w);  // checks dtype and op even when empty
   if (in.numel() > 0) {
@@ -171,6 +173,12 @@ std::shared_ptr<Work> NcclProcessGroup::issue_all_reduce_into(Tensor& out, const
       return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
     };
     l.calls.push_back(std::move(c));
+    const ncclDataType_t type = reduce_type(out.dtype(), w);
+    const ncclRedOp_t rop = reduce_op(out.dtype(), op, w);
+    const size_t n = static_cast<size_t>(out.numel());
+    l.direct_calls.push_back({"ncclAllReduce", [=](ncclComm_t cm, cudaStream_t s) {
+                                return ncclAllReduce(src, dst, n, type, rop, cm, s);
+                              }});
   }
   return post(OpType::kAllReduce, opts, {out}, {in}, -1, l);
 }

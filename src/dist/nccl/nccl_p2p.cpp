@@ -77,6 +77,7 @@ void NcclState::bind_device(int index, const std::string& where) {
     make_device_objects(where);
   } catch (const std::exception& ex) {
     release_device_objects();
+    std::lock_guard<std::mutex> lk(amu);
     if (broken.empty())
       broken = str(where, ": moving the group to cuda:", index, " failed: ", ex.what());
     throw;
@@ -153,6 +154,7 @@ P2pPeer& NcclState::ensure_p2p(int peer, Store& store, Clock::time_point deadlin
       lanes[i]->comm = nullptr;  // not made: nothing to abort
       fail(str("ncclCommInitRankConfig (", names[i], ")"), "ncclSuccess", nccl_message(r));
     }
+    add_handle(lanes[i]->comm);
   }
   for (P2pLane* l : lanes) wait_ready(l->comm, deadline, what, where);
 

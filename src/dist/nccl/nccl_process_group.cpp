@@ -2,6 +2,7 @@
 // sub-groups, shutdown, and the library's entry point (dist/nccl_backend.h).
 #include "dist/nccl/nccl_process_group.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -59,8 +60,12 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
   st_->global_ranks = this->global_ranks();
   st_->blocking_wait = options.blocking_wait ? OpTypeSet::all() : dist_settings().blocking_wait;
   st_->blocking_comm = dist_settings().nccl_blocking_comm;
+  st_->caller_stream_bytes = dist_settings().nccl_caller_stream_bytes;
   // NVLink multicast (NVLS) stays off unless the user asked for it explicitly.
   ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+  // A blocking communicator connects its peers when it is made, not in an op's enqueue (where
+  // a dead peer would hold the calling thread: nccl_state.h), unless the user chose otherwise.
+  if (st_->blocking_comm) ::setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
 
   // The unique id: made by rank 0, read by the others (bounded by the store's timeout).
   if (rank == 0) {
@@ -96,7 +101,9 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
       std::lock_guard<std::mutex> lk(st_->mu);
       use_device(st_->device);
       st_->device_used = true;
-      st_->ensure_comm(Clock::now() + options.timeout, w);
+      const auto deadline = Clock::now() + options.timeout;
+      nccl::EnqueueMark mark(*st_, deadline, w);
+      st_->ensure_comm(deadline, w);
     } catch (...) {
       shutdown(Millis(0));
       throw;
@@ -129,7 +136,10 @@ bool NcclProcessGroup::shutdown(Millis grace) {
     st_->abort_locked(drained ? std::string("the group was shut down")
                               : str("group '", name(), "' was shut down with ops in flight"));
   }
-  if (st_->broken.empty()) st_->broken = "the group was shut down";
+  {
+    std::lock_guard<std::mutex> alk(st_->amu);
+    if (st_->broken.empty()) st_->broken = "the group was shut down";
+  }
   return drained;
 }
 
@@ -143,9 +153,10 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
   auto work = std::make_shared<Work>(op, seq, where(op, seq));
   const std::string& w = work->where();
   try {
-    if (!st_->broken.empty())
-      throw Error(str("the nccl group is unusable after an earlier failure: ", st_->broken), w);
+    if (std::string b = st_->broken_reason(); !b.empty())
+      throw Error(str("the nccl group is unusable after an earlier failure: ", b), w);
     const auto deadline = Clock::now() + timeout;
+    nccl::EnqueueMark mark(*st_, deadline, w);  // (the watchdog aborts a call stuck past it)
     st_->comm_name = name();
     use_device(st_->device);
     st_->device_used = true;
@@ -181,13 +192,31 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
       throw Error(str(op_type_name(op), " cannot be captured into a CUDA graph: its wait blocks "
                                         "the host (the blocking-wait set, and barrier always)"),
                   w, "an op outside ANVIL_NCCL_BLOCKING_WAIT", op_type_name(op));
-    if (launch.on_caller) cuda(launch.on_caller(caller), "queueing the op's input copy");
-    cuda(cudaEventRecord(st_->ready, caller),
-         opts.stream ? "recording the caller's stream (is it a stream of the group's GPU?)"
-                     : "recording the default stream");
-    cuda(cudaStreamWaitEvent(stream, st_->ready, 0), "ordering after the caller's stream");
+    // A small collective runs on the caller's stream itself (settings.h): already ordered
+    // after the caller's work, and an out-of-place form reads its input in the caller's order.
+    size_t bytes = 0;  // the op's largest tensor
+    for (const auto* ts : {&outputs, &inputs})
+      for (const Tensor& t : *ts) bytes = std::max(bytes, t.nbytes());
+    const bool direct = lane == Lane::kGroup && st_->caller_stream_bytes > 0 &&
+                        bytes <= static_cast<size_t>(st_->caller_stream_bytes) &&
+                        !st_->blocking_wait.contains(op);
+    if (direct) {
+      stream = caller;
+    } else {
+      if (launch.on_caller) cuda(launch.on_caller(caller), "queueing the op's input copy");
+      cuda(cudaEventRecord(st_->ready, caller),
+           opts.stream ? "recording the caller's stream (is it a stream of the group's GPU?)"
+                       : "recording the default stream");
+      cuda(cudaStreamWaitEvent(stream, st_->ready, 0), "ordering after the caller's stream");
+    }
     work->mark_started();  // the trace's start: queued on the device
-    launch.run(*st_, comm, stream, deadline, w);
+    launch.run(*st_, comm, stream, deadline, w, direct);
+    if (std::string b = st_->broken_reason(); !b.empty()) {
+      // The watchdog aborted the communicator while this thread was inside NCCL (a call past
+      // the op's deadline) and the call still returned: the op did not run.
+      st_->abort_locked(b);
+      throw Error(str("the op was aborted while being issued: ", b), w);
+    }
     cudaEvent_t ev = nullptr;
     cuda(st_->take_event(&ev), "creating the op's event");
     const cudaError_t rec = cudaEventRecord(ev, stream);

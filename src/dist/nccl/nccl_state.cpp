@@ -1,6 +1,9 @@
 // NcclState and NcclEvent (nccl_state.h): communicator creation, failure detection, abort.
 #include "dist/nccl/nccl_state.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "core/error.h"
 #include "dist/process_group.h"
 
@@ -72,17 +75,19 @@ void use_device(int device) {
 void NcclState::ensure_comm(Clock::time_point deadline, const std::string& where) {
   if (comm) return;
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  // Non-blocking by default: no NCCL call may hang this thread (ncclInProgress is polled,
-  // bounded by the op's deadline). ANVIL_NCCL_BLOCKING_COMM=1 trades that for NCCL's own,
-  // faster enqueue (settings.h).
+  // Blocking by default (NCCL's own enqueue; a call stuck on a peer is aborted as the header
+  // comment says); ANVIL_NCCL_BLOCKING_COMM=0: non-blocking, ncclInProgress polled until the
+  // op's deadline (settings.h).
   cfg.blocking = blocking_comm ? 1 : 0;
   cfg.commName = comm_name.c_str();
   const ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &cfg);
   if (r != ncclSuccess && r != ncclInProgress) {
+    comm = nullptr;  // not made: nothing to abort
     const std::string m = nccl_message(r);
     abort_locked(str(where, ": creating the NCCL communicator failed: ", m));
     throw Error("creating the NCCL communicator failed", where, "ncclSuccess", m);
   }
+  add_handle(comm);
   wait_ready(comm, deadline,
              str("creating the NCCL communicator (every rank of the group takes part; waiting on ",
                  peers(-1), ")"),
@@ -148,41 +153,105 @@ void abort_all(const std::vector<ncclComm_t>& comms, int device) {
 
 }  // namespace
 
+void NcclState::add_handle(ncclComm_t c) {
+  bool late = false;
+  {
+    std::lock_guard<std::mutex> lk(amu);
+    if (handles_aborted)
+      late = true;  // the group was aborted while this one was being made
+    else
+      handles.push_back(c);
+  }
+  if (late) abort_all({c}, device);
+}
+
+std::string NcclState::broken_reason() {
+  std::lock_guard<std::mutex> lk(amu);
+  return broken;
+}
+
+std::string NcclState::stuck_enqueue() {
+  std::lock_guard<std::mutex> lk(amu);
+  if (!enqueue_where || Clock::now() <= enqueue_deadline) return "";
+  return *enqueue_where;
+}
+
+namespace {
+
+/// Records `reason` as the group's failure (the first wins) and takes the communicators to
+/// abort (none when an earlier abort took them).
+std::vector<ncclComm_t> take_handles(NcclState& st, const std::string& reason) {
+  std::lock_guard<std::mutex> lk(st.amu);
+  if (st.broken.empty()) st.broken = reason;
+  std::vector<ncclComm_t> comms;
+  if (!st.handles_aborted) comms.swap(st.handles);
+  st.handles_aborted = true;
+  return comms;
+}
+
+/// Fails every op in flight (ops the device already passed keep their success) and stops
+/// watching them.
+void fail_pending(NcclState& st) {
+  std::deque<std::shared_ptr<NcclEvent>> failing;
+  {
+    std::lock_guard<std::mutex> lk(st.pmu);
+    for (auto& e : st.pending) e->fail_if_pending("");  // (a passed op notices it)
+    failing.swap(st.pending);
+  }
+  const std::string why = str("aborted with its group: ", st.broken_reason());
+  {
+    std::lock_guard<std::mutex> lk(st.pmu);
+    for (auto& e : failing) e->fail_if_pending(why);
+  }
+  st.pcv.notify_all();
+}
+
+}  // namespace
+
 void NcclState::abort(const std::string& reason) {
-  std::lock_guard<std::mutex> lk(mu);
-  abort_locked(reason);
+  const auto start = Clock::now();
+  for (int round = 0;; ++round) {
+    std::unique_lock<std::mutex> lk(mu, std::try_to_lock);
+    if (lk.owns_lock()) {
+      abort_locked(reason);
+      return;
+    }
+    // A thread holds mu issuing an op: wait for it, unless its NCCL call is past the op's
+    // deadline (waiting on a dead or hung peer). ncclCommAbort from here while that thread is
+    // inside NCCL frees memory the call still uses (heap corruption seen on 2 x H200), so the
+    // process ends with the reason instead, as c10d's watchdog ends it.
+    const std::string stuck = stuck_enqueue();
+    if (!stuck.empty()) {
+      std::fprintf(stderr,
+                   "anvil nccl: %s; the thread issuing %s is inside NCCL past the op's timeout "
+                   "(a blocking communicator's call waiting on a peer; ANVIL_NCCL_BLOCKING_COMM=0 "
+                   "makes such calls abortable): ending the process (exit status 1) rather than "
+                   "hang\n",
+                   reason.c_str(), stuck.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+    backoff(start, round);
+  }
 }
 
 void NcclState::abort_locked(const std::string& reason) {
-  if (broken.empty()) broken = reason;
-  std::deque<std::shared_ptr<NcclEvent>> failing;
+  const std::vector<ncclComm_t> comms = take_handles(*this, reason);
   {
     std::lock_guard<std::mutex> lk(pmu);
-    // Ops the device already passed keep their success; the rest fail with the first reason.
-    for (auto& e : pending) e->fail_if_pending("");
-    failing.swap(pending);
+    for (auto& e : pending) e->fail_if_pending("");  // ops the device passed keep their success
   }
-  if (!aborted) {  // NCCL's kernels stop waiting for peers
-    std::vector<ncclComm_t> comms;
-    if (comm) comms.push_back(comm);
-    for (auto& [peer, lanes] : p2p)
-      for (P2pLane* l : {&lanes.send, &lanes.recv})
-        if (l->comm) comms.push_back(l->comm);
-    abort_all(comms, device);
-  }
-  aborted = true;
+  abort_all(comms, device);  // NCCL's kernels stop waiting for peers
   comm = nullptr;
   for (auto& [peer, lanes] : p2p) lanes.send.comm = lanes.recv.comm = nullptr;
-  {
-    std::lock_guard<std::mutex> lk(pmu);
-    for (auto& e : failing) e->fail_if_pending(str("aborted with its group: ", broken));
-  }
-  pcv.notify_all();
+  fail_pending(*this);
 }
 
 std::string NcclState::async_error() {
   std::unique_lock<std::mutex> lk(mu, std::try_to_lock);
-  if (!lk.owns_lock() || aborted) return "";
+  if (!lk.owns_lock()) return "";
+  std::lock_guard<std::mutex> alk(amu);  // (no abort of the handles while they are asked)
+  if (handles_aborted) return "";
   auto error_of = [](ncclComm_t c) -> std::string {
     ncclResult_t state = ncclSuccess;
     if (!c || ncclCommGetAsyncError(c, &state) != ncclSuccess) return "";
@@ -271,6 +340,17 @@ void NcclState::start_watchdog() {
     std::unique_lock<std::mutex> lk(pmu);
     while (!stop_watchdog) {
       pcv.wait_for(lk, std::chrono::milliseconds(pending.empty() ? 200 : 10));
+      if (stop_watchdog) continue;
+      if (!enqueue_idle.load(std::memory_order_relaxed)) {
+        lk.unlock();
+        const std::string stuck = stuck_enqueue();
+        if (!stuck.empty())
+          abort(str(stuck, " failed: timed out inside NCCL (the op's timeout passed while ",
+                    "issuing it, waiting on ", peers(-1),
+                    ": a rank that died, hangs, or never posted this op); the NCCL communicator ",
+                    "was aborted and the group is unusable"));
+        lk.lock();
+      }
       if (stop_watchdog || pending.empty()) continue;
       if (device != current) (void)cudaSetDevice(current = device);  // bind_device moved it
       std::vector<std::shared_ptr<NcclEvent>> snap(pending.begin(), pending.end());
@@ -295,6 +375,24 @@ void NcclState::stop_watchdog_thread() {
   }
   pcv.notify_all();
   if (watchdog.joinable()) watchdog.join();
+}
+
+// ------------------------------------------------------------------------------------------
+// EnqueueMark
+
+EnqueueMark::EnqueueMark(NcclState& st, Clock::time_point deadline, const std::string& where)
+    : st_(st) {
+  std::lock_guard<std::mutex> lk(st_.amu);
+  st_.enqueue_deadline = deadline;
+  st_.enqueue_where = &where;
+  st_.enqueue_idle.store(false, std::memory_order_relaxed);
+}
+
+EnqueueMark::~EnqueueMark() {
+  std::lock_guard<std::mutex> lk(st_.amu);
+  st_.enqueue_deadline = {};
+  st_.enqueue_where = nullptr;
+  st_.enqueue_idle.store(true, std::memory_order_relaxed);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -353,7 +451,9 @@ bool NcclEvent::query() {
                 " (a rank that died, hangs, or never posted this op)");
     }
   }
-  if (why.empty()) {
+  // NCCL's asynchronous error once the op has had a millisecond: a wait polling a small op
+  // spins here, and ncclCommGetAsyncError under the group's locks would slow every round.
+  if (why.empty() && Clock::now() - (deadline_ - timeout_) > std::chrono::milliseconds(1)) {
     const std::string a = st_->async_error();
     if (!a.empty())
       why = str("NCCL reported an asynchronous error (a peer failed or exited; waiting on ",

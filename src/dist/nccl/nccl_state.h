@@ -6,9 +6,18 @@
 // ncclCommGetAsyncError. A deadline passed or an asynchronous NCCL error aborts the communicator
 // (ncclCommAbort: NCCL's kernels stop waiting for the peer), fails every op in flight with an
 // Error naming the op, the group, its sequence number and the ranks it waited on, and leaves the
-// group unusable (later ops fail at once quoting the first failure). The communicator is
-// non-blocking (ncclConfig_t::blocking = 0), so no NCCL call can hang the calling thread: a call
-// returning ncclInProgress is polled until ready, bounded by the op's deadline.
+// group unusable (later ops fail at once quoting the first failure).
+//
+// The communicator is blocking by default (NCCL's own enqueue, as c10d's: about 3x less host
+// time per small op than a non-blocking one, whose every group end hands the launch to a new
+// thread). A blocking call could wait on a peer where NCCL connects lazily (a first op), so the
+// group makes every connection when its communicator is created (NCCL_RUNTIME_CONNECT=0 unless
+// the user set it): an op's enqueue then waits on no peer, and a dead peer fails the op through
+// its event's deadline as above. Should a call still wait past its op's deadline while holding
+// `mu` (EnqueueMark), the watchdog ends the process with the op, group and peers named (never a
+// hang; ncclCommAbort from another thread while a call is inside NCCL corrupts its heap).
+// ANVIL_NCCL_BLOCKING_COMM=0 makes it non-blocking (ncclConfig_t::blocking = 0): no NCCL call
+// can then wait, a call returning ncclInProgress being polled until ready or its deadline.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -78,14 +87,14 @@ struct NcclState {
   /// The ops whose wait_stream blocks the host: every op with GroupOptions::blocking_wait,
   /// else ANVIL_NCCL_BLOCKING_WAIT's list (settings.h; barrier always).
   OpTypeSet blocking_wait;
-  bool blocking_comm = false;  // DistSettings::nccl_blocking_comm
+  bool blocking_comm = true;  // DistSettings::nccl_blocking_comm
+  int64_t caller_stream_bytes = 0;  // DistSettings::nccl_caller_stream_bytes
   std::string comm_name;  // the group's name, for NCCL's logs
   ncclUniqueId id{};
 
   // --- guarded by mu: issuing ops, creating and aborting the communicator
   std::mutex mu;
-  ncclComm_t comm = nullptr;
-  bool aborted = false;
+  ncclComm_t comm = nullptr;  // (its handle also in `handles`, which an abort empties)
   cudaStream_t stream = nullptr;  // the group's internal stream (collectives)
   cudaEvent_t ready = nullptr;    // marks the caller's stream; the op's stream waits on it
   /// kScratchBytes on the device: the barrier all_reduces the float at 0; the p2p lanes' first
@@ -97,7 +106,17 @@ struct NcclState {
   /// may no longer move it.
   bool device_used = false;
   std::atomic<uint64_t> seq{0};  // taken under mu; read without it
-  std::string broken;  // the first failure (empty while usable)
+
+  // --- guarded by amu (never held across an NCCL call but ncclCommGetAsyncError): the failure
+  // and the work in progress under mu, readable while a thread holds mu inside NCCL.
+  std::mutex amu;
+  std::vector<ncclComm_t> handles;  // every communicator made and not yet aborted
+  bool handles_aborted = false;     // the group's communicators were aborted (it is unusable)
+  std::string broken;               // the first failure (empty while usable)
+  /// The NCCL work in progress under mu (EnqueueMark): its deadline ({} when none) and the op.
+  Clock::time_point enqueue_deadline{};
+  const std::string* enqueue_where = nullptr;
+  std::atomic<bool> enqueue_idle{true};  // no EnqueueMark (read by the watchdog without amu)
 
   // --- guarded by pmu: ops in flight, watched until they pass or fail
   std::mutex pmu;
@@ -139,9 +158,17 @@ struct NcclState {
   void check(ncclComm_t c, ncclResult_t r, Clock::time_point deadline, const std::string& what,
              const std::string& where);
   /// Aborts the communicator and marks the group unusable with `reason` (the first reason
-  /// wins); every op in flight fails with it. Takes mu (abort_locked: mu already held).
+  /// wins); every op in flight fails with it. abort_locked: mu already held. abort: takes mu;
+  /// when the thread holding it is inside NCCL past its op's deadline (stuck_enqueue), ends the
+  /// process with `reason` (see the header comment).
   void abort(const std::string& reason);
   void abort_locked(const std::string& reason);
+  /// The group's first failure, or "" while usable.
+  std::string broken_reason();
+  /// Records a communicator just made (its abort goes through `handles`).
+  void add_handle(ncclComm_t c);
+  /// The op whose NCCL work under mu is past its deadline, or "" (none).
+  std::string stuck_enqueue();
   /// The asynchronous error of the group's communicator or of a p2p lane as a message, or ""
   /// (none, or mu is busy now).
   std::string async_error();
@@ -163,6 +190,20 @@ struct NcclState {
   /// throws Error. release_device_objects frees them and the p2p streams (never throws).
   void make_device_objects(const std::string& where);
   void release_device_objects();
+};
+
+/// Marks the NCCL work a thread does under `mu` for one op (creating communicators, enqueueing
+/// its calls) with the op's deadline, so that abort() and the watchdog can tell a call stuck on
+/// a peer from one that will return (nccl_state.h's header comment).
+class EnqueueMark {
+ public:
+  EnqueueMark(NcclState& st, Clock::time_point deadline, const std::string& where);
+  ~EnqueueMark();
+  EnqueueMark(const EnqueueMark&) = delete;
+  EnqueueMark& operator=(const EnqueueMark&) = delete;
+
+ private:
+  NcclState& st_;
 };
 
 /// The event an nccl op's Work completes on: recorded on the group's stream after the op. Keeps
