@@ -250,57 +250,10 @@ DIST_WORKER(nccl_wait_stream_orders_with_caller_stream) {
   api.stream_destroy(r, s);
 }
 
-// A peer that died: after a first op (the communicator exists), rank 1 exits; rank 0's next
-// all_reduce fails within its timeout with an Error naming the op, the group and rank 1, and the
-// group is unusable afterwards. Never a hang (the harness deadline bounds the job).
-DIST_WORKER(nccl_dead_peer) {
-  ProcessGroup& pg = *ctx.pg;
-  const int r = ctx.rank;
-  Tensor t = on_gpu(scaled({1, 2, 3}, r + 1, DType::kFloat32), pg);
-  pg.all_reduce(t, ReduceOp::kSum)->wait();
-  ASSERT_TRUE(values_equal(on_host(t), {3, 6, 9}));
-  pg.barrier()->wait();
-  if (r == 1) {
-    std::printf("rank 1: exiting before the next op\n");
-    std::fflush(stdout);
-    ::_exit(0);
-  }
-  std::this_thread::sleep_for(milliseconds(300));
-  const auto start = std::chrono::steady_clock::now();
-  auto w = pg.all_reduce(t, ReduceOp::kSum, OpOptions{milliseconds(4000)});
-  std::string message;
-  try {
-    w->wait();
-  } catch (const std::exception& e) {
-    message = e.what();
-  }
-  const auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() -
-                                                             start).count();
-  std::printf("rank 0: survivor error after %lld ms: %s\n", static_cast<long long>(took),
-              message.c_str());
-  EXPECT_FALSE(message.empty()) << "the op against a dead peer did not fail";
-  for (const char* part : {"nccl all_reduce #", "on group '0'", "rank 1 (world rank 1)"})
-    EXPECT_NE(message.find(part), std::string::npos) << "lacks '" << part << "': " << message;
-  EXPECT_LT(took, 20000) << "the failure took far longer than the op's 4 s timeout";
-  EXPECT_FALSE(w->is_success());
-  EXPECT_TRUE(throws_error([&] { pg.all_reduce(t, ReduceOp::kSum)->wait(); },
-                           {"unusable after an earlier failure"}));
-}
-
-// A peer that died before the group's first op: the communicator exists (ANVIL_NCCL_EAGER_INIT)
-// but no op ran, so rank 0's first all_reduce makes NCCL's connections to rank 1 as it is
-// issued (a blocking communicator's enqueue can wait on the peer there, holding the group's
-// lock). It fails within its timeout with an Error naming the op and rank 1, the watchdog
-// aborting the communicator under a stuck call; never a hang, never the process's end.
-DIST_WORKER(nccl_dead_peer_before_first_op) {
-  ProcessGroup& pg = *ctx.pg;
-  if (ctx.rank == 1) {
-    std::printf("rank 1: exiting before any op\n");
-    std::fflush(stdout);
-    ::_exit(0);
-  }
-  std::this_thread::sleep_for(milliseconds(1000));
-  Tensor t = on_gpu(scaled({1, 2, 3}, 1, DType::kFloat32), pg);
+/// Rank 0's side of the dead-peer tests: an all_reduce with a 4 s timeout against the dead
+/// rank 1 fails within the timeout (plus the watchdog's polling) with an Error naming the op, the
+/// group and rank 1, and the group is unusable afterwards.
+void expect_the_survivor_fails(ProcessGroup& pg, Tensor& t) {
   const auto start = std::chrono::steady_clock::now();
   std::string message;
   std::shared_ptr<Work> w;
@@ -314,13 +267,47 @@ DIST_WORKER(nccl_dead_peer_before_first_op) {
                                                              start).count();
   std::printf("rank 0: survivor error after %lld ms: %s\n", static_cast<long long>(took),
               message.c_str());
-  EXPECT_FALSE(message.empty()) << "the first op against a dead peer did not fail";
-  for (const char* part : {"nccl all_reduce #", "rank 1 (world rank 1)"})
+  EXPECT_FALSE(message.empty()) << "the op against a dead peer did not fail";
+  for (const char* part : {"nccl all_reduce #", "on group '0'", "rank 1 (world rank 1)"})
     EXPECT_NE(message.find(part), std::string::npos) << "lacks '" << part << "': " << message;
   EXPECT_LT(took, 20000) << "the failure took far longer than the op's 4 s timeout";
   if (w) EXPECT_FALSE(w->is_success());
   EXPECT_TRUE(throws_error([&] { pg.all_reduce(t, ReduceOp::kSum)->wait(); },
                            {"unusable after an earlier failure"}));
+}
+
+// A peer that died: after a first op (the communicator exists), rank 1 exits; rank 0's next
+// all_reduce fails within its timeout. Never a hang (the harness deadline bounds the job).
+DIST_WORKER(nccl_dead_peer) {
+  ProcessGroup& pg = *ctx.pg;
+  const int r = ctx.rank;
+  Tensor t = on_gpu(scaled({1, 2, 3}, r + 1, DType::kFloat32), pg);
+  pg.all_reduce(t, ReduceOp::kSum)->wait();
+  ASSERT_TRUE(values_equal(on_host(t), {3, 6, 9}));
+  pg.barrier()->wait();
+  if (r == 1) {
+    std::printf("rank 1: exiting before the next op\n");
+    std::fflush(stdout);
+    ::_exit(0);
+  }
+  std::this_thread::sleep_for(milliseconds(300));
+  expect_the_survivor_fails(pg, t);
+}
+
+// A peer that died before the group's first op: the communicator exists (ANVIL_NCCL_EAGER_INIT)
+// but no op ran. A blocking communicator made its connections when it was created
+// (NCCL_RUNTIME_CONNECT=0), so rank 0's first all_reduce is enqueued without waiting on rank 1
+// and fails through its deadline like any op; never a hang, never the process's end.
+DIST_WORKER(nccl_dead_peer_before_first_op) {
+  ProcessGroup& pg = *ctx.pg;
+  if (ctx.rank == 1) {
+    std::printf("rank 1: exiting before any op\n");
+    std::fflush(stdout);
+    ::_exit(0);
+  }
+  std::this_thread::sleep_for(milliseconds(1000));
+  Tensor t = on_gpu(scaled({1, 2, 3}, 1, DType::kFloat32), pg);
+  expect_the_survivor_fails(pg, t);
 }
 
 // Rank 1's side of the tests where only rank 0 posts: waits (up to 30 s) for the file rank 0
