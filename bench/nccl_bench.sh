@@ -142,4 +142,8 @@ with open(out, "w") as f:
 print(f"JSON: {out}")
 EOF
 [ $? -eq 0 ] || status=1
+# each engine's stderr (ANVIL_DIST_HOST_PROFILE's breakdown, NCCL's warnings) beside the JSON
+for e in anvil floor torch; do
+  [ -s "$work/$e.err" ] && cp "$work/$e.err" "$(dirname "$json")/nccl_bench_$e.err"
+done
 exit $status

@@ -6,6 +6,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/storage.h"
+#include "dist/host_profile.h"
 #include "dist/registry.h"
 
 namespace anvil::dist::functional {
@@ -65,22 +66,29 @@ void require_host_tensor(const Tensor& t, const char* where, const char* what) {
 }  // namespace
 
 Tensor all_reduce(const Tensor& t, ReduceOp op, const std::string& group) {
+  host_profile::Span span;
   auto pg = group_of(group);
+  span.mark("functional all_reduce: group lookup");
   if (!t.defined() || t.device().is_cpu()) {
     Tensor out = fresh_copy(t);
     track(out, pg->all_reduce(out, op));
     return out;
   }
-  // A device tensor: all_reduce_into (no host synchronization; fresh_copy's copy is complete
-  // on return). nccl orders it after the caller's stream (here the legacy default stream): a
-  // small op runs on that stream itself, out of place; a larger one copies its input there
-  // first, then reduces the copy in place on the group's stream
+  // A device tensor: all_reduce_into, with no host synchronization (fresh_copy's device copy
+  // would synchronize). nccl orders it after the caller's stream (here the legacy default
+  // stream): an op of at most ANVIL_NCCL_CALLER_STREAM_BYTES runs on that stream itself, out
+  // of place; a larger one copies its input there first, then reduces the copy in place on the
+  // group's stream
   ANVIL_CHECK(t.is_contiguous(), "dist::functional::all_reduce",
               str("the input of a functional all_reduce on ", t.device().str(),
                   " must be contiguous (the op copies it on the device)"),
               "a contiguous tensor", t.type_str());
   Tensor out = new_tensor(t.sizes(), t.dtype(), t.device());
-  track(out, pg->all_reduce_into(out, t, op));
+  span.mark("functional all_reduce: output alloc");
+  auto w = pg->all_reduce_into(out, t, op);
+  span.mark("functional all_reduce: all_reduce_into");
+  track(out, w);
+  span.mark("functional all_reduce: track");
   return out;
 }
 
@@ -233,18 +241,9 @@ Tensor permute_tensor(const Tensor& t, const std::vector<int64_t>& src_dst,
 }
 
 const Tensor& wait_tensor(const Tensor& t) {
-  // A device tensor: the device's default stream (which the op was ordered after) waits for
-  // the op, the host goes on, as c10d's wait_tensor orders the current stream; a host tensor,
-  // or an op whose wait blocks the host (ANVIL_NCCL_BLOCKING_WAIT): the host waits.
-  if (t.defined() && !t.device().is_cpu())
-    WorkRegistry::instance().wait_stream(t, Work::kDefaultStream);
-  else
-    WorkRegistry::instance().wait(t);
-  return t;
-}
-
-const Tensor& wait_tensor_on_host(const Tensor& t) {
+  host_profile::Span span;
   WorkRegistry::instance().wait(t);
+  span.mark("wait_tensor");
   return t;
 }
 

@@ -11,6 +11,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "dist/checks.h"
+#include "dist/host_profile.h"
 #include "dist/reduce.h"
 #include "dist/settings.h"
 #include "dist/trace.h"
@@ -151,10 +152,13 @@ void ProcessGroup::check_output(const Tensor& t, const std::string& where,
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& t, ReduceOp op, const OpOptions& opts) {
+  host_profile::Span span;
   const std::string w = where(OpType::kAllReduce, 0);
   check_output(t, w, "input");
   check_reduce_op(t.dtype(), op, w);
+  span.mark("pg all_reduce: checks");
   auto work = issue_all_reduce(t, op, opts);
+  span.mark("pg all_reduce: issue (backend)");
   if (trace_) trace_op(*work, {&t}, {&t});
   return work;
 }
@@ -171,6 +175,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_into(Tensor& out, const Tensor& i
       if (out.sizes()[d] > 1 && out.strides()[d] != in.strides()[d]) return false;
     return true;
   };
+  host_profile::Span span;
   if (same_view()) return all_reduce(out, op, opts);
   const std::string w = where(OpType::kAllReduce, 0);
   check_tensor(in, w, "input");
@@ -198,7 +203,9 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_into(Tensor& out, const Tensor& i
                   str("bytes [", olo - base, ", ", ohi - base, ") and [", ilo - base, ", ",
                       ihi - base, ") of one memory (from the lower start)"));
   }
+  span.mark("pg all_reduce_into: checks");
   auto work = issue_all_reduce_into(out, in, op, opts);
+  span.mark("pg all_reduce_into: issue (backend)");
   if (trace_) trace_op(*work, {&in}, {&out});
   return work;
 }

@@ -143,9 +143,7 @@ void WorkRegistry::register_work(const Tensor& t, std::shared_ptr<Work> work) {
   pending_[t.storage().get()].push_back(std::move(work));
 }
 
-void WorkRegistry::wait(const Tensor& t) { wait_stream(t, nullptr); }
-
-void WorkRegistry::wait_stream(const Tensor& t, void* stream) {
+void WorkRegistry::wait(const Tensor& t) {
   if (!t.defined() || !t.storage()) return;
   std::vector<std::shared_ptr<Work>> works;
   {
@@ -158,7 +156,7 @@ void WorkRegistry::wait_stream(const Tensor& t, void* stream) {
   std::exception_ptr first;
   for (auto& w : works) {
     try {
-      w->wait_stream(stream);  // (null: w->wait())
+      w->wait();
     } catch (...) {
       if (!first) first = std::current_exception();
     }

@@ -68,9 +68,6 @@ class WorkRegistry {
   /// Waits for every Work registered on `t`'s storage (rethrowing the first error) and removes
   /// them. No-op when none is pending.
   void wait(const Tensor& t);
-  /// The same with Work::wait_stream(stream): a device op's wait is queued on `stream` (the
-  /// host goes on), a host op's is waited here.
-  void wait_stream(const Tensor& t, void* stream);
   /// True when some Work is registered on `t`'s storage.
   bool has_pending(const Tensor& t) const;
   /// Number of registered, not yet waited Works.

@@ -57,13 +57,15 @@ struct DistSettings {
   /// The ops whose wait_stream blocks the host on a device backend; always holds kBarrier.
   OpTypeSet blocking_wait;
   /// nccl: a blocking communicator (NCCL's own enqueue) instead of the non-blocking one whose
-  /// ncclInProgress is polled: ~3-4x less host time per small op; a call stuck on a peer is
-  /// aborted by the watchdog (nccl_state.h).
+  /// ncclInProgress is polled: ~3-4x less host time per small op; a call that stays inside
+  /// NCCL past its op's timeout ends the process (nccl_state.h).
   bool nccl_blocking_comm = true;
   /// nccl: a collective (not send / recv) moving at most this many bytes per rank runs on the
   /// caller's stream itself: no event to order the group's stream after it, no wait back, and
   /// an out-of-place all_reduce needs no copy of its input. Latency-bound ops lose nothing to
   /// overlap there; larger ones keep the group's stream (overlap with the caller's compute).
+  /// (NCCL runs one communicator's ops in order: a small op queued after a large one holds the
+  /// caller's stream until the large one is done.)
   int64_t nccl_caller_stream_bytes = 65536;
 
   /// "ANVIL_DIST_USE_FUTURE=1 ANVIL_DIST_HEALTH_CHECK=0 ..." (every variable, as used).

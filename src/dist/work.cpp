@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "dist/host_profile.h"
 #include "dist/settings.h"
 
 namespace anvil::dist {
@@ -216,7 +217,12 @@ bool Work::wait_untraced(Millis timeout) {
 
 void Work::wait_stream(void* stream, Millis timeout) {
   const OpTrace* rec = traced_ ? trace_.load() : nullptr;
-  if (!rec) return wait_stream_untraced(stream, timeout);
+  if (!rec) {
+    host_profile::Span span;
+    wait_stream_untraced(stream, timeout);
+    span.mark("Work::wait_stream");
+    return;
+  }
   const int64_t t0 = trace_now_ns();
   try {
     wait_stream_untraced(stream, timeout);

@@ -15,7 +15,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -82,10 +81,6 @@ class Work {
   /// queues a wait for its event on `stream`; the host does not wait for the device. A host op,
   /// or a null `stream` (no stream: the host consumes the result): the same as wait(timeout).
   void wait_stream(void* stream, Millis timeout = kWaitForever);
-  /// The device's default stream as a `stream` argument: CUDA's legacy default stream
-  /// (cudaStreamLegacy, whose value this is), the stream a device op given no stream is ordered
-  /// after (functional collectives).
-  static inline void* const kDefaultStream = reinterpret_cast<void*>(uintptr_t{1});
 
   /// The op's output tensors (valid once completed; e.g. the reduced tensor).
   std::vector<Tensor> result() const;

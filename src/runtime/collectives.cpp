@@ -147,7 +147,7 @@ void* run_stream(void* run_ctx) {
 void wait_pending_inputs(const std::vector<Tensor>& inputs) {
   if (!dist::world_initialized()) return;
   for (const Tensor& t : inputs)
-    if (t.defined()) dist::functional::wait_tensor_on_host(t);  // (the run's stream may differ)
+    if (t.defined()) dist::functional::wait_tensor(t);
 }
 
 bool package_has_collectives(const std::string& manifest_json) {

@@ -19,7 +19,8 @@ struct NcclProcessGroup::Launch {
   std::vector<Call> calls;
   /// Between ncclGroupStart / ncclGroupEnd (coalesced ops, all_to_all's sends and receives).
   bool grouped = false;
-  /// Queued on the op's stream before the calls (all_to_all's block to itself); may be empty.
+  /// Queued on the op's stream before the calls (gather's / scatter's block to itself); may be
+  /// empty.
   std::function<cudaError_t(cudaStream_t stream)> before;
   /// Queued on the caller's stream before the op's stream is ordered after it (all_reduce_into's
   /// copy of its input: ordered before anything the caller queues later, as c10d's clone on

@@ -154,7 +154,11 @@ P2pPeer& NcclState::ensure_p2p(int peer, Store& store, Clock::time_point deadlin
       lanes[i]->comm = nullptr;  // not made: nothing to abort
       fail(str("ncclCommInitRankConfig (", names[i], ")"), "ncclSuccess", nccl_message(r));
     }
-    add_handle(lanes[i]->comm);
+    if (!add_handle(lanes[i]->comm)) {
+      lanes[i]->comm = nullptr;  // aborted by add_handle
+      fail("the group was aborted while its p2p communicators were made", "a usable group",
+           broken_reason());
+    }
   }
   for (P2pLane* l : lanes) wait_ready(l->comm, deadline, what, where);
 

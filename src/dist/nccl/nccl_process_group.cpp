@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "dist/nccl/nccl_launch.h"
 #include "dist/nccl/nccl_state.h"
+#include "dist/host_profile.h"
 #include "dist/nccl_backend.h"
 #include "dist/settings.h"
 
@@ -102,7 +104,7 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
       use_device(st_->device);
       st_->device_used = true;
       const auto deadline = Clock::now() + options.timeout;
-      nccl::EnqueueMark mark(*st_, deadline, w);
+      nccl::EnqueueMark mark(*st_, deadline, w);  // (the group's timeout)
       st_->ensure_comm(deadline, w);
     } catch (...) {
       shutdown(Millis(0));
@@ -147,21 +149,28 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
                                              std::vector<Tensor> outputs,
                                              std::vector<Tensor> inputs, int peer,
                                              const Launch& launch, Lane lane) {
+  host_profile::Span span;
   const Millis timeout = op_timeout(opts);
   std::lock_guard<std::mutex> lk(st_->mu);
   const uint64_t seq = ++st_->seq;
   auto work = std::make_shared<Work>(op, seq, where(op, seq));
   const std::string& w = work->where();
+  span.mark("nccl post: lock, Work");
   try {
     if (std::string b = st_->broken_reason(); !b.empty())
       throw Error(str("the nccl group is unusable after an earlier failure: ", b), w);
     const auto deadline = Clock::now() + timeout;
-    nccl::EnqueueMark mark(*st_, deadline, w);  // (the watchdog aborts a call stuck past it)
+    span.mark("nccl post: broken check");
     st_->comm_name = name();
     use_device(st_->device);
     st_->device_used = true;
     ncclComm_t comm = nullptr;
     cudaStream_t stream = st_->stream;
+    // The NCCL work done under mu is marked with a deadline (a blocking call still inside NCCL
+    // kStuckGrace after it ends the process: nccl_state.h). Making communicators waits on every
+    // peer (and the store): its deadline is the later of the op's and the group's timeout.
+    std::optional<nccl::EnqueueMark> mark;
+    mark.emplace(*st_, std::max(deadline, Clock::now() + this->timeout()), w);
     if (lane == Lane::kGroup) {
       st_->ensure_comm(deadline, w);
       comm = st_->comm;
@@ -171,6 +180,7 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
       comm = l.comm;
       stream = l.stream;
     }
+    mark.reset();
     auto cuda = [&](cudaError_t e, const std::string& what) {
       if (e == cudaSuccess) return;
       (void)cudaGetLastError();
@@ -188,6 +198,7 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
     if (opts.stream)
       cuda(cudaStreamIsCapturing(caller, &capture), "asking whether the caller's stream captures");
     const bool captured = capture == cudaStreamCaptureStatusActive;
+    span.mark("nccl post: device, comm, capture check");
     if (captured && st_->blocking_wait.contains(op))
       throw Error(str(op_type_name(op), " cannot be captured into a CUDA graph: its wait blocks "
                                         "the host (the blocking-wait set, and barrier always)"),
@@ -210,27 +221,28 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
       cuda(cudaStreamWaitEvent(stream, st_->ready, 0), "ordering after the caller's stream");
     }
     work->mark_started();  // the trace's start: queued on the device
+    span.mark("nccl post: order after the caller");
+    mark.emplace(*st_, deadline, w);
     launch.run(*st_, comm, stream, deadline, w, direct);
-    if (std::string b = st_->broken_reason(); !b.empty()) {
-      // The watchdog aborted the communicator while this thread was inside NCCL (a call past
-      // the op's deadline) and the call still returned: the op did not run.
-      st_->abort_locked(b);
-      throw Error(str("the op was aborted while being issued: ", b), w);
-    }
+    mark.reset();
+    span.mark("nccl post: NCCL enqueue");
     cudaEvent_t ev = nullptr;
     cuda(st_->take_event(&ev), "creating the op's event");
     const cudaError_t rec = cudaEventRecord(ev, stream);
     if (rec != cudaSuccess) (void)cudaEventDestroy(ev);
     cuda(rec, "recording the op's event");
+    span.mark("nccl post: event record");
     std::vector<Tensor> keep = std::move(inputs);
     keep.insert(keep.end(), outputs.begin(), outputs.end());
     auto event = std::make_shared<nccl::NcclEvent>(st_, ev, w, deadline, timeout, peer,
                                                    std::move(keep),
                                                    st_->blocking_wait.contains(op), captured);
     if (!captured) st_->add_pending(event);
+    span.mark("nccl post: event object, pending");
     work->set_result(std::move(outputs));
     if (op == OpType::kRecv) work->set_source_rank(peer);
     work->finish_on(std::move(event));
+    span.mark("nccl post: finish_on");
   } catch (...) {
     work->finish(std::current_exception());
   }

@@ -5,13 +5,15 @@
 // - Rendezvous: rank 0 of the group makes the ncclUniqueId and publishes it in the group's store
 //   when the group is created; the others read it there (bounded by the store's timeout, so a
 //   missing rank 0 fails the construction). The communicator itself (ncclCommInitRankConfig,
-//   non-blocking) is created on the group's first op, or at construction with eager_init.
+//   blocking unless ANVIL_NCCL_BLOCKING_COMM=0) is created on the group's first op, or at
+//   construction with eager_init.
 //   Sub-groups get a unique id of their own through the store (a PrefixStore per sub-group).
 // - Streams: each group has an internal non-blocking stream for its collectives; send / recv run
 //   on p2p lanes, a 2-rank communicator and stream per peer and direction (nccl_state.h), so
 //   crossed sends and receives between two ranks never wait on each other. An op first makes
 //   its stream wait for the caller's stream (OpOptions::stream; none: the legacy default
-//   stream), runs there, and its Work completes on a CUDA event recorded after it:
+//   stream) and runs there; a collective of at most ANVIL_NCCL_CALLER_STREAM_BYTES runs on the
+//   caller's stream itself. Its Work completes on a CUDA event recorded after it:
 //   Work::wait_stream(s) makes `s` wait for that event (the host does not wait), Work::wait()
 //   polls it.
 // - Device: one GPU per rank, chosen at construction (GroupOptions::device_index, LOCAL_RANK,

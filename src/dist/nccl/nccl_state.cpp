@@ -87,7 +87,12 @@ void NcclState::ensure_comm(Clock::time_point deadline, const std::string& where
     abort_locked(str(where, ": creating the NCCL communicator failed: ", m));
     throw Error("creating the NCCL communicator failed", where, "ncclSuccess", m);
   }
-  add_handle(comm);
+  if (!add_handle(comm)) {
+    comm = nullptr;
+    throw Error(str("the nccl group was aborted while its communicator was made: ",
+                    broken_reason()),
+                where);
+  }
   wait_ready(comm, deadline,
              str("creating the NCCL communicator (every rank of the group takes part; waiting on ",
                  peers(-1), ")"),
@@ -153,16 +158,16 @@ void abort_all(const std::vector<ncclComm_t>& comms, int device) {
 
 }  // namespace
 
-void NcclState::add_handle(ncclComm_t c) {
-  bool late = false;
+bool NcclState::add_handle(ncclComm_t c) {
   {
     std::lock_guard<std::mutex> lk(amu);
-    if (handles_aborted)
-      late = true;  // the group was aborted while this one was being made
-    else
+    if (!handles_aborted) {
       handles.push_back(c);
+      return true;
+    }
   }
-  if (late) abort_all({c}, device);
+  abort_all({c}, device);  // the group was aborted while this one was being made
+  return false;
 }
 
 std::string NcclState::broken_reason() {
@@ -171,8 +176,9 @@ std::string NcclState::broken_reason() {
 }
 
 std::string NcclState::stuck_enqueue() {
+  if (!blocking_comm) return "";  // a non-blocking call returns; its poll keeps the deadline
   std::lock_guard<std::mutex> lk(amu);
-  if (!enqueue_where || Clock::now() <= enqueue_deadline) return "";
+  if (!enqueue_where || Clock::now() <= enqueue_deadline + kStuckGrace) return "";
   return *enqueue_where;
 }
 
@@ -189,19 +195,16 @@ std::vector<ncclComm_t> take_handles(NcclState& st, const std::string& reason) {
   return comms;
 }
 
-/// Fails every op in flight (ops the device already passed keep their success) and stops
-/// watching them.
+/// After the abort: fails every op in flight that was not seen passed before it, without asking
+/// its event (an aborted op's kernels exit and the events after them fire, so an op cut short
+/// would read as passed), and stops watching them.
 void fail_pending(NcclState& st) {
   std::deque<std::shared_ptr<NcclEvent>> failing;
-  {
-    std::lock_guard<std::mutex> lk(st.pmu);
-    for (auto& e : st.pending) e->fail_if_pending("");  // (a passed op notices it)
-    failing.swap(st.pending);
-  }
   const std::string why = str("aborted with its group: ", st.broken_reason());
   {
     std::lock_guard<std::mutex> lk(st.pmu);
-    for (auto& e : failing) e->fail_if_pending(why);
+    failing.swap(st.pending);
+    for (auto& e : failing) e->fail_unless_passed(why);
   }
   st.pcv.notify_all();
 }
@@ -237,6 +240,12 @@ void NcclState::abort(const std::string& reason) {
 
 void NcclState::abort_locked(const std::string& reason) {
   const std::vector<ncclComm_t> comms = take_handles(*this, reason);
+  {
+    // The thread holding mu handles this failure itself: its NCCL call (if any) returned.
+    std::lock_guard<std::mutex> lk(amu);
+    enqueue_where = nullptr;
+    enqueue_deadline = {};
+  }
   {
     std::lock_guard<std::mutex> lk(pmu);
     for (auto& e : pending) e->fail_if_pending("");  // ops the device passed keep their success
@@ -417,6 +426,10 @@ NcclEvent::~NcclEvent() {
     (void)cudaEventDestroy(ev_);
   else
     st_->give_event(ev_);  // (a re-record later does not disturb waits already queued on it)
+}
+
+void NcclEvent::fail_unless_passed(const std::string& reason) {
+  if (!passed_ && failed_.empty()) failed_ = reason;
 }
 
 void NcclEvent::fail_if_pending(const std::string& reason) {

@@ -11,11 +11,14 @@
 // The communicator is blocking by default (NCCL's own enqueue, as c10d's: about 3x less host
 // time per small op than a non-blocking one, whose every group end hands the launch to a new
 // thread). A blocking call could wait on a peer where NCCL connects lazily (a first op), so the
-// group makes every connection when its communicator is created (NCCL_RUNTIME_CONNECT=0 unless
-// the user set it): an op's enqueue then waits on no peer, and a dead peer fails the op through
-// its event's deadline as above. Should a call still wait past its op's deadline while holding
-// `mu` (EnqueueMark), the watchdog ends the process with the op, group and peers named (never a
-// hang; ncclCommAbort from another thread while a call is inside NCCL corrupts its heap).
+// group has NCCL make its collectives' connections when the communicator is created
+// (NCCL_RUNTIME_CONNECT=0 unless the user set it): a collective's enqueue then waits on no peer,
+// and a dead peer fails the op through its event's deadline as above. NCCL still connects
+// send / recv on first use, so the first all_to_all, gather or scatter of a group can wait on a
+// peer. Should a call stay inside NCCL kStuckGrace past its deadline while holding `mu`
+// (EnqueueMark; communicator creation is given the group's timeout), the watchdog ends the
+// process with the op, group and peers named (never a hang; ncclCommAbort from another thread
+// while a call is inside NCCL corrupted the heap on 2 x H200).
 // ANVIL_NCCL_BLOCKING_COMM=0 makes it non-blocking (ncclConfig_t::blocking = 0): no NCCL call
 // can then wait, a call returning ncclInProgress being polled until ready or its deadline.
 #pragma once
@@ -117,6 +120,9 @@ struct NcclState {
   Clock::time_point enqueue_deadline{};
   const std::string* enqueue_where = nullptr;
   std::atomic<bool> enqueue_idle{true};  // no EnqueueMark (read by the watchdog without amu)
+  /// How long past its deadline a blocking communicator's call may stay inside NCCL (an error
+  /// return then still fails the op normally) before the watchdog ends the process.
+  static constexpr std::chrono::seconds kStuckGrace{5};
 
   // --- guarded by pmu: ops in flight, watched until they pass or fail
   std::mutex pmu;
@@ -165,9 +171,11 @@ struct NcclState {
   void abort_locked(const std::string& reason);
   /// The group's first failure, or "" while usable.
   std::string broken_reason();
-  /// Records a communicator just made (its abort goes through `handles`).
-  void add_handle(ncclComm_t c);
-  /// The op whose NCCL work under mu is past its deadline, or "" (none).
+  /// Records a communicator just made (its abort goes through `handles`); false when the group
+  /// was aborted meanwhile (the communicator is then aborted and must not be used).
+  bool add_handle(ncclComm_t c);
+  /// The op whose NCCL call under mu is kStuckGrace past its deadline on a blocking
+  /// communicator, or "" (none).
   std::string stuck_enqueue();
   /// The asynchronous error of the group's communicator or of a p2p lane as a message, or ""
   /// (none, or mu is busy now).
@@ -206,7 +214,8 @@ class EnqueueMark {
   NcclState& st_;
 };
 
-/// The event an nccl op's Work completes on: recorded on the group's stream after the op. Keeps
+/// The event an nccl op's Work completes on: recorded on the op's stream (the group's, a p2p
+/// lane's or the caller's) after the op. Keeps
 /// the op's tensors alive until the device passed it.
 class NcclEvent final : public DeviceEvent {
  public:
@@ -230,6 +239,9 @@ class NcclEvent final : public DeviceEvent {
 
   /// Called by NcclState::abort (pmu held): fails the op with `reason` unless it passed.
   void fail_if_pending(const std::string& reason);
+  /// Called by NcclState::abort after the abort (pmu held): fails the op with `reason` unless
+  /// it was seen passed before (its event is not asked: see fail_pending).
+  void fail_unless_passed(const std::string& reason);
   bool settled() const { return passed_ || !failed_.empty(); }
 
  private:
