@@ -126,7 +126,10 @@ uint64_t NcclProcessGroup::sequence_number() const { return st_->seq.load(); }
 bool NcclProcessGroup::shutdown(Millis grace) {
   const bool drained = st_->drain(Clock::now() + grace);
   st_->stop_watchdog_thread();
-  std::lock_guard<std::mutex> lk(st_->mu);
+  // (a thread stuck inside NCCL holding mu would otherwise hang the shutdown: the watchdog,
+  // which ends the process then, is already stopped)
+  std::unique_lock<std::mutex> lk = st_->lock_unless_stuck(str("shutting group '", name(),
+                                                               "' down"));
   bool has_comm = st_->comm != nullptr;
   for (const auto& [peer, lanes] : st_->p2p)
     has_comm = has_comm || lanes.send.comm || lanes.recv.comm;

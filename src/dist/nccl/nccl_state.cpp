@@ -211,14 +211,11 @@ void fail_pending(NcclState& st) {
 
 }  // namespace
 
-void NcclState::abort(const std::string& reason) {
+std::unique_lock<std::mutex> NcclState::lock_unless_stuck(const std::string& reason) {
   const auto start = Clock::now();
   for (int round = 0;; ++round) {
     std::unique_lock<std::mutex> lk(mu, std::try_to_lock);
-    if (lk.owns_lock()) {
-      abort_locked(reason);
-      return;
-    }
+    if (lk.owns_lock()) return lk;
     // A thread holds mu issuing an op: wait for it, unless its NCCL call is past the op's
     // deadline (waiting on a dead or hung peer). ncclCommAbort from here while that thread is
     // inside NCCL frees memory the call still uses (heap corruption seen on 2 x H200), so the
@@ -236,6 +233,11 @@ void NcclState::abort(const std::string& reason) {
     }
     backoff(start, round);
   }
+}
+
+void NcclState::abort(const std::string& reason) {
+  std::unique_lock<std::mutex> lk = lock_unless_stuck(reason);
+  abort_locked(reason);
 }
 
 void NcclState::abort_locked(const std::string& reason) {

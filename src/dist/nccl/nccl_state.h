@@ -169,6 +169,9 @@ struct NcclState {
   /// process with `reason` (see the header comment).
   void abort(const std::string& reason);
   void abort_locked(const std::string& reason);
+  /// Takes mu; when the thread holding it stays inside NCCL past its op's deadline
+  /// (stuck_enqueue), ends the process naming `reason` and that op instead of waiting forever.
+  std::unique_lock<std::mutex> lock_unless_stuck(const std::string& reason);
   /// The group's first failure, or "" while usable.
   std::string broken_reason();
   /// Records a communicator just made (its abort goes through `handles`); false when the group
