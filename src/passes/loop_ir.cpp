@@ -524,6 +524,47 @@ std::optional<std::vector<std::pair<int64_t, int64_t>>> store_box(
   return box;
 }
 
+std::optional<std::pair<int64_t, int64_t>> store_residues(const SymInt& idx,
+                                                          const std::vector<std::string>& vars,
+                                                          const std::vector<SymInt>& ext,
+                                                          int64_t w) {
+  // idx = c0 + sum(coef[v] * v) is congruent modulo w to c + sum(k[v] * v), c and k[v] the
+  // constant residues of c0 and coef[v] (k[v] taken in (-w/2, w/2] to keep the range short);
+  // the range of that sum over the variables' values holds the residues of every index.
+  if (w < 2 || w > (int64_t{1} << 30)) return std::nullopt;
+  const std::optional<Affine> a = affine(idx, vars);
+  if (!a) return std::nullopt;
+  const SymInt c = a->c0.mod(SymInt(w));
+  if (!c.is_constant()) return std::nullopt;
+  int64_t lo = c.constant(), hi = lo;  // py_mod: in [0, w)
+  for (size_t v = 0; v < vars.size(); ++v) {
+    if (ext[v].is_constant() && ext[v].constant() == 1) continue;  // only v = 0
+    const SymInt m = a->coef[v].mod(SymInt(w));
+    if (!m.is_constant()) return std::nullopt;
+    int64_t k = m.constant();
+    if (k == 0) continue;  // a multiple of w for every value of v
+    if (!ext[v].is_constant() || ext[v].constant() < 1) return std::nullopt;
+    const int64_t e = ext[v].constant();
+    if (e - 1 >= w) return std::nullopt;  // |k| * (e - 1) >= w: every residue
+    if (2 * k > w) k -= w;
+    (k > 0 ? hi : lo) += k * (e - 1);  // |k| <= w / 2, e - 1 < w <= 2^30: no overflow
+    if (hi - lo + 1 >= w) return std::nullopt;
+  }
+  const int64_t shift = lo - ((lo % w) + w) % w;  // a multiple of w moving lo into [0, w)
+  return std::make_pair(lo - shift, hi - shift);
+}
+
+bool store_residues_apart(const SymInt& x, const SymInt& y, const std::vector<std::string>& vars,
+                          const std::vector<SymInt>& ext, int64_t w) {
+  const auto rx = store_residues(x, vars, ext, w), ry = store_residues(y, vars, ext, w);
+  if (!rx || !ry) return false;
+  // both ranges lie in [0, 2w - 1), so two of their values are congruent modulo w only when
+  // they differ by -w, 0 or w: the ranges must not meet under any of these shifts
+  for (const int64_t t : {-w, int64_t{0}, w})
+    if (rx->first <= ry->second + t && ry->first + t <= rx->second) return false;
+  return true;
+}
+
 void step_accesses(const Program& p, const Step& step, std::set<int>& reads,
                    std::set<int>& writes) {
   auto add = [](std::set<int>& to, int b) {

@@ -403,6 +403,23 @@ std::optional<Affine> affine(const SymInt& idx, const std::vector<std::string>& 
 std::optional<std::vector<std::pair<int64_t, int64_t>>> store_box(
     const SymInt& idx, const std::vector<std::string>& vars, const std::vector<SymInt>& ext,
     const std::vector<SymInt>& sizes);
+/// The residues modulo `w` (> 1) of the indices a store at `idx` writes, over variables `vars`
+/// of extents `ext` (each from 0), as an integer range [first, second] shorter than `w` whose
+/// values taken modulo w hold them all (first in [0, w)). idx must be affine and each part
+/// constant modulo w (SymInt::mod: a symbolic coefficient or offset such as 64*s0 + 8 counts
+/// when all its symbolic terms are multiples of w); a variable whose coefficient is no multiple
+/// of w needs a constant extent. nullopt otherwise, or when the residues may be all of 0..w-1.
+/// Symbolic outer sizes (dynamic shapes) are fine: for a buffer whose trailing dims are a
+/// constant block of w elements, this is the store's part of each block.
+std::optional<std::pair<int64_t, int64_t>> store_residues(const SymInt& idx,
+                                                          const std::vector<std::string>& vars,
+                                                          const std::vector<SymInt>& ext,
+                                                          int64_t w);
+/// Whether stores at `x` and `y` over `vars` of extents `ext` provably never write one index
+/// because their residues modulo `w` (store_residues) are apart: equal indices have equal
+/// residues. Sound for any w, whatever the buffer's sizes.
+bool store_residues_apart(const SymInt& x, const SymInt& y, const std::vector<std::string>& vars,
+                          const std::vector<SymInt>& ext, int64_t w);
 /// The loop variables of kernel `k` (o0.., r0.., as the emitters name them) and their sizes.
 void loop_vars(const LoopKernel& k, std::vector<std::string>& vars, std::vector<SymInt>& sizes);
 /// Buffers (indices into Program::buffers, not following alias_of) a step reads and writes:

@@ -156,7 +156,9 @@ class Scheduler {
   }
 
   /// Whether stores at `x` and `y` into buffer `b` from the points of group `g` provably never
-  /// write one element (store_box: boxes apart in some dim).
+  /// write one element: their boxes are apart in some dim (store_box, constant sizes), or their
+  /// residues modulo a block of the buffer's trailing constant dims are (store_residues_apart:
+  /// the two halves of rotate_half's last dim under a dynamic sequence length).
   bool stores_apart(const Group& g, int b, const SymInt& x, const SymInt& y) const {
     std::vector<std::string> vars;
     int o = 0, r = 0;
@@ -164,9 +166,19 @@ class Scheduler {
       vars.push_back(red ? "r" + std::to_string(r++) : "o" + std::to_string(o++));
     const std::vector<SymInt>& sizes = p_.buffers[static_cast<size_t>(b)].sizes;
     const auto bx = store_box(x, vars, g.sizes, sizes), by = store_box(y, vars, g.sizes, sizes);
-    if (!bx || !by) return false;
-    for (size_t d = 0; d < bx->size(); ++d)
-      if ((*bx)[d].second < (*by)[d].first || (*by)[d].second < (*bx)[d].first) return true;
+    if (bx && by)
+      for (size_t d = 0; d < bx->size(); ++d)
+        if ((*bx)[d].second < (*by)[d].first || (*by)[d].second < (*bx)[d].first) return true;
+    // w: the trailing 1, 2, ... dims while constant (any w is sound; these make residues apart
+    // when the stores' parts of each block of the trailing dims are)
+    int64_t w = 1;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      const std::optional<int64_t> n = sizes[d].maybe_constant();
+      if (!n || *n < 1 || *n > (int64_t{1} << 30) / w) break;
+      if (*n == 1) continue;
+      w *= *n;
+      if (store_residues_apart(x, y, vars, g.sizes, w)) return true;
+    }
     return false;
   }
 

@@ -257,6 +257,118 @@ TEST(AotOpViews, CopiesIntoOverlappingSlicesKeepTheirOrder) {
   }
 }
 
+// The same copies into a buffer of symbolic rows, `t: [s0, 8]` (store_box needs constant sizes;
+// the stores' residues modulo the rows' 8 elements decide, store_residues_apart): overlapping
+// (S = 2: columns 0..3 and 2..5 of every row) they stay two kernels and keep their order; apart
+// (S = 4) they fuse. Two row counts through one package.
+TEST(AotOpViews, CopiesIntoOverlappingSlicesOfSymbolicRowsKeepTheirOrder) {
+  for (const int start : {2, 4}) {
+    const std::string name = "slice_copies_sym_" + std::to_string(start);
+    std::string text = R"(graph {
+  symbols {
+    s0 in [2, 64]
+  }
+  inputs {
+    %a: f32[s0, 8] = user_input
+    %c1: f32[s0, 4] = user_input
+    %c2: f32[s0, 4] = user_input
+  }
+  %t: f32[s0, 8] = aten.clone.default(self=%a)
+  %v1: f32[s0, 4] = aten.slice.Tensor(self=%t, dim=1, start=0, end=4)
+  %u1: f32[s0, 4] = aten.copy_.default(self=%v1, src=%c1)
+  %v2: f32[s0, 4] = aten.slice.Tensor(self=%t, dim=1, start=START, end=END)
+  %u2: f32[s0, 4] = aten.copy_.default(self=%v2, src=%c2)
+  %o: f32[s0, 8] = aten.mul.Tensor(self=%t, other=2.0)
+  outputs {
+    user_output %o
+  }
+})";
+    text.replace(text.find("START"), 5, std::to_string(start));
+    text.replace(text.find("END"), 3, std::to_string(start + 4));
+    auto g = ir::parse_graph(text);
+    const Built& b = build_graph(name, *g);
+    ASSERT_TRUE(b.error.empty()) << b.error;
+    EXPECT_EQ(b.program_text.find("# u1, u2") != std::string::npos, start == 4) << b.program_text;
+    runtime::Model model = runtime::Model::load(b.package);
+    interp::Interpreter ref(*g);
+    for (const int rows : {3, 5}) {
+      std::vector<double> a(static_cast<size_t>(8 * rows)), c1(static_cast<size_t>(4 * rows)),
+          c2(c1.size()), want(a.size());
+      for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>(i);
+      for (size_t i = 0; i < c1.size(); ++i) {
+        c1[i] = 100 + static_cast<double>(i);
+        c2[i] = 200 + static_cast<double>(i);
+      }
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < 8; ++j) {
+          double v = a[static_cast<size_t>(8 * r + j)];
+          if (j < 4) v = c1[static_cast<size_t>(4 * r + j)];
+          if (j >= start && j < start + 4) v = c2[static_cast<size_t>(4 * r + j - start)];
+          want[static_cast<size_t>(8 * r + j)] = 2 * v;
+        }
+      auto f32 = [](const std::vector<double>& v, const Shape& s) {
+        return Tensor::from_vector(v, s).to(DType::kFloat32, true);
+      };
+      const std::vector<Tensor> ins = {f32(a, {rows, 8}), f32(c1, {rows, 4}), f32(c2, {rows, 4})};
+      const std::string what = name + " rows " + std::to_string(rows);
+      expect_outputs(model.run(ins), {f32(want, {rows, 8})}, what + " (package)");
+      expect_outputs(ref.run(ins), {f32(want, {rows, 8})}, what + " (interpreter)");
+    }
+  }
+}
+
+// RoPE's rotate_half, cat([-x2, x1], dim=-1), over symbolic leading dims [s0, s1, 16] (llama's
+// dynamic batch and sequence): the two pieces write columns 0..7 and 8..15 of each row, apart
+// modulo 16 though every outer stride is symbolic, so the negation and both pieces are one
+// kernel. The same pieces concatenated along a constant dim before the last ([s0, s1, 2, 8]:
+// apart modulo 16, not modulo 8) are another. Values against hand results and the interpreter.
+TEST(AotOpViews, RotateHalfOverSymbolicLeadingDimsIsOneKernel) {
+  auto g = ir::parse_graph(R"(graph {
+  symbols {
+    s0 in [1, 16]
+    s1 in [2, 64]
+  }
+  inputs {
+    %x: f32[s0, s1, 16] = user_input
+  }
+  %x1: f32[s0, s1, 8] = aten.slice.Tensor(self=%x, dim=2, start=0, end=8)
+  %x2: f32[s0, s1, 8] = aten.slice.Tensor(self=%x, dim=2, start=8, end=16)
+  %n: f32[s0, s1, 8] = aten.neg.default(self=%x2)
+  %t: f32[s0, s1, 16] = aten.cat.default(tensors=[%n, %x1], dim=-1)
+  %q: f32[s0, s1, 1, 8] = aten.unsqueeze.default(self=%x2, dim=2)
+  %p: f32[s0, s1, 1, 8] = aten.unsqueeze.default(self=%x1, dim=2)
+  %e: f32[s0, s1, 2, 8] = aten.cat.default(tensors=[%p, %q], dim=2)
+  outputs {
+    user_output %t
+    user_output %e
+  }
+})");
+  const Built& b = build_graph("rotate_half_sym", *g);
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  EXPECT_NE(b.program_text.find("# n, t\n"), std::string::npos) << b.program_text;
+  EXPECT_EQ(b.stats.loop_kernels, 2) << b.program_text;
+  runtime::Model model = runtime::Model::load(b.package);
+  interp::Interpreter ref(*g);
+  for (const auto& [d0, d1] : std::vector<std::pair<int, int>>{{1, 3}, {2, 5}}) {
+    const size_t rows = static_cast<size_t>(d0 * d1);
+    std::vector<double> x(16 * rows), t(16 * rows);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i) + 0.5;
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t j = 0; j < 8; ++j) {
+        t[16 * r + j] = -x[16 * r + 8 + j];
+        t[16 * r + 8 + j] = x[16 * r + j];
+      }
+    auto f32 = [](const std::vector<double>& v, const Shape& s) {
+      return Tensor::from_vector(v, s).to(DType::kFloat32, true);
+    };
+    const std::vector<Tensor> ins = {f32(x, {d0, d1, 16})};
+    const std::vector<Tensor> want = {f32(t, {d0, d1, 16}), f32(x, {d0, d1, 2, 8})};
+    const std::string what = "rotate_half_sym " + std::to_string(d0) + "x" + std::to_string(d1);
+    expect_outputs(model.run(ins), want, what + " (package)");
+    expect_outputs(ref.run(ins), want, what + " (interpreter)");
+  }
+}
+
 // Table ops no other fixture carried, on transposed and channels-last inputs (the stride audit of
 // tests/interp/test_strides.cpp checks their layouts; here their values, compiled and
 // interpreted).

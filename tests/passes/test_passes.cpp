@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "common/check.h"
 #include "interp/interpreter.h"
@@ -395,6 +396,71 @@ TEST(LoopIr, ProgramPrintsReadably) {
   const std::string text = passes::print_program(passes::compile_to_program(*g));
   EXPECT_NE(text.find("loop k0  # a, s"), std::string::npos) << text;
   EXPECT_NE(text.find("acc0 sum= mul(load(b0, 3*o0 + r0), 2)"), std::string::npos) << text;
+}
+
+// Two stores' indices are apart when their residues modulo w are (store_residues_apart, the
+// fusion pass's rule for symbolic sizes). Each case: two indices over o0 (extent s0), o1
+// (extent s1) and r0 (extent 8), and what is true of them for some sizes: apart (the rule proves
+// it, and no two points give one index), shared (some sizes give one index from both: the rule
+// must not say apart) or unproven (apart, but not by this rule at this w).
+TEST(LoopIr, StoreResiduesApartOnlyWhenNoIndexIsShared) {
+  const SymInt s0 = SymInt::symbol("s0"), s1 = SymInt::symbol("s1");
+  const SymInt o0 = SymInt::symbol("o0"), o1 = SymInt::symbol("o1"), r0 = SymInt::symbol("r0");
+  const std::vector<std::string> vars = {"o0", "o1", "r0"};
+  const std::vector<SymInt> ext = {s0, s1, SymInt(8)};
+  const SymInt row = SymInt(16) * s1 * o0 + SymInt(16) * o1;  // rows of 16, symbolic strides
+  enum class Is { kApart, kShared, kUnproven };
+  struct Case {
+    const char* what;
+    SymInt x, y;
+    int64_t w;
+    Is is;
+  };
+  const std::vector<Case> cases = {
+      {"rotate_half's halves", row + r0, row + r0 + SymInt(8), 16, Is::kApart},
+      {"the halves modulo 8", row + r0, row + r0 + SymInt(8), 8, Is::kUnproven},
+      {"overlapping columns", row + r0, row + r0 + SymInt(4), 16, Is::kShared},
+      {"other outer strides, still multiples of 16", row + r0,
+       SymInt(32) * s1 * o0 + SymInt(48) * o1 + r0 + SymInt(8), 16, Is::kApart},
+      {"a symbolic offset of whole rows", row + r0, row + r0 + SymInt(16) * s0 + SymInt(8), 16,
+       Is::kApart},
+      {"a symbolic offset not of whole rows (s0 = 8)", row + r0, row + r0 + s0 + SymInt(8), 16,
+       Is::kShared},
+      {"a symbolic stride not of whole rows (s1 = 8)", s1 * o0 + r0, s1 * o0 + r0 + SymInt(8), 16,
+       Is::kShared},
+      {"a flipped half", row + SymInt(7) - r0, row + SymInt(8) + r0, 16, Is::kApart},
+      // x: columns 12..15 and 0..3 of the next row (residues wrap), y: 4..11
+      {"residues wrapping apart", row + r0 + SymInt(12), row + r0 + SymInt(4), 16, Is::kApart},
+      {"residues wrapping onto the other", row + r0 + SymInt(12), row + r0 + SymInt(2), 16,
+       Is::kShared},
+      {"even and odd elements", SymInt(2) * r0 + SymInt(16) * o1,
+       SymInt(2) * r0 + SymInt(16) * o1 + SymInt(1), 2, Is::kApart},
+      {"even elements twice", SymInt(2) * r0, SymInt(2) * r0 + SymInt(2), 2, Is::kShared},
+      {"a variable stepping past the block", SymInt(8) * r0 + o1 * SymInt(64),
+       SymInt(8) * r0 + o1 * SymInt(64) + SymInt(8), 16, Is::kShared},
+      {"an index that is not affine", (o1.floordiv(SymInt(2))) * SymInt(16) + r0,
+       (o1.floordiv(SymInt(2))) * SymInt(16) + r0 + SymInt(8), 16, Is::kUnproven},
+  };
+  for (const Case& c : cases) {
+    const bool apart = c.is == Is::kApart;
+    EXPECT_EQ(passes::store_residues_apart(c.x, c.y, vars, ext, c.w), apart)
+        << c.what << ": " << c.x.str() << " / " << c.y.str() << " mod " << c.w;
+    EXPECT_EQ(passes::store_residues_apart(c.y, c.x, vars, ext, c.w), apart) << c.what;
+    bool shared = false;  // over every point for a few sizes
+    for (const int64_t v0 : {1, 2, 3, 8})
+      for (const int64_t v1 : {1, 2, 5, 8}) {
+        std::set<int64_t> xs;
+        auto each = [&](auto&& f) {
+          for (int64_t i = 0; i < v0; ++i)
+            for (int64_t j = 0; j < v1; ++j)
+              for (int64_t k = 0; k < 8; ++k)
+                f(SymEnv{{"s0", v0}, {"s1", v1}, {"o0", i}, {"o1", j}, {"r0", k}});
+        };
+        each([&](const SymEnv& env) { xs.insert(c.x.evaluate(env)); });
+        each([&](const SymEnv& env) { shared = shared || xs.count(c.y.evaluate(env)) > 0; });
+      }
+    EXPECT_EQ(shared, c.is == Is::kShared) << c.what;
+  }
 }
 
 TEST(Lowering, InPlaceCollectiveOnAUserInputRunsOnACopyAndWritesTheInputBack) {
