@@ -204,6 +204,33 @@ TEST(AotOpViews, WriteThroughAViewOfACopyLandsInTheCopy) {
   expect_outputs(ref.run({x}), want, "write_through_view_of_copy (interpreter)");
 }
 
+/// The inputs and the expected output of `t = a.clone(); t[:, 0:4] = c1; t[:, S:S + 4] = c2;
+/// o = 2 t` over `rows` rows of 8 (a, c1, c2 counting up from 0, 100 and 200).
+struct SliceCopies {
+  std::vector<Tensor> ins;
+  Tensor want;
+};
+SliceCopies slice_copies(int rows, int start) {
+  std::vector<double> a(static_cast<size_t>(8 * rows)), c1(static_cast<size_t>(4 * rows)),
+      c2(c1.size()), want(a.size());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>(i);
+  for (size_t i = 0; i < c1.size(); ++i) {
+    c1[i] = 100 + static_cast<double>(i);
+    c2[i] = 200 + static_cast<double>(i);
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < 8; ++j) {
+      double v = a[static_cast<size_t>(8 * r + j)];
+      if (j < 4) v = c1[static_cast<size_t>(4 * r + j)];
+      if (j >= start && j < start + 4) v = c2[static_cast<size_t>(4 * r + j - start)];
+      want[static_cast<size_t>(8 * r + j)] = 2 * v;
+    }
+  auto f32 = [](const std::vector<double>& v, const Shape& s) {
+    return Tensor::from_vector(v, s).to(DType::kFloat32, true);
+  };
+  return {{f32(a, {rows, 8}), f32(c1, {rows, 4}), f32(c2, {rows, 4})}, f32(want, {rows, 8})};
+}
+
 // Two copies into slices of one buffer, `t[:, 0:4] = c1; t[:, S:S + 4] = c2`: overlapping
 // (S = 2) they stay two kernels, since one kernel's points have no order and a point of the
 // first copy may write after the point of the second that wrote the same element (the fused
@@ -233,27 +260,11 @@ TEST(AotOpViews, CopiesIntoOverlappingSlicesKeepTheirOrder) {
     const Built& b = build_graph(name, *g);
     ASSERT_TRUE(b.error.empty()) << b.error;
     EXPECT_EQ(b.program_text.find("# u1, u2") != std::string::npos, start == 4) << b.program_text;
-    std::vector<double> a(16), c1(8), c2(8), want(16);
-    for (int i = 0; i < 16; ++i) a[static_cast<size_t>(i)] = i;
-    for (int i = 0; i < 8; ++i) {
-      c1[static_cast<size_t>(i)] = 100 + i;
-      c2[static_cast<size_t>(i)] = 200 + i;
-    }
-    for (int r = 0; r < 2; ++r)
-      for (int j = 0; j < 8; ++j) {
-        double v = a[static_cast<size_t>(8 * r + j)];
-        if (j < 4) v = c1[static_cast<size_t>(4 * r + j)];
-        if (j >= start && j < start + 4) v = c2[static_cast<size_t>(4 * r + j - start)];
-        want[static_cast<size_t>(8 * r + j)] = 2 * v;
-      }
-    auto f32 = [](const std::vector<double>& v, const Shape& s) {
-      return Tensor::from_vector(v, s).to(DType::kFloat32, true);
-    };
-    const std::vector<Tensor> ins = {f32(a, {2, 8}), f32(c1, {2, 4}), f32(c2, {2, 4})};
+    const SliceCopies c = slice_copies(2, start);
     runtime::Model model = runtime::Model::load(b.package);
-    expect_outputs(model.run(ins), {f32(want, {2, 8})}, name + " (package)");
+    expect_outputs(model.run(c.ins), {c.want}, name + " (package)");
     interp::Interpreter ref(*g);
-    expect_outputs(ref.run(ins), {f32(want, {2, 8})}, name + " (interpreter)");
+    expect_outputs(ref.run(c.ins), {c.want}, name + " (interpreter)");
   }
 }
 
@@ -292,27 +303,10 @@ TEST(AotOpViews, CopiesIntoOverlappingSlicesOfSymbolicRowsKeepTheirOrder) {
     runtime::Model model = runtime::Model::load(b.package);
     interp::Interpreter ref(*g);
     for (const int rows : {3, 5}) {
-      std::vector<double> a(static_cast<size_t>(8 * rows)), c1(static_cast<size_t>(4 * rows)),
-          c2(c1.size()), want(a.size());
-      for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>(i);
-      for (size_t i = 0; i < c1.size(); ++i) {
-        c1[i] = 100 + static_cast<double>(i);
-        c2[i] = 200 + static_cast<double>(i);
-      }
-      for (int r = 0; r < rows; ++r)
-        for (int j = 0; j < 8; ++j) {
-          double v = a[static_cast<size_t>(8 * r + j)];
-          if (j < 4) v = c1[static_cast<size_t>(4 * r + j)];
-          if (j >= start && j < start + 4) v = c2[static_cast<size_t>(4 * r + j - start)];
-          want[static_cast<size_t>(8 * r + j)] = 2 * v;
-        }
-      auto f32 = [](const std::vector<double>& v, const Shape& s) {
-        return Tensor::from_vector(v, s).to(DType::kFloat32, true);
-      };
-      const std::vector<Tensor> ins = {f32(a, {rows, 8}), f32(c1, {rows, 4}), f32(c2, {rows, 4})};
+      const SliceCopies c = slice_copies(rows, start);
       const std::string what = name + " rows " + std::to_string(rows);
-      expect_outputs(model.run(ins), {f32(want, {rows, 8})}, what + " (package)");
-      expect_outputs(ref.run(ins), {f32(want, {rows, 8})}, what + " (interpreter)");
+      expect_outputs(model.run(c.ins), {c.want}, what + " (package)");
+      expect_outputs(ref.run(c.ins), {c.want}, what + " (interpreter)");
     }
   }
 }
