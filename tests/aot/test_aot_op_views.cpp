@@ -3,6 +3,7 @@
 // and run, and the reference interpreter must give the same values. The out= forms are imported
 // as the functional op plus a write into `out` (ir/inplace.h), torch.map is unrolled,
 // invoke_subgraph inlined at each call and auto_functionalized_v2 applied in place on clones.
+#include <cctype>
 #include <gtest/gtest.h>
 
 #include <set>
@@ -231,6 +232,33 @@ SliceCopies slice_copies(int rows, int start) {
   return {{f32(a, {rows, 8}), f32(c1, {rows, 4}), f32(c2, {rows, 4})}, f32(want, {rows, 8})};
 }
 
+/// The graph of slice_copies with `rows` rows: "2", or a symbol declared in [2, 64].
+std::string slice_copies_graph(const std::string& rows, int start) {
+  std::string text = R"(graph {
+SYMBOLS  inputs {
+    %a: f32[R, 8] = user_input
+    %c1: f32[R, 4] = user_input
+    %c2: f32[R, 4] = user_input
+  }
+  %t: f32[R, 8] = aten.clone.default(self=%a)
+  %v1: f32[R, 4] = aten.slice.Tensor(self=%t, dim=1, start=0, end=4)
+  %u1: f32[R, 4] = aten.copy_.default(self=%v1, src=%c1)
+  %v2: f32[R, 4] = aten.slice.Tensor(self=%t, dim=1, start=START, end=END)
+  %u2: f32[R, 4] = aten.copy_.default(self=%v2, src=%c2)
+  %o: f32[R, 8] = aten.mul.Tensor(self=%t, other=2.0)
+  outputs {
+    user_output %o
+  }
+})";
+  const bool symbolic = !std::isdigit(static_cast<unsigned char>(rows[0]));
+  text.replace(text.find("SYMBOLS"), 7,
+               symbolic ? "  symbols {\n    " + rows + " in [2, 64]\n  }\n" : std::string());
+  for (size_t at; (at = text.find("[R,")) != std::string::npos;) text.replace(at + 1, 1, rows);
+  text.replace(text.find("START"), 5, std::to_string(start));
+  text.replace(text.find("END"), 3, std::to_string(start + 4));
+  return text;
+}
+
 // Two copies into slices of one buffer, `t[:, 0:4] = c1; t[:, S:S + 4] = c2`: overlapping
 // (S = 2) they stay two kernels, since one kernel's points have no order and a point of the
 // first copy may write after the point of the second that wrote the same element (the fused
@@ -238,24 +266,7 @@ SliceCopies slice_copies(int rows, int start) {
 TEST(AotOpViews, CopiesIntoOverlappingSlicesKeepTheirOrder) {
   for (const int start : {2, 4}) {
     const std::string name = "slice_copies_" + std::to_string(start);
-    std::string text = R"(graph {
-  inputs {
-    %a: f32[2, 8] = user_input
-    %c1: f32[2, 4] = user_input
-    %c2: f32[2, 4] = user_input
-  }
-  %t: f32[2, 8] = aten.clone.default(self=%a)
-  %v1: f32[2, 4] = aten.slice.Tensor(self=%t, dim=1, start=0, end=4)
-  %u1: f32[2, 4] = aten.copy_.default(self=%v1, src=%c1)
-  %v2: f32[2, 4] = aten.slice.Tensor(self=%t, dim=1, start=START, end=END)
-  %u2: f32[2, 4] = aten.copy_.default(self=%v2, src=%c2)
-  %o: f32[2, 8] = aten.mul.Tensor(self=%t, other=2.0)
-  outputs {
-    user_output %o
-  }
-})";
-    text.replace(text.find("START"), 5, std::to_string(start));
-    text.replace(text.find("END"), 3, std::to_string(start + 4));
+    const std::string text = slice_copies_graph("2", start);
     auto g = ir::parse_graph(text);
     const Built& b = build_graph(name, *g);
     ASSERT_TRUE(b.error.empty()) << b.error;
@@ -275,27 +286,7 @@ TEST(AotOpViews, CopiesIntoOverlappingSlicesKeepTheirOrder) {
 TEST(AotOpViews, CopiesIntoOverlappingSlicesOfSymbolicRowsKeepTheirOrder) {
   for (const int start : {2, 4}) {
     const std::string name = "slice_copies_sym_" + std::to_string(start);
-    std::string text = R"(graph {
-  symbols {
-    s0 in [2, 64]
-  }
-  inputs {
-    %a: f32[s0, 8] = user_input
-    %c1: f32[s0, 4] = user_input
-    %c2: f32[s0, 4] = user_input
-  }
-  %t: f32[s0, 8] = aten.clone.default(self=%a)
-  %v1: f32[s0, 4] = aten.slice.Tensor(self=%t, dim=1, start=0, end=4)
-  %u1: f32[s0, 4] = aten.copy_.default(self=%v1, src=%c1)
-  %v2: f32[s0, 4] = aten.slice.Tensor(self=%t, dim=1, start=START, end=END)
-  %u2: f32[s0, 4] = aten.copy_.default(self=%v2, src=%c2)
-  %o: f32[s0, 8] = aten.mul.Tensor(self=%t, other=2.0)
-  outputs {
-    user_output %o
-  }
-})";
-    text.replace(text.find("START"), 5, std::to_string(start));
-    text.replace(text.find("END"), 3, std::to_string(start + 4));
+    const std::string text = slice_copies_graph("s0", start);
     auto g = ir::parse_graph(text);
     const Built& b = build_graph(name, *g);
     ASSERT_TRUE(b.error.empty()) << b.error;
