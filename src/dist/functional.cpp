@@ -81,7 +81,7 @@ Tensor all_reduce(const Tensor& t, ReduceOp op, const std::string& group) {
   // group's stream
   ANVIL_CHECK(t.is_contiguous(), "dist::functional::all_reduce",
               str("the input of a functional all_reduce on ", t.device().str(),
-                  " must be contiguous (the op copies it on the device)"),
+                  " must be contiguous (the op reads it as one device buffer)"),
               "a contiguous tensor", t.type_str());
   Tensor out = new_tensor(t.sizes(), t.dtype(), t.device());
   span.mark("functional all_reduce: output alloc");

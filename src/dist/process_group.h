@@ -92,9 +92,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op, const OpOptions& opts = {});
   /// out <- reduce over ranks of `in`, out of place (`in` untouched; `out` has its dtype and
   /// shape; the same tensor for both is the in-place all_reduce). What the functional
-  /// all_reduce of a device tensor posts: nccl copies `in` into `out` on the caller's stream
-  /// (OpOptions::stream; ordered before anything queued there later, no host synchronization),
-  /// the default copies it complete on return.
+  /// all_reduce of a device tensor posts: nccl reads `in` in the caller's stream order
+  /// (OpOptions::stream; a small op runs there out of place, a larger one copies `in` there
+  /// first; no host synchronization), the default copies it complete on return.
   std::shared_ptr<Work> all_reduce_into(Tensor& out, const Tensor& in, ReduceOp op,
                                         const OpOptions& opts = {});
   /// all_reduce of several tensors (any shapes, 0-size allowed) in one call per dtype.

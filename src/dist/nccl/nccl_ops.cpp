@@ -75,14 +75,16 @@ ncclRedOp_t reduce_op(DType dt, ReduceOp op, const std::string& where) {
   }
 }
 
-/// The calls of an all_reduce of `t`.
-Launch::Call all_reduce_call(const Tensor& t, ReduceOp op, const std::string& where) {
-  const ncclDataType_t type = reduce_type(t.dtype(), where);
-  const ncclRedOp_t rop = reduce_op(t.dtype(), op, where);
-  void* p = t.data_ptr();
-  const size_t n = static_cast<size_t>(t.numel());
+/// ncclAllReduce of `in` into `out` (the same tensor: in place).
+Launch::Call all_reduce_call(const Tensor& out, const Tensor& in, ReduceOp op,
+                             const std::string& where) {
+  const ncclDataType_t type = reduce_type(in.dtype(), where);
+  const ncclRedOp_t rop = reduce_op(in.dtype(), op, where);
+  const void* src = in.data_ptr();
+  void* dst = out.data_ptr();
+  const size_t n = static_cast<size_t>(in.numel());
   return {"ncclAllReduce", [=](ncclComm_t c, cudaStream_t s) {
-            return ncclAllReduce(p, p, n, type, rop, c, s);
+            return ncclAllReduce(src, dst, n, type, rop, c, s);
           }};
 }
 
@@ -148,7 +150,7 @@ std::shared_ptr<Work> NcclProcessGroup::issue_all_reduce(Tensor& t, ReduceOp op,
   const std::string w = where(OpType::kAllReduce, 0);
   require_contiguous(t, w, "input");
   Launch l;
-  Launch::Call c = all_reduce_call(t, op, w);  // checks dtype and op even when empty
+  Launch::Call c = all_reduce_call(t, t, op, w);  // checks dtype and op even when empty
   if (t.numel() > 0) l.calls.push_back(std::move(c));
   return post(OpType::kAllReduce, opts, {t}, {}, -1, l);
 }
@@ -164,7 +166,7 @@ std::shared_ptr<Work> NcclProcessGroup::issue_all_reduce_into(Tensor& out, const
   // (ncclAllReduce(in, out) there would read `in` until the op completes). On the caller's
   // stream (a small op): ncclAllReduce(in, out), read in the caller's order, no copy.
   Launch l;
-  Launch::Call c = all_reduce_call(out, op, w);  // checks dtype and op even when empty
+  Launch::Call c = all_reduce_call(out, out, op, w);  // checks dtype and op even when empty
   if (in.numel() > 0) {
     const void* src = in.data_ptr();
     void* dst = out.data_ptr();
@@ -173,12 +175,7 @@ std::shared_ptr<Work> NcclProcessGroup::issue_all_reduce_into(Tensor& out, const
       return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
     };
     l.calls.push_back(std::move(c));
-    const ncclDataType_t type = reduce_type(out.dtype(), w);
-    const ncclRedOp_t rop = reduce_op(out.dtype(), op, w);
-    const size_t n = static_cast<size_t>(out.numel());
-    l.direct_calls.push_back({"ncclAllReduce", [=](ncclComm_t cm, cudaStream_t s) {
-                                return ncclAllReduce(src, dst, n, type, rop, cm, s);
-                              }});
+    l.direct_calls.push_back(all_reduce_call(out, in, op, w));
   }
   return post(OpType::kAllReduce, opts, {out}, {in}, -1, l);
 }
@@ -191,7 +188,7 @@ std::shared_ptr<Work> NcclProcessGroup::issue_all_reduce_coalesced(std::vector<T
   l.grouped = true;
   for (size_t i = 0; i < ts.size(); ++i) {
     require_contiguous(ts[i], w, str("input ", i));
-    Launch::Call c = all_reduce_call(ts[i], op, w);  // checks dtype and op even when empty
+    Launch::Call c = all_reduce_call(ts[i], ts[i], op, w);  // checks dtype and op when empty
     if (ts[i].numel() > 0) l.calls.push_back(std::move(c));
   }
   return post(OpType::kAllReduceCoalesced, opts, ts, {}, -1, l);

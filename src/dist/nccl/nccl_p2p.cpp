@@ -88,6 +88,7 @@ P2pPeer& NcclState::ensure_p2p(int peer, Store& store, Clock::time_point deadlin
                                const std::string& where) {
   P2pPeer& pp = p2p[peer];
   if (pp.send.comm && pp.recv.comm) return pp;
+  const EnqueueMark mark(*this, creation_deadline(deadline), where);  // (store waits too)
   const int lo = std::min(rank, peer), hi = std::max(rank, peer);
   const bool low = rank == lo;
   const int me = low ? 0 : 1, other = 1 - me;  // ranks in the pair's communicators

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 
 #include "core/error.h"
 #include "dist/nccl/nccl_launch.h"
@@ -63,6 +62,7 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
   st_->blocking_wait = options.blocking_wait ? OpTypeSet::all() : dist_settings().blocking_wait;
   st_->blocking_comm = dist_settings().nccl_blocking_comm;
   st_->caller_stream_bytes = dist_settings().nccl_caller_stream_bytes;
+  st_->group_timeout = options.timeout;
   // NVLink multicast (NVLS) stays off unless the user asked for it explicitly.
   ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
   // A blocking communicator connects its peers when it is made, not in an op's enqueue (where
@@ -103,9 +103,7 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
       std::lock_guard<std::mutex> lk(st_->mu);
       use_device(st_->device);
       st_->device_used = true;
-      const auto deadline = Clock::now() + options.timeout;
-      nccl::EnqueueMark mark(*st_, deadline, w);  // (the group's timeout)
-      st_->ensure_comm(deadline, w);
+      st_->ensure_comm(Clock::now() + options.timeout, w);
     } catch (...) {
       shutdown(Millis(0));
       throw;
@@ -169,11 +167,6 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
     st_->device_used = true;
     ncclComm_t comm = nullptr;
     cudaStream_t stream = st_->stream;
-    // The NCCL work done under mu is marked with a deadline (a blocking call still inside NCCL
-    // kStuckGrace after it ends the process: nccl_state.h). Making communicators waits on every
-    // peer (and the store): its deadline is the later of the op's and the group's timeout.
-    std::optional<nccl::EnqueueMark> mark;
-    mark.emplace(*st_, std::max(deadline, Clock::now() + this->timeout()), w);
     if (lane == Lane::kGroup) {
       st_->ensure_comm(deadline, w);
       comm = st_->comm;
@@ -183,7 +176,6 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
       comm = l.comm;
       stream = l.stream;
     }
-    mark.reset();
     auto cuda = [&](cudaError_t e, const std::string& what) {
       if (e == cudaSuccess) return;
       (void)cudaGetLastError();
@@ -225,9 +217,12 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
     }
     work->mark_started();  // the trace's start: queued on the device
     span.mark("nccl post: order after the caller");
-    mark.emplace(*st_, deadline, w);
-    launch.run(*st_, comm, stream, deadline, w, direct);
-    mark.reset();
+    {
+      // (a blocking call still inside NCCL kStuckGrace after the deadline ends the process:
+      // nccl_state.h)
+      const nccl::EnqueueMark mark(*st_, deadline, w);
+      launch.run(*st_, comm, stream, deadline, w, direct);
+    }
     span.mark("nccl post: NCCL enqueue");
     cudaEvent_t ev = nullptr;
     cuda(st_->take_event(&ev), "creating the op's event");

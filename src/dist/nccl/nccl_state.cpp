@@ -1,6 +1,7 @@
 // NcclState and NcclEvent (nccl_state.h): communicator creation, failure detection, abort.
 #include "dist/nccl/nccl_state.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -74,10 +75,11 @@ void use_device(int device) {
 
 void NcclState::ensure_comm(Clock::time_point deadline, const std::string& where) {
   if (comm) return;
+  const EnqueueMark mark(*this, creation_deadline(deadline), where);
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  // Blocking by default (NCCL's own enqueue; a call stuck on a peer is aborted as the header
-  // comment says); ANVIL_NCCL_BLOCKING_COMM=0: non-blocking, ncclInProgress polled until the
-  // op's deadline (settings.h).
+  // Blocking by default (NCCL's own enqueue; a call that stays inside NCCL past its deadline
+  // ends the process, as the header comment says); ANVIL_NCCL_BLOCKING_COMM=0: non-blocking,
+  // ncclInProgress polled until the op's deadline (settings.h).
   cfg.blocking = blocking_comm ? 1 : 0;
   cfg.commName = comm_name.c_str();
   const ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &cfg);
@@ -170,6 +172,10 @@ bool NcclState::add_handle(ncclComm_t c) {
   return false;
 }
 
+Clock::time_point NcclState::creation_deadline(Clock::time_point op_deadline) const {
+  return std::max(op_deadline, Clock::now() + group_timeout);
+}
+
 std::string NcclState::broken_reason() {
   std::lock_guard<std::mutex> lk(amu);
   return broken;
@@ -250,7 +256,7 @@ void NcclState::abort_locked(const std::string& reason) {
   }
   {
     std::lock_guard<std::mutex> lk(pmu);
-    for (auto& e : pending) e->fail_if_pending("");  // ops the device passed keep their success
+    for (auto& e : pending) e->note_if_passed();  // ops the device passed keep their success
   }
   abort_all(comms, device);  // NCCL's kernels stop waiting for peers
   comm = nullptr;
@@ -434,14 +440,12 @@ void NcclEvent::fail_unless_passed(const std::string& reason) {
   if (!passed_ && failed_.empty()) failed_ = reason;
 }
 
-void NcclEvent::fail_if_pending(const std::string& reason) {
+void NcclEvent::note_if_passed() {
   if (passed_ || !failed_.empty()) return;
-  if (cudaEventQuery(ev_) == cudaSuccess) {
+  if (cudaEventQuery(ev_) == cudaSuccess)
     passed_ = true;
-    return;
-  }
-  (void)cudaGetLastError();
-  if (!reason.empty()) failed_ = reason;
+  else
+    (void)cudaGetLastError();
 }
 
 bool NcclEvent::query() {

@@ -92,6 +92,7 @@ struct NcclState {
   OpTypeSet blocking_wait;
   bool blocking_comm = true;  // DistSettings::nccl_blocking_comm
   int64_t caller_stream_bytes = 0;  // DistSettings::nccl_caller_stream_bytes
+  Millis group_timeout{0};  // GroupOptions::timeout: creating communicators may take that long
   std::string comm_name;  // the group's name, for NCCL's logs
   ncclUniqueId id{};
 
@@ -172,6 +173,9 @@ struct NcclState {
   /// Takes mu; when the thread holding it stays inside NCCL past its op's deadline
   /// (stuck_enqueue), ends the process naming `reason` and that op instead of waiting forever.
   std::unique_lock<std::mutex> lock_unless_stuck(const std::string& reason);
+  /// The deadline of making a communicator for an op due by `op_deadline`: it waits on every
+  /// peer (and the store), so the later of that and the group's timeout from now.
+  Clock::time_point creation_deadline(Clock::time_point op_deadline) const;
   /// The group's first failure, or "" while usable.
   std::string broken_reason();
   /// Records a communicator just made (its abort goes through `handles`); false when the group
@@ -203,9 +207,9 @@ struct NcclState {
   void release_device_objects();
 };
 
-/// Marks the NCCL work a thread does under `mu` for one op (creating communicators, enqueueing
-/// its calls) with the op's deadline, so that abort() and the watchdog can tell a call stuck on
-/// a peer from one that will return (nccl_state.h's header comment).
+/// Marks the NCCL work a thread does under `mu` (enqueueing an op's calls: the op's deadline;
+/// creating communicators: creation_deadline) so that abort() and the watchdog can tell a call
+/// stuck on a peer from one that will return (nccl_state.h's header comment).
 class EnqueueMark {
  public:
   EnqueueMark(NcclState& st, Clock::time_point deadline, const std::string& where);
@@ -240,8 +244,9 @@ class NcclEvent final : public DeviceEvent {
   void block_stream(void* stream) override;
   std::string device() const override { return str("cuda:", st_->device.load()); }
 
-  /// Called by NcclState::abort (pmu held): fails the op with `reason` unless it passed.
-  void fail_if_pending(const std::string& reason);
+  /// Called by NcclState::abort before the abort (pmu held): records that the op passed when its
+  /// event says so.
+  void note_if_passed();
   /// Called by NcclState::abort after the abort (pmu held): fails the op with `reason` unless
   /// it was seen passed before (its event is not asked: see fail_pending).
   void fail_unless_passed(const std::string& reason);
