@@ -29,7 +29,8 @@ void check_tensor(const Tensor& t, const Device& device, const std::string& wher
                                       " (a group uses one device: multi-device ops are not "
                                       "supported)"),
                 where, device.str(), d.str());
-  check_collective_dtype(t.dtype(), str(where, " (", role, ")"));
+  if (!is_collective_dtype(t.dtype()))  // (the message's text built only for a failure)
+    check_collective_dtype(t.dtype(), str(where, " (", role, ")"));
 }
 
 void check_output(const Tensor& t, const Device& device, const std::string& where,

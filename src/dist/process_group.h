@@ -15,6 +15,7 @@
 // contiguous CPU tensors); nothing outside src/dist needs to know it exists.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -265,6 +266,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const bool trace_;  // ANVIL_DIST_TRACE
   mutable std::mutex name_mu_;
   std::string name_ = "?";
+  /// where(op, 0) per op type, built on first use (guarded by name_mu_; set_name clears it)
+  mutable std::array<std::string, static_cast<size_t>(OpType::kRecvAnySource) + 1> where_cache_;
 };
 
 }  // namespace anvil::dist

@@ -10,9 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "anvil/anvil_device.h"
 #include "common/check.h"
@@ -150,6 +152,79 @@ TEST(CudaDevices, APackageForANewerGpuFailsAtLoadNamingBoth) {
   const int have = runtime::device_backend(Device::Type::kCUDA).capability(0);
   EXPECT_NE(e.find(std::to_string(have / 10) + "." + std::to_string(have % 10)), std::string::npos)
       << e;
+}
+
+// The caching allocator (runtime/cuda/cuda_backend.cpp): blocks of 1 MiB and under are pieces
+// of slabs (one cudaMalloc cut into equal pieces), larger ones have a cudaMalloc each. Blocks of
+// every kind are distinct and never overlap (each is filled with its own byte and read back
+// after all were written), freed pieces are handed out again, and a pointer that is not a live
+// block (a piece freed twice, an address inside one) is refused, not cached.
+TEST(CudaDevices, SmallBlocksAreSlabPiecesThatNeverOverlap) {
+  ANVIL_REQUIRE_GPU();
+  const AnvilDeviceApi& api = runtime::device_backend(Device::Type::kCUDA);
+  struct Block {
+    unsigned char* p;
+    size_t bytes;
+  };
+  std::vector<Block> blocks;
+  const auto alloc = [&](size_t bytes) {
+    auto* p = static_cast<unsigned char*>(api.alloc(0, bytes));
+    EXPECT_NE(p, nullptr) << api.last_error();
+    if (p) blocks.push_back({p, bytes});
+  };
+  for (int i = 0; i < 100; ++i) alloc(8);          // 512 B pieces: four slabs
+  for (int i = 0; i < 70; ++i) alloc(3000);        // 3 KiB pieces
+  for (int i = 0; i < 5; ++i) alloc(1 << 20);      // 1 MiB: two per slab
+  for (int i = 0; i < 3; ++i) alloc(5 << 20);      // blocks of their own
+  alloc(0);
+  ASSERT_EQ(blocks.size(), 179u);
+  const auto fill_and_check = [&] {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const std::vector<unsigned char> h(std::max<size_t>(blocks[i].bytes, 1),
+                                         static_cast<unsigned char>(i * 7 + 1));
+      ASSERT_EQ(api.copy(0, blocks[i].p, h.data(), h.size(), ANVIL_COPY_HOST_TO_DEVICE, nullptr),
+                0)
+          << api.last_error();
+    }
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      std::vector<unsigned char> h(std::max<size_t>(blocks[i].bytes, 1), 0);
+      ASSERT_EQ(api.copy(0, h.data(), blocks[i].p, h.size(), ANVIL_COPY_DEVICE_TO_HOST, nullptr),
+                0)
+          << api.last_error();
+      const auto want = static_cast<unsigned char>(i * 7 + 1);
+      for (unsigned char c : h) ASSERT_EQ(c, want) << "block " << i << " was overwritten";
+    }
+  };
+  fill_and_check();
+  // every other block back, then as many again: the freed pieces come back
+  std::vector<Block> kept;
+  std::vector<unsigned char*> freed;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (i % 2) {
+      ASSERT_EQ(api.free(0, blocks[i].p), 0) << api.last_error();
+      freed.push_back(blocks[i].p);
+    } else {
+      kept.push_back(blocks[i]);
+    }
+  }
+  blocks = kept;
+  int reused = 0;
+  for (int i = 0; i < 50; ++i) {
+    alloc(8);
+    reused += std::count(freed.begin(), freed.end(), blocks.back().p) > 0;
+  }
+  EXPECT_GT(reused, 0) << "no freed 512 B piece was handed out again";
+  fill_and_check();
+  // a piece freed twice, and an address inside a live piece, are refused
+  unsigned char* piece = blocks.back().p;
+  blocks.pop_back();
+  ASSERT_EQ(api.free(0, piece), 0) << api.last_error();
+  EXPECT_NE(api.free(0, piece), 0);
+  EXPECT_NE(std::string(api.last_error()).find("not a live block"), std::string::npos)
+      << api.last_error();
+  EXPECT_NE(api.free(0, blocks.front().p + 16), 0);
+  fill_and_check();  // the refused frees changed nothing
+  for (const Block& b : blocks) EXPECT_EQ(api.free(0, b.p), 0) << api.last_error();
 }
 
 }  // namespace

@@ -180,10 +180,13 @@ size_t round_size(size_t bytes) {
   return (bytes + kLargeRound - 1) / kLargeRound * kLargeRound;
 }
 
-// cudaFree()s every cached block of `s`. Caller holds s.alloc_mu and has set the device.
+// cudaFree()s every cached block of `s` that has a cudaMalloc of its own (free slab pieces
+// stay: their slabs live as long as the process). Caller holds s.alloc_mu and has set the
+// device.
 size_t release_cached(DeviceState& s) {
   size_t released = 0;
   for (auto& [size, ptr] : s.cached) {
+    s.cached_bytes -= size;
     if (cudaFree(ptr) == cudaSuccess) {
       released += size;
     } else {
@@ -191,7 +194,6 @@ size_t release_cached(DeviceState& s) {
     }
   }
   s.cached.clear();
-  s.cached_bytes = 0;
   return released;
 }
 
@@ -203,12 +205,38 @@ void* alloc_block(DeviceState& s, const char* fn, int device, size_t bytes) {
     return nullptr;
   }
   std::lock_guard<std::mutex> lock(s.alloc_mu);
+  const bool small = rounded <= kSmallLimit;
+  if (small) {
+    std::vector<void*>& free_pieces = s.pieces[rounded];
+    if (free_pieces.empty()) {
+      // A new slab, cut into pieces of this size (a failure here falls through to a block of
+      // its own below, which may still fit)
+      const size_t n = std::min(kSlabBytes / rounded, kSlabPieces);
+      void* slab = nullptr;
+      if (cudaMalloc(&slab, n * rounded) == cudaSuccess) {
+        s.slabs.push_back(slab);
+        for (size_t i = n; i-- > 0;)
+          free_pieces.push_back(static_cast<unsigned char*>(slab) + i * rounded);
+        s.cached_bytes += n * rounded;
+      } else {
+        (void)cudaGetLastError();
+      }
+    }
+    if (!free_pieces.empty()) {
+      void* ptr = free_pieces.back();
+      free_pieces.pop_back();
+      s.cached_bytes -= rounded;
+      s.live.emplace(ptr, LiveBlock{rounded, true});
+      s.live_bytes += rounded;
+      return ptr;
+    }
+  }
   auto it = s.cached.find(rounded);
   if (it != s.cached.end()) {
     void* ptr = it->second;
     s.cached.erase(it);
     s.cached_bytes -= rounded;
-    s.live.emplace(ptr, rounded);
+    s.live.emplace(ptr, LiveBlock{rounded, false});
     s.live_bytes += rounded;
     return ptr;
   }
@@ -229,7 +257,7 @@ void* alloc_block(DeviceState& s, const char* fn, int device, size_t bytes) {
               fn, device, bytes, rounded, s.live_bytes, released);
     return nullptr;
   }
-  s.live.emplace(ptr, rounded);
+  s.live.emplace(ptr, LiveBlock{rounded, false});
   s.live_bytes += rounded;
   return ptr;
 }
@@ -239,11 +267,15 @@ bool free_block(DeviceState& s, void* ptr) {
   std::lock_guard<std::mutex> lock(s.alloc_mu);
   auto it = s.live.find(ptr);
   if (it == s.live.end()) return false;
-  const size_t size = it->second;
+  const LiveBlock b = it->second;
   s.live.erase(it);
-  s.live_bytes -= size;
-  s.cached.emplace(size, ptr);
-  s.cached_bytes += size;
+  s.live_bytes -= b.size;
+  if (b.piece) {
+    s.pieces[b.size].push_back(ptr);
+  } else {
+    s.cached.emplace(b.size, ptr);
+  }
+  s.cached_bytes += b.size;
   return true;
 }
 

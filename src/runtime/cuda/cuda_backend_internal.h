@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "anvil/anvil_device.h"
 
@@ -60,6 +61,10 @@ constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kSmallRound = 512;   // granularity of blocks up to kSmallLimit
 constexpr size_t kSmallLimit = kMiB;  // above this, blocks are multiples of kLargeRound
 constexpr size_t kLargeRound = 2 * kMiB;
+// A block of kSmallLimit or less comes from a slab: one cudaMalloc cut into kSlabPieces equal
+// pieces (fewer where that would pass kSlabBytes)
+constexpr size_t kSlabBytes = 2 * kMiB;
+constexpr size_t kSlabPieces = 32;
 // The most cuBLASLt workspace a GEMM may use (the heuristic is asked for algorithms within it).
 // Each stream's workspace grows to what its GEMMs' plans need, no more: every runner has its own
 // stream, and a batch-1 bf16 model's plans need little while fp32 split-K plans need megabytes.
@@ -103,11 +108,23 @@ struct GemmKey {
   auto operator<=>(const GemmKey&) const = default;
 };
 
+/// A block handed out by the caching allocator: its rounded size, and whether it is a piece of
+/// a slab (a small block carved from a kSlabBytes cudaMalloc, never cudaFree()d on its own).
+struct LiveBlock {
+  size_t size = 0;
+  bool piece = false;
+};
+
 struct DeviceState {
-  // Caching allocator: rounded size -> free blocks, and live block -> rounded size.
+  // Caching allocator: rounded size -> free blocks, and live block -> its size. Blocks up to
+  // kSmallLimit are carved from slabs (one cudaMalloc gives up to kSlabPieces: an 8 B
+  // functional collective's output costs a map lookup, not a cudaMalloc of several
+  // microseconds); their free pieces wait in `pieces`, the slabs live as long as the process.
   std::mutex alloc_mu;
   std::multimap<size_t, void*> cached;
-  std::unordered_map<void*, size_t> live;
+  std::unordered_map<size_t, std::vector<void*>> pieces;
+  std::vector<void*> slabs;
+  std::unordered_map<void*, LiveBlock> live;
   size_t cached_bytes = 0;
   size_t live_bytes = 0;
 
