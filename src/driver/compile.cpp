@@ -16,6 +16,7 @@
 #include "driver/gemm_default.h"
 #include "driver/gemm_tune.h"
 #include "codegen/target.h"
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "codegen/cache.h"
 #include "frontend/pt2_reader.h"
@@ -187,8 +188,7 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   co.target = options.target;
   co.num_translation_units = options.num_translation_units;
   co.anvil_version = kAnvilVersion;
-  if (const char* e = std::getenv("ANVIL_SPLIT_REDUCTIONS"); e && std::string(e) == "0")
-    co.split_reductions = false;
+  if (!env_switch("ANVIL_SPLIT_REDUCTIONS", true)) co.split_reductions = false;
   // Resolve first: an unknown target fails before any work.
   const codegen::Target& backend = codegen::find_target(options.target);
   const codegen::TargetInfo target = backend.describe(options.target, options.compiler, cache_dir);

@@ -10,6 +10,7 @@
 #include "codegen/gemm/gemm_epilogue.h"
 #include "codegen/gemm/gemm_filter.h"
 #include "codegen/gemm/gemm_problem.h"
+#include "core/env_switch.h"
 #include "driver/gemm_tune.h"  // kernel_choice
 
 namespace anvil::driver {
@@ -23,7 +24,7 @@ namespace {
 int default_cpu_fused_gemms(passes::Program& program, const gemm::GemmOptions& options,
                             const codegen::TargetInfo& target) {
   if (options.mode != gemm::AutotuneMode::kOff) return 0;
-  if (const char* e = std::getenv("ANVIL_CPU_FUSED_GEMM"); e && std::strcmp(e, "0") == 0) return 0;
+  if (!env_switch("ANVIL_CPU_FUSED_GEMM", true)) return 0;
   if (!gemm::backend_enabled(options, gemm::GemmBackend::kOwn)) return 0;
   const gemm::EpiloguePlan epilogues = gemm::match_gemm_epilogues(program, true);
   int chosen = 0;
@@ -58,7 +59,7 @@ int default_gemm_kernels(passes::Program& program, const gemm::GemmOptions& opti
   // untimed, so only without tuning: a tuned compile times the kernel among the others (and a
   // step the tuner left without a kernel, every candidate failing, keeps the library)
   if (options.mode != gemm::AutotuneMode::kOff) return 0;
-  if (const char* e = std::getenv("ANVIL_CUDA_SKINNY"); e && std::strcmp(e, "0") == 0) return 0;
+  if (!env_switch("ANVIL_CUDA_SKINNY", true)) return 0;
   if (!gemm::backend_enabled(options, gemm::GemmBackend::kOwn)) return 0;
   const gemm::EpiloguePlan epilogues = gemm::match_gemm_epilogues(program);
   int chosen = 0;

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env_switch.h"
 #include "passes/lower_internal.h"
 
 namespace anvil::passes::detail {
@@ -159,9 +160,8 @@ std::vector<SymInt> nhwc_strides(const std::vector<SymInt>& s) {
 /// (ANVIL_CUDA_DW_ANY_LAYOUT=1 at compile time) until measured on a GPU: it breaks the NCHW
 /// chains of squeeze-excitation models into channels-last islands with copies between them.
 bool direct_depthwise(const ExternStep& e) {
-  if (const char* v = std::getenv("ANVIL_CUDA_DEPTHWISE"); v && std::string(v) == "0") return false;
-  if (const char* v = std::getenv("ANVIL_CUDA_DW_ANY_LAYOUT"); !v || std::string(v) != "1")
-    return false;
+  if (!env_switch("ANVIL_CUDA_DEPTHWISE", true)) return false;
+  if (!env_switch("ANVIL_CUDA_DW_ANY_LAYOUT", false)) return false;
   const ExternAttr* g = find_attr(e, "groups");
   if (g == nullptr || g->kind != 0 || !g->i.is_constant() || g->i.constant() <= 1) return false;
   if (e.inputs.size() < 2 || e.inputs[1].sizes.size() != 4) return false;
@@ -177,7 +177,7 @@ bool direct_depthwise(const ExternStep& e) {
 /// ANVIL_CUDA_STEM=0 gives them to cuDNN). It reads and writes any strides: the image it reads
 /// keeps NCHW with no channels-last copy when its output is planned NHWC.
 bool direct_stem(const ExternStep& e) {
-  if (const char* v = std::getenv("ANVIL_CUDA_STEM"); v && std::string(v) == "0") return false;
+  if (!env_switch("ANVIL_CUDA_STEM", true)) return false;
   if (const ExternAttr* g = find_attr(e, "groups"); g && !is_const(g->i, 1)) return false;
   if (e.inputs.size() < 2 || e.outputs.size() != 1) return false;
   for (const TensorView* v : {&e.inputs[0], &e.inputs[1], &e.outputs[0]}) {

@@ -16,6 +16,7 @@
 
 #include "../gpu/cuda_conv_graphs.inc"
 #include "anvil/anvil_device.h"
+#include "common/check.h"
 #include "common/scoped_env.h"
 #include "common/text.h"
 #include "driver/compile.h"
@@ -440,6 +441,10 @@ TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
   const Emitted off = emit(*g, dir, "dwv_off", "ANVIL_CUDA_DW_VEC", "0");
   EXPECT_EQ(count(off.text, "channels-last vectors"), 0u);
   EXPECT_EQ(count(off.text, "a depthwise convolution, anvil's direct kernel\n"), 4u);
+  // a value other than 0 or 1 is an error naming the switch, not a silent "off"
+  for (const char* bad : {"2", "true", " 1"})
+    ANVIL_EXPECT_ERROR(emit(*g, dir, "dwv_bad", "ANVIL_CUDA_DW_VEC", bad),
+                       "environment variable ANVIL_CUDA_DW_VEC is not 0 or 1");
   {  // the default: the vector kernel for 49 taps or more (c0's 7x7), the per-thread kernel for
      // c1's 3x3 and c2's 5x5 (slower on the vector kernel in EfficientNet-B0 and MobileNetV3)
     test::ScopedEnv unset("ANVIL_CUDA_DW_VEC", "");  // (empty: the default)

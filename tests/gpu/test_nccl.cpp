@@ -271,7 +271,9 @@ void expect_the_survivor_fails(ProcessGroup& pg, Tensor& t) {
   for (const char* part : {"nccl all_reduce #", "on group '0'", "rank 1 (world rank 1)"})
     EXPECT_NE(message.find(part), std::string::npos) << "lacks '" << part << "': " << message;
   EXPECT_LT(took, 20000) << "the failure took far longer than the op's 4 s timeout";
-  if (w) EXPECT_FALSE(w->is_success());
+  if (w) {
+    EXPECT_FALSE(w->is_success());
+  }
   EXPECT_TRUE(throws_error([&] { pg.all_reduce(t, ReduceOp::kSum)->wait(); },
                            {"unusable after an earlier failure"}));
 }

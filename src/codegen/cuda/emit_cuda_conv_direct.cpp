@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "codegen/c_expr.h"
+
 #include "codegen/cuda/conv_internal.h"
+#include "core/env_switch.h"
 
 namespace anvil::codegen::cuda::ext {
 
@@ -38,7 +40,7 @@ bool direct_geometry(const ConvGeom& g) {
 /// group, constant kernel size. On an H200 it took ConvNeXt-T at bf16 batch 32 from 6.74 to
 /// 5.34 ms (cuDNN's depthwise engines ran at 50-85 GB/s there).
 bool direct_depthwise(const ConvGeom& g) {
-  if (const char* v = std::getenv("ANVIL_CUDA_DEPTHWISE"); v && std::string(v) == "0") return false;
+  if (!env_switch("ANVIL_CUDA_DEPTHWISE", true)) return false;
   if (g.spatial != 2 || g.unbatched || g.groups <= 1) return false;
   const std::vector<SymInt>& ws = g.w->sizes;
   if (!(ws[1].is_constant() && ws[1].constant() == 1)) return false;
@@ -119,7 +121,7 @@ std::string finish_output(const ConvGeom& g, const std::string& ch,
 /// KiB). The per-thread kernel read each input through the caches several times (1-row spans
 /// per output group): 150-370 GB/s in ConvNeXt-T and EfficientNet-B0 at batch 32 on an H200.
 std::string tiled_depthwise(const Program& p, const ExternStep& e, const ConvGeom& g) {
-  if (const char* v = std::getenv("ANVIL_CUDA_DW_TILED"); !v || std::string(v) != "1") return "";
+  if (!env_switch("ANVIL_CUDA_DW_TILED", false)) return "";
   const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
   for (const TensorView* t : {&x, &y, &w})
     for (const auto* list : {&t->sizes, &t->strides})
@@ -205,8 +207,8 @@ std::string tiled_depthwise(const Program& p, const ExternStep& e, const ConvGeo
 /// per launch.
 std::string vector_depthwise(const Program& p, const ExternStep& e, const ConvGeom& g) {
   const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
-  if (const char* v = std::getenv("ANVIL_CUDA_DW_VEC"); v && *v) {
-    if (std::string(v) != "1") return "";
+  if (const std::optional<bool> on = env_switch("ANVIL_CUDA_DW_VEC")) {
+    if (!*on) return "";
   } else if (!w.sizes[2].is_constant() || !w.sizes[3].is_constant() ||
              w.sizes[2].constant() * w.sizes[3].constant() < 49) {
     return "";
@@ -392,8 +394,7 @@ std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGe
   // (at most 256: the block's threads) in shared memory as [tap][channel], read coalesced.
   const int64_t taps = w.sizes[2].constant() * kw, channels = w.sizes[0].constant();
   const int64_t window = std::min<int64_t>(channels, 256);
-  const char* sv = std::getenv("ANVIL_CUDA_DW_STAGED");
-  bool staged = sv && std::string(sv) == "1" && x.strides[1].is_constant() &&
+  bool staged = env_switch("ANVIL_CUDA_DW_STAGED", false) && x.strides[1].is_constant() &&
                 x.strides[1].constant() == 1 && taps * window * dtype_size(w.dtype) <= 32 * 1024;
   // (the channels strictly innermost: base % channels below is the block's first channel)
   for (int d : {0, 2, 3})
@@ -452,7 +453,7 @@ std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGe
 /// 0.01 ms (the model 0.746 -> 0.657 ms), but ResNet-50's 7x7 one (64 channels: 9408) from 0.30 to
 /// about 0.44 ms: cuDNN's tensor cores win where the products are many.
 bool direct_stem(const ConvGeom& g) {
-  if (const char* v = std::getenv("ANVIL_CUDA_STEM"); v && std::string(v) == "0") return false;
+  if (!env_switch("ANVIL_CUDA_STEM", true)) return false;
   if (g.groups != 1 || !direct_geometry(g)) return false;
   const std::vector<SymInt>& ws = g.w->sizes;
   if (!ws[0].is_constant() || !ws[1].is_constant()) return false;
@@ -498,8 +499,7 @@ std::string stem_kernel(const Program& p, const ExternStep& e, const ConvGeom& g
   // into registers before the channel groups (else each group of 8 output channels reads it
   // again through the caches: 12 times for ConvNeXt-T's 96-channel 4x4 stem, 0.108 ms at bf16
   // batch 32 on an H200)
-  const char* pv = std::getenv("ANVIL_CUDA_STEM_PATCH");
-  const bool patch = pv && std::string(pv) == "1" && taps <= 64;
+  const bool patch = env_switch("ANVIL_CUDA_STEM_PATCH", false) && taps <= 64;
   in << "    (void)u1;\n";
   in << "    const int64_t st_y0 = u2 * " << g.stride[0] << " - " << g.pad_begin[0]
      << ", st_x0 = u3 * " << g.stride[1] << " - " << g.pad_begin[1] << ";\n";
