@@ -162,10 +162,19 @@ class Model {
 
   /// Implementation state (src/runtime/model_impl.h); public only so runtime internals name it.
   struct Impl;
+  /// (runtime internals) run() of a device package with host tensors: run_impl's `inputs` are
+  /// their device buffers, filled from `host_inputs` (contiguous) on the runner's stream; the
+  /// outputs run_impl could copy to the host on that stream before its one synchronize come
+  /// back in `host_outputs` (an undefined entry: the caller copies that output itself).
+  struct HostIo {
+    const std::vector<Tensor>* host_inputs = nullptr;
+    std::vector<Tensor>* host_outputs = nullptr;
+  };
 
  private:
   explicit Model(std::unique_ptr<Impl> impl);
-  std::vector<Tensor> run_impl(const std::vector<Tensor>& inputs, bool wait) const;
+  std::vector<Tensor> run_impl(const std::vector<Tensor>& inputs, bool wait,
+                               const HostIo* host_io = nullptr) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "runtime/collectives.h"
 #include "runtime/model_impl.h"
@@ -311,6 +312,45 @@ void Model::Impl::check_written_inputs(const std::vector<Tensor>& inputs) const 
   }
 }
 
+namespace {
+
+/// run() with host inputs: each into its device buffer, on the runner's stream.
+void copy_host_inputs(const Model::Impl& impl, const Model::HostIo& io,
+                      const std::vector<Tensor>& device_inputs, void* stream) {
+  const int index = impl.options.device.index;
+  for (size_t i = 0; i < device_inputs.size() && i < io.host_inputs->size(); ++i) {
+    const Tensor& h = (*io.host_inputs)[i];
+    if (h.nbytes() == 0) continue;
+    if (impl.device_api->copy(index, device_inputs[i].data_ptr(), h.data_ptr(), h.nbytes(),
+                              ANVIL_COPY_HOST_TO_DEVICE, stream) != 0)
+      throw Error(str("cannot copy input #", i, " to ", impl.options.device.str(), ": ",
+                      impl.device_api->last_error()),
+                  "Model::run(" + impl.path + ")");
+  }
+}
+
+/// run() with host inputs: the contiguous outputs into fresh host tensors, on the runner's
+/// stream; the others are left for the caller (undefined entries).
+void copy_host_outputs(const Model::Impl& impl, const Model::HostIo& io,
+                       const std::vector<Tensor>& outputs, void* stream) {
+  const int index = impl.options.device.index;
+  io.host_outputs->assign(outputs.size(), Tensor());
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const Tensor& d = outputs[o];
+    if (!d.defined() || !d.is_contiguous()) continue;
+    Tensor h = Tensor::empty(d.sizes(), d.dtype());
+    if (d.nbytes() > 0 &&
+        impl.device_api->copy(index, h.data_ptr(), d.data_ptr(), d.nbytes(),
+                              ANVIL_COPY_DEVICE_TO_HOST, stream) != 0)
+      throw Error(str("cannot copy output #", o, " from ", impl.options.device.str(), ": ",
+                      impl.device_api->last_error()),
+                  "Model::run(" + impl.path + ")");
+    (*io.host_outputs)[o] = std::move(h);
+  }
+}
+
+}  // namespace
+
 std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   ANVIL_CHECK(impl_ != nullptr, "Model::run", "model was moved from", "a loaded model", "none");
   const Device device = impl_->options.device;
@@ -319,17 +359,33 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
                          return t.defined() && t.device().is_cpu();
                        });
   if (!host_in) return run_impl(inputs, /*wait=*/true);
-  // Host tensors in for a device package: copied to the device, the outputs copied back, and
-  // inputs the model writes updated in the caller's memory (the caller keeps host memory).
-  std::vector<Tensor> on_device;
-  for (const Tensor& t : inputs) on_device.push_back(t.to(device));
-  std::vector<Tensor> outs = run_impl(on_device, /*wait=*/true);
+  // Host tensors in for a device package: copied to the device and the outputs back on the
+  // runner's stream, around the run, with one synchronize (not a copy and a synchronize of the
+  // legacy default stream each, which every thread's copies share); inputs the model writes are
+  // updated in the caller's memory (the caller keeps host memory). ANVIL_RUNNER_STREAM_COPIES=0:
+  // the copies of session 23 and before, through the legacy default stream (for comparisons).
+  static const bool runner_copies = env_switch("ANVIL_RUNNER_STREAM_COPIES", true);
+  std::vector<Tensor> host_inputs, on_device, host_outputs;
+  for (const Tensor& t : inputs) {
+    if (!runner_copies) {
+      on_device.push_back(t.to(device));
+      continue;
+    }
+    // (a wrong dtype or shape is refused by run_impl's checks, naming the input)
+    host_inputs.push_back(t.is_contiguous() ? t : t.contiguous());
+    on_device.push_back(Tensor(Storage::allocate(t.nbytes(), device, /*zero=*/false), t.dtype(),
+                               t.sizes(), Tensor::contiguous_strides(t.sizes()), 0));
+  }
+  const HostIo io{&host_inputs, &host_outputs};
+  std::vector<Tensor> outs = run_impl(on_device, /*wait=*/true, runner_copies ? &io : nullptr);
   for (size_t i = 0; i < inputs.size(); ++i)
     if (impl_->input_specs[i].mutated) {
       Tensor caller = inputs[i];
       caller.copy_from(on_device[i].to(Device::cpu()));
     }
-  for (Tensor& o : outs) o = o.to(Device::cpu());
+  for (size_t o = 0; o < outs.size(); ++o)
+    outs[o] = o < host_outputs.size() && host_outputs[o].defined() ? host_outputs[o]
+                                                                   : outs[o].to(Device::cpu());
   return outs;
 }
 
@@ -351,7 +407,8 @@ void Model::synchronize() const {
 
 bool Model::uses_cuda_graphs() const { return impl_ && impl_->graphs; }
 
-std::vector<Tensor> Model::run_impl(const std::vector<Tensor>& inputs, bool wait) const {
+std::vector<Tensor> Model::run_impl(const std::vector<Tensor>& inputs, bool wait,
+                                    const HostIo* host_io) const {
   ANVIL_CHECK(impl_ != nullptr, "Model::run", "model was moved from", "a loaded model", "none");
   Impl& impl = *impl_;
   std::vector<int64_t> symbols;
@@ -542,6 +599,7 @@ std::vector<Tensor> Model::run_impl(const std::vector<Tensor>& inputs, bool wait
     if (impl.device_api && impl.device_api->set_device(device.index) != 0)
       throw Error(str("cannot make ", device.str(), " current"), where(), "success",
                   impl.device_api->last_error());
+    if (host_io && impl.device_api) copy_host_inputs(impl, *host_io, used, runner.stream);
     bool graphed = false;
     if (impl.graphs && !profiling && !check &&
         std::find(late.begin(), late.end(), true) == late.end() &&
@@ -557,6 +615,12 @@ std::vector<Tensor> Model::run_impl(const std::vector<Tensor>& inputs, bool wait
       graphed = impl.graph_run(runner, args, ctx, symbols, in_bytes, out_bytes, rc);
     }
     if (!graphed) rc = impl.entry->run(runner.instance, &args);
+    // Outputs the caller wants on the host, queued behind the run (a copy into pageable memory
+    // returns once done: the synchronize below then finds the stream idle). Not for outputs
+    // sized or allocated during the run: those are final only after it.
+    if (host_io && impl.device_api && rc == 0 && !ctx.failed() && run_symbols.empty() &&
+        std::find(late.begin(), late.end(), true) == late.end())
+      copy_host_outputs(impl, *host_io, outputs, runner.stream);
     // A device package queued its work on the runner's stream: the outputs are ready (and the
     // arena free for the next run) once the stream is done. Errors of queued kernels surface
     // here.

@@ -27,8 +27,17 @@ std::string fixture(const std::string& name) {
 }
 
 Tensor world_scaled_reference(const std::string& name, const Tensor& x, int world) {
-  if (!dist::world_initialized())
-    dist::set_world(std::make_shared<dist::FakeProcessGroup>(0, 1));
+  // A one-rank fake world for the interpreter, taken down again after (the test binary's
+  // later tests, run in one process, must not find a world already made)
+  struct FakeWorld {
+    bool mine = !dist::world_initialized();
+    FakeWorld() {
+      if (mine) dist::set_world(std::make_shared<dist::FakeProcessGroup>(0, 1));
+    }
+    ~FakeWorld() {
+      if (mine) dist::clear_world();
+    }
+  } world_guard;
   auto g = frontend::load_pt2(fixture(name));
   interp::Interpreter interp(*g);
   const auto out = interp.run({x});

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <set>
+#include <thread>
 #include <filesystem>
 
 #include "codegen/harness.h"
@@ -69,19 +71,23 @@ void expect_matches_pytorch(const std::string& stem) {
     if (want.empty()) continue;
     if (stateful && sets > 0) break;
     ++sets;
-    std::vector<Tensor> inputs;
+    std::vector<Tensor> inputs, host_inputs;
     const std::vector<Tensor> host_in = read_set(stem, "in", suffix);
     for (size_t i = 0; i < host_in.size(); ++i) {
       Tensor t = host_in[i];
       if (i < m.input_specs().size()) t = input_as(t, m.input_specs()[i].dtype);
+      host_inputs.push_back(t);
       inputs.push_back(t.to(Device::cuda(0)));
       ASSERT_FALSE(inputs.back().device().is_cpu());
     }
-    for (int rep = 0; rep < (stateful ? 1 : 2); ++rep) {  // twice: reused arena, cached GEMMs
-      const std::vector<Tensor> got = m.run(inputs);
+    // twice: reused arena, cached GEMMs; the second time with the host tensors themselves
+    // (copied in and the outputs back on the runner's stream), where there are inputs
+    for (int rep = 0; rep < (stateful ? 1 : 2); ++rep) {
+      const bool host = rep == 1 && !host_inputs.empty();
+      const std::vector<Tensor> got = m.run(host ? host_inputs : inputs);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
-        EXPECT_EQ(got[i].device(), Device::cuda(0)) << "output " << i;
+        EXPECT_EQ(got[i].device(), host ? Device::cpu() : Device::cuda(0)) << "output " << i;
         if (is_float8(got[i].dtype())) {  // the bytes PyTorch made (any NaN code for a NaN)
           ::anvil::test::expect_fixture_output(got[i].to(Device::cpu()), want[i],
                                                stem + suffix + " output " + std::to_string(i),
@@ -216,6 +222,46 @@ TEST(CudaDevice, TensorRoundTripAndWrongDeviceInputs) {
   ANVIL_EXPECT_ERROR(runtime::Model::load(pkg, {}), "package was compiled for cuda");
   mo.device = Device::cuda(64);
   ANVIL_EXPECT_ERROR(runtime::Model::load(pkg, mo), "cuda:64 does not exist");
+}
+
+// run() with host tensors copies them in and the outputs back on the runner's stream: from
+// several threads at once (each on its own runner and stream) every output equals the one-thread
+// result bit for bit, and a non-contiguous host input (copied contiguous first) gives what its
+// contiguous twin gives.
+TEST(CudaDevice, HostTensorsFromSeveralThreadsMatchOneThread) {
+  ANVIL_REQUIRE_GPU();
+  const std::string pkg = compile_cuda(fixture("mlp_small.pt2"));
+  runtime::ModelOptions mo;
+  mo.device = Device::cuda(0);
+  mo.num_runners = 4;
+  const runtime::Model m = runtime::Model::load(pkg, mo);
+  const Tensor in = read_npy(fixture("mlp_small.in0.npy"));
+  std::vector<Tensor> inputs, want;
+  for (int k = 0; k < 4; ++k) {
+    std::vector<double> v = in.to_doubles();
+    for (double& d : v) d *= 1.0 + 0.25 * k;
+    inputs.push_back(Tensor::from_vector(v, in.sizes()).to(in.dtype()));
+    want.push_back(m.run({inputs.back()})[0]);
+    ASSERT_EQ(want.back().device(), Device::cpu());
+  }
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> pool;
+  for (int k = 0; k < 4; ++k)
+    pool.emplace_back([&, k] {
+      for (int r = 0; r < 50; ++r)
+        if (!::anvil::test::close(m.run({inputs[static_cast<size_t>(k)]})[0],
+                                  want[static_cast<size_t>(k)], 0.0))
+          ++mismatches;
+    });
+  for (auto& t : pool) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  // the same values through a transposed layout
+  ASSERT_EQ(in.dim(), 2);
+  const Tensor strided = in.transpose(0, 1).contiguous().transpose(0, 1);
+  ASSERT_FALSE(strided.is_contiguous());
+  EXPECT_TRUE(::anvil::test::close(m.run({strided})[0], want[0], 0.0));
+  // a host input of another dtype is refused naming the input, before any copy
+  ANVIL_EXPECT_ERROR(m.run({in.to(DType::kFloat64)}), "input");
 }
 
 TEST(CudaDevice, ConstantsUpdateOnTheDevice) {
