@@ -9,7 +9,10 @@
 # came along (unpacked here when gpu_bundle/ is missing); without a bundle it uses build/.
 # Environment: BENCH_BIN (a nccl_bench binary), PYTHON (default python3, needs torch with CUDA),
 # NCCL_BENCH_JSON (default $OUT/nccl_bench.json when OUT is set, else /tmp/nccl_bench.json), RANKS
-# (default 2), NCCL_BENCH_OPS (a comma list of the ops to run, e.g. all_to_all; default all).
+# (default 2), NCCL_BENCH_OPS (a comma list of the ops to run, e.g. all_to_all; default all),
+# NCCL_BENCH_RUNS (default 1): the engines run that many times, in turn (anvil, floor, torch,
+# anvil, ...), and each cell is the median of its runs (issue 15's targets are medians of 3; the
+# JSON keeps every run's figure).
 # Each engine is bounded by a timeout (anvil 150 s, floor 120 s, torch 180 s): one
 # that fails or times out prints n/a in its columns and the script exits non-zero at the end.
 set -uo pipefail
@@ -68,26 +71,43 @@ run_engine() {  # name seconds command...
 }
 ops=()
 if [ -n "${NCCL_BENCH_OPS:-}" ]; then ops=(--ops "$NCCL_BENCH_OPS"); fi
-run_engine anvil 150 "$bin" --ranks "$ranks" --max-bytes "$max_bytes" "${ops[@]}"
-run_engine floor 120 "$bin" --raw --ranks "$ranks" --max-bytes "$max_bytes" "${ops[@]}"
-run_engine torch 180 "$bin" launch "$ranks" "${torch_env[@]}" "$python" "$root/bench/nccl_bench_torch.py" \
-  --max-bytes "$max_bytes" "${ops[@]}"
+runs=${NCCL_BENCH_RUNS:-1}
+if ! [[ "$runs" =~ ^[1-9][0-9]?$ ]]; then
+  echo "nccl_bench.sh: NCCL_BENCH_RUNS must be a count from 1 to 99, not '$runs'" >&2
+  exit 2
+fi
+for r in $(seq 1 "$runs"); do
+  run_engine "anvil.$r" 150 "$bin" --ranks "$ranks" --max-bytes "$max_bytes" "${ops[@]}"
+  run_engine "floor.$r" 120 "$bin" --raw --ranks "$ranks" --max-bytes "$max_bytes" "${ops[@]}"
+  run_engine "torch.$r" 180 "$bin" launch "$ranks" "${torch_env[@]}" "$python" \
+    "$root/bench/nccl_bench_torch.py" --max-bytes "$max_bytes" "${ops[@]}"
+done
 
 gpus=$(nvidia-smi -L 2>/dev/null | head -"$ranks" | sed 's/ (UUID.*//' | paste -sd ';' -)
-"$python" - "$work" "$json" "$ranks" "${gpus:-unknown}" <<'EOF'
+"$python" - "$work" "$json" "$ranks" "${gpus:-unknown}" "$runs" <<'EOF'
 import json, sys
-work, out, ranks, gpus = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-cells, records = {}, []
+work, out, ranks, gpus, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+per_run, records = {}, []
 for engine in ("anvil", "floor", "torch"):
-    for line in open(f"{work}/{engine}.out"):
-        f = line.split()
-        if len(f) != 8 or f[0] != engine:
-            continue  # not a cell line (e.g. a library's banner)
-        _, op, dt, nbytes, mode, us, alg, bus = f
-        rec = dict(engine=engine, op=op, dtype=dt, bytes=int(nbytes), mode=mode,
-                   time_us=float(us), algbw_GBps=float(alg), busbw_GBps=float(bus))
-        records.append(rec)
-        cells[(engine, op, dt, int(nbytes), mode)] = rec
+    for r in range(1, runs + 1):
+        try:
+            lines = open(f"{work}/{engine}.{r}.out").read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) != 8 or f[0] != engine:
+                continue  # not a cell line (e.g. a library's banner)
+            _, op, dt, nbytes, mode, us, alg, bus = f
+            rec = dict(engine=engine, run=r, op=op, dtype=dt, bytes=int(nbytes), mode=mode,
+                       time_us=float(us), algbw_GBps=float(alg), busbw_GBps=float(bus))
+            records.append(rec)
+            per_run.setdefault((engine, op, dt, int(nbytes), mode), []).append(rec)
+# each cell: the run with the median time (an even count: the faster of the middle two)
+cells = {}
+for k, recs in per_run.items():
+    recs = sorted(recs, key=lambda rec: rec["time_us"])
+    cells[k] = recs[(len(recs) - 1) // 2]
 
 def size(b):
     return f"{b >> 30} GiB" if b >= 1 << 30 else f"{b >> 20} MiB" if b >= 1 << 20 else \
@@ -136,14 +156,23 @@ for op, dt, b in keys:
           " | ".join(fmt(bw[e], ".3g") for e in ("anvil", "torch", "floor")) + " | " +
           f"{pct(t[('anvil', 'sync')], t[('floor', 'sync')])} | "
           f"{pct(t[('anvil', 'b2b')], t[('floor', 'b2b')])} |")
+if runs > 1:  # the runs behind the medians of the 8 B cells (issue 15's small-op targets)
+    print(f"anvil's 8 B cells, each of the {runs} runs (us; the table shows the median):")
+    for (engine, op, dt, b, mode), recs in sorted(per_run.items()):
+        if engine == "anvil" and b == 8:
+            print(f"  {op} {dt} {mode}: " + ", ".join(f"{rec['time_us']:.1f}" for rec in recs))
 with open(out, "w") as f:
-    json.dump({"ranks": int(ranks), "gpus": gpus, "env": {"NCCL_NVLS_ENABLE": "0"}, "table": rows,
+    json.dump({"ranks": int(ranks), "gpus": gpus, "runs": runs, "env": {"NCCL_NVLS_ENABLE": "0"}, "table": rows,
                "cells": records}, f, indent=1)
 print(f"JSON: {out}")
 EOF
 [ $? -eq 0 ] || status=1
 # each engine's stderr (ANVIL_DIST_HOST_PROFILE's breakdown, NCCL's warnings) beside the JSON
+# (one run: nccl_bench_anvil.err; several: nccl_bench_anvil.1.err, ...)
 for e in anvil floor torch; do
-  [ -s "$work/$e.err" ] && cp "$work/$e.err" "$(dirname "$json")/nccl_bench_$e.err"
+  for r in $(seq 1 "$runs"); do
+    suffix=$([ "$runs" -gt 1 ] && echo ".$r")
+    [ -s "$work/$e.$r.err" ] && cp "$work/$e.$r.err" "$(dirname "$json")/nccl_bench_$e$suffix.err"
+  done
 done
 exit $status
