@@ -162,9 +162,7 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
       throw Error(str("the nccl group is unusable after an earlier failure: ", b), w);
     const auto deadline = Clock::now() + timeout;
     span.mark("nccl post: broken check");
-    // the name NCCL's logs give a communicator this op may create (a copy under the name's
-    // lock: not for every op of a group whose communicator exists)
-    if (lane != Lane::kGroup || !st_->comm) st_->comm_name = name();
+    st_->comm_name = name();
     use_device(st_->device);
     st_->device_used = true;
     ncclComm_t comm = nullptr;

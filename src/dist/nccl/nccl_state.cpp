@@ -62,14 +62,6 @@ std::string nccl_message(ncclResult_t r) {
 }
 
 void use_device(int device) {
-  // (asked first: cudaGetDevice reads the thread's state, cudaSetDevice does more work, and a
-  // small op's host time is what bounds it)
-  int current = -1;
-  if (cudaGetDevice(&current) == cudaSuccess) {
-    if (current == device) return;
-  } else {
-    (void)cudaGetLastError();  // its own error only: cudaSetDevice below reports the real one
-  }
   const cudaError_t e = cudaSetDevice(device);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();

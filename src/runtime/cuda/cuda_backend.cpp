@@ -160,12 +160,6 @@ DeviceState* device_state(const char* fn, int device) {
 DeviceState* enter(const char* fn, int device) {
   DeviceState* s = device_state(fn, device);
   if (s == nullptr) return nullptr;
-  int current = -1;  // (cudaGetDevice reads the thread's state; cudaSetDevice does more work)
-  if (cudaGetDevice(&current) == cudaSuccess) {
-    if (current == device) return s;
-  } else {
-    (void)cudaGetLastError();  // its own error only: cudaSetDevice below reports the real one
-  }
   const cudaError_t e = cudaSetDevice(device);
   if (e != cudaSuccess) {
     fail_cuda(e, "%s(device=%d): cudaSetDevice failed", fn, device);
