@@ -314,39 +314,49 @@ void Model::Impl::check_written_inputs(const std::vector<Tensor>& inputs) const 
 
 namespace {
 
-/// run() with host inputs: each into its device buffer, on the runner's stream.
-void copy_host_inputs(const Model::Impl& impl, const Model::HostIo& io,
-                      const std::vector<Tensor>& device_inputs, void* stream) {
-  const int index = impl.options.device.index;
-  for (size_t i = 0; i < device_inputs.size() && i < io.host_inputs->size(); ++i) {
-    const Tensor& h = (*io.host_inputs)[i];
-    if (h.nbytes() == 0) continue;
-    if (impl.device_api->copy(index, device_inputs[i].data_ptr(), h.data_ptr(), h.nbytes(),
-                              ANVIL_COPY_HOST_TO_DEVICE, stream) != 0)
-      throw Error(str("cannot copy input #", i, " to ", impl.options.device.str(), ": ",
-                      impl.device_api->last_error()),
-                  "Model::run(" + impl.path + ")");
-  }
+/// One copy of run()'s host tensors on the runner's stream (device_copy's call without its
+/// throw: a failure here becomes the run's error, so the stream is still drained and any
+/// collective finished before the buffers are freed). "" or what failed.
+std::string copy_on_stream(const Model::Impl& impl, void* dst, const void* src, size_t bytes,
+                           int direction, void* stream, const std::string& what) {
+  if (bytes == 0 ||
+      impl.device_api->copy(impl.options.device.index, dst, src, bytes, direction, stream) == 0)
+    return "";
+  return str("cannot copy ", what, ": ", impl.device_api->last_error());
 }
 
-/// run() with host inputs: the contiguous outputs into fresh host tensors, on the runner's
-/// stream; the others are left for the caller (undefined entries).
-void copy_host_outputs(const Model::Impl& impl, const Model::HostIo& io,
-                       const std::vector<Tensor>& outputs, void* stream) {
-  const int index = impl.options.device.index;
+/// run() with host inputs: each into its device buffer. "" or what failed.
+std::string copy_host_inputs(const Model::Impl& impl, const Model::HostIo& io,
+                             const std::vector<Tensor>& device_inputs, void* stream) {
+  for (size_t i = 0; i < device_inputs.size() && i < io.host_inputs->size(); ++i) {
+    const Tensor& h = (*io.host_inputs)[i];
+    std::string e = copy_on_stream(impl, device_inputs[i].data_ptr(), h.data_ptr(), h.nbytes(),
+                                   ANVIL_COPY_HOST_TO_DEVICE, stream,
+                                   str("input #", i, " to ", impl.options.device.str()));
+    if (!e.empty()) return e;
+  }
+  return "";
+}
+
+/// run() with host inputs: the contiguous outputs into fresh host tensors; the others are left
+/// for the caller (undefined entries). "" or what failed.
+std::string copy_host_outputs(const Model::Impl& impl, const Model::HostIo& io,
+                              const std::vector<Tensor>& outputs, void* stream) {
   io.host_outputs->assign(outputs.size(), Tensor());
   for (size_t o = 0; o < outputs.size(); ++o) {
     const Tensor& d = outputs[o];
     if (!d.defined() || !d.is_contiguous()) continue;
     Tensor h = Tensor::empty(d.sizes(), d.dtype());
-    if (d.nbytes() > 0 &&
-        impl.device_api->copy(index, h.data_ptr(), d.data_ptr(), d.nbytes(),
-                              ANVIL_COPY_DEVICE_TO_HOST, stream) != 0)
-      throw Error(str("cannot copy output #", o, " from ", impl.options.device.str(), ": ",
-                      impl.device_api->last_error()),
-                  "Model::run(" + impl.path + ")");
+    std::string e = copy_on_stream(impl, h.data_ptr(), d.data_ptr(), d.nbytes(),
+                                   ANVIL_COPY_DEVICE_TO_HOST, stream,
+                                   str("output #", o, " from ", impl.options.device.str()));
+    if (!e.empty()) {
+      io.host_outputs->assign(outputs.size(), Tensor());  // none half-copied: the run fails
+      return e;
+    }
     (*io.host_outputs)[o] = std::move(h);
   }
+  return "";
 }
 
 }  // namespace
@@ -556,8 +566,8 @@ std::vector<Tensor> Model::run_impl(const std::vector<Tensor>& inputs, bool wait
   args.device_index = device.is_cpu() ? 0 : device.index;
   std::vector<int64_t> run_symbols(impl.package->manifest().run_time_symbols.size(), 0);
   args.run_symbols = run_symbols.empty() ? nullptr : run_symbols.data();
-  if (std::find(late.begin(), late.end(), true) != late.end())
-    ctx.expect_late_outputs(out_ptrs.data(), late);
+  const bool any_late = std::find(late.begin(), late.end(), true) != late.end();
+  if (any_late) ctx.expect_late_outputs(out_ptrs.data(), late);
   const bool profiling = impl.profiling.load(std::memory_order_relaxed);
   std::vector<int64_t> step_ns(profiling ? impl.package->manifest().kernels.size() : 0, 0);
   args.step_ns = step_ns.empty() ? nullptr : step_ns.data();
@@ -599,11 +609,16 @@ std::vector<Tensor> Model::run_impl(const std::vector<Tensor>& inputs, bool wait
     if (impl.device_api && impl.device_api->set_device(device.index) != 0)
       throw Error(str("cannot make ", device.str(), " current"), where(), "success",
                   impl.device_api->last_error());
-    if (host_io && impl.device_api) copy_host_inputs(impl, *host_io, used, runner.stream);
+    // (a failed copy becomes the run's error: the stream is drained below before the buffers
+    // go back to the allocator)
+    std::string copy_error;
+    if (host_io && impl.device_api)
+      copy_error = copy_host_inputs(impl, *host_io, used, runner.stream);
     bool graphed = false;
-    if (impl.graphs && !profiling && !check &&
-        std::find(late.begin(), late.end(), true) == late.end() &&
-        std::none_of(impl.input_specs.begin(), impl.input_specs.end(),
+    if (!copy_error.empty()) {
+      ctx.set_error(copy_error);
+    } else if (impl.graphs && !profiling && !check && !any_late &&
+               std::none_of(impl.input_specs.begin(), impl.input_specs.end(),
                      [](const IOSpec& s) { return s.mutated; })) {
       std::vector<size_t> in_bytes, out_bytes;
       for (const Tensor& t : used) in_bytes.push_back(static_cast<size_t>(t.numel()) * t.element_size());
@@ -614,21 +629,22 @@ std::vector<Tensor> Model::run_impl(const std::vector<Tensor>& inputs, bool wait
       }
       graphed = impl.graph_run(runner, args, ctx, symbols, in_bytes, out_bytes, rc);
     }
-    if (!graphed) rc = impl.entry->run(runner.instance, &args);
+    if (!graphed && copy_error.empty()) rc = impl.entry->run(runner.instance, &args);
     // Outputs the caller wants on the host, queued behind the run (a copy into pageable memory
     // returns once done: the synchronize below then finds the stream idle). Not for outputs
     // sized or allocated during the run: those are final only after it.
     if (host_io && impl.device_api && rc == 0 && !ctx.failed() && run_symbols.empty() &&
-        std::find(late.begin(), late.end(), true) == late.end())
-      copy_host_outputs(impl, *host_io, outputs, runner.stream);
+        !any_late) {
+      copy_error = copy_host_outputs(impl, *host_io, outputs, runner.stream);
+      if (!copy_error.empty()) ctx.set_error(copy_error);
+    }
     // A device package queued its work on the runner's stream: the outputs are ready (and the
     // arena free for the next run) once the stream is done. Errors of queued kernels surface
     // here.
     // (enqueue(): the outputs are ready when synchronize() returns; a run needing values of the
     // device on the host waited inside run().)
-    const bool must_wait = wait || profiling || rc != 0 || ctx.failed() ||
-                           std::find(late.begin(), late.end(), true) != late.end() ||
-                           !run_symbols.empty();
+    const bool must_wait =
+        wait || profiling || rc != 0 || ctx.failed() || any_late || !run_symbols.empty();
     if (impl.device_api && must_wait &&
         impl.device_api->stream_synchronize(device.index, runner.stream) != 0)
       ctx.set_error(str("the run failed on ", device.str(), ": ",

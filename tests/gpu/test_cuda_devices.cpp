@@ -154,8 +154,8 @@ TEST(CudaDevices, APackageForANewerGpuFailsAtLoadNamingBoth) {
       << e;
 }
 
-// The caching allocator (runtime/cuda/cuda_backend.cpp): blocks of 1 MiB and under are pieces
-// of slabs (one cudaMalloc cut into equal pieces), larger ones have a cudaMalloc each. Blocks of
+// The caching allocator (runtime/cuda/cuda_backend.cpp): blocks of 16 KiB and under are pieces
+// of slabs (one cudaMalloc cut into 32 equal pieces), larger ones have a cudaMalloc each. Blocks of
 // every kind are distinct and never overlap (each is filled with its own byte and read back
 // after all were written), freed pieces are handed out again, and a pointer that is not a live
 // block (a piece freed twice, an address inside one) is refused, not cached.
@@ -174,10 +174,16 @@ TEST(CudaDevices, SmallBlocksAreSlabPiecesThatNeverOverlap) {
   };
   for (int i = 0; i < 100; ++i) alloc(8);          // 512 B pieces: four slabs
   for (int i = 0; i < 70; ++i) alloc(3000);        // 3 KiB pieces
-  for (int i = 0; i < 5; ++i) alloc(1 << 20);      // 1 MiB: two per slab
-  for (int i = 0; i < 3; ++i) alloc(5 << 20);      // blocks of their own
+  for (int i = 0; i < 40; ++i) alloc(16 << 10);    // 16 KiB pieces: the largest kind
+  for (int i = 0; i < 5; ++i) alloc(1 << 20);      // blocks of their own
+  for (int i = 0; i < 3; ++i) alloc(5 << 20);
   alloc(0);
-  ASSERT_EQ(blocks.size(), 179u);
+  ASSERT_EQ(blocks.size(), 219u);
+  // pieces of a new slab come in address order, one piece apart (a freshly cut slab: most of
+  // the 100 small ones, whatever pieces earlier tests of this process left free)
+  int adjacent = 0;
+  for (size_t i = 1; i < 100; ++i) adjacent += blocks[i].p - blocks[i - 1].p == 512;
+  EXPECT_GE(adjacent, 50) << "8 B blocks are not 512 B pieces of slabs";
   const auto fill_and_check = [&] {
     for (size_t i = 0; i < blocks.size(); ++i) {
       const std::vector<unsigned char> h(std::max<size_t>(blocks[i].bytes, 1),

@@ -205,13 +205,12 @@ void* alloc_block(DeviceState& s, const char* fn, int device, size_t bytes) {
     return nullptr;
   }
   std::lock_guard<std::mutex> lock(s.alloc_mu);
-  const bool small = rounded <= kSmallLimit;
-  if (small) {
+  if (rounded <= kSlabLimit) {
     std::vector<void*>& free_pieces = s.pieces[rounded];
     if (free_pieces.empty()) {
       // A new slab, cut into pieces of this size (a failure here falls through to a block of
       // its own below, which may still fit)
-      const size_t n = std::min(kSlabBytes / rounded, kSlabPieces);
+      const size_t n = kSlabPieces;
       void* slab = nullptr;
       if (cudaMalloc(&slab, n * rounded) == cudaSuccess) {
         s.slabs.push_back(slab);

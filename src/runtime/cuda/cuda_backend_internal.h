@@ -61,9 +61,10 @@ constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kSmallRound = 512;   // granularity of blocks up to kSmallLimit
 constexpr size_t kSmallLimit = kMiB;  // above this, blocks are multiples of kLargeRound
 constexpr size_t kLargeRound = 2 * kMiB;
-// A block of kSmallLimit or less comes from a slab: one cudaMalloc cut into kSlabPieces equal
-// pieces (fewer where that would pass kSlabBytes)
-constexpr size_t kSlabBytes = 2 * kMiB;
+// A block of kSlabLimit or less comes from a slab: one cudaMalloc cut into kSlabPieces equal
+// pieces. Slabs are never freed, so only small sizes take them: at most 32 size classes, each
+// holding its peak use plus under one slab (512 KiB) spare.
+constexpr size_t kSlabLimit = 16 * 1024;
 constexpr size_t kSlabPieces = 32;
 // The most cuBLASLt workspace a GEMM may use (the heuristic is asked for algorithms within it).
 // Each stream's workspace grows to what its GEMMs' plans need, no more: every runner has its own
@@ -109,7 +110,7 @@ struct GemmKey {
 };
 
 /// A block handed out by the caching allocator: its rounded size, and whether it is a piece of
-/// a slab (a small block carved from a kSlabBytes cudaMalloc, never cudaFree()d on its own).
+/// a slab (a block of kSlabLimit or less carved from one cudaMalloc, never cudaFree()d alone).
 struct LiveBlock {
   size_t size = 0;
   bool piece = false;
@@ -117,7 +118,7 @@ struct LiveBlock {
 
 struct DeviceState {
   // Caching allocator: rounded size -> free blocks, and live block -> its size. Blocks up to
-  // kSmallLimit are carved from slabs (one cudaMalloc gives up to kSlabPieces: an 8 B
+  // kSlabLimit are carved from slabs (one cudaMalloc gives kSlabPieces: an 8 B
   // functional collective's output costs a map lookup, not a cudaMalloc of several
   // microseconds); their free pieces wait in `pieces`, the slabs live as long as the process.
   std::mutex alloc_mu;
