@@ -1,8 +1,6 @@
 // GEMM kernels chosen without timing (gemm_default.h).
 #include "driver/gemm_default.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "anvil/anvil_rt.h"  // ANVIL_GEMM_LIB_PACKED

@@ -619,7 +619,7 @@ std::vector<Tensor> Model::run_impl(const std::vector<Tensor>& inputs, bool wait
       ctx.set_error(copy_error);
     } else if (impl.graphs && !profiling && !check && !any_late &&
                std::none_of(impl.input_specs.begin(), impl.input_specs.end(),
-                     [](const IOSpec& s) { return s.mutated; })) {
+                            [](const IOSpec& s) { return s.mutated; })) {
       std::vector<size_t> in_bytes, out_bytes;
       for (const Tensor& t : used) in_bytes.push_back(static_cast<size_t>(t.numel()) * t.element_size());
       for (size_t o = 0; o < outputs.size(); ++o) {  // the rest of the storage the pointer is in

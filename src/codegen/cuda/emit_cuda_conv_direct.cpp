@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "codegen/c_expr.h"
-
 #include "codegen/cuda/conv_internal.h"
 #include "core/env_switch.h"
 

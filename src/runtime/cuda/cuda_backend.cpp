@@ -210,13 +210,11 @@ void* alloc_block(DeviceState& s, const char* fn, int device, size_t bytes) {
     if (free_pieces.empty()) {
       // A new slab, cut into pieces of this size (a failure here falls through to a block of
       // its own below, which may still fit)
-      const size_t n = kSlabPieces;
       void* slab = nullptr;
-      if (cudaMalloc(&slab, n * rounded) == cudaSuccess) {
-        s.slabs.push_back(slab);
-        for (size_t i = n; i-- > 0;)
+      if (cudaMalloc(&slab, kSlabPieces * rounded) == cudaSuccess) {
+        for (size_t i = kSlabPieces; i-- > 0;)
           free_pieces.push_back(static_cast<unsigned char*>(slab) + i * rounded);
-        s.cached_bytes += n * rounded;
+        s.cached_bytes += kSlabPieces * rounded;
       } else {
         (void)cudaGetLastError();
       }

@@ -124,7 +124,6 @@ struct DeviceState {
   std::mutex alloc_mu;
   std::multimap<size_t, void*> cached;
   std::unordered_map<size_t, std::vector<void*>> pieces;
-  std::vector<void*> slabs;
   std::unordered_map<void*, LiveBlock> live;
   size_t cached_bytes = 0;
   size_t live_bytes = 0;
