@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the gpu-labelled tests from gpu_bundle/ (bench/gpu_bundle.sh) on the GPU machine, sharded
-# over the cores, with ANVIL_REQUIRE_GPU=1 (a skip is a failure; =2 on a machine with 2 GPUs, so
+# Runs the gpu-labelled tests from gpu_bundle/ (bench/gpu_bundle.sh) on the GPU machine, one
+# process per test over the cores (ANVIL_GPU_JOBS, default nproc; ANVIL_GPU_TEST_TIMEOUT s each), with ANVIL_REQUIRE_GPU=1 (a skip is a failure; =2 on a machine with 2 GPUs, so
 # the 2-GPU nccl tests cannot skip either). Prints per-shard summaries and
 # the totals; exit status non-zero when any test failed.
 #   bench/gpu_run.sh [GTEST_FILTER]
@@ -27,22 +27,45 @@ if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ]; then export ANVIL
 export ANVIL_CACHE_DIR=/tmp/anvil_gpu_cache
 if [ -d "$root/gpu_bundle/cutlass/include" ]; then export ANVIL_CUTLASS_DIR="$root/gpu_bundle/cutlass"; fi
 export ANVIL_NVCC="${ANVIL_NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-shards=${ANVIL_GPU_SHARDS:-$(nproc)}
-# the shards' logs under $OUT when the device tool gives one (a run cut short by a timeout still
-# brings back what each shard printed so far), else a temp folder
-if [ -n "${OUT:-}" ]; then logs="$OUT/gpu_shards"; mkdir -p "$logs"; else logs=$(mktemp -d); fi
-for i in $(seq 0 $((shards - 1))); do
-  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i ANVIL_TEST_OUTDIR=/tmp/anvil_gpu_out_$i \
-    "$root/gpu_bundle/bin/test_gpu" --gtest_filter="${1:-*}" > "$logs/shard$i.log" 2>&1 &
-done
-wait
-cat "$logs"/shard*.log | grep -E '^\[  (FAILED|PASSED|SKIPPED) |refused|Failure|error|Expected|Which is|actual|relative' | grep -v '^\[  PASSED  \] [0-9]* test' | head -300
+jobs=${ANVIL_GPU_JOBS:-$(nproc)}
+per_test_s=${ANVIL_GPU_TEST_TIMEOUT:-420}
+# One process per test, taken from a queue by $jobs workers, the slowest first (they compile
+# CUTLASS units or whole models: with gtest's fixed shards they bunched on one shard and the
+# label outran the device tool's 10 minutes on a 16-core, 1-GPU machine). Each finished test's
+# output is appended to one log (under $OUT when the device tool gives one, so a run cut short
+# still brings back every finished test).
+if [ -n "${OUT:-}" ]; then log="$OUT/gpu_tests.log"; else log=$(mktemp); fi
+: > "$log"
+work=$(mktemp -d)
+"$root/gpu_bundle/bin/test_gpu" --gtest_list_tests --gtest_filter="${1:-*}" | awk '
+  /^[^ ]/ { suite = $1; next }
+  /^  / { sub(/^  +/, ""); sub(/  +#.*$/, ""); print suite $0 }' > "$work/all"
+slow='^(CudaMixedGemm|CutlassSpec|Cases/CutlassGemm|Dtypes/CudaAutotune|CudaConvSteps|CudaSpecAot.C88|CudaModels|CudaCutlass|CudaSkinny|CudaGemm)'
+{ grep -E "$slow" "$work/all"; grep -vE "$slow" "$work/all"; } > "$work/queue"
+one() {  # $1: a test's full name; $2: its number
+  local out="$work/t$2.log" rc
+  GTEST_TOTAL_SHARDS=1 GTEST_SHARD_INDEX=0 ANVIL_TEST_OUTDIR="$work/out$2" \
+    timeout "$per_test_s" "$root/gpu_bundle/bin/test_gpu" --gtest_filter="$1" > "$out" 2>&1
+  rc=$?
+  if [ "$rc" -eq 124 ]; then
+    echo "[  FAILED  ] $1: killed after ${per_test_s} s (${per_test_s}000 ms)" >> "$out"
+  fi
+  rm -rf "$work/out$2"
+  flock "$log" cat "$out" >> "$log"
+  rm -f "$out"
+}
+export -f one; export work log per_test_s root
+n=0; while read -r t; do n=$((n + 1)); printf '%s\0%s\0' "$t" "$n"; done < "$work/queue" |
+  xargs -0 -n 2 -P "$jobs" bash -c 'one "$0" "$1"'
+grep -E '^\[  (FAILED|PASSED|SKIPPED) |refused|Failure|error|Expected|Which is|actual|relative' "$log" |
+  grep -v '^\[  PASSED  \] [0-9]* test' | head -300
 # a test's own result line ends with its time ("(123 ms)"); summaries repeat names without it
-run=$(cat "$logs"/shard*.log | grep -cE '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$')
-ok=$(cat "$logs"/shard*.log | grep -cE '^\[       OK \] .*\([0-9]+ ms\)$')
-failed=$(cat "$logs"/shard*.log | grep -cE '^\[  FAILED  \] [A-Za-z].*\([0-9]+ ms\)$')
-refused=$(cat "$logs"/shard*.log | grep -c '^\[ refused  \]')
-echo "gpu tests: $run run, $ok passed ($refused of them refused at compile with the reason), $failed failed"
-# one log back under $OUT (the shards' own are removed only after they are counted)
-if [ -n "${OUT:-}" ]; then cat "$logs"/shard*.log > "$OUT/gpu_tests.log" && rm -rf "$logs"; fi
+run=$(grep -cE '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$' "$log")
+ok=$(grep -cE '^\[       OK \] .*\([0-9]+ ms\)$' "$log")
+failed=$(grep -cE '^\[  FAILED  \] [A-Za-z].*\([0-9]+ ms\)$' "$log")
+refused=$(grep -c '^\[ refused  \]' "$log")
+listed=$(wc -l < "$work/queue")
+echo "gpu tests: $run run of $listed listed, $ok passed ($refused of them refused at compile with the reason), $failed failed"
+rm -rf "$work"
+[ "$run" -eq "$listed" ] || { echo "gpu tests: $((listed - run)) listed tests printed no result" >&2; exit 1; }
 [ "$failed" -eq 0 ]

@@ -1,5 +1,8 @@
 // Serving a CUDA package from several threads (issue 14's serving acceptance):
-//   serving_bench PACKAGE [--threads T] [--calls N] [--device cuda:0]
+//   serving_bench PACKAGE [--threads T] [--calls N] [--device cuda:0] [--host 0|1]
+// --host 1: each call passes a host input and gets host outputs from Model::run (the copies on
+// the runner's stream, one synchronize); 0 (default): a device input, and the output copied to
+// the host after the run (Tensor::to).
 // One Model with T runners (each its own stream and arena, the weights shared). Prints one JSON
 // line with:
 //   - throughput of 1 thread and of T threads (each thread N calls, its own input), their ratio;
@@ -56,18 +59,22 @@ Tensor input_for(const runtime::Model& m, int k) {
 int main(int argc, char** argv) {
   try {
     if (argc < 2) {
-      std::cerr << "usage: serving_bench PACKAGE [--threads T] [--calls N] [--device cuda:0]\n";
+      std::cerr << "usage: serving_bench PACKAGE [--threads T] [--calls N] [--device cuda:0] "
+                   "[--host 0|1]\n";
       return 2;
     }
     const std::string pkg = argv[1];
     int threads = 4, calls = 10000;
+    bool host = false;
     Device device = Device::cuda(0);
     for (int i = 2; i + 1 < argc; i += 2) {
       const std::string k = argv[i], v = argv[i + 1];
       if (k == "--threads") threads = std::stoi(v);
       else if (k == "--calls") calls = std::stoi(v);
       else if (k == "--device") device = Device::parse(v);
-      else throw Error("unknown option", "serving_bench", "--threads, --calls, --device", k);
+      else if (k == "--host" && (v == "0" || v == "1")) host = v == "1";
+      else throw Error("unknown option or value", "serving_bench",
+                       "--threads N, --calls N, --device D, --host 0|1", k + " " + v);
     }
     const AnvilDeviceApi& api = runtime::device_backend(device.type);
     api.set_device(device.index);
@@ -81,7 +88,8 @@ int main(int argc, char** argv) {
     const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_load).count();
     const double package_mb = static_cast<double>(std::filesystem::file_size(pkg)) / 1048576.0;
     std::vector<Tensor> inputs, want, want2;
-    for (int t = 0; t < threads; ++t) inputs.push_back(input_for(m, t).to(device));
+    for (int t = 0; t < threads; ++t)
+      inputs.push_back(host ? input_for(m, t) : input_for(m, t).to(device));
     for (int t = 0; t < threads; ++t)  // the reference: one thread
       want.push_back(m.run({inputs[static_cast<size_t>(t)]})[0].to(Device::cpu()));
     {  // warm-up from T threads at once, so that every runner has run (its cuBLASLt workspace,
@@ -163,14 +171,15 @@ int main(int argc, char** argv) {
         "\"tput_T\": %.1f, \"speedup\": %.2f, \"identical\": %s, \"mismatches\": %d, "
         "\"added_mb\": %.1f, \"weights_mb\": %.1f, \"arena_mb\": %.2f, "
         "\"bound_mb\": %.1f, \"growth_mb\": %.2f, \"swaps\": %d, \"mixed_outputs\": %d, "
-        "\"cuda_graphs\": %s, \"load_ms\": %.1f, \"package_mb\": %.2f}\n",
+        "\"cuda_graphs\": %s, \"load_ms\": %.1f, \"package_mb\": %.2f, \"host_io\": %s}\n",
         pkg.c_str(), threads, calls, tput1, tputT, tputT / tput1,
         mism1 + mismT == 0 ? "true" : "false", mism1 + mismT.load(),
         (static_cast<double>(after_load) - static_cast<double>(before)) / 1048576.0,
         static_cast<double>(weights) / 1048576.0, static_cast<double>(arena) / 1048576.0,
         (static_cast<double>(weights) + threads * static_cast<double>(arena)) / 1048576.0 + 64,
         (static_cast<double>(after_run) - static_cast<double>(after_load)) / 1048576.0,
-        swaps.load(), mixed.load(), m.uses_cuda_graphs() ? "true" : "false", load_ms, package_mb);
+        swaps.load(), mixed.load(), m.uses_cuda_graphs() ? "true" : "false", load_ms, package_mb,
+        host ? "true" : "false");
     return (mism1 + mismT == 0 && mixed == 0) ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "serving_bench: error: " << e.what() << "\n";

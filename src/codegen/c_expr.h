@@ -107,7 +107,6 @@ class Body {
                       "codegen/cpu", "a forwarded value",
                       p_.buffers[static_cast<size_t>(e.buffer)].name);
         code = load_code(e.buffer, e.index);
-        loaded_.insert(root(e.buffer));
         break;
       }
       default:
@@ -121,15 +120,15 @@ class Body {
   }
 
   /// Records that `var` holds buffer b at `index` (store-to-load forwarding). Temporaries
-  /// computed from earlier loads of b are stale after the store (an in-place update fused with
-  /// a later reader of the same buffer): they are forgotten, so later uses reload.
+  /// computed from earlier values of b — loaded from memory or forwarded from an earlier store
+  /// or a vector register — are stale after the store (an in-place update fused with a later
+  /// reader of the same buffer, a buffer stored twice): they are forgotten, so later uses
+  /// recompute them from the new value.
   void forward(int b, const SymInt& index, const std::string& var) {
-    if (loaded_.count(root(b))) {
-      std::map<int, bool> memo;
-      for (auto& scope : exprs_)
-        for (auto it = scope.begin(); it != scope.end();)
-          it = reads(it->first, root(b), memo) ? scope.erase(it) : std::next(it);
-    }
+    std::map<int, bool> memo;
+    for (auto& scope : exprs_)
+      for (auto it = scope.begin(); it != scope.end();)
+        it = reads(it->first, root(b), memo) ? scope.erase(it) : std::next(it);
     fwd_.back()[load_key(b, index)] = var;
   }
 
@@ -355,7 +354,6 @@ class Body {
   const Dialect d_;
   std::vector<std::map<int, std::string>> exprs_;
   std::vector<std::map<std::string, std::string>> fwd_;
-  std::set<int> loaded_;  // root buffers this kernel has loaded from memory
   int next_ = 0;
 };
 

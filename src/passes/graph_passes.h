@@ -82,6 +82,15 @@ FoldResult fold_constants(ir::Graph& graph, int64_t max_creation_bytes = 1 << 20
 /// `folded`). Returns the number of norms folded.
 int fold_batch_norm(ir::Graph& graph, std::set<std::string>& folded);
 
+/// An inference batch_norm (and a relu / relu_ after it) whose input is a concatenation along
+/// the channels (dim 1) that only it reads, with the graph's unwritten weights as parameters,
+/// becomes a norm (and relu) per concatenated part over its slice of the parameters, then the
+/// concatenation of the results: each part is read once and written normalized into its slice
+/// (DenseNet) instead of copied, read and written again. Bit for bit the same values.
+/// Rebuilds `graph` when it has such a norm; ANVIL_NORM_THROUGH_CAT=0 turns it off. Returns
+/// the number of norms rewritten.
+int norm_through_cat(std::unique_ptr<ir::Graph>& graph);
+
 /// Symbolic shape propagation with the op table's shape rules: every node's output types are
 /// computed in graph order; a value whose recorded dtype or rank disagrees with its rule (or a
 /// value a pass created without a type) takes the rule's type. Recorded sizes of the same rank

@@ -40,6 +40,7 @@ Program compile_to_program(const ir::Graph& graph, const PipelineOptions& option
   if (options.fold_batch_norm) {
     program.stats.batch_norms_folded = fold_batch_norm(*g, folded);
     check("fold_batch_norm");
+    if (norm_through_cat(g) > 0) check("norm_through_cat");
   }
   if (options.cse) {
     program.stats.cse_replaced = cse(*g);

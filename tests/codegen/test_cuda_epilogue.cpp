@@ -36,6 +36,15 @@ std::string read_text(const fs::path& f) {
 
 using test::count;
 
+namespace graph_cases {
+struct Case {
+  const char* name;
+  const char* text;
+};
+#include "codegen/graph_cases.inc"
+// clang-format on
+}  // namespace graph_cases
+
 class CudaEpilogue : public test::CudaCompileTest {
  protected:
   void SetUp() override {
@@ -311,6 +320,36 @@ TEST_F(CudaEpilogue, InPlacePointwiseKernelsAreVectorizedToo) {
       "  outputs {\n    user_output %y\n  }\n}\n";
   emit("shifted", "", shifted);
   EXPECT_EQ(source_.find("vectorized:"), std::string::npos) << source_;
+}
+
+TEST_F(CudaEpilogue, BuffersStoredTwiceAndConcatenationSlicesAreVectorized) {
+  // (tests/codegen/graph_cases.inc; the GPU runs them in Graphs/CudaGraph.*)
+  const auto text = [](const std::string& name) {
+    for (const auto& c : graph_cases::kCases)
+      if (name == c.name) return std::string(c.text);
+    ADD_FAILURE() << "no graph case " << name;
+    return std::string();
+  };
+  // y = x * s + t stored, then ReLU in place; z = y * y stored, then ReLU in place: one kernel
+  // storing each of two buffers twice; each thread keeps its lanes' latest values (the later
+  // statements read them forwarded, not from memory) and stores each buffer's vector once
+  emit("stored_twice", "", text("inplace_relu_after_affine_bf16"));
+  EXPECT_NE(source_.find("k0 vectorized: 8 elements per thread"), std::string::npos) << source_;
+  const auto kernel_v = [&](const std::string& k) {
+    const size_t at = source_.find(k + "_kernel_v(");
+    EXPECT_NE(at, std::string::npos) << k << " is not vectorized:\n" << source_;
+    return at == std::string::npos ? std::string()
+                                   : source_.substr(at, source_.find("\n}\n", at) - at);
+  };
+  std::string body = kernel_v("k0");
+  EXPECT_EQ(count(body, "*reinterpret_cast<uint4*>(p"), 2u) << body;        // y and z, once each
+  EXPECT_EQ(count(body, "*reinterpret_cast<const uint4*>(p"), 3u) << body;  // x, s, t
+  // a concatenation of 16 + 8 + 8 lanes: the 8-lane slices are stored by one kernel, a vector
+  // store each; every kernel vectorized
+  emit("cat_slices", "", text("cat_slices_bf16"));
+  EXPECT_EQ(count(source_, " vectorized: 8 elements per thread"), 3u) << source_;
+  body = kernel_v("k1");
+  EXPECT_EQ(count(body, "*reinterpret_cast<uint4*>(p"), 2u) << body;
 }
 
 TEST_F(CudaEpilogue, RowKernelsLoadAndStoreVectorsWhereContiguous) {

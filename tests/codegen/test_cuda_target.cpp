@@ -14,6 +14,7 @@
 #include "anvil/anvil_rt.h"
 #include "codegen/target.h"
 #include "common/check.h"
+#include "common/scoped_env.h"
 #include "common/text.h"
 #include "cuda_compile_fixture.h"
 #include "core/error.h"
@@ -71,15 +72,38 @@ TEST_F(CudaTarget, SourcesCompileWithNvccIntoAPackageForTheGpu) {
                              std::istreambuf_iterator<char>());
   EXPECT_NE(mlp_text.find("dev->gemm("), std::string::npos) << "linear layers go to cuBLASLt";
 
-  // a transformer: embedding, index.Tensor, cumsum, diff and attention get generated kernels
-  const driver::CompileReport lr =
-      driver::compile_pt2(fixture("llama_tiny.pt2"), (dir_ / "llama.anvil").string(), opts_);
+  // a transformer: embedding, index.Tensor, cumsum, diff and attention get generated kernels;
+  // its steps cut into kernels units of about 32 KB of source (ANVIL_CUDA_UNIT_KB), compiled
+  // apart and linked into one model.so (a step calling code of another unit would not link:
+  // the units' symbols are hidden)
+  const test::ScopedEnv unit_kb("ANVIL_CUDA_UNIT_KB", "32");
+  const std::string llama_pkg = (dir_ / "llama.anvil").string();
+  const driver::CompileReport lr = driver::compile_pt2(fixture("llama_tiny.pt2"), llama_pkg, opts_);
   EXPECT_EQ(lr.num_externs, 7);
-  std::ifstream ls(dir_ / "src" / "kernels_0.cu");
-  const std::string llama((std::istreambuf_iterator<char>(ls)), std::istreambuf_iterator<char>());
+  std::string llama;
+  int units = 0;
+  for (; fs::exists(dir_ / "src" / ("kernels_" + std::to_string(units) + ".cu")); ++units) {
+    std::ifstream ls(dir_ / "src" / ("kernels_" + std::to_string(units) + ".cu"));
+    const std::string unit((std::istreambuf_iterator<char>(ls)), std::istreambuf_iterator<char>());
+    EXPECT_NE(unit.find("__global__"), std::string::npos) << "unit " << units;
+    EXPECT_LT(unit.size(), 96u * 1024) << "unit " << units;  // the preamble + about 32 KB
+    llama += unit;
+  }
+  EXPECT_GE(units, 3);
+  EXPECT_FALSE(runtime::Package::open(llama_pkg)->model_so().empty());
   for (const char* k : {"(aten.embedding.default)", "(aten.diff.default)", "(aten.cumsum.default)",
                         "(aten.index.Tensor)", "(aten.scaled_dot_product_attention.default)"})
     EXPECT_NE(llama.find(k), std::string::npos) << k;
+}
+
+TEST_F(CudaTarget, AKernelsUnitSizeThatIsNotOneIsRefusedNamingTheVariable) {
+  opts_.compiler = "/bin/false";  // the sources are never compiled: the size is read first
+  for (const char* bad : {"abc", "0", "-4", "32k"}) {
+    const test::ScopedEnv unit_kb("ANVIL_CUDA_UNIT_KB", bad);
+    const std::string err = ::anvil::test::error_message(
+        [&] { driver::compile_pt2(fixture("mlp_small.pt2"), (dir_ / "m.anvil").string(), opts_); });
+    EXPECT_TRUE(::anvil::test::error_says(err, "ANVIL_CUDA_UNIT_KB")) << bad << ": " << err;
+  }
 }
 
 TEST_F(CudaTarget, UnsupportedStepsAreListedAllAtOnce) {

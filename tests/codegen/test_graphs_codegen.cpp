@@ -118,6 +118,13 @@ TEST(SplitReductions, OnlyLongRowsAreSplitAndTheOptionTurnsItOff) {
 // max / min, means of a fused product, an int64 total).
 TEST_F(GraphCodegen, LongRowReductionsSplitOverThePool) { check("split_reductions"); }
 TEST_F(GraphCodegen, SoftmaxLayerNormRmsNorm) { check("norms"); }
+// A buffer stored twice by one kernel (an affine map, then ReLU in place, twice) and a
+// concatenation's slices stored by one kernel (the CUDA target vectorizes both).
+TEST_F(GraphCodegen, InPlaceReluAfterAffineAndCatSlices) {
+  check("inplace_relu_after_affine_bf16");
+  check("cat_slices_bf16");
+  check("norm_relu_over_cat_bf16");  // batch_norm + relu_ per concatenated part
+}
 TEST_F(GraphCodegen, ViewsAndNonContiguousLayouts) { check("views"); }
 TEST_F(GraphCodegen, CatAndStack) { check("joins"); }
 TEST_F(GraphCodegen, GemmsInEveryLayout) { check("gemms"); }

@@ -14,6 +14,7 @@
 
 #include "codegen/harness.h"
 #include "common/check.h"
+#include "common/scoped_env.h"
 #include "common/fp8_fixture.h"
 #include "core/error.h"
 #include "core/npy.h"
@@ -164,6 +165,19 @@ TEST_P(CudaFixture, MatchesPyTorchOnTheGpuOrIsRefusedWithTheReason) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaFixture, ::testing::ValuesIn(all_fixtures()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+TEST(CudaModels, KernelsInSeveralUnitsRunLikeOne) {
+  // ANVIL_CUDA_UNIT_KB=32 cuts llama_tiny's steps into several kernels units, compiled apart and
+  // linked into one model.so (codegen/cuda/cuda_target.cpp): PyTorch's outputs all the same
+  const test::ScopedEnv unit_kb("ANVIL_CUDA_UNIT_KB", "32");
+  const std::string pkg = compile_cuda(fixture("llama_tiny.pt2"));
+  const auto names = runtime::Package::open(pkg)->source_names();
+  EXPECT_GE(std::count_if(names.begin(), names.end(),
+                          [](const std::string& n) { return n.rfind("kernels_", 0) == 0; }),
+            3);
+  ANVIL_REQUIRE_GPU();
+  expect_matches_pytorch(fixture("llama_tiny"));  // the same package (cached)
+}
 
 TEST(CudaModels, ResNet50Fp64WithHostStepConvolutions) {
   // spec aot case 49 on the GPU: the weights refilled from their formulas (as test_aot_resnet),

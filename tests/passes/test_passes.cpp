@@ -6,6 +6,8 @@
 #include <set>
 
 #include "common/check.h"
+#include "common/scoped_env.h"
+#include "common/text.h"
 #include "interp/interpreter.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
@@ -299,6 +301,106 @@ TEST(GraphPasses, BatchNormFoldsIntoConv) {
   const Tensor want = interp::Interpreter(*original).run({x})[0];
   const Tensor got = interp::Interpreter(*g).run({x})[0];
   EXPECT_TRUE(::anvil::test::close(got, want, 1e-5));
+}
+
+// DenseNet's layers: batch_norm (+ relu_, which the frontend writes as relu then copy_) over
+// a channel concatenation becomes a norm and a relu per part, then the concatenation.
+const char* kNormOverCat = R"(graph {
+  inputs {
+    %g: f32[8] = parameter "g"
+    %bb: f32[8] = parameter "bb"
+    %rm: f32[8] = buffer "rm" persistent
+    %rv: f32[8] = buffer "rv" persistent
+    %a: f32[2, 3, 2, 2] = user_input
+    %b: f32[2, 5, 2, 2] = user_input
+  }
+  %c: f32[2, 8, 2, 2] = aten.cat.default(tensors=[%a, %b], dim=1)
+  %n: f32[2, 8, 2, 2] = aten.batch_norm.default(input=%c, weight=%g, bias=%bb, running_mean=%rm, running_var=%rv, training=False, momentum=0.1, eps=1e-05, cudnn_enabled=False)
+  %v: f32[2, 8, 2, 2] = aten.relu.default(self=%n)
+  %r: f32[2, 8, 2, 2] = aten.copy_.default(self=%n, src=%v)
+  %y: f32[2, 8, 2, 2] = aten.mul.Tensor(self=%r, other=2.0)
+  outputs {
+    user_output %y
+  }
+})";
+
+std::unique_ptr<ir::Graph> norm_over_cat(const std::string& text) {
+  auto g = graph(text);
+  auto vec = [](std::vector<double> v) {
+    return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}).to(DType::kFloat32, true);
+  };
+  g->constants["g"] = vec({1.0, 1.5, 0.5, 2.0, -1.0, 0.25, 3.0, 0.75});
+  g->constants["bb"] = vec({-0.3, 0.2, 0.7, -1.1, 0.0, 0.4, -0.6, 0.1});
+  g->constants["rm"] = vec({0.1, -0.4, 0.9, 0.3, -0.2, 0.5, 0.0, -0.7});
+  g->constants["rv"] = vec({0.5, 1.25, 3.0, 0.2, 0.9, 2.0, 0.1, 1.5});
+  return g;
+}
+
+int count_target(const ir::Graph& g, const std::string& target) {
+  int n = 0;
+  for (const ir::Node* node : g.nodes()) n += node->target == target;
+  return n;
+}
+
+TEST(GraphPasses, BatchNormAndReluOverAConcatenationRunPerPart) {
+  auto g = norm_over_cat(kNormOverCat);
+  const auto original = norm_over_cat(kNormOverCat);
+  EXPECT_EQ(passes::norm_through_cat(g), 1);
+  ir::verify(*g);
+  EXPECT_EQ(count_target(*g, "aten.batch_norm.default"), 2);  // one per part
+  EXPECT_EQ(count_target(*g, "aten.relu.default"), 2);
+  EXPECT_EQ(count_target(*g, "aten.copy_.default"), 0);
+  EXPECT_EQ(count_target(*g, "aten.slice.Tensor"), 8);  // 4 parameters x 2 parts
+  for (const ir::Node* n : g->nodes())
+    if (n->target == "aten.batch_norm.default")
+      EXPECT_NE(n->arg("input")->value->producer ? n->arg("input")->value->producer->target : "",
+                "aten.cat.default");
+  // the same values, bit for bit (each element computed by the same formula)
+  std::vector<double> av, bv;
+  for (int i = 0; i < 24; ++i) av.push_back(std::sin(0.7 * i) * 2);
+  for (int i = 0; i < 40; ++i) bv.push_back(std::cos(0.3 * i) * 2);
+  const std::vector<Tensor> in = {Tensor::from_vector(av, {2, 3, 2, 2}).to(DType::kFloat32, true),
+                                  Tensor::from_vector(bv, {2, 5, 2, 2}).to(DType::kFloat32, true)};
+  const Tensor want = interp::Interpreter(*original).run(in)[0];
+  EXPECT_EQ(interp::Interpreter(*g).run(in)[0].to_doubles(), want.to_doubles());
+  // and compiled: each part's kernel writes its normalized values into its slice of the
+  // concatenation, reading the parameters at the part's channels (no copy of a part first)
+  const std::string text = passes::print_program(passes::compile_to_program(*g));
+  EXPECT_EQ(::anvil::test::count(text, " = relu(add(mul(sub(load(b4, "), 1u) << text;
+  EXPECT_EQ(::anvil::test::count(text, " = relu(add(mul(sub(load(b5, "), 1u) << text;
+  EXPECT_NE(text.find("load(b2, o1 + 3)"), std::string::npos) << text;  // b's running mean
+  EXPECT_EQ(::anvil::test::count(text, " = load(b4, "), 0u) << text;
+  EXPECT_EQ(::anvil::test::count(text, " = load(b5, "), 0u) << text;
+}
+
+TEST(GraphPasses, NormOverAConcatenationStaysWhenThePartsCannotTakeIt) {
+  using Edits = std::vector<std::pair<std::string, std::string>>;
+  const auto rewrites = [](const Edits& edits) {
+    std::string text = kNormOverCat;
+    for (const auto& [from, to] : edits) {
+      const size_t at = text.find(from);
+      EXPECT_NE(at, std::string::npos) << from;
+      if (at != std::string::npos) text.replace(at, from.size(), to);
+    }
+    auto g = norm_over_cat(text);
+    return passes::norm_through_cat(g);
+  };
+  EXPECT_EQ(rewrites({}), 1);  // the control
+  // the concatenation read by another node too (here: a graph output)
+  EXPECT_EQ(rewrites({{"user_output %y", "user_output %y\n    user_output %c"}}), 0);
+  // the norm in training mode
+  EXPECT_EQ(rewrites({{"training=False", "training=True"}}), 0);
+  // a concatenation along the batch (the parameters index channels)
+  EXPECT_EQ(rewrites({{"%a: f32[2, 3, 2, 2]", "%a: f32[1, 8, 2, 2]"},
+                      {"%b: f32[2, 5, 2, 2]", "%b: f32[1, 8, 2, 2]"},
+                      {"dim=1)", "dim=0)"}}),
+            0);
+  // a norm whose parameters some node writes in place
+  EXPECT_EQ(rewrites({{"  outputs {", "  %w2: f32[8] = aten.add_.Tensor(self=%g, other=1.0)\n  outputs {"}}),
+            0);
+  // the switch
+  const test::ScopedEnv off("ANVIL_NORM_THROUGH_CAT", "0");
+  EXPECT_EQ(rewrites({}), 0);
 }
 
 TEST(GraphPasses, ShapePropagationFillsMissingTypes) {

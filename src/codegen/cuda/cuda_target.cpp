@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "codegen/cpu/emit_cpu.h"  // emit_model: the entry table and run() are target-neutral text
 #include "codegen/cuda/emit_cuda.h"
@@ -31,6 +33,35 @@ std::string join_nodes(const std::vector<std::string>& nodes) {
   for (size_t i = 0; i < nodes.size() && i < 4; ++i) s += (i ? ", " : "") + nodes[i];
   if (nodes.size() > 4) s += ", ...";
   return s;
+}
+
+/// The source bytes per kernels unit: ANVIL_CUDA_UNIT_KB (a positive integer) KB, default 384.
+size_t unit_bytes() {
+  const char* v = std::getenv("ANVIL_CUDA_UNIT_KB");
+  if (v == nullptr || *v == 0) return 384 * 1024;
+  char* end = nullptr;
+  const long kb = std::strtol(v, &end, 10);
+  if (*end != 0 || kb <= 0 || kb > (1L << 20))
+    throw Error("ANVIL_CUDA_UNIT_KB is not a size in KB", "codegen/cuda",
+                "a positive integer (KB of generated source per kernels unit)", v);
+  return static_cast<size_t>(kb) * 1024;
+}
+
+/// `text` (the steps' code, step i ending at ends[i]) cut between steps into pieces of about
+/// `unit` bytes: a step is never split, and one larger than `unit` is a piece of its own.
+std::vector<std::string> split_units(const std::string& text, const std::vector<size_t>& ends,
+                                     size_t unit) {
+  std::vector<std::string> out;
+  size_t start = 0, prev = 0;
+  for (size_t end : ends) {
+    if (end - start > unit && prev > start) {
+      out.push_back(text.substr(start, prev - start));
+      start = prev;
+    }
+    prev = end;
+  }
+  if (text.size() > start) out.push_back(text.substr(start));
+  return out;
 }
 
 /// True for a convolution step the CUDA target gives to cuDNN (its gap checked by the caller).
@@ -96,6 +127,7 @@ class CudaTarget final : public Target {
                                          ? nlohmann::json::array({"sm_90a", "compute_80"})
                                          : nlohmann::json::array({"sm_80", "compute_80"});
     std::string kernels;
+    std::vector<size_t> step_ends;  // where each step's text ends in `kernels`
     int bodies = 0;
     // Extern steps with no CUDA kernel run their CPU kernel on host copies (`anvil inspect`
     // lists them; a model with none runs wholly on the GPU).
@@ -164,6 +196,7 @@ class CudaTarget final : public Target {
                     {{"name", e.name}, {"target", e.target}, {"nodes", passes::step_nodes(step)}});
           kernels += emit_extern(q, e) + "\n";
         }
+        step_ends.push_back(kernels.size());
         ++bodies;
       }
     };
@@ -189,7 +222,7 @@ class CudaTarget final : public Target {
       return t;
     };
     // Each unit includes the complex headers only when its text uses complex values (host code
-    // of model.cu rarely does: the kernels and host steps are in kernels_0.cu).
+    // of model.cu rarely does: the kernels and host steps are in kernels_<i>.cu).
     const std::string plain = pre(false);
     const std::string model_body = cpu::emit_model(p, r.manifest_target,
                                                    model_metadata_json(p, r.manifest_target), o,
@@ -244,10 +277,13 @@ class CudaTarget final : public Target {
       f.cache_name = "candidate.cu";
       r.sources.push_back(std::move(f));
     }
-    if (!kernels.empty())
-      r.sources.push_back({"kernels_0.cu", pre(cpu::needs_complex(kernels)) + "\nnamespace " +
-                                               o.cpp_namespace + " {\n\n" + kernels +
-                                               "}  // namespace " + o.cpp_namespace + "\n"});
+    // The steps' code in units of about ANVIL_CUDA_UNIT_KB KB (cut between steps), which nvcc
+    // compiles in parallel: one unit of DenseNet-121's 2.4 MB took a minute on one core.
+    int u = 0;
+    for (const std::string& text : split_units(kernels, step_ends, unit_bytes()))
+      r.sources.push_back({"kernels_" + std::to_string(u++) + ".cu",
+                           pre(cpu::needs_complex(text)) + "\nnamespace " + o.cpp_namespace +
+                               " {\n\n" + text + "}  // namespace " + o.cpp_namespace + "\n"});
     return r;
   }
 

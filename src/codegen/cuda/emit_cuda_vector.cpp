@@ -7,8 +7,9 @@
 // a multiple of V elements (the other coefficients and the offset are multiples of V for every
 // value of the model's symbols), over float32 / bfloat16 / float16 buffers; loads that do not move
 // along it (coefficient 0: a bias over rows, a scalar) stay scalar loads. A buffer both loaded and
-// stored is an in-place update: every load of it reads the element its store writes, in that
-// statement or an earlier one (no store-to-load forwarding to a later statement). V = 16 bytes
+// stored is an in-place update: every load of it reads the element its store writes (before
+// the first statement storing it, from memory; after, the stored value, forwarded), and every
+// statement storing it stores that element (a batch norm then a ReLU in place). V = 16 bytes
 // over the widest such element: 4 for float32, 8 for 16-bit data. The launcher checks at run
 // time that every vector operand's base pointer is aligned to V elements and otherwise launches
 // the scalar kernel.
@@ -70,7 +71,6 @@ VecPlan plan_vector(const passes::Program& p, const LoopKernel& k) {
 
   VecPlan plan;
   plan.lane_var = vars[lane];
-  std::set<int> stored;
   std::set<std::string> seen;
   std::vector<Affine> forms;
   const auto add = [&](int b, const SymInt& index, bool store) {
@@ -89,31 +89,54 @@ VecPlan plan_vector(const passes::Program& p, const LoopKernel& k) {
     return true;
   };
   const auto& loop = k.passes[0].loop;
-  // root -> (statement, load) of every load of it
-  std::map<int, std::vector<std::pair<size_t, const Expr*>>> loads_of;
+  // Each stored root: the elements statements store in it, each with its first storing
+  // statement and its buffer. One element stored by several statements (a batch norm, then a
+  // ReLU in place): each thread keeps its lanes' latest value and stores the vector once, after
+  // the last statement. Several elements (the slices of a concatenation): never loaded here.
+  struct Stored {
+    size_t first;
+    int buffer;
+    SymInt index;
+  };
+  std::map<int, std::vector<Stored>> stored_at;
+  std::vector<std::pair<int, size_t>> store_order;  // (root, element)
   for (size_t i = 0; i < loop.size(); ++i) {
     const Stmt& s = loop[i];
     if (s.kind != Stmt::Kind::kStore) return none;
+    const int r = buffer_root(p, s.buffer);
+    auto& elems = stored_at[r];
+    const auto same = std::find_if(elems.begin(), elems.end(),
+                                   [&](const Stored& e) { return e.index == s.index; });
+    if (same == elems.end()) {
+      store_order.push_back({r, elems.size()});
+      elems.push_back({i, s.buffer, s.index});
+    } else if (same->buffer != s.buffer) {
+      return none;  // the same element through two aliases
+    }
+  }
+  // Loads of a stored root read the very element each thread stores (aliases share their
+  // base): up to its first store (in place: each thread loads its lanes before it stores them)
+  // from memory, after it the value an earlier statement stored (forwarded in registers).
+  for (size_t i = 0; i < loop.size(); ++i) {
     std::vector<int> loads;
-    p.exprs.loads(s.expr, loads);
+    p.exprs.loads(loop[i].expr, loads);
     for (int l : loads) {
       const Expr& e = p.exprs.at(l);
-      loads_of[buffer_root(p, e.buffer)].push_back({i, &e});
+      const auto it = stored_at.find(buffer_root(p, e.buffer));
+      if (it != stored_at.end()) {
+        const auto& elems = it->second;
+        if (elems.size() != 1 || !(e.index == elems[0].index)) return none;
+        if (elems[0].first < i) {
+          if (e.buffer != elems[0].buffer) return none;  // forwarded by buffer and index
+          continue;
+        }
+      }
       if (!add(e.buffer, e.index, false)) return none;
     }
   }
-  for (size_t i = 0; i < loop.size(); ++i) {
-    const Stmt& s = loop[i];
-    const int r = buffer_root(p, s.buffer);
-    if (!stored.insert(r).second) return none;  // written twice
-    // In place: each thread loads its own lanes before it stores them, so a buffer may be read
-    // where it is written, at the very same element, by this statement or earlier ones (a later
-    // statement would expect the new value).
-    const auto it = loads_of.find(r);
-    if (it != loads_of.end())
-      for (const auto& [at, e] : it->second)
-        if (at > i || !(e->index == s.index)) return none;  // aliases share their base
-    if (!add(s.buffer, s.index, true)) return none;
+  for (const auto& [r, n] : store_order) {
+    const Stored& st = stored_at.at(r)[n];
+    if (!add(st.buffer, st.index, true)) return none;
   }
   size_t widest = 0;
   for (const auto& a : plan.access) widest = std::max(widest, a.elem);
@@ -177,8 +200,10 @@ VectorKernel emit_vector_kernel(const passes::Program& p, const LoopKernel& k) {
   for (const Stmt& s : k.passes[0].loop) {
     const std::string v = body.value(s.expr, lind);
     for (size_t i = 0; i < plan.access.size(); ++i)
-      if (plan.access[i].store && plan.access[i].buffer == s.buffer)
+      if (plan.access[i].store && plan.access[i].buffer == s.buffer &&
+          plan.access[i].index == s.index)
         os << lind << reg[i] << "[j] = " << body.store_code(s.buffer, v) << ";\n";
+    body.forward(s.buffer, s.index, v);  // a later statement's load of it reads `v`
   }
   body.pop();
   os << ind << "}\n";
