@@ -75,7 +75,7 @@ std::optional<Match> match(const ir::Graph& g, const ir::Node& cat,
   const ir::Value* out = cat.outputs[0];
   const size_t rank = out->type.sizes.size();
   const ir::Arg* tensors = cat.arg("tensors");
-  if (rank < 2 || !tensors || tensors->values.size() < 2) return {};
+  if (rank < 2 || !tensors || tensors->values.empty()) return {};
   int64_t dim = 0;
   if (const ir::Arg* d = cat.arg("dim")) {
     if (d->kind != ir::Arg::Kind::kInt) return {};

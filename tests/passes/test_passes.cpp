@@ -386,6 +386,10 @@ TEST(GraphPasses, NormOverAConcatenationStaysWhenThePartsCannotTakeIt) {
     return passes::norm_through_cat(g);
   };
   EXPECT_EQ(rewrites({}), 1);  // the control
+  // one part (a dense block's first layer): the norm writes the concatenation's buffer
+  EXPECT_EQ(rewrites({{"%a: f32[2, 3, 2, 2]", "%a: f32[2, 8, 2, 2]"},
+                      {"tensors=[%a, %b]", "tensors=[%a]"}}),
+            1);
   // the concatenation read by another node too (here: a graph output)
   EXPECT_EQ(rewrites({{"user_output %y", "user_output %y\n    user_output %c"}}), 0);
   // the norm in training mode
