@@ -88,7 +88,8 @@ int fold_batch_norm(ir::Graph& graph, std::set<std::string>& folded);
 /// concatenation of the results: each part is read once and written normalized into its slice
 /// (DenseNet) instead of copied, read and written again. Bit for bit the same values.
 /// Rebuilds `graph` when it has such a norm; ANVIL_NORM_THROUGH_CAT=0 turns it off. Returns
-/// the number of norms rewritten.
+/// the number of norms rewritten. The pipeline runs it where PipelineOptions::norm_through_cat
+/// (the CPU targets; not CUDA) unless ANVIL_NORM_THROUGH_CAT says otherwise.
 int norm_through_cat(std::unique_ptr<ir::Graph>& graph);
 
 /// Symbolic shape propagation with the op table's shape rules: every node's output types are

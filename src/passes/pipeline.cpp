@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "ir/verifier.h"
 #include "passes/graph_passes.h"
@@ -40,7 +41,9 @@ Program compile_to_program(const ir::Graph& graph, const PipelineOptions& option
   if (options.fold_batch_norm) {
     program.stats.batch_norms_folded = fold_batch_norm(*g, folded);
     check("fold_batch_norm");
-    if (norm_through_cat(g) > 0) check("norm_through_cat");
+    if (env_switch("ANVIL_NORM_THROUGH_CAT").value_or(options.norm_through_cat) &&
+        norm_through_cat(g) > 0)
+      check("norm_through_cat");
   }
   if (options.cse) {
     program.stats.cse_replaced = cse(*g);

@@ -13,6 +13,9 @@ namespace anvil::passes {
 struct PipelineOptions {
   bool fold_constants = true;   // compile-time folding of weight-only subgraphs
   bool fold_batch_norm = true;  // batch_norm into a preceding conv / linear
+  // batch_norm (+ relu) over a channel concatenation computed per part (norm_through_cat;
+  // off on CUDA, where the part kernels' few threads lost: ANVIL_NORM_THROUGH_CAT=0 / 1 overrides)
+  bool norm_through_cat = true;
   bool cse = true;
   bool fuse = true;     // fuse pointwise / reduction SNodes into shared kernels
   bool verify = false;  // ir::verify after every graph pass (with type checks)

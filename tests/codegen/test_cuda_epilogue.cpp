@@ -352,6 +352,19 @@ TEST_F(CudaEpilogue, BuffersStoredTwiceAndConcatenationSlicesAreVectorized) {
   EXPECT_EQ(count(body, "*reinterpret_cast<uint4*>(p"), 2u) << body;
 }
 
+TEST_F(CudaEpilogue, NormsOverAConcatenationArePerPartOnlyWhenAsked) {
+  // CUDA keeps the concatenation, then one norm kernel over all channels (its per-part kernels
+  // lost on an H200: design_notes.md); ANVIL_NORM_THROUGH_CAT=1 asks for the parts
+  const auto relus = [&](const char* name) {
+    for (const auto& c : graph_cases::kCases)
+      if (std::string(c.name) == "norm_relu_over_cat_bf16") emit(name, "", c.text);
+    return count(read_text(dir_ / name / "program.txt"), " = relu(");
+  };
+  EXPECT_EQ(relus("default"), 1u);
+  const test::ScopedEnv on("ANVIL_NORM_THROUGH_CAT", "1");
+  EXPECT_EQ(relus("parts"), 2u);
+}
+
 TEST_F(CudaEpilogue, RowKernelsLoadAndStoreVectorsWhereContiguous) {
   // a layer norm over rows of 64 bf16: each pass loop takes 8-element vectors (64 / 8 = 8
   // vectors a row: one warp), the weight a vector too; the scalar kernel stays for unaligned data
