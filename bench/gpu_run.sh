@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the gpu-labelled tests from gpu_bundle/ (bench/gpu_bundle.sh) on the GPU machine, one
-# process per test over the cores (ANVIL_GPU_JOBS, default nproc; ANVIL_GPU_TEST_TIMEOUT s each), with ANVIL_REQUIRE_GPU=1 (a skip is a failure; =2 on a machine with 2 GPUs, so
-# the 2-GPU nccl tests cannot skip either). Prints per-shard summaries and
-# the totals; exit status non-zero when any test failed.
+# process per test over the cores (ANVIL_GPU_JOBS, default nproc; ANVIL_GPU_TEST_TIMEOUT s
+# each), with ANVIL_REQUIRE_GPU=1 (a skip is a failure; =2 on a machine with 2 GPUs, so the
+# 2-GPU nccl tests cannot skip either). Prints the failures' lines and the totals; exit status non-zero when any test failed, hung, or printed no result.
 #   bench/gpu_run.sh [GTEST_FILTER]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,9 +37,15 @@ per_test_s=${ANVIL_GPU_TEST_TIMEOUT:-420}
 if [ -n "${OUT:-}" ]; then log="$OUT/gpu_tests.log"; else log=$(mktemp); fi
 : > "$log"
 work=$(mktemp -d)
-"$root/gpu_bundle/bin/test_gpu" --gtest_list_tests --gtest_filter="${1:-*}" | awk '
+if ! "$root/gpu_bundle/bin/test_gpu" --gtest_list_tests --gtest_filter="${1:-*}" > "$work/list"; then
+  echo "gpu tests: test_gpu could not list its tests (a library missing?):" >&2
+  head -20 "$work/list" >&2
+  exit 1
+fi
+awk '
   /^[^ ]/ { suite = $1; next }
-  /^  / { sub(/^  +/, ""); sub(/  +#.*$/, ""); print suite $0 }' > "$work/all"
+  /^  / { sub(/^  +/, ""); sub(/  +#.*$/, ""); print suite $0 }' "$work/list" > "$work/all"
+if [ ! -s "$work/all" ]; then echo "gpu tests: no test matches '${1:-*}'" >&2; exit 1; fi
 slow='^(CudaMixedGemm|CutlassSpec|Cases/CutlassGemm|Dtypes/CudaAutotune|CudaConvSteps|CudaSpecAot.C88|CudaModels|CudaCutlass|CudaSkinny|CudaGemm)'
 { grep -E "$slow" "$work/all"; grep -vE "$slow" "$work/all"; } > "$work/queue"
 one() {  # $1: a test's full name; $2: its number
@@ -47,8 +53,12 @@ one() {  # $1: a test's full name; $2: its number
   GTEST_TOTAL_SHARDS=1 GTEST_SHARD_INDEX=0 ANVIL_TEST_OUTDIR="$work/out$2" \
     timeout "$per_test_s" "$root/gpu_bundle/bin/test_gpu" --gtest_filter="$1" > "$out" 2>&1
   rc=$?
-  if [ "$rc" -eq 124 ]; then
-    echo "[  FAILED  ] $1: killed after ${per_test_s} s (${per_test_s}000 ms)" >> "$out"
+  if [ "$rc" -eq 124 ]; then  # a hang: a failure, counted once whether it printed a result
+    if grep -qE '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$' "$out"; then
+      echo "[ killed   ] $1: hung after its result, killed after ${per_test_s} s" >> "$out"
+    else
+      echo "[  FAILED  ] $1: killed after ${per_test_s} s (${per_test_s}000 ms)" >> "$out"
+    fi
   fi
   rm -rf "$work/out$2"
   flock "$log" cat "$out" >> "$log"
@@ -64,6 +74,7 @@ run=$(grep -cE '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$' "$log")
 ok=$(grep -cE '^\[       OK \] .*\([0-9]+ ms\)$' "$log")
 failed=$(grep -cE '^\[  FAILED  \] [A-Za-z].*\([0-9]+ ms\)$' "$log")
 refused=$(grep -c '^\[ refused  \]' "$log")
+failed=$((failed + $(grep -c '^\[ killed   \]' "$log")))
 listed=$(wc -l < "$work/queue")
 echo "gpu tests: $run run of $listed listed, $ok passed ($refused of them refused at compile with the reason), $failed failed"
 rm -rf "$work"
