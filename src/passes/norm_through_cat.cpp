@@ -34,42 +34,49 @@ bool is_param(const std::string& name) {
   return false;
 }
 
-/// One rewrite: the concatenation, the norm reading it, whether a ReLU follows, the nodes the
+/// One rewrite: the norm reading the concatenation, whether a ReLU follows, the nodes the
 /// parts replace (the norm, the ReLU, the copy_ of an in-place ReLU) and the value they stand for.
 struct Match {
-  const ir::Node* cat = nullptr;
   const ir::Node* norm = nullptr;
   bool relu = false;
   std::vector<const ir::Node*> replaced;
   const ir::Value* last = nullptr;
 };
 
-/// The nodes reading `v` (each once), when every read of `v` is a node argument.
-std::vector<const ir::Node*> readers(const ir::Graph& g, const ir::Value* v,
-                                     const std::map<const ir::Value*, int>& uses) {
-  std::vector<const ir::Node*> out;
-  int reads = 0;
-  for (const ir::Node* n : g.nodes()) {
-    bool reads_v = false;
-    for (const ir::Value* in : n->input_values())
-      if (in == v) {
-        reads_v = true;
-        ++reads;
+/// The nodes reading each value (once each), and how many reads they make, from one walk.
+class Readers {
+ public:
+  explicit Readers(const ir::Graph& g) : uses_(use_counts(g)) {
+    for (const ir::Node* n : g.nodes())
+      for (const ir::Value* in : n->input_values()) {
+        Entry& e = of_[in];
+        if (e.nodes.empty() || e.nodes.back() != n) e.nodes.push_back(n);
+        ++e.reads;
       }
-    if (reads_v) out.push_back(n);
   }
-  const auto u = uses.find(v);
-  if (u == uses.end() || u->second != reads) return {};  // an output of the graph too
-  return out;
-}
+  /// The nodes reading `v`, when every read of `v` is a node argument (none: an output too).
+  std::vector<const ir::Node*> operator()(const ir::Value* v) const {
+    const auto e = of_.find(v);
+    const auto u = uses_.find(v);
+    if (e == of_.end() || u == uses_.end() || u->second != e->second.reads) return {};
+    return e->second.nodes;
+  }
+
+ private:
+  struct Entry {
+    std::vector<const ir::Node*> nodes;
+    int reads = 0;
+  };
+  std::map<const ir::Value*, int> uses_;
+  std::map<const ir::Value*, Entry> of_;
+};
 
 bool is_relu_of(const ir::Node* n, const ir::Value* v) {
   return n && n->target == "aten.relu.default" && n->outputs.size() == 1 && n->outputs[0] &&
          n->arg("self") && n->arg("self")->value == v;
 }
 
-std::optional<Match> match(const ir::Graph& g, const ir::Node& cat,
-                           const std::map<const ir::Value*, int>& uses,
+std::optional<Match> match(const ir::Node& cat, const Readers& readers,
                            const std::set<const ir::Value*>& mutated) {
   if (cat.target != "aten.cat.default" || cat.outputs.size() != 1 || !cat.outputs[0]) return {};
   const ir::Value* out = cat.outputs[0];
@@ -89,8 +96,7 @@ std::optional<Match> match(const ir::Graph& g, const ir::Node& cat,
   const int64_t channels = *out->type.sizes[1].maybe_constant();
 
   Match m;
-  m.cat = &cat;
-  const auto cat_readers = readers(g, out, uses);
+  const auto cat_readers = readers(out);
   if (cat_readers.size() != 1) return {};
   m.norm = cat_readers[0];
   if (m.norm->target != "aten.batch_norm.default" || m.norm->outputs.size() != 1 ||
@@ -117,7 +123,7 @@ std::optional<Match> match(const ir::Graph& g, const ir::Node& cat,
   m.last = m.norm->outputs[0];
   // relu(norm), or the frontend's form of relu_(norm): v = relu(norm); copy_(norm, v), read on
   const ir::Value* y = m.norm->outputs[0];
-  const auto norm_readers = readers(g, y, uses);
+  const auto norm_readers = readers(y);
   if (norm_readers.size() == 1 && is_relu_of(norm_readers[0], y)) {
     m.relu = true;
     m.replaced.push_back(norm_readers[0]);
@@ -127,7 +133,7 @@ std::optional<Match> match(const ir::Graph& g, const ir::Node& cat,
     const ir::Node* c = r == norm_readers[0] ? norm_readers[1] : norm_readers[0];
     if (is_relu_of(r, y) && c->target == "aten.copy_.default" && c->outputs.size() == 1 &&
         c->outputs[0] && c->arg("self") && c->arg("self")->value == y && c->arg("src") &&
-        c->arg("src")->value == r->outputs[0] && readers(g, r->outputs[0], uses).size() == 1) {
+        c->arg("src")->value == r->outputs[0] && readers(r->outputs[0]).size() == 1) {
       m.relu = true;
       m.replaced.push_back(r);
       m.replaced.push_back(c);
@@ -141,12 +147,12 @@ std::optional<Match> match(const ir::Graph& g, const ir::Node& cat,
 
 int norm_through_cat(std::unique_ptr<ir::Graph>& graph) {
   if (!env_switch("ANVIL_NORM_THROUGH_CAT", true)) return 0;
-  const auto uses = use_counts(*graph);
+  const Readers readers(*graph);
   const auto mutated = mutated_inputs(*graph);
   std::map<const ir::Node*, Match> at_cat;  // by concatenation
   std::set<const ir::Node*> skipped;        // the norms and ReLUs the parts replace
   for (const ir::Node* n : graph->nodes())
-    if (auto m = match(*graph, *n, uses, mutated)) {
+    if (auto m = match(*n, readers, mutated)) {
       at_cat[n] = *m;
       skipped.insert(m->replaced.begin(), m->replaced.end());
     }
