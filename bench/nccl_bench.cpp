@@ -364,6 +364,11 @@ int run_anvil(const Options& o) {
     //   part_ar_legacy      pg->all_reduce with no stream (the legacy default stream), host wait
     //   part_ar_into_legacy pg->all_reduce_into into a tensor made once, no stream, host wait
     //   part_ar_stream      pg->all_reduce on the bench's stream, host wait (not wait_stream)
+    //   part_ar_stream_ssync   the same, the bench's stream synchronized (not the device)
+    //   part_ar_stream_wait_dsync  pg->all_reduce on the bench's stream, wait_stream, device
+    //                       synchronize (the all_reduce cell with the functional cell's sync)
+    //   part_ar_into_nowait all_reduce_into with no stream, no wait (the Work dropped; its
+    //                       event stays pending in the group until the device passed it)
     const char* parts = std::getenv("NCCL_BENCH_PARTS");
     if (parts && std::string(parts) == "1") {
       Tensor out = on_gpu(2, DType::kFloat32);
@@ -373,10 +378,18 @@ int run_anvil(const Options& o) {
           {"part_ar_legacy", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, none)->wait(); }},
           {"part_ar_into_legacy",
            [&] { pg->all_reduce_into(out, x, dist::ReduceOp::kSum, none)->wait(); }},
-          {"part_ar_stream", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait(); }}};
+          {"part_ar_stream", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait(); }},
+          {"part_ar_stream_ssync",
+           [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait(); }},
+          {"part_ar_stream_wait_dsync",
+           [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait_stream(stream); }},
+          {"part_ar_into_nowait",
+           [&] { (void)pg->all_reduce_into(out, x, dist::ReduceOp::kSum, none); }}};
       for (const auto& [name, call] : cells)
         for (bool b2b : {false, true}) {
-          const double t = time_calls(warmup_for(8), iters, b2b, call, dsync, align);
+          const bool stream_sync = std::string(name) == "part_ar_stream_ssync";
+          const double t = time_calls(warmup_for(8), iters, b2b, call,
+                                      stream_sync ? std::function<void()>(sync) : dsync, align);
           if (pg->rank() == 0) print_cell("anvil", name, "fp32", 8, b2b ? "b2b" : "sync", t, w);
         }
     }

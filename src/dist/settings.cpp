@@ -27,6 +27,18 @@ std::string trim_lower(const std::string& s) {
   return r;
 }
 
+/// A byte count (a non-negative integer); unset or empty = `def`. `zero` says what 0 means.
+int64_t parse_bytes(const char* name, const char* v, int64_t def, const char* zero) {
+  if (!v || !*v) return def;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v, &end, 10);
+  if (errno != 0 || *end != '\0' || n < 0 || !std::isdigit(static_cast<unsigned char>(*v)))
+    throw Error(str(name, " is not a byte count: '", v, "'"), "dist settings",
+                str("a non-negative integer (", zero, ")"), str("'", v, "'"));
+  return n;
+}
+
 /// A 0/1 switch; unset or empty = `def`.
 bool parse_flag(const char* name, const char* value, bool def) {
   if (!value || !*value) return def;
@@ -98,7 +110,8 @@ std::string DistSettings::describe() const {
              " ANVIL_DIST_TRACE_DIR=", trace_dir, " ANVIL_NCCL_BLOCKING_WAIT=",
              blocking_wait == OpTypeSet::all() ? std::string("all") : blocking_wait.names(),
              " ANVIL_NCCL_BLOCKING_COMM=", nccl_blocking_comm ? 1 : 0,
-             " ANVIL_NCCL_CALLER_STREAM_BYTES=", nccl_caller_stream_bytes);
+             " ANVIL_NCCL_CALLER_STREAM_BYTES=", nccl_caller_stream_bytes,
+             " ANVIL_NCCL_ONE_SHOT_BYTES=", nccl_one_shot_bytes);
 }
 
 DistSettings parse_dist_settings(const std::function<const char*(const char*)>& getenv) {
@@ -110,16 +123,12 @@ DistSettings parse_dist_settings(const std::function<const char*(const char*)>& 
   s.blocking_wait = parse_blocking("ANVIL_NCCL_BLOCKING_WAIT", getenv("ANVIL_NCCL_BLOCKING_WAIT"));
   s.nccl_blocking_comm =
       parse_flag("ANVIL_NCCL_BLOCKING_COMM", getenv("ANVIL_NCCL_BLOCKING_COMM"), true);
-  if (const char* v = getenv("ANVIL_NCCL_CALLER_STREAM_BYTES"); v && *v) {
-    char* end = nullptr;
-    errno = 0;
-    const long long n = std::strtoll(v, &end, 10);
-    if (errno != 0 || *end != '\0' || n < 0 || !std::isdigit(static_cast<unsigned char>(*v)))
-      throw Error(str("ANVIL_NCCL_CALLER_STREAM_BYTES is not a byte count: '", v, "'"),
-                  "dist settings", "a non-negative integer (0: no op on the caller's stream)",
-                  str("'", v, "'"));
-    s.nccl_caller_stream_bytes = n;
-  }
+  s.nccl_caller_stream_bytes =
+      parse_bytes("ANVIL_NCCL_CALLER_STREAM_BYTES", getenv("ANVIL_NCCL_CALLER_STREAM_BYTES"),
+                  s.nccl_caller_stream_bytes, "0: no op on the caller's stream");
+  s.nccl_one_shot_bytes = parse_bytes("ANVIL_NCCL_ONE_SHOT_BYTES",
+                                      getenv("ANVIL_NCCL_ONE_SHOT_BYTES"), s.nccl_one_shot_bytes,
+                                      "0: every all_reduce through NCCL");
   return s;
 }
 

@@ -17,6 +17,10 @@
 //   ANVIL_NCCL_CALLER_STREAM_BYTES
 //                              nccl: collectives of at most this many bytes run on the caller's
 //                              stream instead of the group's (default 65536; 0: none)
+//   ANVIL_NCCL_ONE_SHOT_BYTES  nccl: an all_reduce of at most this many bytes that runs on the
+//                              caller's stream runs as anvil's one-shot kernel over peer
+//                              memory when every rank is on one host (nccl/one_shot.h; default
+//                              32768; 0: always NCCL)
 #pragma once
 
 #include <cstdint>
@@ -67,6 +71,8 @@ struct DistSettings {
   /// (NCCL runs one communicator's ops in order: a small op queued after a large one holds the
   /// caller's stream until the large one is done.)
   int64_t nccl_caller_stream_bytes = 65536;
+  /// nccl: the one-shot all_reduce's limit in bytes (0: never).
+  int64_t nccl_one_shot_bytes = 32768;
 
   /// "ANVIL_DIST_USE_FUTURE=1 ANVIL_DIST_HEALTH_CHECK=0 ..." (every variable, as used).
   std::string describe() const;

@@ -100,8 +100,9 @@ std::string json_locked(TraceState& st) {
          << ", \"size\": " << r.size << ", \"global_rank\": " << r.global_rank
          << ", \"seq\": " << r.seq << ", \"dtype\": " << quote(r.dtype)
          << ", \"in_sizes\": " << sizes_json(r.in_sizes)
-         << ", \"out_sizes\": " << sizes_json(r.out_sizes) << ", \"peer\": " << r.peer
-         << ", \"posted_ns\": " << time_json(r.posted_ns, base)
+         << ", \"out_sizes\": " << sizes_json(r.out_sizes) << ", \"peer\": " << r.peer;
+      if (const char* engine = r.engine.load()) os << ", \"engine\": " << quote(engine);
+      os << ", \"posted_ns\": " << time_json(r.posted_ns, base)
          << ", \"started_ns\": " << time_json(r.started_ns.load(), base)
          << ", \"ended_ns\": " << time_json(ended, base) << ", \"status\": \"" << status
          << "\", \"error\": " << quote(r.error) << "}";

@@ -37,6 +37,9 @@ struct OpTrace {
   std::vector<std::vector<int64_t>> in_sizes, out_sizes;
   int64_t posted_ns = 0;
   std::atomic<int64_t> started_ns{-1}, ended_ns{-1};
+  /// The path the backend took, when it has several (a string literal: "one_shot"); null: its
+  /// only one. Written in the JSON as "engine" when set.
+  std::atomic<const char*> engine{nullptr};
   std::string error;  // guarded by the trace's lock
 };
 

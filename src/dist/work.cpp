@@ -325,11 +325,15 @@ std::shared_ptr<Future> Work::get_future() {
   return f;
 }
 
-void Work::mark_started() {
+void Work::mark_started(const char* engine) {
   if (!traced_) return;
   const int64_t t = trace_now_ns();
+  engine_.store(engine);
   started_ns_.store(t);
-  if (OpTrace* rec = trace_.load()) rec->started_ns.store(t);
+  if (OpTrace* rec = trace_.load()) {
+    rec->engine.store(engine);
+    rec->started_ns.store(t);
+  }
 }
 
 void Work::note_end(const std::exception_ptr& error) const {
@@ -347,6 +351,7 @@ void Work::attach_trace(OpTrace* rec) {
   // Published before the times are copied: a time set concurrently reaches the record either
   // through trace_ (the setter sees it) or through the copy below (this sees the time).
   trace_.store(rec);
+  if (const char* e = engine_.load()) rec->engine.store(e);
   if (const int64_t t = started_ns_.load(); t >= 0) rec->started_ns.store(t);
   if (const int64_t t = ended_ns_.load(); t >= 0) rec->ended_ns.store(t);
   std::exception_ptr err;

@@ -102,8 +102,9 @@ class Work {
   /// Set by the group: runs the op on the waiting thread if it is next in line (returns whether
   /// it did). wait() without a bound tries it before blocking.
   void set_inline_runner(std::function<bool()> runner) { inline_runner_ = std::move(runner); }
-  /// The engine began running the op (for the trace; optional).
-  void mark_started();
+  /// The engine began running the op (for the trace; optional). `engine` (a string literal)
+  /// names the path the backend took when it has several ("one_shot": nccl/one_shot.h).
+  void mark_started(const char* engine = nullptr);
   /// Set by the ProcessGroup when tracing: the op's record (published, its posted_ns set from
   /// posted_ns()), kept current from now on.
   void attach_trace(OpTrace* rec);
@@ -137,6 +138,7 @@ class Work {
   const int64_t posted_ns_;         // traced_ only
   std::shared_ptr<Future> future_;  // made on the first get_future()
   mutable std::atomic<int64_t> started_ns_{-1}, ended_ns_{-1};  // traced_ only
+  std::atomic<const char*> engine_{nullptr};                     // traced_ only
   std::atomic<OpTrace*> trace_{nullptr};
 };
 

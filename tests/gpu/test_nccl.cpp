@@ -421,6 +421,13 @@ TEST(Nccl2Gpu, AllReduceEveryDtypeAndReduceOp) {
   EXPECT_TRUE(r.ok()) << r.all_output();
 }
 
+// The same with the one-shot all_reduce off: every op through NCCL.
+TEST(Nccl2Gpu, AllReduceEveryDtypeAndReduceOpThroughNccl) {
+  ANVIL_REQUIRE_TWO_GPUS();
+  const auto r = run_nccl_job("nccl_all_reduce", {{"ANVIL_NCCL_ONE_SHOT_BYTES", "0"}});
+  EXPECT_TRUE(r.ok()) << r.all_output();
+}
+
 TEST(Nccl2Gpu, AllGatherReduceScatterBroadcastAndCoalesced) {
   ANVIL_REQUIRE_TWO_GPUS();
   const auto r = run_nccl_job("nccl_gather_scatter_broadcast");
@@ -470,11 +477,14 @@ TEST(Nccl2Gpu, DeadPeerFailsTheSurvivorWithinTheTimeout) {
   EXPECT_NE(r.procs[0].output.find("survivor error after"), std::string::npos) << r.all_output();
 }
 
-// The same on the non-blocking communicator (ANVIL_NCCL_BLOCKING_COMM=0).
+// The same on the non-blocking communicator (ANVIL_NCCL_BLOCKING_COMM=0), through NCCL (the
+// one-shot all_reduce off: the test above runs its small all_reduce on the one-shot kernel).
 TEST(Nccl2Gpu, DeadPeerFailsTheSurvivorOnANonBlockingComm) {
   ANVIL_REQUIRE_TWO_GPUS();
   const auto r =
-      run_nccl_job("nccl_dead_peer", {{"ANVIL_NCCL_BLOCKING_COMM", "0"}}, milliseconds(90000));
+      run_nccl_job("nccl_dead_peer",
+                   {{"ANVIL_NCCL_BLOCKING_COMM", "0"}, {"ANVIL_NCCL_ONE_SHOT_BYTES", "0"}},
+                   milliseconds(90000));
   EXPECT_FALSE(r.timed_out) << r.all_output();
   ASSERT_EQ(r.procs.size(), 2u) << r.all_output();
   EXPECT_EQ(r.procs[0].exit_code, 0) << r.all_output();

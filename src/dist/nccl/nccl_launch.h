@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,16 @@ struct NcclProcessGroup::Launch {
   /// stream itself (a small op, settings.h); empty: `calls` there too. all_reduce_into's
   /// out-of-place ncclAllReduce(in, out): in the caller's order, its input needs no copy.
   std::vector<Call> direct_calls;
+  /// An all_reduce the one-shot kernel may run instead when the op runs on the caller's stream
+  /// (nccl/one_shot.h; `in` may be `out`).
+  struct OneShotOp {
+    const void* in;
+    void* out;
+    int64_t n;
+    DType dtype;
+    ReduceOp op;
+  };
+  std::optional<OneShotOp> one_shot;
 
   /// Runs the calls (`direct`: on the caller's stream, direct_calls when given) on `comm` and
   /// `stream` (the group's, a p2p lane's or the caller's) with mu held and the device set;

@@ -151,7 +151,10 @@ std::shared_ptr<Work> NcclProcessGroup::issue_all_reduce(Tensor& t, ReduceOp op,
   require_contiguous(t, w, "input");
   Launch l;
   Launch::Call c = all_reduce_call(t, t, op, w);  // checks dtype and op even when empty
-  if (t.numel() > 0) l.calls.push_back(std::move(c));
+  if (t.numel() > 0) {
+    l.calls.push_back(std::move(c));
+    l.one_shot = Launch::OneShotOp{t.data_ptr(), t.data_ptr(), t.numel(), t.dtype(), op};
+  }
   return post(OpType::kAllReduce, opts, {t}, {}, -1, l);
 }
 
@@ -176,6 +179,7 @@ std::shared_ptr<Work> NcclProcessGroup::issue_all_reduce_into(Tensor& out, const
     };
     l.calls.push_back(std::move(c));
     l.direct_calls.push_back(all_reduce_call(out, in, op, w));
+    l.one_shot = Launch::OneShotOp{src, dst, in.numel(), in.dtype(), op};
   }
   return post(OpType::kAllReduce, opts, {out}, {in}, -1, l);
 }

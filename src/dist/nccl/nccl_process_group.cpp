@@ -3,12 +3,14 @@
 #include "dist/nccl/nccl_process_group.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
 #include "dist/nccl/nccl_launch.h"
 #include "dist/nccl/nccl_state.h"
+#include "dist/nccl/one_shot.h"
 #include "dist/host_profile.h"
 #include "dist/nccl_backend.h"
 #include "dist/settings.h"
@@ -62,6 +64,7 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
   st_->blocking_wait = options.blocking_wait ? OpTypeSet::all() : dist_settings().blocking_wait;
   st_->blocking_comm = dist_settings().nccl_blocking_comm;
   st_->caller_stream_bytes = dist_settings().nccl_caller_stream_bytes;
+  st_->one_shot_bytes = dist_settings().nccl_one_shot_bytes;
   st_->group_timeout = options.timeout;
   // NVLink multicast (NVLS) stays off unless the user asked for it explicitly.
   ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
@@ -146,6 +149,24 @@ bool NcclProcessGroup::shutdown(Millis grace) {
   return drained;
 }
 
+bool NcclProcessGroup::one_shot_ready(nccl::Clock::time_point deadline, const std::string& where) {
+  if (st_->one_shot_tried) return st_->one_shot != nullptr;
+  std::vector<std::string> names;
+  for (int p = 0; p < size(); ++p) names.push_back(st_->peers(p));
+  std::string why;
+  try {
+    st_->one_shot =
+        nccl::OneShot::create(*store_, rank(), size(), st_->one_shot_bytes, deadline, names, &why);
+  } catch (const std::exception& e) {
+    st_->abort_locked(str(where, " failed: ", e.what()));
+    throw Error(str(e.what(), "; the NCCL communicator was aborted and the group is unusable"),
+                where);
+  }
+  st_->one_shot_tried = true;
+  st_->one_shot_declined = why;
+  return st_->one_shot != nullptr;
+}
+
 std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
                                              std::vector<Tensor> outputs,
                                              std::vector<Tensor> inputs, int peer,
@@ -206,6 +227,11 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
     const bool direct = lane == Lane::kGroup && st_->caller_stream_bytes > 0 &&
                         bytes <= static_cast<size_t>(st_->caller_stream_bytes) &&
                         !st_->blocking_wait.contains(op);
+    // Small enough, on one host: anvil's one-shot kernel instead of NCCL (one_shot.h).
+    const bool one_shot = direct && !captured && launch.one_shot &&
+                          nccl::OneShot::eligible(launch.one_shot->dtype, launch.one_shot->op,
+                                                  bytes, size(), st_->one_shot_bytes) &&
+                          one_shot_ready(deadline, w);
     if (direct) {
       stream = caller;
     } else {
@@ -215,13 +241,20 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
                        : "recording the default stream");
       cuda(cudaStreamWaitEvent(stream, st_->ready, 0), "ordering after the caller's stream");
     }
-    work->mark_started();  // the trace's start: queued on the device
+    uint64_t one_shot_seq = 0;
+    work->mark_started(one_shot ? "one_shot" : nullptr);  // the trace's start: queued
     span.mark("nccl post: order after the caller");
     {
       // (a blocking call still inside NCCL kStuckGrace after the deadline ends the process:
       // nccl_state.h)
       const nccl::EnqueueMark mark(*st_, deadline, w);
-      launch.run(*st_, comm, stream, deadline, w, direct);
+      if (one_shot) {
+        const auto& o = *launch.one_shot;
+        cuda(st_->one_shot->launch(o.in, o.out, o.n, o.dtype, o.op, timeout, stream, &one_shot_seq),
+             "launching the one-shot all_reduce");
+      } else {
+        launch.run(*st_, comm, stream, deadline, w, direct);
+      }
     }
     span.mark("nccl post: NCCL enqueue");
     cudaEvent_t ev = nullptr;
@@ -235,6 +268,7 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
     auto event = std::make_shared<nccl::NcclEvent>(st_, ev, w, deadline, timeout, peer,
                                                    std::move(keep),
                                                    st_->blocking_wait.contains(op), captured);
+    if (one_shot_seq) event->watch_one_shot(st_->one_shot, one_shot_seq);
     if (!captured) st_->add_pending(event);
     span.mark("nccl post: event object, pending");
     work->set_result(std::move(outputs));

@@ -38,6 +38,7 @@ namespace anvil::dist {
 
 namespace nccl {
 struct NcclState;
+using Clock = std::chrono::steady_clock;
 }
 
 class NcclProcessGroup final : public ProcessGroup {
@@ -116,6 +117,10 @@ class NcclProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> post(OpType op, const OpOptions& opts, std::vector<Tensor> outputs,
                              std::vector<Tensor> inputs, int peer, const Launch& launch,
                              Lane lane = Lane::kGroup);
+  /// The group's one-shot all_reduce, made on its first eligible op (mu held, device set;
+  /// nccl/one_shot.h): true when this op takes it. Throws Error (the group then aborted) when
+  /// a peer does not join the set-up by `deadline`.
+  bool one_shot_ready(nccl::Clock::time_point deadline, const std::string& where);
 
   std::shared_ptr<Store> store_;
   std::shared_ptr<nccl::NcclState> st_;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "dist/nccl/one_shot.h"
 #include "dist/process_group.h"
 
 namespace anvil::dist::nccl {
@@ -456,12 +457,18 @@ bool NcclEvent::query() {
     if (passed_) return true;
     if (!failed_.empty()) throw Error(failed_, where_);
     const cudaError_t r = cudaEventQuery(ev_);
-    if (r == cudaSuccess) {
+    // the one-shot kernel gave up on a peer at the deadline: failed as a passed deadline
+    const int late = r == cudaSuccess && one_shot_ ? one_shot_->late_peer(one_shot_seq_) : -1;
+    if (r == cudaSuccess && late < 0) {
       passed_ = true;
       release.swap(keep_);
       return true;
     }
-    if (r != cudaErrorNotReady) {
+    if (late >= 0) {
+      why = str("timed out: the op did not complete within ", timeout_.count(),
+                " ms, waiting on ", st_->peers(late),
+                " (a rank that died, hangs, or never posted this op)");
+    } else if (r != cudaErrorNotReady) {
       (void)cudaGetLastError();
       why = str("a CUDA error while waiting for the op: ", cuda_message(r));
     } else if (Clock::now() > deadline_) {

@@ -57,6 +57,7 @@ std::string nccl_message(ncclResult_t r);
 void use_device(int device);
 
 class NcclEvent;
+class OneShot;
 
 /// One direction of this rank's point-to-point traffic with one peer: a 2-rank communicator
 /// that carries only that direction, and the stream its ops run on.
@@ -92,6 +93,12 @@ struct NcclState {
   OpTypeSet blocking_wait;
   bool blocking_comm = true;  // DistSettings::nccl_blocking_comm
   int64_t caller_stream_bytes = 0;  // DistSettings::nccl_caller_stream_bytes
+  int64_t one_shot_bytes = 0;  // DistSettings::nccl_one_shot_bytes
+  /// The one-shot all_reduce (one_shot.h; guarded by mu): made on the first eligible op; null
+  /// before and when the group cannot use it (one_shot_tried tells which).
+  std::shared_ptr<OneShot> one_shot;
+  bool one_shot_tried = false;
+  std::string one_shot_declined;  // why the set-up declined it (for messages and debuggers)
   Millis group_timeout{0};  // GroupOptions::timeout: creating communicators may take that long
   std::string comm_name;  // the group's name, for NCCL's logs
   ncclUniqueId id{};
@@ -251,6 +258,12 @@ class NcclEvent final : public DeviceEvent {
   /// it was seen passed before (its event is not asked: see fail_pending).
   void fail_unless_passed(const std::string& reason);
   bool settled() const { return passed_ || !failed_.empty(); }
+  /// The op is the one-shot all_reduce #`seq` (one_shot.h): once its event passed, the kernel
+  /// may still report that it gave up on a peer, and the op then fails.
+  void watch_one_shot(std::shared_ptr<const OneShot> os, uint64_t seq) {
+    one_shot_ = std::move(os);
+    one_shot_seq_ = seq;
+  }
 
  private:
   std::shared_ptr<NcclState> st_;
@@ -262,6 +275,8 @@ class NcclEvent final : public DeviceEvent {
   std::vector<Tensor> keep_;
   bool blocking_;  // block_stream synchronizes the host
   bool captured_;  // recorded into a graph: the event is destroyed, never given back
+  std::shared_ptr<const OneShot> one_shot_;  // set before the event is shared (watch_one_shot)
+  uint64_t one_shot_seq_ = 0;
   bool passed_ = false;  // guarded by st_->pmu, as failed_ and keep_
   std::string failed_;
 };

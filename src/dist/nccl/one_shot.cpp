@@ -1,0 +1,201 @@
+// The one-shot all_reduce's host side (one_shot.h).
+#include "dist/nccl/one_shot.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "dist/nccl/one_shot_kernel.h"
+
+namespace anvil::dist::nccl {
+
+namespace {
+
+std::string hex(const void* p, size_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<const unsigned char*>(p)[i];
+    s += d[c >> 4];
+    s += d[c & 15];
+  }
+  return s;
+}
+
+bool unhex(const std::string& s, void* p, size_t n) {
+  if (s.size() != 2 * n) return false;
+  auto v = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  for (size_t i = 0; i < n; ++i)
+    static_cast<unsigned char*>(p)[i] = static_cast<unsigned char>(v(s[2 * i]) * 16 + v(s[2 * i + 1]));
+  return true;
+}
+
+std::string host_name() {
+  char h[256] = {};
+  if (gethostname(h, sizeof(h) - 1) != 0) return "?";
+  return h;
+}
+
+bool kernel_type(DType d, OneShotType* t) {
+  switch (d) {
+    case DType::kFloat32: *t = OneShotType::kF32; return true;
+    case DType::kFloat16: *t = OneShotType::kF16; return true;
+    case DType::kBFloat16: *t = OneShotType::kBF16; return true;
+    case DType::kFloat64: *t = OneShotType::kF64; return true;
+    case DType::kInt8: *t = OneShotType::kI8; return true;
+    case DType::kUInt8: *t = OneShotType::kU8; return true;
+    case DType::kInt32: *t = OneShotType::kI32; return true;
+    case DType::kInt64: *t = OneShotType::kI64; return true;
+    default: return false;
+  }
+}
+
+bool kernel_op(ReduceOp op, DType d, OneShotOp* o) {
+  switch (op) {
+    case ReduceOp::kSum: *o = OneShotOp::kSum; return true;
+    case ReduceOp::kProduct: *o = OneShotOp::kProduct; return true;
+    case ReduceOp::kMin: *o = OneShotOp::kMin; return true;
+    case ReduceOp::kMax: *o = OneShotOp::kMax; return true;
+    case ReduceOp::kAvg:  // floating types only (NCCL's integer average truncates its own way)
+      *o = OneShotOp::kAvg;
+      return is_floating(d);
+    default: return false;
+  }
+}
+
+/// The store's value of `key`, waited for until `deadline`; Error naming `who` when it is late.
+std::string await(Store& store, const std::string& key, std::chrono::steady_clock::time_point deadline,
+                  const std::string& who) {
+  const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+  try {
+    store.wait({key}, std::max(left, Millis(1)));
+  } catch (const std::exception& e) {
+    throw Error(str("timed out: the one-shot all_reduce's set-up did not hear from ", who,
+                    " (a rank that died, hangs, or never posted this op): ", e.what()),
+                "nccl one-shot all_reduce set-up");
+  }
+  return store.get(key);
+}
+
+}  // namespace
+
+bool OneShot::eligible(DType dtype, ReduceOp op, size_t bytes, int world, int64_t limit) {
+  OneShotType t;
+  OneShotOp o;
+  return limit > 0 && bytes > 0 && bytes <= static_cast<size_t>(limit) && world >= 2 &&
+         world <= kOneShotMaxRanks && kernel_type(dtype, &t) && kernel_op(op, dtype, &o);
+}
+
+std::shared_ptr<OneShot> OneShot::create(Store& store, int rank, int world, int64_t limit,
+                                         std::chrono::steady_clock::time_point deadline,
+                                         const std::vector<std::string>& names,
+                                         std::string* why) {
+  std::shared_ptr<OneShot> os(new OneShot());
+  os->rank_ = rank;
+  os->world_ = world;
+  os->slot_bytes_ = (limit + 255) / 256 * 256;
+  os->bufs_.assign(static_cast<size_t>(world), nullptr);
+  // Round 1: this rank's host and buffer handle ("" when it could not make one).
+  std::string mine;
+  const size_t bytes = kOneShotDataOffset + 2 * static_cast<size_t>(world * os->slot_bytes_);
+  cudaIpcMemHandle_t handle{};
+  // (zeroed on a stream of its own: a device-wide synchronize could wait on another op's peer)
+  cudaStream_t s = nullptr;
+  if (cudaMalloc(&os->own_, bytes) == cudaSuccess &&
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
+      cudaMemsetAsync(os->own_, 0, bytes, s) == cudaSuccess &&
+      cudaStreamSynchronize(s) == cudaSuccess &&
+      cudaIpcGetMemHandle(&handle, os->own_) == cudaSuccess &&
+      cudaHostAlloc(reinterpret_cast<void**>(&os->status_), sizeof(unsigned long long),
+                    cudaHostAllocMapped) == cudaSuccess &&
+      cudaHostGetDevicePointer(reinterpret_cast<void**>(&os->status_dev_), os->status_, 0) ==
+          cudaSuccess) {
+    *os->status_ = 0;
+    mine = str(host_name(), " ", hex(&handle, sizeof(handle)), " ", getpid());
+  }
+  if (s) (void)cudaStreamDestroy(s);
+  (void)cudaGetLastError();
+  os->bufs_[static_cast<size_t>(rank)] = os->own_;
+  store.set(str("one_shot/handle/", rank), mine);
+  std::vector<std::string> theirs(static_cast<size_t>(world));
+  for (int p = 0; p < world; ++p)
+    theirs[static_cast<size_t>(p)] =
+        await(store, str("one_shot/handle/", p), deadline, names[static_cast<size_t>(p)]);
+  // Round 2: open the peers' buffers when every rank has one on this host, in another process.
+  std::string problem;
+  const std::string host = host_name();
+  for (int p = 0; p < world && problem.empty(); ++p) {
+    const std::string& v = theirs[static_cast<size_t>(p)];
+    const size_t a = v.find(' '), b = v.rfind(' ');
+    if (v.empty() || a == std::string::npos || a == b)
+      problem = str(names[static_cast<size_t>(p)], " has no peer-mappable buffer");
+    else if (v.substr(0, a) != host)
+      problem = str(names[static_cast<size_t>(p)], " is on another host (", v.substr(0, a), ")");
+    else if (p != rank && v.substr(b + 1) == std::to_string(getpid()))
+      problem = str(names[static_cast<size_t>(p)], " is in this process");
+  }
+  for (int p = 0; p < world && problem.empty(); ++p) {
+    if (p == rank) continue;
+    const std::string& v = theirs[static_cast<size_t>(p)];
+    const size_t a = v.find(' '), b = v.rfind(' ');
+    cudaIpcMemHandle_t h{};
+    void* mapped = nullptr;
+    if (!unhex(v.substr(a + 1, b - a - 1), &h, sizeof(h)))
+      problem = str("a malformed buffer handle from ", names[static_cast<size_t>(p)]);
+    else if (const cudaError_t e = cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess);
+             e != cudaSuccess) {
+      (void)cudaGetLastError();
+      problem = str("cannot map the buffer of ", names[static_cast<size_t>(p)], ": ",
+                    cudaGetErrorString(e));
+    } else {
+      os->bufs_[static_cast<size_t>(p)] = mapped;
+    }
+  }
+  store.set(str("one_shot/open/", rank), problem.empty() ? "1" : problem);
+  for (int p = 0; p < world; ++p) {
+    const std::string v =
+        await(store, str("one_shot/open/", p), deadline, names[static_cast<size_t>(p)]);
+    if (v != "1" && problem.empty()) problem = str("on ", names[static_cast<size_t>(p)], ": ", v);
+  }
+  if (!problem.empty()) {
+    if (why) *why = problem;
+    return nullptr;  // the destructor closes what was opened
+  }
+  return os;
+}
+
+OneShot::~OneShot() {
+  for (size_t p = 0; p < bufs_.size(); ++p)
+    if (bufs_[p] && static_cast<int>(p) != rank_) (void)cudaIpcCloseMemHandle(bufs_[p]);
+  if (own_) (void)cudaFree(own_);
+  if (status_) (void)cudaFreeHost(status_);
+  (void)cudaGetLastError();
+}
+
+cudaError_t OneShot::launch(const void* in, void* out, int64_t n, DType dtype, ReduceOp op,
+                            Millis timeout, cudaStream_t stream, uint64_t* seq) {
+  OneShotArgs a{};
+  if (!kernel_type(dtype, &a.type) || !kernel_op(op, dtype, &a.op)) return cudaErrorInvalidValue;
+  for (int p = 0; p < world_; ++p) a.bufs[p] = bufs_[static_cast<size_t>(p)];
+  a.in = in;
+  a.out = out;
+  a.n = n;
+  a.rank = rank_;
+  a.world = world_;
+  a.seq = ++seq_;
+  a.slot_bytes = slot_bytes_;
+  a.timeout_ns = static_cast<int64_t>(timeout.count()) * 1000000;
+  a.status = status_dev_;
+  *seq = a.seq;
+  return launch_one_shot(a, stream);
+}
+
+int OneShot::late_peer(uint64_t seq) const {
+  const unsigned long long s = *static_cast<volatile unsigned long long*>(status_);
+  if (s == 0 || (s >> 8) > seq) return -1;
+  return static_cast<int>(s & 255) - 1;
+}
+
+}  // namespace anvil::dist::nccl

@@ -1,0 +1,67 @@
+// The one-shot all_reduce: small all_reduces of a group whose ranks share one host run as one
+// kernel over peer memory instead of an NCCL call (ANVIL_NCCL_ONE_SHOT_BYTES, settings.h).
+// NCCL's enqueue of one op costs ~10 us of host time on an H200 host, more than the whole op
+// takes on the device; this kernel's launch costs ~2-3 us. The approach of torch's intra-node
+// all-reduce and of vLLM's custom all-reduce: each rank maps every peer's buffer (CUDA IPC),
+// pushes its block into slot `rank` of every buffer, publishes a sequence number there, waits
+// for every peer's, and reduces its own buffer's slots in rank order — so every rank gets the
+// same bits (one_shot_kernel.cu).
+//
+// Made on the group's first eligible op, collectively: every rank publishes its host name and
+// buffer handle in the group's store, opens the others' and publishes whether that worked; the
+// one-shot path is used only when every rank could (else NCCL carries every op, on every rank
+// alike). A peer that never arrives fails the op at its deadline like any op. A peer that dies
+// mid-op: the kernel gives up at the op's deadline and the op fails naming the peer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "core/dtype.h"
+#include "dist/store.h"
+#include "dist/types.h"
+
+namespace anvil::dist::nccl {
+
+class OneShot {
+ public:
+  /// Whether an all_reduce of `bytes` of `dtype` with `op` on `world` ranks may take the
+  /// one-shot path with a limit of `limit` bytes (the same answer on every rank).
+  static bool eligible(DType dtype, ReduceOp op, size_t bytes, int world, int64_t limit);
+
+  /// Collective over the group (every rank calls it at the same op, its device current): the
+  /// one-shot state, or null on every rank when some rank cannot map its peers' memory
+  /// (another host, no peer access, a process holding two ranks); `why` then says why.
+  /// Throws Error naming the peer when one does not publish by `deadline` (the group is then
+  /// to be aborted by the caller).
+  static std::shared_ptr<OneShot> create(Store& store, int rank, int world, int64_t limit,
+                                         std::chrono::steady_clock::time_point deadline,
+                                         const std::vector<std::string>& names,
+                                         std::string* why);
+  ~OneShot();
+  OneShot(const OneShot&) = delete;
+  OneShot& operator=(const OneShot&) = delete;
+
+  /// Queues one op on `stream` (out may be in); `*seq` receives its number.
+  cudaError_t launch(const void* in, void* out, int64_t n, DType dtype, ReduceOp op,
+                     Millis timeout, cudaStream_t stream, uint64_t* seq);
+  /// Once op `seq`'s kernel finished: -1 when it completed, else the group rank whose block
+  /// did not arrive in time (in this op or an earlier one: the kernel gave up at the deadline).
+  int late_peer(uint64_t seq) const;
+
+ private:
+  OneShot() = default;
+  int rank_ = 0, world_ = 1;
+  int64_t slot_bytes_ = 0;
+  void* own_ = nullptr;                 // this rank's buffer (cudaMalloc)
+  std::vector<void*> bufs_;             // every rank's, mapped here (own_ at rank_)
+  unsigned long long* status_ = nullptr;  // host-mapped (cudaHostAlloc)
+  unsigned long long* status_dev_ = nullptr;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace anvil::dist::nccl
