@@ -20,7 +20,7 @@
 //   ANVIL_NCCL_ONE_SHOT_BYTES  nccl: an all_reduce of at most this many bytes that runs on the
 //                              caller's stream runs as anvil's one-shot kernel over peer
 //                              memory when every rank is on one host (nccl/one_shot.h; default
-//                              32768; 0: always NCCL)
+//                              8192; 0: always NCCL)
 #pragma once
 
 #include <cstdint>
@@ -72,7 +72,7 @@ struct DistSettings {
   /// caller's stream until the large one is done.)
   int64_t nccl_caller_stream_bytes = 65536;
   /// nccl: the one-shot all_reduce's limit in bytes (0: never).
-  int64_t nccl_one_shot_bytes = 32768;
+  int64_t nccl_one_shot_bytes = 8192;
 
   /// "ANVIL_DIST_USE_FUTURE=1 ANVIL_DIST_HEALTH_CHECK=0 ..." (every variable, as used).
   std::string describe() const;

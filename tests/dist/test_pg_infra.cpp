@@ -56,7 +56,7 @@ TEST(PgSettings, Case01_Defaults) {
             "ANVIL_DIST_USE_FUTURE=1 ANVIL_DIST_HEALTH_CHECK=0 ANVIL_DIST_TRACE=0 "
             "ANVIL_DIST_TRACE_DIR=/tmp/anvil_dist_trace ANVIL_NCCL_BLOCKING_WAIT=barrier "
             "ANVIL_NCCL_BLOCKING_COMM=1 ANVIL_NCCL_CALLER_STREAM_BYTES=65536 "
-            "ANVIL_NCCL_ONE_SHOT_BYTES=32768");
+            "ANVIL_NCCL_ONE_SHOT_BYTES=8192");
 }
 
 // Cases 2-3: a trimmed, case-insensitive op list; "all" = every op type.
@@ -112,7 +112,7 @@ TEST(PgSettings, Case04_05_BadValuesNameTheVariable) {
                              {"ANVIL_NCCL_CALLER_STREAM_BYTES", "not a byte count",
                               "a non-negative integer", str("'", bad, "'")}))
         << bad;
-  EXPECT_EQ(parse({}).nccl_one_shot_bytes, 32768);
+  EXPECT_EQ(parse({}).nccl_one_shot_bytes, 8192);
   EXPECT_EQ(parse({{"ANVIL_NCCL_ONE_SHOT_BYTES", "0"}}).nccl_one_shot_bytes, 0);
   EXPECT_EQ(parse({{"ANVIL_NCCL_ONE_SHOT_BYTES", "4096"}}).nccl_one_shot_bytes, 4096);
   for (const char* bad : {"-8", "32k", "x"})

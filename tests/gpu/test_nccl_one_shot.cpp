@@ -51,15 +51,15 @@ DIST_WORKER(nccl_one_shot) {
   const char* env = std::getenv("ANVIL_NCCL_ONE_SHOT_BYTES");
   const bool on = !(env && std::string(env) == "0");
   int eligible = 0;  // ops that take the one-shot path when it is on
-  // sizes: 1 element; 3 bytes; 16388 bytes; 32768 (the limit: one-shot); 32772 (NCCL)
+  // sizes: 1 element; 3 bytes; 4100 bytes; 8192 (the default limit: one-shot); 8196 (NCCL)
   struct Size {
     int64_t n;
     DType dt;
     bool small;
   };
   for (const Size s : {Size{1, DType::kFloat32, true}, Size{3, DType::kInt8, true},
-                       Size{4097, DType::kFloat32, true}, Size{8192, DType::kFloat32, true},
-                       Size{8193, DType::kFloat32, false}, Size{5, DType::kFloat16, true}}) {
+                       Size{1025, DType::kFloat32, true}, Size{2048, DType::kFloat32, true},
+                       Size{2049, DType::kFloat32, false}, Size{5, DType::kFloat16, true}}) {
     Tensor t = on_gpu(ramp(s.n, r, s.dt), pg);
     pg.all_reduce(t, ReduceOp::kSum)->wait();
     EXPECT_TRUE(values_equal(on_host(t), ramp_sum(s.n))) << s.n << " " << dtype_name(s.dt);

@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "dist/nccl/nccl_state.h"
+#include "dist/nccl/one_shot.h"
+#include "dist/nccl/one_shot_kernel.h"
 
 namespace anvil::dist::nccl {
 
@@ -31,12 +33,18 @@ void NcclState::make_device_objects(const std::string& where) {
   cuda_check(cudaMalloc(reinterpret_cast<void**>(&scratch), kScratchBytes),
              "allocate its scratch buffer", d, where);
   cuda_check(cudaMemset(scratch, 0, kScratchBytes), "clear its scratch buffer", d, where);
+  // the one-shot all_reduce's part on this device (connected by the first op that takes it)
+  one_shot.reset();
+  one_shot_tried = false;
+  if (one_shot_bytes > 0 && size >= 2 && size <= kOneShotMaxRanks)
+    one_shot = OneShot::prepare(rank, size, one_shot_bytes);
   std::lock_guard<std::mutex> lk(emu);
   events_open = true;
 }
 
 void NcclState::release_device_objects() {
   (void)cudaSetDevice(device);
+  one_shot.reset();  // (ops in flight keep it through their events)
   for (auto& [peer, lanes] : p2p)
     for (P2pLane* l : {&lanes.send, &lanes.recv})
       if (l->stream) {

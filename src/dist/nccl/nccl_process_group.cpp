@@ -153,17 +153,17 @@ bool NcclProcessGroup::one_shot_ready(nccl::Clock::time_point deadline, const st
   if (st_->one_shot_tried) return st_->one_shot != nullptr;
   std::vector<std::string> names;
   for (int p = 0; p < size(); ++p) names.push_back(st_->peers(p));
-  std::string why;
+  std::string why = "no buffer (the group's device objects were not made)";
   try {
-    st_->one_shot =
-        nccl::OneShot::create(*store_, rank(), size(), st_->one_shot_bytes, deadline, names, &why);
+    st_->one_shot_tried = true;
+    if (!st_->one_shot || !st_->one_shot->connect(*store_, deadline, names, &why))
+      st_->one_shot.reset();  // (every rank alike: the vote's outcome)
   } catch (const std::exception& e) {
     st_->abort_locked(str(where, " failed: ", e.what()));
     throw Error(str(e.what(), "; the NCCL communicator was aborted and the group is unusable"),
                 where);
   }
-  st_->one_shot_tried = true;
-  st_->one_shot_declined = why;
+  if (!st_->one_shot) st_->one_shot_declined = why;
   return st_->one_shot != nullptr;
 }
 

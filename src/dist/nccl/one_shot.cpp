@@ -88,82 +88,85 @@ bool OneShot::eligible(DType dtype, ReduceOp op, size_t bytes, int world, int64_
          world <= kOneShotMaxRanks && kernel_type(dtype, &t) && kernel_op(op, dtype, &o);
 }
 
-std::shared_ptr<OneShot> OneShot::create(Store& store, int rank, int world, int64_t limit,
-                                         std::chrono::steady_clock::time_point deadline,
-                                         const std::vector<std::string>& names,
-                                         std::string* why) {
+std::shared_ptr<OneShot> OneShot::prepare(int rank, int world, int64_t limit) {
   std::shared_ptr<OneShot> os(new OneShot());
   os->rank_ = rank;
   os->world_ = world;
   os->slot_bytes_ = (limit + 255) / 256 * 256;
   os->bufs_.assign(static_cast<size_t>(world), nullptr);
-  // Round 1: this rank's host and buffer handle ("" when it could not make one).
-  std::string mine;
   const size_t bytes = kOneShotDataOffset + 2 * static_cast<size_t>(world * os->slot_bytes_);
-  cudaIpcMemHandle_t handle{};
-  // (zeroed on a stream of its own: a device-wide synchronize could wait on another op's peer)
+  // (zeroed on a stream of its own, complete before any peer can map it)
   cudaStream_t s = nullptr;
-  if (cudaMalloc(&os->own_, bytes) == cudaSuccess &&
-      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
-      cudaMemsetAsync(os->own_, 0, bytes, s) == cudaSuccess &&
-      cudaStreamSynchronize(s) == cudaSuccess &&
-      cudaIpcGetMemHandle(&handle, os->own_) == cudaSuccess &&
-      cudaHostAlloc(reinterpret_cast<void**>(&os->status_), sizeof(unsigned long long),
-                    cudaHostAllocMapped) == cudaSuccess &&
-      cudaHostGetDevicePointer(reinterpret_cast<void**>(&os->status_dev_), os->status_, 0) ==
-          cudaSuccess) {
-    *os->status_ = 0;
-    mine = str(host_name(), " ", hex(&handle, sizeof(handle)), " ", getpid());
-  }
+  cudaError_t e = preload_one_shot();
+  if (e == cudaSuccess) e = cudaMalloc(&os->own_, bytes);
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = cudaMemsetAsync(os->own_, 0, bytes, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  if (e == cudaSuccess) e = cudaIpcGetMemHandle(&os->handle_, os->own_);
+  if (e == cudaSuccess)
+    e = cudaHostAlloc(reinterpret_cast<void**>(&os->status_), sizeof(unsigned long long),
+                      cudaHostAllocMapped);
+  if (e == cudaSuccess)
+    e = cudaHostGetDevicePointer(reinterpret_cast<void**>(&os->status_dev_), os->status_, 0);
   if (s) (void)cudaStreamDestroy(s);
-  (void)cudaGetLastError();
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    os->problem_ = str("its buffer could not be made: ", cudaGetErrorString(e));
+  } else {
+    *os->status_ = 0;
+  }
   os->bufs_[static_cast<size_t>(rank)] = os->own_;
-  store.set(str("one_shot/handle/", rank), mine);
-  std::vector<std::string> theirs(static_cast<size_t>(world));
-  for (int p = 0; p < world; ++p)
+  return os;
+}
+
+bool OneShot::connect(Store& store, std::chrono::steady_clock::time_point deadline,
+                      const std::vector<std::string>& names, std::string* why) {
+  // Round 1: this rank's host, buffer handle and process ("" when prepare() failed).
+  const std::string host = host_name();
+  store.set(str("one_shot/handle/", rank_),
+            problem_.empty() ? str(host, " ", hex(&handle_, sizeof(handle_)), " ", getpid()) : "");
+  std::vector<std::string> theirs(static_cast<size_t>(world_));
+  for (int p = 0; p < world_; ++p)
     theirs[static_cast<size_t>(p)] =
         await(store, str("one_shot/handle/", p), deadline, names[static_cast<size_t>(p)]);
   // Round 2: open the peers' buffers when every rank has one on this host, in another process.
   std::string problem;
-  const std::string host = host_name();
-  for (int p = 0; p < world && problem.empty(); ++p) {
+  for (int p = 0; p < world_ && problem.empty(); ++p) {
     const std::string& v = theirs[static_cast<size_t>(p)];
     const size_t a = v.find(' '), b = v.rfind(' ');
+    const std::string& who = names[static_cast<size_t>(p)];
     if (v.empty() || a == std::string::npos || a == b)
-      problem = str(names[static_cast<size_t>(p)], " has no peer-mappable buffer");
+      problem = str(who, " has no peer-mappable buffer");
     else if (v.substr(0, a) != host)
-      problem = str(names[static_cast<size_t>(p)], " is on another host (", v.substr(0, a), ")");
-    else if (p != rank && v.substr(b + 1) == std::to_string(getpid()))
-      problem = str(names[static_cast<size_t>(p)], " is in this process");
+      problem = str(who, " is on another host (", v.substr(0, a), ")");
+    else if (p != rank_ && v.substr(b + 1) == std::to_string(getpid()))
+      problem = str(who, " is in this process");
   }
-  for (int p = 0; p < world && problem.empty(); ++p) {
-    if (p == rank) continue;
+  for (int p = 0; p < world_ && problem.empty(); ++p) {
+    if (p == rank_) continue;
     const std::string& v = theirs[static_cast<size_t>(p)];
     const size_t a = v.find(' '), b = v.rfind(' ');
     cudaIpcMemHandle_t h{};
     void* mapped = nullptr;
-    if (!unhex(v.substr(a + 1, b - a - 1), &h, sizeof(h)))
+    if (!unhex(v.substr(a + 1, b - a - 1), &h, sizeof(h))) {
       problem = str("a malformed buffer handle from ", names[static_cast<size_t>(p)]);
-    else if (const cudaError_t e = cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess);
-             e != cudaSuccess) {
+    } else if (const cudaError_t e = cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess);
+               e != cudaSuccess) {
       (void)cudaGetLastError();
       problem = str("cannot map the buffer of ", names[static_cast<size_t>(p)], ": ",
                     cudaGetErrorString(e));
     } else {
-      os->bufs_[static_cast<size_t>(p)] = mapped;
+      bufs_[static_cast<size_t>(p)] = mapped;
     }
   }
-  store.set(str("one_shot/open/", rank), problem.empty() ? "1" : problem);
-  for (int p = 0; p < world; ++p) {
+  store.set(str("one_shot/open/", rank_), problem.empty() ? "1" : problem);
+  for (int p = 0; p < world_; ++p) {
     const std::string v =
         await(store, str("one_shot/open/", p), deadline, names[static_cast<size_t>(p)]);
     if (v != "1" && problem.empty()) problem = str("on ", names[static_cast<size_t>(p)], ": ", v);
   }
-  if (!problem.empty()) {
-    if (why) *why = problem;
-    return nullptr;  // the destructor closes what was opened
-  }
-  return os;
+  if (why) *why = problem;
+  return problem.empty();
 }
 
 OneShot::~OneShot() {

@@ -7,10 +7,11 @@
 // for every peer's, and reduces its own buffer's slots in rank order — so every rank gets the
 // same bits (one_shot_kernel.cu).
 //
-// Made on the group's first eligible op, collectively: every rank publishes its host name and
-// buffer handle in the group's store, opens the others' and publishes whether that worked; the
-// one-shot path is used only when every rank could (else NCCL carries every op, on every rank
-// alike). A peer that never arrives fails the op at its deadline like any op. A peer that dies
+// Prepared with the group's device objects (the kernels loaded, the buffer allocated: nothing
+// that could wait for the device once ops are in flight) and connected on the group's first
+// eligible op, collectively: every rank publishes its host name and buffer handle in the
+// group's store, opens the others' and publishes whether that worked; the one-shot path is used
+// only when every rank could (else NCCL carries every op, on every rank alike). A peer that never arrives fails the op at its deadline like any op. A peer that dies
 // mid-op: the kernel gives up at the op's deadline and the op fails naming the peer.
 #pragma once
 
@@ -33,15 +34,16 @@ class OneShot {
   /// one-shot path with a limit of `limit` bytes (the same answer on every rank).
   static bool eligible(DType dtype, ReduceOp op, size_t bytes, int world, int64_t limit);
 
-  /// Collective over the group (every rank calls it at the same op, its device current): the
-  /// one-shot state, or null on every rank when some rank cannot map its peers' memory
-  /// (another host, no peer access, a process holding two ranks); `why` then says why.
-  /// Throws Error naming the peer when one does not publish by `deadline` (the group is then
-  /// to be aborted by the caller).
-  static std::shared_ptr<OneShot> create(Store& store, int rank, int world, int64_t limit,
-                                         std::chrono::steady_clock::time_point deadline,
-                                         const std::vector<std::string>& names,
-                                         std::string* why);
+  /// This rank's part, on the current device: the kernels loaded, the buffer and the status
+  /// word allocated. Never throws: a failure is kept and voted "no" by connect().
+  static std::shared_ptr<OneShot> prepare(int rank, int world, int64_t limit);
+  /// Collective over the group (every rank calls it at the same op, its device current): true
+  /// when every rank mapped every peer's buffer; false on every rank when some rank could not
+  /// (another host, no peer access, a process holding two ranks), `why` then says why. Throws
+  /// Error naming the peer when one does not publish by `deadline` (`names`: each group rank's
+  /// name for messages; the caller then aborts the group).
+  bool connect(Store& store, std::chrono::steady_clock::time_point deadline,
+               const std::vector<std::string>& names, std::string* why);
   ~OneShot();
   OneShot(const OneShot&) = delete;
   OneShot& operator=(const OneShot&) = delete;
@@ -57,6 +59,8 @@ class OneShot {
   OneShot() = default;
   int rank_ = 0, world_ = 1;
   int64_t slot_bytes_ = 0;
+  std::string problem_;                 // why prepare() failed ("" when it did not)
+  cudaIpcMemHandle_t handle_{};
   void* own_ = nullptr;                 // this rank's buffer (cudaMalloc)
   std::vector<void*> bufs_;             // every rank's, mapped here (own_ at rank_)
   unsigned long long* status_ = nullptr;  // host-mapped (cudaHostAlloc)

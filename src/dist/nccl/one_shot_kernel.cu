@@ -172,7 +172,21 @@ cudaError_t launch(const OneShotArgs& a, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+template <typename T>
+cudaError_t preload() {
+  cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, one_shot<T>);
+}
+
 }  // namespace
+
+cudaError_t preload_one_shot() {
+  for (cudaError_t e : {preload<float>(), preload<__half>(), preload<__nv_bfloat16>(),
+                        preload<double>(), preload<int8_t>(), preload<uint8_t>(),
+                        preload<int32_t>(), preload<int64_t>()})
+    if (e != cudaSuccess) return e;
+  return cudaSuccess;
+}
 
 cudaError_t launch_one_shot(const OneShotArgs& a, cudaStream_t s) {
   switch (a.type) {

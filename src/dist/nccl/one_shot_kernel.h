@@ -38,5 +38,9 @@ struct OneShotArgs {
 /// buffer, publishes the op's sequence number there, waits for every peer's, and reduces the
 /// slots of its own buffer into `out` in rank order (every rank gets the same bits).
 cudaError_t launch_one_shot(const OneShotArgs& args, cudaStream_t stream);
+/// Loads every instantiation of the kernel on the current device now. (With CUDA's lazy
+/// loading a kernel's first launch loads it, which waits for the whole device: with a send in
+/// flight whose receive the peer posts after its own all_reduce, both ranks would wait forever.)
+cudaError_t preload_one_shot();
 
 }  // namespace anvil::dist::nccl
