@@ -351,10 +351,12 @@ TEST(GraphPasses, BatchNormAndReluOverAConcatenationRunPerPart) {
   EXPECT_EQ(count_target(*g, "aten.relu.default"), 2);
   EXPECT_EQ(count_target(*g, "aten.copy_.default"), 0);
   EXPECT_EQ(count_target(*g, "aten.slice.Tensor"), 8);  // 4 parameters x 2 parts
-  for (const ir::Node* n : g->nodes())
-    if (n->target == "aten.batch_norm.default")
+  for (const ir::Node* n : g->nodes()) {
+    if (n->target == "aten.batch_norm.default") {
       EXPECT_NE(n->arg("input")->value->producer ? n->arg("input")->value->producer->target : "",
                 "aten.cat.default");
+    }
+  }
   // the same values, bit for bit (each element computed by the same formula)
   std::vector<double> av, bv;
   for (int i = 0; i < 24; ++i) av.push_back(std::sin(0.7 * i) * 2);
