@@ -64,7 +64,12 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
   st_->blocking_wait = options.blocking_wait ? OpTypeSet::all() : dist_settings().blocking_wait;
   st_->blocking_comm = dist_settings().nccl_blocking_comm;
   st_->caller_stream_bytes = dist_settings().nccl_caller_stream_bytes;
-  st_->one_shot_bytes = dist_settings().nccl_one_shot_bytes;
+  // The one-shot limit in effect: an all_reduce takes it only on the caller's stream, so never
+  // above that limit, nor when all_reduce's wait blocks (it then keeps the group's stream).
+  st_->one_shot_bytes =
+      st_->blocking_wait.contains(OpType::kAllReduce)
+          ? 0
+          : std::min(dist_settings().nccl_one_shot_bytes, st_->caller_stream_bytes);
   st_->group_timeout = options.timeout;
   // NVLink multicast (NVLS) stays off unless the user asked for it explicitly.
   ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
@@ -227,8 +232,11 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
     const bool direct = lane == Lane::kGroup && st_->caller_stream_bytes > 0 &&
                         bytes <= static_cast<size_t>(st_->caller_stream_bytes) &&
                         !st_->blocking_wait.contains(op);
-    // Small enough, on one host: anvil's one-shot kernel instead of NCCL (one_shot.h).
-    const bool one_shot = direct && !captured && launch.one_shot &&
+    // Small enough, on one host: anvil's one-shot kernel instead of NCCL (one_shot.h). Only
+    // for ops with no stream (the legacy default stream: the functional collectives): the
+    // kernels of one group must run in posting order on each rank (their slots and flags are
+    // reused every other op), which one stream gives and NCCL does for its own ops.
+    const bool one_shot = direct && !opts.stream && !captured && launch.one_shot &&
                           nccl::OneShot::eligible(launch.one_shot->dtype, launch.one_shot->op,
                                                   bytes, size(), st_->one_shot_bytes) &&
                           one_shot_ready(deadline, w);

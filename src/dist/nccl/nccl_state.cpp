@@ -259,6 +259,7 @@ void NcclState::abort_locked(const std::string& reason) {
     std::lock_guard<std::mutex> lk(pmu);
     for (auto& e : pending) e->note_if_passed();  // ops the device passed keep their success
   }
+  if (one_shot) one_shot->mark_aborted();  // one-shot kernels stop waiting for peers
   abort_all(comms, device);  // NCCL's kernels stop waiting for peers
   comm = nullptr;
   for (auto& [peer, lanes] : p2p) lanes.send.comm = lanes.recv.comm = nullptr;
@@ -444,7 +445,7 @@ void NcclEvent::fail_unless_passed(const std::string& reason) {
 void NcclEvent::note_if_passed() {
   if (passed_ || !failed_.empty()) return;
   if (cudaEventQuery(ev_) == cudaSuccess)
-    passed_ = true;
+    passed_ = !one_shot_ || one_shot_->late_peer(one_shot_seq_) < 0;  // else failed by the abort
   else
     (void)cudaGetLastError();
 }

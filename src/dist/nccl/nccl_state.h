@@ -93,7 +93,7 @@ struct NcclState {
   OpTypeSet blocking_wait;
   bool blocking_comm = true;  // DistSettings::nccl_blocking_comm
   int64_t caller_stream_bytes = 0;  // DistSettings::nccl_caller_stream_bytes
-  int64_t one_shot_bytes = 0;  // DistSettings::nccl_one_shot_bytes
+  int64_t one_shot_bytes = 0;  // the one-shot limit in effect (NcclProcessGroup's constructor)
   /// The one-shot all_reduce (one_shot.h; guarded by mu): made on the first eligible op; null
   /// before and when the group cannot use it (one_shot_tried tells which).
   std::shared_ptr<OneShot> one_shot;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <sstream>
 
 #include "core/error.h"
 #include "dist/nccl/one_shot_kernel.h"
@@ -121,34 +122,41 @@ std::shared_ptr<OneShot> OneShot::prepare(int rank, int world, int64_t limit) {
 
 bool OneShot::connect(Store& store, std::chrono::steady_clock::time_point deadline,
                       const std::vector<std::string>& names, std::string* why) {
-  // Round 1: this rank's host, buffer handle and process ("" when prepare() failed).
+  // Round 1: this rank's host, buffer handle, process and slot size ("" when prepare() failed).
+  // Ranks with different limits (ANVIL_NCCL_ONE_SHOT_BYTES or the caller-stream limit set
+  // apart) would lay out their buffers differently and disagree on which ops take this path.
   const std::string host = host_name();
   store.set(str("one_shot/handle/", rank_),
-            problem_.empty() ? str(host, " ", hex(&handle_, sizeof(handle_)), " ", getpid()) : "");
+            problem_.empty()
+                ? str(host, " ", hex(&handle_, sizeof(handle_)), " ", getpid(), " ", slot_bytes_)
+                : "");
   std::vector<std::string> theirs(static_cast<size_t>(world_));
   for (int p = 0; p < world_; ++p)
     theirs[static_cast<size_t>(p)] =
         await(store, str("one_shot/handle/", p), deadline, names[static_cast<size_t>(p)]);
   // Round 2: open the peers' buffers when every rank has one on this host, in another process.
   std::string problem;
+  std::vector<std::vector<std::string>> fields(static_cast<size_t>(world_));
   for (int p = 0; p < world_ && problem.empty(); ++p) {
-    const std::string& v = theirs[static_cast<size_t>(p)];
-    const size_t a = v.find(' '), b = v.rfind(' ');
+    std::istringstream in(theirs[static_cast<size_t>(p)]);
+    std::vector<std::string>& f = fields[static_cast<size_t>(p)];
+    for (std::string w; in >> w;) f.push_back(w);
     const std::string& who = names[static_cast<size_t>(p)];
-    if (v.empty() || a == std::string::npos || a == b)
+    if (f.size() != 4)
       problem = str(who, " has no peer-mappable buffer");
-    else if (v.substr(0, a) != host)
-      problem = str(who, " is on another host (", v.substr(0, a), ")");
-    else if (p != rank_ && v.substr(b + 1) == std::to_string(getpid()))
+    else if (f[0] != host)
+      problem = str(who, " is on another host (", f[0], ")");
+    else if (p != rank_ && f[2] == std::to_string(getpid()))
       problem = str(who, " is in this process");
+    else if (f[3] != std::to_string(slot_bytes_))
+      problem = str(who, " has another one-shot limit (slots of ", f[3], " bytes, here ",
+                    slot_bytes_, ")");
   }
   for (int p = 0; p < world_ && problem.empty(); ++p) {
     if (p == rank_) continue;
-    const std::string& v = theirs[static_cast<size_t>(p)];
-    const size_t a = v.find(' '), b = v.rfind(' ');
     cudaIpcMemHandle_t h{};
     void* mapped = nullptr;
-    if (!unhex(v.substr(a + 1, b - a - 1), &h, sizeof(h))) {
+    if (!unhex(fields[static_cast<size_t>(p)][1], &h, sizeof(h))) {
       problem = str("a malformed buffer handle from ", names[static_cast<size_t>(p)]);
     } else if (const cudaError_t e = cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess);
                e != cudaSuccess) {
@@ -195,9 +203,16 @@ cudaError_t OneShot::launch(const void* in, void* out, int64_t n, DType dtype, R
   return launch_one_shot(a, stream);
 }
 
+void OneShot::mark_aborted() {
+  if (!status_) return;
+  volatile unsigned long long* s = status_;
+  if (*s == 0) *s = kOneShotAborted;
+}
+
 int OneShot::late_peer(uint64_t seq) const {
+  if (!status_) return -1;
   const unsigned long long s = *static_cast<volatile unsigned long long*>(status_);
-  if (s == 0 || (s >> 8) > seq) return -1;
+  if (s == 0 || s == kOneShotAborted || (s >> 8) > seq) return -1;
   return static_cast<int>(s & 255) - 1;
 }
 

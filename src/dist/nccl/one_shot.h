@@ -54,6 +54,8 @@ class OneShot {
   /// Once op `seq`'s kernel finished: -1 when it completed, else the group rank whose block
   /// did not arrive in time (in this op or an earlier one: the kernel gave up at the deadline).
   int late_peer(uint64_t seq) const;
+  /// The group was aborted: kernels still waiting give up (their ops are failed by the abort).
+  void mark_aborted();
 
  private:
   OneShot() = default;

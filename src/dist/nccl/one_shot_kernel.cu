@@ -139,9 +139,16 @@ __global__ void __launch_bounds__(512) one_shot(OneShotArgs a) {
     const uint64_t* f = flag(a.bufs[a.rank], parity, static_cast<int>(threadIdx.x));
     const uint64_t start = now_ns();
     for (int spin = 0; load_acquire(f) != a.seq; ++spin) {
-      if ((spin & 255) == 255 && now_ns() - start > static_cast<uint64_t>(a.timeout_ns)) {
+      if ((spin & 255) != 255) continue;
+      if (now_ns() - start > static_cast<uint64_t>(a.timeout_ns)) {
         atomicCAS(a.status, 0ull, (a.seq << 8) | static_cast<unsigned long long>(threadIdx.x + 1));
         __threadfence_system();
+        failed = 1;
+        break;
+      }
+      // an earlier op gave up, or the group was aborted: this one cannot complete either
+      // (read over the bus only every 4096 rounds: a waiting op is already late)
+      if ((spin & 4095) == 4095 && *static_cast<volatile unsigned long long*>(a.status) != 0) {
         failed = 1;
         break;
       }

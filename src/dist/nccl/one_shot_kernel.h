@@ -16,6 +16,8 @@ inline constexpr int kOneShotMaxRanks = 8;
 /// ([2 parities][world][slot_bytes]).
 inline constexpr size_t kOneShotDataOffset = 256;
 
+inline constexpr unsigned long long kOneShotAborted = ~0ull;
+
 enum class OneShotType : int32_t { kF32, kF16, kBF16, kF64, kI8, kU8, kI32, kI64 };
 enum class OneShotOp : int32_t { kSum, kAvg, kProduct, kMin, kMax };
 
@@ -30,7 +32,9 @@ struct OneShotArgs {
   uint64_t seq;  // 1, 2, ...: the op's number among the group's one-shot ops (same on every rank)
   int64_t slot_bytes;
   int64_t timeout_ns;  // a peer's block not seen by then: the kernel gives up, *status says so
-  /// Host-mapped: set once to (seq << 8 | peer + 1) by the first op that timed out.
+  /// Host-mapped: set once to (seq << 8 | peer + 1) by the first op that timed out, or to
+  /// kOneShotAborted by the host when the group is aborted; a waiting kernel that sees it set
+  /// gives up.
   unsigned long long* status;
 };
 
