@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "dist/fake_process_group.h"
+#include "dist/nccl/one_shot_record.h"
 #include "dist/registry.h"
 #include "dist/settings.h"
 #include "dist/trace.h"
@@ -576,6 +577,31 @@ INSTANTIATE_TEST_SUITE_P(Backends, PgInfra,
                          ::testing::Values(DistParam{"gloo", 2}, DistParam{"gloo", 4},
                                            DistParam{"mpi", 2}, DistParam{"mpi", 3}),
                          param_name);
+
+// The nccl one-shot all_reduce's connect record (dist/nccl/one_shot_record.h): a peer's record
+// is accepted only on this host, from another process, with the same slot size; anything else
+// (no buffer, a malformed record) keeps every rank on NCCL, with the reason.
+TEST(PgSettings, OneShotRecordsAreCheckedBeforeMapping) {
+  using namespace anvil::dist::nccl;
+  const OneShotRecord here{"node7", "0a1b", 100, 8192};
+  const std::string peer = format_one_shot_record({"node7", "ffee", 101, 8192});
+  std::string handle;
+  EXPECT_EQ(check_one_shot_record(peer, here, false, "rank 1", &handle), "");
+  EXPECT_EQ(handle, "ffee");
+  EXPECT_EQ(check_one_shot_record(format_one_shot_record(here), here, true, "rank 0", &handle), "");
+  EXPECT_EQ(handle, "0a1b");
+  auto why = [&](const std::string& rec) {
+    return check_one_shot_record(rec, here, false, "rank 1", nullptr);
+  };
+  EXPECT_NE(why(format_one_shot_record({"node8", "ffee", 101, 8192})).find("another host (node8)"),
+            std::string::npos);
+  EXPECT_NE(why(format_one_shot_record({"node7", "ffee", 100, 8192})).find("in this process"),
+            std::string::npos);
+  EXPECT_NE(why(format_one_shot_record({"node7", "ffee", 101, 16384})).find("slots of 16384"),
+            std::string::npos);
+  for (const char* bad : {"", "node7 ffee 101", "node7 XYZ 101 8192", "node7 ffee 101 8192 x"})
+    EXPECT_NE(why(bad).find("rank 1 has no peer-mappable buffer"), std::string::npos) << bad;
+}
 
 }  // namespace
 }  // namespace anvil::dist::test

@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <sstream>
 
 #include "core/error.h"
 #include "dist/nccl/one_shot_kernel.h"
+#include "dist/nccl/one_shot_record.h"
 
 namespace anvil::dist::nccl {
 
@@ -125,38 +125,23 @@ bool OneShot::connect(Store& store, std::chrono::steady_clock::time_point deadli
   // Round 1: this rank's host, buffer handle, process and slot size ("" when prepare() failed).
   // Ranks with different limits (ANVIL_NCCL_ONE_SHOT_BYTES or the caller-stream limit set
   // apart) would lay out their buffers differently and disagree on which ops take this path.
-  const std::string host = host_name();
-  store.set(str("one_shot/handle/", rank_),
-            problem_.empty()
-                ? str(host, " ", hex(&handle_, sizeof(handle_)), " ", getpid(), " ", slot_bytes_)
-                : "");
+  const OneShotRecord here{host_name(), hex(&handle_, sizeof(handle_)), getpid(), slot_bytes_};
+  store.set(str("one_shot/handle/", rank_), problem_.empty() ? format_one_shot_record(here) : "");
   std::vector<std::string> theirs(static_cast<size_t>(world_));
   for (int p = 0; p < world_; ++p)
     theirs[static_cast<size_t>(p)] =
         await(store, str("one_shot/handle/", p), deadline, names[static_cast<size_t>(p)]);
   // Round 2: open the peers' buffers when every rank has one on this host, in another process.
   std::string problem;
-  std::vector<std::vector<std::string>> fields(static_cast<size_t>(world_));
-  for (int p = 0; p < world_ && problem.empty(); ++p) {
-    std::istringstream in(theirs[static_cast<size_t>(p)]);
-    std::vector<std::string>& f = fields[static_cast<size_t>(p)];
-    for (std::string w; in >> w;) f.push_back(w);
-    const std::string& who = names[static_cast<size_t>(p)];
-    if (f.size() != 4)
-      problem = str(who, " has no peer-mappable buffer");
-    else if (f[0] != host)
-      problem = str(who, " is on another host (", f[0], ")");
-    else if (p != rank_ && f[2] == std::to_string(getpid()))
-      problem = str(who, " is in this process");
-    else if (f[3] != std::to_string(slot_bytes_))
-      problem = str(who, " has another one-shot limit (slots of ", f[3], " bytes, here ",
-                    slot_bytes_, ")");
-  }
+  std::vector<std::string> handles(static_cast<size_t>(world_));
+  for (int p = 0; p < world_ && problem.empty(); ++p)
+    problem = check_one_shot_record(theirs[static_cast<size_t>(p)], here, p == rank_,
+                                    names[static_cast<size_t>(p)], &handles[static_cast<size_t>(p)]);
   for (int p = 0; p < world_ && problem.empty(); ++p) {
     if (p == rank_) continue;
     cudaIpcMemHandle_t h{};
     void* mapped = nullptr;
-    if (!unhex(fields[static_cast<size_t>(p)][1], &h, sizeof(h))) {
+    if (!unhex(handles[static_cast<size_t>(p)], &h, sizeof(h))) {
       problem = str("a malformed buffer handle from ", names[static_cast<size_t>(p)]);
     } else if (const cudaError_t e = cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess);
                e != cudaSuccess) {
