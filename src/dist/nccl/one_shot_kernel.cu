@@ -64,12 +64,6 @@ struct Elem {
   static __device__ T store(Acc a) { return a; }
 };
 template <>
-struct Elem<float> {
-  using Acc = float;
-  static __device__ Acc load(const float* p) { return __ldcg(p); }
-  static __device__ float store(Acc a) { return a; }
-};
-template <>
 struct Elem<__half> {
   using Acc = float;
   static __device__ Acc load(const __half* p) {
@@ -86,22 +80,19 @@ struct Elem<__nv_bfloat16> {
   }
   static __device__ __nv_bfloat16 store(Acc a) { return __float2bfloat16_rn(a); }
 };
-template <>
-struct Elem<int8_t> {
-  using Acc = int32_t;
-  static __device__ Acc load(const int8_t* p) {
-    return static_cast<int8_t>(__ldcg(reinterpret_cast<const signed char*>(p)));
+/// 1-byte integers: loaded as their raw byte, accumulated in 32 bits (wrapping as NCCL's do).
+template <typename T, typename Raw, typename A>
+struct ByteElem {
+  using Acc = A;
+  static __device__ Acc load(const T* p) {
+    return static_cast<T>(__ldcg(reinterpret_cast<const Raw*>(p)));
   }
-  static __device__ int8_t store(Acc a) { return static_cast<int8_t>(a); }
+  static __device__ T store(Acc a) { return static_cast<T>(a); }
 };
 template <>
-struct Elem<uint8_t> {
-  using Acc = uint32_t;
-  static __device__ Acc load(const uint8_t* p) {
-    return __ldcg(reinterpret_cast<const unsigned char*>(p));
-  }
-  static __device__ uint8_t store(Acc a) { return static_cast<uint8_t>(a); }
-};
+struct Elem<int8_t> : ByteElem<int8_t, signed char, int32_t> {};
+template <>
+struct Elem<uint8_t> : ByteElem<uint8_t, unsigned char, uint32_t> {};
 template <>
 struct Elem<int64_t> {
   using Acc = int64_t;
