@@ -2,7 +2,8 @@
 # Runs the gpu-labelled tests from gpu_bundle/ (bench/gpu_bundle.sh) on the GPU machine, one
 # process per test over the cores (ANVIL_GPU_JOBS, default nproc; ANVIL_GPU_TEST_TIMEOUT s
 # each), with ANVIL_REQUIRE_GPU=1 (a skip is a failure; =2 on a machine with 2 GPUs, so the
-# 2-GPU nccl tests cannot skip either). Prints the failures' lines and the totals; exit status non-zero when any test failed, hung, or printed no result.
+# 2-GPU nccl tests cannot skip either). Prints the failures' lines and the totals; exit status
+# non-zero when any test failed, hung, or printed no result.
 #   bench/gpu_run.sh [GTEST_FILTER]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

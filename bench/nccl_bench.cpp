@@ -373,24 +373,29 @@ int run_anvil(const Options& o) {
     if (parts && std::string(parts) == "1") {
       Tensor out = on_gpu(2, DType::kFloat32);
       dist::OpOptions none;
-      const std::vector<std::pair<const char*, std::function<void()>>> cells = {
-          {"part_alloc", [&] { (void)Storage::allocate(8, pg->device(), /*zero=*/false); }},
-          {"part_ar_legacy", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, none)->wait(); }},
+      struct Cell {
+        const char* name;
+        std::function<void()> call;
+        std::function<void()> sync;  // after each call (sync) or the last (b2b)
+      };
+      const std::vector<Cell> cells = {
+          {"part_alloc", [&] { (void)Storage::allocate(8, pg->device(), /*zero=*/false); }, dsync},
+          {"part_ar_legacy", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, none)->wait(); },
+           dsync},
           {"part_ar_into_legacy",
-           [&] { pg->all_reduce_into(out, x, dist::ReduceOp::kSum, none)->wait(); }},
-          {"part_ar_stream", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait(); }},
-          {"part_ar_stream_ssync",
-           [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait(); }},
+           [&] { pg->all_reduce_into(out, x, dist::ReduceOp::kSum, none)->wait(); }, dsync},
+          {"part_ar_stream", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait(); },
+           dsync},
+          {"part_ar_stream_ssync", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait(); },
+           sync},
           {"part_ar_stream_wait_dsync",
-           [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait_stream(stream); }},
+           [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait_stream(stream); }, dsync},
           {"part_ar_into_nowait",
-           [&] { (void)pg->all_reduce_into(out, x, dist::ReduceOp::kSum, none); }}};
-      for (const auto& [name, call] : cells)
+           [&] { (void)pg->all_reduce_into(out, x, dist::ReduceOp::kSum, none); }, dsync}};
+      for (const Cell& c : cells)
         for (bool b2b : {false, true}) {
-          const bool stream_sync = std::string(name) == "part_ar_stream_ssync";
-          const double t = time_calls(warmup_for(8), iters, b2b, call,
-                                      stream_sync ? std::function<void()>(sync) : dsync, align);
-          if (pg->rank() == 0) print_cell("anvil", name, "fp32", 8, b2b ? "b2b" : "sync", t, w);
+          const double t = time_calls(warmup_for(8), iters, b2b, c.call, c.sync, align);
+          if (pg->rank() == 0) print_cell("anvil", c.name, "fp32", 8, b2b ? "b2b" : "sync", t, w);
         }
     }
   }

@@ -3,7 +3,6 @@
 #include "dist/nccl/nccl_process_group.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -154,21 +153,20 @@ bool NcclProcessGroup::shutdown(Millis grace) {
   return drained;
 }
 
-bool NcclProcessGroup::one_shot_ready(nccl::Clock::time_point deadline, const std::string& where) {
+bool NcclProcessGroup::one_shot_ready(std::chrono::steady_clock::time_point deadline,
+                                      const std::string& where) {
   if (st_->one_shot_tried) return st_->one_shot != nullptr;
   std::vector<std::string> names;
   for (int p = 0; p < size(); ++p) names.push_back(st_->peers(p));
-  std::string why = "no buffer (the group's device objects were not made)";
   try {
     st_->one_shot_tried = true;
-    if (!st_->one_shot || !st_->one_shot->connect(*store_, deadline, names, &why))
+    if (!st_->one_shot || !st_->one_shot->connect(*store_, deadline, names))
       st_->one_shot.reset();  // (every rank alike: the vote's outcome)
   } catch (const std::exception& e) {
     st_->abort_locked(str(where, " failed: ", e.what()));
     throw Error(str(e.what(), "; the NCCL communicator was aborted and the group is unusable"),
                 where);
   }
-  if (!st_->one_shot) st_->one_shot_declined = why;
   return st_->one_shot != nullptr;
 }
 
@@ -238,7 +236,7 @@ std::shared_ptr<Work> NcclProcessGroup::post(OpType op, const OpOptions& opts,
     // reused every other op), which one stream gives and NCCL does for its own ops.
     const bool one_shot = direct && !opts.stream && !captured && launch.one_shot &&
                           nccl::OneShot::eligible(launch.one_shot->dtype, launch.one_shot->op,
-                                                  bytes, size(), st_->one_shot_bytes) &&
+                                                  bytes, st_->one_shot_bytes) &&
                           one_shot_ready(deadline, w);
     if (direct) {
       stream = caller;

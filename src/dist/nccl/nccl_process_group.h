@@ -38,7 +38,6 @@ namespace anvil::dist {
 
 namespace nccl {
 struct NcclState;
-using Clock = std::chrono::steady_clock;
 }
 
 class NcclProcessGroup final : public ProcessGroup {
@@ -120,7 +119,7 @@ class NcclProcessGroup final : public ProcessGroup {
   /// The group's one-shot all_reduce, made on its first eligible op (mu held, device set;
   /// nccl/one_shot.h): true when this op takes it. Throws Error (the group then aborted) when
   /// a peer does not join the set-up by `deadline`.
-  bool one_shot_ready(nccl::Clock::time_point deadline, const std::string& where);
+  bool one_shot_ready(std::chrono::steady_clock::time_point deadline, const std::string& where);
 
   std::shared_ptr<Store> store_;
   std::shared_ptr<nccl::NcclState> st_;

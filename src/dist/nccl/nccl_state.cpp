@@ -465,16 +465,12 @@ bool NcclEvent::query() {
       release.swap(keep_);
       return true;
     }
-    if (late >= 0) {
-      why = str("timed out: the op did not complete within ", timeout_.count(),
-                " ms, waiting on ", st_->peers(late),
-                " (a rank that died, hangs, or never posted this op)");
-    } else if (r != cudaErrorNotReady) {
+    if (late < 0 && r != cudaErrorNotReady) {
       (void)cudaGetLastError();
       why = str("a CUDA error while waiting for the op: ", cuda_message(r));
-    } else if (Clock::now() > deadline_) {
+    } else if (late >= 0 || Clock::now() > deadline_) {
       why = str("timed out: the op did not complete within ", timeout_.count(),
-                " ms, waiting on ", st_->peers(peer_),
+                " ms, waiting on ", st_->peers(late >= 0 ? late : peer_),
                 " (a rank that died, hangs, or never posted this op)");
     }
   }

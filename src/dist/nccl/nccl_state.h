@@ -98,7 +98,6 @@ struct NcclState {
   /// before and when the group cannot use it (one_shot_tried tells which).
   std::shared_ptr<OneShot> one_shot;
   bool one_shot_tried = false;
-  std::string one_shot_declined;  // why the set-up declined it (for messages and debuggers)
   Millis group_timeout{0};  // GroupOptions::timeout: creating communicators may take that long
   std::string comm_name;  // the group's name, for NCCL's logs
   ncclUniqueId id{};

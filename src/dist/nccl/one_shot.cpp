@@ -14,25 +14,6 @@ namespace anvil::dist::nccl {
 
 namespace {
 
-std::string hex(const void* p, size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char c = static_cast<const unsigned char*>(p)[i];
-    s += d[c >> 4];
-    s += d[c & 15];
-  }
-  return s;
-}
-
-bool unhex(const std::string& s, void* p, size_t n) {
-  if (s.size() != 2 * n) return false;
-  auto v = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  for (size_t i = 0; i < n; ++i)
-    static_cast<unsigned char*>(p)[i] = static_cast<unsigned char>(v(s[2 * i]) * 16 + v(s[2 * i + 1]));
-  return true;
-}
-
 std::string host_name() {
   char h[256] = {};
   if (gethostname(h, sizeof(h) - 1) != 0) return "?";
@@ -82,11 +63,11 @@ std::string await(Store& store, const std::string& key, std::chrono::steady_cloc
 
 }  // namespace
 
-bool OneShot::eligible(DType dtype, ReduceOp op, size_t bytes, int world, int64_t limit) {
+bool OneShot::eligible(DType dtype, ReduceOp op, size_t bytes, int64_t limit) {
   OneShotType t;
   OneShotOp o;
-  return limit > 0 && bytes > 0 && bytes <= static_cast<size_t>(limit) && world >= 2 &&
-         world <= kOneShotMaxRanks && kernel_type(dtype, &t) && kernel_op(op, dtype, &o);
+  return limit > 0 && bytes > 0 && bytes <= static_cast<size_t>(limit) &&
+         kernel_type(dtype, &t) && kernel_op(op, dtype, &o);
 }
 
 std::shared_ptr<OneShot> OneShot::prepare(int rank, int world, int64_t limit) {
@@ -121,11 +102,11 @@ std::shared_ptr<OneShot> OneShot::prepare(int rank, int world, int64_t limit) {
 }
 
 bool OneShot::connect(Store& store, std::chrono::steady_clock::time_point deadline,
-                      const std::vector<std::string>& names, std::string* why) {
+                      const std::vector<std::string>& names) {
   // Round 1: this rank's host, buffer handle, process and slot size ("" when prepare() failed).
   // Ranks with different limits (ANVIL_NCCL_ONE_SHOT_BYTES or the caller-stream limit set
   // apart) would lay out their buffers differently and disagree on which ops take this path.
-  const OneShotRecord here{host_name(), hex(&handle_, sizeof(handle_)), getpid(), slot_bytes_};
+  const OneShotRecord here{host_name(), hex_bytes(&handle_, sizeof(handle_)), getpid(), slot_bytes_};
   store.set(str("one_shot/handle/", rank_), problem_.empty() ? format_one_shot_record(here) : "");
   std::vector<std::string> theirs(static_cast<size_t>(world_));
   for (int p = 0; p < world_; ++p)
@@ -141,7 +122,7 @@ bool OneShot::connect(Store& store, std::chrono::steady_clock::time_point deadli
     if (p == rank_) continue;
     cudaIpcMemHandle_t h{};
     void* mapped = nullptr;
-    if (!unhex(handles[static_cast<size_t>(p)], &h, sizeof(h))) {
+    if (!unhex_bytes(handles[static_cast<size_t>(p)], &h, sizeof(h))) {
       problem = str("a malformed buffer handle from ", names[static_cast<size_t>(p)]);
     } else if (const cudaError_t e = cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess);
                e != cudaSuccess) {
@@ -158,7 +139,6 @@ bool OneShot::connect(Store& store, std::chrono::steady_clock::time_point deadli
         await(store, str("one_shot/open/", p), deadline, names[static_cast<size_t>(p)]);
     if (v != "1" && problem.empty()) problem = str("on ", names[static_cast<size_t>(p)], ": ", v);
   }
-  if (why) *why = problem;
   return problem.empty();
 }
 

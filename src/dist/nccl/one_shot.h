@@ -30,20 +30,21 @@ namespace anvil::dist::nccl {
 
 class OneShot {
  public:
-  /// Whether an all_reduce of `bytes` of `dtype` with `op` on `world` ranks may take the
-  /// one-shot path with a limit of `limit` bytes (the same answer on every rank).
-  static bool eligible(DType dtype, ReduceOp op, size_t bytes, int world, int64_t limit);
+  /// Whether an all_reduce of `bytes` of `dtype` with `op` may take the one-shot path with a
+  /// limit of `limit` bytes (the same answer on every rank; a group of 1 or of more than
+  /// kOneShotMaxRanks ranks prepares none).
+  static bool eligible(DType dtype, ReduceOp op, size_t bytes, int64_t limit);
 
   /// This rank's part, on the current device: the kernels loaded, the buffer and the status
   /// word allocated. Never throws: a failure is kept and voted "no" by connect().
   static std::shared_ptr<OneShot> prepare(int rank, int world, int64_t limit);
   /// Collective over the group (every rank calls it at the same op, its device current): true
   /// when every rank mapped every peer's buffer; false on every rank when some rank could not
-  /// (another host, no peer access, a process holding two ranks), `why` then says why. Throws
-  /// Error naming the peer when one does not publish by `deadline` (`names`: each group rank's
-  /// name for messages; the caller then aborts the group).
+  /// (another host, no peer access, a process holding two ranks: its reason is in the store's
+  /// vote). Throws Error naming the peer when one does not publish by `deadline` (`names`:
+  /// each group rank's name for messages; the caller then aborts the group).
   bool connect(Store& store, std::chrono::steady_clock::time_point deadline,
-               const std::vector<std::string>& names, std::string* why);
+               const std::vector<std::string>& names);
   ~OneShot();
   OneShot(const OneShot&) = delete;
   OneShot& operator=(const OneShot&) = delete;

@@ -1,6 +1,7 @@
 // The record each rank publishes in the one-shot all_reduce's connect vote (one_shot.h), and the
 // check of a peer's record: "HOST HANDLE PID SLOT_BYTES" (HANDLE: the CUDA IPC handle in hex;
-// "" from a rank without a buffer). Header-only and free of CUDA, so the CPU tests check it.
+// "" from a rank without a buffer), and the handle's hex. Header-only and free of CUDA, so the
+// CPU tests check it.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,29 @@
 #include "core/error.h"
 
 namespace anvil::dist::nccl {
+
+inline constexpr const char* kOneShotHexDigits = "0123456789abcdef";
+
+/// `n` bytes at `p` as lowercase hex.
+inline std::string hex_bytes(const void* p, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<const unsigned char*>(p)[i];
+    s += kOneShotHexDigits[c >> 4];
+    s += kOneShotHexDigits[c & 15];
+  }
+  return s;
+}
+
+/// The `n` bytes hex_bytes wrote into `s`; false (nothing written) unless `s` is exactly that.
+inline bool unhex_bytes(const std::string& s, void* p, size_t n) {
+  if (s.size() != 2 * n || s.find_first_not_of(kOneShotHexDigits) != std::string::npos)
+    return false;
+  auto v = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  for (size_t i = 0; i < n; ++i)
+    static_cast<unsigned char*>(p)[i] = static_cast<unsigned char>(v(s[2 * i]) * 16 + v(s[2 * i + 1]));
+  return true;
+}
 
 struct OneShotRecord {
   std::string host, handle_hex;
@@ -31,7 +55,7 @@ inline std::string check_one_shot_record(const std::string& peer, const OneShotR
   std::istringstream in(peer);
   std::vector<std::string> f;
   for (std::string w; in >> w;) f.push_back(w);
-  if (f.size() != 4 || f[1].empty() || f[1].find_first_not_of("0123456789abcdef") != std::string::npos)
+  if (f.size() != 4 || f[1].empty() || f[1].find_first_not_of(kOneShotHexDigits) != std::string::npos)
     return str(who, " has no peer-mappable buffer");
   if (f[0] != here.host) return str(who, " is on another host (", f[0], ")");
   if (!self && f[2] == std::to_string(here.pid)) return str(who, " is in this process");
