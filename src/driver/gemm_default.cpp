@@ -4,6 +4,7 @@
 #include <string>
 
 #include "anvil/anvil_rt.h"  // ANVIL_GEMM_LIB_PACKED
+#include "codegen/gemm/cpu_templates.h"
 #include "codegen/gemm/cuda_skinny.h"
 #include "codegen/gemm/gemm_epilogue.h"
 #include "codegen/gemm/gemm_filter.h"
@@ -47,12 +48,51 @@ int default_cpu_fused_gemms(passes::Program& program, const gemm::GemmOptions& o
   return chosen;
 }
 
+bool has_feature(const codegen::TargetInfo& target, const char* f) {
+  for (const std::string& x : target.cpu_features)
+    if (x == f) return true;
+  return false;
+}
+
+/// The bf16 rule (gemm_default.h): anvil's widening AVX-512 template instead of oneDNN.
+int default_cpu_bf16_gemms(passes::Program& program, const gemm::GemmOptions& options,
+                           const codegen::TargetInfo& target) {
+  if (options.mode != gemm::AutotuneMode::kOff) return 0;
+  if (!env_switch("ANVIL_CPU_BF16_TEMPLATE", true)) return 0;
+  if (!gemm::backend_enabled(options, gemm::GemmBackend::kOwn)) return 0;
+  // oneDNN's AMX kernels are far faster where the CPU has them; without AVX-512 the template
+  // has no tile to run
+  if (has_feature(target, "amx-bf16") || !has_feature(target, "avx512f")) return 0;
+  int chosen = 0;
+  for (auto& step : program.steps) {
+    auto* g = std::get_if<passes::GemmStep>(&step);
+    if (!g || !g->choice.name.empty() || !g->buckets.empty() || !g->batch.empty()) continue;
+    if (g->dtype != DType::kBFloat16) continue;
+    const gemm::GemmProblem p = gemm::problem_of(program, *g, target.name);
+    if (p.a_dtype != DType::kBFloat16 || p.b_dtype != DType::kBFloat16) continue;
+    if (!gemm::template_eligible(p, options, nullptr)) continue;
+    std::vector<gemm::GemmCandidate> pick;
+    for (auto& c : gemm::cpu_template_candidates(p, gemm::cpu_isa_features(gemm::CpuIsa::kAvx512))) {
+      if (c.name.find(kDefaultBf16Template) != std::string::npos) {
+        pick.push_back(std::move(c));
+        break;
+      }
+    }
+    pick = gemm::filter_candidates(std::move(pick), options, 1);
+    if (pick.empty()) continue;
+    g->choice = kernel_choice(pick.front());
+    ++chosen;
+  }
+  return chosen;
+}
+
 }  // namespace
 
 int default_gemm_kernels(passes::Program& program, const gemm::GemmOptions& options,
                          const codegen::Target& backend, const codegen::TargetInfo& target) {
   if (backend.device_type() == Device::Type::kCPU)
-    return default_cpu_fused_gemms(program, options, target);
+    return default_cpu_fused_gemms(program, options, target) +
+           default_cpu_bf16_gemms(program, options, target);
   if (backend.device_type() != Device::Type::kCUDA || target.name != "cuda-sm90") return 0;
   // untimed, so only without tuning: a tuned compile times the kernel among the others (and a
   // step the tuner left without a kernel, every candidate failing, keeps the library)

@@ -14,6 +14,13 @@
 // with that epilogue in its store instead of a loop kernel after it. Off with
 // ANVIL_CPU_FUSED_GEMM=0 or a --gemm-backends list without "own"; filtered by --gemm-allow /
 // --gemm-deny as "own_packed_f32_auto".
+// On the CPU, bf16: a bf16 x bf16 GEMM (bf16 or fp32 out, static shape, not batched) on a target
+// with AVX-512 and without AMX runs anvil's widening template kDefaultBf16Template (bf16 widened
+// to fp32 while packing, the fp32 AVX-512 micro-kernel, epilogue in the store) instead of
+// oneDNN: on an AVX-512 Xeon without AMX (docs/performance.md) oneDNN's bf16 GEMM ran 1.0-1.4x
+// slower than it at a small decoder's shapes, and the tuner chose it or its neighbours there.
+// With AMX oneDNN's tile kernels win, so the rule stays off. Off with ANVIL_CPU_BF16_TEMPLATE=0
+// or a --gemm-backends list without "own"; filtered by --gemm-allow / --gemm-deny by its name.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +33,8 @@ namespace anvil::driver {
 
 constexpr int64_t kSkinnyMaxM = 16;
 constexpr int64_t kSkinnyMinWeightElems = int64_t(1) << 20;
+/// The part of a template name (cpu_templates.h) the bf16 rule picks: MR 12, NR 32 on AVX-512.
+constexpr const char* kDefaultBf16Template = "_avx512_mr12_nr32_kc256_mc144_nc1024_";
 
 /// Sets GemmStep::choice on the GEMM steps that have none and fit the rules above (only with
 /// --autotune off); returns how many it set.

@@ -3,6 +3,9 @@
 // (own_packed_f32_auto) with that epilogue in its store, and no loop kernel is left for it; the
 // package matches the reference interpreter. A residual add stays a loop kernel; a weight that
 // is a user input (not a constant) and ANVIL_CPU_FUSED_GEMM=0 keep the default path.
+// bf16: on a CPU with AVX-512 and no AMX, bf16 Linears run the widening template
+// kDefaultBf16Template (GELU fused in its store) and match the interpreter; an AVX2 target and
+// ANVIL_CPU_BF16_TEMPLATE=0 keep oneDNN.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -17,6 +20,8 @@
 #include "driver/compile.h"
 #include "interp/interpreter.h"
 #include "ir/parser.h"
+#include "driver/gemm_default.h"
+#include "runtime/cpu_features.h"
 #include "runtime/model.h"
 
 namespace anvil {
@@ -66,10 +71,12 @@ class CpuFusedGemm : public ::testing::Test {
     std::error_code ec;
     fs::remove_all(dir_, ec);
     ::unsetenv("ANVIL_CPU_FUSED_GEMM");
+    ::unsetenv("ANVIL_CPU_BF16_TEMPLATE");
   }
   /// Compiles `text` (--autotune off), checks it against the interpreter and returns the
   /// generated sources.
-  std::string compile_and_check(const std::string& name, const std::string& text) {
+  std::string compile_and_check(const std::string& name, const std::string& text,
+                                const std::string& target = "native", bool bf16 = false) {
     auto g = ir::parse_graph(text);
     std::vector<Tensor> ins;
     for (const auto& s : g->input_specs()) {
@@ -81,7 +88,12 @@ class CpuFusedGemm : public ::testing::Test {
     g->constants["b1"] = random(1, 96, 2, 1.0f).view({96});
     g->constants["w2"] = random(40, 96, 3, 0.2f);
     g->constants["b2"] = random(1, 40, 4, 1.0f).view({40});
+    if (bf16) {
+      for (auto& [k, v] : g->constants) v = v.to(DType::kBFloat16);
+      for (Tensor& t : ins) t = t.to(DType::kBFloat16);
+    }
     driver::CompileOptions o;
+    o.target = target;
     o.cache_dir = (dir_ / "cache").string();
     o.progress = codegen::ProgressMode::kQuiet;
     const std::string pkg = (dir_ / (name + ".anvil")).string();
@@ -126,6 +138,26 @@ TEST_F(CpuFusedGemm, DefaultPathWithoutAConstantWeightOrWhenTurnedOff) {
   src = compile_and_check("turned_off", mlp(gelu, false));
   EXPECT_EQ(count(src, "own_packed_f32_auto"), 0) << src;
   EXPECT_EQ(count(src, "computed in the store of a GEMM kernel"), 0) << src;
+}
+
+TEST_F(CpuFusedGemm, Bf16LinearsRunTheWideningTemplateWithoutAmx) {
+  // the MLP in bf16; fc1's GELU goes into the template's store
+  std::string text = mlp("%g: f32[37, 96] = aten.gelu.default(self=%h)", false);
+  for (size_t p = text.find("f32["); p != std::string::npos; p = text.find("f32[", p))
+    text.replace(p, 3, "bf16");
+  const bool rule = runtime::cpu_supports("avx512f") && !runtime::cpu_supports("amx-bf16");
+  std::string src = compile_and_check("bf16", text, "native", true);
+  const std::string kernel = driver::kDefaultBf16Template;
+  // both Linears (fc1 with its bias and GELU in the store), the kernel's source once
+  EXPECT_EQ(count(src, "(bf16 GEMM, kernel own_bf16" + kernel), rule ? 2 : 0) << src;
+  EXPECT_EQ(count(src, "// anvil CPU GEMM template own_bf16" + kernel), rule ? 1 : 0);
+  EXPECT_EQ(count(src, "computed in the store of a GEMM kernel"), rule ? 1 : 0) << src;
+  if (!runtime::cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this CPU for the avx2 target";
+  src = compile_and_check("bf16_avx2", text, "x86_64-avx2", true);
+  EXPECT_EQ(count(src, kernel), 0) << "an AVX2 target has no AVX-512 tile";
+  ::setenv("ANVIL_CPU_BF16_TEMPLATE", "0", 1);
+  src = compile_and_check("bf16_off", text, "native", true);
+  EXPECT_EQ(count(src, kernel), 0) << "ANVIL_CPU_BF16_TEMPLATE=0";
 }
 
 }  // namespace

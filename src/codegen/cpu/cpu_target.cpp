@@ -111,7 +111,8 @@ class CpuTarget final : public Target {
     int t = 0;  // one translation unit each: templates may share helper names
     for (const auto& [entry, source] : templates)
       r.sources.push_back({"gemm_kernel_" + std::to_string(t++) + ".cpp",
-                           "// GEMM kernel " + entry + ", chosen by the autotuner (codegen/gemm)\n" +
+                           "// GEMM kernel " + entry +
+                               ", chosen by the autotuner or an untimed rule (codegen/gemm)\n" +
                                source});
     int k = 0;
     for (const auto& t : tus) {

@@ -3,6 +3,7 @@
 // common body (validation, packing, blocking, threading, epilogue) written once below.
 #include <sstream>
 
+#include "codegen/fast_math_text.h"
 #include "codegen/gemm/cpu_templates.h"
 #include "core/error.h"
 
@@ -335,15 +336,15 @@ void store_tile(const Job& x, const Acc* t, int64_t i0, int64_t j0, int64_t rv, 
         break;
       case ANVIL_GEMM_ACT_GELU_ERF:
         for (int64_t jj = 0; jj < cv; ++jj)
-          v[jj] = 0.5f * v[jj] * (1.0f + std::erf(v[jj] * 0.70710678118654752f));
+          v[jj] = 0.5f * v[jj] * (1.0f + fast_erf(v[jj] * 0.70710678118654752f));
         break;
       case ANVIL_GEMM_ACT_GELU_TANH:
         for (int64_t jj = 0; jj < cv; ++jj)
           v[jj] = 0.5f * v[jj] *
-                  (1.0f + std::tanh(0.79788456080286536f * (v[jj] + 0.044715f * v[jj] * v[jj] * v[jj])));
+                  (1.0f + fast_tanh(0.79788456080286536f * (v[jj] + 0.044715f * v[jj] * v[jj] * v[jj])));
         break;
       case ANVIL_GEMM_ACT_SILU:
-        for (int64_t jj = 0; jj < cv; ++jj) v[jj] = v[jj] / (1.0f + std::exp(-v[jj]));
+        for (int64_t jj = 0; jj < cv; ++jj) v[jj] = v[jj] * fast_sigmoid(v[jj]);
         break;
       default:
         break;
@@ -581,6 +582,7 @@ std::string cpu_template_source(const CpuTemplateConfig& c) {
         : out_bf16 ? "uint16_t"
                    : "float")
     << " Out;\n"
+    << fast_math_text()  // the fused activations (codegen/fast_math_text.h)
     << (c.isa == CpuIsa::kAvx2 ? kKernelAvx2
         : dot                  ? kKernelAvx512Bf16
         : vnni                 ? kKernelAvx512Vnni
