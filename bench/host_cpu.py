@@ -9,7 +9,11 @@ beside PyTorch eager and torch.compile (default mode), same pinned cores, same r
 Needs numpy and PyTorch 2.x only (no network). The models are bench/cuda_bench.py's (the anchors'
 compile_bench_defs.py): the MLP 1024->4096->4096->1024 (GELU) at batch 64 and the LLaMA-style
 block (d 1024, 16 heads, ffn 2816, B 4, T 256), fp32, weights seeded (torch.manual_seed(0)),
-exported with torch.export. Per model: eager's output on this CPU is the reference; `anvil
+exported with torch.export. Also (--models, not in the default list) issue 16's bf16 models,
+hf_llama_bf16 and hf_bert_bf16: transformers' LlamaForCausalLM and BertModel (hidden 256, 2
+layers, 4 heads, intermediate 1024, vocab 1000, random weights, cast to bf16) on 4 x 128 token
+ids; they need the transformers package and are checked at bf16's tolerance (2e-2). Per model:
+eager's output on this CPU is the reference; `anvil
 compile` writes the default package (unpinned). Per core set (a taskset list; threads = its
 cores): `anvil compile --autotune max` pinned to the set with ANVIL_NUM_THREADS set, so the
 tuner's timing children run as the package will, into an empty object cache and an empty
@@ -47,8 +51,39 @@ from cuda_bench import MODELS  # noqa: E402  MLP and Block with their inputs (on
 
 DEFAULT_MODELS = "mlp_1024x4096,llama_block_d1024_t256"
 # (timed iterations, warm-up calls) per call of a measurement: the block takes ~50-130 ms a call
-# on 2 cores, the MLP ~10-20 ms
-ITERS = {"mlp_1024x4096": (40, 5), "llama_block_d1024_t256": (12, 2)}
+# on 2 cores, the MLP ~10-20 ms, the bf16 decoders ~10-25 ms
+ITERS = {"mlp_1024x4096": (40, 5), "llama_block_d1024_t256": (12, 2),
+         "hf_llama_bf16": (40, 5), "hf_bert_bf16": (40, 5)}
+
+
+class HfDecoder(torch.nn.Module):
+    """Issue 16's bf16 models: transformers' LlamaForCausalLM or BertModel with hidden 256,
+    2 layers, 4 heads, intermediate 1024, vocab 1000, random weights, cast to bf16; the input is
+    4 x 128 token ids, the output the logits (Llama) or the last hidden state (BERT)."""
+
+    def __init__(self, kind):
+        super().__init__()
+        import transformers as tf  # only these two models need it (pip install transformers)
+        if kind == "llama":
+            self.m = tf.LlamaForCausalLM(tf.LlamaConfig(
+                hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=4, intermediate_size=1024, vocab_size=1000))
+        else:
+            self.m = tf.BertModel(tf.BertConfig(
+                hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
+                intermediate_size=1024, vocab_size=1000))
+        self.m = self.m.to(torch.bfloat16)
+
+    def forward(self, ids):
+        return self.m(input_ids=ids)[0]
+
+
+def token_ids(_dtype):
+    return torch.randint(0, 1000, (4, 128), generator=torch.Generator().manual_seed(1))
+
+
+ALL_MODELS = dict(MODELS, hf_llama_bf16=(lambda: HfDecoder("llama"), token_ids),
+                  hf_bert_bf16=(lambda: HfDecoder("bert"), token_ids))
 KINDS = ("anvil_default", "anvil_max", "eager", "compile")
 
 
@@ -77,7 +112,7 @@ def torch_child(spec):
     """Times eager or torch.compile of the model in this (pinned) process; one JSON line."""
     s = json.loads(spec)
     torch.set_num_threads(s["threads"])
-    cls, _ = MODELS[s["model"]]
+    cls, _ = ALL_MODELS[s["model"]]
     m = cls().eval()
     m.load_state_dict(torch.load(s["state"]))
     x = torch.from_numpy(np.load(s["input"]))
@@ -160,7 +195,8 @@ def check_output(runner, anvil, env, pkg, inp, want, out_dir, r, key):
         return
     err = float(np.max(np.abs(got.astype(np.float64) - want)))
     r[key] = err
-    tol = 1e-4 * max(1.0, float(np.max(np.abs(want))))  # the repo's fp32 tolerance
+    # the repo's fp32 and bf16 tolerances
+    tol = (2e-2 if r["dtype"] == "bfloat16" else 1e-4) * max(1.0, float(np.max(np.abs(want))))
     r[key.replace("max_abs_err", "within_tol")] = err <= tol
 
 
@@ -299,7 +335,7 @@ def main():
     models = [m.strip() for m in a.models.split(",") if m.strip()]
     for m in models:
         if m not in ITERS:
-            sys.exit(f"host_cpu.py: --models: unknown model '{m}' (known: {DEFAULT_MODELS})")
+            sys.exit(f"host_cpu.py: --models: unknown model '{m}' (known: {', '.join(ITERS)})")
     if a.rounds < 1 or (a.iters is not None and a.iters < 1):
         sys.exit("host_cpu.py: --rounds and --iters must be at least 1")
     anvil = os.path.abspath(a.anvil)
@@ -319,9 +355,10 @@ def main():
     for name in models:
         if runner.left() < 1:
             break
-        cls, make_x = MODELS[name]
+        cls, make_x = ALL_MODELS[name]
         torch.manual_seed(0)
         m, x = cls().eval(), make_x(torch.float32)
+        dtype = str(next(m.parameters()).dtype).replace("torch.", "")
         prep = {p: os.path.join(a.work, name + ext) for p, ext in
                 (("pt2", ".pt2"), ("input", ".in0.npy"), ("state", ".state.pt"))}
         with torch.no_grad():
@@ -330,7 +367,7 @@ def main():
         np.save(prep["input"], x.numpy())
         torch.save(m.state_dict(), prep["state"])
         prep["pkg"] = os.path.join(a.work, name + "_default.anvil")
-        shared = {"errors": {}}
+        shared = {"errors": {}, "dtype": dtype}
         res = runner.run([anvil, "compile", prep["pt2"], "-o", prep["pkg"], "-q"],
                          dict(env, ANVIL_CACHE_DIR=os.path.join(a.work, "objcache")))
         if res is not None and res[0] == 0:
@@ -345,7 +382,7 @@ def main():
         for cores in sets:
             if runner.left() < 1:
                 break
-            r = {"model": name, "dtype": "float32", "cores": cores, "threads": threads[cores],
+            r = {"model": name, "cores": cores, "threads": threads[cores],
                  "host": host, "torch": torch.__version__, "rounds": {k: [] for k in KINDS},
                  "torch_compile_first_call_s": [], **json.loads(json.dumps(shared))}
             measure(runner, a, anvil, env, tenv, prep, cores, r)
@@ -357,7 +394,7 @@ def main():
     if runner.out_of_budget:
         print(f"budget of {a.budget_s:.0f} s spent: later measurements were not started",
               flush=True)
-    print(f"\n{host}, torch {torch.__version__}, fp32, p50 ms (median of the rounds)\n")
+    print(f"\n{host}, torch {torch.__version__}, p50 ms (median of the rounds)\n")
     print(table(results))
     if a.json:
         with open(a.json, "w") as fh:
