@@ -67,7 +67,8 @@ class HfDecoder(torch.nn.Module):
         if kind == "llama":
             self.m = tf.LlamaForCausalLM(tf.LlamaConfig(
                 hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=4, intermediate_size=1024, vocab_size=1000))
+                num_key_value_heads=4, intermediate_size=1024, vocab_size=1000,
+                use_cache=False))  # logits only, as the export returns
         else:
             self.m = tf.BertModel(tf.BertConfig(
                 hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
@@ -315,10 +316,11 @@ def main():
                     help="a taskset core list (repeatable); threads = its cores")
     ap.add_argument("--core-sets", default="",
                     help='core lists separated by ";" (default "0-1;0-7" when no --cores)')
-    ap.add_argument("--models", default=DEFAULT_MODELS, help=f"comma list of {DEFAULT_MODELS}")
+    ap.add_argument("--models", default=DEFAULT_MODELS,
+                    help=f"comma list of {', '.join(ITERS)} (default {DEFAULT_MODELS})")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=None,
-                    help="timed calls per measurement (default: MLP 40, block 12)")
+                    help="timed calls per measurement (default: block 12, the others 40)")
     ap.add_argument("--budget-s", type=float, default=540)
     ap.add_argument("--work", default="", help="folder for exports, packages and caches "
                                                "(default: a temp folder, removed at the end)")

@@ -240,8 +240,8 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   if (const int own = default_gemm_kernels(program, options.gemm, backend, target); own > 0)
     tuned.lines.push_back(std::to_string(own) +
                           (backend.device_type() == Device::Type::kCPU
-                               ? " GEMM(s) on anvil's packed kernel with a fused epilogue "
-                                 "(untimed rule)"
+                               ? " GEMM(s) on anvil's own CPU kernels (untimed rules: fp32 "
+                                 "with a fused epilogue, bf16 on AVX-512)"
                                : " GEMM(s) on anvil's skinny kernel (untimed rule)"));
   r.tune_s = seconds_since(t);
   r.gemms_tuned = tuned.tuned;

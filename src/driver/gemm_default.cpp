@@ -16,6 +16,20 @@ namespace anvil::driver {
 
 namespace gemm = codegen::gemm;
 
+gemm::CpuTemplateConfig default_bf16_template(bool trans_a, bool trans_b) {
+  gemm::CpuTemplateConfig c;
+  c.types = gemm::CpuGemmTypes::kBf16;
+  c.isa = gemm::CpuIsa::kAvx512;
+  c.mr = 12;
+  c.nr = 32;
+  c.kc = 256;
+  c.mc = 144;
+  c.nc = 1024;
+  c.trans_a = trans_a;
+  c.trans_b = trans_b;
+  return c;
+}
+
 namespace {
 
 /// The CPU rule (gemm_default.h): the packed kernel with the epilogue in its store, for the
@@ -58,11 +72,12 @@ bool has_feature(const codegen::TargetInfo& target, const char* f) {
 int default_cpu_bf16_gemms(passes::Program& program, const gemm::GemmOptions& options,
                            const codegen::TargetInfo& target) {
   if (options.mode != gemm::AutotuneMode::kOff) return 0;
+  // A native target's features are the building CPU's, AMX included; a named target's list is
+  // fixed and says nothing of AMX (where oneDNN's tile kernels are expected to win).
+  if (target.name != "native") return 0;
+  if (has_feature(target, "amx-bf16") || !has_feature(target, "avx512f")) return 0;
   if (!env_switch("ANVIL_CPU_BF16_TEMPLATE", true)) return 0;
   if (!gemm::backend_enabled(options, gemm::GemmBackend::kOwn)) return 0;
-  // oneDNN's AMX kernels are far faster where the CPU has them; without AVX-512 the template
-  // has no tile to run
-  if (has_feature(target, "amx-bf16") || !has_feature(target, "avx512f")) return 0;
   int chosen = 0;
   for (auto& step : program.steps) {
     auto* g = std::get_if<passes::GemmStep>(&step);
@@ -70,15 +85,9 @@ int default_cpu_bf16_gemms(passes::Program& program, const gemm::GemmOptions& op
     if (g->dtype != DType::kBFloat16) continue;
     const gemm::GemmProblem p = gemm::problem_of(program, *g, target.name);
     if (p.a_dtype != DType::kBFloat16 || p.b_dtype != DType::kBFloat16) continue;
-    if (!gemm::template_eligible(p, options, nullptr)) continue;
-    std::vector<gemm::GemmCandidate> pick;
-    for (auto& c : gemm::cpu_template_candidates(p, gemm::cpu_isa_features(gemm::CpuIsa::kAvx512))) {
-      if (c.name.find(kDefaultBf16Template) != std::string::npos) {
-        pick.push_back(std::move(c));
-        break;
-      }
-    }
-    pick = gemm::filter_candidates(std::move(pick), options, 1);
+    if (!gemm::template_eligible(p, options, nullptr) || *p.m < kDefaultBf16MinM) continue;
+    auto pick = gemm::filter_candidates(
+        {gemm::cpu_template_candidate(default_bf16_template(p.trans_a, p.trans_b))}, options, 1);
     if (pick.empty()) continue;
     g->choice = kernel_choice(pick.front());
     ++chosen;

@@ -14,17 +14,20 @@
 // with that epilogue in its store instead of a loop kernel after it. Off with
 // ANVIL_CPU_FUSED_GEMM=0 or a --gemm-backends list without "own"; filtered by --gemm-allow /
 // --gemm-deny as "own_packed_f32_auto".
-// On the CPU, bf16: a bf16 x bf16 GEMM (bf16 or fp32 out, static shape, not batched) on a target
-// with AVX-512 and without AMX runs anvil's widening template kDefaultBf16Template (bf16 widened
-// to fp32 while packing, the fp32 AVX-512 micro-kernel, epilogue in the store) instead of
-// oneDNN: on an AVX-512 Xeon without AMX (docs/performance.md) oneDNN's bf16 GEMM ran 1.0-1.4x
-// slower than it at a small decoder's shapes, and the tuner chose it or its neighbours there.
-// With AMX oneDNN's tile kernels win, so the rule stays off. Off with ANVIL_CPU_BF16_TEMPLATE=0
-// or a --gemm-backends list without "own"; filtered by --gemm-allow / --gemm-deny by its name.
+// On the CPU, bf16: a bf16 x bf16 -> bf16 GEMM (static shape, M >= kDefaultBf16MinM, not
+// batched) of a `native` package built on a CPU with AVX-512 and without AMX runs anvil's widening
+// template default_bf16_template() (bf16 widened to fp32 while packing, the fp32 AVX-512
+// micro-kernel, bias / activation in the store) instead of oneDNN: on an AVX-512 Xeon without AMX
+// oneDNN's bf16 GEMM ran up to 1.4x slower than it at a small decoder's shapes (M 512), where the
+// tuner chose it or a neighbour (docs/performance.md). Named targets (x86_64-avx512) keep
+// oneDNN: their feature list cannot tell whether the running CPU has AMX, where oneDNN's tile
+// kernels are expected to win (not measured). Off with ANVIL_CPU_BF16_TEMPLATE=0 or a
+// --gemm-backends list without "own"; filtered by --gemm-allow / --gemm-deny by its name.
 #pragma once
 
 #include <cstdint>
 
+#include "codegen/gemm/cpu_templates.h"
 #include "codegen/gemm/gemm_candidate.h"
 #include "codegen/target.h"
 #include "passes/loop_ir.h"
@@ -33,8 +36,12 @@ namespace anvil::driver {
 
 constexpr int64_t kSkinnyMaxM = 16;
 constexpr int64_t kSkinnyMinWeightElems = int64_t(1) << 20;
-/// The part of a template name (cpu_templates.h) the bf16 rule picks: MR 12, NR 32 on AVX-512.
-constexpr const char* kDefaultBf16Template = "_avx512_mr12_nr32_kc256_mc144_nc1024_";
+/// The bf16 rule's smallest M: it was measured at M 512; decode-sized products stay on oneDNN.
+constexpr int64_t kDefaultBf16MinM = 64;
+
+/// The bf16 rule's template: bf16 -> bf16, AVX-512, MR 12, NR 32, KC 256, MC 144, NC 1024 (one of
+/// the tuner's candidates, cpu_template_configs), with the problem's layout.
+codegen::gemm::CpuTemplateConfig default_bf16_template(bool trans_a, bool trans_b);
 
 /// Sets GemmStep::choice on the GEMM steps that have none and fit the rules above (only with
 /// --autotune off); returns how many it set.

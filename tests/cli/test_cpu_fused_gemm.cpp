@@ -3,24 +3,27 @@
 // (own_packed_f32_auto) with that epilogue in its store, and no loop kernel is left for it; the
 // package matches the reference interpreter. A residual add stays a loop kernel; a weight that
 // is a user input (not a constant) and ANVIL_CPU_FUSED_GEMM=0 keep the default path.
-// bf16: on a CPU with AVX-512 and no AMX, bf16 Linears run the widening template
-// kDefaultBf16Template (GELU fused in its store) and match the interpreter; an AVX2 target and
-// ANVIL_CPU_BF16_TEMPLATE=0 keep oneDNN.
+// bf16: in a native package built on a CPU with AVX-512 and no AMX, bf16 Linears of M >= 64 run
+// the widening template default_bf16_template() (GELU fused in its store) and match the
+// interpreter; a smaller M, a named target and ANVIL_CPU_BF16_TEMPLATE=0 keep oneDNN.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "common/check.h"
+#include "codegen/gemm/cpu_templates.h"
+#include "codegen/toolchain.h"
 #include "core/zip_reader.h"
 #include "driver/compile.h"
+#include "driver/gemm_default.h"
 #include "interp/interpreter.h"
 #include "ir/parser.h"
-#include "driver/gemm_default.h"
 #include "runtime/cpu_features.h"
 #include "runtime/model.h"
 
@@ -141,23 +144,51 @@ TEST_F(CpuFusedGemm, DefaultPathWithoutAConstantWeightOrWhenTurnedOff) {
 }
 
 TEST_F(CpuFusedGemm, Bf16LinearsRunTheWideningTemplateWithoutAmx) {
-  // the MLP in bf16; fc1's GELU goes into the template's store
-  std::string text = mlp("%g: f32[37, 96] = aten.gelu.default(self=%h)", false);
-  for (size_t p = text.find("f32["); p != std::string::npos; p = text.find("f32[", p))
-    text.replace(p, 3, "bf16");
-  const bool rule = runtime::cpu_supports("avx512f") && !runtime::cpu_supports("amx-bf16");
-  std::string src = compile_and_check("bf16", text, "native", true);
-  const std::string kernel = driver::kDefaultBf16Template;
+  // the rule's tile is one of the tuner's own bf16 AVX-512 candidates
+  const std::string name = codegen::gemm::cpu_template_name(driver::default_bf16_template(false, true));
+  bool listed = false;
+  for (auto c : codegen::gemm::cpu_template_configs(codegen::gemm::CpuGemmTypes::kBf16,
+                                                    codegen::gemm::CpuIsa::kAvx512)) {
+    c.trans_b = true;
+    listed = listed || codegen::gemm::cpu_template_name(c) == name;
+  }
+  EXPECT_TRUE(listed) << name << " is not among the tuner's bf16 AVX-512 templates";
+  // the MLP in bf16 at M 64 (the rule's smallest); fc1's GELU goes into the template's store
+  auto bf16_mlp = [](int64_t m) {
+    std::string text = mlp("%g: f32[37, 96] = aten.gelu.default(self=%h)", false);
+    for (size_t p = text.find("f32["); p != std::string::npos; p = text.find("f32[", p))
+      text.replace(p, 3, "bf16");
+    for (size_t p = text.find("[37,"); p != std::string::npos; p = text.find("[37,", p))
+      text.replace(p + 1, 2, std::to_string(m));
+    return text;
+  };
+  const auto native = codegen::resolve_target("native");
+  auto has = [&](const char* f) {
+    return std::find(native.cpu_features.begin(), native.cpu_features.end(), f) !=
+           native.cpu_features.end();
+  };
+  const bool rule = has("avx512f") && !has("amx-bf16");
+  std::string src = compile_and_check("bf16", bf16_mlp(64), "native", true);
   // both Linears (fc1 with its bias and GELU in the store), the kernel's source once
-  EXPECT_EQ(count(src, "(bf16 GEMM, kernel own_bf16" + kernel), rule ? 2 : 0) << src;
-  EXPECT_EQ(count(src, "// anvil CPU GEMM template own_bf16" + kernel), rule ? 1 : 0);
+  EXPECT_EQ(count(src, "(bf16 GEMM, kernel " + name), rule ? 2 : 0) << src;
+  EXPECT_EQ(count(src, "// anvil CPU GEMM template " + name), rule ? 1 : 0);
   EXPECT_EQ(count(src, "computed in the store of a GEMM kernel"), rule ? 1 : 0) << src;
-  if (!runtime::cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this CPU for the avx2 target";
-  src = compile_and_check("bf16_avx2", text, "x86_64-avx2", true);
-  EXPECT_EQ(count(src, kernel), 0) << "an AVX2 target has no AVX-512 tile";
+  src = compile_and_check("bf16_m63", bf16_mlp(63), "native", true);
+  EXPECT_EQ(count(src, name), 0) << "M below kDefaultBf16MinM keeps oneDNN";
   ::setenv("ANVIL_CPU_BF16_TEMPLATE", "0", 1);
-  src = compile_and_check("bf16_off", text, "native", true);
-  EXPECT_EQ(count(src, kernel), 0) << "ANVIL_CPU_BF16_TEMPLATE=0";
+  src = compile_and_check("bf16_off", bf16_mlp(64), "native", true);
+  EXPECT_EQ(count(src, name), 0) << "ANVIL_CPU_BF16_TEMPLATE=0";
+  ::unsetenv("ANVIL_CPU_BF16_TEMPLATE");
+  // a named target's features say nothing of AMX: oneDNN
+  const char* named = runtime::cpu_supports("avx512f") ? "x86_64-avx512"
+                      : runtime::cpu_supports("avx2") ? "x86_64-avx2"
+                                                       : nullptr;
+  if (named) {
+    src = compile_and_check("bf16_named", bf16_mlp(64), named, true);
+    EXPECT_EQ(count(src, name), 0) << named;
+  }
+  if (!rule) GTEST_SKIP() << "the native target has no AVX-512 or has AMX: only the negative "
+                             "cases ran";
 }
 
 }  // namespace

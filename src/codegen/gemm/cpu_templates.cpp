@@ -150,6 +150,16 @@ std::vector<CpuTemplateConfig> cpu_template_configs(CpuGemmTypes t, CpuIsa isa) 
   return {};
 }
 
+GemmCandidate cpu_template_candidate(const CpuTemplateConfig& c) {
+  GemmCandidate cand;
+  cand.name = cpu_template_name(c);
+  cand.backend = GemmBackend::kOwn;
+  cand.entry = cpu_template_entry(c);
+  cand.source = cpu_template_source(c);
+  cand.fuses_bias = cand.fuses_activation = c.types != CpuGemmTypes::kI8I32;
+  return cand;
+}
+
 std::vector<GemmCandidate> cpu_template_candidates(const GemmProblem& p,
                                                    const std::vector<std::string>& cpu_features) {
   CpuGemmTypes types;
@@ -173,13 +183,7 @@ std::vector<GemmCandidate> cpu_template_candidates(const GemmProblem& p,
     for (CpuTemplateConfig c : cpu_template_configs(types, isa)) {
       c.trans_a = p.trans_a;
       c.trans_b = p.trans_b;
-      GemmCandidate cand;
-      cand.name = cpu_template_name(c);
-      cand.backend = GemmBackend::kOwn;
-      cand.entry = cpu_template_entry(c);
-      cand.source = cpu_template_source(c);
-      cand.fuses_bias = cand.fuses_activation = types != CpuGemmTypes::kI8I32;
-      out.push_back(std::move(cand));
+      out.push_back(cpu_template_candidate(c));
     }
   }
   return out;

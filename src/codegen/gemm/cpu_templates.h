@@ -68,6 +68,10 @@ std::string cpu_template_source(const CpuTemplateConfig& c);
 /// empty when the ISA has no kernel for them: bf16 dot for fp32 inputs).
 std::vector<CpuTemplateConfig> cpu_template_configs(CpuGemmTypes t, CpuIsa isa);
 
+/// The candidate of one configuration (backend kOwn, its entry and source; the store applies
+/// bias and activation except for int8). Throws Error for an invalid configuration.
+GemmCandidate cpu_template_candidate(const CpuTemplateConfig& c);
+
 /// The template candidates for `p`: every configuration of each ISA whose features are all in
 /// `cpu_features` (widest ISA first), for the dtypes of p (fp32 -> fp32, bf16 -> bf16 or fp32,
 /// int8 -> int32); empty for other dtypes or when no ISA is available. Backend kOwn; the store
