@@ -73,7 +73,7 @@ int default_cpu_bf16_gemms(passes::Program& program, const gemm::GemmOptions& op
                            const codegen::TargetInfo& target) {
   if (options.mode != gemm::AutotuneMode::kOff) return 0;
   // A native target's features are the building CPU's, AMX included; a named target's list is
-  // fixed and says nothing of AMX (where oneDNN's tile kernels are expected to win).
+  // fixed and says nothing of AMX (where oneDNN's tile kernels win).
   if (target.name != "native") return 0;
   if (has_feature(target, "amx-bf16") || !has_feature(target, "avx512f")) return 0;
   if (!env_switch("ANVIL_CPU_BF16_TEMPLATE", true)) return 0;

@@ -21,8 +21,9 @@
 // oneDNN's bf16 GEMM ran up to 1.4x slower than it at a small decoder's shapes (M 512), where the
 // tuner chose it or a neighbour (docs/performance.md). Named targets (x86_64-avx512) keep
 // oneDNN: their feature list cannot tell whether the running CPU has AMX, where oneDNN's tile
-// kernels are expected to win (not measured). Off with ANVIL_CPU_BF16_TEMPLATE=0 or a
-// --gemm-backends list without "own"; filtered by --gemm-allow / --gemm-deny by its name.
+// kernels win (the tuner chose oneDNN at every GEMM of both decoders on an AMX host). Off with
+// ANVIL_CPU_BF16_TEMPLATE=0 or a --gemm-backends list without "own"; filtered by --gemm-allow /
+// --gemm-deny by its name.
 #pragma once
 
 #include <cstdint>
