@@ -17,17 +17,8 @@ namespace anvil::driver {
 namespace gemm = codegen::gemm;
 
 gemm::CpuTemplateConfig default_bf16_template(bool trans_a, bool trans_b) {
-  gemm::CpuTemplateConfig c;
-  c.types = gemm::CpuGemmTypes::kBf16;
-  c.isa = gemm::CpuIsa::kAvx512;
-  c.mr = 12;
-  c.nr = 32;
-  c.kc = 256;
-  c.mc = 144;
-  c.nc = 1024;
-  c.trans_a = trans_a;
-  c.trans_b = trans_b;
-  return c;
+  return {.types = gemm::CpuGemmTypes::kBf16, .isa = gemm::CpuIsa::kAvx512, .mr = 12, .nr = 32,
+          .kc = 256, .mc = 144, .nc = 1024, .trans_a = trans_a, .trans_b = trans_b};
 }
 
 namespace {
