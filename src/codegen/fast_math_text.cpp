@@ -4,8 +4,9 @@
 namespace anvil::codegen {
 
 const std::string& fast_math_text() {
-  static const std::string text = R"(// Vectorisable float math (branch-free, so `#pragma omp simd` loops vectorise them). Accuracy:
-// exp ~2 ulp, tanh / sigmoid ~3 ulp, erf 1.5e-7 absolute; inf and NaN behave like std::.
+  static const std::string text =
+      "// Vectorisable float math (branch-free, so `#pragma omp simd` loops vectorise them). "
+      "Accuracy:\n" R"(// exp ~2 ulp, tanh / sigmoid ~3 ulp, erf 1.5e-7 absolute; inf and NaN behave like std::.
 static inline float pow2i(int32_t n) {
   const uint32_t u = static_cast<uint32_t>(n + 127) << 23;
   float f;

@@ -53,12 +53,6 @@ int default_cpu_fused_gemms(passes::Program& program, const gemm::GemmOptions& o
   return chosen;
 }
 
-bool has_feature(const codegen::TargetInfo& target, const char* f) {
-  for (const std::string& x : target.cpu_features)
-    if (x == f) return true;
-  return false;
-}
-
 /// The bf16 rule (gemm_default.h): anvil's widening AVX-512 template instead of oneDNN.
 int default_cpu_bf16_gemms(passes::Program& program, const gemm::GemmOptions& options,
                            const codegen::TargetInfo& target) {
@@ -66,7 +60,10 @@ int default_cpu_bf16_gemms(passes::Program& program, const gemm::GemmOptions& op
   // A native target's features are the building CPU's, AMX included; a named target's list is
   // fixed and says nothing of AMX (where oneDNN's tile kernels win).
   if (target.name != "native") return 0;
-  if (has_feature(target, "amx-bf16") || !has_feature(target, "avx512f")) return 0;
+  const auto& features = target.cpu_features;
+  if (gemm::has_cpu_features(features, {"amx-bf16"}) ||
+      !gemm::has_cpu_features(features, {"avx512f"}))
+    return 0;
   if (!env_switch("ANVIL_CPU_BF16_TEMPLATE", true)) return 0;
   if (!gemm::backend_enabled(options, gemm::GemmBackend::kOwn)) return 0;
   int chosen = 0;

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -145,12 +144,12 @@ TEST_F(CpuFusedGemm, DefaultPathWithoutAConstantWeightOrWhenTurnedOff) {
 
 TEST_F(CpuFusedGemm, Bf16LinearsRunTheWideningTemplateWithoutAmx) {
   // the rule's tile is one of the tuner's own bf16 AVX-512 candidates
-  const std::string name = codegen::gemm::cpu_template_name(driver::default_bf16_template(false, true));
+  namespace cg = codegen::gemm;
+  const std::string name = cg::cpu_template_name(driver::default_bf16_template(false, true));
   bool listed = false;
-  for (auto c : codegen::gemm::cpu_template_configs(codegen::gemm::CpuGemmTypes::kBf16,
-                                                    codegen::gemm::CpuIsa::kAvx512)) {
+  for (auto c : cg::cpu_template_configs(cg::CpuGemmTypes::kBf16, cg::CpuIsa::kAvx512)) {
     c.trans_b = true;
-    listed = listed || codegen::gemm::cpu_template_name(c) == name;
+    listed = listed || cg::cpu_template_name(c) == name;
   }
   EXPECT_TRUE(listed) << name << " is not among the tuner's bf16 AVX-512 templates";
   // the MLP in bf16 at M 64 (the rule's smallest); fc1's GELU goes into the template's store
@@ -162,12 +161,9 @@ TEST_F(CpuFusedGemm, Bf16LinearsRunTheWideningTemplateWithoutAmx) {
       text.replace(p + 1, 2, std::to_string(m));
     return text;
   };
-  const auto native = codegen::resolve_target("native");
-  auto has = [&](const char* f) {
-    return std::find(native.cpu_features.begin(), native.cpu_features.end(), f) !=
-           native.cpu_features.end();
-  };
-  const bool rule = has("avx512f") && !has("amx-bf16");
+  const auto native = codegen::resolve_target("native").cpu_features;
+  const bool rule =
+      cg::has_cpu_features(native, {"avx512f"}) && !cg::has_cpu_features(native, {"amx-bf16"});
   std::string src = compile_and_check("bf16", bf16_mlp(64), "native", true);
   // both Linears (fc1 with its bias and GELU in the store), the kernel's source once
   EXPECT_EQ(count(src, "(bf16 GEMM, kernel " + name), rule ? 2 : 0) << src;

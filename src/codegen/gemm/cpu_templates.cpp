@@ -126,13 +126,14 @@ std::vector<CpuTemplateConfig> expand(CpuGemmTypes t, CpuIsa isa, const Shape (&
   return out;
 }
 
-bool has_all(const std::vector<std::string>& have, const std::vector<std::string>& need) {
+}  // namespace
+
+bool has_cpu_features(const std::vector<std::string>& have,
+                      const std::vector<std::string>& need) {
   for (const std::string& f : need)
     if (std::find(have.begin(), have.end(), f) == have.end()) return false;
   return true;
 }
-
-}  // namespace
 
 std::vector<CpuTemplateConfig> cpu_template_configs(CpuGemmTypes t, CpuIsa isa) {
   const bool f32 = t == CpuGemmTypes::kF32;
@@ -179,7 +180,7 @@ std::vector<GemmCandidate> cpu_template_candidates(const GemmProblem& p,
   if (types != CpuGemmTypes::kI8I32 && p.acc_dtype != DType::kFloat32) return {};
   std::vector<GemmCandidate> out;
   for (CpuIsa isa : {CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Bf16, CpuIsa::kAvx512, CpuIsa::kAvx2}) {
-    if (!has_all(cpu_features, cpu_isa_features(isa))) continue;
+    if (!has_cpu_features(cpu_features, cpu_isa_features(isa))) continue;
     for (CpuTemplateConfig c : cpu_template_configs(types, isa)) {
       c.trans_a = p.trans_a;
       c.trans_b = p.trans_b;

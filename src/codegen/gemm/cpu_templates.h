@@ -32,6 +32,8 @@ enum class CpuIsa {
 const char* cpu_isa_name(CpuIsa isa);  // "avx2", "avx512", "avx512bf16", "avx512vnni"
 /// The target features (runtime/cpu_features names) an ISA needs.
 std::vector<std::string> cpu_isa_features(CpuIsa isa);
+/// Whether `have` (a target's cpu_features) holds every feature of `need`.
+bool has_cpu_features(const std::vector<std::string>& have, const std::vector<std::string>& need);
 
 /// Element types of a template: inputs A and B, output C (accumulation is always fp32).
 enum class CpuGemmTypes {

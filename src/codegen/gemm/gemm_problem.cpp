@@ -40,10 +40,6 @@ bool b_is_constant(const passes::Program& p, const passes::GemmStep& g) {
   return !p.constants[static_cast<size_t>(b.index)].is_mutable;
 }
 
-bool has(const std::vector<std::string>& features, const char* f) {
-  return std::find(features.begin(), features.end(), f) != features.end();
-}
-
 GemmCandidate library(const std::string& name, GemmBackend backend, int lib, int variant) {
   GemmCandidate c;
   c.name = name;
@@ -67,11 +63,11 @@ void cpu_library_candidates(const GemmProblem& p, const GemmOptions& o,
   // anvil's packed-B kernel (runtime/kernels/gemm_packed.h): fp32, beta 0; counted as "own".
   // It applies a column bias and every activation in its store (GemmAct).
   if (backend_enabled(o, GemmBackend::kOwn) && f32 && p.beta == 0.0) {
-    if (has(features, "avx512f")) {
+    if (has_cpu_features(features, {"avx512f"})) {
       out.push_back(library("own_packed_f32_avx512", GemmBackend::kOwn, ANVIL_GEMM_LIB_PACKED, 3));
       out.back().fuses_bias = out.back().fuses_activation = true;
     }
-    if (has(features, "avx2") && has(features, "fma")) {
+    if (has_cpu_features(features, {"avx2", "fma"})) {
       out.push_back(library("own_packed_f32_avx2", GemmBackend::kOwn, ANVIL_GEMM_LIB_PACKED, 2));
       out.back().fuses_bias = out.back().fuses_activation = true;
     }
