@@ -107,6 +107,7 @@ Proc start(const std::vector<std::string>& argv, const std::map<std::string, std
 /// A live process as /proc shows it.
 struct ProcInfo {
   pid_t pid = 0, ppid = 0, pgrp = 0;
+  int exit_status = 0;  // a zombie's wait status (stat field 52), 0 for a live process
   std::string state, wchan, cmd;
 };
 
@@ -125,6 +126,9 @@ std::vector<ProcInfo> job_processes(pid_t root) {
     ProcInfo p;
     p.pid = static_cast<pid_t>(std::stol(name));
     if (!(rest >> p.state >> p.ppid >> p.pgrp)) continue;
+    std::string field;
+    for (int i = 6; i <= 52 && rest >> field; ++i)
+      if (i == 52) p.exit_status = std::atoi(field.c_str());
     std::ifstream w(e.path() / "wchan"), c(e.path() / "cmdline");
     std::getline(w, p.wchan);
     p.cmd.assign(std::istreambuf_iterator<char>(c), std::istreambuf_iterator<char>());
@@ -154,12 +158,41 @@ std::string describe(const std::vector<ProcInfo>& procs) {
   return os.str();
 }
 
+bool is_mpirun(const ProcInfo& p) {
+  const std::string argv0 = p.cmd.substr(0, p.cmd.find(' '));
+  const std::string base = argv0.substr(argv0.rfind('/') + 1);
+  return base == "mpirun" || base == "orterun";
+}
+
+/// Whether the job is an Open MPI launcher left alone: every rank it started has exited (a
+/// zombie it has not reaped) and nothing but mpirun is alive. Seen under load after a rank's
+/// MPI_Abort: mpirun sat in a futex wait and never reaped its ranks (docs/distributed.md).
+/// `failed` says whether a rank exited with a non-zero status or a signal.
+bool launcher_left_alone(const std::vector<ProcInfo>& job, bool* failed) {
+  int zombies = 0;
+  *failed = false;
+  for (const auto& p : job) {
+    if (p.state == "Z") {
+      ++zombies;
+      if (p.exit_status != 0) *failed = true;
+    } else if (!is_mpirun(p)) {
+      return false;
+    }
+  }
+  return zombies > 0;
+}
+
 /// Waits for every process until `deadline`; kills the rest (whole process groups).
 bool wait_all(std::vector<Proc>& procs, std::chrono::milliseconds deadline) {
   const auto end = Clock::now() + deadline;
+  constexpr auto kLauncherGrace = std::chrono::seconds(5);
+  std::map<pid_t, Clock::time_point> alone_since;  // by job: since when mpirun was left alone
+  auto next_scan = Clock::now();
   bool timed_out = false;
   while (true) {
     bool all = true;
+    const bool scan = Clock::now() >= next_scan;
+    if (scan) next_scan = Clock::now() + std::chrono::milliseconds(200);
     for (auto& p : procs) {
       if (p.done) continue;
       int st = 0;
@@ -168,9 +201,29 @@ bool wait_all(std::vector<Proc>& procs, std::chrono::milliseconds deadline) {
         p.done = true;
         if (WIFEXITED(st)) p.result.exit_code = WEXITSTATUS(st);
         if (WIFSIGNALED(st)) p.result.signal = WTERMSIG(st);
-      } else {
-        all = false;
+        continue;
       }
+      all = false;
+      if (!scan) continue;
+      const auto job = job_processes(p.pid);
+      bool failed = false;
+      if (!launcher_left_alone(job, &failed)) {
+        alone_since.erase(p.pid);
+        continue;
+      }
+      const auto since = alone_since.emplace(p.pid, Clock::now()).first->second;
+      if (Clock::now() - since < kLauncherGrace) continue;
+      // Its ranks are over: end the launcher and report the job by its ranks' statuses.
+      std::ofstream(p.log, std::ios::app)
+          << "\n*** mpirun did not exit after its ranks (Open MPI launcher hang): ended by the "
+             "harness; ranks "
+          << (failed ? "failed" : "all exited 0") << " ***\n"
+          << describe(job);
+      for (const auto& q : job) kill(q.pid, SIGKILL);
+      kill(-p.pid, SIGKILL);
+      waitpid(p.pid, &st, 0);
+      p.done = true;
+      p.result.exit_code = failed ? 1 : 0;
     }
     if (all) break;
     if (Clock::now() >= end) {

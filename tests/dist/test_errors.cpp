@@ -5,6 +5,8 @@
 // watchdog's MPI_Abort). Every job is bounded by the harness deadline.
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "dist/functional.h"
@@ -215,6 +217,33 @@ TEST(Harness, DeadlineKillsTheJobAndSaysWhatWasStillRunning) {
       << out;
   EXPECT_NE(out.find("wchan"), std::string::npos) << out;
   EXPECT_NE(out.find("DistWorker.Run"), std::string::npos) << out;  // the rank's command line
+}
+
+TEST(Harness, EndsAnMpirunLeftAloneWithItsExitedRanks) {
+  // Open MPI's launcher was seen (under load, after MPI_Abort) never reaping its exited ranks.
+  // A stand-in `mpirun` does the same: it starts two "ranks" that exit 3 after it sleeps as
+  // `mpirun` without waiting for them. The job must end well before its deadline, as failed.
+  const std::string dir = ::testing::TempDir() + "fake_mpirun_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir + "/mpirun");
+    f << "#!/bin/bash\n(sleep 0.5; exit 3) &\n(sleep 0.5; exit 3) &\nexec -a mpirun sleep 120\n";
+  }
+  std::filesystem::permissions(dir + "/mpirun", std::filesystem::perms::owner_all);
+  JobOptions o;
+  o.deadline = milliseconds(60000);
+  o.mpirun_prefix = {"env", "PATH=" + dir + ":" + std::getenv("PATH")};
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_job("mpi", 2, "hangs", o);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(40));
+  const std::string out = r.all_output();
+  EXPECT_FALSE(r.timed_out) << out;
+  ASSERT_EQ(r.procs.size(), 1u);
+  EXPECT_EQ(r.procs[0].exit_code, 1) << out;  // a rank exited 3
+  EXPECT_FALSE(r.ok()) << out;
+  EXPECT_NE(out.find("mpirun did not exit after its ranks"), std::string::npos) << out;
+  EXPECT_NE(out.find("state Z"), std::string::npos) << out;  // the ranks it left unreaped
+  std::filesystem::remove_all(dir);
 }
 
 TEST_P(Errors, RankThatNeverArrivesTimesOutInTheStore) {
