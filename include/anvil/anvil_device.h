@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define ANVIL_DEVICE_ABI_VERSION 7u
+#define ANVIL_DEVICE_ABI_VERSION 8u
 
 /* Directions of AnvilDeviceApi::copy. */
 #define ANVIL_COPY_HOST_TO_DEVICE 0
@@ -86,6 +86,11 @@ typedef struct AnvilGemmArgs {
   const void* scale_b;
   int32_t scale_rowwise;
   int32_t fast_accum;
+  /* ---- ABI 8: which of cuBLASLt's heuristic algorithms to run (the GEMM autotuner's
+   * cublaslt_heuristic_N candidates): 0 the heuristic's first, N its (N+1)-th for this problem,
+   * 0..7; where the heuristic offers fewer, its first. A shorter struct (struct_size) runs the
+   * first. */
+  int32_t algo_index;
 } AnvilGemmArgs;
 
 /* One scaled-dot-product attention (AnvilDeviceApi::attention), PyTorch's semantics:

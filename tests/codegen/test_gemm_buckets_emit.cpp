@@ -1,6 +1,6 @@
 // A symbolic M's buckets on the CUDA target without a GPU (driver/gemm_buckets.h): a GEMM step
-// whose buckets run a CUTLASS kernel for small M and cuBLASLt above dispatches on m in its
-// source, keeps its bias + relu epilogue fused in both (the CUTLASS kernel's store, cuBLASLt's
+// whose buckets run a CUTLASS kernel for small M and cuBLASLt above (its heuristic's fourth
+// algorithm, as the tuner may pick) dispatches on m in its source, keeps its bias + relu epilogue fused in both (the CUTLASS kernel's store, cuBLASLt's
 // gemm_ex with the statement's own kernel behind it), and the package source compiles with nvcc
 // (the CUTLASS unit replaced by a stub with its entry points). The GPU run:
 // tests/gpu/test_cuda_gemm_buckets.cpp.
@@ -63,14 +63,14 @@ TEST(GemmBucketsEmit, CudaDispatchesOnMBetweenACutlassKernelAndCublasLtAndCompil
     if (cand.fuses_bias && cand.fuses_activation) c = &cand;
   ASSERT_NE(c, nullptr);
   step->buckets = {{1, 128, {c->name, 0, 0, c->entry, c->source, 1.0, 2, true, true}},
-                   {129, 300, {"cublaslt_heuristic", 0, 0, "", "", 1.0, 2, false, false}}};
+                   {129, 300, {"cublaslt_heuristic_3", 0, 3, "", "", 1.0, 2, false, false}}};
 
   const codegen::CodegenResult gen = codegen::generate_program(program, co);
   const auto mf = nlohmann::json::parse(gen.manifest_json);
   ASSERT_EQ(mf.at("gemm_epilogues").size(), 1u) << mf.at("gemm_epilogues").dump();
   const auto& fused = mf["gemm_epilogues"][0];
   EXPECT_EQ(fused.at("by"), "per bucket");
-  EXPECT_EQ(fused.at("by_bucket"), nlohmann::json({c->name, "cublaslt"}));
+  EXPECT_EQ(fused.at("by_bucket"), nlohmann::json({c->name, "cublaslt_heuristic_3"}));
   std::vector<codegen::SourceFile> files;
   std::string code;
   int kernel_units = 0;
@@ -91,7 +91,11 @@ TEST(GemmBucketsEmit, CudaDispatchesOnMBetweenACutlassKernelAndCublasLtAndCompil
   EXPECT_EQ(kernel_units, 1);
   EXPECT_NE(code.find("if (m <= 128) {  // m in [1, 128]: " + c->name), std::string::npos)
       << code;
-  EXPECT_NE(code.find("} else {  // m in [129, 300]: cuBLASLt"), std::string::npos) << code;
+  EXPECT_NE(code.find("} else {  // m in [129, 300]: cuBLASLt, cublaslt_heuristic_3"),
+            std::string::npos)
+      << code;
+  // the tuner's pick among cuBLASLt's heuristic algorithms (AnvilGemmArgs::algo_index)
+  EXPECT_NE(code.find("ga.algo_index = 3;"), std::string::npos) << code;
   EXPECT_NE(code.find("call.activation = 1;"), std::string::npos);  // relu in the kernel's store
   EXPECT_NE(code.find("ANVIL_EPILOGUE_BIAS_RELU"), std::string::npos);  // and in gemm_ex's
   EXPECT_NE(code.find("GEMM, a kernel per bucket of m"), std::string::npos);
@@ -108,6 +112,61 @@ TEST(GemmBucketsEmit, CudaDispatchesOnMBetweenACutlassKernelAndCublasLtAndCompil
   EXPECT_TRUE(fs::exists(so));
   std::error_code ec;
   fs::remove_all(dir, ec);
+}
+
+// The tuner's cuBLASLt candidates are the heuristic's first 4 algorithms in fast mode and 8 in
+// max (issue 16: "cuBLASLt's heuristic algorithms, the first N"); a GEMM step whose choice is
+// the N-th (N > 0) calls gemm_ex with algo_index N, the heuristic's first stays a plain gemm.
+TEST(GemmBucketsEmit, CublasLtHeuristicAlgorithmsAreCandidatesAndTheChosenOneIsCalled) {
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %x: bf16[64, 256] = user_input
+    %w: bf16[512, 256] = user_input
+  }
+  %l: bf16[64, 512] = aten.linear.default(input=%x, weight=%w)
+  outputs {
+    user_output %l
+  }
+})");
+  codegen::CodegenOptions co;
+  co.target = "cuda-sm90";
+  passes::Program program = passes::compile_to_program(*g, codegen::pipeline_for(co));
+  passes::GemmStep* step = nullptr;
+  for (auto& s : program.steps)
+    if (auto* gs = std::get_if<passes::GemmStep>(&s)) step = gs;
+  ASSERT_NE(step, nullptr);
+  const gm::GemmProblem p = gm::problem_of(program, *step, "cuda-sm90", 64);
+  for (const auto mode : {gm::AutotuneMode::kFast, gm::AutotuneMode::kMax}) {
+    gm::GemmOptions o;
+    o.mode = mode;
+    o.backends = {gm::GemmBackend::kCublasLt};
+    const auto cands = gm::gemm_candidates(p, o, {}, 90, nullptr);
+    const int n = mode == gm::AutotuneMode::kMax ? 8 : 4;
+    ASSERT_EQ(cands.size(), static_cast<size_t>(n));
+    for (int v = 0; v < n; ++v) {
+      EXPECT_EQ(cands[v].backend, gm::GemmBackend::kCublasLt);
+      EXPECT_EQ(cands[v].variant, v);
+      EXPECT_EQ(cands[v].name, v == 0 ? "cublaslt_heuristic"
+                                      : "cublaslt_heuristic_" + std::to_string(v));
+      EXPECT_TRUE(cands[v].source.empty());
+    }
+    o.deny_regex = "heuristic_[1-9]";  // the deny-list reaches them by name
+    EXPECT_EQ(gm::gemm_candidates(p, o, {}, 90, nullptr).size(), 1u);
+  }
+  auto source = [&] {
+    std::string code;
+    for (const auto& s : codegen::generate_program(program, co).sources) code += s.text;
+    return code;
+  };
+  std::string code = source();  // untuned: the heuristic's first, a plain gemm
+  EXPECT_EQ(code.find("algo_index"), std::string::npos);
+  EXPECT_NE(code.find("dev->gemm(device"), std::string::npos);
+  step->choice = {"cublaslt_heuristic_2", 0, 2, "", "", 3.0, 4, false, false};
+  code = source();
+  EXPECT_NE(code.find("ga.algo_index = 2;"), std::string::npos) << code;
+  EXPECT_NE(code.find("ga.epilogue = ANVIL_EPILOGUE_NONE;"), std::string::npos) << code;
+  EXPECT_NE(code.find("GEMM, cuBLASLt, cublaslt_heuristic_2"), std::string::npos) << code;
+  EXPECT_EQ(code.find("dev->gemm(device"), std::string::npos) << code;
 }
 
 }  // namespace

@@ -185,5 +185,53 @@ TEST(CudaAutotuneSpec, Case3_UnalignedMmTunesInSubprocessesWithoutACrash) {
   EXPECT_TRUE(cpasync) << ::testing::PrintToString(r.tune_lines);
 }
 
+// Issue 16 item 2, cuBLASLt's heuristic algorithms as candidates: mm 64x4096 @ 4096x1024 fp16
+// (the MLP's last layer: few output tiles, where a split-K plan may win), cuBLASLt only, fast
+// mode: its first 4 algorithms are each timed in a child, one is chosen, the package runs it.
+TEST(CudaAutotuneSpec, CublasLtHeuristicAlgorithmsAreTimedAndTheChosenOneRuns) {
+  ANVIL_REQUIRE_GPU();
+  const auto [r, mf] = tune_and_check(mm_graph(64, 4096, 1024, false), "lt_algos", 64, 4096,
+                                      1024, {codegen::gemm::GemmBackend::kCublasLt}, 0);
+  EXPECT_EQ(r.gemms_tuned, 1) << ::testing::PrintToString(r.tune_warnings);
+  EXPECT_EQ(r.gemm_candidates_timed, 4) << ::testing::PrintToString(r.tune_lines);
+  const auto& step = mf.at("gemm").at("steps").at(0);
+  EXPECT_EQ(step.at("kernel").get<std::string>().rfind("cublaslt_heuristic", 0), 0u)
+      << step.dump();
+  EXPECT_GT(step.at("time_us").get<double>(), 0.0);
+}
+
+// A linear + erf GELU in fp16: cuBLASLt has no erf GELU, so its candidates are timed as the
+// package runs them, the plain GEMM and then the epilogue's kernel (a device copy of C standing
+// in). Every candidate gets a time (the stand-in's buffer once could not be allocated during the
+// timing graph's capture, which made every such candidate "inf" and left the choice to others).
+TEST(CudaAutotuneSpec, CublasLtCandidatesWithAnUnfusedGeluAreTimed) {
+  ANVIL_REQUIRE_GPU();
+  const std::string graph = R"(graph {
+  inputs {
+    %x: f16[64, 512] = user_input
+    %w: f16[1024, 512] = user_input
+  }
+  %l: f16[64, 1024] = aten.linear.default(input=%x, weight=%w)
+  %y: f16[64, 1024] = aten.gelu.default(self=%l)
+  outputs {
+    user_output %y
+  }
+})";
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.cache_dir = (out_dir() / "cache").string();
+  o.gemm.mode = codegen::gemm::AutotuneMode::kFast;
+  o.gemm.backends = {codegen::gemm::GemmBackend::kCublasLt};
+  const driver::CompileReport r =
+      driver::compile_graph(*ir::parse_graph(graph), (out_dir() / "lt_gelu.anvil").string(), o);
+  EXPECT_EQ(r.gemms_tuned, 1) << ::testing::PrintToString(r.tune_warnings);
+  ASSERT_EQ(r.tune_lines.size(), 4u) << ::testing::PrintToString(r.tune_lines);
+  for (const auto& l : r.tune_lines) {
+    EXPECT_EQ(l.find(": inf"), std::string::npos) << l;
+    EXPECT_NE(l.find(" us"), std::string::npos) << l;
+  }
+}
+
 }  // namespace
 }  // namespace anvil

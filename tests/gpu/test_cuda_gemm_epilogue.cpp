@@ -3,9 +3,11 @@
 // residual, batched bias, a residual add before a layer norm, an unfused erf gelu) in float32,
 // bfloat16 and float16 compiled for cuda-sm90, run on cuda:0 and compared with PyTorch's outputs;
 // the device backend's gemm_ex refusing bad arguments with a message (the checks before the
-// device need no GPU); and the vectorized pointwise kernels (vector_<dtype>) against PyTorch.
+// device need no GPU) and running each of cuBLASLt's first heuristic algorithms; and the vectorized pointwise kernels (vector_<dtype>) against PyTorch.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,6 +25,8 @@ namespace anvil {
 namespace {
 
 using namespace gpu_test;  // NOLINT: the suite's helpers
+
+constexpr int kAlgos = 8;  // AnvilGemmArgs::algo_index runs 0..7
 
 /// Compiles fixture `stem` for cuda-sm90, runs it `runs` times on cuda:0 and compares its
 /// `outputs` outputs with PyTorch's at the dtype's tolerance; returns the package.
@@ -124,7 +128,10 @@ TEST(CudaGemmEx, BadArgumentsAreRefusedWithAMessage) {
   refused(nullptr, "the arguments are null");
   AnvilGemmArgs g = args_on(host);
   g.struct_size = 8;
-  refused(&g, "struct_size 8 is below sizeof(AnvilGemmArgs)");
+  refused(&g, "struct_size 8 is not between");
+  g = args_on(host);
+  g.algo_index = kAlgos;
+  refused(&g, "algo_index 8 is not in 0..7");
   g = args_on(host);
   g.epilogue = 9;
   refused(&g, "unknown epilogue 9");
@@ -137,6 +144,57 @@ TEST(CudaGemmEx, BadArgumentsAreRefusedWithAMessage) {
   g = args_on(host);
   g.m = -1;
   refused(&g, "negative size");
+}
+
+// AnvilGemmArgs::algo_index (device ABI 8) runs the heuristic's N-th algorithm: the autotuner's
+// cublaslt_heuristic_N candidates. Each of the first 8 (the heuristic's first where it offers
+// fewer) computes the same product, as does a caller of device ABI 6-7 (a struct without the
+// field, the first algorithm).
+TEST(CudaGemmEx, EachHeuristicAlgorithmIndexComputesTheProduct) {
+  ANVIL_REQUIRE_GPU();
+  const AnvilDeviceApi& api = runtime::device_backend(Device::Type::kCUDA);
+  const int64_t m = 96, n = 1024, k = 768;  // skinny enough for split-K plans among them
+  std::vector<float> a(m * k), b(k * n);
+  for (int64_t i = 0; i < m * k; ++i) a[i] = static_cast<float>((i * 7 % 17) - 8) / 16.f;
+  for (int64_t i = 0; i < k * n; ++i) b[i] = static_cast<float>((i * 5 % 13) - 6) / 8.f;
+  const Tensor ta = Tensor::from_vector(a, {m, k}).to(DType::kBFloat16).to(Device::cuda(0));
+  const Tensor tb = Tensor::from_vector(b, {k, n}).to(DType::kBFloat16).to(Device::cuda(0));
+  const Tensor want = Tensor::from_vector(a, {m, k})
+                          .to(DType::kBFloat16)
+                          .to(DType::kFloat32);  // the bf16 operands, multiplied in float
+  const Tensor wb = Tensor::from_vector(b, {k, n}).to(DType::kBFloat16).to(DType::kFloat32);
+  for (int algo = 0; algo <= kAlgos; ++algo) {  // kAlgos: the ABI 6-7 struct
+    Tensor d = Tensor::empty({m, n}, DType::kBFloat16).to(Device::cuda(0));
+    AnvilGemmArgs g{};
+    g.struct_size = algo < kAlgos ? sizeof g : offsetof(AnvilGemmArgs, algo_index);
+    g.dtype = static_cast<int32_t>(DType::kBFloat16);
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.alpha = 1.0f;
+    g.a = ta.data_ptr();
+    g.lda = k;
+    g.b = tb.data_ptr();
+    g.ldb = n;
+    g.d = d.data_ptr();
+    g.ldd = n;
+    g.batch = 1;
+    g.algo_index = algo < kAlgos ? algo : 5;  // past struct_size: not read
+    ASSERT_EQ(api.gemm_ex(0, nullptr, &g), 0) << "algo " << algo << ": " << api.last_error();
+    ASSERT_EQ(api.stream_synchronize(0, nullptr), 0) << api.last_error();
+    const Tensor got = d.to(Device::cpu()).to(DType::kFloat32);
+    const float* gp = got.data<float>();
+    const float* ap = want.data<float>();
+    const float* bp = wb.data<float>();
+    int bad = 0;
+    for (int64_t i = 0; i < m; i += 7)
+      for (int64_t j = 0; j < n; j += 5) {
+        double acc = 0;
+        for (int64_t q = 0; q < k; ++q) acc += double(ap[i * k + q]) * bp[q * n + j];
+        if (std::fabs(gp[i * n + j] - acc) > 1e-2 * std::max(1.0, std::fabs(acc))) ++bad;
+      }
+    EXPECT_EQ(bad, 0) << "algo " << algo;
+  }
 }
 
 TEST(CudaGemmEx, OverlapsAndMissingBiasAreRefusedOnTheDevice) {

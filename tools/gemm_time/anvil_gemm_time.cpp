@@ -10,7 +10,8 @@
 //                                  memory; `so` entries are CUDA templates (CUTLASS):
 //                                  int SYMBOL(call, workspace, workspace_bytes, stream) with
 //                                  size_t SYMBOL_workspace(call); library=0 is cuBLASLt's
-//                                  heuristic choice (the device backend's gemm_ex)
+//                                  heuristic (the device backend's gemm_ex), variant=N its
+//                                  N-th algorithm (AnvilGemmArgs::algo_index)
 //
 // Fills the operands with seeded random values, runs the candidate once and checks 64 sampled
 // outputs against a double-precision reference (a wrong candidate exits 3), then times it
@@ -234,6 +235,7 @@ int run(int argc, char** argv) {
     g.ldd = call.ldc;
     g.batch = 1;
     g.bias = call.bias;
+    g.algo_index = call.variant;  // cublaslt_heuristic_N: the heuristic's N-th algorithm
     const bool bias_col = call.bias_kind == ANVIL_GEMM_BIAS_COL;
     if (call.bias_kind == ANVIL_GEMM_BIAS_ROW) return -1;  // cuBLASLt's bias is per column
     switch (call.activation) {
@@ -310,15 +312,16 @@ int run(int argc, char** argv) {
     std::vector<Operands> sets{{call.a, call.b, call.c}};
     for (int i = 1; i < copies; ++i)
       sets.push_back({to_device(a), to_device(b), to_device(c)});
-    if (dev->graph_begin(ordinal, stream) != 0)
-      fail(4, std::string("graph capture: ") + dev->last_error());
-    int rc = 0;
     // unfused_epilogue=1: the package would run this candidate's activation as a kernel of its
     // own after the GEMM (cuBLASLt has no erf GELU); a device copy of C (the same bytes read and
-    // written, one more node of the graph) stands in for that memory-bound kernel.
+    // written, one more node of the graph) stands in for that memory-bound kernel. Its buffer
+    // is allocated before the capture (no cudaMalloc while a stream is captured).
     void* scratch = nullptr;
     if (unfused_epilogue && !(scratch = dev->alloc(ordinal, c.bytes.size())))
       fail(4, std::string("device alloc: ") + dev->last_error());
+    if (dev->graph_begin(ordinal, stream) != 0)
+      fail(4, std::string("graph capture: ") + dev->last_error());
+    int rc = 0;
     for (int r = 0; r < kPerGraph && rc == 0; ++r) {
       const Operands& o = sets[static_cast<size_t>(r % copies)];
       call.a = o.a;

@@ -173,8 +173,9 @@ class CudaTarget final : public Target {
             nlohmann::json by_bucket = nlohmann::json::array();
             for (const passes::GemmBucket& bk : g->buckets) {
               library |= bk.choice.source.empty();
-              by_bucket.push_back(bk.choice.source.empty() ? std::string("cublaslt")
-                                                           : bk.choice.name);
+              by_bucket.push_back(bk.choice.source.empty() && bk.choice.variant == 0
+                                      ? std::string("cublaslt")
+                                      : bk.choice.name);
             }
             if (library) kernels += emit_loop_kernel(q, f->second.fallback) + "\n";
             kernels += emit_gemm(q, *g, &f->second) + "\n";
@@ -182,9 +183,9 @@ class CudaTarget final : public Target {
                              {"kernel", passes::step_name(q.steps[f->second.kernel_step])},
                              {"epilogue", epilogue_macro(f->second.kind)},
                              {"residual", f->second.residual >= 0},
-                             {"by", chosen              ? g->choice.name
-                                    : g->buckets.empty() ? std::string("cublaslt")
-                                                         : std::string("per bucket")}});
+                             {"by", chosen || g->choice.variant > 0 ? g->choice.name
+                                    : g->buckets.empty()              ? std::string("cublaslt")
+                                                                      : std::string("per bucket")}});
             if (!g->buckets.empty()) fused.back()["by_bucket"] = by_bucket;
           }
         } else {

@@ -169,11 +169,15 @@ std::string last_stride(const GemmOperand& o, size_t nb) {
 
 namespace {
 
-/// The body of a GEMM step with a fused epilogue (one cuBLASLt call, batch.size() <= 1):
-/// gemm_ex, or the plain GEMM then the epilogue's own kernel when cuBLASLt cannot fuse it.
-std::string fused_gemm_body(const passes::Program& p, const GemmStep& g, const FusedEpilogue& f,
-                            const std::string& st) {
+/// The body of a GEMM step as one cuBLASLt call through gemm_ex (batch.size() <= 1): with the
+/// fused epilogue `f` (null: none), running the heuristic's `algo`-th algorithm (the tuner's
+/// cublaslt_heuristic_N); with an epilogue cuBLASLt cannot fuse here, the plain GEMM then the
+/// epilogue's own kernel.
+std::string gemm_ex_body(const passes::Program& p, const GemmStep& g, const FusedEpilogue* fp,
+                         const std::string& st, int algo) {
   const size_t nb = g.batch.size();
+  const FusedEpilogue none{};
+  const FusedEpilogue& f = fp ? *fp : none;
   char alpha[64], beta[64];
   std::snprintf(alpha, sizeof alpha, "%.9g", g.alpha);
   std::snprintf(beta, sizeof beta, "%.9g", f.residual >= 0 ? f.beta : 0.0);
@@ -200,16 +204,22 @@ std::string fused_gemm_body(const passes::Program& p, const GemmStep& g, const F
   b << "  ga.d = " << operand_ptr(p, g.c, st, 0) << ";\n";
   b << "  ga.ldd = " << g.c.ld.str() << ";\n  ga.stride_d = " << last_stride(g.c, nb) << ";\n";
   b << "  ga.batch = batch;\n";
-  b << "  ga.epilogue = " << epilogue_macro(f.kind) << ";\n";
+  b << "  ga.epilogue = " << (fp ? epilogue_macro(f.kind) : "ANVIL_EPILOGUE_NONE") << ";\n";
   if (f.bias >= 0) b << "  ga.bias = " << ptr(f.bias, f.bias_offset) << ";\n";
   b << "  ga.allow_tf32 = 0;\n";
+  if (algo > 0)
+    b << "  ga.algo_index = " << algo << ";  // the tuner's: the heuristic's algorithm " << algo
+      << "\n";
   b << "  int rc = dev->gemm_ex(device, s.stream, &ga);\n";
-  b << "  if (rc == ANVIL_GEMM_NOT_FUSED) {  // cuBLASLt has no fused kernel for it here\n";
-  b << "    rc = dev->gemm(device, s.stream, ga.dtype, ga.trans_a, ga.trans_b, m, n, k, ga.alpha, "
-       "ga.a,\n                  ga.lda, ga.stride_a, ga.b, ga.ldb, ga.stride_b, ga.d, ga.ldd, "
-       "ga.stride_d, batch,\n                  ANVIL_EPILOGUE_NONE, nullptr, 0);\n";
-  b << "    if (rc == 0) " << f.fallback.name << "(s);\n";
-  b << "  }\n";
+  if (fp) {
+    b << "  if (rc == ANVIL_GEMM_NOT_FUSED) {  // cuBLASLt has no fused kernel for it here\n";
+    b << "    rc = dev->gemm(device, s.stream, ga.dtype, ga.trans_a, ga.trans_b, m, n, k, "
+         "ga.alpha, ga.a,\n                  ga.lda, ga.stride_a, ga.b, ga.ldb, ga.stride_b, "
+         "ga.d, ga.ldd, ga.stride_d, batch,\n                  ANVIL_EPILOGUE_NONE, nullptr, "
+         "0);\n";
+    b << "    if (rc == 0) " << f.fallback.name << "(s);\n";
+    b << "  }\n";
+  }
   b << "  if (rc != 0) {\n    s.api->set_error(s.run_ctx, dev->last_error());\n    return rc;\n"
        "  }\n";
   return b.str();
@@ -334,9 +344,10 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
     throw Error("a mixed GEMM step needs a chosen mixed-input kernel", "codegen/cuda " + g.name,
                 "a CUTLASS mixed_mm kernel from the autotuner",
                 std::string(dtype_name(*g.b_dtype)) + " B without one (cuBLASLt takes one dtype)");
-  // cuBLASLt's call: with the fused epilogue (gemm_ex) or plain
-  auto library_body = [&] {
-    return fused ? fused_gemm_body(p, g, *fused, st) : plain_gemm_body(p, g, st);
+  // cuBLASLt's call: with the fused epilogue or the tuner's algorithm (gemm_ex), or plain
+  auto library_body = [&](const passes::GemmKernelChoice& ch) {
+    const int algo = nb <= 1 ? ch.variant : 0;
+    return fused || algo > 0 ? gemm_ex_body(p, g, fused, st, algo) : plain_gemm_body(p, g, st);
   };
   if (bucketed) {  // symbolic M: the choice of M's bucket (driver/gemm_buckets.h)
     for (size_t i = 0; i < g.buckets.size(); ++i) {
@@ -345,8 +356,11 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
       body << (i == 0 ? "  " : "  } else ")
            << (last ? std::string("{") : "if (m <= " + std::to_string(bk.m_max) + ") {")
            << "  // m in " << SymRange{bk.m_min, bk.m_max}.str() << ": "
-           << (bk.choice.source.empty() ? std::string("cuBLASLt") : bk.choice.name) << "\n";
-      body << (bk.choice.source.empty() ? library_body()
+           << (!bk.choice.source.empty() ? bk.choice.name
+               : bk.choice.variant > 0     ? "cuBLASLt, " + bk.choice.name
+                                           : std::string("cuBLASLt"))
+           << "\n";
+      body << (bk.choice.source.empty() ? library_body(bk.choice)
                                         : chosen_gemm_body(p, g, bk.choice, st, fused, false));
     }
     body << "  }\n";
@@ -355,7 +369,7 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
     // after a refusal of anvil's kernel: a plain GEMM, then the epilogue's own kernel
     if (own) body << plain_gemm_body(p, g, st) << (fused ? "  " + fused->fallback.name + "(s);\n" : "");
   } else {
-    body << library_body();
+    body << library_body(g.choice);
   }
   body << "  return 0;\n";
   std::ostringstream fn;
@@ -368,9 +382,10 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
     fn << "extern \"C\" int " << e << "(const AnvilGemmCall*, void*, size_t, void*);\n"
        << "extern \"C\" size_t " << e << "_workspace(const AnvilGemmCall*);\n";
   fn << "// " << g.name << ": " << join(g.nodes) << " (" << dtype_name(g.dtype)
-     << (chosen     ? " GEMM, " + g.choice.name
-         : bucketed ? std::string(" GEMM, a kernel per bucket of m")
-                    : std::string(" GEMM, cuBLASLt"))
+     << (chosen                 ? " GEMM, " + g.choice.name
+         : bucketed             ? std::string(" GEMM, a kernel per bucket of m")
+         : g.choice.variant > 0 ? " GEMM, cuBLASLt, " + g.choice.name
+                                : std::string(" GEMM, cuBLASLt"))
      << (own ? " (cuBLASLt where it refuses the call)" : "");
   if (fused) {
     fn << "; epilogue " << epilogue_macro(fused->kind);

@@ -162,8 +162,14 @@ std::vector<GemmCandidate> gemm_candidates(const GemmProblem& p, const GemmOptio
     cpu_library_candidates(p, options, cpu_features, all);
   } else if (backend_enabled(options, GemmBackend::kCublasLt) && p.op != GemmOp::kMixedMm) {
     // cuBLASLt's heuristic choice (the device backend's gemm_ex): what CUDA packages run by
-    // default, the yardstick templates must beat. It takes no mixed (int8 B) problem.
+    // default, the yardstick templates must beat; then its next algorithms for the problem
+    // (AnvilGemmArgs::algo_index): 3 more in fast mode, 7 in max. It takes no mixed (int8 B)
+    // problem.
     all.push_back(library("cublaslt_heuristic", GemmBackend::kCublasLt, 0, 0));
+    const int more = options.mode == AutotuneMode::kMax ? 7 : 3;
+    for (int v = 1; v <= more; ++v)
+      all.push_back(library("cublaslt_heuristic_" + std::to_string(v), GemmBackend::kCublasLt, 0,
+                            v));
   }
   std::string why;
   if (!template_eligible(p, options, &why)) {

@@ -106,6 +106,7 @@ struct GemmKey {
   uint32_t align_cin;
   int32_t a_dtype, b_dtype;  // float8 operands (0: of dtype)
   int32_t scale_rowwise, fast_accum;
+  int32_t algo_index;  // the heuristic's algorithm asked for (AnvilGemmArgs::algo_index)
   auto operator<=>(const GemmKey&) const = default;
 };
 

@@ -1,12 +1,15 @@
 // cuda_gemm.cpp — AnvilDeviceApi::gemm of the CUDA device backend: row-major batched GEMMs on
-// cuBLASLt (heuristic's first algorithm, cached per shape; one workspace per device and stream).
+// cuBLASLt (the heuristic's first algorithm, or the tuner's pick among its first 8; cached per
+// shape; one workspace per device and stream).
 // Shared state and error reporting: cuda_backend_internal.h.
 #include <algorithm>
 #include <cinttypes>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "anvil/anvil_device.h"
@@ -58,7 +61,7 @@ bool fp8_type(int32_t dtype, cudaDataType_t* out) {
 
 // Whether `g` carries float8 operands (the ABI 6 fields are present and set).
 bool is_fp8(const AnvilGemmArgs& g) {
-  return g.struct_size >= sizeof(AnvilGemmArgs) && (g.a_dtype != 0 || g.b_dtype != 0);
+  return g.a_dtype != 0 || g.b_dtype != 0;  // gemm_ex zeroes the fields a shorter struct lacks
 }
 
 // The largest power of two (at most 256) dividing the address of every batch's matrix; the
@@ -426,6 +429,10 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
   if (m < 0 || n < 0 || k < 0 || batch < 0) {
     return fail("%s: negative size", call().c_str());
   }
+  if (g.algo_index < 0 || g.algo_index >= kGemmCandidates) {
+    return fail("%s: algo_index %d is not in 0..%d (the heuristic's first %d algorithms)",
+                call().c_str(), g.algo_index, kGemmCandidates - 1, kGemmCandidates);
+  }
   if (batch > INT32_MAX) {
     return fail("%s: batch exceeds cuBLASLt's limit of %d", call().c_str(), INT32_MAX);
   }
@@ -521,6 +528,7 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
   key.c_input = c_input;
   key.ld_cin = c_input == 2 ? g.ldc : 0;
   key.stride_cin = c_input == 2 && batch > 1 ? g.stride_c : 0;
+  key.algo_index = g.algo_index;
   if (fp8) {
     key.a_dtype = g.a_dtype;
     key.b_dtype = g.b_dtype;
@@ -617,6 +625,16 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
                            call().c_str(), key.align_a, key.align_b, key.align_c, key.align_bias);
         }
         plan.none = true;
+      } else if (key.algo_index > 0) {
+        // the tuner's pick among the heuristic's algorithms; where it offers fewer here (another
+        // GPU or cuBLAS), its first
+        const int i = key.algo_index < returned &&
+                              results[key.algo_index].state == CUBLAS_STATUS_SUCCESS
+                          ? key.algo_index
+                          : 0;
+        plan.algo = results[i].algo;
+        plan.workspace = results[i].workspaceSize;
+        plan.picked = i;
       } else {
         plan.algo = result.algo;
         plan.workspace = result.workspaceSize;
@@ -711,13 +729,19 @@ int backend_gemm(int device, void* stream, int32_t dtype, int trans_a, int trans
 int backend_gemm_ex(int device, void* stream, const AnvilGemmArgs* args) {
   return guarded("gemm_ex", [&]() -> int {
     if (args == nullptr) return fail("gemm_ex(device=%d): the arguments are null", device);
-    if (args->struct_size < sizeof(AnvilGemmArgs)) {
+    // ABI 3 has the fields up to the bias; ABI 6 adds float8's, ABI 8 algo_index. A caller
+    // built for an earlier ABI passes a shorter struct: the fields it lacks read as 0.
+    constexpr size_t kAbi3Size = offsetof(AnvilGemmArgs, a_dtype);
+    if (args->struct_size < kAbi3Size || args->struct_size > sizeof(AnvilGemmArgs)) {
       return fail(
-          "gemm_ex(device=%d): struct_size %u is below sizeof(AnvilGemmArgs) = %zu (a "
-          "caller built for another device ABI)",
-          device, args->struct_size, sizeof(AnvilGemmArgs));
+          "gemm_ex(device=%d): struct_size %u is not between %zu (device ABI 3) and "
+          "sizeof(AnvilGemmArgs) = %zu (a caller built for another device ABI)",
+          device, args->struct_size, kAbi3Size, sizeof(AnvilGemmArgs));
     }
-    return run_gemm("gemm_ex", device, stream, *args, /*ex=*/true);
+    AnvilGemmArgs given{};
+    std::memcpy(&given, args, args->struct_size);
+    given.struct_size = sizeof given;
+    return run_gemm("gemm_ex", device, stream, given, /*ex=*/true);
   });
 }
 
