@@ -66,6 +66,7 @@ struct Proc {
   pid_t pid = -1;
   std::string log;
   bool done = false;
+  bool launcher = false;  // mpirun: watched for being left alone with its exited ranks
   ProcResult result;
 };
 
@@ -111,15 +112,30 @@ struct ProcInfo {
   std::string state, wchan, cmd;
 };
 
+/// The text of a /proc file, "" when it cannot be read. Plain read(2): a process exiting while
+/// it is read makes read fail (ESRCH), which libstdc++'s filebuf turns into an exception.
+std::string read_proc(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
 /// The processes of a job started as `root` (its own process group): the group's members and
 /// every descendant of root, which includes ranks `anvil launch` put in sessions of their own.
+/// Processes come and go while /proc is read: one that vanished is left out.
 std::vector<ProcInfo> job_processes(pid_t root) {
   std::vector<ProcInfo> all;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string dir = "/proc/" + name + "/";
+    const std::string stat = read_proc(dir + "stat");
     const size_t close = stat.rfind(')');
     if (close == std::string::npos) continue;
     std::istringstream rest(stat.substr(close + 2));  // state ppid pgrp ...
@@ -129,9 +145,8 @@ std::vector<ProcInfo> job_processes(pid_t root) {
     std::string field;
     for (int i = 6; i <= 52 && rest >> field; ++i)
       if (i == 52) p.exit_status = std::atoi(field.c_str());
-    std::ifstream w(e.path() / "wchan"), c(e.path() / "cmdline");
-    std::getline(w, p.wchan);
-    p.cmd.assign(std::istreambuf_iterator<char>(c), std::istreambuf_iterator<char>());
+    p.wchan = read_proc(dir + "wchan");
+    p.cmd = read_proc(dir + "cmdline");
     std::replace(p.cmd.begin(), p.cmd.end(), '\0', ' ');
     all.push_back(p);
   }
@@ -204,7 +219,7 @@ bool wait_all(std::vector<Proc>& procs, std::chrono::milliseconds deadline) {
         continue;
       }
       all = false;
-      if (!scan) continue;
+      if (!scan || !p.launcher) continue;
       const auto job = job_processes(p.pid);
       bool failed = false;
       if (!launcher_left_alone(job, &failed)) {
@@ -367,6 +382,7 @@ JobResult run_job(const std::string& backend, int world, const std::string& name
       }
     }
     procs.push_back(start(argv, env, dir.path + "/mpirun.log"));
+    procs.back().launcher = true;
   } else {
     const int port = pick_free_port();
     const int n = opts.start_ranks >= 0 ? opts.start_ranks : world;
