@@ -1,9 +1,9 @@
 // A symbolic M's buckets on the CUDA target without a GPU (driver/gemm_buckets.h): a GEMM step
 // whose buckets run a CUTLASS kernel for small M and cuBLASLt above (its heuristic's fourth
-// algorithm, as the tuner may pick) dispatches on m in its source, keeps its bias + relu epilogue fused in both (the CUTLASS kernel's store, cuBLASLt's
-// gemm_ex with the statement's own kernel behind it), and the package source compiles with nvcc
-// (the CUTLASS unit replaced by a stub with its entry points). The GPU run:
-// tests/gpu/test_cuda_gemm_buckets.cpp.
+// algorithm, as the tuner may pick) dispatches on m in its source, keeps its bias + relu
+// epilogue fused in both (the CUTLASS kernel's store, cuBLASLt's gemm_ex with the statement's
+// own kernel behind it), and the package source compiles with nvcc (the CUTLASS unit replaced
+// by a stub with its entry points). The GPU run: tests/gpu/test_cuda_gemm_buckets.cpp.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -25,10 +25,29 @@ namespace {
 namespace fs = std::filesystem;
 namespace gm = codegen::gemm;
 
+codegen::CodegenOptions cuda_options() {
+  codegen::CodegenOptions co;
+  co.target = "cuda-sm90";
+  return co;
+}
+
+/// Graph `text` compiled to a program for cuda-sm90.
+passes::Program cuda_program(const std::string& text) {
+  return passes::compile_to_program(*ir::parse_graph(text), codegen::pipeline_for(cuda_options()));
+}
+
+/// The program's last GEMM step (null when it has none).
+passes::GemmStep* last_gemm(passes::Program& program) {
+  passes::GemmStep* step = nullptr;
+  for (auto& s : program.steps)
+    if (auto* gs = std::get_if<passes::GemmStep>(&s)) step = gs;
+  return step;
+}
+
 TEST(GemmBucketsEmit, CudaDispatchesOnMBetweenACutlassKernelAndCublasLtAndCompiles) {
   std::string why;
   if (!gm::find_cutlass_headers(&why)) GTEST_SKIP() << "CUTLASS headers not found (" << why << ")";
-  const auto g = ir::parse_graph(R"(graph {
+  passes::Program program = cuda_program(R"(graph {
   symbols {
     s0 in [1, 300]
   }
@@ -43,12 +62,8 @@ TEST(GemmBucketsEmit, CudaDispatchesOnMBetweenACutlassKernelAndCublasLtAndCompil
     user_output %y
   }
 })");
-  codegen::CodegenOptions co;
-  co.target = "cuda-sm90";
-  passes::Program program = passes::compile_to_program(*g, codegen::pipeline_for(co));
-  passes::GemmStep* step = nullptr;
-  for (auto& s : program.steps)
-    if (auto* gs = std::get_if<passes::GemmStep>(&s)) step = gs;
+  const codegen::CodegenOptions co = cuda_options();
+  passes::GemmStep* step = last_gemm(program);
   ASSERT_NE(step, nullptr);
   // the problem of the bucket [1, 128], posed at 128 with the epilogue the package fuses
   gm::GemmProblem p = gm::problem_of(program, *step, "cuda-sm90", 128);
@@ -118,7 +133,7 @@ TEST(GemmBucketsEmit, CudaDispatchesOnMBetweenACutlassKernelAndCublasLtAndCompil
 // max (issue 16: "cuBLASLt's heuristic algorithms, the first N"); a GEMM step whose choice is
 // the N-th (N > 0) calls gemm_ex with algo_index N, the heuristic's first stays a plain gemm.
 TEST(GemmBucketsEmit, CublasLtHeuristicAlgorithmsAreCandidatesAndTheChosenOneIsCalled) {
-  const auto g = ir::parse_graph(R"(graph {
+  passes::Program program = cuda_program(R"(graph {
   inputs {
     %x: bf16[64, 256] = user_input
     %w: bf16[512, 256] = user_input
@@ -128,12 +143,8 @@ TEST(GemmBucketsEmit, CublasLtHeuristicAlgorithmsAreCandidatesAndTheChosenOneIsC
     user_output %l
   }
 })");
-  codegen::CodegenOptions co;
-  co.target = "cuda-sm90";
-  passes::Program program = passes::compile_to_program(*g, codegen::pipeline_for(co));
-  passes::GemmStep* step = nullptr;
-  for (auto& s : program.steps)
-    if (auto* gs = std::get_if<passes::GemmStep>(&s)) step = gs;
+  const codegen::CodegenOptions co = cuda_options();
+  passes::GemmStep* step = last_gemm(program);
   ASSERT_NE(step, nullptr);
   const gm::GemmProblem p = gm::problem_of(program, *step, "cuda-sm90", 64);
   for (const auto mode : {gm::AutotuneMode::kFast, gm::AutotuneMode::kMax}) {

@@ -3,7 +3,8 @@
 // residual, batched bias, a residual add before a layer norm, an unfused erf gelu) in float32,
 // bfloat16 and float16 compiled for cuda-sm90, run on cuda:0 and compared with PyTorch's outputs;
 // the device backend's gemm_ex refusing bad arguments with a message (the checks before the
-// device need no GPU) and running each of cuBLASLt's first heuristic algorithms; and the vectorized pointwise kernels (vector_<dtype>) against PyTorch.
+// device need no GPU) and running each of cuBLASLt's first heuristic algorithms; and the
+// vectorized pointwise kernels (vector_<dtype>) against PyTorch.
 #include <gtest/gtest.h>
 
 #include <cmath>

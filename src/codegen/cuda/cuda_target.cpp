@@ -184,8 +184,8 @@ class CudaTarget final : public Target {
                              {"epilogue", epilogue_macro(f->second.kind)},
                              {"residual", f->second.residual >= 0},
                              {"by", chosen || g->choice.variant > 0 ? g->choice.name
-                                    : g->buckets.empty()              ? std::string("cublaslt")
-                                                                      : std::string("per bucket")}});
+                                    : g->buckets.empty() ? std::string("cublaslt")
+                                                         : std::string("per bucket")}});
             if (!g->buckets.empty()) fused.back()["by_bucket"] = by_bucket;
           }
         } else {

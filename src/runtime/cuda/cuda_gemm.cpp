@@ -745,43 +745,6 @@ int backend_gemm_ex(int device, void* stream, const AnvilGemmArgs* args) {
   });
 }
 
-bool stream_capturing(void* stream) {
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  const bool ok = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &st) == cudaSuccess;
-  cudaGetLastError();
-  return !ok || st != cudaStreamCaptureStatusNone;
-}
-
-int fastest_candidate(void* stream, int n, const std::function<bool(int)>& run, cudaError_t& err) {
-  const auto cs = static_cast<cudaStream_t>(stream);
-  cudaEvent_t ev[2] = {nullptr, nullptr};
-  err = cudaEventCreate(&ev[0]);
-  if (err == cudaSuccess) err = cudaEventCreate(&ev[1]);
-  int best = -1;
-  float best_ms = 0;
-  for (int i = 0; i < n && err == cudaSuccess; ++i) {
-    if (!run(i)) {  // refused, or not built: skipped
-      cudaGetLastError();
-      continue;
-    }
-    err = cudaEventRecord(ev[0], cs);
-    bool ok = true;
-    for (int r = 0; r < 3 && ok && err == cudaSuccess; ++r) ok = run(i);
-    if (err == cudaSuccess) err = cudaEventRecord(ev[1], cs);
-    if (err == cudaSuccess) err = cudaEventSynchronize(ev[1]);
-    float ms = 0;
-    if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, ev[0], ev[1]);
-    if (!ok) cudaGetLastError();
-    if (err == cudaSuccess && ok && (best < 0 || ms < best_ms)) {
-      best_ms = ms;
-      best = i;
-    }
-  }
-  for (cudaEvent_t x : ev)
-    if (x != nullptr) cudaEventDestroy(x);
-  return err == cudaSuccess ? best : -1;
-}
-
 // The stream's workspace, grown to `bytes` (work queued on the stream with the smaller one
 // finishes first: it goes back to the allocator only after it).
 void* stream_workspace(DeviceState& s, int device, void* stream, size_t bytes, const char* who) {

@@ -1,7 +1,10 @@
 // CUDA graphs for the device backend (AnvilDeviceApi::graph_*): a run captured from its stream
 // once per input-shape set and replayed with one launch (runtime/model_graph.cpp decides when);
-// and the device's memory figures (mem_info).
+// the device's memory figures (mem_info); whether a stream captures, and the timing of
+// candidates on a stream (cuBLASLt's algorithms, cuDNN's plans).
 #include <cuda_runtime_api.h>
+
+#include <functional>
 
 #include "anvil/anvil_device.h"
 #include "runtime/cuda/cuda_backend_internal.h"
@@ -83,6 +86,43 @@ int backend_mem_info(int device, size_t* free_bytes, size_t* total_bytes) {
     if (total_bytes) *total_bytes = t;
     return 0;
   });
+}
+
+bool stream_capturing(void* stream) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  const bool ok = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &st) == cudaSuccess;
+  cudaGetLastError();
+  return !ok || st != cudaStreamCaptureStatusNone;
+}
+
+int fastest_candidate(void* stream, int n, const std::function<bool(int)>& run, cudaError_t& err) {
+  const auto cs = static_cast<cudaStream_t>(stream);
+  cudaEvent_t ev[2] = {nullptr, nullptr};
+  err = cudaEventCreate(&ev[0]);
+  if (err == cudaSuccess) err = cudaEventCreate(&ev[1]);
+  int best = -1;
+  float best_ms = 0;
+  for (int i = 0; i < n && err == cudaSuccess; ++i) {
+    if (!run(i)) {  // refused, or not built: skipped
+      cudaGetLastError();
+      continue;
+    }
+    err = cudaEventRecord(ev[0], cs);
+    bool ok = true;
+    for (int r = 0; r < 3 && ok && err == cudaSuccess; ++r) ok = run(i);
+    if (err == cudaSuccess) err = cudaEventRecord(ev[1], cs);
+    if (err == cudaSuccess) err = cudaEventSynchronize(ev[1]);
+    float ms = 0;
+    if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, ev[0], ev[1]);
+    if (!ok) cudaGetLastError();
+    if (err == cudaSuccess && ok && (best < 0 || ms < best_ms)) {
+      best_ms = ms;
+      best = i;
+    }
+  }
+  for (cudaEvent_t x : ev)
+    if (x != nullptr) cudaEventDestroy(x);
+  return err == cudaSuccess ? best : -1;
 }
 
 }  // namespace anvil::cuda_backend
