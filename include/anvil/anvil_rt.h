@@ -36,8 +36,9 @@ extern "C" {
  * a packed constant B, 3: AnvilRunArgs::run_symbols, 4: memory sized during the run, 5:
  * AnvilRunArgs::step_ns, 6: devices — part of major 3, so every ABI 3 runtime has minors 1-6;
  * 7: collectives on a stream, 8: AnvilRtApi::gemm, the library GEMM of the autotuner, 9:
- * AnvilRunArgs::after_step, the NaN / Inf check). */
-#define ANVIL_MODEL_ABI_MINOR_VERSION 9u
+ * AnvilRunArgs::after_step, the NaN / Inf check, 10: AnvilRtApi::const_derived, copies of
+ * constants kept with the constant set). */
+#define ANVIL_MODEL_ABI_MINOR_VERSION 10u
 
 /* Device types of AnvilRtTensor::device_type (as anvil::Device::Type). */
 #define ANVIL_DEVICE_CPU 0
@@ -186,6 +187,17 @@ typedef struct AnvilRtApi {
    * Runs on the calling thread's pool. Returns 0, or non-zero with a message written through
    * set_error (a library this runtime lacks, a dtype it does not take). ---- */
   int (*gemm)(void* run_ctx, const AnvilGemmCall* call);
+  /* ---- ABI minor 10: a copy of a constant in another layout (anvil's GEMM templates pack a
+   * constant B once). Returns the copy of the immutable model constant at `address` in the
+   * layout `layout` names (a string naming the layout and the shape completely): `bytes` bytes,
+   * 64-byte aligned, filled by fill(fill_ctx, dst) on first use and kept for as long as the
+   * model's constant set (an update of the constants drops the copies of those it replaced).
+   * Null when the run keeps no copies (then the caller builds its own, per call) or on failure
+   * (then with the run's error set). fill may run on two threads at once for one key (either
+   * copy is kept); it runs on the calling thread and may use parallel_for. ---- */
+  const void* (*const_derived)(void* run_ctx, const void* address, const char* layout,
+                               int64_t bytes, void (*fill)(void* fill_ctx, void* dst),
+                               void* fill_ctx);
 } AnvilRtApi;
 
 /* Arguments of one run. */

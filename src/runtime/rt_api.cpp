@@ -393,6 +393,41 @@ void* api_output_alloc(void* run_ctx, int32_t index, int64_t bytes) {
   }
 }
 
+/// api->const_derived: the run's PackedWeightCache keeps the copy (none: null, no error).
+/// ANVIL_KEEP_PACKED_CONSTANTS=0 keeps none (the templates then pack per call: less memory).
+const void* api_const_derived(void* run_ctx, const void* address, const char* layout,
+                              int64_t bytes, void (*fill)(void* fill_ctx, void* dst),
+                              void* fill_ctx) {
+  static const std::string setting = [] {
+    const char* v = std::getenv("ANVIL_KEEP_PACKED_CONSTANTS");
+    return std::string(v ? v : "");
+  }();
+  auto* ctx = static_cast<RunContext*>(run_ctx);
+  if (!ctx) return nullptr;
+  if (setting != "" && setting != "0" && setting != "1") {
+    ctx->set_error("ANVIL_KEEP_PACKED_CONSTANTS must be 0, 1 or empty (got '" + setting + "')");
+    return nullptr;
+  }
+  if (setting == "0" || !ctx->packed_weights || !address || !layout || !fill || bytes <= 0)
+    return nullptr;
+  try {
+    const PackedWeightCache::Derived d =
+        ctx->packed_weights->derived(address, layout, [&]() -> PackedWeightCache::Derived {
+          void* p = std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64));
+          if (!p)
+            throw Error("out of memory for a packed copy of a constant", "const_derived",
+                        std::to_string(bytes) + " bytes", "allocation failed");
+          std::shared_ptr<void> keep(p, std::free);
+          fill(fill_ctx, p);
+          return {keep, bytes};
+        });
+    return d.object.get();
+  } catch (const std::exception& e) {
+    ctx->set_error(e.what());
+    return nullptr;
+  }
+}
+
 const AnvilRtApi* rt_api() {
   static const AnvilRtApi api = {
       ANVIL_MODEL_ABI_VERSION, api_parallel_for, api_sgemm, api_dgemm,
@@ -401,7 +436,7 @@ const AnvilRtApi* rt_api() {
       api_sgemm_const_b,       api_run_alloc, api_output_alloc,
       nullptr,  // device: set per model by Model::load for device packages
       coll_issue_stream,       coll_wait_stream,
-      api_gemm,
+      api_gemm,               api_const_derived,
   };
   return &api;
 }

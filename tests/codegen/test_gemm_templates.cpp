@@ -190,6 +190,9 @@ float from_bf16(uint16_t h) {
 
 // The api table of the tests: parallel_for over `g_threads` std::threads (contiguous chunks).
 int g_threads = 1;
+// Set: check_case runs the kernel through the runtime's table with this run context and B
+// marked constant (AnvilGemmCall::b_constant), twice: the second call reads the kept pack.
+runtime::RunContext* g_run_ctx = nullptr;
 std::string g_error;
 void test_parallel_for(int64_t begin, int64_t end, int64_t, void (*fn)(void*, int64_t, int64_t),
                        void* ctx) {
@@ -395,8 +398,25 @@ std::vector<float> check_case(const Kernel& kn, const Case& c, std::mt19937& rng
   g.bias_kind = c.bias_kind;
   g.activation = c.act;
   g_error.clear();
-  const int rc = kn.fn(test_api(), nullptr, &g);
-  EXPECT_EQ(rc, 0) << describe(kn, c) << ": " << g_error;
+  int rc = 0;
+  if (g_run_ctx) {
+    g.b_constant = 1;
+    const std::vector<float> cf0 = cf;
+    const std::vector<uint16_t> ch0 = ch;
+    rc = kn.fn(runtime::rt_api(), g_run_ctx, &g);  // packs B and keeps it
+    EXPECT_EQ(rc, 0) << describe(kn, c) << ": " << g_run_ctx->error();
+    const std::vector<float> first_f = cf;
+    const std::vector<uint16_t> first_h = ch;
+    cf = cf0;  // C as before (beta reads it)
+    ch = ch0;
+    rc = kn.fn(runtime::rt_api(), g_run_ctx, &g);  // reads the kept pack
+    EXPECT_EQ(rc, 0) << describe(kn, c) << ": " << g_run_ctx->error();
+    EXPECT_TRUE(out_bf ? ch == first_h : std::memcmp(cf.data(), first_f.data(), cf.size() * 4) == 0)
+        << describe(kn, c) << ": the call with B's kept pack differs from the first";
+  } else {
+    rc = kn.fn(test_api(), nullptr, &g);
+    EXPECT_EQ(rc, 0) << describe(kn, c) << ": " << g_error;
+  }
   std::vector<float> got(static_cast<size_t>(c.m * c.n));
   double max_err = 0;
   int64_t pad_broken = 0;
@@ -543,6 +563,38 @@ TEST(GemmTemplatesRun, ResultsDoNotDependOnThreads) {
     g.c = cc1.data();
     ASSERT_EQ(kn.fn(test_api(), nullptr, &g), 0);
     EXPECT_EQ(std::memcmp(cc.data(), cc1.data(), cc.size() * 4), 0) << kn.name;
+  }
+}
+
+// A constant B (a weight) is packed once per constant set through the runtime's
+// const_derived (ABI minor 10) and kept: small M (the per-block slices otherwise) and large M
+// alike, every layout, against the double reference; a second call reads the pack and gives
+// the same bits; one pack per (template, B); a new constant set (a fresh cache) packs again.
+TEST(GemmTemplatesRun, ConstantBIsPackedOnceAndKept) {
+  const auto& ks = kernels();
+  if (ks.empty()) GTEST_SKIP() << "no template ISA on this CPU";
+  ThreadPool pool(2);
+  ScopedThreadPool scope(&pool);
+  std::mt19937 rng(2026);
+  for (const Kernel& kn : ks) {
+    if (kn.types == CpuGemmTypes::kI8I32) continue;  // int8 packs per call (column sums)
+    for (const Case& base : {Case{5, 100, 300}, Case{300, 70, 520}})
+      for (int layout = 0; layout < 4; ++layout) {
+        Case c = base;
+        c.ta = layout & 1;
+        c.tb = layout >> 1;
+        c.bias_kind = ANVIL_GEMM_BIAS_COL;
+        c.act = ANVIL_GEMM_ACT_SILU;
+        c.pad = layout == 3 ? 3 : 0;
+        runtime::PackedWeightCache cache;
+        runtime::RunContext ctx;
+        ctx.packed_weights = &cache;
+        g_run_ctx = &ctx;
+        check_case(kn, c, rng);
+        g_run_ctx = nullptr;
+        EXPECT_EQ(cache.size(), 1u) << describe(kn, c);
+        EXPECT_GE(cache.bytes(), c.k * c.n * 2) << describe(kn, c);  // 16-bit panels at least
+      }
   }
 }
 

@@ -111,7 +111,8 @@ static std::string emit_chosen_gemm_call(const Program& p, const GemmStep& g,
   os << ind << "call.library = " << ch.library << "; call.variant = " << ch.variant << ";\n";
   os << ind << "call.a_dtype = call.b_dtype = call.c_dtype = " << dt << ";\n";
   os << ind << "call.trans_a = " << (g.a.trans ? 1 : 0) << "; call.trans_b = "
-     << (g.b.trans ? 1 : 0) << "; call.b_constant = " << (gemm_b_is_constant(p, g) ? 1 : 0)
+     << (g.b.trans ? 1 : 0) << "; call.b_constant = "
+     << (is_immutable_constant(p, g.b.buffer) ? 1 : 0)  // any dtype: a template keeps its pack
      << ";\n";
   os << ind << "call.m = m; call.n = n; call.k = k;\n";
   os << ind << "call.a = a; call.lda = " << g.a.ld.str() << "; call.b = b; call.ldb = "

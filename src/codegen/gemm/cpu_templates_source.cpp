@@ -218,6 +218,7 @@ struct Job {
   int32_t* bsum;        // int8: 128 * the sum of each column of B (per panel, NR each)
   int64_t mc, nc, nbm, nbn, kblocks;
   std::atomic<int> failed{0};
+  const AnvilRtApi* api;
 };
 
 // Packing walks K in chunks of kChunk steps (a multiple of every kStep), so both the rows read and
@@ -437,6 +438,12 @@ void pack_b_range(void* ctx, int64_t b, int64_t e) {
   const Job& x = *static_cast<Job*>(ctx);
   pack_b_panels(x, b, e, 0, x.k, x.bpack + b * x.kp * NR);
 }
+// api->const_derived's fill: every panel of a constant B, packed once for the constant set.
+void fill_b(void* ctx, void* dst) {
+  Job& x = *static_cast<Job*>(ctx);
+  x.bpack = static_cast<PackedB*>(dst);
+  x.api->parallel_for(0, (x.n + NR - 1) / NR, 1, pack_b_range, &x);
+}
 void block_range(void* ctx, int64_t b, int64_t e) {
   for (int64_t t = b; t < e; ++t) run_block(*static_cast<Job*>(ctx), t);
 }
@@ -480,16 +487,29 @@ int run(const AnvilRtApi* api, void* run_ctx, const AnvilGemmCall* g) {
   x.n = g->n;
   x.k = g->k;
   x.kp = round_up(x.k, kStep);
+  x.api = api;
   const int64_t panels = (x.n + NR - 1) / NR;
-  const bool global_b = kInt8 || x.m > MC;
-  x.bpack = x.k > 0 && global_b ? static_cast<PackedB*>(take_b(panels * x.kp * NR * int64_t(sizeof(PackedB)))) : nullptr;
+  const int64_t b_bytes = panels * x.kp * NR * int64_t(sizeof(PackedB));
+  // A constant B (a weight) is packed once and kept with the model's constants (ABI minor 10),
+  // for any M: a small M then reads the packed panels instead of packing its slices per call.
+  x.bpack = nullptr;
+  if (!kInt8 && x.k > 0 && g->b_constant && api->abi_minor_version >= 10 && api->const_derived) {
+    char layout[200];
+    std::snprintf(layout, sizeof layout, "%s B %lldx%lld ld %lld", kName, (long long)x.k,
+                  (long long)x.n, (long long)g->ldb);
+    const void* kept = api->const_derived(run_ctx, g->b, layout, b_bytes, fill_b, &x);
+    x.bpack = static_cast<PackedB*>(const_cast<void*>(kept));
+  }
+  const bool kept_b = x.bpack != nullptr;
+  const bool global_b = !kept_b && (kInt8 || x.m > MC);
+  if (x.k > 0 && global_b) x.bpack = static_cast<PackedB*>(take_b(b_bytes));
   x.bsum = kInt8 && x.k > 0 ? static_cast<int32_t*>(alloc64(panels * NR * 4)) : nullptr;
   if (x.k > 0 && ((global_b && !x.bpack) || (kInt8 && !x.bsum))) {
     give_b(x.bpack);
     std::free(x.bsum);
-    return fail(api, run_ctx, "out of memory packing B", "bytes", panels * x.kp * NR * int64_t(sizeof(PackedB)));
+    return fail(api, run_ctx, "out of memory packing B", "bytes", b_bytes);
   }
-  if (x.bpack) api->parallel_for(0, panels, 1, pack_b_range, &x);
+  if (global_b && x.bpack) api->parallel_for(0, panels, 1, pack_b_range, &x);
   // Blocks: MC x NC, shrunk (never below 4 tiles) until there are enough to share; results do
   // not depend on it (each element of C is one task's K loop in order).
   x.mc = MC;
@@ -501,7 +521,7 @@ int run(const AnvilRtApi* api, void* run_ctx, const AnvilGemmCall* g) {
   x.nbn = (x.n + x.nc - 1) / x.nc;
   x.kblocks = x.k == 0 ? 1 : (x.k + KC - 1) / KC;
   api->parallel_for(0, x.nbm * x.nbn, 1, block_range, &x);
-  give_b(x.bpack);
+  if (!kept_b) give_b(x.bpack);
   std::free(x.bsum);
   if (x.failed) return fail(api, run_ctx, "out of memory packing A", "a block buffer", 0);
   return 0;
