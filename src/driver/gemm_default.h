@@ -37,8 +37,10 @@ namespace anvil::driver {
 
 constexpr int64_t kSkinnyMaxM = 16;
 constexpr int64_t kSkinnyMinWeightElems = int64_t(1) << 20;
-/// The bf16 rule's smallest M: it was measured at M 512; decode-sized products stay on oneDNN.
-constexpr int64_t kDefaultBf16MinM = 64;
+/// The bf16 rule's smallest M. With its packed weight kept (AnvilRtApi::const_derived) the
+/// template beat oneDNN from M 8 to 512 on an AVX-512 Xeon without AMX (1.3-1.8x at M 8-32);
+/// at M 1 oneDNN was faster (the template streams the weight as fp32 panels, twice its bytes).
+constexpr int64_t kDefaultBf16MinM = 8;
 
 /// The bf16 rule's template: bf16 -> bf16, AVX-512, MR 12, NR 32, KC 256, MC 144, NC 1024 (one of
 /// the tuner's candidates, cpu_template_configs), with the problem's layout.

@@ -3,7 +3,7 @@
 // (own_packed_f32_auto) with that epilogue in its store, and no loop kernel is left for it; the
 // package matches the reference interpreter. A residual add stays a loop kernel; a weight that
 // is a user input (not a constant) and ANVIL_CPU_FUSED_GEMM=0 keep the default path.
-// bf16: in a native package built on a CPU with AVX-512 and no AMX, bf16 Linears of M >= 64 run
+// bf16: in a native package built on a CPU with AVX-512 and no AMX, bf16 Linears of M >= 8 run
 // the widening template default_bf16_template() (GELU fused in its store) and match the
 // interpreter; a smaller M, a named target and ANVIL_CPU_BF16_TEMPLATE=0 keep oneDNN.
 #include <gtest/gtest.h>
@@ -161,7 +161,7 @@ TEST_F(CpuFusedGemm, Bf16LinearsRunTheWideningTemplateWithoutAmx) {
     listed = listed || cg::cpu_template_name(c) == name;
   }
   EXPECT_TRUE(listed) << name << " is not among the tuner's bf16 AVX-512 templates";
-  // the MLP in bf16 at M 64 (the rule's smallest); fc1's GELU goes into the template's store
+  // the MLP in bf16 at the rule's smallest M; fc1's GELU goes into the template's store
   auto bf16_mlp = [](int64_t m) {
     std::string text = mlp("%g: f32[37, 96] = aten.gelu.default(self=%h)", false);
     for (size_t p = text.find("f32["); p != std::string::npos; p = text.find("f32[", p))
@@ -173,15 +173,15 @@ TEST_F(CpuFusedGemm, Bf16LinearsRunTheWideningTemplateWithoutAmx) {
   const auto native = codegen::resolve_target("native").cpu_features;
   const bool rule =
       cg::has_cpu_features(native, {"avx512f"}) && !cg::has_cpu_features(native, {"amx-bf16"});
-  std::string src = compile_and_check("bf16", bf16_mlp(64), "native", true);
+  std::string src = compile_and_check("bf16", bf16_mlp(driver::kDefaultBf16MinM), "native", true);
   // both Linears (fc1 with its bias and GELU in the store), the kernel's source once
   EXPECT_EQ(count(src, "(bf16 GEMM, kernel " + name), rule ? 2 : 0) << src;
   EXPECT_EQ(count(src, "// anvil CPU GEMM template " + name), rule ? 1 : 0);
   EXPECT_EQ(count(src, "computed in the store of a GEMM kernel"), rule ? 1 : 0) << src;
-  src = compile_and_check("bf16_m63", bf16_mlp(63), "native", true);
+  src = compile_and_check("bf16_below", bf16_mlp(driver::kDefaultBf16MinM - 1), "native", true);
   EXPECT_EQ(count(src, name), 0) << "M below kDefaultBf16MinM keeps oneDNN";
   ::setenv("ANVIL_CPU_BF16_TEMPLATE", "0", 1);
-  src = compile_and_check("bf16_off", bf16_mlp(64), "native", true);
+  src = compile_and_check("bf16_off", bf16_mlp(driver::kDefaultBf16MinM), "native", true);
   EXPECT_EQ(count(src, name), 0) << "ANVIL_CPU_BF16_TEMPLATE=0";
   ::unsetenv("ANVIL_CPU_BF16_TEMPLATE");
   // a named target's features say nothing of AMX: oneDNN
@@ -189,7 +189,7 @@ TEST_F(CpuFusedGemm, Bf16LinearsRunTheWideningTemplateWithoutAmx) {
                       : runtime::cpu_supports("avx2") ? "x86_64-avx2"
                                                        : nullptr;
   if (named) {
-    src = compile_and_check("bf16_named", bf16_mlp(64), named, true);
+    src = compile_and_check("bf16_named", bf16_mlp(driver::kDefaultBf16MinM), named, true);
     EXPECT_EQ(count(src, name), 0) << named;
   }
   if (!rule) GTEST_SKIP() << "the native target has no AVX-512 or has AMX: only the negative "
