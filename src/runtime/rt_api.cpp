@@ -2,7 +2,10 @@
 
 #include <utility>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <exception>
 
@@ -393,26 +396,44 @@ void* api_output_alloc(void* run_ctx, int32_t index, int64_t bytes) {
   }
 }
 
-/// api->const_derived: the run's PackedWeightCache keeps the copy (none: null, no error).
-/// ANVIL_KEEP_PACKED_CONSTANTS=0 keeps none (the templates then pack per call: less memory).
+/// The most bytes the kept copies of one constant set may take before const_derived keeps no
+/// more (ANVIL_PACKED_CONSTANTS_MB; default a quarter of the machine's memory); -1 with
+/// `*bad` set when the variable is not a non-negative integer.
+int64_t packed_constants_budget(std::string* bad) {
+  const char* v = std::getenv("ANVIL_PACKED_CONSTANTS_MB");
+  if (!v || !*v) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? int64_t(pages) * page / 4 : int64_t(1) << 32;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long long mb = std::strtoll(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || mb < 0 || mb > (int64_t(1) << 40)) {
+    *bad = v;
+    return -1;
+  }
+  return int64_t(mb) << 20;
+}
+
+/// api->const_derived: the run's PackedWeightCache keeps the copy (none: null, no error), up to
+/// packed_constants_budget(); past it the caller builds its copy per call (a declined key stays
+/// declined for the constant set).
 const void* api_const_derived(void* run_ctx, const void* address, const char* layout,
                               int64_t bytes, void (*fill)(void* fill_ctx, void* dst),
                               void* fill_ctx) {
-  static const std::string setting = [] {
-    const char* v = std::getenv("ANVIL_KEEP_PACKED_CONSTANTS");
-    return std::string(v ? v : "");
-  }();
   auto* ctx = static_cast<RunContext*>(run_ctx);
   if (!ctx) return nullptr;
-  if (setting != "" && setting != "0" && setting != "1") {
-    ctx->set_error("ANVIL_KEEP_PACKED_CONSTANTS must be 0, 1 or empty (got '" + setting + "')");
-    return nullptr;
-  }
-  if (setting == "0" || !ctx->packed_weights || !address || !layout || !fill || bytes <= 0)
-    return nullptr;
+  PackedWeightCache* cache = ctx->packed_weights;
+  if (!cache || !address || !layout || !fill || bytes <= 0) return nullptr;
   try {
     const PackedWeightCache::Derived d =
-        ctx->packed_weights->derived(address, layout, [&]() -> PackedWeightCache::Derived {
+        cache->derived(address, layout, [&]() -> PackedWeightCache::Derived {
+          std::string bad;  // read on a miss only: once per constant and layout
+          const int64_t budget = packed_constants_budget(&bad);
+          if (budget < 0)
+            throw Error("ANVIL_PACKED_CONSTANTS_MB is not a number of MiB", "const_derived",
+                        "an integer >= 0", "'" + bad + "'");
+          if (cache->bytes() + bytes > budget) return {};  // over the budget: per call
           void* p = std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64));
           if (!p)
             throw Error("out of memory for a packed copy of a constant", "const_derived",

@@ -569,7 +569,8 @@ TEST(GemmTemplatesRun, ResultsDoNotDependOnThreads) {
 // A constant B (a weight) is packed once per constant set through the runtime's
 // const_derived (ABI minor 10) and kept: small M (the per-block slices otherwise) and large M
 // alike, every layout, against the double reference; a second call reads the pack and gives
-// the same bits; one pack per (template, B); a new constant set (a fresh cache) packs again.
+// the same bits; one pack per (template, B); a new constant set (a fresh cache) packs again;
+// past the memory budget (ANVIL_PACKED_CONSTANTS_MB) B is packed per call.
 TEST(GemmTemplatesRun, ConstantBIsPackedOnceAndKept) {
   const auto& ks = kernels();
   if (ks.empty()) GTEST_SKIP() << "no template ISA on this CPU";
@@ -595,6 +596,24 @@ TEST(GemmTemplatesRun, ConstantBIsPackedOnceAndKept) {
         EXPECT_EQ(cache.size(), 1u) << describe(kn, c);
         EXPECT_GE(cache.bytes(), c.k * c.n * 2) << describe(kn, c);  // 16-bit panels at least
       }
+    // Over the budget (ANVIL_PACKED_CONSTANTS_MB, here 0): packed per call, still right; a value
+    // that is not a number fails the run naming the variable.
+    for (const char* budget : {"0", "lots"}) {
+      ::setenv("ANVIL_PACKED_CONSTANTS_MB", budget, 1);
+      runtime::PackedWeightCache cache;
+      runtime::RunContext ctx;
+      ctx.packed_weights = &cache;
+      g_run_ctx = &ctx;
+      const Case c{40, 70, 300};
+      check_case(kn, c, rng);
+      g_run_ctx = nullptr;
+      ::unsetenv("ANVIL_PACKED_CONSTANTS_MB");
+      EXPECT_EQ(cache.bytes(), 0) << describe(kn, c) << " budget " << budget;
+      EXPECT_EQ(ctx.failed(), std::string(budget) == "lots") << ctx.error();
+      if (ctx.failed()) {
+        EXPECT_NE(ctx.error().find("ANVIL_PACKED_CONSTANTS_MB"), std::string::npos);
+      }
+    }
   }
 }
 
