@@ -22,6 +22,9 @@ extern "C" {
 
 #define ANVIL_DEVICE_ABI_VERSION 8u
 
+/* How many of cuBLASLt's heuristic algorithms AnvilGemmArgs::algo_index can name (ABI 8). */
+#define ANVIL_GEMM_ALGOS 8
+
 /* Directions of AnvilDeviceApi::copy. */
 #define ANVIL_COPY_HOST_TO_DEVICE 0
 #define ANVIL_COPY_DEVICE_TO_HOST 1
@@ -88,8 +91,8 @@ typedef struct AnvilGemmArgs {
   int32_t fast_accum;
   /* ---- ABI 8: which of cuBLASLt's heuristic algorithms to run (the GEMM autotuner's
    * cublaslt_heuristic_N candidates): 0 the heuristic's first, N its (N+1)-th for this problem,
-   * 0..7; where the heuristic offers fewer, its first. A shorter struct (struct_size) runs the
-   * first. */
+   * 0 .. ANVIL_GEMM_ALGOS - 1; where the heuristic offers fewer, its first. A shorter struct
+   * (struct_size) runs the first. */
   int32_t algo_index;
 } AnvilGemmArgs;
 

@@ -1,13 +1,12 @@
 #include "runtime/rt_api.h"
 
-#include <utility>
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <exception>
+#include <utility>
 
 #include "core/error.h"
 #include "runtime/collectives.h"

@@ -27,7 +27,7 @@ namespace {
 
 using namespace gpu_test;  // NOLINT: the suite's helpers
 
-constexpr int kAlgos = 8;  // AnvilGemmArgs::algo_index runs 0..7
+constexpr int kAlgos = ANVIL_GEMM_ALGOS;  // AnvilGemmArgs::algo_index runs 0..7
 
 /// Compiles fixture `stem` for cuda-sm90, runs it `runs` times on cuda:0 and compares its
 /// `outputs` outputs with PyTorch's at the dtype's tolerance; returns the package.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "anvil/anvil_device.h"
 #include "anvil/anvil_rt.h"
 #include "codegen/gemm/cpu_templates.h"
 #include "codegen/gemm/cuda_skinny.h"
@@ -163,10 +164,10 @@ std::vector<GemmCandidate> gemm_candidates(const GemmProblem& p, const GemmOptio
   } else if (backend_enabled(options, GemmBackend::kCublasLt) && p.op != GemmOp::kMixedMm) {
     // cuBLASLt's heuristic choice (the device backend's gemm_ex): what CUDA packages run by
     // default, the yardstick templates must beat; then its next algorithms for the problem
-    // (AnvilGemmArgs::algo_index): 3 more in fast mode, 7 in max. It takes no mixed (int8 B)
-    // problem.
+    // (AnvilGemmArgs::algo_index): 3 more in fast mode, all it can name in max. It takes no
+    // mixed (int8 B) problem.
     all.push_back(library("cublaslt_heuristic", GemmBackend::kCublasLt, 0, 0));
-    const int more = options.mode == AutotuneMode::kMax ? 7 : 3;
+    const int more = options.mode == AutotuneMode::kMax ? ANVIL_GEMM_ALGOS - 1 : 3;
     for (int v = 1; v <= more; ++v)
       all.push_back(library("cublaslt_heuristic_" + std::to_string(v), GemmBackend::kCublasLt, 0,
                             v));

@@ -24,7 +24,7 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 
 // How many of cuBLASLt's heuristic algorithms a GEMM shape times before picking one.
-constexpr int kGemmCandidates = 8;
+constexpr int kGemmCandidates = ANVIL_GEMM_ALGOS;  // also algo_index's range
 
 struct GemmType {
   cudaDataType_t data;
