@@ -20,7 +20,15 @@
 extern "C" {
 #endif
 
-#define ANVIL_DEVICE_ABI_VERSION 8u
+#define ANVIL_DEVICE_ABI_VERSION 9u
+
+/* allow_tf32 of the float32 GEMMs (AnvilDeviceApi::gemm, AnvilGemmArgs): 0 fp32 math (TF32 off),
+ * 1 TF32 tensor cores, and (ABI 9) ANVIL_FP32_3XTF32: fp32 accuracy through TF32 tensor cores,
+ * each operand split into a TF32 big and small part, big*big + big*small + small*big summed in
+ * fp32 (CUTLASS's OpMultiplyAddFastF32), where the backend has that kernel, the GPU is of compute
+ * capability 9.x and the problem is one it wins on (one matrix, no bias or activation, large
+ * enough, 16-byte aligned); else as 0. */
+#define ANVIL_FP32_3XTF32 2
 
 /* How many of cuBLASLt's heuristic algorithms AnvilGemmArgs::algo_index can name (ABI 8). */
 #define ANVIL_GEMM_ALGOS 8
@@ -72,7 +80,7 @@ typedef struct AnvilGemmArgs {
   int64_t ldd, stride_d;
   int64_t batch;
   int32_t epilogue;   /* ANVIL_EPILOGUE_* */
-  int32_t allow_tf32; /* float32: TF32 tensor cores allowed */
+  int32_t allow_tf32; /* float32: 0 fp32, 1 TF32, ANVIL_FP32_3XTF32 (ABI 9) */
   const void* bias;   /* n elements, contiguous, one vector for every batch */
   /* ---- ABI 6: float8 operands (aten._scaled_mm; cuBLASLt's FP8 GEMM, sm_89 and newer) ----
    * a_dtype / b_dtype: 0 (A and B are of `dtype`), or both the anvil::DType codes of float8

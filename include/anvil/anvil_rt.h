@@ -103,6 +103,11 @@ typedef struct AnvilGemmCall {
   const void* bias; /* c_dtype elements, or null */
   int32_t bias_kind; /* ANVIL_GEMM_BIAS_* */
   int32_t activation; /* ANVIL_GEMM_ACT_* */
+  /* The matrix beta scales when it is not C itself (a residual laid out as C, `ld_source` apart),
+   * or null. Read only by the generated kernels that fuse a residual (CUDA's 3xTF32 kernels):
+   * the runtime's own GEMMs never read these two fields, so a package built before them runs. */
+  const void* source;
+  int64_t ld_source;
 } AnvilGemmCall;
 
 /* Services the runtime provides to generated code. */

@@ -83,17 +83,9 @@ int default_cpu_bf16_gemms(passes::Program& program, const gemm::GemmOptions& op
   return chosen;
 }
 
-}  // namespace
-
-int default_gemm_kernels(passes::Program& program, const gemm::GemmOptions& options,
-                         const codegen::Target& backend, const codegen::TargetInfo& target) {
-  if (backend.device_type() == Device::Type::kCPU)
-    return default_cpu_fused_gemms(program, options, target) +
-           default_cpu_bf16_gemms(program, options, target);
-  if (backend.device_type() != Device::Type::kCUDA || target.name != "cuda-sm90") return 0;
-  // untimed, so only without tuning: a tuned compile times the kernel among the others (and a
-  // step the tuner left without a kernel, every candidate failing, keeps the library)
-  if (options.mode != gemm::AutotuneMode::kOff) return 0;
+/// The skinny rule (gemm_default.h): anvil's skinny kernel for decode-sized 16-bit GEMMs.
+int default_cuda_skinny_gemms(passes::Program& program, const gemm::GemmOptions& options,
+                              const codegen::TargetInfo& target) {
   if (!env_switch("ANVIL_CUDA_SKINNY", true)) return 0;
   if (!gemm::backend_enabled(options, gemm::GemmBackend::kOwn)) return 0;
   const gemm::EpiloguePlan epilogues = gemm::match_gemm_epilogues(program);
@@ -114,6 +106,20 @@ int default_gemm_kernels(passes::Program& program, const gemm::GemmOptions& opti
     ++chosen;
   }
   return chosen;
+}
+
+}  // namespace
+
+int default_gemm_kernels(passes::Program& program, const gemm::GemmOptions& options,
+                         const codegen::Target& backend, const codegen::TargetInfo& target) {
+  if (backend.device_type() == Device::Type::kCPU)
+    return default_cpu_fused_gemms(program, options, target) +
+           default_cpu_bf16_gemms(program, options, target);
+  if (backend.device_type() != Device::Type::kCUDA || target.name != "cuda-sm90") return 0;
+  // untimed, so only without tuning: a tuned compile times the kernel among the others (and a
+  // step the tuner left without a kernel, every candidate failing, keeps the library)
+  if (options.mode != gemm::AutotuneMode::kOff) return 0;
+  return default_cuda_skinny_gemms(program, options, target);
 }
 
 }  // namespace anvil::driver

@@ -7,6 +7,8 @@
 // GPU other than compute capability 9.x at run time and the step then runs cuBLASLt. Off with
 // ANVIL_CUDA_SKINNY=0 or a --gemm-backends list without "own"; --gemm-allow / --gemm-deny
 // filter it by name.
+// On CUDA, fp32 GEMMs need no rule here: the generated code asks the device backend for its
+// prebuilt 3xTF32 kernel (anvil_device.h ANVIL_FP32_3XTF32), which takes the problems it wins on.
 // On the CPU: an fp32 GEMM against an immutable constant B (a Linear's weight) whose result goes
 // through a bias, an activation (relu, relu6, gelu erf / tanh, silu) or a constant factor /
 // term (match_gemm_epilogues' CPU forms; not a residual add) runs the packed kernel the default

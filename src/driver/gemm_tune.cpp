@@ -361,9 +361,11 @@ int time_candidates(const GemmProblem& p, const std::vector<GemmCandidate>& cand
 
 passes::GemmKernelChoice kernel_choice(const codegen::gemm::GemmCandidate& c, double us,
                                        int timed) {
-  return passes::GemmKernelChoice{c.name, c.library, c.variant,    c.entry,
-                                  c.source, us,       timed,        c.fuses_bias,
-                                  c.fuses_activation};
+  return passes::GemmKernelChoice{c.name,       c.library,
+                                  c.variant,    c.entry,
+                                  c.source,     us,
+                                  timed,        c.fuses_bias,
+                                  c.fuses_activation, c.fuses_residual};
 }
 
 std::string gemm_time_tool() {
@@ -430,7 +432,8 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
   // On CUDA a chosen kernel replaces cuBLASLt together with the epilogue cuBLASLt would fuse, so
   // its candidates are posed the GEMM with that epilogue (bias, activation): the forms the
   // epilogue matcher proves (codegen/gemm/gemm_epilogue.h), erf GELU and SiLU included, which
-  // only a CUTLASS kernel fuses. GEMMs whose epilogue adds a residual keep cuBLASLt.
+  // only a CUTLASS kernel fuses. GEMMs whose epilogue adds a residual keep cuBLASLt, but for an
+  // fp32 residual alone, posed as beta * C (the 3xTF32 kernels' C source).
   const codegen::gemm::EpiloguePlan epilogues =
       sm > 0 ? codegen::gemm::match_gemm_epilogues(program) : codegen::gemm::EpiloguePlan{};
 

@@ -248,6 +248,7 @@ struct GemmKernelChoice {
   double time_us = 0;  // its measured time (0: not timed)
   int candidates = 0;  // how many were timed
   bool fuses_bias = false, fuses_activation = false;  // it can apply them in its store
+  bool fuses_residual = false;  // it adds beta * R for a residual R laid out as C (call.source)
 };
 
 /// The autotuner's choice for the values of a symbolic M in [m_min, m_max] (driver/gemm_tune.h,

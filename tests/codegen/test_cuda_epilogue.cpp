@@ -96,7 +96,13 @@ TEST_F(CudaEpilogue, EachFusableFormCallsGemmExWithItsEpilogue) {
         << dt;
     EXPECT_EQ(count(source_, "dev->gemm_ex(device, s.stream, &ga)"), 10u) << dt;
     // the erf gelu's GEMM is a plain one, and its kernel keeps erf
-    EXPECT_EQ(count(source_, "ANVIL_EPILOGUE_NONE, nullptr, 0);"), 11u) << dt;  // 10 fallbacks
+    EXPECT_EQ(count(source_, "ANVIL_EPILOGUE_NONE, nullptr, ga.allow_tf32);"), 10u) << dt;
+    // ... asking float32's for the backend's 3xTF32 kernel (anvil_device.h ANVIL_FP32_3XTF32)
+    const bool f32 = std::string(dt) == "float32";
+    EXPECT_EQ(count(source_, "ANVIL_EPILOGUE_NONE, nullptr, 0);"), f32 ? 0u : 1u) << dt;
+    EXPECT_EQ(count(source_, "ga.allow_tf32 = (dev->abi_version >= 9 ? ANVIL_FP32_3XTF32 : 0);"),
+              f32 ? 10u : 0u)
+        << dt;
     EXPECT_NE(source_.find("erf"), std::string::npos) << dt;
     EXPECT_EQ(count(source_, "ga.c = "), 3u) << dt;  // the residuals
     EXPECT_NE(source_.find("ga.beta = static_cast<float>(0.5);"), std::string::npos) << dt;

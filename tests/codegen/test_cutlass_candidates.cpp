@@ -167,8 +167,9 @@ TEST(CutlassCandidates, DtypesAndAccumulators) {
   ASSERT_EQ(c.size(), 24u);
   EXPECT_EQ(count_matching(c, "gemm_f16_f16_f16_void_f16_"), 24);
   EXPECT_NE(c[0].source.find("using ElementAccumulator = cutlass::half_t;"), std::string::npos);
-  // bf16 never accumulates in 16 bits; mixed input dtypes, a dtype-changing output, fp32 without
-  // TF32, fp64 (spec case 1) give nothing.
+  // bf16 never accumulates in 16 bits; mixed input dtypes, a dtype-changing output, fp64 (spec
+  // case 1) give nothing; fp32 gives the 3xTF32 kernels alone (test_cutlass_fast_f32.cpp), not
+  // 1xTF32 ones even when allowed.
   GemmProblem q = bf16_problem(128, 128, 128);
   q.acc_dtype = DType::kBFloat16;
   EXPECT_TRUE(cutlass_candidates(q, 90).empty());
@@ -182,8 +183,10 @@ TEST(CutlassCandidates, DtypesAndAccumulators) {
     q = bf16_problem(128, 128, 128);
     q.a_dtype = q.b_dtype = q.out_dtype = q.acc_dtype = t;
     q.align_a = q.align_b = q.align_c = 4;
-    EXPECT_TRUE(cutlass_candidates(q, 90).empty());
-    EXPECT_TRUE(cutlass_candidates(q, 90, CutlassOptions{true}).empty());
+    for (const bool tf32 : {false, true})
+      for (const auto& c : cutlass_candidates(q, 90, CutlassOptions{tf32}))
+        EXPECT_TRUE(t == DType::kFloat32 && is_fast_f32_name(c.name)) << c.name;
+    EXPECT_EQ(cutlass_candidates(q, 90).empty(), t == DType::kFloat64);
   }
 }
 
@@ -315,7 +318,8 @@ TEST(CutlassHeaders, EnvOverrideAndWarning) {
     EXPECT_TRUE(warning.empty());
     const auto flags = cutlass_nvcc_flags(*h);
     EXPECT_NE(std::find(flags.begin(), flags.end(), h->include), flags.end());
-    EXPECT_NE(std::find(flags.begin(), flags.end(), "-arch=sm_90a"), flags.end());
+    EXPECT_NE(std::find(flags.begin(), flags.end(), "-gencode=arch=compute_90a,code=sm_90a"),
+              flags.end());
   }
 }
 

@@ -166,10 +166,12 @@ class CudaTarget final : public Target {
           } else {
             // cuBLASLt may refuse an epilogue at run time (ANVIL_GEMM_NOT_FUSED): its GEMM step
             // then launches the statement's own kernel; a chosen CUTLASS kernel has it built in.
-            // anvil's own kernels fall back to cuBLASLt and this kernel where they refuse a call;
-            // with buckets of a symbolic M, the buckets on cuBLASLt need the statement's kernel.
+            // anvil's own kernels and the 3xTF32 ones fall back to cuBLASLt and this kernel where
+            // they refuse a call; with buckets of a symbolic M, the buckets on cuBLASLt need the
+            // statement's kernel.
             const bool chosen = !g->choice.source.empty();
-            bool library = g->buckets.empty() && (!chosen || gemm::is_skinny_name(g->choice.name));
+            bool library =
+                g->buckets.empty() && (!chosen || gemm::has_library_fallback(g->choice.name));
             nlohmann::json by_bucket = nlohmann::json::array();
             for (const passes::GemmBucket& bk : g->buckets) {
               library |= bk.choice.source.empty();
@@ -239,17 +241,21 @@ class CudaTarget final : public Target {
     // each, built with CUTLASS's include dirs.
     std::map<std::string, std::string> chosen, own;  // own: anvil's skinny kernels
     auto own_kernel = [](const passes::GemmKernelChoice& c) { return gemm::is_skinny_name(c.name); };
-    bool bucket_own = false;
+    // A step whose kernel runs on sm_90 alone and has no cuBLASLt fallback: the package then
+    // needs compute capability 9.0. The skinny and fast_f32 kernels refuse another GPU and the
+    // step runs cuBLASLt (emit_gemm), except in a bucket of a symbolic M.
+    bool needs_sm90 = false;
     auto add_chosen = [&](const passes::Program& q) {
       for (const auto& step : q.steps) {
         const auto* g = std::get_if<passes::GemmStep>(&step);
         if (!g || !g->batch.empty()) continue;
-        if (!g->choice.source.empty())
+        if (!g->choice.source.empty()) {
           (own_kernel(g->choice) ? own : chosen).emplace(g->choice.entry, g->choice.source);
+          needs_sm90 = needs_sm90 || !gemm::has_library_fallback(g->choice.name);
+        }
         for (const passes::GemmBucket& bk : g->buckets) {  // symbolic M: a choice per bucket
           if (bk.choice.source.empty()) continue;
-          // a bucket's kernel has no cuBLASLt fallback: the package then needs sm_90
-          bucket_own = bucket_own || own_kernel(bk.choice);
+          needs_sm90 = true;
           (own_kernel(bk.choice) ? own : chosen).emplace(bk.choice.entry, bk.choice.source);
         }
       }
@@ -263,19 +269,17 @@ class CudaTarget final : public Target {
       const auto h = gemm::find_cutlass_headers(&why);
       if (!h) throw Error("CUTLASS headers not found", "codegen/cuda", "the headers the tuner used", why);
       // Each unit compiled exactly as the tuner compiled it (sm_90a only: CUTLASS's sm90
-      // kernels are empty for other archs), so the object cache already holds it; the package
-      // then needs compute capability 9.0 (checked at load).
+      // kernels are empty for other archs), so the object cache already holds it.
       for (const auto& [entry, source] : chosen) {
         GeneratedSource f{"gemm_kernel_" + std::to_string(t++) + ".cu", source, {}, {}};
         f.flags = gemm::cutlass_nvcc_flags(*h);
         f.cache_name = "candidate.cu";
         r.sources.push_back(std::move(f));
       }
-      r.manifest_fields["cuda_min_capability"] = 90;
     }
     // anvil's skinny kernels: sm_90a units without CUTLASS; on an older GPU their entry refuses
     // the call and the step runs cuBLASLt (emit_gemm), so the package keeps running there.
-    if (bucket_own) r.manifest_fields["cuda_min_capability"] = 90;
+    if (needs_sm90) r.manifest_fields["cuda_min_capability"] = 90;  // checked at load
     for (const auto& [entry, source] : own) {
       GeneratedSource f{"gemm_kernel_" + std::to_string(t++) + ".cu", source, {}, {}};
       f.flags = gemm::skinny_nvcc_flags();

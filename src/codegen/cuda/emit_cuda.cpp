@@ -11,8 +11,10 @@
 #include "codegen/c_expr.h"
 #include "codegen/cpu/emit_cpu.h"  // buffer_base, symbol_decls: target-neutral RunState text
 #include "codegen/gemm/cuda_skinny.h"
+#include "codegen/gemm/cutlass_candidates.h"
 #include "codegen/gemm/gemm_epilogue.h"
 #include "codegen/text_util.h"
+#include "core/env_switch.h"
 #include "core/error.h"
 
 namespace anvil::codegen::cuda {
@@ -169,6 +171,14 @@ std::string last_stride(const GemmOperand& o, size_t nb) {
 
 namespace {
 
+/// The allow_tf32 argument of a GEMM of `dtype`: for float32, the backend's 3xTF32 kernel where
+/// it takes the problem (anvil_device.h ANVIL_FP32_3XTF32; a backend before device ABI 9 gets
+/// 0), unless ANVIL_CUDA_FAST_FP32=0 when the package is generated; else 0 (TF32 off).
+std::string fp32_mode(DType dtype) {
+  if (dtype != DType::kFloat32 || !env_switch("ANVIL_CUDA_FAST_FP32", true)) return "0";
+  return "(dev->abi_version >= 9 ? ANVIL_FP32_3XTF32 : 0)";
+}
+
 /// The body of a GEMM step as one cuBLASLt call through gemm_ex (batch.size() <= 1): with the
 /// fused epilogue `f` (null: none), running the heuristic's `algo`-th algorithm (the tuner's
 /// cublaslt_heuristic_N); with an epilogue cuBLASLt cannot fuse here, the plain GEMM then the
@@ -206,7 +216,7 @@ std::string gemm_ex_body(const passes::Program& p, const GemmStep& g, const Fuse
   b << "  ga.batch = batch;\n";
   b << "  ga.epilogue = " << (fp ? epilogue_macro(f.kind) : "ANVIL_EPILOGUE_NONE") << ";\n";
   if (f.bias >= 0) b << "  ga.bias = " << ptr(f.bias, f.bias_offset) << ";\n";
-  b << "  ga.allow_tf32 = 0;\n";
+  b << "  ga.allow_tf32 = " << fp32_mode(g.dtype) << ";\n";
   if (algo > 0)
     b << "  ga.algo_index = " << algo << ";  // the tuner's: the heuristic's algorithm " << algo
       << "\n";
@@ -216,7 +226,7 @@ std::string gemm_ex_body(const passes::Program& p, const GemmStep& g, const Fuse
     b << "    rc = dev->gemm(device, s.stream, ga.dtype, ga.trans_a, ga.trans_b, m, n, k, "
          "ga.alpha, ga.a,\n                  ga.lda, ga.stride_a, ga.b, ga.ldb, ga.stride_b, "
          "ga.d, ga.ldd, ga.stride_d, batch,\n                  ANVIL_EPILOGUE_NONE, nullptr, "
-         "0);\n";
+         "ga.allow_tf32);\n";
     b << "    if (rc == 0) " << f.fallback.name << "(s);\n";
     b << "  }\n";
   }
@@ -249,7 +259,8 @@ static std::string plain_gemm_body(const passes::Program& p, const GemmStep& g,
     << ind << "    " << operand_ptr(p, g.b, st, outer) << ", " << g.b.ld.str() << ", "
     << last_stride(g.b, nb) << ",\n"
     << ind << "    " << operand_ptr(p, g.c, st, outer) << ", " << g.c.ld.str() << ", "
-    << last_stride(g.c, nb) << ", batch, ANVIL_EPILOGUE_NONE, nullptr, 0);\n";
+    << last_stride(g.c, nb) << ", batch, ANVIL_EPILOGUE_NONE, nullptr, " << fp32_mode(g.dtype)
+    << ");\n";
   b << ind << "if (rc != 0) {\n"
     << ind << "  s.api->set_error(s.run_ctx, dev->last_error());\n"
     << ind << "  return rc;\n"
@@ -264,9 +275,9 @@ static std::string plain_gemm_body(const passes::Program& p, const GemmStep& g,
 /// The body of a GEMM step that runs the autotuner's CUTLASS kernel `ch` (a gemm_kernel_N.cu of
 /// the package; no batch dims), with the bias and activation of `fused` applied in its store when
 /// set (chosen_kernel_fuses): its workspace is the stream's (device ABI 4).
-/// anvil's own kernels (`own`, cuda_skinny.h) may refuse a call (a GPU not of compute capability
-/// 9.x, an operand that lost its alignment): the step then goes on to cuBLASLt, in a block of
-/// its own.
+/// anvil's own kernels (`own`, cuda_skinny.h) and CUTLASS's fast_f32 ones may refuse a call (a
+/// GPU not of compute capability 9.x, an operand that lost its alignment): the step then goes
+/// on to cuBLASLt, in a block of its own.
 std::string chosen_gemm_body(const passes::Program& p, const GemmStep& g,
                              const passes::GemmKernelChoice& ch, const std::string& st,
                              const FusedEpilogue* fused, bool own) {
@@ -291,7 +302,17 @@ std::string chosen_gemm_body(const passes::Program& p, const GemmStep& g,
   b << "  call.b = " << operand_ptr(p, g.b, storage_type(bt), 0) << "; call.ldb = "
     << g.b.ld.str() << ";\n";
   b << "  call.c = " << operand_ptr(p, g.c, st, 0) << "; call.ldc = " << g.c.ld.str() << ";\n";
-  b << "  call.alpha = static_cast<float>(" << alpha << "); call.beta = 0.0f;\n";
+  b << "  call.alpha = static_cast<float>(" << alpha << ");";
+  if (fused && fused->residual >= 0) {  // a kernel that fuses it (fuses_residual): its C source
+    char beta[64];
+    std::snprintf(beta, sizeof beta, "%.9g", fused->beta);
+    b << " call.beta = static_cast<float>(" << beta << ");\n";
+    b << "  call.source = reinterpret_cast<" << st << "*>(" << buffer_base(p, fused->residual)
+      << ") + (" << fused->residual_offset.str() << ");  // residual\n";
+    b << "  call.ld_source = " << g.c.ld.str() << ";\n";
+  } else {
+    b << " call.beta = 0.0f;\n";
+  }
   if (fused && gemm::epilogue_has_bias(fused->kind))
     b << "  call.bias = reinterpret_cast<" << st << "*>(" << buffer_base(p, fused->bias)
       << ") + (" << fused->bias_offset.str() << ");\n  call.bias_kind = ANVIL_GEMM_BIAS_COL;\n";
@@ -335,7 +356,7 @@ std::string emit_gemm(const passes::Program& p, const GemmStep& g, const FusedEp
        << ";\n";
   body << "  if (batch <= 0) return 0;\n";
   const bool chosen = nb == 0 && !g.choice.source.empty();
-  const bool own = chosen && gemm::is_skinny_name(g.choice.name);
+  const bool own = chosen && gemm::has_library_fallback(g.choice.name);
   const bool bucketed = nb == 0 && !g.buckets.empty();
   if (g.b_dtype && !chosen &&
       (!bucketed || std::any_of(g.buckets.begin(), g.buckets.end(),

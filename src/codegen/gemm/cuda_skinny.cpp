@@ -117,8 +117,9 @@ bool is_skinny_candidate(const GemmCandidate& c) {
 }
 
 std::vector<std::string> skinny_nvcc_flags() {
-  return {"-std=c++17", "-arch=sm_90a",        "-O3",     "-DNDEBUG", "-Xcompiler", "-fPIC",
-          "-Xcompiler", "-fvisibility=hidden", "-cudart", "shared",   "-w"};
+  // sm_90a machine code alone: "-arch=sm_90a" also runs a compute_90 pass (PTX nobody loads)
+  return {"-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-DNDEBUG",
+          "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", "-cudart", "shared", "-w"};
 }
 
 ToolchainOptions skinny_toolchain_options() { return nvcc_unit_options(skinny_nvcc_flags()); }

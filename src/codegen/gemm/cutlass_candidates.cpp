@@ -1,10 +1,13 @@
-// CUTLASS 3.x sm90 candidate enumeration (B.4.4 a-g), configuration names, header discovery.
+// CUTLASS sm90 candidate enumeration (B.4.4 a-g; 3.x kernels, and the 2.x 3xTF32 ones for fp32),
+// configuration names, header discovery.
 #include "codegen/gemm/cutlass_candidates.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
+
+#include "codegen/gemm/cuda_skinny.h"
 
 namespace anvil::codegen::gemm {
 
@@ -35,9 +38,67 @@ bool fusable_activation(GemmActivation a) {
          a == GemmActivation::kGeluTanh || a == GemmActivation::kSilu;
 }
 
+const char* const kFastF32Prefix = "cutlass2x_sm80_tensorop_3xtf32_gemm_";
+
+/// The fast_f32 (3xTF32) configurations of an fp32 problem (cutlass_candidates.h).
+std::vector<CutlassConfig> fast_f32_configs(const GemmProblem& p) {
+  // One matrix (device::Gemm); 16-byte aligned rows of every operand (4 floats).
+  if (p.batch != 1 || p.acc_dtype != DType::kFloat32) return {};
+  if (p.align_a < 4 || p.align_b < 4 || p.align_c < 4) return {};
+  if (p.bias != GemmBias::kNone && p.bias != GemmBias::kFull) return {};  // no fused vector
+  if (p.activation != GemmActivation::kNone) return {};
+  CutlassConfig base;
+  base.fast_f32 = true;
+  base.a = base.b = base.acc = base.d = DType::kFloat32;
+  base.a_row_major = !p.trans_a;
+  base.b_row_major = !p.trans_b;
+  base.align_a = base.align_b = base.align_c = 4;
+  base.tma = base.tma_epilogue = false;
+  base.has_source = p.beta != 0.0 || p.bias == GemmBias::kFull;
+  // Tile, warp tile, stages: on an H200 (bench/probe/fp32_gemm_probe.cu) 128x64x32 with 64x32
+  // warps ran 59-70 TFLOP/s from M 512 (cuBLASLt's fp32 GEMM 37-51), 64x64x32 tied cuBLASLt at
+  // M 256 N 1024; warp tiles of 64x64 spill (8-25 TFLOP/s).
+  struct Shape {
+    int tm, tn, tk, wm, wn, wk, stages;
+  };
+  std::vector<Shape> shapes = {{128, 64, 32, 64, 32, 32, 4},
+                               {64, 64, 32, 32, 32, 32, 4},
+                               {64, 128, 32, 32, 64, 32, 3},
+                               {128, 128, 32, 64, 32, 32, 3}};
+  if (*p.m <= 256) std::swap(shapes[0], shapes[1]);
+  std::vector<CutlassConfig> out;
+  for (const Shape& s : shapes) {
+    CutlassConfig c = base;
+    c.tile_m = s.tm, c.tile_n = s.tn, c.tile_k = s.tk;
+    c.warp_m = s.wm, c.warp_n = s.wn, c.warp_k = s.wk;
+    c.stages = s.stages;
+    out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace
 
+bool is_fast_f32_name(const std::string& name) { return name.rfind(kFastF32Prefix, 0) == 0; }
+
+bool has_library_fallback(const std::string& name) {
+  return is_skinny_name(name) || is_fast_f32_name(name);
+}
+
 std::string cutlass_config_name(const CutlassConfig& c) {
+  // e.g. cutlass2x_sm80_tensorop_3xtf32_gemm_f32_f32_f32_f32_128x64x32_64x32x32_4_tnt_align4
+  if (c.fast_f32) {
+    std::string s = kFastF32Prefix;
+    s += "f32_f32_f32_f32_";
+    s += std::to_string(c.tile_m) + "x" + std::to_string(c.tile_n) + "x" +
+         std::to_string(c.tile_k) + "_";
+    s += std::to_string(c.warp_m) + "x" + std::to_string(c.warp_n) + "x" +
+         std::to_string(c.warp_k) + "_" + std::to_string(c.stages) + "_";
+    s += c.a_row_major ? "t" : "n";
+    s += c.b_row_major ? "t" : "n";
+    s += "t_align" + std::to_string(c.align_a);
+    return s;
+  }
   std::string s = "cutlass3x_sm90_tensorop_gemm_";
   s += dtype_token(c.a);
   s += "_";
@@ -146,10 +207,12 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
     base.align_a = base.align_b = 16;
     base.align_c = 4;
     tiles = {{64, 128, 128}, {128, 128, 128}, {128, 256, 128}, {256, 128, 128}};
+  } else if (p.a_dtype == DType::kFloat32 && p.b_dtype == DType::kFloat32 &&
+             p.out_dtype == DType::kFloat32) {
+    // 1xTF32 (allow_tf32) is not generated; fp32 accuracy through the 3xTF32 kernels.
+    return options.fast_f32 ? fast_f32_configs(p) : out;
   } else {
-    // fp32 (TF32) is opt-in and not generated yet; fp64 and other dtypes have no sm90 3.x kernels.
-    (void)options.allow_tf32;
-    return out;
+    return out;  // fp64 and other dtypes have no tensor-core kernels here
   }
 
   // Epilogue: bias and activation fused where CUTLASS's fusion operations express them.
@@ -218,6 +281,7 @@ std::vector<GemmCandidate> cutlass_candidates(const GemmProblem& p, int sm, cons
     g.source = render_cutlass_source(c, g.entry);
     g.fuses_bias = c.bias != GemmBias::kNone;
     g.fuses_activation = c.activation != GemmActivation::kNone;
+    g.fuses_residual = c.fast_f32;
     out.push_back(std::move(g));
   }
   return out;
@@ -257,8 +321,10 @@ std::optional<CutlassHeaders> find_cutlass_headers(std::string* why) {
 std::vector<std::string> cutlass_nvcc_flags(const CutlassHeaders& h) {
   // Hidden by default (the entries say otherwise): CUTLASS's templates then export nothing, and a
   // package holding them can be unloaded (default-visibility inline statics are STB_GNU_UNIQUE,
-  // which glibc never unloads).
-  return {"-std=c++17", "-arch=sm_90a", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
+  // which glibc never unloads). sm_90a machine code alone: "-arch=sm_90a" also ran a compute_90
+  // pass (its PTX never loaded: the sm90 kernels are empty there), 3 of 11 s of a unit.
+  return {"-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-DNDEBUG",
+          "--expt-relaxed-constexpr",
           "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", "-cudart", "shared", "-w",
           "-isystem", h.include, "-isystem", h.util_include};
 }

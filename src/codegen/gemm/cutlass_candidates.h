@@ -50,6 +50,7 @@ enum CutlassStatus : int {
   kCutlassWorkspaceTooSmall = 4,
   kCutlassInitFailed = 5,
   kCutlassLaunchFailed = 6,
+  kCutlassWrongArch = 7,      // a fast_f32 kernel on a GPU other than compute capability 9.x
 };
 
 /// Kernel schedules generated (the configuration name's tokens in parentheses).
@@ -80,6 +81,16 @@ struct CutlassConfig {
   GemmBias bias = GemmBias::kNone;            // fused bias (kNone, kPerColumn or kPerRow)
   GemmActivation activation = GemmActivation::kNone;  // fused activation
   int64_t batch = 1;
+  // fp32 at fp32 accuracy through TF32 tensor cores ("3xTF32"): a CUTLASS 2.x sm80 kernel
+  // (device::Gemm, OpMultiplyAddFastF32) that splits each fp32 operand into a TF32 big part and
+  // a TF32 small part in registers and sums big*big + big*small + small*big in fp32; run through
+  // mma.sync on sm_90 too. Warp tile and stage count are its own; cluster, schedule and TMA do
+  // not apply. beta scales AnvilGemmCall::source (a residual laid out as C) or, when that is
+  // null, C itself, read only when beta != 0 (a run-time choice: fuses_residual); no fused bias
+  // or activation; one matrix (batch 1). Its entry refuses a GPU whose compute capability is not
+  // 9.x (code kCutlassWrongArch): the package then runs cuBLASLt for the step.
+  bool fast_f32 = false;
+  int warp_m = 64, warp_n = 32, warp_k = 32, stages = 4;
 };
 
 /// CUTLASS-style configuration name, e.g.
@@ -89,10 +100,21 @@ std::string cutlass_config_name(const CutlassConfig& c);
 /// Options of the generator beyond the problem.
 struct CutlassOptions {
   bool allow_tf32 = false;  // fp32 problems through TF32 tensor cores: not generated yet (no candidates)
+  bool fast_f32 = true;     // fp32 problems through the 3xTF32 kernels (CutlassConfig::fast_f32)
 };
 
+/// Whether candidate `name` is one of the fast_f32 (3xTF32) kernels: its package step falls back
+/// to cuBLASLt where the kernel refuses the call, so it needs no compute capability 9.0.
+bool is_fast_f32_name(const std::string& name);
+/// Whether a package step running kernel `name` goes on to cuBLASLt when the kernel refuses the
+/// call: anvil's skinny kernels (cuda_skinny.h) and the fast_f32 ones.
+bool has_library_fallback(const std::string& name);
+/// The CUDA C++ translation unit of a fast_f32 configuration (cutlass_render_fast_f32.cpp).
+std::string render_cutlass_fast_f32_source(const CutlassConfig& c, const std::string& entry);
+
 /// The sm90 candidates of `p` in generation order (tile, then cluster, then schedule), after the
-/// spec's B.4.4 steps a-g (tensor-op kernels only, dtype, layout, alignment). `sm` is the GPU's
+/// spec's B.4.4 steps a-g (tensor-op kernels only, dtype, layout, alignment); for fp32 the
+/// fast_f32 kernels (largest tile first, 64 x 64 first when M <= 256). `sm` is the GPU's
 /// compute capability (90 for sm_90); other archs, symbolic or zero sizes, and unsupported dtypes
 /// or layouts give no candidates. Needs no CUTLASS headers (rendering is text).
 std::vector<GemmCandidate> cutlass_candidates(const GemmProblem& p, int sm,
@@ -113,7 +135,8 @@ struct CutlassHeaders {
 /// nullopt when neither holds include/cutlass/cutlass.h; `why` then says what was looked at.
 std::optional<CutlassHeaders> find_cutlass_headers(std::string* why = nullptr);
 /// nvcc arguments (besides the source, -o and the anvil include dir) for a candidate's TU:
-/// -std=c++17 -arch=sm_90a -O3 --expt-relaxed-constexpr, CUTLASS's include dirs, shared cudart.
+/// -std=c++17 -gencode=arch=compute_90a,code=sm_90a -O3 --expt-relaxed-constexpr, CUTLASS's
+/// include dirs, shared cudart.
 std::vector<std::string> cutlass_nvcc_flags(const CutlassHeaders& h);
 /// Options for build_shared_library that compile CUDA candidate units with nvcc ($ANVIL_NVCC,
 /// else $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc) and `compile_flags` into one shared

@@ -65,6 +65,7 @@ std::string fusion_op(const CutlassConfig& c) {
 }  // namespace
 
 std::string render_cutlass_source(const CutlassConfig& c, const std::string& entry) {
+  if (c.fast_f32) return render_cutlass_fast_f32_source(c, entry);
   const bool coop = c.schedule != CutlassSchedule::kPingpong;
   const bool integer = c.acc == DType::kInt32;
   // Mixed input (cutlass_candidates.h): the kernel solves D^T = B^T A^T, its A being anvil's B.

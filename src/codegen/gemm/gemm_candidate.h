@@ -64,6 +64,7 @@ struct GemmCandidate {
   std::string source;            // generated templates
   std::string entry;
   bool fuses_bias = false, fuses_activation = false;  // the epilogue it applies in its store
+  bool fuses_residual = false;  // beta * R from AnvilGemmCall::source (R laid out as C)
 };
 
 /// `--autotune` levels.

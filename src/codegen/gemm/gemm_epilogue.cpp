@@ -555,8 +555,8 @@ EpiloguePlan match_gemm_epilogues(const Program& p, bool cpu_forms) {
 }
 
 bool chosen_kernel_fuses(const GemmStep& g, const FusedEpilogue& f) {
-  if (g.choice.source.empty() || !g.batch.empty() || f.residual >= 0 || cpu_only_form(f))
-    return false;
+  if (g.choice.source.empty() || !g.batch.empty() || cpu_only_form(f)) return false;
+  if (f.residual >= 0 && !g.choice.fuses_residual) return false;
   return g.choice.fuses_bias == epilogue_has_bias(f.kind) &&
          g.choice.fuses_activation == epilogue_has_activation(f.kind);
 }
@@ -634,7 +634,14 @@ bool pose_cuda_epilogue(const EpiloguePlan& plan, size_t step, const passes::Gem
                         GemmProblem& p) {
   const auto f = plan.by_gemm.find(step);
   if (f == plan.by_gemm.end() || g.b_dtype) return true;
-  if (f->second.residual >= 0 || !g.batch.empty()) return false;
+  if (!g.batch.empty()) return false;
+  if (f->second.residual >= 0) {
+    // Only the fp32 3xTF32 kernels fuse a residual (fuses_residual), and only alone: it is
+    // their C source, scaled by beta.
+    if (g.dtype != DType::kFloat32 || f->second.kind != GemmEpilogueKind::kNone) return false;
+    p.beta = f->second.beta;
+    return true;
+  }
   p.bias = epilogue_has_bias(f->second.kind) ? GemmBias::kPerColumn : GemmBias::kNone;
   p.activation = static_cast<GemmActivation>(gemm_call_activation(f->second.kind));
   return true;

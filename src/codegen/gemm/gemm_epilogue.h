@@ -94,10 +94,12 @@ EpiloguePlan match_gemm_epilogues(const passes::Program& p, bool cpu_forms = fal
 bool cpu_only_form(const FusedEpilogue& f);
 /// The CUDA target's fusions: the forms of match_gemm_epilogues that cuBLASLt computes, and any
 /// form whose GEMM step runs a chosen CUTLASS kernel applying exactly its bias and activation
-/// (GemmStep::choice; no residual, no batch dims; see chosen_kernel_fuses).
+/// (GemmStep::choice; a residual where the kernel fuses one; no batch dims; see
+/// chosen_kernel_fuses).
 EpiloguePlan plan_gemm_epilogues(const passes::Program& p);
 /// Whether GEMM step `g`'s chosen kernel (choice.source set) applies fusion `f`'s bias and
-/// activation and nothing else it lacks: no residual, no batch dims, bias and activation as tuned.
+/// activation and nothing else it lacks: no batch dims, bias and activation as tuned, a residual
+/// only when the kernel fuses one (GemmKernelChoice::fuses_residual).
 bool chosen_kernel_fuses(const passes::GemmStep& g, const FusedEpilogue& f);
 
 /// The fusions of match_gemm_epilogues(p, true) that the CPU target applies in a GEMM's store:
@@ -109,8 +111,9 @@ EpiloguePlan cpu_store_epilogues(const passes::Program& p);
 /// The AnvilGemmCall activation code (ANVIL_GEMM_ACT_*) of a fused form.
 int gemm_call_activation(GemmEpilogueKind k);
 /// Poses GEMM step `step`'s CUDA epilogue (plan: match_gemm_epilogues) into `p` as the bias and
-/// activation a chosen kernel would apply in its store. False when the step keeps cuBLASLt (an
-/// epilogue adding a residual, or batch dims). A mixed GEMM (int8 B) is posed plain: the
+/// activation a chosen kernel would apply in its store, or an fp32 residual alone as beta * C
+/// (the 3xTF32 kernels' C source). False when the step keeps cuBLASLt (any other epilogue
+/// adding a residual, or batch dims). A mixed GEMM (int8 B) is posed plain: the
 /// mixed-input kernels fuse no epilogue, which then stays a loop kernel after the GEMM.
 bool pose_cuda_epilogue(const EpiloguePlan& plan, size_t step, const passes::GemmStep& g,
                         GemmProblem& p);

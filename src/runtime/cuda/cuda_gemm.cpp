@@ -14,6 +14,7 @@
 
 #include "anvil/anvil_device.h"
 #include "runtime/cuda/cuda_backend_internal.h"
+#include "runtime/cuda/fast_f32_gemm.h"
 
 namespace anvil::cuda_backend {
 
@@ -524,7 +525,7 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
   key.stride_c = batch > 1 ? g.stride_d : 0;
   key.epilogue = g.epilogue;
   // TF32 is a float32 GEMM's option; an FP8 GEMM with a float32 D computes in plain 32F
-  key.tf32 = g.dtype == kDTypeFloat32 && g.allow_tf32 != 0 && !fp8 ? 1 : 0;
+  key.tf32 = g.dtype == kDTypeFloat32 && g.allow_tf32 == 1 && !fp8 ? 1 : 0;  // not 3xTF32's 2
   key.c_input = c_input;
   key.ld_cin = c_input == 2 ? g.ldc : 0;
   key.stride_cin = c_input == 2 && batch > 1 ? g.stride_c : 0;
@@ -542,6 +543,19 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
     return fail("%s: k == 0 with a bfloat16 bias for a float32 output is not supported",
                 call().c_str());
   if (k == 0) return gemm_k_zero(device, cu_stream, key, type, g.d, with_bias ? g.bias : nullptr);
+  // fp32 through the 3xTF32 kernel (fast_f32_gemm.h) where the caller allows it and it wins
+  if (g.dtype == kDTypeFloat32 && g.allow_tf32 == ANVIL_FP32_3XTF32 && batch == 1 &&
+      g.epilogue == ANVIL_EPILOGUE_NONE && g.algo_index == 0) {
+    const FastF32Gemm f{g.trans_a, g.trans_b, m, n, k, g.alpha, g.beta,
+                        static_cast<const float*>(g.a), g.lda, static_cast<const float*>(g.b),
+                        g.ldb, static_cast<const float*>(g.c), g.ldc, static_cast<float*>(g.d),
+                        g.ldd};
+    if (fast_f32_gemm_takes(f) && fast_f32_gemm_device(device)) {
+      const cudaError_t e = fast_f32_gemm(f, cu_stream);
+      if (e == cudaSuccess) return 0;
+      if (e != cudaErrorNotSupported) return fail_cuda(e, "%s", call().c_str());
+    }
+  }
 
   const int64_t elem = static_cast<int64_t>(type.elem);
   const int64_t ab_elem = fp8 ? 1 : elem;
