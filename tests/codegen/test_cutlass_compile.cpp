@@ -48,7 +48,7 @@ TEST(CutlassCompile, OneCandidateBuildsAndRefusesMismatchedCalls) {
   const auto cands = cutlass_candidates(p, 90);
   const std::string want =
       "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x128x64_1x2x1_0_tnt_align8_"
-      "warpspecialized_cooperative_epi_tma";
+      "warpspecialized_cooperative_epi_tma_bias_col_relu";
   const GemmCandidate* cand = nullptr;
   for (const auto& c : cands)
     if (c.name == want) cand = &c;

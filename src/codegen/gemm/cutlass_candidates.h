@@ -109,6 +109,10 @@ bool is_fast_f32_name(const std::string& name);
 /// Whether a package step running kernel `name` goes on to cuBLASLt when the kernel refuses the
 /// call: anvil's skinny kernels (cuda_skinny.h) and the fast_f32 ones.
 bool has_library_fallback(const std::string& name);
+/// The two extern "C" entry points of a candidate's unit (`entry` and `entry`_workspace), for a
+/// unit that defines `Gemm`, `Arguments` and `int make_arguments(const AnvilGemmCall*,
+/// Arguments*)` (0 or a CutlassStatus); `before_launch` is code run after make_arguments.
+std::string render_cutlass_entries(const std::string& entry, const std::string& before_launch);
 /// The CUDA C++ translation unit of a fast_f32 configuration (cutlass_render_fast_f32.cpp).
 std::string render_cutlass_fast_f32_source(const CutlassConfig& c, const std::string& entry);
 

@@ -64,6 +64,31 @@ std::string fusion_op(const CutlassConfig& c) {
 
 }  // namespace
 
+std::string render_cutlass_entries(const std::string& entry, const std::string& before_launch) {
+  std::ostringstream o;
+  o << "extern \"C\" __attribute__((visibility(\"default\"))) size_t " << entry
+    << "_workspace(const AnvilGemmCall* call) {\n"
+    << "  Arguments args;\n"
+    << "  if (make_arguments(call, &args) != 0) return 0;\n"
+    << "  return Gemm::get_workspace_size(args);\n}\n\n";
+  o << "extern \"C\" __attribute__((visibility(\"default\"))) int " << entry
+    << "(const AnvilGemmCall* call, void* workspace, size_t workspace_bytes, void* stream) {\n"
+    << "  Arguments args;\n"
+    << "  if (int rc = make_arguments(call, &args)) return rc;\n"
+    << before_launch
+    << R"(  Gemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return 3;
+  if (Gemm::get_workspace_size(args) > workspace_bytes) return 4;
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (gemm.initialize(args, workspace, s) != cutlass::Status::kSuccess) return 5;
+  if (gemm.run(s) != cutlass::Status::kSuccess) return 6;
+  if (cudaPeekAtLastError() != cudaSuccess) return 6;
+  return 0;
+}
+)";
+  return o.str();
+}
+
 std::string render_cutlass_source(const CutlassConfig& c, const std::string& entry) {
   if (c.fast_f32) return render_cutlass_fast_f32_source(c, entry);
   const bool coop = c.schedule != CutlassSchedule::kPingpong;
@@ -221,25 +246,7 @@ int make_arguments(const AnvilGemmCall* call, Arguments* args) {
 }  // namespace
 
 )";
-  o << "extern \"C\" __attribute__((visibility(\"default\"))) size_t " << entry
-    << "_workspace(const AnvilGemmCall* call) {\n"
-    << "  Arguments args;\n"
-    << "  if (make_arguments(call, &args) != 0) return 0;\n"
-    << "  return Gemm::get_workspace_size(args);\n}\n\n";
-  o << "extern \"C\" __attribute__((visibility(\"default\"))) int " << entry
-    << "(const AnvilGemmCall* call, void* workspace, size_t workspace_bytes, void* stream) {\n"
-    << R"(  Arguments args;
-  if (int rc = make_arguments(call, &args)) return rc;
-  Gemm gemm;
-  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return 3;
-  if (Gemm::get_workspace_size(args) > workspace_bytes) return 4;
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (gemm.initialize(args, workspace, s) != cutlass::Status::kSuccess) return 5;
-  if (gemm.run(s) != cutlass::Status::kSuccess) return 6;
-  if (cudaPeekAtLastError() != cudaSuccess) return 6;
-  return 0;
-}
-)";
+  o << render_cutlass_entries(entry, "");
   return o.str();
 }
 

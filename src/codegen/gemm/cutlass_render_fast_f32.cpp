@@ -31,14 +31,15 @@ std::string render_cutlass_fast_f32_source(const CutlassConfig& c, const std::st
        "    cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<>, "
     << c.stages
     << ", kAlign, kAlign, false,\n"
-       "    cutlass::arch::OpMultiplyAddFastF32>;\n\n"
+       "    cutlass::arch::OpMultiplyAddFastF32>;\n"
+       "using Arguments = Gemm::Arguments;\n\n"
     << "constexpr int kDtype = " << static_cast<int>(DType::kFloat32) << ";\n"
     << "constexpr int kTransA = " << (c.a_row_major ? 0 : 1)
     << ", kTransB = " << (c.b_row_major ? 0 : 1) << ";\n\n";
   o << R"(bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % (kAlign * 4) == 0; }
 
 // 0, or the anvil CutlassStatus code saying why the call does not fit this kernel.
-int make_arguments(const AnvilGemmCall* call, Gemm::Arguments* args) {
+int make_arguments(const AnvilGemmCall* call, Arguments* args) {
   if (!call || call->a_dtype != kDtype || call->b_dtype != kDtype || call->c_dtype != kDtype ||
       call->trans_a != kTransA || call->trans_b != kTransB || call->m <= 0 || call->n <= 0 ||
       call->k <= 0 || call->m > INT32_MAX || call->n > INT32_MAX || call->k > INT32_MAX ||
@@ -54,7 +55,7 @@ int make_arguments(const AnvilGemmCall* call, Gemm::Arguments* args) {
     return 2;
   const cutlass::gemm::GemmCoord size(static_cast<int>(call->m), static_cast<int>(call->n),
                                       static_cast<int>(call->k));
-  *args = Gemm::Arguments(size, {static_cast<const float*>(call->a), LayoutA(call->lda)},
+  *args = Arguments(size, {static_cast<const float*>(call->a), LayoutA(call->lda)},
                           {static_cast<const float*>(call->b), LayoutB(call->ldb)},
                           {src, cutlass::layout::RowMajor(ld_src)},
                           {static_cast<float*>(call->c), cutlass::layout::RowMajor(call->ldc)},
@@ -74,26 +75,7 @@ bool compute_capability_9() {
 }  // namespace
 
 )";
-  o << "extern \"C\" __attribute__((visibility(\"default\"))) size_t " << entry
-    << "_workspace(const AnvilGemmCall* call) {\n"
-    << "  Gemm::Arguments args;\n"
-    << "  if (make_arguments(call, &args) != 0) return 0;\n"
-    << "  return Gemm::get_workspace_size(args);\n}\n\n";
-  o << "extern \"C\" __attribute__((visibility(\"default\"))) int " << entry
-    << "(const AnvilGemmCall* call, void* workspace, size_t workspace_bytes, void* stream) {\n"
-    << R"(  Gemm::Arguments args;
-  if (int rc = make_arguments(call, &args)) return rc;
-  if (!compute_capability_9()) return 7;
-  Gemm gemm;
-  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return 3;
-  if (Gemm::get_workspace_size(args) > workspace_bytes) return 4;
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (gemm.initialize(args, workspace, s) != cutlass::Status::kSuccess) return 5;
-  if (gemm.run(s) != cutlass::Status::kSuccess) return 6;
-  if (cudaPeekAtLastError() != cudaSuccess) return 6;
-  return 0;
-}
-)";
+  o << render_cutlass_entries(entry, "  if (!compute_capability_9()) return 7;\n");
   return o.str();
 }
 
