@@ -47,6 +47,9 @@ using codegen::gemm::GemmProblem;
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+/// How many of a problem's fastest candidates are timed again, and how many more times each.
+constexpr size_t kFinalists = 3;
+constexpr int kRetimeRounds = 2;
 
 struct Timing {
   double ns = kInf;
@@ -324,11 +327,8 @@ int time_built(const GemmProblem& p, const std::vector<GemmCandidate>& cands, si
                const std::string& tool, std::vector<CandidateTiming>& timings,
                const std::string& device) {
   timings.assign(n, {});
-  int best = -1;
-  for (size_t j = 0; j < n; ++j) {
+  auto time_one = [&](size_t j) {
     const size_t i = from + j;
-    CandidateTiming& ct = timings[j];
-    ct.name = cands[i].name;
     Timing t;
     if (!cands[i].source.empty() && so[i].empty()) {
       t.error = "did not compile: " + build_errors[i].substr(0, 300);
@@ -337,11 +337,40 @@ int time_built(const GemmProblem& p, const std::vector<GemmCandidate>& cands, si
       if (device != "cpu") args.push_back("device=" + device);
       t = run_child(args, options.child_timeout_s);
     }
+    return t;
+  };
+  std::vector<size_t> timed;  // the candidates with a time
+  for (size_t j = 0; j < n; ++j) {
+    CandidateTiming& ct = timings[j];
+    ct.name = cands[from + j].name;
+    const Timing t = time_one(j);
     ct.ns = t.ns;
     ct.error = t.error;
-    if (!std::isinf(t.ns) && (best < 0 || t.ns < timings[static_cast<size_t>(best)].ns))
-      best = static_cast<int>(j);
+    if (!std::isinf(t.ns)) timed.push_back(j);
   }
+  // The finalists timed again, kRetimeRounds more times in alternating order, and ranked by the
+  // median of their rounds: one slow or lucky round (another process, a clock change) cannot
+  // decide the choice alone.
+  std::stable_sort(timed.begin(), timed.end(),
+                   [&](size_t a, size_t b) { return timings[a].ns < timings[b].ns; });
+  if (timed.size() > 1) {
+    timed.resize(std::min(timed.size(), kFinalists));
+    std::vector<std::vector<double>> rounds(timed.size());
+    for (size_t f = 0; f < timed.size(); ++f) rounds[f].push_back(timings[timed[f]].ns);
+    for (int r = 0; r < kRetimeRounds; ++r)
+      for (size_t q = 0; q < timed.size(); ++q) {
+        const size_t f = r % 2 == 0 ? timed.size() - 1 - q : q;
+        rounds[f].push_back(time_one(timed[f]).ns);  // a failure counts as infinitely slow
+      }
+    for (size_t f = 0; f < timed.size(); ++f) {
+      std::sort(rounds[f].begin(), rounds[f].end());
+      timings[timed[f]].ns = rounds[f][rounds[f].size() / 2];
+    }
+  }
+  int best = -1;
+  for (size_t j : timed)
+    if (!std::isinf(timings[j].ns) && (best < 0 || timings[j].ns < timings[size_t(best)].ns))
+      best = static_cast<int>(j);
   return best;
 }
 

@@ -2,7 +2,9 @@
 // autotuning"): for each GEMM step of a lowered program, the candidates codegen/gemm offers are
 // compiled in parallel (templates; libraries need no compile), each is timed in a child process
 // of its own (tools/gemm_time: a crash, a hang past the timeout or a wrong result counts as
-// infinitely slow), and the fastest becomes the step's GemmKernelChoice. Choices are cached on
+// infinitely slow); the three fastest are timed twice more, alternately, and the one with the
+// lowest median of its three rounds becomes the step's GemmKernelChoice (so that one noisy round
+// cannot decide). Choices are cached on
 // disk under <cache>/autotune keyed by the problem, the candidate set and the machine, so a
 // second compile times nothing; compiled templates come from the toolchain's object cache.
 #pragma once
@@ -48,7 +50,8 @@ struct CandidateTiming {
 };
 
 /// Compiles the template candidates of `cands` in parallel (options.jobs), times each in a
-/// child process (`tool`, see gemm_time_tool()) and returns the timings in candidate order and
+/// child process (`tool`, see gemm_time_tool()), the three fastest twice more (their timing
+/// is then the median of their three rounds), and returns the timings in candidate order and
 /// the index of the fastest (-1 when every one failed). `device`: "cpu", or "cuda:I" for CUDA
 /// candidates (operands in that GPU's memory). A compile failure, a crash, a wrong
 /// result or a hang past options.child_timeout_s is +inf with its reason.
