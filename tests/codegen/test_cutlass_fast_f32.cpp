@@ -144,6 +144,10 @@ TEST(CutlassFastF32, NvccCompilesAUnitWhoseEntriesRefuseCallsThatDoNotFit) {
   refused([](AnvilGemmCall& c) { c.m = 0; }, 1);
   refused([](AnvilGemmCall& c) { c.ldb = 1026; }, kCutlassMisaligned);
   refused([](AnvilGemmCall& c) { c.a = buf + 4; }, kCutlassMisaligned);
+  // contiguous extents not a multiple of 4 (rows of a view): CUTLASS would read / write past them
+  refused([](AnvilGemmCall& c) { c.n = 1022; }, kCutlassMisaligned);
+  refused([](AnvilGemmCall& c) { c.k = 1022; }, kCutlassMisaligned);
+  refused([](AnvilGemmCall& c) { c.source = buf + 4; }, kCutlassMisaligned);
   // A call that fits: without a GPU of compute capability 9.x the kernel refuses it (the step
   // then runs cuBLASLt); on one it would launch, which tests/gpu does.
   if (std::getenv("ANVIL_REQUIRE_GPU") == nullptr) {

@@ -36,6 +36,7 @@
 #include "core/half.h"
 #include "core/thread_pool.h"
 #include "core/device.h"
+#include "core/env_switch.h"
 #include "runtime/device_backend.h"
 #include "runtime/rt_api.h"
 
@@ -236,6 +237,11 @@ int run(int argc, char** argv) {
     g.batch = 1;
     g.bias = call.bias;
     g.algo_index = call.variant;  // cublaslt_heuristic_N: the heuristic's N-th algorithm
+    // as a package's fp32 GEMM asks (codegen/cuda/emit_cuda.cpp fp32_mode): the backend's
+    // 3xTF32 kernel where it takes the problem, unless ANVIL_CUDA_FAST_FP32=0
+    if (call.a_dtype == static_cast<int32_t>(anvil::DType::kFloat32) &&
+        anvil::env_switch("ANVIL_CUDA_FAST_FP32", true))
+      g.allow_tf32 = ANVIL_FP32_3XTF32;
     const bool bias_col = call.bias_kind == ANVIL_GEMM_BIAS_COL;
     if (call.bias_kind == ANVIL_GEMM_BIAS_ROW) return -1;  // cuBLASLt's bias is per column
     switch (call.activation) {

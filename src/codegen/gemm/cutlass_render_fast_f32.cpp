@@ -53,6 +53,11 @@ int make_arguments(const AnvilGemmCall* call, Arguments* args) {
       call->lda % kAlign != 0 || call->ldb % kAlign != 0 || call->ldc % kAlign != 0 ||
       ld_src % kAlign != 0)
     return 2;
+  // CUTLASS bounds-checks an access of kAlign floats by its first element: the contiguous
+  // extents must be multiples of kAlign too
+  if ((kTransA ? call->m : call->k) % kAlign != 0 || (kTransB ? call->k : call->n) % kAlign != 0 ||
+      call->n % kAlign != 0)
+    return 2;
   const cutlass::gemm::GemmCoord size(static_cast<int>(call->m), static_cast<int>(call->n),
                                       static_cast<int>(call->k));
   *args = Arguments(size, {static_cast<const float*>(call->a), LayoutA(call->lda)},

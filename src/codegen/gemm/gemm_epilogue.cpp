@@ -639,6 +639,9 @@ bool pose_cuda_epilogue(const EpiloguePlan& plan, size_t step, const passes::Gem
     // Only the fp32 3xTF32 kernels fuse a residual (fuses_residual), and only alone: it is
     // their C source, scaled by beta.
     if (g.dtype != DType::kFloat32 || f->second.kind != GemmEpilogueKind::kNone) return false;
+    // ... read with D's 16-byte alignment: its offset a constant multiple of 4 floats
+    const auto offset = f->second.residual_offset.maybe_constant();
+    if (!offset || *offset % 4 != 0) return false;
     p.beta = f->second.beta;
     return true;
   }

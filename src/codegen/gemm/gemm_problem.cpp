@@ -9,6 +9,7 @@
 #include "codegen/gemm/cuda_skinny.h"
 #include "codegen/gemm/cutlass_candidates.h"
 #include "codegen/gemm/gemm_filter.h"
+#include "core/env_switch.h"
 
 namespace anvil::codegen::gemm {
 
@@ -182,7 +183,10 @@ std::vector<GemmCandidate> gemm_candidates(const GemmProblem& p, const GemmOptio
       for (auto& c : skinny_candidates(p, sm)) all.push_back(std::move(c));
     if (backend_enabled(options, GemmBackend::kCutlass)) {
       std::string warning;
-      for (auto& c : cutlass_candidates_if_available(p, sm, &warning)) all.push_back(std::move(c));
+      CutlassOptions co;
+      co.fast_f32 = env_switch("ANVIL_CUDA_FAST_FP32", true);  // 3xTF32 off: cuBLASLt alone
+      for (auto& c : cutlass_candidates_if_available(p, sm, &warning, co))
+        all.push_back(std::move(c));
       if (!warning.empty() && notes) notes->push_back(warning);
     }
   }

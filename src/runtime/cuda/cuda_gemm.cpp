@@ -544,7 +544,7 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
                 call().c_str());
   if (k == 0) return gemm_k_zero(device, cu_stream, key, type, g.d, with_bias ? g.bias : nullptr);
   // fp32 through the 3xTF32 kernel (fast_f32_gemm.h) where the caller allows it and it wins
-  if (g.dtype == kDTypeFloat32 && g.allow_tf32 == ANVIL_FP32_3XTF32 && batch == 1 &&
+  if (g.dtype == kDTypeFloat32 && g.allow_tf32 == ANVIL_FP32_3XTF32 && !fp8 && batch == 1 &&
       g.epilogue == ANVIL_EPILOGUE_NONE && g.algo_index == 0) {
     const FastF32Gemm f{g.trans_a, g.trans_b, m, n, k, g.alpha, g.beta,
                         static_cast<const float*>(g.a), g.lda, static_cast<const float*>(g.b),

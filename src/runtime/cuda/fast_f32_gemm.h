@@ -40,8 +40,8 @@ constexpr int64_t kFastF32MinK = 256;
 /// Whether this backend was built with the kernels (CUTLASS's headers found at build time).
 bool fast_f32_gemm_built();
 /// Whether `g` is a problem the kernels take and win on: sizes within int32, at least
-/// kFastF32MinTiles tiles and K >= kFastF32MinK, every pointer 16-byte aligned and every leading
-/// dimension a multiple of 4.
+/// kFastF32MinTiles tiles and K >= kFastF32MinK, every pointer 16-byte aligned, every leading
+/// dimension and every contiguous extent (N, A's and B's inner dims) a multiple of 4.
 bool fast_f32_gemm_takes(const FastF32Gemm& g);
 /// Whether the kernels run on `device`: built, and a GPU of compute capability 9.x (remembered
 /// per device).
