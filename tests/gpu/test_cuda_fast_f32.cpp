@@ -33,6 +33,14 @@ struct Case {
   float alpha, beta;
 };
 
+/// `h` in a new allocation on cuda:0 (the caller frees it).
+void* upload(const AnvilDeviceApi& api, const std::vector<float>& h) {
+  void* d = api.alloc(0, h.size() * 4);
+  runtime::device_copy(api, 0, d, h.data(), h.size() * 4, ANVIL_COPY_HOST_TO_DEVICE, nullptr,
+                       "test");
+  return d;
+}
+
 GemmProblem problem(const Case& c) {
   GemmProblem p;
   p.m = c.m;
@@ -100,13 +108,7 @@ TEST(CudaFastF32, KernelsMatchAnFp64ProductAsCloselyAsCublasLtsFp32Gemm) {
         prod[size_t(i * N + j)] = s;
         scale = std::max(scale, std::fabs(c.alpha * s + c.beta * hc[size_t(i * N + j)]));
       }
-    auto upload = [&](const std::vector<float>& h) {
-      void* d = api.alloc(0, h.size() * 4);
-      runtime::device_copy(api, 0, d, h.data(), h.size() * 4, ANVIL_COPY_HOST_TO_DEVICE, nullptr,
-                           "test");
-      return d;
-    };
-    void *da = upload(ha), *db = upload(hb), *dd = upload(hc);
+    void *da = upload(api, ha), *db = upload(api, hb), *dd = upload(api, hc);
     // max |got - want| / max |want|, want = alpha * A.B + beta * C (C as uploaded before the call)
     auto error = [&](double beta) {
       runtime::device_copy(api, 0, hd.data(), dd, hd.size() * 4, ANVIL_COPY_DEVICE_TO_HOST, nullptr,
@@ -127,7 +129,7 @@ TEST(CudaFastF32, KernelsMatchAnFp64ProductAsCloselyAsCublasLtsFp32Gemm) {
     ASSERT_EQ(api.stream_synchronize(0, stream), 0) << api.last_error();
     const double lt_error = error(0.0);
     // beta's matrix in C itself, and (beta != 0) as a residual apart, C then all NaN
-    void* dr = upload(hc);
+    void* dr = upload(api, hc);
     const std::vector<float> nan(hc.size(), std::nanf(""));
     for (const auto& g : cands[ci])
       for (const bool apart : {false, true}) {
@@ -208,13 +210,7 @@ TEST(CudaFastF32, TheBackendRunsItWhereAskedAndItWins) {
     for (auto& x : ha) x = uf(rng);
     for (auto& x : hb) x = uf(rng) * 0.05f;
     for (auto& x : hr) x = uf(rng);
-    auto upload = [&](const std::vector<float>& h) {
-      void* d = api.alloc(0, h.size() * 4);
-      runtime::device_copy(api, 0, d, h.data(), h.size() * 4, ANVIL_COPY_HOST_TO_DEVICE, nullptr,
-                           "test");
-      return d;
-    };
-    void *da = upload(ha), *db = upload(hb), *dr = upload(hr), *dd = upload(hr);
+    void *da = upload(api, ha), *db = upload(api, hb), *dr = upload(api, hr), *dd = upload(api, hr);
     auto result = [&]() {
       EXPECT_EQ(api.stream_synchronize(0, stream), 0) << api.last_error();
       std::vector<float> h(count);
@@ -323,8 +319,8 @@ TEST(CudaFastF32, APackageTakesItForLargeFp32GemmsAndMatchesTheInterpreter) {
     dev.push_back(ins.back().to(Device::cuda(0)));
   }
   const auto want = interp::Interpreter(*g).run(ins);
-  double worst[2] = {0, 0};         // off, on
-  std::vector<Tensor> first[2];     // off, on: run 0's outputs
+  double worst[2] = {0, 0};      // off, on
+  std::vector<Tensor> first[2];  // off, on: run 0's outputs
   for (const bool rule : {true, false}) {
     const std::string name = rule ? "fastf32_on" : "fastf32_off";
     SCOPED_TRACE(name);
