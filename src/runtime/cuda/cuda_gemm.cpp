@@ -548,8 +548,8 @@ int run_gemm(const char* fn, int device, void* stream, const AnvilGemmArgs& g, b
       g.epilogue == ANVIL_EPILOGUE_NONE && g.algo_index == 0) {
     const FastF32Gemm f{g.trans_a, g.trans_b, m, n, k, g.alpha, g.beta,
                         static_cast<const float*>(g.a), g.lda, static_cast<const float*>(g.b),
-                        g.ldb, static_cast<const float*>(g.c), g.ldc, static_cast<float*>(g.d),
-                        g.ldd};
+                        g.ldb, static_cast<const float*>(g.c ? g.c : g.d), g.c ? g.ldc : g.ldd,
+                        static_cast<float*>(g.d), g.ldd};
     if (fast_f32_gemm_takes(f) && fast_f32_gemm_device(device)) {
       const cudaError_t e = fast_f32_gemm(f, cu_stream);
       if (e == cudaSuccess) return 0;

@@ -33,11 +33,9 @@ using Kernel = cutlass::gemm::device::Gemm<
 template <class LayoutA, class LayoutB>
 cudaError_t run(const FastF32Gemm& g, cudaStream_t stream) {
   using G = Kernel<LayoutA, LayoutB>;
-  const float* c = g.c ? g.c : g.d;
-  const int64_t ldc = g.c ? g.ldc : g.ldd;
   typename G::Arguments args(
       cutlass::gemm::GemmCoord(static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k)),
-      {g.a, LayoutA(g.lda)}, {g.b, LayoutB(g.ldb)}, {c, cutlass::layout::RowMajor(ldc)},
+      {g.a, LayoutA(g.lda)}, {g.b, LayoutB(g.ldb)}, {g.c, cutlass::layout::RowMajor(g.ldc)},
       {g.d, cutlass::layout::RowMajor(g.ldd)}, {g.alpha, g.beta});
   G gemm;
   // no split K: no workspace
@@ -79,14 +77,12 @@ bool fast_f32_gemm_takes(const FastF32Gemm& g) {
   if (g.m <= 0 || g.n <= 0 || g.k < kFastF32MinK || g.m > kMax || g.n > kMax || g.k > kMax)
     return false;
   if ((g.m + 127) / 128 * ((g.n + 63) / 64) < kFastF32MinTiles) return false;
-  const float* c = g.c ? g.c : g.d;
-  const int64_t ldc = g.c ? g.ldc : g.ldd;
   // CUTLASS bounds-checks a 4-float access by its first element: every contiguous extent (A's
   // and B's inner dims, the rows of C and D) must be a multiple of 4 too, or a view's rows
   // would be read or written past their end
   const int64_t a_inner = g.trans_a ? g.m : g.k, b_inner = g.trans_b ? g.k : g.n;
-  return aligned(g.a) && aligned(g.b) && aligned(c) && aligned(g.d) && g.lda % 4 == 0 &&
-         g.ldb % 4 == 0 && ldc % 4 == 0 && g.ldd % 4 == 0 && a_inner % 4 == 0 &&
+  return aligned(g.a) && aligned(g.b) && aligned(g.c) && aligned(g.d) && g.lda % 4 == 0 &&
+         g.ldb % 4 == 0 && g.ldc % 4 == 0 && g.ldd % 4 == 0 && a_inner % 4 == 0 &&
          b_inner % 4 == 0 && g.n % 4 == 0;
 }
 

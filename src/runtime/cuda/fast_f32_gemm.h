@@ -16,7 +16,7 @@
 namespace anvil::cuda_backend {
 
 /// One row-major GEMM D[m, n] = alpha * op(A) op(B) + beta * C (C read only when beta != 0;
-/// C may be D itself).
+/// C may be D itself, and is when the call has none).
 struct FastF32Gemm {
   int trans_a = 0, trans_b = 0;
   int64_t m = 0, n = 0, k = 0;
@@ -25,7 +25,7 @@ struct FastF32Gemm {
   int64_t lda = 0;
   const float* b = nullptr;
   int64_t ldb = 0;
-  const float* c = nullptr;  // null: D
+  const float* c = nullptr;  // D itself when the call has no C
   int64_t ldc = 0;
   float* d = nullptr;
   int64_t ldd = 0;
