@@ -117,78 +117,40 @@ __device__ __forceinline__ void wgmma_wait0() {
 #define ANVIL_REGS32                                                       \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define ANVIL_REGS64                                                                \
-  ANVIL_REGS32                                                                      \
-      ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "    \
-      "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, " \
-      "%61, %62, %63"
+#define ANVIL_REGS64                                                            \
+  ANVIL_REGS32                                                                  \
+  ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "    \
+  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, " \
+  "%61, %62, %63"
 template <int BN, bool BF16>
 __device__ __forceinline__ void wgmma_k16(float* d, uint64_t da, uint64_t db);
-#define ANVIL_REGS128                                                                        \
-  ANVIL_REGS64                                                                               \
-      ", "                                                                                   \
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "               \
-      "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "               \
-      "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, "         \
-      "%106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, " \
-      "%120, %121, %122, %123, %124, %125, %126, %127"
+#define ANVIL_REGS128                                                                    \
+  ANVIL_REGS64                                                                           \
+  ", "                                                                                   \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "               \
+  "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "               \
+  "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, "         \
+  "%106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, " \
+  "%120, %121, %122, %123, %124, %125, %126, %127"
 
-// (operand numbers after the accumulators: %N the A descriptor, %N+1 the B one, %N+2 scale-d)
-template <>
-__device__ __forceinline__ void wgmma_k16<64, true>(float* d, uint64_t da, uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" ANVIL_REGS32
-      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : ANVIL_ACC32
-      : "l"(da), "l"(db), "r"(1));
-}
-template <>
-__device__ __forceinline__ void wgmma_k16<64, false>(float* d, uint64_t da, uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" ANVIL_REGS32
-      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : ANVIL_ACC32
-      : "l"(da), "l"(db), "r"(1));
-}
-template <>
-__device__ __forceinline__ void wgmma_k16<128, true>(float* d, uint64_t da, uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" ANVIL_REGS64
-      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : ANVIL_ACC64
-      : "l"(da), "l"(db), "r"(1));
-}
-template <>
-__device__ __forceinline__ void wgmma_k16<128, false>(float* d, uint64_t da, uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" ANVIL_REGS64
-      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : ANVIL_ACC64
-      : "l"(da), "l"(db), "r"(1));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_k16<256, true>(float* d, uint64_t da, uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" ANVIL_REGS128
-      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
-      : ANVIL_ACC128
-      : "l"(da), "l"(db), "r"(1));
-}
-template <>
-__device__ __forceinline__ void wgmma_k16<256, false>(float* d, uint64_t da, uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" ANVIL_REGS128
-      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
-      : ANVIL_ACC128
-      : "l"(da), "l"(db), "r"(1));
-}
+// One specialization per tile width and type: d += A (64 x 16) * B (N x 16)^T. The operands
+// after the accumulators: %A the A descriptor, %A+1 the B one, %A+2 scale-d (1: accumulate).
+#define ANVIL_WGMMA_K16(N, BF16, TYPE, REGS, ACC, A, B, S)                                 \
+  template <>                                                                              \
+  __device__ __forceinline__ void wgmma_k16<N, BF16>(float* d, uint64_t da, uint64_t db) { \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #S                                   \
+                 ", 0;\n"                                                                  \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" REGS \
+                 "}, %" #A ", %" #B ", p, 1, 1, 0, 0;\n}\n"                                \
+                 : ACC                                                                     \
+                 : "l"(da), "l"(db), "r"(1));                                              \
+  }
+ANVIL_WGMMA_K16(64, true, "bf16", ANVIL_REGS32, ANVIL_ACC32, 32, 33, 34)
+ANVIL_WGMMA_K16(64, false, "f16", ANVIL_REGS32, ANVIL_ACC32, 32, 33, 34)
+ANVIL_WGMMA_K16(128, true, "bf16", ANVIL_REGS64, ANVIL_ACC64, 64, 65, 66)
+ANVIL_WGMMA_K16(128, false, "f16", ANVIL_REGS64, ANVIL_ACC64, 64, 65, 66)
+ANVIL_WGMMA_K16(256, true, "bf16", ANVIL_REGS128, ANVIL_ACC128, 128, 129, 130)
+ANVIL_WGMMA_K16(256, false, "f16", ANVIL_REGS128, ANVIL_ACC128, 128, 129, 130)
 
 __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t r;
