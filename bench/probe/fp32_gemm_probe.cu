@@ -20,14 +20,7 @@
 
 #include "cutlass/gemm/device/gemm.h"
 
-#define CK(x)                                                        \
-  do {                                                               \
-    auto e_ = (x);                                                   \
-    if (e_ != 0) {                                                   \
-      std::printf("%s failed: %d line %d\n", #x, (int)e_, __LINE__); \
-      std::exit(1);                                                  \
-    }                                                                \
-  } while (0)
+#include "probe_check.h"
 
 __global__ void ref_kernel(const float* x, const float* w, double* y, int M, int N, int K) {
   const int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;

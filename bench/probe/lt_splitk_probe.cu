@@ -12,14 +12,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                        \
-  do {                                                               \
-    auto e_ = (x);                                                   \
-    if (e_ != 0) {                                                   \
-      std::printf("%s failed: %d line %d\n", #x, (int)e_, __LINE__); \
-      std::exit(1);                                                  \
-    }                                                                \
-  } while (0)
+#include "probe_check.h"
 
 int main(int argc, char** argv) {
   const int64_t M = argc > 1 ? atoll(argv[1]) : 64, N = argc > 2 ? atoll(argv[2]) : 1024,

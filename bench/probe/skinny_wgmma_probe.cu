@@ -23,14 +23,7 @@
 
 #include "skinny_wgmma_kernel.cuh"
 
-#define CK(x)                                                        \
-  do {                                                               \
-    auto e_ = (x);                                                   \
-    if (e_ != 0) {                                                   \
-      std::printf("%s failed: %d line %d\n", #x, (int)e_, __LINE__); \
-      std::exit(1);                                                  \
-    }                                                                \
-  } while (0)
+#include "probe_check.h"
 
 using anvil::cuda_backend::SkinnyAct;
 using anvil::cuda_backend::SkinnyGemm;
