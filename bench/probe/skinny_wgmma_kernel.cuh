@@ -451,8 +451,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   TRACE(9);
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* f = nullptr;
@@ -632,32 +630,6 @@ cudaError_t launch(const SkinnyGemm& g, const Config& cfg, int device, cudaStrea
 }
 
 }  // namespace
-
-bool sm90_device(int device) {
-  if (device < 0 || device >= 64) return false;
-  static std::atomic<int> major[64] = {};  // 0: not read yet
-  int v = major[device].load(std::memory_order_relaxed);
-  if (v == 0) {
-    v = attribute(device, cudaDevAttrComputeCapabilityMajor);
-    if (v == 0) return false;
-    major[device].store(v, std::memory_order_relaxed);
-  }
-  return v == 9;
-}
-
-bool skinny_gemm_takes(const SkinnyGemm& g) {
-  constexpr int64_t kMax = INT32_MAX;
-  if (g.m <= 0 || g.m > kSkinnyMaxM || g.n <= 0 || g.k <= 0 || g.n > kMax || g.k > kMax ||
-      g.n * g.k < kSkinnyMinWeight)
-    return false;
-  // TMA: 16-byte aligned bases and row strides
-  if (!aligned16(g.a) || !aligned16(g.b) || g.lda % 8 != 0 || g.ldb % 8 != 0 || g.lda < g.k ||
-      g.ldb < g.k)
-    return false;
-  if (g.ldd < g.n || g.ldd > kMax || (g.c && g.beta != 0.f && (g.ldc < g.n || g.ldc > kMax)))
-    return false;
-  return g.d != nullptr;
-}
 
 cudaError_t skinny_gemm(const SkinnyGemm& g, cudaStream_t stream) {
   int device = 0;

@@ -41,18 +41,9 @@ struct SkinnyGemm {
   SkinnyAct act = SkinnyAct::kNone;
 };
 
-/// The most rows the kernel takes, and the least weight (n * k elements) it was meant for.
-constexpr int64_t kSkinnyMaxM = 64;
-constexpr int64_t kSkinnyMinWeight = int64_t{1} << 20;
-
-/// Whether `g` is a problem the kernel takes: 0 < m <= kSkinnyMaxM, n * k >=
-/// kSkinnyMinWeight, sizes within int32, A, B (and C, D) 16-byte aligned with leading dimensions
-/// multiples of 8 elements (TMA's strides), D's leading dimension even.
-bool skinny_gemm_takes(const SkinnyGemm& g);
-/// Whether `device` is a GPU of compute capability 9.x (remembered per device).
-bool sm90_device(int device);
-/// Queues `g` on `stream` on the current device (one of compute capability 9.x). cudaSuccess, or
-/// the error of the launch (cudaErrorNotSupported when the driver has no TMA descriptors).
+/// Queues `g` on `stream` on the current device (one of compute capability 9.x; A and B
+/// 16-byte aligned with leading dimensions multiples of 8: the caller's to check). cudaSuccess,
+/// or the error of the launch (cudaErrorNotSupported when the driver has no TMA descriptors).
 cudaError_t skinny_gemm(const SkinnyGemm& g, cudaStream_t stream);
 
 }  // namespace anvil::cuda_backend
