@@ -183,6 +183,8 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
   CompileReport r;
   r.graph_nodes = static_cast<int64_t>(graph.num_nodes());
   const std::string cache_dir = cache_root(options);
+  ANVIL_CHECK(!options.emit_only || !options.emit_source_dir.empty(), "compile",
+              "emit-only needs a folder for the sources", "--emit-source DIR", "none");
 
   codegen::CodegenOptions co;
   co.target = options.target;
@@ -280,6 +282,10 @@ CompileReport compile_graph(const ir::Graph& graph, const std::string& out_path,
 
   if (!options.emit_source_dir.empty())
     r.emitted_files = emit_sources(options.emit_source_dir, gen, manifest_json);
+  if (options.emit_only) {
+    r.total_s = seconds_since(t_start);
+    return r;
+  }
 
   // Build model.so in a private scratch folder.
   t = Clock::now();
@@ -368,6 +374,8 @@ std::string package_cache_path(const std::string& pt2_path, const CompileOptions
 
 std::string cached_package_for(const std::string& pt2_path, const CompileOptions& options,
                                CompileReport* report) {
+  ANVIL_CHECK(!options.emit_only, "compile", "emit-only writes no package to cache",
+              "a compile that builds", "emit_only");
   const std::string path = package_cache_path(pt2_path, options);
   std::error_code ec;
   if (codegen::touch_cache_entry(path)) {  // a hit: marked as recently used for pruning (codegen/cache.h)

@@ -27,6 +27,11 @@ struct CompileOptions {
   /// When non-empty, the generated sources (plus manifest.json and the loop IR as program.txt)
   /// are also written here, readable.
   std::string emit_source_dir;
+  /// Write the sources into emit_source_dir (which must be set) and stop there: no compiler
+  /// runs and no package is written (CompileReport::package_path stays empty). For reading the
+  /// generated code, and for tests that check it without paying for the compiler (AOTInductor's
+  /// package_cpp_only).
+  bool emit_only = false;
   /// Object and package cache; empty: codegen::default_cache_dir().
   std::string cache_dir;
   /// Build progress on stderr.

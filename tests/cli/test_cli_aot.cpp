@@ -162,6 +162,24 @@ TEST_F(CliAotTest, EmitSourceWritesReadableSources) {
   EXPECT_TRUE(fs::is_regular_file(emit_dir() / "program.txt"));
 }
 
+// --emit-only writes the same sources and stops: no package, and no translation unit is
+// compiled (a fresh object cache stays without objects); without --emit-source it is a usage
+// error.
+TEST_F(CliAotTest, EmitOnlyWritesTheSourcesAndNoPackage) {
+  const fs::path src = dir_ / "src", pkg = dir_ / "m.anvil", cache = dir_ / "cache";
+  const CliResult r =
+      cli("compile " + q(fixture("mlp_small.pt2")) + " -o " + q(pkg.string()) + " --emit-source " +
+          q(src.string()) + " --emit-only --cache-dir " + q(cache.string()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_HAS(r.out, "not compiled, no package");
+  EXPECT_FALSE(fs::exists(pkg));
+  EXPECT_FALSE(fs::exists(cache / "obj"));
+  EXPECT_EQ(slurp(src / "model.cpp"), slurp(emit_dir() / "model.cpp"));
+  EXPECT_TRUE(fs::is_regular_file(src / "manifest.json"));
+  expect_clean_error(cli("compile " + q(fixture("mlp_small.pt2")) + " --emit-only"), 2,
+                     {"--emit-only needs --emit-source"});
+}
+
 TEST_F(CliAotTest, RunPackageMatchesPyTorch) {
   const CliResult r = cli("run " + q(small_pkg()) + " -i " + q(fixture("mlp_small.in0.npy")) +
                           " -o " + q(dir_) + " --threads 2");

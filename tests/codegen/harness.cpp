@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -304,7 +305,7 @@ std::unique_ptr<TestLibrary> build_library(
               "none");
   const std::string d = dir;
   std::vector<codegen::CpuCodegenResult> gens;
-  std::vector<std::string> files;
+  std::vector<codegen::SourceFile> files;
   std::vector<std::string> flags;
   std::vector<std::string> merged(static_cast<size_t>(std::max(merge_into, 0)));
   size_t next = 0;
@@ -319,32 +320,30 @@ std::unique_ptr<TestLibrary> build_library(
         merged[next++ % merged.size()] += src.text + "\n";
         continue;
       }
-      const std::string path = d + "/" + name + "_" + src.filename;
-      std::ofstream(path) << src.text;
-      files.push_back(path);
+      files.push_back({name + "_" + src.filename, src.text, {}, ""});
     }
   }
-  for (size_t i = 0; i < merged.size(); ++i) {
-    if (merged[i].empty()) continue;
-    const std::string path = d + "/merged_" + std::to_string(i) + ".cpp";
-    std::ofstream(path) << merged[i];
-    files.push_back(path);
+  for (size_t i = 0; i < merged.size(); ++i)
+    if (!merged[i].empty())
+      files.push_back({"merged_" + std::to_string(i) + ".cpp", merged[i], {}, ""});
+  // Through the toolchain's object cache in a folder the test processes share: CTest runs each
+  // test of a suite in a process of its own, and a suite's SetUpTestSuite builds the same
+  // library in each, so every process after the first links (or copies) cached objects. The
+  // keys hold the compiler's identity, the flags, anvil_rt.h and the source text.
+  codegen::ToolchainOptions t;
+  t.target = base.target;
+  t.opt_level = "-O2";
+  t.extra_flags = flags;
+  if (const char* extra = std::getenv("ANVIL_TEST_CXXFLAGS")) {
+    std::istringstream words(extra);
+    for (std::string w; words >> w;) t.extra_flags.push_back(w);
   }
-  std::string cflags = "-O2 -std=c++17 ";
-  for (const auto& f : codegen::resolve_target(base.target).flags) cflags += f + " ";
-  for (const auto& f : flags) cflags += f + " ";
-  if (const char* extra = std::getenv("ANVIL_TEST_CXXFLAGS")) cflags += std::string(extra) + " ";
-  // compile in parallel (2 jobs), then link
-  std::string list;
-  for (const auto& f : files) list += f + "\n";
-  std::ofstream(d + "/files.txt") << list;
-  const std::string log = d + "/build.log";
-  const std::string cmd = "cd " + d + " && xargs -P 2 -I{} c++ " + cflags + "-fPIC -I" +
-                          std::string(ANVIL_SOURCE_DIR) + "/include -c {} -o {}.o < files.txt > " +
-                          log + " 2>&1 && c++ " + cflags + "-shared -o lib.so *.o >> " + log +
-                          " 2>&1";
-  if (std::system(cmd.c_str()) != 0)
-    throw Error("compiling generated code failed:\n" + read_file(log), "build_library " + d);
+  t.include_dir = std::string(ANVIL_SOURCE_DIR) + "/include";
+  t.cache_dir = test_cache_dir();
+  t.jobs = 2;
+  t.progress = codegen::ProgressMode::kQuiet;
+  if (std::getenv("ANVIL_KEEP_TEST_BUILD")) t.build_dir = d + "/src";
+  codegen::build_shared_library(files, d + "/lib.so", t);
   auto lib = std::make_unique<TestLibrary>();
   lib->handle_ = dlopen((d + "/lib.so").c_str(), RTLD_NOW | RTLD_LOCAL);
   ANVIL_CHECK(lib->handle_ != nullptr, "build_library", "dlopen failed", "a library", dlerror());
@@ -357,6 +356,17 @@ std::unique_ptr<TestLibrary> build_library(
   }
   if (!std::getenv("ANVIL_KEEP_TEST_BUILD")) std::system(("rm -rf " + d).c_str());
   return lib;
+}
+
+std::string test_cache_dir() {
+  if (const char* env = std::getenv("ANVIL_TEST_CACHE_DIR"); env && *env) return env;
+#ifdef ANVIL_CLI
+  // <build>/bin/anvil -> <build>/test_cache/codegen (the CLI suite keeps test_cache/cli)
+  const auto build = std::filesystem::path(ANVIL_CLI).parent_path().parent_path();
+  return (build / "test_cache" / "codegen").string();
+#else
+  return (std::filesystem::temp_directory_path() / "anvil_test_cache").string();
+#endif
 }
 
 Tensor complex_parts(const Tensor& t) {

@@ -52,12 +52,17 @@ class TestLibrary {
 };
 
 /// Generates every graph (entry symbol "entry_<name>"), compiles all sources into one library
-/// (compiler failures throw Error with the compiler's output) and loads the models.
+/// through the object cache of test_cache_dir() (compiler failures throw Error with the
+/// compiler's output) and loads the models.
 /// `merge_into` > 0 concatenates all sources into that many files (fewer compiler runs; each
 /// model has its own namespace, so the texts do not clash).
 std::unique_ptr<TestLibrary> build_library(
     const std::vector<std::pair<std::string, const ir::Graph*>>& graphs,
     const codegen::CpuCodegenOptions& base = {}, int merge_into = 0);
+
+/// The object cache the tests' generated libraries are built through: $ANVIL_TEST_CACHE_DIR,
+/// else test_cache/codegen/ in the build folder.
+std::string test_cache_dir();
 
 /// max |a - b| / max(1, max |b|) over all elements (shapes must match); complex tensors on
 /// both parts.

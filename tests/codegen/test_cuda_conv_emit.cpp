@@ -3,7 +3,8 @@
 // the device backend's `conv`, device ABI 5) with its host path behind it, and a fused bias or
 // relu keeps its own kernel for when cuDNN cannot fuse them. float64 and transposed ones stay
 // host steps, with the reason. Strided views (a channels-last permute, a slice) reach the call
-// as they are. The source compiles with nvcc.
+// as they are. The sources compile with nvcc (in CI a seeded sample of the compiles:
+// common/nvcc_sample.h).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "../gpu/cuda_conv_graphs.inc"
 #include "anvil/anvil_device.h"
 #include "common/check.h"
+#include "common/nvcc_sample.h"
 #include "common/scoped_env.h"
 #include "common/text.h"
 #include "driver/compile.h"
@@ -47,22 +49,25 @@ std::string function_after(const std::string& text, const std::string& head) {
 }
 
 /// What the compiler emits for `g`: its manifest and the text of its .cu sources, compiled into
-/// DIR/src with the environment variable `env` set to "1" while it compiles (when not null).
+/// DIR/src with the environment variable `env` set to `value` while it compiles (when not
+/// null). nvcc builds DIR/NAME.anvil when `package` or when the CI sample picks this compile
+/// (common/nvcc_sample.h); else the sources are only emitted.
 struct Emitted {
   nlohmann::json manifest;
   std::string text;
 };
 Emitted emit(const ir::Graph& g, const fs::path& dir, const std::string& name,
-             const char* env = nullptr, const char* value = "1") {
+             const char* env = nullptr, const char* value = "1", bool package = false) {
   fs::remove_all(dir / "src");
   driver::CompileOptions o;
+  o.emit_only = !package && !test::nvcc_this_test(name);
   o.target = "cuda-sm90";
   o.cache_dir = (dir / "cache").string();
   o.progress = codegen::ProgressMode::kQuiet;
   o.emit_source_dir = (dir / "src").string();
   std::optional<test::ScopedEnv> scoped;  // set while compiling, put back however it ends
   if (env) scoped.emplace(env, value);
-  driver::compile_graph(g, (dir / (name + ".anvil")).string(), o);  // nvcc compiles it
+  driver::compile_graph(g, (dir / (name + ".anvil")).string(), o);
   Emitted out;
   std::ifstream mf(dir / "src" / "manifest.json");
   out.manifest = nlohmann::json::parse(mf);
@@ -338,7 +343,7 @@ TEST(CudaConvEmit, DepthwiseConvolutionsRunTheDirectKernel) {
       fs::temp_directory_path() / ("anvil_cuda_dw_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const auto g = ir::parse_graph(kDepthwiseGraph);
-  const Emitted out = emit(*g, dir, "dw", "ANVIL_CUDA_DW_ANY_LAYOUT");
+  const Emitted out = emit(*g, dir, "dw", "ANVIL_CUDA_DW_ANY_LAYOUT", "1", /*package=*/true);
   EXPECT_EQ(count(out.text, "a depthwise convolution, anvil's direct kernel"), 5u);
   EXPECT_NE(out.text.find("a0 += dw_v * dw_w[3]; a1 += dw_v * dw_w[2];"), std::string::npos)
       << "one input feeds the neighbouring outputs' taps";

@@ -27,7 +27,7 @@ std::string secs(double s) {
 
 ArgParser compile_parser() {
   ArgParser p("compile",
-              "compile MODEL.pt2 [-o MODEL.anvil] [--target T] [--emit-source DIR] "
+              "compile MODEL.pt2 [-o MODEL.anvil] [--target T] [--emit-source DIR [--emit-only]] "
               "[--cache-dir D] [-q]",
               "Compile a .pt2 into a .anvil package (native code + weights) for runtime::Model.");
   p.positional("MODEL.pt2", "archive written by torch.export.save")
@@ -38,6 +38,8 @@ ArgParser compile_parser() {
       .option("--emit-source", "", "DIR",
               "also write the generated C++ (model.cpp, kernels_*.cpp), manifest.json and the "
               "loop IR (program.txt) into DIR")
+      .flag("--emit-only", "",
+            "with --emit-source: write the sources and stop (no compiler runs, no package)")
       .option("--cache-dir", "", "D",
               "object cache folder (default $ANVIL_CACHE_DIR, else ~/.cache/anvil)")
       .option("--jobs", "-j", "N", "parallel compiler processes (default: hardware threads)")
@@ -75,6 +77,9 @@ int cmd_compile(const ParsedArgs& args) {
     if (d->empty()) throw UsageError("--emit-source needs a directory");
     o.emit_source_dir = *d;
   }
+  o.emit_only = args.has("--emit-only");
+  if (o.emit_only && o.emit_source_dir.empty())
+    throw UsageError("--emit-only needs --emit-source DIR (where the sources go)");
   std::string out = std::filesystem::path(model).stem().string() + ".anvil";
   if (auto v = args.value("--output")) {
     if (v->empty()) throw UsageError("--output needs a file name");
@@ -88,6 +93,11 @@ int cmd_compile(const ParsedArgs& args) {
 
   const driver::CompileReport r = driver::compile_pt2(model, out, o);
   if (quiet) return kExitOk;
+  if (o.emit_only) {
+    std::cout << "emitted " << model << " -> " << r.emitted_files.size() << " files in "
+              << o.emit_source_dir << " (target " << r.target << "; not compiled, no package)\n";
+    return kExitOk;
+  }
   std::cout << "compiled " << model << " -> " << out << "\n"
             << "  target:       " << r.target;
   if (!r.cpu_features.empty()) {
