@@ -466,7 +466,7 @@ TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
     // c0: 136 channels = windows of 32 and 2 vectors, 264 blocks per window (528 in all) each
     // of 8 rows of threads (8448 groups: a stride of 2112, 4 rounds per block), 9 taps x 128
     // channels staged in rows of 132
-    EXPECT_NE(l.text.find("_kernel<<<528, 256, 0,"), std::string::npos);
+    EXPECT_NE(l.text.find("_kernel, 528, 256, 0, sy"), std::string::npos);
     EXPECT_NE(l.text.find("dv_c0 = blockIdx.x % 2 * 128"), std::string::npos);
     EXPECT_NE(l.text.find("dv_g < 8448; dv_g += static_cast<int>(gridDim.x / 2) * 8"),
               std::string::npos);
@@ -482,7 +482,7 @@ TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
     EXPECT_NE(c0.find("erff("), std::string::npos) << "gelu fused";
     // c1: 70 float32 channels = windows of 32 and 3 vectors, one tap
     EXPECT_NE(l.text.find("float dv_w[66];"), std::string::npos);
-    EXPECT_NE(l.text.find("_kernel<<<6, 256, 0,"), std::string::npos);
+    EXPECT_NE(l.text.find("_kernel, 6, 256, 0, sy"), std::string::npos);
     const size_t k1 = l.text.find("(channels-last vectors: 2 channels");
     const std::string c1 = l.text.substr(k1, l.text.find("ANVIL_HIDDEN", k1) - k1);
     EXPECT_NE(c1.find("a += v3[u0 * (1120) + dv_ch * (1) + u2 * (280) + dv_ox * (70)];"),

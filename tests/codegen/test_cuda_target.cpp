@@ -63,7 +63,7 @@ TEST_F(CudaTarget, SourcesCompileWithNvccIntoAPackageForTheGpu) {
   EXPECT_TRUE(text.find("= warp_reduce(acc") != std::string::npos ||
               text.find("= block_reduce(acc") != std::string::npos)
       << "softmax should reduce across the threads of a row";
-  EXPECT_NE(text.find("<<<"), std::string::npos);
+  EXPECT_NE(text.find("anvil_launch(s, "), std::string::npos);
 
   const std::string mlp = (dir_ / "mlp.anvil").string();
   driver::compile_pt2(fixture("mlp_small.pt2"), mlp, opts_);

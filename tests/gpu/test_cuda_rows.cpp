@@ -4,7 +4,8 @@
 // rows in f32 / bf16 / f16, a block per row for long ones — against the reference interpreter,
 // with rows of NaN, +-inf and mixes of them for the max / min reductions, each run three times
 // (plain, then captured into a CUDA graph and replayed). The same graph compiled with
-// ANVIL_CUDA_ROWS=block (a block per row everywhere) must give the same. Label gpu: skips
+// ANVIL_CUDA_ROWS=block (a block per row everywhere) must give the same, and so must each launch
+// mode (ANVIL_CUDA_PDL). Label gpu: skips
 // without a GPU (ANVIL_REQUIRE_GPU=1: fails).
 #include <gtest/gtest.h>
 
@@ -149,6 +150,24 @@ TEST(CudaRows, BlockPerRowEverywhereMatchesTheInterpreter) {
   }
   ANVIL_REQUIRE_GPU();
   expect_matches(*g, pkg, inputs(*g));
+}
+
+// The launch modes (codegen/cuda/emit_cuda.cpp pdl_mode): plain launches, and programmatic
+// launches whose kernels let the next one be scheduled at their start (the default, waiting
+// only, is EachFormMatchesTheInterpreter). Every kernel of the chain reads what the one before
+// wrote, in plain runs and in the captured graph's replays.
+TEST(CudaRows, EveryLaunchModeMatchesTheInterpreter) {
+  const auto g = ir::parse_graph(kRowGraph);
+  for (const char* mode : {"0", "2"}) {
+    std::string pkg;
+    {
+      const test::ScopedEnv pdl("ANVIL_CUDA_PDL", mode);
+      pkg = compile(*g, std::string("rows_pdl") + mode);
+    }
+    ANVIL_REQUIRE_GPU();
+    SCOPED_TRACE(std::string("ANVIL_CUDA_PDL=") + mode);
+    expect_matches(*g, pkg, inputs(*g));
+  }
 }
 
 TEST(CudaRows, RowCountsKnownAtRunTimeMatchTheInterpreter) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
@@ -64,6 +65,29 @@ bool has_reduce(const std::vector<passes::Stmt>& stmts) {
 
 }  // namespace
 
+int pdl_mode() {
+  const char* v = std::getenv("ANVIL_CUDA_PDL");
+  const std::string mode = v ? v : "";
+  if (mode.empty() || mode == "1") return 1;
+  if (mode == "0") return 0;
+  if (mode == "2") return 2;
+  throw Error("ANVIL_CUDA_PDL names no launch mode", "codegen (cuda)",
+              "0 (plain launches), 1 (programmatic launches, the default) or 2 (programmatic, "
+              "each kernel letting the next be scheduled at its start)",
+              mode);
+}
+
+std::string pdl_prologue() {
+  switch (pdl_mode()) {
+    case 0:
+      return "";
+    case 1:
+      return "  anvil_grid_wait();\n";
+    default:
+      return "  anvil_grid_wait();\n  anvil_grid_trigger();\n";
+  }
+}
+
 /// `__global__ void NAME(Syms<n> sy, T* __restrict__ p<root>...) {` with the symbol
 /// declarations `text` needs.
 std::string kernel_head(const passes::Program& p, const std::set<int>& roots,
@@ -75,7 +99,7 @@ std::string kernel_head(const passes::Program& p, const std::set<int>& roots,
     const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype, Dialect::kCuda);
     fn << ", " << st << "* __restrict__ p" << b;
   }
-  fn << ") {\n" << kernel_symbol_decls(p, text, "  ");
+  fn << ") {\n" << pdl_prologue() << kernel_symbol_decls(p, text, "  ");
   return fn.str();
 }
 
@@ -84,8 +108,11 @@ std::string kernel_launch(const passes::Program& p, const std::set<int>& roots,
                           const std::string& kernel, const std::string& step,
                           const std::string& grid, int threads, const std::string& ind) {
   std::ostringstream launch;
-  launch << ind << kernel << "<<<" << grid << ", " << threads
-         << ", 0, static_cast<cudaStream_t>(s.stream)>>>(sy";
+  if (pdl_mode() > 0)
+    launch << ind << "anvil_launch(s, " << kernel << ", " << grid << ", " << threads << ", sy";
+  else
+    launch << ind << kernel << "<<<" << grid << ", " << threads
+           << ", 0, static_cast<cudaStream_t>(s.stream)>>>(sy";
   for (int b : roots) {
     const std::string st = storage_type(p.buffers[static_cast<size_t>(b)].dtype, Dialect::kCuda);
     launch << ",\n" << ind << "    reinterpret_cast<" << st << "*>(" << buffer_base(p, b) << ")";

@@ -33,7 +33,16 @@ RowKernels emit_row_kernels(const passes::Program& p, const passes::LoopKernel& 
 /// with the declarations of the symbols `text` uses.
 std::string kernel_head(const passes::Program& p, const std::set<int>& roots,
                         const std::string& name, int threads, const std::string& text);
-/// `NAME<<<grid, threads, 0, stream>>>(sy, bases...);` and its launch check, at indent `ind`.
+/// How generated kernels (loop, row and extern kernels) are launched (ANVIL_CUDA_PDL at compile
+/// time; an unknown value is an Error): 0 plain launches; 1 (default) programmatic dependent
+/// launches (anvil_launch / anvil_launch_shared of the preamble) with anvil_grid_wait() as each
+/// kernel's first statement; 2 as 1, each kernel also
+/// letting the next be scheduled at its start (anvil_grid_trigger()).
+int pdl_mode();
+/// The statements a PDL kernel starts with (pdl_mode), indented by two spaces; "" for mode 0.
+std::string pdl_prologue();
+/// `NAME<<<grid, threads, 0, stream>>>(sy, bases...);` (`anvil_launch(s, NAME, grid, threads,
+/// sy, bases...)` under PDL) and its launch check, at indent `ind`.
 std::string kernel_launch(const passes::Program& p, const std::set<int>& roots,
                           const std::string& kernel, const std::string& step,
                           const std::string& grid, int threads, const std::string& ind);

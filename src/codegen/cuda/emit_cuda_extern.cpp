@@ -94,14 +94,18 @@ std::string finish(const Program& p, const ExternStep& e, const KernelText& k) {
   fn << "__global__ void " << e.name << "_kernel(Syms<" << kernel_sym_count(p) << "> sy";
   for (const auto& [name, v] : k.params)
     fn << ", " << storage_type(v->dtype, Dialect::kCuda) << "* __restrict__ " << name;
-  fn << ") {\n";
+  fn << ") {\n" << pdl_prologue();
   std::string sizes_text = k.body;
   fn << kernel_symbol_decls(p, sizes_text, "  ") << k.body << "}\n\n";
   std::ostringstream launch;
   launch << k.guard;
   launch << kernel_syms_fill(p);
-  launch << "  " << e.name << "_kernel<<<" << k.grid << ", " << k.block << ", " << k.shared
-         << ", static_cast<cudaStream_t>(s.stream)>>>(sy";
+  if (pdl_mode() > 0)
+    launch << "  anvil_launch_shared(s, " << e.name << "_kernel, " << k.grid << ", " << k.block
+           << ", " << k.shared << ", sy";
+  else
+    launch << "  " << e.name << "_kernel<<<" << k.grid << ", " << k.block << ", " << k.shared
+           << ", static_cast<cudaStream_t>(s.stream)>>>(sy";
   for (const auto& [name, v] : k.params)
     launch << ",\n      reinterpret_cast<" << storage_type(v->dtype, Dialect::kCuda) << "*>("
            << buffer_base(p, v->buffer)

@@ -225,7 +225,7 @@ VectorKernel emit_vector_kernel(const passes::Program& p, const LoopKernel& k) {
      << kernel_sym_count(p) << "> sy";
   for (int b : roots)
     fn << ", " << storage_type(p.buffers[static_cast<size_t>(b)].dtype) << "* __restrict__ p" << b;
-  fn << ") {\n";
+  fn << ") {\n" << pdl_prologue();
   fn << kernel_symbol_decls(p, body_text + sizes_text, "  ");
   fn << "  const int64_t total = (" << outer_n.str() << ") * (" << inner_n.str() << ") / " << V
      << ";\n";
