@@ -29,26 +29,29 @@ std::string package_text(const std::string& fixture) {
 TEST(Determinism, SameSourcesAndConstantsWhateverTheHeap) {
   // Models with several folded constants (autocast casts of weights, batch norm folded into a
   // convolution), control flow and plain layers.
-  for (const char* fixture :
-       {"aot/aot_47_autocast_bf16.pt2", "aot/aot_47_autocast_nested.pt2", "small_cnn.pt2",
-        "aot/aot_66_cond_submodules.pt2", "mlp_small.pt2"}) {
-    const std::string first = package_text(fixture);
-    // Every aot fixture compiled in between, as the aot suite does, churns the heap.
-    for (const auto& e : std::filesystem::directory_iterator(std::string(ANVIL_FIXTURES_DIR) + "/aot"))
-      if (e.path().extension() == ".pt2") {
-        try {
-          package_text("aot/" + e.path().filename().string());
-        } catch (const Error&) {
-          // unsupported fixtures (complex, cuda) are fine here
-        }
+  const std::vector<std::string> fixtures = {
+      "aot/aot_47_autocast_bf16.pt2", "aot/aot_47_autocast_nested.pt2", "small_cnn.pt2",
+      "aot/aot_66_cond_submodules.pt2", "mlp_small.pt2"};
+  std::vector<std::string> first;
+  for (const auto& f : fixtures) first.push_back(package_text(f));
+  // Every aot fixture compiled in between, as the aot suite does, churns the heap.
+  const std::string aot = std::string(ANVIL_FIXTURES_DIR) + "/aot";
+  for (const auto& e : std::filesystem::directory_iterator(aot))
+    if (e.path().extension() == ".pt2") {
+      try {
+        package_text("aot/" + e.path().filename().string());
+      } catch (const Error&) {
+        // unsupported fixtures (complex, cuda) are fine here
       }
-    EXPECT_EQ(package_text(fixture), first) << fixture << " differs after compiling the others";
-    for (int round = 0; round < 4; ++round) {
-      // Shift what the allocator hands out next.
-      std::vector<std::unique_ptr<char[]>> noise;
-      for (int i = 0; i < 50 + 37 * round; ++i) noise.emplace_back(new char[16 + 24 * (i % 7)]);
-      EXPECT_EQ(package_text(fixture), first) << fixture << " differs in round " << round;
     }
+  for (size_t i = 0; i < fixtures.size(); ++i)
+    EXPECT_EQ(package_text(fixtures[i]), first[i]) << fixtures[i] << " differs after the others";
+  for (int round = 0; round < 4; ++round) {
+    // Shift what the allocator hands out next.
+    std::vector<std::unique_ptr<char[]>> noise;
+    for (int i = 0; i < 50 + 37 * round; ++i) noise.emplace_back(new char[16 + 24 * (i % 7)]);
+    for (size_t i = 0; i < fixtures.size(); ++i)
+      EXPECT_EQ(package_text(fixtures[i]), first[i]) << fixtures[i] << " differs in round " << round;
   }
 }
 
