@@ -54,6 +54,17 @@ class CudaRowsEmit : public test::CudaCompileTest {
     }
   }
 
+  /// That launcher text `l` launches `kernel` on `grid` blocks of `threads` threads
+  /// (`anvil_launch(s, KERNEL, GRID, THREADS, sy, ...)`).
+  static void expect_launch(const std::string& l, const std::string& kernel,
+                            const std::string& grid, int threads) {
+    EXPECT_NE(l.find("anvil_launch(s, " + kernel + ", " + grid + ", " + std::to_string(threads) +
+                     ", sy"),
+              std::string::npos)
+        << kernel << " on " << grid << " x " << threads << ":\n"
+        << l;
+  }
+
   /// The loop kernel whose comment ("// k3: a, b") names graph node `node` ("k3"), or "".
   std::string kernel_of(const std::string& node) const {
     std::istringstream in(source_);
@@ -91,14 +102,10 @@ TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
     EXPECT_NE(source_.find("// " + k + thread), std::string::npos) << node;
     const std::string l = launcher(k);
     EXPECT_NE(l.find("if (n_outer >= 8192) {"), std::string::npos) << l;
-    EXPECT_NE(l.find("anvil_launch(s, " + k + "_kernel_rt, anvil_blocks(n_outer, 64), 64, sy"),
-              std::string::npos)
-        << l;
+    expect_launch(l, k + "_kernel_rt", "anvil_blocks(n_outer, 64)", 64);
     // ConvNeXt's layer_norm (96 channels), the amax over 33 channels, columns of 40: short
     EXPECT_NE(source_.find("// " + k + warp), std::string::npos) << node;
-    EXPECT_NE(l.find("anvil_launch(s, " + k + "_kernel, anvil_blocks(n_outer, 8), 256, sy"),
-              std::string::npos)
-        << l;
+    expect_launch(l, k + "_kernel", "anvil_blocks(n_outer, 8)", 256);
     EXPECT_EQ(l.find("_kernel_rv"), std::string::npos) << l;
   }
   // the thread-per-row kernel has neither a cross-thread reduction nor a barrier
@@ -126,9 +133,7 @@ TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
     EXPECT_NE(source_.find("// " + k + warp), std::string::npos) << c.node;
     EXPECT_EQ(source_.find("// " + k + "_kernel_rt"), std::string::npos) << c.node;
     EXPECT_EQ(l.find("n_outer >= 8192"), std::string::npos) << l;
-    EXPECT_NE(l.find("anvil_launch(s, " + k + "_kernel, anvil_blocks(n_outer, 8), 256, sy"),
-              std::string::npos)
-        << l;
+    expect_launch(l, k + "_kernel", "anvil_blocks(n_outer, 8)", 256);
     if (c.vector == 0) {
       EXPECT_EQ(l.find("_kernel_rv"), std::string::npos) << l;
       continue;
@@ -137,9 +142,7 @@ TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
                            "-element vectors, one warp per row"),
               std::string::npos)
         << c.node;
-    EXPECT_NE(l.find("anvil_launch(s, " + k + "_kernel_rv, anvil_blocks(n_outer, 8), 256, sy"),
-              std::string::npos)
-        << l;
+    expect_launch(l, k + "_kernel_rv", "anvil_blocks(n_outer, 8)", 256);
   }
   // 200 bf16: the scalar kernel is a block of 256 threads, its vectorized form (25 vectors)
   // a warp per row
@@ -148,12 +151,8 @@ TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
     const std::string l = launcher(k);
     EXPECT_NE(source_.find("// " + k + "_kernel: one block of 256 threads per row"),
               std::string::npos);
-    EXPECT_NE(l.find("anvil_launch(s, " + k + "_kernel, anvil_blocks(n_outer, 1), 256, sy"),
-              std::string::npos)
-        << l;
-    EXPECT_NE(l.find("anvil_launch(s, " + k + "_kernel_rv, anvil_blocks(n_outer, 8), 256, sy"),
-              std::string::npos)
-        << l;
+    expect_launch(l, k + "_kernel", "anvil_blocks(n_outer, 1)", 256);
+    expect_launch(l, k + "_kernel_rv", "anvil_blocks(n_outer, 8)", 256);
   }
   // a long row keeps a block per row, scalar and vectorized (1024 vectors: 256 threads)
   {
@@ -165,12 +164,8 @@ TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
         source_.find("// " + k +
                      " vectorized: rows of 4-element vectors, one block of 256 threads per row"),
         std::string::npos);
-    EXPECT_NE(l.find("anvil_launch(s, " + k + "_kernel, anvil_blocks(n_outer, 1), 256, sy"),
-              std::string::npos)
-        << l;
-    EXPECT_NE(l.find("anvil_launch(s, " + k + "_kernel_rv, anvil_blocks(n_outer, 1), 256, sy"),
-              std::string::npos)
-        << l;
+    expect_launch(l, k + "_kernel", "anvil_blocks(n_outer, 1)", 256);
+    expect_launch(l, k + "_kernel_rv", "anvil_blocks(n_outer, 1)", 256);
     EXPECT_EQ(l.find("n_outer >= 8192"), std::string::npos) << l;
   }
   // warp kernels reduce within the warp, with no shared scratch and no block barrier
@@ -194,12 +189,8 @@ TEST_F(CudaRowsEmit, SymbolicRowCountsChooseAtRunTime) {
     const std::string l = launcher(k);
     EXPECT_NE(l.find("const int64_t n_outer = 640*s0"), std::string::npos) << l;
     EXPECT_NE(l.find("if (n_outer >= 8192) {"), std::string::npos) << l;
-    EXPECT_NE(l.find("anvil_launch(s, " + k + "_kernel_rt, anvil_blocks(n_outer, 64), 64, sy"),
-              std::string::npos)
-        << l;
-    EXPECT_NE(l.find("anvil_launch(s, " + k + "_kernel, anvil_blocks(n_outer, 8), 256, sy"),
-              std::string::npos)
-        << l;
+    expect_launch(l, k + "_kernel_rt", "anvil_blocks(n_outer, 64)", 64);
+    expect_launch(l, k + "_kernel", "anvil_blocks(n_outer, 8)", 256);
   }
 }
 
@@ -213,10 +204,7 @@ TEST_F(CudaRowsEmit, BlockKeepsABlockPerRowEverywhere) {
     EXPECT_EQ(count(source_, "= warp_reduce(acc"), 0u) << name;
     EXPECT_EQ(source_.find("n_outer >= 8192"), std::string::npos) << name;
     const std::string k = kernel_of("l7");
-    EXPECT_NE(
-        launcher(k).find("anvil_launch(s, " + k + "_kernel, anvil_blocks(n_outer, 1), 32, sy"),
-        std::string::npos)
-        << name;
+    expect_launch(launcher(k), k + "_kernel", "anvil_blocks(n_outer, 1)", 32);
   };
   const test::ScopedEnv rows("ANVIL_CUDA_ROWS", "block");
   block_only("block");
