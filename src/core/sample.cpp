@@ -4,6 +4,7 @@
 #include "core/sample.h"
 
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "core/error.h"
@@ -40,6 +41,9 @@ F unnormalize(F coord, int64_t size, bool align_corners) {
 template <typename F>
 F reflect(F x, int64_t lo2, int64_t hi2) {
   if (lo2 == hi2) return 0;
+  // NaN or an infinity reflects to NaN (which the caller clips), without converting a
+  // non-finite flip count to an integer (undefined; clang's UBSan caught it)
+  if (!std::isfinite(x)) return std::numeric_limits<F>::quiet_NaN();
   const F lo = static_cast<F>(lo2) / 2, span = static_cast<F>(hi2 - lo2) / 2;
   x = std::fabs(x - lo);
   const F extra = std::fmod(x, span);

@@ -482,12 +482,10 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::make_subgroup(const std::vector<i
   auto comm = std::make_unique<Comm>();
   const std::string w = str("mpi new_subgroup '", name, "'");
   // MPI_Comm_split is collective over this group's communicator: run it in queue order.
+  // (color and key as plain locals: clang 14 cannot capture a structured binding)
+  const int color = my >= 0 ? 0 : MPI_UNDEFINED, key = my >= 0 ? my : 0;
   run_in_order(
-      [&] {
-        check(
-            MPI_Comm_split(comm_->comm, my >= 0 ? 0 : MPI_UNDEFINED, my >= 0 ? my : 0, &comm->comm),
-            "MPI_Comm_split", w);
-      },
+      [&] { check(MPI_Comm_split(comm_->comm, color, key, &comm->comm), "MPI_Comm_split", w); },
       OpType::kBarrier);
   if (my < 0 || comm->comm == MPI_COMM_NULL) return nullptr;
   MPI_Comm_set_errhandler(comm->comm, MPI_ERRORS_RETURN);
