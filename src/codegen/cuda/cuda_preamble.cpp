@@ -126,10 +126,11 @@ struct AndOp {
 };
 
 /// Programmatic dependent launch (PDL, sm_90 and later). A generated kernel (loop, row or
-/// extern) launched through anvil_launch may be scheduled while the kernel before it on the stream is still finishing;
-/// its first statement, anvil_grid_wait(), holds every thread until that kernel has completed
-/// and its writes are visible, so no kernel reads before its producer is done (and, each kernel
-/// waiting before it can complete, none completes before the kernels ahead of it). What it
+/// extern) launched through anvil_launch may be scheduled while the kernel before it on the
+/// stream is still finishing; its first statement, anvil_grid_wait(), holds every thread
+/// until that kernel has completed and its writes are visible, so no kernel reads before its
+/// producer is done (and, each kernel waiting before it can complete, none completes before
+/// the kernels ahead of it). What it
 /// saves is the launch gap between back-to-back kernels. A no-op for compute_80 code and for a
 /// kernel launched without the attribute. (codegen: ANVIL_CUDA_PDL, emit_cuda.cpp pdl_mode.)
 __device__ __forceinline__ void anvil_grid_wait() {

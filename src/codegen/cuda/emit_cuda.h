@@ -36,8 +36,8 @@ std::string kernel_head(const passes::Program& p, const std::set<int>& roots,
 /// How generated kernels (loop, row and extern kernels) are launched (ANVIL_CUDA_PDL at compile
 /// time; an unknown value is an Error): 0 plain launches; 1 (default) programmatic dependent
 /// launches (anvil_launch / anvil_launch_shared of the preamble) with anvil_grid_wait() as each
-/// kernel's first statement; 2 as 1, each kernel also
-/// letting the next be scheduled at its start (anvil_grid_trigger()).
+/// kernel's first statement; 2 as 1, each kernel also letting the next be scheduled at its
+/// start (anvil_grid_trigger()).
 int pdl_mode();
 /// The statements a PDL kernel starts with (pdl_mode), indented by two spaces; "" for mode 0.
 std::string pdl_prologue();
