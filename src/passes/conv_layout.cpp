@@ -27,6 +27,7 @@
 
 #include "core/env_switch.h"
 #include "passes/lower_internal.h"
+#include "passes/stem_rule.h"
 
 namespace anvil::passes::detail {
 
@@ -170,10 +171,23 @@ bool direct_depthwise(const ExternStep& e) {
   return e.inputs[1].sizes[1].constant() == 1;
 }
 
-/// CUDA: a convolution of at most 4 input channels that anvil's direct stem kernel runs (the
-/// conditions of emit_cuda_conv_direct.cpp's direct_stem that the step shows: one group, a
-/// constant 4-D weight of at most 6144 elements whose copy padded to 8 output channels fits
-/// 48 KiB, constant input and output sizes, a cuDNN dtype;
+/// The constant values of int-list attribute `name` of `e` for dims h and w (one value applies
+/// to both; absent: 1); false when symbolic or of another count.
+bool hw_ints(const ExternStep& e, const char* name, int64_t& h, int64_t& w) {
+  h = w = 1;
+  const ExternAttr* a = find_attr(e, name);
+  if (a == nullptr || a->ints.empty()) return true;
+  if (a->ints.size() > 2) return false;
+  for (const SymInt& v : a->ints)
+    if (!v.is_constant()) return false;
+  h = a->ints[0].constant();
+  w = a->ints.back().constant();
+  return true;
+}
+
+/// CUDA: a convolution of at most 4 input channels that one of anvil's direct stem kernels
+/// runs (passes/stem_rule.h; the conditions of emit_cuda_conv_direct.cpp's direct_stem that the
+/// step shows: one group, constant 4-D input, weight and output, a cuDNN dtype;
 /// ANVIL_CUDA_STEM=0 gives them to cuDNN). It reads and writes any strides: the image it reads
 /// keeps NCHW with no channels-last copy when its output is planned NHWC.
 bool direct_stem(const ExternStep& e) {
@@ -185,12 +199,16 @@ bool direct_stem(const ExternStep& e) {
     for (const SymInt& d : v->sizes)
       if (!d.is_constant()) return false;
   }
-  const DType t = e.inputs[0].dtype;
-  if (t != DType::kFloat32 && t != DType::kBFloat16 && t != DType::kFloat16) return false;
+  StemConv s;
+  s.dtype = e.inputs[0].dtype;
+  if (s.dtype != DType::kFloat32 && s.dtype != DType::kBFloat16 && s.dtype != DType::kFloat16)
+    return false;
   const std::vector<SymInt>& w = e.inputs[1].sizes;
-  const int64_t k = w[0].constant(), c = w[1].constant();
-  const int64_t taps = c * w[2].constant() * w[3].constant();
-  return c >= 1 && c <= 4 && k >= 1 && k * taps <= 6144 && (k + 7) / 8 * 8 * taps * 4 <= 48 * 1024;
+  s.k = w[0].constant(), s.c = w[1].constant(), s.kh = w[2].constant(), s.kw = w[3].constant();
+  if (!hw_ints(e, "stride", s.stride_h, s.stride_w) ||
+      !hw_ints(e, "dilation", s.dil_h, s.dil_w))
+    return false;
+  return stem_mma(s) || stem_scalar(s);
 }
 
 /// CUDA: a convolution's input, output and residual in one layout (`state` as in

@@ -503,8 +503,12 @@ TEST(CudaConvEmit, FewInputChannelsRunTheDirectStemKernel) {
   const auto g = ir::parse_graph(kStemGraph);
   const Emitted out = emit(*g, dir, "stem");
   EXPECT_EQ(count(out.text, "a convolution of few input channels, anvil's direct kernel"), 3u);
-  EXPECT_EQ(out.manifest.at("direct_convs").size(), 3u) << out.manifest.dump();
-  ASSERT_EQ(out.manifest.at("cudnn_convs").size(), 2u) << "the 1x1 one and c4 (9408 products)";
+  // c4 (bf16, 9408 products per position): the tensor-core kernel
+  // (CudaConvEmit.ManyProductStemsRunTheTensorCoreKernel)
+  EXPECT_EQ(count(out.text, "a convolution of few input channels, anvil's tensor-core kernel"),
+            1u);
+  EXPECT_EQ(out.manifest.at("direct_convs").size(), 4u) << out.manifest.dump();
+  ASSERT_EQ(out.manifest.at("cudnn_convs").size(), 1u) << "the 1x1 one";
   // the weights staged as [K / 8][taps][8]: c2's 96 x 48, c3's 5 padded to 8 x 25
   EXPECT_NE(out.text.find("__shared__ __align__(16) float st_w[4608];"), std::string::npos);
   EXPECT_NE(out.text.find("__shared__ __align__(16) float st_w[200];"), std::string::npos);
@@ -541,6 +545,46 @@ TEST(CudaConvEmit, FewInputChannelsRunTheDirectStemKernel) {
   EXPECT_EQ(count(off.text, "anvil's direct kernel"), 0u);
   EXPECT_EQ(off.manifest.at("cudnn_convs").size(), 5u);
   EXPECT_NE(off.text.find("// knhwc"), std::string::npos) << "c0's input copied for cuDNN";
+  fs::remove_all(dir);
+}
+
+TEST(CudaConvEmit, ManyProductStemsRunTheTensorCoreKernel) {
+  // 16-bit convolutions of at most 4 input channels and at least 2048 products per output
+  // position are anvil's tensor-core stem kernel (passes/stem_rule.h): weights and the tile's
+  // input patch staged in shared memory, mma.sync over an implicit im2col; they read the image
+  // as it is (no channels-last copy) and nvcc compiles them (the values on a GPU:
+  // CudaConvSteps.TensorCoreStemMatchesTheInterpreter); ANVIL_CUDA_STEM_MMA=0 gives them to
+  // the scalar kernel where it fits, else to cuDNN
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_cuda_stem_mma_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const auto g = ir::parse_graph(kStemMmaGraph);
+  const Emitted out = emit(*g, dir, "stem_mma");
+  EXPECT_EQ(count(out.text, "anvil's tensor-core kernel"), 5u);
+  EXPECT_EQ(out.manifest.at("direct_convs").size(), 5u) << out.manifest.dump();
+  EXPECT_EQ(out.manifest.at("cudnn_convs").size(), 0u);
+  EXPECT_EQ(out.text.find("// knhwc"), std::string::npos) << "no channels-last copy of an image";
+  // m0: 2 x 3 x 2 tiles of 8 x 16 positions, k = 49 taps x 4 channels rounded to 208; the
+  // weights as [64][108] pairs, the patch 21 x 37 pixels
+  EXPECT_NE(out.text.find("(12 tiles of 8 x 16 positions, k 208)"), std::string::npos);
+  EXPECT_NE(out.text.find("__shared__ __align__(16) uint32_t sm_w[6912];"), std::string::npos);
+  EXPECT_NE(out.text.find("__shared__ __align__(16) uint32_t sm_x[1554];"), std::string::npos);
+  EXPECT_NE(out.text.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+            std::string::npos);
+  EXPECT_NE(out.text.find("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+            std::string::npos)
+      << "m1 and m4 are fp16";
+  // m0's output is channels-last (the pool reads it): paired 4-byte stores; m1's is the NCHW
+  // graph output: one value per store
+  EXPECT_EQ(count(out.text, "const bool sm_pair ="), 1u);
+  // m2's residual and relu in the store; m3's 16 n8 tiles
+  EXPECT_NE(out.text.find("float sm_acc[2][16][4];"), std::string::npos);
+  EXPECT_NE(out.text.find("float sm_acc[2][6][4];"), std::string::npos);
+  const Emitted off = emit(*g, dir, "stem_mma_off", "ANVIL_CUDA_STEM_MMA", "0");
+  EXPECT_EQ(count(off.text, "anvil's tensor-core kernel"), 0u);
+  // m1 (4608), m3 (8192) and m0 (9408) pass the scalar kernel's 6144 products or its shared
+  // memory: m0 and m3 go to cuDNN
+  EXPECT_EQ(off.manifest.at("cudnn_convs").size(), 2u) << off.manifest.dump();
   fs::remove_all(dir);
 }
 

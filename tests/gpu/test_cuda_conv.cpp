@@ -523,6 +523,20 @@ TEST(CudaConvSteps, DirectStemMatchesTheInterpreter) {
   }
 }
 
+TEST(CudaConvSteps, TensorCoreStemMatchesTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // the graph of CudaConvEmit.ManyProductStemsRunTheTensorCoreKernel, compiled with the
+  // tensor-core stem kernel (the default) and without it (ANVIL_CUDA_STEM_MMA=0: the scalar
+  // kernel or cuDNN)
+  const auto g = ir::parse_graph(kStemMmaGraph);
+  const GpuCase gc = gpu_case(*g, random_inputs(*g, 160));
+  for (const char* mma : {"1", "0"}) {
+    ScopedEnv env("ANVIL_CUDA_STEM_MMA", mma);
+    expect_runs_match(compile_for_cuda(*g, std::string("stem_mma_") + mma), gc.dev, gc.want,
+                      std::string("tensor-core stem ") + mma);
+  }
+}
+
 TEST(CudaConvSteps, DownsampleBlocksMatchTheInterpreter) {
   ANVIL_REQUIRE_GPU();
   // the graph of CudaConvEmit.ADownsampleBlocksAddFusesWithNoWriteBack: the add fused into the

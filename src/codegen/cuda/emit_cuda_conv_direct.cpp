@@ -10,6 +10,7 @@
 #include "codegen/c_expr.h"
 #include "codegen/cuda/conv_internal.h"
 #include "core/env_switch.h"
+#include "passes/stem_rule.h"
 
 namespace anvil::codegen::cuda::ext {
 
@@ -443,26 +444,186 @@ std::string depthwise_kernel(const Program& p, const ExternStep& e, const ConvGe
          "): a depthwise convolution, anvil's direct kernel\n" + finish(p, e, k);
 }
 
-/// Whether the convolution of `g` runs on the direct kernel for few input channels (a vision
-/// network's stem: 3 channels of an image, 3x3 to 7x7, stride 2 or 4) below, the default
-/// (ANVIL_CUDA_STEM=0 at compile time keeps cuDNN): one group of at most 4 input channels, at
-/// most 6144 multiply-adds per output position (K x C x KH x KW) and the weights, padded to 8
-/// output channels, within 48 KiB of shared memory. On an H200 at bf16 batch 32 it took
-/// MobileNetV3- Small's 3x3 stem (16 channels: 432 per position) from cuDNN's 0.099 ms to about
-/// 0.01 ms (the model 0.746 -> 0.657 ms), but ResNet-50's 7x7 one (64 channels: 9408) from 0.30 to
-/// about 0.44 ms: cuDNN's tensor cores win where the products are many.
+namespace {
+
+/// The stem rule's view of `g` (passes/stem_rule.h); false where the weight's sizes are not
+/// constant.
+bool stem_shape(const ConvGeom& g, passes::StemConv& s) {
+  const std::vector<SymInt>& ws = g.w->sizes;
+  for (const SymInt& d : ws)
+    if (!d.is_constant()) return false;
+  s.dtype = g.x->dtype;
+  s.k = ws[0].constant(), s.c = ws[1].constant(), s.kh = ws[2].constant(), s.kw = ws[3].constant();
+  s.stride_h = g.stride[0], s.stride_w = g.stride[1];
+  s.dil_h = g.dilation[0], s.dil_w = g.dilation[1];
+  return true;
+}
+
+/// Whether the tensor-core stem kernel takes `g` (its batch constant too: the grid counts tiles).
+bool stem_mma_geom(const ConvGeom& g) {
+  passes::StemConv s;
+  return stem_shape(g, s) && passes::stem_mma(s) && g.y->sizes[0].is_constant();
+}
+
+}  // namespace
+
+/// Whether the convolution of `g` runs on one of the direct kernels for few input channels (a
+/// vision network's stem: 3 channels of an image, 3x3 to 7x7, stride 2 or 4) below, the default
+/// (ANVIL_CUDA_STEM=0 at compile time keeps cuDNN): one group, and the rule of
+/// passes/stem_rule.h (the tensor-core kernel, or the scalar one).
 bool direct_stem(const ConvGeom& g) {
   if (!env_switch("ANVIL_CUDA_STEM", true)) return false;
   if (g.groups != 1 || !direct_geometry(g)) return false;
-  const std::vector<SymInt>& ws = g.w->sizes;
-  if (!ws[0].is_constant() || !ws[1].is_constant()) return false;
-  const int64_t k = ws[0].constant(), c = ws[1].constant();
-  if (c < 1 || c > 4 || k < 1) return false;
-  const int64_t taps = c * ws[2].constant() * ws[3].constant();
-  // the staged weights (K padded to 8) within the 48 KiB of static shared memory: one output
-  // channel over 6144 taps passes the first limit, not this one
-  return k * taps <= 6144 && (k + 7) / 8 * 8 * taps * 4 <= 48 * 1024;
+  passes::StemConv s;
+  if (!stem_shape(g, s)) return false;
+  return stem_mma_geom(g) || passes::stem_scalar(s);
 }
+
+namespace {
+
+/// The tensor-core stem kernel (passes/stem_rule.h): a block stages the weights once as
+/// [K][kdim / 2 + 4] 32-bit pairs of 16-bit values (k = tap x 4 + channel, zeros past the
+/// channels and the taps), then for each of its tiles of 8 x 16 output positions of one image
+/// the tile's input patch as [rows][cols][4 channels] (zeros in the padding and past the
+/// channels); warp w computes rows 2w and 2w + 1 of the tile (two m16 tiles) by all K channels
+/// (K / 8 n8 tiles) with mma.sync m16n8k16, fp32 accumulation, the A operand gathered from the
+/// patch through a table of per-pair offsets (an implicit im2col). The k pairs past the taps
+/// read zeros, not the patch, so an infinite input never meets a padded zero weight.
+std::string stem_mma_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
+  const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
+  passes::StemConv s;
+  stem_shape(g, s);
+  const int64_t kdim = passes::stem_mma_kdim(s), pairs = kdim / 2, ws = pairs + 4;
+  const int64_t taps = s.kh * s.kw, tap_pairs = taps * 2;
+  const int64_t th = passes::kStemTileRows, tw = passes::kStemTileCols;
+  const int64_t rows = (th - 1) * s.stride_h + s.kh, cols = (tw - 1) * s.stride_w + s.kw;
+  const int64_t n = y.sizes[0].constant(), oh = y.sizes[2].constant(), ow = y.sizes[3].constant();
+  const int64_t ty = (oh + th - 1) / th, tx = (ow + tw - 1) / tw, tiles = n * ty * tx;
+  const int64_t rounds = (tiles + 1023) / 1024, blocks = (tiles + rounds - 1) / rounds;
+  const int64_t ntiles = s.k / 8;
+  const std::string mma = std::string("mma.sync.aligned.m16n8k16.row.col.f32.") +
+                          (s.dtype == DType::kBFloat16 ? "bf16.bf16" : "f16.f16") + ".f32";
+  // two channels in one 4-byte store: channels dense, every position's pair 4-byte aligned
+  bool pair = y.offset.is_constant() && y.offset.constant() % 2 == 0;
+  for (size_t d = 0; d < 4; ++d) {
+    const SymInt& st = y.strides[d];
+    pair = pair && st.is_constant() && (d == 1 ? st.constant() == 1 : st.constant() % 2 == 0);
+  }
+  std::ostringstream in;
+  if (pair) in << "  const bool sm_pair = (reinterpret_cast<uintptr_t>(y0) & 3) == 0;\n";
+  in << "  __shared__ __align__(16) uint32_t sm_w[" << s.k * ws << "];  // [K][" << ws
+     << "] pairs of k = tap * 4 + channel\n";
+  in << "  __shared__ __align__(16) uint32_t sm_x[" << rows * cols * 2 << "];  // [" << rows
+     << "][" << cols << "][4 channels]\n";
+  in << "  __shared__ int sm_koff[" << pairs << "];  // pair -> offset in a position's patch\n";
+  in << "  for (int sm_i = threadIdx.x; sm_i < " << s.k * pairs << "; sm_i += blockDim.x) {\n";
+  in << "    const int sm_o = sm_i / " << pairs << ", sm_p = sm_i % " << pairs
+     << ", sm_tap = sm_p / 2, sm_c = sm_p % 2 * 2;\n";
+  in << "    uint32_t sm_lo = 0, sm_hi = 0;\n";
+  in << "    if (sm_tap < " << taps << ") {\n";
+  in << "      const int sm_r = sm_tap / " << s.kw << ", sm_q = sm_tap % " << s.kw << ";\n";
+  in << "      if (sm_c < " << s.c << ") sm_lo = v1["
+     << offset_of(w, {"sm_o", "sm_c", "sm_r", "sm_q"}) << "];\n";
+  in << "      if (sm_c + 1 < " << s.c << ") sm_hi = v1["
+     << offset_of(w, {"sm_o", "(sm_c + 1)", "sm_r", "sm_q"}) << "];\n";
+  in << "    }\n";
+  in << "    sm_w[sm_o * " << ws << " + sm_p] = sm_lo | sm_hi << 16;\n  }\n";
+  in << "  for (int sm_p = threadIdx.x; sm_p < " << pairs << "; sm_p += blockDim.x)\n";
+  in << "    sm_koff[sm_p] = sm_p < " << tap_pairs << " ? (sm_p / 2 / " << s.kw << " * " << cols
+     << " + sm_p / 2 % " << s.kw << ") * 2 + sm_p % 2 : 0;\n";
+  in << "  const int sm_lane = threadIdx.x & 31, sm_warp = threadIdx.x >> 5;\n";
+  in << "  const int sm_g = sm_lane >> 2, sm_t = sm_lane & 3;\n";
+  in << "  // the patch offsets of this thread's A rows: m tile i (the tile's output row\n";
+  in << "  // 2 * warp + i), columns g and g + 8\n";
+  in << "  int sm_base[2][2];\n";
+  in << "#pragma unroll\n  for (int sm_i = 0; sm_i < 2; ++sm_i)\n";
+  in << "#pragma unroll\n    for (int sm_h = 0; sm_h < 2; ++sm_h)\n";
+  in << "      sm_base[sm_i][sm_h] = ((sm_warp * 2 + sm_i) * " << s.stride_h * cols
+     << " + (sm_g + 8 * sm_h) * " << s.stride_w << ") * 2;\n";
+  in << "  for (int64_t sm_tile = blockIdx.x; sm_tile < " << tiles
+     << "; sm_tile += gridDim.x) {\n";
+  in << "    const int64_t u0 = sm_tile / " << ty * tx << ", sm_oy0 = sm_tile / " << tx << " % "
+     << ty << " * " << th << ", sm_ox0 = sm_tile % " << tx << " * " << tw << ";\n";
+  in << "    const int64_t sm_iy0 = sm_oy0 * " << s.stride_h << " - " << g.pad_begin[0]
+     << ", sm_ix0 = sm_ox0 * " << s.stride_w << " - " << g.pad_begin[1] << ";\n";
+  in << "    __syncthreads();  // the weights are staged; the previous tile is done\n";
+  in << "    for (int sm_i = threadIdx.x; sm_i < " << rows * cols << "; sm_i += blockDim.x) {\n";
+  in << "      const int64_t sm_iy = sm_iy0 + sm_i / " << cols << ", sm_ix = sm_ix0 + sm_i % "
+     << cols << ";\n";
+  in << "      uint32_t sm_c4[4] = {0, 0, 0, 0};\n";
+  in << "      if (sm_iy >= 0 && sm_iy < " << paren(x.sizes[2]) << " && sm_ix >= 0 && sm_ix < "
+     << paren(x.sizes[3]) << ") {\n";
+  in << "#pragma unroll\n        for (int sm_c = 0; sm_c < " << s.c << "; ++sm_c)\n";
+  in << "          sm_c4[sm_c] = v0[" << offset_of(x, {"u0", "sm_c", "sm_iy", "sm_ix"}) << "];\n";
+  in << "      }\n";
+  in << "      sm_x[sm_i * 2] = sm_c4[0] | sm_c4[1] << 16;\n";
+  in << "      sm_x[sm_i * 2 + 1] = sm_c4[2] | sm_c4[3] << 16;\n";
+  in << "    }\n    __syncthreads();\n";
+  in << "    float sm_acc[2][" << ntiles << "][4];\n";
+  in << "#pragma unroll\n    for (int sm_i = 0; sm_i < 2; ++sm_i)\n";
+  in << "#pragma unroll\n      for (int sm_n = 0; sm_n < " << ntiles << "; ++sm_n)\n";
+  in << "#pragma unroll\n        for (int sm_j = 0; sm_j < 4; ++sm_j) "
+     << "sm_acc[sm_i][sm_n][sm_j] = 0.0f;\n";
+  in << "#pragma unroll\n    for (int sm_ks = 0; sm_ks < " << kdim / 16 << "; ++sm_ks) {\n";
+  in << "      const int sm_p0 = sm_ks * 8 + sm_t, sm_p1 = sm_p0 + 4;\n";
+  in << "      const int sm_k0 = sm_koff[sm_p0], sm_k1 = sm_koff[sm_p1];\n";
+  in << "      uint32_t sm_a[2][4];\n";
+  in << "#pragma unroll\n      for (int sm_i = 0; sm_i < 2; ++sm_i) {\n";
+  for (int r = 0; r < 4; ++r)
+    in << "        sm_a[sm_i][" << r << "] = sm_p" << r / 2 << " < " << tap_pairs
+       << " ? sm_x[sm_base[sm_i][" << r % 2 << "] + sm_k" << r / 2 << "] : 0u;\n";
+  in << "      }\n";
+  in << "#pragma unroll\n      for (int sm_n = 0; sm_n < " << ntiles << "; ++sm_n) {\n";
+  in << "        const uint32_t* sm_b = sm_w + (sm_n * 8 + sm_g) * " << ws
+     << " + sm_ks * 8 + sm_t;\n";
+  in << "        const uint32_t sm_b0 = sm_b[0], sm_b1 = sm_b[4];\n";
+  in << "#pragma unroll\n        for (int sm_i = 0; sm_i < 2; ++sm_i)\n";
+  in << "          asm volatile(\"" << mma
+     << " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n";
+  in << "                       : \"+f\"(sm_acc[sm_i][sm_n][0]), \"+f\"(sm_acc[sm_i][sm_n][1]),\n";
+  in << "                         \"+f\"(sm_acc[sm_i][sm_n][2]), \"+f\"(sm_acc[sm_i][sm_n][3])\n";
+  in << "                       : \"r\"(sm_a[sm_i][0]), \"r\"(sm_a[sm_i][1]), "
+     << "\"r\"(sm_a[sm_i][2]),\n";
+  in << "                         \"r\"(sm_a[sm_i][3]), \"r\"(sm_b0), \"r\"(sm_b1));\n";
+  in << "      }\n    }\n";
+  // the accumulators: c0, c1 at row g, c2, c3 at row g + 8; columns 2t, 2t + 1 of each n8 tile
+  in << "#pragma unroll\n    for (int sm_i = 0; sm_i < 2; ++sm_i)\n";
+  in << "#pragma unroll\n      for (int sm_h = 0; sm_h < 2; ++sm_h) {\n";
+  in << "        const int64_t u2 = sm_oy0 + sm_warp * 2 + sm_i, u3 = sm_ox0 + sm_g + 8 * sm_h;\n";
+  in << "        if (u2 >= " << oh << " || u3 >= " << ow << ") continue;\n";
+  in << "#pragma unroll\n        for (int sm_n = 0; sm_n < " << ntiles << "; ++sm_n) {\n";
+  in << "          float sm_v[2];\n";
+  in << "#pragma unroll\n          for (int sm_j = 0; sm_j < 2; ++sm_j) {\n";
+  in << "            const int64_t u1 = sm_n * 8 + 2 * sm_t + sm_j;\n";
+  in << "            float a = sm_acc[sm_i][sm_n][2 * sm_h + sm_j];\n";
+  in << output_epilogue(g, "u1", {"u0", "u1", "u2", "u3"});
+  in << "            sm_v[sm_j] = a;\n          }\n";
+  const std::string at0 = offset_of(y, {"u0", "(sm_n * 8 + 2 * sm_t)", "u2", "u3"});
+  const std::string at1 = offset_of(y, {"u0", "(sm_n * 8 + 2 * sm_t + 1)", "u2", "u3"});
+  if (pair) {
+    in << "          if (sm_pair) {\n";
+    in << "            __align__(4) uint16_t sm_s[2];\n";
+    in << "            " << store(y.dtype, "sm_s", "0", "sm_v[0]") << "\n";
+    in << "            " << store(y.dtype, "sm_s", "1", "sm_v[1]") << "\n";
+    in << "            *reinterpret_cast<uint32_t*>(y0 + (" << at0
+       << ")) = *reinterpret_cast<const uint32_t*>(sm_s);\n";
+    in << "            continue;\n          }\n";
+  }
+  in << "          " << store(y.dtype, "y0", at0, "sm_v[0]") << "\n";
+  in << "          " << store(y.dtype, "y0", at1, "sm_v[1]") << "\n";
+  in << "        }\n      }\n  }\n";
+  KernelText kt;
+  conv_params(kt, g);
+  kt.body = in.str();
+  kt.grid = std::to_string(blocks);
+  kt.block = "128";
+  return "// " + e.name + ": " + node_list(e) + " (" + e.target +
+         "): a convolution of few input channels, anvil's tensor-core kernel (" +
+         std::to_string(tiles) + " tiles of 8 x 16 positions, k " + std::to_string(kdim) +
+         ")\n" + finish(p, e, kt);
+}
+
+}  // namespace
 
 /// A convolution of few input channels: each thread computes every output channel of one
 /// output position, 8 at a time; the weights are staged in shared memory as [K / 8][taps][8]
@@ -470,6 +631,7 @@ bool direct_stem(const ConvGeom& g) {
 /// caches, fp32 accumulation, the bias, residual and activation applied in the store, and a
 /// channels-last output written 8 channels per 16-byte store where its strides allow.
 std::string stem_kernel(const Program& p, const ExternStep& e, const ConvGeom& g) {
+  if (stem_mma_geom(g)) return stem_mma_kernel(p, e, g);
   const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
   const int64_t k = w.sizes[0].constant(), c = w.sizes[1].constant();
   const int64_t kh = w.sizes[2].constant(), kw = w.sizes[3].constant();
