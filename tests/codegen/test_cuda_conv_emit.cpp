@@ -463,10 +463,15 @@ TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
     const Emitted l = emit(*lg, dir, "dwv_loop", "ANVIL_CUDA_DW_VEC");
     EXPECT_EQ(count(l.text, "(channels-last vectors: 4 channels x 4 outputs per thread)"), 1u);
     EXPECT_EQ(count(l.text, "(channels-last vectors: 2 channels x 4 outputs per thread)"), 1u);
-    // c0: 136 channels = windows of 32 and 2 vectors, 264 blocks per window (528 in all) each
-    // of 8 rows of threads (8448 groups: a stride of 2112, 4 rounds per block), 9 taps x 128
-    // channels staged in rows of 132
-    EXPECT_NE(l.text.find("_kernel, 528, 256, 0, sy"), std::string::npos);
+    // c0: 136 channels = windows of 32 and 2 vectors, at most 264 blocks per window (528 in
+    // all), as many as the device holds at once (one wave), each of 8 rows of threads (8448
+    // groups: 4 rounds per block at 264), 9 taps x 128 channels staged in rows of 132; the
+    // registers bounded for 4 blocks of 256 threads per SM
+    EXPECT_NE(l.text.find("static_cast<unsigned>(2 * std::min<int64_t>(264, std::max<int64_t>(1, "
+                          "anvil_resident_blocks(dv_resident, ext"),
+              std::string::npos);
+    EXPECT_NE(l.text.find("_kernel, 256, 0) / 2)))"), std::string::npos);
+    EXPECT_NE(l.text.find("__global__ void __launch_bounds__(256, 4) ext"), std::string::npos);
     EXPECT_NE(l.text.find("dv_c0 = blockIdx.x % 2 * 128"), std::string::npos);
     EXPECT_NE(l.text.find("dv_g < 8448; dv_g += static_cast<int>(gridDim.x / 2) * 8"),
               std::string::npos);
@@ -482,7 +487,17 @@ TEST(CudaConvEmit, ChannelsLastDepthwiseConvolutionsCanRunTheVectorKernel) {
     EXPECT_NE(c0.find("erff("), std::string::npos) << "gelu fused";
     // c1: 70 float32 channels = windows of 32 and 3 vectors, one tap
     EXPECT_NE(l.text.find("float dv_w[66];"), std::string::npos);
-    EXPECT_NE(l.text.find("_kernel, 6, 256, 0, sy"), std::string::npos);
+    EXPECT_NE(l.text.find("static_cast<unsigned>(2 * std::min<int64_t>(3, "), std::string::npos)
+        << "2 windows of at most 3 blocks";
+    {  // ANVIL_CUDA_DW_RESIDENT=0 and ANVIL_CUDA_DW_MINBLOCKS=0: the fixed grid, no bound
+      test::ScopedEnv fixed("ANVIL_CUDA_DW_RESIDENT", "0");
+      test::ScopedEnv vec("ANVIL_CUDA_DW_VEC", "1");
+      const Emitted f = emit(*lg, dir, "dwv_fixed", "ANVIL_CUDA_DW_MINBLOCKS", "0");
+      EXPECT_NE(f.text.find("_kernel, 528, 256, 0, sy"), std::string::npos);
+      EXPECT_NE(f.text.find("_kernel, 6, 256, 0, sy"), std::string::npos);
+      EXPECT_EQ(f.text.find("anvil_resident_blocks(dv_resident"), std::string::npos);
+      EXPECT_EQ(f.text.find("__launch_bounds__(256, 4)"), std::string::npos);
+    }
     const size_t k1 = l.text.find("(channels-last vectors: 2 channels");
     const std::string c1 = l.text.substr(k1, l.text.find("ANVIL_HIDDEN", k1) - k1);
     EXPECT_NE(c1.find("a += v3[u0 * (1120) + dv_ch * (1) + u2 * (280) + dv_ox * (70)];"),

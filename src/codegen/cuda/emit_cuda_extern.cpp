@@ -91,7 +91,9 @@ std::string node_list(const ExternStep& e) {
 std::string finish(const Program& p, const ExternStep& e, const KernelText& k) {
   std::ostringstream fn;
   fn << "// " << e.name << ": " << node_list(e) << " (" << e.target << ")\n";
-  fn << "__global__ void " << e.name << "_kernel(Syms<" << kernel_sym_count(p) << "> sy";
+  fn << "__global__ void "
+     << (k.bounds.empty() ? std::string() : "__launch_bounds__(" + k.bounds + ") ") << e.name
+     << "_kernel(Syms<" << kernel_sym_count(p) << "> sy";
   for (const auto& [name, v] : k.params)
     fn << ", " << storage_type(v->dtype, Dialect::kCuda) << "* __restrict__ " << name;
   fn << ") {\n" << pdl_prologue();

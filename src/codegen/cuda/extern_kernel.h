@@ -46,6 +46,7 @@ struct KernelText {
   std::string body;                                                // inside the kernel
   std::string grid, block = "256", shared = "0";                   // launch, host expressions
   std::string guard;  // host statement(s) before the launch (return 1 with an error to refuse)
+  std::string bounds;  // __launch_bounds__ arguments ("240, 4"), or none
 };
 /// The kernel and `int NAME(const RunState& s)` launching it.
 std::string finish(const Program& p, const ExternStep& e, const KernelText& k);
