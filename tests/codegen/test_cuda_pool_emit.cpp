@@ -35,6 +35,7 @@ TEST(CudaPoolEmit, FloatingPoolsAreKernelsAndIntegerOnesHostSteps) {
     %h: bf16[3, 14, 14] = user_input
     %i: i32[1, 2, 8, 8] = user_input
     %t: f16[2, 9, 11, 40] = user_input
+    %u: f16[2, 9, 11, 6] = user_input
   }
   %m: f32[2, 3, 8, 10] = aten.max_pool2d.default(self=%x, kernel_size=[3, 2], stride=[2, 2], padding=[1, 1], dilation=[2, 1], ceil_mode=True)
   %a: f32[2, 3, 8, 9] = aten.avg_pool2d.default(self=%x, kernel_size=[2, 2], stride=[], padding=[0, 0], ceil_mode=False, count_include_pad=True, divisor_override=3)
@@ -43,7 +44,10 @@ TEST(CudaPoolEmit, FloatingPoolsAreKernelsAndIntegerOnesHostSteps) {
   %g: f32[2, 3, 1, 1] = aten.adaptive_avg_pool2d.default(self=%x, output_size=[1, 1])
   %cl: f16[2, 40, 9, 11] = aten.permute.default(self=%t, dims=[0, 3, 1, 2])
   %gl: f16[2, 40, 1, 1] = aten.adaptive_avg_pool2d.default(self=%cl, output_size=[1, 1])
+  %cu: f16[2, 6, 9, 11] = aten.permute.default(self=%u, dims=[0, 3, 1, 2])
+  %gu: f16[2, 6, 1, 1] = aten.adaptive_avg_pool2d.default(self=%cu, output_size=[1, 1])
   outputs {
+    user_output %gu
     user_output %g
     user_output %gl
     user_output %m
@@ -67,9 +71,12 @@ TEST(CudaPoolEmit, FloatingPoolsAreKernelsAndIntegerOnesHostSteps) {
   EXPECT_NE(text.find("ki * 2"), std::string::npos);
   EXPECT_NE(text.find("/ static_cast<float>(3)"), std::string::npos);
   EXPECT_NE(text.find("isnan(v)"), std::string::npos) << "max pool propagates NaN";
-  // global average pools are reductions: a warp per NCHW plane (323 positions), a block per
-  // 32 channels of the channels-last image
+  // global average pools are reductions: a warp per NCHW plane (323 positions); a block per
+  // image for the channels-last one of 40 channels (5 vectors of 8 wide, 51 rows of positions
+  // deep); a block per 32 channels for the one of 6 (not whole vectors)
   EXPECT_NE(text.find("for (int pos = lane; pos < 323; pos += 32)"), std::string::npos);
+  EXPECT_NE(text.find("__shared__ float part[51][40];"), std::string::npos);
+  EXPECT_NE(text.find("for (int pos = row; pos < 99; pos += 51)"), std::string::npos);
   EXPECT_NE(text.find("__shared__ float part[8][33];"), std::string::npos);
   EXPECT_NE(text.find("for (int pos = threadIdx.y; pos < 99; pos += 8)"), std::string::npos);
   fs::remove_all(dir);

@@ -165,19 +165,35 @@ TEST(CudaPool, GlobalAveragePoolsMatchTheInterpreter) {
   }
 })"),
             1e-5);
+  // channels-last in 16-byte vectors: 16 channels of 56 x 56 (MobileNetV3-Small's first
+  // squeeze-excitation), 264 = 33 vectors (a tile of 32 and one of 1), and an input offset
   EXPECT_LT(gpu_vs_interpreter("gap_16bit", R"(graph {
   inputs {
     %x: bf16[2, 16, 56, 56] = user_input
     %t: f16[3, 7, 7, 70] = user_input
+    %v: bf16[2, 56, 56, 16] = user_input
+    %w: f16[2, 5, 3, 264] = user_input
+    %z: bf16[2, 8, 9, 24] = user_input
   }
   %xs: bf16[2, 16, 56, 56] = aten.add.Tensor(self=%x, other=2.0)
   %a: bf16[2, 16, 1, 1] = aten.adaptive_avg_pool2d.default(self=%xs, output_size=[1, 1])
   %ts: f16[3, 7, 7, 70] = aten.add.Tensor(self=%t, other=2.0)
   %cl: f16[3, 70, 7, 7] = aten.permute.default(self=%ts, dims=[0, 3, 1, 2])
   %b: f16[3, 70, 1, 1] = aten.adaptive_avg_pool2d.default(self=%cl, output_size=[1, 1])
+  %vs: bf16[2, 56, 56, 16] = aten.add.Tensor(self=%v, other=2.0)
+  %vp: bf16[2, 16, 56, 56] = aten.permute.default(self=%vs, dims=[0, 3, 1, 2])
+  %c: bf16[2, 16, 1, 1] = aten.adaptive_avg_pool2d.default(self=%vp, output_size=[1, 1])
+  %wp: f16[2, 264, 5, 3] = aten.permute.default(self=%w, dims=[0, 3, 1, 2])
+  %d: f16[2, 264, 1, 1] = aten.adaptive_avg_pool2d.default(self=%wp, output_size=[1, 1])
+  %zs: bf16[2, 8, 9, 16] = aten.slice.Tensor(self=%z, dim=3, start=8, end=24)
+  %zp: bf16[2, 16, 8, 9] = aten.permute.default(self=%zs, dims=[0, 3, 1, 2])
+  %e: bf16[2, 16, 1, 1] = aten.adaptive_avg_pool2d.default(self=%zp, output_size=[1, 1])
   outputs {
     user_output %a
     user_output %b
+    user_output %c
+    user_output %d
+    user_output %e
   }
 })"),
             1e-2);
