@@ -72,11 +72,12 @@ TEST(CudaPoolEmit, FloatingPoolsAreKernelsAndIntegerOnesHostSteps) {
   EXPECT_NE(text.find("/ static_cast<float>(3)"), std::string::npos);
   EXPECT_NE(text.find("isnan(v)"), std::string::npos) << "max pool propagates NaN";
   // global average pools are reductions: a warp per NCHW plane (323 positions); a block per
-  // image for the channels-last one of 40 channels (5 vectors of 8 wide, 51 rows of positions
-  // deep); a block per 32 channels for the one of 6 (not whole vectors)
+  // image for the channels-last one of 40 channels (5 vectors of 8 wide, 204 rows of positions
+  // deep: 1024 threads, the blocks being few); a block per 32 channels for the one of 6 (not
+  // whole vectors)
   EXPECT_NE(text.find("for (int pos = lane; pos < 323; pos += 32)"), std::string::npos);
-  EXPECT_NE(text.find("__shared__ float part[51][40];"), std::string::npos);
-  EXPECT_NE(text.find("for (int pos = row; pos < 99; pos += 51)"), std::string::npos);
+  EXPECT_NE(text.find("__shared__ float part[204][40];"), std::string::npos);
+  EXPECT_NE(text.find("for (int pos = row; pos < 99; pos += 204)"), std::string::npos);
   EXPECT_NE(text.find("__shared__ float part[8][33];"), std::string::npos);
   EXPECT_NE(text.find("for (int pos = threadIdx.y; pos < 99; pos += 8)"), std::string::npos);
   fs::remove_all(dir);

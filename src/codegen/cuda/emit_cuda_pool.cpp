@@ -175,13 +175,17 @@ KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
   for (int d : {0, 2, 3}) vectors = vectors && x.strides[d].constant() % vec == 0;
   if (vectors) {
     // A block per (image, tile of up to 32 channel vectors), its threads `lanes` vectors wide
-    // and 256 / lanes positions deep (a warp reads 512 contiguous bytes when the channels are
-    // few), every position of the plane split over the rows, the rows summed in shared memory
-    // in a fixed order. The block of 32 channels x 8 rows below left MobileNetV3-Small's first
+    // and 256 (or 1024) / lanes positions deep (a warp reads 512 contiguous bytes when the
+    // channels are few), every position of the plane split over the rows, the rows summed in
+    // shared memory in a fixed order. The block of 32 channels x 8 rows below left MobileNetV3-Small's first
     // squeeze-excitation pool (16 channels of 56 x 56, bf16 batch 32) at 32 blocks of 16 busy
     // lanes, 392 loads deep: 0.054 ms at 59 GB/s on an H200.
     const int64_t cv = c / vec, lanes = std::min<int64_t>(cv, 32), tiles = (cv + lanes - 1) / lanes;
-    const int64_t rows = 256 / lanes, width = lanes * vec;
+    // 1024 threads where the blocks are few (a block per image and tile: EfficientNet-B0's
+    // first squeeze-excitation pool at batch 32 is 32 blocks, each reading 0.8 MB): a block's
+    // loads in flight bound its speed
+    const int64_t threads = n * tiles >= 512 ? 256 : 1024;
+    const int64_t rows = threads / lanes, width = lanes * vec;
     const std::string ty = storage_type(x.dtype, Dialect::kCuda);
     in << "  __shared__ " << acc << " part[" << rows << "][" << width << "];\n";
     in << "  const int lane = threadIdx.x % " << lanes << ", row = threadIdx.x / " << lanes << ";\n";
@@ -192,7 +196,7 @@ KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
        << ", ci = c0 + lane * " << vec << ";\n";
     in << "    " << acc << " s[" << vec << "] = {};\n";
     in << "    if (ci < " << c << ") {\n";
-    in << "#pragma unroll 4\n";
+    in << "#pragma unroll 8\n";
     in << "      for (int pos = row; pos < " << hw << "; pos += " << rows << ") {\n";
     in << "        const int64_t off = " << at << ";\n";
     in << "        alignas(16) " << ty << " e[" << vec << "];\n";
