@@ -27,6 +27,7 @@ struct StemConv {
   DType dtype = DType::kFloat32;  // input, weight and output (the emitter requires one dtype)
   int64_t k = 0, c = 0, kh = 0, kw = 0;  // weight [K, C, KH, KW]
   int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+  int64_t batch = -1;  // the output's constant batch, -1 when symbolic
 };
 
 /// The tensor-core kernel's tile of output positions: rows x columns of one image.
@@ -46,11 +47,12 @@ inline int64_t stem_mma_shared_bytes(const StemConv& s) {
 }
 
 /// Whether the tensor-core kernel takes the stem (ANVIL_CUDA_STEM_MMA=0 at compile time: never):
-/// bf16 or fp16, at most 4 input channels, K a multiple of 8 up to 128, no dilation, at least
-/// 2048 products per output position (below that the scalar kernel is as fast) and its shared
-/// memory within 48 KiB.
+/// a constant batch of at least 1 (its grid counts tiles), bf16 or fp16, at most 4 input
+/// channels, K a multiple of 8 up to 128, no dilation, at least 2048 products per output
+/// position (below that the scalar kernel is as fast) and its shared memory within 48 KiB.
 inline bool stem_mma(const StemConv& s) {
   if (!env_switch("ANVIL_CUDA_STEM_MMA", true)) return false;
+  if (s.batch < 1) return false;
   if (s.dtype != DType::kBFloat16 && s.dtype != DType::kFloat16) return false;
   if (s.c < 1 || s.c > 4 || s.k < 8 || s.k > 128 || s.k % 8 != 0) return false;
   if (s.dil_h != 1 || s.dil_w != 1 || s.stride_h < 1 || s.stride_w < 1) return false;

@@ -594,6 +594,25 @@ TEST(CudaConvEmit, ManyProductStemsRunTheTensorCoreKernel) {
   // m2's residual and relu in the store; m3's 16 n8 tiles
   EXPECT_NE(out.text.find("float sm_acc[2][16][4];"), std::string::npos);
   EXPECT_NE(out.text.find("float sm_acc[2][6][4];"), std::string::npos);
+  {  // a dilation written as one int (not a list): the layout plan reads it as the emitter
+     // does, so this 7x7 stem (9408 products, dilated: neither direct kernel) goes to cuDNN
+     // with its image copied channels-last like its output, not read NCHW (a mixed-layout
+     // cuDNN convolution gave wrong values)
+    const auto dil = ir::parse_graph(R"(graph {
+  inputs {
+    %x: bf16[2, 3, 30, 30] = user_input
+    %w: bf16[64, 3, 7, 7] = user_input
+  }
+  %c: bf16[2, 64, 12, 12] = aten.conv2d.default(input=%x, weight=%w, stride=2, padding=6, dilation=2)
+  %p: bf16[2, 64, 6, 6] = aten.max_pool2d.default(self=%c, kernel_size=[2, 2])
+  outputs {
+    user_output %p
+  }
+})");
+    const Emitted d = emit(*dil, dir, "stem_dilated");
+    EXPECT_EQ(d.manifest.at("cudnn_convs").size(), 1u) << d.manifest.dump();
+    EXPECT_EQ(count(d.text, "// knhwc"), 1u) << "the image copied for cuDNN";
+  }
   const Emitted off = emit(*g, dir, "stem_mma_off", "ANVIL_CUDA_STEM_MMA", "0");
   EXPECT_EQ(count(off.text, "anvil's tensor-core kernel"), 0u);
   // m1 (4608), m3 (8192) and m0 (9408) pass the scalar kernel's 6144 products or its shared

@@ -201,11 +201,10 @@ static inline int64_t anvil_resident_blocks(std::atomic<int>* cache, K kernel, i
     int sms = 0, per = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, threads, shared) !=
-            cudaSuccess) {
-      (void)cudaGetLastError();
-      sms = per = 1;
-    }
-    v = sms * per > 0 ? sms * per : 1;
+            cudaSuccess ||
+        sms * per <= 0)
+      return sms > 0 ? sms : 1;  // not cached: asked again next time (the launch reports errors)
+    v = sms * per;
     cache[dev].store(v, std::memory_order_relaxed);
   }
   return v;

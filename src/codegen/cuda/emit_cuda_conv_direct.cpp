@@ -474,13 +474,14 @@ bool stem_shape(const ConvGeom& g, passes::StemConv& s) {
   s.k = ws[0].constant(), s.c = ws[1].constant(), s.kh = ws[2].constant(), s.kw = ws[3].constant();
   s.stride_h = g.stride[0], s.stride_w = g.stride[1];
   s.dil_h = g.dilation[0], s.dil_w = g.dilation[1];
+  s.batch = g.y->sizes[0].is_constant() ? g.y->sizes[0].constant() : -1;
   return true;
 }
 
-/// Whether the tensor-core stem kernel takes `g` (its batch constant too: the grid counts tiles).
+/// Whether the tensor-core stem kernel takes `g`.
 bool stem_mma_geom(const ConvGeom& g) {
   passes::StemConv s;
-  return stem_shape(g, s) && passes::stem_mma(s) && g.y->sizes[0].is_constant();
+  return stem_shape(g, s) && passes::stem_mma(s);
 }
 
 }  // namespace
@@ -572,7 +573,8 @@ std::string stem_mma_kernel(const Program& p, const ExternStep& e, const ConvGeo
   in << "      if (sm_iy >= 0 && sm_iy < " << paren(x.sizes[2]) << " && sm_ix >= 0 && sm_ix < "
      << paren(x.sizes[3]) << ") {\n";
   in << "#pragma unroll\n        for (int sm_c = 0; sm_c < " << s.c << "; ++sm_c)\n";
-  in << "          sm_c4[sm_c] = v0[" << offset_of(x, {"u0", "sm_c", "sm_iy", "sm_ix"}) << "];\n";
+  in << "          sm_c4[sm_c] = v0["
+     << offset_of(x, {"u0", "static_cast<int64_t>(sm_c)", "sm_iy", "sm_ix"}) << "];\n";
   in << "      }\n";
   in << "      sm_x[sm_i * 2] = sm_c4[0] | sm_c4[1] << 16;\n";
   in << "      sm_x[sm_i * 2 + 1] = sm_c4[2] | sm_c4[3] << 16;\n";
@@ -616,8 +618,11 @@ std::string stem_mma_kernel(const Program& p, const ExternStep& e, const ConvGeo
   in << "            float a = sm_acc[sm_i][sm_n][2 * sm_h + sm_j];\n";
   in << output_epilogue(g, "u1", {"u0", "u1", "u2", "u3"});
   in << "            sm_v[sm_j] = a;\n          }\n";
-  const std::string at0 = offset_of(y, {"u0", "(sm_n * 8 + 2 * sm_t)", "u2", "u3"});
-  const std::string at1 = offset_of(y, {"u0", "(sm_n * 8 + 2 * sm_t + 1)", "u2", "u3"});
+  // (64-bit channel terms: K x OH x OW of one image may pass 2^31 in an NCHW output)
+  const std::string at0 =
+      offset_of(y, {"u0", "static_cast<int64_t>(sm_n * 8 + 2 * sm_t)", "u2", "u3"});
+  const std::string at1 =
+      offset_of(y, {"u0", "static_cast<int64_t>(sm_n * 8 + 2 * sm_t + 1)", "u2", "u3"});
   if (pair) {
     in << "          if (sm_pair) {\n";
     in << "            __align__(4) uint16_t sm_s[2];\n";

@@ -166,7 +166,7 @@ KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
                                     " + static_cast<int64_t>(ci) * " + st(out, 1),
                                 "sum / static_cast<" + acc + ">(" + std::to_string(hw) + ")");
   const std::string add = "sum += static_cast<" + acc + ">(" + load(x.dtype, "v0", at) + ");\n";
-  // channels-last with 16-byte vectors of channels (V of them): see vector_average below
+  // channels-last with 16-byte vectors of channels (vec of them): the first form below
   const int64_t es = static_cast<int64_t>(dtype_size(x.dtype)), vec = 16 / es;
   // (ANVIL_CUDA_POOL_VEC=0 at compile time keeps the block of 32 channels below)
   bool vectors = env_switch("ANVIL_CUDA_POOL_VEC", true) && (es == 2 || es == 4) &&
@@ -219,6 +219,7 @@ KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
     in << "      " << put << "\n    }\n";
     in << "    __syncthreads();  // part[] is rewritten by the next tile\n  }\n";
     k.block = std::to_string(lanes * rows);
+    k.bounds = k.block;  // 1024 threads must fit in 64 registers each
     k.grid = "anvil_blocks(" + std::to_string(n * tiles) + ", 1)";
   } else if (x.strides[1].constant() == 1) {
     const int64_t tiles = (c + 31) / 32;
