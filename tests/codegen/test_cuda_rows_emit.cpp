@@ -180,6 +180,48 @@ TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
   }
 }
 
+TEST_F(CudaRowsEmit, OptInSegmentsPutShortVectorRowsSeveralToAWarp) {
+  // ANVIL_CUDA_ROW_SEGMENTS=1 at compile time: vectorized rows of at most 16 vectors share a
+  // warp, 16 lanes each for 9-16 vectors (the values on a GPU:
+  // CudaRows.SegmentedWarpRowsMatchTheInterpreter); longer rows keep a warp each
+  {
+    const test::ScopedEnv seg("ANVIL_CUDA_ROW_SEGMENTS", "1");
+    compile("rows_seg", kRowGraph);
+  }
+  const std::string seg16 =
+      " vectorized: rows of 8-element vectors, 2 rows per warp (16 lanes each), 16 rows per "
+      "block of 256 threads";
+  for (const char* node : {"l96", "l128", "max128"}) {  // 12, 16, 16 vectors
+    const std::string k = kernel_of(node);
+    ASSERT_FALSE(k.empty()) << node;
+    EXPECT_NE(source_.find("// " + k + seg16), std::string::npos) << node;
+    const std::string l = launcher(k);
+    expect_launch(l, k + "_kernel_rv", "anvil_blocks(n_outer, 16)", 256);
+    expect_launch(l, k + "_kernel", "anvil_blocks(n_outer, 8)", 256);  // the scalar form stays
+    const size_t at = source_.find("__global__ void __launch_bounds__(256) " + k + "_kernel_rv(");
+    ASSERT_NE(at, std::string::npos);
+    const std::string body = source_.substr(at, source_.find("\n}\n", at) - at);
+    EXPECT_NE(body.find("const unsigned seg_mask = 65535u << (threadIdx.x & 31 & ~15u);"),
+              std::string::npos)
+        << body;
+    EXPECT_NE(body.find("= seg_reduce<16>(acc"), std::string::npos) << body;
+    EXPECT_EQ(body.find("warp_reduce"), std::string::npos) << body;
+  }
+  {  // the max's NaN flag is reduced over the segment too
+    const std::string k = kernel_of("max128");
+    const size_t at = source_.find("__global__ void __launch_bounds__(256) " + k + "_kernel_rv(");
+    const std::string body = source_.substr(at, source_.find("\n}\n", at) - at);
+    EXPECT_NE(body.find(", OrOp(), seg_mask);"), std::string::npos) << body;
+  }
+  for (const char* node : {"sm96", "sum128"}) {  // 24 and 32 four-element vectors
+    const std::string k = kernel_of(node);
+    EXPECT_NE(source_.find("// " + k +
+                           " vectorized: rows of 4-element vectors, one warp per row"),
+              std::string::npos)
+        << node;
+  }
+}
+
 TEST_F(CudaRowsEmit, SymbolicRowCountsChooseAtRunTime) {
   // s0 images of 640 rows: the thread-per-row kernel for 8192+ rows, a warp per row otherwise
   compile("sym", kSymbolicRowGraph);

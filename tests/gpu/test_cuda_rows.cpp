@@ -152,6 +152,19 @@ TEST(CudaRows, BlockPerRowEverywhereMatchesTheInterpreter) {
   expect_matches(*g, pkg, inputs(*g));
 }
 
+// Opt-in: vectorized rows of at most 16 vectors share a warp (ANVIL_CUDA_ROW_SEGMENTS=1;
+// CudaRowsEmit.OptInSegmentsPutShortVectorRowsSeveralToAWarp): reductions and stores per segment.
+TEST(CudaRows, SegmentedWarpRowsMatchTheInterpreter) {
+  const auto g = ir::parse_graph(kRowGraph);
+  std::string pkg;
+  {
+    const test::ScopedEnv seg("ANVIL_CUDA_ROW_SEGMENTS", "1");
+    pkg = compile(*g, "rows_seg");
+  }
+  ANVIL_REQUIRE_GPU();
+  expect_matches(*g, pkg, inputs(*g));
+}
+
 // The launch modes (codegen/cuda/emit_cuda.cpp pdl_mode): plain launches, and programmatic
 // launches whose kernels let the next one be scheduled at their start (the default, waiting
 // only, is EachFormMatchesTheInterpreter). Every kernel of the chain reads what the one before

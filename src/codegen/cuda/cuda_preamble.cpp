@@ -101,6 +101,14 @@ __device__ __forceinline__ T warp_reduce(T v, Op op) {
   // values (max / min of +0 and -0 keep each lane's own zero)
   return __shfl_sync(0xffffffffu, v, 0);
 }
+/// warp_reduce over the W lanes (a power of two up to 32) of one segment of a warp: `mask` the
+/// segment's lanes (the other segments may be elsewhere in the code); the segment's first lane's
+/// result on each of its lanes.
+template <int W, typename T, typename Op>
+__device__ __forceinline__ T seg_reduce(T v, Op op, unsigned mask) {
+  for (int o = W / 2; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(mask, v, o));
+  return __shfl_sync(mask, v, 0, W);
+}
 struct SumOp {
   template <typename T>
   __device__ T operator()(T a, T b) const { return a + b; }

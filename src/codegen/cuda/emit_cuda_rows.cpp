@@ -19,6 +19,12 @@
 //   to keep the GPU's memory busy (kThreadRowsMin), the kernel of one of the other forms
 //   otherwise.
 //
+// - opt-in (ANVIL_CUDA_ROW_SEGMENTS=1 at compile time), vectorized rows of at most 16 vectors: a
+//   warp takes 32 / W rows, W lanes (the next power of two, at least 4) per row, seg_reduce
+//   over a segment's lanes, __syncwarp on the segment's mask. ConvNeXt-T's stage-1 layer norms
+//   (rows of 96 bf16 channels: 12 vectors) kept 12 of a warp's 32 lanes busy, 630 GB/s in
+//   the synchronized profile at bf16 batch 32 on an H200. Not yet run on a GPU.
+//
 // The forms are chosen by default (ANVIL_CUDA_ROWS unset or =auto at compile time); =block
 // keeps a block per row everywhere. On an H200 they took ConvNeXt-T at bf16 batch 32 from 4.04
 // to 3.87 ms (and changed nothing measurable in EfficientNet-B0 or MobileNetV3-Small); their GPU
@@ -32,6 +38,7 @@
 #include "codegen/c_expr.h"
 #include "codegen/cuda/emit_cuda.h"
 #include "codegen/gemm/gemm_epilogue.h"  // affine
+#include "core/env_switch.h"
 #include "core/error.h"
 
 namespace anvil::codegen::cuda {
@@ -111,7 +118,9 @@ std::string row_body(const passes::Program& p, const LoopKernel& k, RowMode mode
                             : mode == RowMode::kWarp ? "if (lane == 0) "
                                                      : "";
   const std::string ind = "    ";
-  const std::string barrier = mode == RowMode::kBlock  ? ind + "__syncthreads();\n"
+  const bool segments = mode == RowMode::kWarp && threads < 32;  // rows of W < 32 lanes
+  const std::string barrier = mode == RowMode::kBlock ? ind + "__syncthreads();\n"
+                              : segments               ? ind + "__syncwarp(seg_mask);\n"
                               : mode == RowMode::kWarp ? ind + "__syncwarp();\n"
                                                        : "";
   const std::string tid = mode == RowMode::kWarp ? "lane" : "threadIdx.x";
@@ -160,9 +169,13 @@ std::string row_body(const passes::Program& p, const LoopKernel& k, RowMode mode
         if (s.kind != passes::Stmt::Kind::kReduce || mode == RowMode::kThread) continue;
         const std::string acc = "acc" + std::to_string(s.acc), nan = "nan" + std::to_string(s.acc);
         if (mode == RowMode::kWarp) {
-          body_os << ind << acc << " = warp_reduce(" << acc << ", " << reduce_functor(s.reduce)
+          const std::string red =
+              segments ? "seg_reduce<" + std::to_string(threads) + ">(" : "warp_reduce(";
+          const std::string mask = segments ? ", seg_mask" : "";
+          body_os << ind << acc << " = " << red << acc << ", " << reduce_functor(s.reduce) << mask
                   << ");\n";
-          if (min_max_nan(s)) body_os << ind << nan << " = warp_reduce(" << nan << ", OrOp());\n";
+          if (min_max_nan(s))
+            body_os << ind << nan << " = " << red << nan << ", OrOp()" << mask << ");\n";
           continue;
         }
         const std::string ct = compute_type(s.dtype, Dialect::kCuda);
@@ -275,6 +288,16 @@ std::string row_kernel(const passes::Program& p, const LoopKernel& k, const std:
       fn << "  for (int64_t lin = blockIdx.x; lin < " << n << "; lin += gridDim.x) {\n";
       break;
     case RowMode::kWarp:
+      if (threads < 32) {  // segments of `threads` lanes, a row each
+        const int rows = kWarpRows * 32 / threads;
+        fn << "  const int lane = threadIdx.x & " << threads - 1 << ";\n  (void)lane;\n"
+           << "  const unsigned seg_mask = " << (1u << threads) - 1
+           << "u << (threadIdx.x & 31 & ~" << threads - 1 << "u);\n  (void)seg_mask;\n"
+           << "  for (int64_t lin = static_cast<int64_t>(blockIdx.x) * " << rows
+           << " + threadIdx.x / " << threads << "; lin < " << n
+           << ";\n       lin += static_cast<int64_t>(gridDim.x) * " << rows << ") {\n";
+        break;
+      }
       fn << "  const int lane = threadIdx.x & 31;\n  (void)lane;\n"
          << "  for (int64_t lin = static_cast<int64_t>(blockIdx.x) * " << kWarpRows
          << " + (threadIdx.x >> 5); lin < " << n
@@ -292,15 +315,20 @@ std::string row_kernel(const passes::Program& p, const LoopKernel& k, const std:
 
 /// "one warp per row, ..." / "one block of T threads per row": the comment naming a form.
 std::string form_name(RowMode mode, int threads) {
+  if (mode == RowMode::kWarp && threads < 32)
+    return std::to_string(32 / threads) + " rows per warp (" + std::to_string(threads) +
+           " lanes each), " + std::to_string(kWarpRows * 32 / threads) + " rows per block of " +
+           std::to_string(kWarpRows * 32) + " threads";
   if (mode == RowMode::kWarp)
     return "one warp per row, " + std::to_string(kWarpRows) + " rows per block of " +
            std::to_string(kWarpRows * 32) + " threads";
   return "one block of " + std::to_string(threads) + " threads per row";
 }
 
-/// The grid of a launch in form `mode`: blocks for n_outer rows.
-std::string row_grid(RowMode mode) {
-  const int rows = mode == RowMode::kWarp     ? kWarpRows
+/// The grid of a launch in form `mode` (`threads` lanes per row of the warp form): blocks for
+/// n_outer rows.
+std::string row_grid(RowMode mode, int threads) {
+  const int rows = mode == RowMode::kWarp     ? kWarpRows * 32 / threads
                    : mode == RowMode::kThread ? kThreadRowThreads
                                               : 1;
   return "anvil_blocks(n_outer, " + std::to_string(rows) + ")";
@@ -325,7 +353,8 @@ RowKernels emit_row_kernels(const passes::Program& p, const LoopKernel& k) {
   std::ostringstream fn, launch;
   const auto launch_of = [&](const std::string& kernel, RowMode mode, int threads,
                              const std::string& ind) {
-    return kernel_launch(p, roots, kernel, k.name, row_grid(mode), block_size(mode, threads), ind);
+    return kernel_launch(p, roots, kernel, k.name, row_grid(mode, threads),
+                         block_size(mode, threads), ind);
   };
   // one thread per row where rows are strided and adjacent rows adjacent, given rows enough
   if (!block_only && thread_per_row(p, k)) {
@@ -344,11 +373,18 @@ RowKernels emit_row_kernels(const passes::Program& p, const LoopKernel& k) {
   const RowVectorPlan rp = plan_row_vector(p, k);
   if (rp.width > 0) {
     const RowMode vmode = fits(rp.width, kWarpRowVectors) ? RowMode::kWarp : RowMode::kBlock;
-    const int vthreads =
+    int vthreads =
         vmode == RowMode::kWarp
             ? 32
             : block_threads(inner_n.is_constant() ? SymInt(inner_n.constant() / rp.width)
                                                   : inner_n);
+    // opt-in: rows of at most 16 vectors share a warp (W lanes each, W a power of two >= 4)
+    if (vmode == RowMode::kWarp && env_switch("ANVIL_CUDA_ROW_SEGMENTS", false) &&
+        fits(rp.width, 16)) {
+      const int64_t vectors = inner_n.constant() / rp.width;
+      vthreads = 4;
+      while (vthreads < vectors) vthreads *= 2;
+    }
     fn << "// " << k.name << " vectorized: rows of " << rp.width << "-element vectors, "
        << form_name(vmode, vthreads) << "\n"
        << row_kernel(p, k, k.name + "_kernel_rv", vmode, vthreads, &rp);
