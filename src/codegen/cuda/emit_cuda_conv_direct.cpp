@@ -373,9 +373,10 @@ std::string vector_depthwise(const Program& p, const ExternStep& e, const ConvGe
   if (env_switch("ANVIL_CUDA_DW_RESIDENT", true)) {
     kt.guard = "  static std::atomic<int> dv_resident[64];\n";
     kt.grid = "static_cast<unsigned>(" + std::to_string(windows) + " * std::min<int64_t>(" +
-              std::to_string(chunks) + ", std::max<int64_t>(1, anvil_resident_blocks(dv_resident, " +
-              e.name + "_kernel, " + std::to_string(threads) + ", 0) / " +
-              std::to_string(windows) + ")))";
+              std::to_string(chunks) +
+              ", std::max<int64_t>(1, anvil_resident_blocks(dv_resident, " + e.name +
+              "_kernel, " + std::to_string(threads) + ", 0) / " + std::to_string(windows) +
+              ")))";
   }
   // Opt-in (ANVIL_CUDA_DW_MINBLOCKS=N at compile time): registers bounded for N blocks per SM.
   // The kernel stalls on its loads at 30 % occupancy there, but bounding it for 4 blocks of

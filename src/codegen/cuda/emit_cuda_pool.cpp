@@ -177,9 +177,9 @@ KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
     // A block per (image, tile of up to 32 channel vectors), its threads `lanes` vectors wide
     // and 256 (or 1024) / lanes positions deep (a warp reads 512 contiguous bytes when the
     // channels are few), every position of the plane split over the rows, the rows summed in
-    // shared memory in a fixed order. The block of 32 channels x 8 rows below left MobileNetV3-Small's first
-    // squeeze-excitation pool (16 channels of 56 x 56, bf16 batch 32) at 32 blocks of 16 busy
-    // lanes, 392 loads deep: 0.054 ms at 59 GB/s on an H200.
+    // shared memory in a fixed order. The block of 32 channels x 8 rows below left
+    // MobileNetV3-Small's first squeeze-excitation pool (16 channels of 56 x 56, bf16 batch
+    // 32) at 32 blocks of 16 busy lanes, 392 loads deep: 0.054 ms at 59 GB/s on an H200.
     const int64_t cv = c / vec, lanes = std::min<int64_t>(cv, 32), tiles = (cv + lanes - 1) / lanes;
     // 1024 threads where the blocks are few (a block per image and tile: EfficientNet-B0's
     // first squeeze-excitation pool at batch 32 is 32 blocks, each reading 0.8 MB): a block's
@@ -188,7 +188,8 @@ KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
     const int64_t rows = threads / lanes, width = lanes * vec;
     const std::string ty = storage_type(x.dtype, Dialect::kCuda);
     in << "  __shared__ " << acc << " part[" << rows << "][" << width << "];\n";
-    in << "  const int lane = threadIdx.x % " << lanes << ", row = threadIdx.x / " << lanes << ";\n";
+    in << "  const int lane = threadIdx.x % " << lanes << ", row = threadIdx.x / " << lanes
+       << ";\n";
     in << "  const bool aligned = (reinterpret_cast<uintptr_t>(v0) & 15) == 0;\n";
     in << "  for (int64_t blk = blockIdx.x; blk < " << n * tiles << "; blk += gridDim.x) {\n";
     in << "    const int ni = static_cast<int>(blk / " << tiles << ");\n";
@@ -201,7 +202,8 @@ KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
     in << "        const int64_t off = " << at << ";\n";
     in << "        alignas(16) " << ty << " e[" << vec << "];\n";
     in << "        if (aligned) {\n";
-    in << "          *reinterpret_cast<uint4*>(e) = __ldg(reinterpret_cast<const uint4*>(v0 + off));\n";
+    in << "          *reinterpret_cast<uint4*>(e) =\n"
+       << "              __ldg(reinterpret_cast<const uint4*>(v0 + off));\n";
     in << "        } else {\n";
     in << "#pragma unroll\n          for (int j = 0; j < " << vec << "; ++j) e[j] = v0[off + j];\n";
     in << "        }\n";
