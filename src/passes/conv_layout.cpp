@@ -171,27 +171,6 @@ bool direct_depthwise(const ExternStep& e) {
   return e.inputs[1].sizes[1].constant() == 1;
 }
 
-/// The constant values of int or int-list attribute `name` of `e` for dims h and w (one value
-/// applies to both; absent: 1); false when symbolic or of another count. The emitter's reading
-/// (spatial_ints in codegen/cuda/emit_cuda_conv.cpp), which this must match: a stem the two
-/// judged differently would reach cuDNN with an NCHW input and a channels-last output.
-bool hw_ints(const ExternStep& e, const char* name, int64_t& h, int64_t& w) {
-  h = w = 1;
-  const ExternAttr* a = find_attr(e, name);
-  if (a == nullptr) return true;
-  if (a->kind == 0) {
-    if (!a->i.is_constant()) return false;
-    h = w = a->i.constant();
-    return true;
-  }
-  if (a->kind != 3 || (a->ints.size() != 1 && a->ints.size() != 2)) return false;
-  for (const SymInt& v : a->ints)
-    if (!v.is_constant()) return false;
-  h = a->ints[0].constant();
-  w = a->ints.back().constant();
-  return true;
-}
-
 /// CUDA: a convolution of at most 4 input channels that one of anvil's direct stem kernels
 /// runs (passes/stem_rule.h; the conditions of emit_cuda_conv_direct.cpp's direct_stem that the
 /// step shows: one group, constant 4-D input, weight and output, a cuDNN dtype;
@@ -213,9 +192,12 @@ bool direct_stem(const ExternStep& e) {
   const std::vector<SymInt>& w = e.inputs[1].sizes;
   s.k = w[0].constant(), s.c = w[1].constant(), s.kh = w[2].constant(), s.kw = w[3].constant();
   s.batch = e.outputs[0].sizes[0].constant();
-  if (!hw_ints(e, "stride", s.stride_h, s.stride_w) ||
-      !hw_ints(e, "dilation", s.dil_h, s.dil_w))
+  // read as the emitter reads them (spatial_ints): a stem the two judged differently would
+  // reach cuDNN with an NCHW input and a channels-last output
+  std::vector<int64_t> stride, dilation;
+  if (!spatial_ints(e, "stride", 1, 2, stride) || !spatial_ints(e, "dilation", 1, 2, dilation))
     return false;
+  s.stride_h = stride[0], s.stride_w = stride[1], s.dil_h = dilation[0], s.dil_w = dilation[1];
   return stem_mma(s) || stem_scalar(s);
 }
 

@@ -324,6 +324,25 @@ const ExternAttr* find_attr(const ExternStep& e, const std::string& name, size_t
   return nullptr;
 }
 
+bool spatial_ints(const ExternStep& e, const std::string& name, int64_t dflt, size_t n,
+                  std::vector<int64_t>& out) {
+  out.assign(n, dflt);
+  const ExternAttr* a = find_attr(e, name);
+  if (a == nullptr) return true;
+  if (a->kind == 0) {
+    if (!a->i.is_constant()) return false;
+    out.assign(n, a->i.constant());
+    return true;
+  }
+  if (a->kind != 3 || (a->ints.size() != 1 && a->ints.size() != n)) return false;
+  for (size_t d = 0; d < n; ++d) {
+    const SymInt& v = a->ints[a->ints.size() == 1 ? 0 : d];
+    if (!v.is_constant()) return false;
+    out[d] = v.constant();
+  }
+  return true;
+}
+
 std::string step_name(const Step& step) {
   return std::visit([](const auto& s) { return s.name; }, step);
 }

@@ -220,6 +220,13 @@ struct ExternStep {
 /// The `k`-th attribute called `name` of an extern step, or null.
 const ExternAttr* find_attr(const ExternStep& e, const std::string& name, size_t k = 0);
 
+/// The constant values of int or int-list attribute `name` of `e` expanded to `n` (one value
+/// applies to every spatial dim; absent: `dflt`); false when it is symbolic or has another
+/// count. The layout plan and the CUDA emitters read convolution and pooling geometry through
+/// it, so they never judge one step differently.
+bool spatial_ints(const ExternStep& e, const std::string& name, int64_t dflt, size_t n,
+                  std::vector<int64_t>& out);
+
 /// The tensor argument names of extern target `target` (docs/externs.md), in schema order, or
 /// null when the target is not an extern. Shared by lowering and the codegen test harness.
 const std::vector<std::string>* extern_tensor_args(const std::string& target);

@@ -92,22 +92,20 @@ __device__ __forceinline__ T block_reduce(T v, Op op, T* scratch) {
   for (int w = 1; w < nw; ++w) r = op(r, scratch[w]);
   return r;
 }
-// Warp-wide reductions (a warp per row: all 32 lanes present): a xor butterfly, then lane 0's
-// result broadcast, so every lane holds the same bits.
-template <typename T, typename Op>
-__device__ __forceinline__ T warp_reduce(T v, Op op) {
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  // lane 0's result on every lane: the butterfly's lanes may differ where op ties unequal
-  // values (max / min of +0 and -0 keep each lane's own zero)
-  return __shfl_sync(0xffffffffu, v, 0);
-}
-/// warp_reduce over the W lanes (a power of two up to 32) of one segment of a warp: `mask` the
-/// segment's lanes (the other segments may be elsewhere in the code); the segment's first lane's
-/// result on each of its lanes.
+// Reductions over the W lanes (a power of two up to 32) of one segment of a warp, `mask` the
+// segment's lanes (the other segments may be elsewhere in the code): a xor butterfly, then the
+// segment's first lane's result broadcast, so every lane holds the same bits (the butterfly's
+// lanes may differ where op ties unequal values: max / min of +0 and -0 keep each lane's own
+// zero).
 template <int W, typename T, typename Op>
 __device__ __forceinline__ T seg_reduce(T v, Op op, unsigned mask) {
   for (int o = W / 2; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(mask, v, o));
   return __shfl_sync(mask, v, 0, W);
+}
+// Warp-wide (a warp per row: all 32 lanes present).
+template <typename T, typename Op>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
+  return seg_reduce<32>(v, op, 0xffffffffu);
 }
 struct SumOp {
   template <typename T>

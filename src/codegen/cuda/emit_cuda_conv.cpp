@@ -303,27 +303,6 @@ std::string activation(const ConvGeom& g, const std::string& v) {
   return os.str();
 }
 
-/// The constant values of int-list attribute `name` expanded to `n` (one value applies to
-/// every spatial dim); false when it is symbolic or has another count.
-bool spatial_ints(const ExternStep& e, const std::string& name, int64_t dflt, size_t n,
-                  std::vector<int64_t>& out) {
-  out.assign(n, dflt);
-  const ExternAttr* a = passes::find_attr(e, name);
-  if (a == nullptr) return true;
-  if (a->kind == 0) {
-    if (!a->i.is_constant()) return false;
-    out.assign(n, a->i.constant());
-    return true;
-  }
-  if (a->kind != 3 || (a->ints.size() != 1 && a->ints.size() != n)) return false;
-  for (size_t d = 0; d < n; ++d) {
-    const SymInt& v = a->ints[a->ints.size() == 1 ? 0 : d];
-    if (!v.is_constant()) return false;
-    out[d] = v.constant();
-  }
-  return true;
-}
-
 bool conv_is_direct(const ExternStep& e) {
   ConvGeom g;
   return is_conv_target(e.target) && read_geometry(e, g).empty() &&

@@ -495,8 +495,7 @@ bool direct_stem(const ConvGeom& g) {
   if (!env_switch("ANVIL_CUDA_STEM", true)) return false;
   if (g.groups != 1 || !direct_geometry(g)) return false;
   passes::StemConv s;
-  if (!stem_shape(g, s)) return false;
-  return stem_mma_geom(g) || passes::stem_scalar(s);
+  return stem_shape(g, s) && (passes::stem_mma(s) || passes::stem_scalar(s));
 }
 
 namespace {

@@ -63,10 +63,7 @@ std::string check_index(const ExternStep& e, const std::string& var, const std::
                         bool wrap);
 std::string elementwise_grid(const TensorView& out);
 
-/// The constant values of int-list attribute `name` expanded to `n` (one value applies to
-/// every spatial dim; absent: `dflt`); false when it is symbolic or has another count.
-bool spatial_ints(const ExternStep& e, const std::string& name, int64_t dflt, size_t n,
-                  std::vector<int64_t>& out);
+using passes::spatial_ints;  // (passes/loop_ir.h: the layout plan reads attributes alike)
 
 /// Why pooling step `e` (max_pool2d, avg_pool2d, adaptive_avg_pool2d) has no CUDA kernel, or
 /// "" (emit_cuda_pool.cpp); pool() emits it: one thread per output element, or a reduction
