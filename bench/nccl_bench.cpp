@@ -29,6 +29,7 @@
 // missing) when the machine has fewer GPUs than ranks, 1 on any other error.
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -175,6 +176,26 @@ void print_cell(const char* engine, const std::string& op, const char* dtype, in
   std::fflush(stdout);
 }
 
+/// NCCL_BENCH_PIN=c0,c1,...: local rank i runs its calling thread on CPU ci from here on (after
+/// the communicator's set-up, so NCCL's own threads keep their placement). Unset: not pinned.
+void pin_from_env(int local_rank) {
+  const char* v = std::getenv("NCCL_BENCH_PIN");
+  if (!v || !*v) return;
+  std::vector<int> cpus;
+  std::stringstream ss(v);
+  for (std::string item; std::getline(ss, item, ',');)
+    cpus.push_back(static_cast<int>(integer("NCCL_BENCH_PIN", item.c_str(), 0)));
+  if (local_rank >= static_cast<int>(cpus.size()))
+    throw std::runtime_error("NCCL_BENCH_PIN names " + std::to_string(cpus.size()) +
+                             " CPUs, local rank " + std::to_string(local_rank) + " has none");
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpus[static_cast<size_t>(local_rank)], &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0)
+    throw std::runtime_error("NCCL_BENCH_PIN: cannot pin local rank " + std::to_string(local_rank) +
+                             " to CPU " + std::to_string(cpus[static_cast<size_t>(local_rank)]));
+}
+
 /// Seconds per call: `sync` runs call + synchronize `iters` times; `b2b` runs `iters` calls then
 /// one synchronize. `align` lines the ranks up before the clock starts.
 double time_calls(int warmup, int iters, bool b2b, const std::function<void()>& call,
@@ -290,6 +311,7 @@ int run_anvil(const Options& o) {
   auto sync = [&] { cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); };
   auto align = [&] { pg->barrier()->wait(); };
   const bool checked = check_anvil(*pg, stream, opts, o.ops);
+  pin_from_env(env.local_rank);
   auto on_gpu = [&](int64_t n, DType dt) {
     return Tensor::full({std::max<int64_t>(n, 1)}, 1, dt).to(pg->device());
   };
@@ -336,6 +358,7 @@ int run_anvil(const Options& o) {
     Tensor x = on_gpu(2, DType::kFloat32);
     auto dsync = [] { cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); };
     const int iters = iters_for(8);
+    double fn_parts[3] = {0, 0, 0};  // post, wait_tensor, synchronize (the sync cell)
     for (bool b2b : {false, true}) {
       for (int i = 0; i < warmup_for(8); ++i)
         dist::functional::wait_tensor(dist::functional::all_reduce(x, dist::ReduceOp::kSum, "0"));
@@ -350,13 +373,28 @@ int run_anvil(const Options& o) {
         dsync();
       } else {
         for (int i = 0; i < iters; ++i) {
-          dist::functional::wait_tensor(dist::functional::all_reduce(x, dist::ReduceOp::kSum, "0"));
+          const auto a = Clock::now();
+          Tensor y = dist::functional::all_reduce(x, dist::ReduceOp::kSum, "0");
+          const auto b = Clock::now();
+          dist::functional::wait_tensor(y);
+          const auto c = Clock::now();
           dsync();
+          const auto d = Clock::now();
+          fn_parts[0] += std::chrono::duration<double>(b - a).count();
+          fn_parts[1] += std::chrono::duration<double>(c - b).count();
+          fn_parts[2] += std::chrono::duration<double>(d - c).count();
         }
       }
       const double t = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
       if (pg->rank() == 0)
         print_cell("anvil", "functional_all_reduce", "fp32", 8, b2b ? "b2b" : "sync", t, w);
+    }
+    // the synchronized functional cell's time per call, in its three steps (each rank's own:
+    // rank 0 prints; a late peer shows in the synchronize)
+    if (pg->rank() == 0) {
+      const char* names[3] = {"part_fn_post", "part_fn_wait_tensor", "part_fn_dsync"};
+      for (int k = 0; k < 3; ++k)
+        print_cell("anvil", names[k], "fp32", 8, "sync", fn_parts[k] / iters, w);
     }
     // NCCL_BENCH_PARTS=1: where the functional all_reduce's time goes, 8 B fp32, each part
     // alone (sync: a device synchronize after each call; b2b: one at the end):
@@ -448,6 +486,7 @@ int run_raw(const Options& o) {
   }
   ncclComm_t comm = nullptr;
   nccl_check(ncclCommInitRank(&comm, w, id, rank), "ncclCommInitRank");
+  pin_from_env(env.local_rank);
   cudaStream_t stream = nullptr;
   cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   auto sync = [&] { cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); };

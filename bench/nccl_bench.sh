@@ -12,7 +12,8 @@
 # (default 2), NCCL_BENCH_OPS (a comma list of the ops to run, e.g. all_to_all; default all),
 # NCCL_BENCH_RUNS (default 1): the engines run that many times, in turn (anvil, floor, torch,
 # anvil, ...), and each cell is the median of its runs (issue 15's targets are medians of 3; the
-# JSON keeps every run's figure).
+# JSON keeps every run's figure), NCCL_BENCH_PIN (c0,c1: local rank i's main thread runs on CPU
+# ci once its communicator is up; anvil and the floor, not torch).
 # Each engine is bounded by a timeout (anvil 150 s, floor 120 s, torch 180 s): one
 # that fails or times out prints n/a in its columns and the script exits non-zero at the end.
 set -uo pipefail
