@@ -418,12 +418,10 @@ int run_anvil(const Options& o) {
       };
       const std::vector<Cell> cells = {
           {"part_alloc", [&] { (void)Storage::allocate(8, pg->device(), /*zero=*/false); }, dsync},
-          {"part_ar_legacy", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, none)->wait(); },
-           dsync},
+          {"part_ar_legacy", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, none)->wait(); }, dsync},
           {"part_ar_into_legacy",
            [&] { pg->all_reduce_into(out, x, dist::ReduceOp::kSum, none)->wait(); }, dsync},
-          {"part_ar_stream", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait(); },
-           dsync},
+          {"part_ar_stream", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait(); }, dsync},
           {"part_ar_stream_ssync", [&] { pg->all_reduce(x, dist::ReduceOp::kSum, opts)->wait(); },
            sync},
           {"part_ar_stream_wait_dsync",

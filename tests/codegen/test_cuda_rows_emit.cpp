@@ -58,9 +58,9 @@ class CudaRowsEmit : public test::CudaCompileTest {
   /// (`anvil_launch(s, KERNEL, GRID, THREADS, sy, ...)`).
   static void expect_launch(const std::string& l, const std::string& kernel,
                             const std::string& grid, int threads) {
-    EXPECT_NE(l.find("anvil_launch(s, " + kernel + ", " + grid + ", " + std::to_string(threads) +
-                     ", sy"),
-              std::string::npos)
+    EXPECT_NE(
+        l.find("anvil_launch(s, " + kernel + ", " + grid + ", " + std::to_string(threads) + ", sy"),
+        std::string::npos)
         << kernel << " on " << grid << " x " << threads << ":\n"
         << l;
   }
@@ -138,11 +138,16 @@ TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
       EXPECT_EQ(l.find("_kernel_rv"), std::string::npos) << l;
       continue;
     }
+    // at most 16 vectors (l96, l128, max128): 2 rows per warp, 16 lanes each
+    // (ShortVectorRowsShareAWarp); sm96 and sum128 (24 and 32 vectors): a warp each
+    const bool shared = c.vector == 8;
     EXPECT_NE(source_.find("// " + k + " vectorized: rows of " + std::to_string(c.vector) +
-                           "-element vectors, one warp per row"),
+                           (shared ? "-element vectors, 2 rows per warp (16 lanes each)"
+                                   : "-element vectors, one warp per row")),
               std::string::npos)
         << c.node;
-    expect_launch(l, k + "_kernel_rv", "anvil_blocks(n_outer, 8)", 256);
+    expect_launch(l, k + "_kernel_rv",
+                  shared ? "anvil_blocks(n_outer, 16)" : "anvil_blocks(n_outer, 8)", 256);
   }
   // 200 bf16: the scalar kernel is a block of 256 threads, its vectorized form (25 vectors)
   // a warp per row
@@ -180,14 +185,20 @@ TEST_F(CudaRowsEmit, EachRowKernelGetsItsFormAndCompiles) {
   }
 }
 
-TEST_F(CudaRowsEmit, OptInSegmentsPutShortVectorRowsSeveralToAWarp) {
-  // ANVIL_CUDA_ROW_SEGMENTS=1 at compile time: vectorized rows of at most 16 vectors share a
-  // warp, 16 lanes each for 9-16 vectors (the values on a GPU:
-  // CudaRows.SegmentedWarpRowsMatchTheInterpreter); longer rows keep a warp each
+TEST_F(CudaRowsEmit, ShortVectorRowsShareAWarp) {
+  // vectorized rows of at most 16 vectors share a warp, 16 lanes each for 9-16 vectors (the
+  // values on a GPU: CudaRows.SegmentedWarpRowsMatchTheInterpreter); longer rows keep a warp
+  // each. ANVIL_CUDA_ROW_SEGMENTS=0 at compile time gives every such row a warp of its own.
   {
-    const test::ScopedEnv seg("ANVIL_CUDA_ROW_SEGMENTS", "1");
-    compile("rows_seg", kRowGraph);
+    const test::ScopedEnv seg("ANVIL_CUDA_ROW_SEGMENTS", "0");
+    compile("rows_noseg", kRowGraph);
+    for (const char* node : {"l96", "l128", "max128"})
+      EXPECT_NE(source_.find("// " + kernel_of(node) +
+                             " vectorized: rows of 8-element vectors, one warp per row"),
+                std::string::npos)
+          << node;
   }
+  compile("rows_seg", kRowGraph);
   const std::string seg16 =
       " vectorized: rows of 8-element vectors, 2 rows per warp (16 lanes each), 16 rows per "
       "block of 256 threads";
@@ -215,8 +226,7 @@ TEST_F(CudaRowsEmit, OptInSegmentsPutShortVectorRowsSeveralToAWarp) {
   }
   for (const char* node : {"sm96", "sum128"}) {  // 24 and 32 four-element vectors
     const std::string k = kernel_of(node);
-    EXPECT_NE(source_.find("// " + k +
-                           " vectorized: rows of 4-element vectors, one warp per row"),
+    EXPECT_NE(source_.find("// " + k + " vectorized: rows of 4-element vectors, one warp per row"),
               std::string::npos)
         << node;
   }

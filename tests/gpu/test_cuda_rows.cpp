@@ -152,14 +152,15 @@ TEST(CudaRows, BlockPerRowEverywhereMatchesTheInterpreter) {
   expect_matches(*g, pkg, inputs(*g));
 }
 
-// Opt-in: vectorized rows of at most 16 vectors share a warp (ANVIL_CUDA_ROW_SEGMENTS=1;
-// CudaRowsEmit.OptInSegmentsPutShortVectorRowsSeveralToAWarp): reductions and stores per segment.
-TEST(CudaRows, SegmentedWarpRowsMatchTheInterpreter) {
+// Vectorized rows of at most 16 vectors share a warp by default (EachFormMatchesTheInterpreter
+// runs that form; CudaRowsEmit.ShortVectorRowsShareAWarp); ANVIL_CUDA_ROW_SEGMENTS=0 gives each
+// a warp of its own: reductions and stores over the whole warp.
+TEST(CudaRows, AWarpPerShortVectorRowMatchesTheInterpreter) {
   const auto g = ir::parse_graph(kRowGraph);
   std::string pkg;
   {
-    const test::ScopedEnv seg("ANVIL_CUDA_ROW_SEGMENTS", "1");
-    pkg = compile(*g, "rows_seg");
+    const test::ScopedEnv seg("ANVIL_CUDA_ROW_SEGMENTS", "0");
+    pkg = compile(*g, "rows_noseg");
   }
   ANVIL_REQUIRE_GPU();
   expect_matches(*g, pkg, inputs(*g));

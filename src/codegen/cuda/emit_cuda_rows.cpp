@@ -19,11 +19,12 @@
 //   to keep the GPU's memory busy (kThreadRowsMin), the kernel of one of the other forms
 //   otherwise.
 //
-// - opt-in (ANVIL_CUDA_ROW_SEGMENTS=1 at compile time), vectorized rows of at most 16 vectors: a
-//   warp takes 32 / W rows, W lanes (the next power of two, at least 4) per row, seg_reduce
-//   over a segment's lanes, __syncwarp on the segment's mask. ConvNeXt-T's stage-1 layer norms
-//   (rows of 96 bf16 channels: 12 vectors) kept 12 of a warp's 32 lanes busy, 630 GB/s in
-//   the synchronized profile at bf16 batch 32 on an H200. Not yet run on a GPU.
+// - vectorized rows of at most 16 vectors: a warp takes 32 / W rows, W lanes (the next power of
+//   two, at least 4) per row, seg_reduce over a segment's lanes, __syncwarp on the segment's
+//   mask (ANVIL_CUDA_ROW_SEGMENTS=0 at compile time: a warp per row). ConvNeXt-T's stage-1
+//   layer norms (rows of 96 bf16 channels: 12 vectors) kept 12 of a warp's 32 lanes busy,
+//   630 GB/s in the synchronized profile at bf16 batch 32 on an H200; sharing the warp took the
+//   model from 2.449 to 2.343 ms back to back there (session 33).
 //
 // The forms are chosen by default (ANVIL_CUDA_ROWS unset or =auto at compile time); =block
 // keeps a block per row everywhere. On an H200 they took ConvNeXt-T at bf16 batch 32 from 4.04
@@ -378,8 +379,8 @@ RowKernels emit_row_kernels(const passes::Program& p, const LoopKernel& k) {
             ? 32
             : block_threads(inner_n.is_constant() ? SymInt(inner_n.constant() / rp.width)
                                                   : inner_n);
-    // opt-in: rows of at most 16 vectors share a warp (W lanes each, W a power of two >= 4)
-    if (vmode == RowMode::kWarp && env_switch("ANVIL_CUDA_ROW_SEGMENTS", false) &&
+    // rows of at most 16 vectors share a warp (W lanes each, W a power of two >= 4)
+    if (vmode == RowMode::kWarp && env_switch("ANVIL_CUDA_ROW_SEGMENTS", true) &&
         fits(rp.width, 16)) {
       const int64_t vectors = inner_n.constant() / rp.width;
       vthreads = 4;
