@@ -1,9 +1,10 @@
-// The float transcendentals of the generated CUDA kernels (codegen/cuda/cuda_preamble.cpp) on a
-// GPU against the reference interpreter (std:: functions in double): erf and the erf GELU over
-// [-8, 8] in fine steps, with +-0, +-inf, NaN, the smallest normal and subnormal values, with
-// the default branch-free erf (Abramowitz & Stegun 7.1.26 on __expf / __fdividef: within 1e-6
-// absolute) and with ANVIL_CUDA_FAST_ERF=0 (CUDA's erff). Each package runs plain, captured
-// and replayed. Label gpu: skips without a GPU (ANVIL_REQUIRE_GPU=1: fails).
+// erf and the erf GELU of the generated CUDA kernels (codegen/cuda/cuda_preamble.cpp: CUDA's
+// erff) on a GPU against the reference interpreter over [-8, 8] in fine steps, with +-0, +-inf,
+// NaN, the smallest normal and subnormal values and huge ones; each package runs plain,
+// captured and replayed. (A branch-free erf, Abramowitz & Stegun 7.1.26 on __expf, was 8 %
+// faster in bench/probe/pointwise_index_probe.cu's kernel but 0.6-1.6 % slower in ViT-B/16 and
+// ConvNeXt-T on an H200: not adopted.) Label gpu: skips without a GPU (ANVIL_REQUIRE_GPU=1:
+// fails).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,7 +17,6 @@
 
 #include "codegen/harness.h"
 #include "common/check.h"
-#include "common/scoped_env.h"
 #include "driver/compile.h"
 #include "gpu/gpu_test_util.h"
 #include "interp/interpreter.h"
@@ -105,10 +105,13 @@ void expect_erf_matches(const ir::Graph& g, const std::string& pkg, double tol) 
           EXPECT_TRUE(std::isnan(a[i])) << "output " << o << " at " << in << ": " << a[i];
           continue;
         }
-        if (std::isinf(b[i]) || b[i] == 0.0f) {
+        if (std::isinf(b[i])) {
           EXPECT_EQ(a[i], b[i]) << "output " << o << " at " << in;
-          if (b[i] == 0.0f && a[i] == 0.0f)
-            EXPECT_EQ(std::signbit(a[i]), std::signbit(b[i])) << "output " << o << " at " << in;
+          continue;
+        }
+        if (in == 0.0f) {  // erf(+-0) and gelu(+-0) are +-0
+          EXPECT_EQ(a[i], 0.0f) << "output " << o << " at " << in;
+          EXPECT_EQ(std::signbit(a[i]), std::signbit(in)) << "output " << o << " at " << in;
           continue;
         }
         const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
@@ -121,28 +124,14 @@ void expect_erf_matches(const ir::Graph& g, const std::string& pkg, double tol) 
   }
 }
 
-TEST(CudaMath, BranchFreeErfMatchesTheInterpreter) {
+TEST(CudaMath, ErfAndGeluMatchTheInterpreter) {
   const auto g = ir::parse_graph(kErfGraph);
-  const std::string pkg = compile(*g, "erf_fast");
-  const std::string src = preamble_of("erf_fast");
-  EXPECT_NE(src.find("__expf(-ax * ax)"), std::string::npos) << "the branch-free erf";
+  const std::string pkg = compile(*g, "erf");
+  EXPECT_NE(preamble_of("erf").find("ANVIL_HD float fast_erf(float x) { return erff(x); }"),
+            std::string::npos);
   ANVIL_REQUIRE_GPU();
   // erf within 1e-6 absolute; GELU = x/2 (1 + erf(x / sqrt 2)): 8 x that at |x| = 8
-  expect_erf_matches(*g, pkg, 4e-6);
-}
-
-TEST(CudaMath, ErffWhenTheFastErfIsOff) {
-  const auto g = ir::parse_graph(kErfGraph);
-  std::string pkg;
-  {
-    const test::ScopedEnv off("ANVIL_CUDA_FAST_ERF", "0");
-    pkg = compile(*g, "erf_erff");
-  }
-  const std::string src = preamble_of("erf_erff");
-  EXPECT_NE(src.find("ANVIL_HD float fast_erf(float x) { return erff(x); }"), std::string::npos);
-  EXPECT_EQ(src.find("__expf(-ax * ax)"), std::string::npos);
-  ANVIL_REQUIRE_GPU();
-  expect_erf_matches(*g, pkg, 1e-6);
+  expect_erf_matches(*g, pkg, 8e-6);
 }
 
 }  // namespace

@@ -1,42 +1,8 @@
 // The text every generated CUDA translation unit starts with (codegen/cuda/emit_cuda.h).
 #include "codegen/c_expr.h"
 #include "codegen/cuda/emit_cuda.h"
-#include "core/env_switch.h"
 
 namespace anvil::codegen::cuda {
-
-namespace {
-
-/// The float erf of the generated kernels (erf GELU): by default, on the device, Abramowitz &
-/// Stegun 7.1.26 on the GPU's approximate exp and division (the CPU target's fast_erf, branch-
-/// free; 6.3e-7 from erff at most over [-6, 6] on an H200; the series 2/sqrt(pi) (x - x^3/3)
-/// below 0.01, so that erf keeps its sign and tiny values), 8 % faster than erff in ConvNeXt-T's
-/// bias + GELU over [32, 56, 56, 384] bf16 there (bench/probe/pointwise_index_probe.cu: 51.5 vs
-/// 56.2 us, a copy 39.6). ANVIL_CUDA_FAST_ERF=0 at compile time: erff everywhere.
-std::string erf_text() {
-  if (!env_switch("ANVIL_CUDA_FAST_ERF", true))
-    return "ANVIL_HD float fast_erf(float x) { return erff(x); }\n";
-  return R"anvil(ANVIL_HD float fast_erf(float x) {
-#ifdef __CUDA_ARCH__
-  const float ax = fabsf(x);
-  const float t = __fdividef(1.0f, 1.0f + 0.3275911f * ax);
-  float p = 1.061405429f;
-  p = p * t - 1.453152027f;
-  p = p * t + 1.421413741f;
-  p = p * t - 0.284496736f;
-  p = p * t + 0.254829592f;
-  const float y = 1.0f - p * t * __expf(-ax * ax);
-  // near 0 the series (A & S is 1e-7 off in absolute terms there: erf(+-0) must be +-0)
-  const float s = x * (1.1283791671f - 0.3761263890f * x * x);
-  return x != x ? x : (ax < 0.01f ? s : copysignf(y, x));
-#else
-  return erff(x);
-#endif
-}
-)anvil";
-}
-
-}  // namespace
 
 std::string preamble(bool with_complex) {
   std::string text =
@@ -67,8 +33,7 @@ std::string preamble(bool with_complex) {
 
 namespace anvil_model {
 
-)anvil" +
-      run_state_struct() + R"anvil(
+)anvil" + run_state_struct() + R"anvil(
 /// Profiling (AnvilRunArgs::step_ns): a step's time is the device's, so wait for the stream.
 static inline void anvil_prof_sync(const RunState& s) {
   cudaStreamSynchronize(static_cast<cudaStream_t>(s.stream));
@@ -103,14 +68,12 @@ struct Syms {
   int64_t v[N];
 };
 
-)anvil" +
-      scalar_helpers("ANVIL_HD", "") + R"anvil(
-// Transcendentals: CUDA's accurate single-precision functions (no fast-math)
+)anvil" + scalar_helpers("ANVIL_HD", "") + R"anvil(
+// Transcendentals: CUDA's accurate single-precision functions (no fast-math).
 ANVIL_HD float fast_exp(float x) { return expf(x); }
 ANVIL_HD float fast_tanh(float x) { return tanhf(x); }
 ANVIL_HD float fast_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-)anvil" +
-      erf_text() + R"anvil(
+ANVIL_HD float fast_erf(float x) { return erff(x); }
 ANVIL_HD double fast_exp(double x) { return exp(x); }
 ANVIL_HD double fast_tanh(double x) { return tanh(x); }
 ANVIL_HD double fast_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
