@@ -18,11 +18,11 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
+#include "codegen/gemm/cuda_epilogue_standin.h"
 #include "codegen/gemm/cuda_skinny.h"
 #include "codegen/gemm/cutlass_candidates.h"
 #include "codegen/gemm/gemm_epilogue.h"
@@ -39,8 +39,8 @@ namespace anvil::driver {
 
 namespace fs = std::filesystem;
 using codegen::gemm::GemmActivation;
-using codegen::gemm::GemmCandidate;
 using codegen::gemm::GemmBias;
+using codegen::gemm::GemmCandidate;
 using codegen::gemm::GemmOptions;
 using codegen::gemm::GemmProblem;
 
@@ -86,7 +86,8 @@ Timing run_child(const std::vector<std::string>& argv, int timeout_s) {
   bool timed_out = false;
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now()).count();
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
     if (left <= 0) {
       timed_out = true;
       ::kill(pid, SIGKILL);
@@ -128,34 +129,51 @@ Timing run_child(const std::vector<std::string>& argv, int timeout_s) {
 
 /// Whether `c` is cuBLASLt and `act` is not one of its epilogues (erf GELU, SiLU): the package
 /// would then run the bias and activation in a kernel of its own after a plain GEMM. Such a
-/// candidate is timed as that: the plain GEMM, then a device copy of C standing in for the
-/// memory-bound epilogue kernel (anvil-gemm-time unfused_epilogue=1), so a CUTLASS kernel that
-/// fuses the epilogue competes with what the package would really run instead.
+/// candidate is timed as that: the plain GEMM, then the epilogue stand-in kernel
+/// (codegen/gemm/cuda_epilogue_standin.h: bias and activation over C as the package's kernel
+/// computes them; anvil-gemm-time unfused_epilogue=1 epilogue_so=...), or a device copy of C
+/// when the stand-in could not be built, so a CUTLASS kernel that fuses the epilogue competes
+/// with what the package would really run instead.
 bool cublaslt_lacks(const GemmCandidate& c, GemmActivation act) {
   return c.backend == codegen::gemm::GemmBackend::kCublasLt && act != GemmActivation::kNone &&
          act != GemmActivation::kRelu && act != GemmActivation::kGeluTanh;
 }
 
 std::vector<std::string> child_args(const std::string& tool, const GemmProblem& p,
-                                    const GemmCandidate& c, const std::string& so) {
+                                    const GemmCandidate& c, const std::string& so,
+                                    const std::string& epilogue_so) {
   auto kv = [](const char* k, const auto& v) {
     std::ostringstream os;
     os << k << "=" << v;
     return os.str();
   };
   const int64_t m = *p.m, n = *p.n, k = *p.k;
-  std::vector<std::string> a = {
-      tool, kv("m", m), kv("n", n), kv("k", k), kv("ta", p.trans_a ? 1 : 0),
-      kv("tb", p.trans_b ? 1 : 0),
-      kv("lda", p.lda.value_or(p.trans_a ? m : k)), kv("ldb", p.ldb.value_or(p.trans_b ? k : n)),
-      kv("ldc", p.ldc.value_or(n)), kv("a_dtype", static_cast<int>(p.a_dtype)),
-      kv("b_dtype", static_cast<int>(p.b_dtype)), kv("c_dtype", static_cast<int>(p.out_dtype)),
-      kv("alpha", p.alpha), kv("beta", p.beta),
-      kv("b_constant", p.b_constant ? 1 : 0)};
+  std::vector<std::string> a = {tool,
+                                kv("m", m),
+                                kv("n", n),
+                                kv("k", k),
+                                kv("ta", p.trans_a ? 1 : 0),
+                                kv("tb", p.trans_b ? 1 : 0),
+                                kv("lda", p.lda.value_or(p.trans_a ? m : k)),
+                                kv("ldb", p.ldb.value_or(p.trans_b ? k : n)),
+                                kv("ldc", p.ldc.value_or(n)),
+                                kv("a_dtype", static_cast<int>(p.a_dtype)),
+                                kv("b_dtype", static_cast<int>(p.b_dtype)),
+                                kv("c_dtype", static_cast<int>(p.out_dtype)),
+                                kv("alpha", p.alpha),
+                                kv("beta", p.beta),
+                                kv("b_constant", p.b_constant ? 1 : 0)};
   if (cublaslt_lacks(c, p.activation)) {  // plain GEMM + the epilogue kernel's stand-in
     a.push_back(kv("bias", 0));
     a.push_back(kv("act", 0));
     a.push_back(kv("unfused_epilogue", 1));
+    if (!epilogue_so.empty()) {
+      a.push_back(kv("epilogue_so", epilogue_so));
+      a.push_back(kv("epilogue_entry", codegen::gemm::kEpilogueStandinEntry));
+      a.push_back(
+          kv("epi_bias", static_cast<int>(p.bias == GemmBias::kFull ? GemmBias::kNone : p.bias)));
+      a.push_back(kv("epi_act", static_cast<int>(p.activation)));
+    }
   } else {
     // A full [M, N] x (addmm's C matrix) is no bias vector: it is C itself, scaled by beta, and
     // the child's random initial C stands in for it.
@@ -281,8 +299,8 @@ std::string bucket_text(const passes::GemmStep& g, int bucket) {
 /// The buckets of step `g`'s symbolic M (gemm_buckets.h) when it can be tuned per bucket: M
 /// symbolic with bounds from the program's symbol ranges, N, K and the batch static (on CUDA,
 /// sm > 0: no batch dims, as for any chosen kernel there). Empty otherwise.
-std::vector<MBucket> symbolic_m_buckets(const passes::Program& program,
-                                        const passes::GemmStep& g, int sm) {
+std::vector<MBucket> symbolic_m_buckets(const passes::Program& program, const passes::GemmStep& g,
+                                        int sm) {
   if (g.m.is_constant() || !g.n.is_constant() || !g.k.is_constant()) return {};
   if (sm > 0 && !g.batch.empty()) return {};
   for (const SymInt& b : g.batch)
@@ -319,13 +337,50 @@ int build_jobs(const GemmOptions& options) {
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+/// Whether some candidate of `cands` would be timed with the epilogue stand-in on `device`.
+bool wants_standin(const GemmProblem& p, const std::vector<GemmCandidate>& cands, size_t from,
+                   size_t n, const std::string& device) {
+  if (device == "cpu") return false;
+  for (size_t i = from; i < from + n; ++i)
+    if (cublaslt_lacks(cands[i], p.activation)) return true;
+  return false;
+}
+
+/// Builds the epilogue stand-in (codegen/gemm/cuda_epilogue_standin.h) into `dir`; its path, or
+/// "" with the reason in `why` (the children then copy C in its place).
+std::string build_standin(const codegen::ToolchainOptions& toolchain, const std::string& dir,
+                          std::string& why) {
+  codegen::ToolchainOptions to = codegen::gemm::epilogue_standin_toolchain_options();
+  to.cache_dir = toolchain.cache_dir;
+  to.include_dir = toolchain.include_dir;
+  to.jobs = 1;
+  to.progress = codegen::ProgressMode::kQuiet;
+  to.build_dir.clear();
+  const std::string path = (fs::path(dir) / "epilogue_standin.so").string();
+  try {
+    codegen::build_shared_library(
+        {{"epilogue_standin.cu", codegen::gemm::epilogue_standin_source()}}, path, to);
+    return path;
+  } catch (const std::exception& e) {
+    why = e.what();
+    return "";
+  }
+}
+
+/// The warning when the stand-in did not build.
+std::string standin_warning(const std::string& why) {
+  return "the GEMM epilogue stand-in kernel did not build (" + why.substr(0, 300) +
+         "): cuBLASLt candidates whose bias / activation runs as a kernel of its own were timed "
+         "with a copy of C in that kernel's place";
+}
+
 /// Times candidates [from, from + n) of `cands` whose libraries `so` built (errors beside), in
 /// order, one child process at a time; the index (relative to `from`) of the fastest, or -1.
-int time_built(const GemmProblem& p, const std::vector<GemmCandidate>& cands, size_t from,
-               size_t n, const std::vector<std::string>& so,
-               const std::vector<std::string>& build_errors, const GemmOptions& options,
-               const std::string& tool, std::vector<CandidateTiming>& timings,
-               const std::string& device) {
+int time_built(const GemmProblem& p, const std::vector<GemmCandidate>& cands, size_t from, size_t n,
+               const std::vector<std::string>& so, const std::vector<std::string>& build_errors,
+               const GemmOptions& options, const std::string& tool,
+               std::vector<CandidateTiming>& timings, const std::string& device,
+               const std::string& epilogue_so) {
   timings.assign(n, {});
   auto time_one = [&](size_t j) {
     const size_t i = from + j;
@@ -333,7 +388,7 @@ int time_built(const GemmProblem& p, const std::vector<GemmCandidate>& cands, si
     if (!cands[i].source.empty() && so[i].empty()) {
       t.error = "did not compile: " + build_errors[i].substr(0, 300);
     } else {
-      std::vector<std::string> args = child_args(tool, p, cands[i], so[i]);
+      std::vector<std::string> args = child_args(tool, p, cands[i], so[i], epilogue_so);
       if (device != "cpu") args.push_back("device=" + device);
       t = run_child(args, options.child_timeout_s);
     }
@@ -382,19 +437,21 @@ int time_candidates(const GemmProblem& p, const std::vector<GemmCandidate>& cand
                     std::vector<CandidateTiming>& timings, const std::string& device) {
   Scratch scratch;
   std::vector<std::string> build_errors;
-  const std::vector<std::string> so = build_templates(cands, backend, toolchain,
-                                                      scratch.path.string(), build_jobs(options),
-                                                      build_errors);
-  return time_built(p, cands, 0, cands.size(), so, build_errors, options, tool, timings, device);
+  const std::vector<std::string> so = build_templates(
+      cands, backend, toolchain, scratch.path.string(), build_jobs(options), build_errors);
+  std::string why;
+  const std::string standin = wants_standin(p, cands, 0, cands.size(), device)
+                                  ? build_standin(toolchain, scratch.path.string(), why)
+                                  : "";
+  return time_built(p, cands, 0, cands.size(), so, build_errors, options, tool, timings, device,
+                    standin);
 }
 
 passes::GemmKernelChoice kernel_choice(const codegen::gemm::GemmCandidate& c, double us,
                                        int timed) {
-  return passes::GemmKernelChoice{c.name,       c.library,
-                                  c.variant,    c.entry,
-                                  c.source,     us,
-                                  timed,        c.fuses_bias,
-                                  c.fuses_activation, c.fuses_residual};
+  return passes::GemmKernelChoice{
+      c.name, c.library,    c.variant,          c.entry,         c.source, us,
+      timed,  c.fuses_bias, c.fuses_activation, c.fuses_residual};
 }
 
 std::string gemm_time_tool() {
@@ -453,9 +510,9 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     return r;
   }
   const std::string tool = gemm_time_tool();
-  const std::string cache_root =
-      !options.cache_dir.empty() ? options.cache_dir
-      : toolchain.cache_dir.empty() ? codegen::default_cache_dir() : toolchain.cache_dir;
+  const std::string cache_root = !options.cache_dir.empty()    ? options.cache_dir
+                                 : toolchain.cache_dir.empty() ? codegen::default_cache_dir()
+                                                               : toolchain.cache_dir;
   const bool show = toolchain.progress != codegen::ProgressMode::kQuiet;
   std::map<std::string, passes::GemmKernelChoice> decided;  // problem key -> choice
   // On CUDA a chosen kernel replaces cuBLASLt together with the epilogue cuBLASLt would fuse, so
@@ -481,7 +538,7 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
   std::vector<Pending> pending;
   std::map<std::string, size_t> pending_by_key;
   std::vector<std::string> dynamic;  // GEMM steps left untuned by symbolic sizes (case 5)
-  std::vector<GemmCandidate> all;  // every pending problem's candidates, built together
+  std::vector<GemmCandidate> all;    // every pending problem's candidates, built together
   // Where problem (step si, bucket) records its choice.
   auto slot = [&](size_t si, int bucket) -> passes::GemmKernelChoice& {
     auto& g = std::get<passes::GemmStep>(program.steps[si]);
@@ -526,8 +583,9 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
         }
     }
     if (tool.empty()) {
-      r.warnings.push_back("anvil-gemm-time not found (beside the executable, on PATH or "
-                           "$ANVIL_GEMM_TIME): GEMMs keep the default path");
+      r.warnings.push_back(
+          "anvil-gemm-time not found (beside the executable, on PATH or "
+          "$ANVIL_GEMM_TIME): GEMMs keep the default path");
       ++r.kept_default;
       return;
     }
@@ -594,6 +652,15 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     so.assign(all.size(), "");
     build_errors.assign(all.size(), "");
   }
+  std::string standin;  // the epilogue stand-in, when some problem's candidates need it
+  for (const Pending& pd : pending) {
+    if (pd.same_as >= 0 || !wants_standin(pd.problem, all, pd.first, pd.cands.size(), device))
+      continue;
+    std::string why;
+    standin = build_standin(toolchain, scratch.path.string(), why);
+    if (standin.empty()) r.warnings.push_back(standin_warning(why));
+    break;
+  }
 
   // 3. Each pending problem timed, one child at a time.
   std::vector<passes::GemmKernelChoice> chosen(pending.size());
@@ -604,7 +671,8 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     if (pd.same_as >= 0) {
       if (ok[static_cast<size_t>(pd.same_as)])
         slot(pd.step, pd.bucket) = chosen[static_cast<size_t>(pd.same_as)];
-      else ++r.kept_default;
+      else
+        ++r.kept_default;
       continue;
     }
     const GemmProblem& p = pd.problem;
@@ -613,22 +681,28 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       std::fprintf(stderr, "autotune: GEMM %s%s (%s): %zu candidates\n", g->name.c_str(),
                    where.c_str(), shape_text(p).c_str(), pd.cands.size());
     std::vector<CandidateTiming> timings;
-    const int best = time_built(p, all, pd.first, pd.cands.size(), so, build_errors, options,
-                                tool, timings, device);
+    const int best = time_built(p, all, pd.first, pd.cands.size(), so, build_errors, options, tool,
+                                timings, device, standin);
     r.candidates_timed += static_cast<int>(pd.cands.size());
     std::map<std::string, double> times;
-    for (const auto& t : timings) {
+    for (size_t j = 0; j < timings.size(); ++j) {
+      const CandidateTiming& t = timings[j];
       times[t.name] = t.ns;
       std::ostringstream line;
       line << "  " << g->name << where << " " << shape_text(p) << " " << t.name << ": ";
-      if (std::isinf(t.ns)) line << "inf (" << t.error << ")";
-      else line << t.ns / 1000.0 << " us";
+      if (std::isinf(t.ns))
+        line << "inf (" << t.error << ")";
+      else
+        line << t.ns / 1000.0 << " us";
+      if (device != "cpu" && cublaslt_lacks(all[pd.first + j], p.activation))
+        line << (standin.empty() ? " (+ a copy of C for its epilogue kernel)"
+                                 : " (+ its epilogue kernel)");
       r.lines.push_back(line.str());
       if (options.verbose) std::fprintf(stderr, "%s\n", line.str().c_str());
     }
     if (best < 0) {
-      const std::string msg = "every GEMM candidate failed for " + g->name + where + " (" +
-                              shape_text(p) + ")";
+      const std::string msg =
+          "every GEMM candidate failed for " + g->name + where + " (" + shape_text(p) + ")";
       if (!options.fallback)
         throw Error(msg, "autotune " + g->name, "at least one working candidate",
                     "none of " + std::to_string(pd.cands.size()) + " (--no-gemm-fallback)");

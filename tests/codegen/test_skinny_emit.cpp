@@ -1,6 +1,8 @@
 // anvil's skinny CUDA GEMM without a GPU: which problems get configurations, in what order, and
 // that nvcc compiles the rendered units (split K over a cluster and not, bf16 and fp16, fused
-// epilogues). The values are checked on a GPU by CudaSkinny.* (tests/gpu/test_cuda_skinny.cpp).
+// epilogues); the tuner's epilogue stand-in, built the same way. The values are checked on a GPU by
+// CudaSkinny.* (tests/gpu/test_cuda_skinny.cpp).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "codegen/gemm/cuda_epilogue_standin.h"
 #include "codegen/gemm/cuda_skinny.h"
 #include "codegen/gemm/gemm_filter.h"
 #include "driver/compile.h"
@@ -108,6 +111,24 @@ TEST(SkinnyEmit, NvccCompilesTheRenderedUnits) {
       {{"a.cu", render_skinny_source(a, "entry_a")}, {"b.cu", render_skinny_source(b, "entry_b")}},
       (dir / "skinny.so").string(), o);
   EXPECT_TRUE(fs::exists(r.so_path));
+  fs::remove_all(dir);
+}
+
+// The tuner's epilogue stand-in (cuda_epilogue_standin.h) builds with the same nvcc options and
+// exports the entry and its workspace query, as the tuning child looks them up. Its timing on a
+// GPU: CudaAutotuneSpec.CublasLtCandidatesWithAnUnfusedGeluAreTimed.
+TEST(SkinnyEmit, TheTunersEpilogueStandinBuildsAndExportsItsEntry) {
+  const fs::path dir = fs::temp_directory_path() / ("anvil_standin_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  ToolchainOptions o = epilogue_standin_toolchain_options();
+  o.cache_dir = (dir / "cache").string();
+  const auto r = build_shared_library({{"standin.cu", epilogue_standin_source()}},
+                                      (dir / "standin.so").string(), o);
+  void* h = ::dlopen(r.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << ::dlerror();
+  EXPECT_NE(::dlsym(h, kEpilogueStandinEntry), nullptr);
+  EXPECT_NE(::dlsym(h, (std::string(kEpilogueStandinEntry) + "_workspace").c_str()), nullptr);
+  ::dlclose(h);
   fs::remove_all(dir);
 }
 

@@ -6,6 +6,11 @@
 //     so=PATH entry=SYMBOL         a generated template: int SYMBOL(api, run_ctx, call)
 //     m= n= k= lda= ldb= ldc= ta= tb= a_dtype= b_dtype= c_dtype= alpha= beta= bias= act=
 //     b_constant= threads= min_ms= max_iters= unfused_epilogue=0|1
+//     epilogue_so=PATH epilogue_entry=SYMBOL epi_bias= epi_act=
+//                                  with unfused_epilogue=1 on a GPU: after each GEMM, that
+//                                  library's kernel applies bias kind epi_bias and activation
+//                                  epi_act to C in place (codegen/gemm/cuda_epilogue_standin.h);
+//                                  without it a device copy of C stands in
 //     device=cuda:I                on a GPU through the CUDA device backend: operands in device
 //                                  memory; `so` entries are CUDA templates (CUTLASS):
 //                                  int SYMBOL(call, workspace, workspace_bytes, stream) with
@@ -32,11 +37,11 @@
 #include <vector>
 
 #include "anvil/anvil_rt.h"
+#include "core/device.h"
 #include "core/dtype.h"
+#include "core/env_switch.h"
 #include "core/half.h"
 #include "core/thread_pool.h"
-#include "core/device.h"
-#include "core/env_switch.h"
 #include "runtime/device_backend.h"
 #include "runtime/rt_api.h"
 
@@ -58,13 +63,20 @@ struct Matrix {
 double load(const Matrix& mat, int64_t i) {
   const void* p = mat.bytes.data();
   switch (mat.dtype) {
-    case DType::kFloat32: return static_cast<const float*>(p)[i];
-    case DType::kFloat64: return static_cast<const double*>(p)[i];
-    case DType::kBFloat16: return float(static_cast<const anvil::BFloat16*>(p)[i]);
-    case DType::kFloat16: return float(static_cast<const anvil::Half*>(p)[i]);
-    case DType::kInt8: return static_cast<const int8_t*>(p)[i];
-    case DType::kInt32: return static_cast<const int32_t*>(p)[i];
-    default: fail(2, "unsupported dtype");
+    case DType::kFloat32:
+      return static_cast<const float*>(p)[i];
+    case DType::kFloat64:
+      return static_cast<const double*>(p)[i];
+    case DType::kBFloat16:
+      return float(static_cast<const anvil::BFloat16*>(p)[i]);
+    case DType::kFloat16:
+      return float(static_cast<const anvil::Half*>(p)[i]);
+    case DType::kInt8:
+      return static_cast<const int8_t*>(p)[i];
+    case DType::kInt32:
+      return static_cast<const int32_t*>(p)[i];
+    default:
+      fail(2, "unsupported dtype");
   }
 }
 
@@ -77,13 +89,26 @@ Matrix random_matrix(DType dtype, int64_t numel, std::mt19937& rng) {
   for (int64_t i = 0; i < numel; ++i) {
     void* p = m.bytes.data();
     switch (dtype) {
-      case DType::kFloat32: static_cast<float*>(p)[i] = u(rng); break;
-      case DType::kFloat64: static_cast<double*>(p)[i] = u(rng); break;
-      case DType::kBFloat16: static_cast<anvil::BFloat16*>(p)[i] = anvil::BFloat16(u(rng)); break;
-      case DType::kFloat16: static_cast<anvil::Half*>(p)[i] = anvil::Half(u(rng)); break;
-      case DType::kInt8: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(ui(rng)); break;
-      case DType::kInt32: static_cast<int32_t*>(p)[i] = ui(rng); break;
-      default: fail(2, "unsupported dtype");
+      case DType::kFloat32:
+        static_cast<float*>(p)[i] = u(rng);
+        break;
+      case DType::kFloat64:
+        static_cast<double*>(p)[i] = u(rng);
+        break;
+      case DType::kBFloat16:
+        static_cast<anvil::BFloat16*>(p)[i] = anvil::BFloat16(u(rng));
+        break;
+      case DType::kFloat16:
+        static_cast<anvil::Half*>(p)[i] = anvil::Half(u(rng));
+        break;
+      case DType::kInt8:
+        static_cast<int8_t*>(p)[i] = static_cast<int8_t>(ui(rng));
+        break;
+      case DType::kInt32:
+        static_cast<int32_t*>(p)[i] = ui(rng);
+        break;
+      default:
+        fail(2, "unsupported dtype");
     }
   }
   return m;
@@ -91,13 +116,18 @@ Matrix random_matrix(DType dtype, int64_t numel, std::mt19937& rng) {
 
 double activate(double x, int act) {
   switch (act) {
-    case ANVIL_GEMM_ACT_RELU: return std::max(x, 0.0);
-    case ANVIL_GEMM_ACT_RELU6: return std::min(std::max(x, 0.0), 6.0);
-    case ANVIL_GEMM_ACT_GELU_ERF: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case ANVIL_GEMM_ACT_RELU:
+      return std::max(x, 0.0);
+    case ANVIL_GEMM_ACT_RELU6:
+      return std::min(std::max(x, 0.0), 6.0);
+    case ANVIL_GEMM_ACT_GELU_ERF:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
     case ANVIL_GEMM_ACT_GELU_TANH:
       return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-    case ANVIL_GEMM_ACT_SILU: return x / (1 + std::exp(-x));
-    default: return x;
+    case ANVIL_GEMM_ACT_SILU:
+      return x / (1 + std::exp(-x));
+    default:
+      return x;
   }
 }
 
@@ -132,8 +162,10 @@ int run(int argc, char** argv) {
   call.k = geti("k", nullptr);
   call.trans_a = static_cast<int32_t>(geti("ta", "0"));
   call.trans_b = static_cast<int32_t>(geti("tb", "0"));
-  call.lda = geti("lda", call.trans_a ? std::to_string(call.m).c_str() : std::to_string(call.k).c_str());
-  call.ldb = geti("ldb", call.trans_b ? std::to_string(call.k).c_str() : std::to_string(call.n).c_str());
+  call.lda =
+      geti("lda", call.trans_a ? std::to_string(call.m).c_str() : std::to_string(call.k).c_str());
+  call.ldb =
+      geti("ldb", call.trans_b ? std::to_string(call.k).c_str() : std::to_string(call.n).c_str());
   call.ldc = geti("ldc", std::to_string(call.n).c_str());
   call.a_dtype = static_cast<int32_t>(geti("a_dtype", "7"));  // fp32
   call.b_dtype = static_cast<int32_t>(geti("b_dtype", std::to_string(call.a_dtype).c_str()));
@@ -144,6 +176,9 @@ int run(int argc, char** argv) {
   call.activation = static_cast<int32_t>(geti("act", "0"));
   call.b_constant = static_cast<int32_t>(geti("b_constant", "0"));
   const bool unfused_epilogue = geti("unfused_epilogue", "0") != 0;  // see the CUDA timing
+  const std::string epilogue_so = get("epilogue_so", "");
+  const int epi_bias = static_cast<int>(geti("epi_bias", "0"));
+  const int epi_act = static_cast<int>(geti("epi_act", "0"));
   const int threads = static_cast<int>(geti("threads", "0"));
   const double min_ms = std::strtod(get("min_ms", "100").c_str(), nullptr);
   const int64_t max_iters = geti("max_iters", "200");
@@ -245,12 +280,17 @@ int run(int argc, char** argv) {
     const bool bias_col = call.bias_kind == ANVIL_GEMM_BIAS_COL;
     if (call.bias_kind == ANVIL_GEMM_BIAS_ROW) return -1;  // cuBLASLt's bias is per column
     switch (call.activation) {
-      case ANVIL_GEMM_ACT_NONE: g.epilogue = bias_col ? ANVIL_EPILOGUE_BIAS : ANVIL_EPILOGUE_NONE; break;
-      case ANVIL_GEMM_ACT_RELU: g.epilogue = bias_col ? ANVIL_EPILOGUE_BIAS_RELU : ANVIL_EPILOGUE_RELU; break;
+      case ANVIL_GEMM_ACT_NONE:
+        g.epilogue = bias_col ? ANVIL_EPILOGUE_BIAS : ANVIL_EPILOGUE_NONE;
+        break;
+      case ANVIL_GEMM_ACT_RELU:
+        g.epilogue = bias_col ? ANVIL_EPILOGUE_BIAS_RELU : ANVIL_EPILOGUE_RELU;
+        break;
       case ANVIL_GEMM_ACT_GELU_TANH:
         g.epilogue = bias_col ? ANVIL_EPILOGUE_BIAS_GELU_TANH : ANVIL_EPILOGUE_GELU_TANH;
         break;
-      default: return -1;
+      default:
+        return -1;
     }
     return dev->gemm_ex(ordinal, stream, &g);
   };
@@ -266,7 +306,8 @@ int run(int argc, char** argv) {
   auto run_once = [&] {
     if (dev) {
       const int rc = cuda_launch();
-      if (rc != 0) fail(4, "the candidate failed: rc " + std::to_string(rc) + " " + dev->last_error());
+      if (rc != 0)
+        fail(4, "the candidate failed: rc " + std::to_string(rc) + " " + dev->last_error());
       return;
     }
     const int rc = entry ? entry(api, &ctx, &call) : api->gemm(&ctx, &call);
@@ -314,16 +355,36 @@ int run(int argc, char** argv) {
     const size_t set_bytes = a.bytes.size() + b.bytes.size() + c.bytes.size();
     const size_t want = (size_t{128} << 20) / std::max<size_t>(set_bytes, 1) + 1;
     const int copies = static_cast<int>(std::min<size_t>(want, kPerGraph));
-    struct Operands { const void* a; const void* b; void* c; };
+    struct Operands {
+      const void* a;
+      const void* b;
+      void* c;
+    };
     std::vector<Operands> sets{{call.a, call.b, call.c}};
-    for (int i = 1; i < copies; ++i)
-      sets.push_back({to_device(a), to_device(b), to_device(c)});
+    for (int i = 1; i < copies; ++i) sets.push_back({to_device(a), to_device(b), to_device(c)});
     // unfused_epilogue=1: the package would run this candidate's activation as a kernel of its
-    // own after the GEMM (cuBLASLt has no erf GELU); a device copy of C (the same bytes read and
-    // written, one more node of the graph) stands in for that memory-bound kernel. Its buffer
-    // is allocated before the capture (no cudaMalloc while a stream is captured).
+    // own after the GEMM (cuBLASLt has no erf GELU): the stand-in library's kernel runs after
+    // each GEMM (epilogue_so), or else a device copy of C (the same bytes read and written, one
+    // more node of the graph). Buffers are allocated before the capture (no cudaMalloc while a
+    // stream is captured).
+    CudaEntry epilogue = nullptr;
+    AnvilGemmCall epi = call;
+    if (unfused_epilogue && !epilogue_so.empty()) {
+      void* h = ::dlopen(epilogue_so.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!h) fail(4, "cannot load " + epilogue_so + ": " + ::dlerror());
+      const std::string sym = get("epilogue_entry", nullptr);
+      epilogue = reinterpret_cast<CudaEntry>(::dlsym(h, sym.c_str()));
+      if (!epilogue) fail(4, "no symbol " + sym + " in " + epilogue_so);
+      epi.bias_kind = epi_bias;
+      epi.activation = epi_act;
+      epi.bias = nullptr;
+      if (epi_bias != ANVIL_GEMM_BIAS_NONE) {
+        Matrix eb = random_matrix(dc, epi_bias == ANVIL_GEMM_BIAS_COL ? call.n : call.m, rng);
+        epi.bias = to_device(eb);
+      }
+    }
     void* scratch = nullptr;
-    if (unfused_epilogue && !(scratch = dev->alloc(ordinal, c.bytes.size())))
+    if (unfused_epilogue && !epilogue && !(scratch = dev->alloc(ordinal, c.bytes.size())))
       fail(4, std::string("device alloc: ") + dev->last_error());
     if (dev->graph_begin(ordinal, stream) != 0)
       fail(4, std::string("graph capture: ") + dev->last_error());
@@ -334,6 +395,10 @@ int run(int argc, char** argv) {
       call.b = o.b;
       call.c = o.c;
       rc = cuda_launch();
+      if (rc == 0 && epilogue) {
+        epi.c = o.c;
+        rc = epilogue(&epi, nullptr, 0, stream);
+      }
       if (rc == 0 && scratch)
         rc = dev->copy(ordinal, scratch, o.c, c.bytes.size(), ANVIL_COPY_DEVICE_TO_DEVICE, stream);
     }
