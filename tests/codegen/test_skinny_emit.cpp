@@ -13,6 +13,7 @@
 #include "codegen/gemm/cuda_epilogue_standin.h"
 #include "codegen/gemm/cuda_skinny.h"
 #include "codegen/gemm/gemm_filter.h"
+#include "common/nvcc_sample.h"
 #include "driver/compile.h"
 #include "ir/parser.h"
 
@@ -118,12 +119,16 @@ TEST(SkinnyEmit, NvccCompilesTheRenderedUnits) {
 // exports the entry and its workspace query, as the tuning child looks them up. Its timing on a
 // GPU: CudaAutotuneSpec.CublasLtCandidatesWithAnUnfusedGeluAreTimed.
 TEST(SkinnyEmit, TheTunersEpilogueStandinBuildsAndExportsItsEntry) {
+  const std::string src = epilogue_standin_source();
+  EXPECT_NE(src.find(std::string("int ") + kEpilogueStandinEntry + "("), std::string::npos);
+  EXPECT_NE(src.find(std::string("size_t ") + kEpilogueStandinEntry + "_workspace("),
+            std::string::npos);
+  if (!test::nvcc_this_test()) return;  // CI compiles a seeded sample (tests/common/nvcc_sample.h)
   const fs::path dir = fs::temp_directory_path() / ("anvil_standin_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   ToolchainOptions o = epilogue_standin_toolchain_options();
   o.cache_dir = (dir / "cache").string();
-  const auto r = build_shared_library({{"standin.cu", epilogue_standin_source()}},
-                                      (dir / "standin.so").string(), o);
+  const auto r = build_shared_library({{"standin.cu", src}}, (dir / "standin.so").string(), o);
   void* h = ::dlopen(r.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(h, nullptr) << ::dlerror();
   EXPECT_NE(::dlsym(h, kEpilogueStandinEntry), nullptr);
