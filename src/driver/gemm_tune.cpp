@@ -18,9 +18,10 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "codegen/gemm/cuda_epilogue_standin.h"
 #include "codegen/gemm/cuda_skinny.h"
@@ -39,8 +40,8 @@ namespace anvil::driver {
 
 namespace fs = std::filesystem;
 using codegen::gemm::GemmActivation;
-using codegen::gemm::GemmBias;
 using codegen::gemm::GemmCandidate;
+using codegen::gemm::GemmBias;
 using codegen::gemm::GemmOptions;
 using codegen::gemm::GemmProblem;
 
@@ -86,8 +87,7 @@ Timing run_child(const std::vector<std::string>& argv, int timeout_s) {
   bool timed_out = false;
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now())
-                          .count();
+                          deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       timed_out = true;
       ::kill(pid, SIGKILL);
@@ -148,30 +148,23 @@ std::vector<std::string> child_args(const std::string& tool, const GemmProblem& 
     return os.str();
   };
   const int64_t m = *p.m, n = *p.n, k = *p.k;
-  std::vector<std::string> a = {tool,
-                                kv("m", m),
-                                kv("n", n),
-                                kv("k", k),
-                                kv("ta", p.trans_a ? 1 : 0),
-                                kv("tb", p.trans_b ? 1 : 0),
-                                kv("lda", p.lda.value_or(p.trans_a ? m : k)),
-                                kv("ldb", p.ldb.value_or(p.trans_b ? k : n)),
-                                kv("ldc", p.ldc.value_or(n)),
-                                kv("a_dtype", static_cast<int>(p.a_dtype)),
-                                kv("b_dtype", static_cast<int>(p.b_dtype)),
-                                kv("c_dtype", static_cast<int>(p.out_dtype)),
-                                kv("alpha", p.alpha),
-                                kv("beta", p.beta),
-                                kv("b_constant", p.b_constant ? 1 : 0)};
+  std::vector<std::string> a = {
+      tool, kv("m", m), kv("n", n), kv("k", k), kv("ta", p.trans_a ? 1 : 0),
+      kv("tb", p.trans_b ? 1 : 0),
+      kv("lda", p.lda.value_or(p.trans_a ? m : k)), kv("ldb", p.ldb.value_or(p.trans_b ? k : n)),
+      kv("ldc", p.ldc.value_or(n)), kv("a_dtype", static_cast<int>(p.a_dtype)),
+      kv("b_dtype", static_cast<int>(p.b_dtype)), kv("c_dtype", static_cast<int>(p.out_dtype)),
+      kv("alpha", p.alpha), kv("beta", p.beta),
+      kv("b_constant", p.b_constant ? 1 : 0)};
   if (cublaslt_lacks(c, p.activation)) {  // plain GEMM + the epilogue kernel's stand-in
     a.push_back(kv("bias", 0));
     a.push_back(kv("act", 0));
     a.push_back(kv("unfused_epilogue", 1));
     if (!epilogue_so.empty()) {
+      const GemmBias b = p.bias == GemmBias::kFull ? GemmBias::kNone : p.bias;
       a.push_back(kv("epilogue_so", epilogue_so));
       a.push_back(kv("epilogue_entry", codegen::gemm::kEpilogueStandinEntry));
-      a.push_back(
-          kv("epi_bias", static_cast<int>(p.bias == GemmBias::kFull ? GemmBias::kNone : p.bias)));
+      a.push_back(kv("epi_bias", static_cast<int>(b)));
       a.push_back(kv("epi_act", static_cast<int>(p.activation)));
     }
   } else {
@@ -299,8 +292,8 @@ std::string bucket_text(const passes::GemmStep& g, int bucket) {
 /// The buckets of step `g`'s symbolic M (gemm_buckets.h) when it can be tuned per bucket: M
 /// symbolic with bounds from the program's symbol ranges, N, K and the batch static (on CUDA,
 /// sm > 0: no batch dims, as for any chosen kernel there). Empty otherwise.
-std::vector<MBucket> symbolic_m_buckets(const passes::Program& program, const passes::GemmStep& g,
-                                        int sm) {
+std::vector<MBucket> symbolic_m_buckets(const passes::Program& program,
+                                        const passes::GemmStep& g, int sm) {
   if (g.m.is_constant() || !g.n.is_constant() || !g.k.is_constant()) return {};
   if (sm > 0 && !g.batch.empty()) return {};
   for (const SymInt& b : g.batch)
@@ -367,20 +360,13 @@ std::string build_standin(const codegen::ToolchainOptions& toolchain, const std:
   }
 }
 
-/// The warning when the stand-in did not build.
-std::string standin_warning(const std::string& why) {
-  return "the GEMM epilogue stand-in kernel did not build (" + why.substr(0, 300) +
-         "): cuBLASLt candidates whose bias / activation runs as a kernel of its own were timed "
-         "with a copy of C in that kernel's place";
-}
-
 /// Times candidates [from, from + n) of `cands` whose libraries `so` built (errors beside), in
 /// order, one child process at a time; the index (relative to `from`) of the fastest, or -1.
-int time_built(const GemmProblem& p, const std::vector<GemmCandidate>& cands, size_t from, size_t n,
-               const std::vector<std::string>& so, const std::vector<std::string>& build_errors,
-               const GemmOptions& options, const std::string& tool,
-               std::vector<CandidateTiming>& timings, const std::string& device,
-               const std::string& epilogue_so) {
+int time_built(const GemmProblem& p, const std::vector<GemmCandidate>& cands, size_t from,
+               size_t n, const std::vector<std::string>& so,
+               const std::vector<std::string>& build_errors, const GemmOptions& options,
+               const std::string& tool, std::vector<CandidateTiming>& timings,
+               const std::string& device, const std::string& epilogue_so) {
   timings.assign(n, {});
   auto time_one = [&](size_t j) {
     const size_t i = from + j;
@@ -437,8 +423,9 @@ int time_candidates(const GemmProblem& p, const std::vector<GemmCandidate>& cand
                     std::vector<CandidateTiming>& timings, const std::string& device) {
   Scratch scratch;
   std::vector<std::string> build_errors;
-  const std::vector<std::string> so = build_templates(
-      cands, backend, toolchain, scratch.path.string(), build_jobs(options), build_errors);
+  const std::vector<std::string> so = build_templates(cands, backend, toolchain,
+                                                      scratch.path.string(), build_jobs(options),
+                                                      build_errors);
   std::string why;
   const std::string standin = wants_standin(p, cands, 0, cands.size(), device)
                                   ? build_standin(toolchain, scratch.path.string(), why)
@@ -449,9 +436,11 @@ int time_candidates(const GemmProblem& p, const std::vector<GemmCandidate>& cand
 
 passes::GemmKernelChoice kernel_choice(const codegen::gemm::GemmCandidate& c, double us,
                                        int timed) {
-  return passes::GemmKernelChoice{
-      c.name, c.library,    c.variant,          c.entry,         c.source, us,
-      timed,  c.fuses_bias, c.fuses_activation, c.fuses_residual};
+  return passes::GemmKernelChoice{c.name,       c.library,
+                                  c.variant,    c.entry,
+                                  c.source,     us,
+                                  timed,        c.fuses_bias,
+                                  c.fuses_activation, c.fuses_residual};
 }
 
 std::string gemm_time_tool() {
@@ -510,9 +499,9 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     return r;
   }
   const std::string tool = gemm_time_tool();
-  const std::string cache_root = !options.cache_dir.empty()    ? options.cache_dir
-                                 : toolchain.cache_dir.empty() ? codegen::default_cache_dir()
-                                                               : toolchain.cache_dir;
+  const std::string cache_root =
+      !options.cache_dir.empty() ? options.cache_dir
+      : toolchain.cache_dir.empty() ? codegen::default_cache_dir() : toolchain.cache_dir;
   const bool show = toolchain.progress != codegen::ProgressMode::kQuiet;
   std::map<std::string, passes::GemmKernelChoice> decided;  // problem key -> choice
   // On CUDA a chosen kernel replaces cuBLASLt together with the epilogue cuBLASLt would fuse, so
@@ -538,7 +527,7 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
   std::vector<Pending> pending;
   std::map<std::string, size_t> pending_by_key;
   std::vector<std::string> dynamic;  // GEMM steps left untuned by symbolic sizes (case 5)
-  std::vector<GemmCandidate> all;    // every pending problem's candidates, built together
+  std::vector<GemmCandidate> all;  // every pending problem's candidates, built together
   // Where problem (step si, bucket) records its choice.
   auto slot = [&](size_t si, int bucket) -> passes::GemmKernelChoice& {
     auto& g = std::get<passes::GemmStep>(program.steps[si]);
@@ -583,9 +572,8 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
         }
     }
     if (tool.empty()) {
-      r.warnings.push_back(
-          "anvil-gemm-time not found (beside the executable, on PATH or "
-          "$ANVIL_GEMM_TIME): GEMMs keep the default path");
+      r.warnings.push_back("anvil-gemm-time not found (beside the executable, on PATH or "
+                           "$ANVIL_GEMM_TIME): GEMMs keep the default path");
       ++r.kept_default;
       return;
     }
@@ -658,7 +646,11 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       continue;
     std::string why;
     standin = build_standin(toolchain, scratch.path.string(), why);
-    if (standin.empty()) r.warnings.push_back(standin_warning(why));
+    if (standin.empty())
+      r.warnings.push_back("the GEMM epilogue stand-in kernel did not build (" +
+                           why.substr(0, 300) +
+                           "): cuBLASLt candidates whose bias / activation runs as a kernel of "
+                           "its own were timed with a copy of C in that kernel's place");
     break;
   }
 
@@ -671,8 +663,7 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
     if (pd.same_as >= 0) {
       if (ok[static_cast<size_t>(pd.same_as)])
         slot(pd.step, pd.bucket) = chosen[static_cast<size_t>(pd.same_as)];
-      else
-        ++r.kept_default;
+      else ++r.kept_default;
       continue;
     }
     const GemmProblem& p = pd.problem;
@@ -681,8 +672,8 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       std::fprintf(stderr, "autotune: GEMM %s%s (%s): %zu candidates\n", g->name.c_str(),
                    where.c_str(), shape_text(p).c_str(), pd.cands.size());
     std::vector<CandidateTiming> timings;
-    const int best = time_built(p, all, pd.first, pd.cands.size(), so, build_errors, options, tool,
-                                timings, device, standin);
+    const int best = time_built(p, all, pd.first, pd.cands.size(), so, build_errors, options,
+                                tool, timings, device, standin);
     r.candidates_timed += static_cast<int>(pd.cands.size());
     std::map<std::string, double> times;
     for (size_t j = 0; j < timings.size(); ++j) {
@@ -690,10 +681,8 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       times[t.name] = t.ns;
       std::ostringstream line;
       line << "  " << g->name << where << " " << shape_text(p) << " " << t.name << ": ";
-      if (std::isinf(t.ns))
-        line << "inf (" << t.error << ")";
-      else
-        line << t.ns / 1000.0 << " us";
+      if (std::isinf(t.ns)) line << "inf (" << t.error << ")";
+      else line << t.ns / 1000.0 << " us";
       if (device != "cpu" && cublaslt_lacks(all[pd.first + j], p.activation))
         line << (standin.empty() ? " (+ a copy of C for its epilogue kernel)"
                                  : " (+ its epilogue kernel)");
@@ -701,8 +690,8 @@ GemmTuneReport tune_gemms(passes::Program& program, const GemmOptions& options,
       if (options.verbose) std::fprintf(stderr, "%s\n", line.str().c_str());
     }
     if (best < 0) {
-      const std::string msg =
-          "every GEMM candidate failed for " + g->name + where + " (" + shape_text(p) + ")";
+      const std::string msg = "every GEMM candidate failed for " + g->name + where + " (" +
+                              shape_text(p) + ")";
       if (!options.fallback)
         throw Error(msg, "autotune " + g->name, "at least one working candidate",
                     "none of " + std::to_string(pd.cands.size()) + " (--no-gemm-fallback)");

@@ -37,11 +37,11 @@
 #include <vector>
 
 #include "anvil/anvil_rt.h"
-#include "core/device.h"
 #include "core/dtype.h"
-#include "core/env_switch.h"
 #include "core/half.h"
 #include "core/thread_pool.h"
+#include "core/device.h"
+#include "core/env_switch.h"
 #include "runtime/device_backend.h"
 #include "runtime/rt_api.h"
 
@@ -63,20 +63,13 @@ struct Matrix {
 double load(const Matrix& mat, int64_t i) {
   const void* p = mat.bytes.data();
   switch (mat.dtype) {
-    case DType::kFloat32:
-      return static_cast<const float*>(p)[i];
-    case DType::kFloat64:
-      return static_cast<const double*>(p)[i];
-    case DType::kBFloat16:
-      return float(static_cast<const anvil::BFloat16*>(p)[i]);
-    case DType::kFloat16:
-      return float(static_cast<const anvil::Half*>(p)[i]);
-    case DType::kInt8:
-      return static_cast<const int8_t*>(p)[i];
-    case DType::kInt32:
-      return static_cast<const int32_t*>(p)[i];
-    default:
-      fail(2, "unsupported dtype");
+    case DType::kFloat32: return static_cast<const float*>(p)[i];
+    case DType::kFloat64: return static_cast<const double*>(p)[i];
+    case DType::kBFloat16: return float(static_cast<const anvil::BFloat16*>(p)[i]);
+    case DType::kFloat16: return float(static_cast<const anvil::Half*>(p)[i]);
+    case DType::kInt8: return static_cast<const int8_t*>(p)[i];
+    case DType::kInt32: return static_cast<const int32_t*>(p)[i];
+    default: fail(2, "unsupported dtype");
   }
 }
 
@@ -89,26 +82,13 @@ Matrix random_matrix(DType dtype, int64_t numel, std::mt19937& rng) {
   for (int64_t i = 0; i < numel; ++i) {
     void* p = m.bytes.data();
     switch (dtype) {
-      case DType::kFloat32:
-        static_cast<float*>(p)[i] = u(rng);
-        break;
-      case DType::kFloat64:
-        static_cast<double*>(p)[i] = u(rng);
-        break;
-      case DType::kBFloat16:
-        static_cast<anvil::BFloat16*>(p)[i] = anvil::BFloat16(u(rng));
-        break;
-      case DType::kFloat16:
-        static_cast<anvil::Half*>(p)[i] = anvil::Half(u(rng));
-        break;
-      case DType::kInt8:
-        static_cast<int8_t*>(p)[i] = static_cast<int8_t>(ui(rng));
-        break;
-      case DType::kInt32:
-        static_cast<int32_t*>(p)[i] = ui(rng);
-        break;
-      default:
-        fail(2, "unsupported dtype");
+      case DType::kFloat32: static_cast<float*>(p)[i] = u(rng); break;
+      case DType::kFloat64: static_cast<double*>(p)[i] = u(rng); break;
+      case DType::kBFloat16: static_cast<anvil::BFloat16*>(p)[i] = anvil::BFloat16(u(rng)); break;
+      case DType::kFloat16: static_cast<anvil::Half*>(p)[i] = anvil::Half(u(rng)); break;
+      case DType::kInt8: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(ui(rng)); break;
+      case DType::kInt32: static_cast<int32_t*>(p)[i] = ui(rng); break;
+      default: fail(2, "unsupported dtype");
     }
   }
   return m;
@@ -116,18 +96,13 @@ Matrix random_matrix(DType dtype, int64_t numel, std::mt19937& rng) {
 
 double activate(double x, int act) {
   switch (act) {
-    case ANVIL_GEMM_ACT_RELU:
-      return std::max(x, 0.0);
-    case ANVIL_GEMM_ACT_RELU6:
-      return std::min(std::max(x, 0.0), 6.0);
-    case ANVIL_GEMM_ACT_GELU_ERF:
-      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case ANVIL_GEMM_ACT_RELU: return std::max(x, 0.0);
+    case ANVIL_GEMM_ACT_RELU6: return std::min(std::max(x, 0.0), 6.0);
+    case ANVIL_GEMM_ACT_GELU_ERF: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
     case ANVIL_GEMM_ACT_GELU_TANH:
       return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-    case ANVIL_GEMM_ACT_SILU:
-      return x / (1 + std::exp(-x));
-    default:
-      return x;
+    case ANVIL_GEMM_ACT_SILU: return x / (1 + std::exp(-x));
+    default: return x;
   }
 }
 
@@ -162,10 +137,8 @@ int run(int argc, char** argv) {
   call.k = geti("k", nullptr);
   call.trans_a = static_cast<int32_t>(geti("ta", "0"));
   call.trans_b = static_cast<int32_t>(geti("tb", "0"));
-  call.lda =
-      geti("lda", call.trans_a ? std::to_string(call.m).c_str() : std::to_string(call.k).c_str());
-  call.ldb =
-      geti("ldb", call.trans_b ? std::to_string(call.k).c_str() : std::to_string(call.n).c_str());
+  call.lda = geti("lda", call.trans_a ? std::to_string(call.m).c_str() : std::to_string(call.k).c_str());
+  call.ldb = geti("ldb", call.trans_b ? std::to_string(call.k).c_str() : std::to_string(call.n).c_str());
   call.ldc = geti("ldc", std::to_string(call.n).c_str());
   call.a_dtype = static_cast<int32_t>(geti("a_dtype", "7"));  // fp32
   call.b_dtype = static_cast<int32_t>(geti("b_dtype", std::to_string(call.a_dtype).c_str()));
@@ -280,17 +253,12 @@ int run(int argc, char** argv) {
     const bool bias_col = call.bias_kind == ANVIL_GEMM_BIAS_COL;
     if (call.bias_kind == ANVIL_GEMM_BIAS_ROW) return -1;  // cuBLASLt's bias is per column
     switch (call.activation) {
-      case ANVIL_GEMM_ACT_NONE:
-        g.epilogue = bias_col ? ANVIL_EPILOGUE_BIAS : ANVIL_EPILOGUE_NONE;
-        break;
-      case ANVIL_GEMM_ACT_RELU:
-        g.epilogue = bias_col ? ANVIL_EPILOGUE_BIAS_RELU : ANVIL_EPILOGUE_RELU;
-        break;
+      case ANVIL_GEMM_ACT_NONE: g.epilogue = bias_col ? ANVIL_EPILOGUE_BIAS : ANVIL_EPILOGUE_NONE; break;
+      case ANVIL_GEMM_ACT_RELU: g.epilogue = bias_col ? ANVIL_EPILOGUE_BIAS_RELU : ANVIL_EPILOGUE_RELU; break;
       case ANVIL_GEMM_ACT_GELU_TANH:
         g.epilogue = bias_col ? ANVIL_EPILOGUE_BIAS_GELU_TANH : ANVIL_EPILOGUE_GELU_TANH;
         break;
-      default:
-        return -1;
+      default: return -1;
     }
     return dev->gemm_ex(ordinal, stream, &g);
   };
@@ -306,8 +274,7 @@ int run(int argc, char** argv) {
   auto run_once = [&] {
     if (dev) {
       const int rc = cuda_launch();
-      if (rc != 0)
-        fail(4, "the candidate failed: rc " + std::to_string(rc) + " " + dev->last_error());
+      if (rc != 0) fail(4, "the candidate failed: rc " + std::to_string(rc) + " " + dev->last_error());
       return;
     }
     const int rc = entry ? entry(api, &ctx, &call) : api->gemm(&ctx, &call);
@@ -355,13 +322,10 @@ int run(int argc, char** argv) {
     const size_t set_bytes = a.bytes.size() + b.bytes.size() + c.bytes.size();
     const size_t want = (size_t{128} << 20) / std::max<size_t>(set_bytes, 1) + 1;
     const int copies = static_cast<int>(std::min<size_t>(want, kPerGraph));
-    struct Operands {
-      const void* a;
-      const void* b;
-      void* c;
-    };
+    struct Operands { const void* a; const void* b; void* c; };
     std::vector<Operands> sets{{call.a, call.b, call.c}};
-    for (int i = 1; i < copies; ++i) sets.push_back({to_device(a), to_device(b), to_device(c)});
+    for (int i = 1; i < copies; ++i)
+      sets.push_back({to_device(a), to_device(b), to_device(c)});
     // unfused_epilogue=1: the package would run this candidate's activation as a kernel of its
     // own after the GEMM (cuBLASLt has no erf GELU): the stand-in library's kernel runs after
     // each GEMM (epilogue_so), or else a device copy of C (the same bytes read and written, one
