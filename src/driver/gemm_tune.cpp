@@ -156,21 +156,20 @@ std::vector<std::string> child_args(const std::string& tool, const GemmProblem& 
       kv("b_dtype", static_cast<int>(p.b_dtype)), kv("c_dtype", static_cast<int>(p.out_dtype)),
       kv("alpha", p.alpha), kv("beta", p.beta),
       kv("b_constant", p.b_constant ? 1 : 0)};
+  // A full [M, N] x (addmm's C matrix) is no bias vector: it is C itself, scaled by beta, and
+  // the child's random initial C stands in for it.
+  const GemmBias bias = p.bias == GemmBias::kFull ? GemmBias::kNone : p.bias;
   if (cublaslt_lacks(c, p.activation)) {  // plain GEMM + the epilogue kernel's stand-in
     a.push_back(kv("bias", 0));
     a.push_back(kv("act", 0));
     a.push_back(kv("unfused_epilogue", 1));
     if (!epilogue_so.empty()) {
-      const GemmBias b = p.bias == GemmBias::kFull ? GemmBias::kNone : p.bias;
       a.push_back(kv("epilogue_so", epilogue_so));
       a.push_back(kv("epilogue_entry", codegen::gemm::kEpilogueStandinEntry));
-      a.push_back(kv("epi_bias", static_cast<int>(b)));
+      a.push_back(kv("epi_bias", static_cast<int>(bias)));
       a.push_back(kv("epi_act", static_cast<int>(p.activation)));
     }
   } else {
-    // A full [M, N] x (addmm's C matrix) is no bias vector: it is C itself, scaled by beta, and
-    // the child's random initial C stands in for it.
-    const GemmBias bias = p.bias == GemmBias::kFull ? GemmBias::kNone : p.bias;
     a.push_back(kv("bias", static_cast<int>(bias)));
     a.push_back(kv("act", static_cast<int>(p.activation)));
   }

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <string>
 #include <utility>
+#include <string>
 #include <vector>
 
 #include "common/check.h"
@@ -135,8 +135,8 @@ std::pair<driver::CompileReport, nlohmann::json> tune_and_check(
   float* bp = b.data<float>();
   for (int64_t i = 0; i < m * k; ++i) ap[i] = static_cast<float>((i * 7 % 17) - 8) / 8.f;
   for (int64_t i = 0; i < k * n; ++i) bp[i] = static_cast<float>((i * 5 % 13) - 6) / 4.f;
-  const auto out = model.run(
-      {a.to(DType::kFloat16).to(Device::cuda(0)), b.to(DType::kFloat16).to(Device::cuda(0))});
+  const auto out = model.run({a.to(DType::kFloat16).to(Device::cuda(0)),
+                              b.to(DType::kFloat16).to(Device::cuda(0))});
   EXPECT_EQ(out.size(), 1u);
   if (!out.empty()) {
     const Tensor got = out[0].to(Device::cpu()).to(DType::kFloat32);
@@ -163,7 +163,8 @@ TEST(CudaAutotuneSpec, Case4_StaticMmBenchmarksCutlassCandidates) {
   EXPECT_GE(r.gemm_candidates_timed, 1);
   const auto& step = mf.at("gemm").at("steps").at(0);
   const std::string kernel = step.at("kernel").get<std::string>();
-  EXPECT_EQ(kernel.rfind("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_", 0), 0u) << step.dump();
+  EXPECT_EQ(kernel.rfind("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_", 0), 0u)
+      << step.dump();
   EXPECT_GT(step.at("time_us").get<double>(), 0.0);
 }
 
@@ -189,12 +190,13 @@ TEST(CudaAutotuneSpec, Case3_UnalignedMmTunesInSubprocessesWithoutACrash) {
 // mode: its first 4 algorithms are each timed in a child, one is chosen, the package runs it.
 TEST(CudaAutotuneSpec, CublasLtHeuristicAlgorithmsAreTimedAndTheChosenOneRuns) {
   ANVIL_REQUIRE_GPU();
-  const auto [r, mf] = tune_and_check(mm_graph(64, 4096, 1024, false), "lt_algos", 64, 4096, 1024,
-                                      {codegen::gemm::GemmBackend::kCublasLt}, 0);
+  const auto [r, mf] = tune_and_check(mm_graph(64, 4096, 1024, false), "lt_algos", 64, 4096,
+                                      1024, {codegen::gemm::GemmBackend::kCublasLt}, 0);
   EXPECT_EQ(r.gemms_tuned, 1) << ::testing::PrintToString(r.tune_warnings);
   EXPECT_EQ(r.gemm_candidates_timed, 4) << ::testing::PrintToString(r.tune_lines);
   const auto& step = mf.at("gemm").at("steps").at(0);
-  EXPECT_EQ(step.at("kernel").get<std::string>().rfind("cublaslt_heuristic", 0), 0u) << step.dump();
+  EXPECT_EQ(step.at("kernel").get<std::string>().rfind("cublaslt_heuristic", 0), 0u)
+      << step.dump();
   EXPECT_GT(step.at("time_us").get<double>(), 0.0);
 }
 

@@ -174,14 +174,17 @@ int run(int argc, char** argv) {
   call.bias = call.bias_kind != ANVIL_GEMM_BIAS_NONE ? bias.data() : nullptr;
 
   using Entry = int (*)(const AnvilRtApi*, void*, const AnvilGemmCall*);
+  // symbol `sym` of library `lib` (loaded once), or exit 4 naming what is missing
+  auto symbol_in = [](const std::string& lib, const std::string& sym) {
+    void* h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) fail(4, std::string("cannot load ") + lib + ": " + ::dlerror());
+    void* f = ::dlsym(h, sym.c_str());
+    if (!f) fail(4, "no symbol " + sym + " in " + lib);
+    return f;
+  };
   Entry entry = nullptr;
   const std::string so = get("so", "");
-  if (!so.empty()) {
-    void* h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!h) fail(4, std::string("cannot load ") + so + ": " + ::dlerror());
-    entry = reinterpret_cast<Entry>(::dlsym(h, get("entry", nullptr).c_str()));
-    if (!entry) fail(4, "no symbol " + get("entry", nullptr) + " in " + so);
-  }
+  if (!so.empty()) entry = reinterpret_cast<Entry>(symbol_in(so, get("entry", nullptr)));
   // CUDA: device copies of the operands; the call points at them.
   const std::string device = get("device", "cpu");
   const AnvilDeviceApi* dev = nullptr;
@@ -334,11 +337,8 @@ int run(int argc, char** argv) {
     CudaEntry epilogue = nullptr;
     AnvilGemmCall epi = call;
     if (unfused_epilogue && !epilogue_so.empty()) {
-      void* h = ::dlopen(epilogue_so.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (!h) fail(4, "cannot load " + epilogue_so + ": " + ::dlerror());
-      const std::string sym = get("epilogue_entry", nullptr);
-      epilogue = reinterpret_cast<CudaEntry>(::dlsym(h, sym.c_str()));
-      if (!epilogue) fail(4, "no symbol " + sym + " in " + epilogue_so);
+      epilogue =
+          reinterpret_cast<CudaEntry>(symbol_in(epilogue_so, get("epilogue_entry", nullptr)));
       epi.bias_kind = epi_bias;
       epi.activation = epi_act;
       epi.bias = nullptr;
