@@ -98,6 +98,11 @@ def main():
     if a.max_candidates:
         cmd += ["--gemm-max-candidates", a.max_candidates]
     out = subprocess.run(cmd, capture_output=True, text=True)
+    with open(os.path.join(work, "compile.log"), "w") as f:  # every candidate's time
+        f.write(out.stderr)
+    if os.environ.get("OUT"):  # the device tool's folder: the log comes back
+        with open(os.path.join(os.environ["OUT"], "gemm_compile.log"), "w") as f:
+            f.write(out.stderr)
     sys.stderr.write(out.stderr[-4000:])
     if out.returncode != 0:
         sys.exit("anvil compile failed")

@@ -679,6 +679,38 @@ TEST(CudaConvEmit, NchwOneByOneConvolutionsCanBeOneBatchedGemm) {
   fs::remove_all(dir);
 }
 
+TEST(CudaConvEmit, ChannelsLastOneByOneConvolutionsAreOneGemmOverThePositions) {
+  // a 16-bit 1x1 convolution of channels-last views can be one cuBLASLt GEMM over the N*H*W
+  // positions (Y = X W^T), its bias / relu / residual in cuBLASLt's epilogue where it has them,
+  // else the plain GEMM and the step's epilogue kernel; cuDNN behind it. By default only those
+  // with an activation cuDNN does not fuse (c0's SiLU); ANVIL_CUDA_CONV1X1_NHWC=all every one,
+  // =0 none (CudaConvSteps.ChannelsLastOneByOneGemmsMatchTheInterpreter checks the values)
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_cuda_1x1_nhwc_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const auto g = ir::parse_graph(kConv1x1NhwcGraph);
+  // c0: 192 positions x 24 channels = X (ld 16) W^T (W [24, 16], ld 16); bias + SiLU after it
+  const char* c0 =
+      "13, 0, 1, 192, 24, 16, 1.0f, a.x, 16, 0, a.w, 16, 0, a.y, 24, 0, 1, ANVIL_EPILOGUE_NONE";
+  const Emitted def = emit(*g, dir, "g1x1_nhwc");
+  EXPECT_EQ(count(def.text, "channels-last 1x1: one cuBLASLt GEMM"), 1u) << "c0 only";
+  EXPECT_NE(def.text.find(c0), std::string::npos);
+  // the epilogue kernels of channels-last outputs update 16-byte vectors (8 channels)
+  EXPECT_GE(count(def.text, "*reinterpret_cast<uint4*>(y0 + o) = "), 3u);
+  const Emitted all = emit(*g, dir, "g1x1_nhwc_all", "ANVIL_CUDA_CONV1X1_NHWC", "all");
+  EXPECT_EQ(count(all.text, "channels-last 1x1: one cuBLASLt GEMM"), 6u) << "c0 .. c5";
+  EXPECT_NE(all.text.find(c0), std::string::npos);
+  // c1 (bias + residual as C), c2 (bias + relu) and c5 (fp16, bias) through gemm_ex
+  EXPECT_EQ(count(all.text, "grc = dev->gemm_ex(device, s.stream, &ga);"), 3u);
+  EXPECT_EQ(count(all.text, "ga.beta = 1.0f;"), 1u) << "c1's residual";
+  EXPECT_EQ(count(all.text, "ga.epilogue = ANVIL_EPILOGUE_BIAS_RELU;"), 1u) << "c2";
+  EXPECT_EQ(count(all.text, "ga.epilogue = ANVIL_EPILOGUE_BIAS;"), 2u) << "c1, c5";
+  EXPECT_NE(all.text.find("ga.dtype = 6;"), std::string::npos) << "c5 in fp16";
+  const Emitted off = emit(*g, dir, "g1x1_nhwc_off", "ANVIL_CUDA_CONV1X1_NHWC", "0");
+  EXPECT_EQ(count(off.text, "channels-last 1x1"), 0u) << "=0 keeps cuDNN";
+  fs::remove_all(dir);
+}
+
 TEST(CudaConvEmit, TheBackendHasDeviceAbi5AndChecksItsArgumentsFirst) {
   // no GPU needed: the CUDA backend library loads where the CUDA libraries are installed, and
   // its conv rejects a missing or too small AnvilConvArgs before touching a device

@@ -62,16 +62,30 @@ TEST(CutlassCandidates, Bf16EnumerationIsDeterministicUniqueAndComplete) {
   EXPECT_EQ(count_matching(a, "_warpspecialized_pingpong_"), 6);
   EXPECT_EQ(count_matching(a, "_stream_k_"), 9);
   EXPECT_EQ(count_matching(a, "_warpspecialized_cooperative_"), 18);  // 9 plain + 9 stream-K
-  // Generation order: tile, then cluster, then schedule.
-  EXPECT_EQ(a[0].name,
-            "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_void_bf16_64x128x64_1x1x1_0_ttt_align8_"
+  // Generation order: four configurations by the problem's size first (fewer than two waves
+  // of 128 x 256 tiles here: 128x128 ping-pong 1x2, 64x128 ping-pong, 128x128 stream-K,
+  // 128x256 stream-K 2x1), then the others by tile, then cluster, then schedule.
+  const char* first[] = {"_128x128x64_1x2x1_0_ttt_align8_warpspecialized_pingpong_epi_tma",
+                         "_64x128x64_1x1x1_0_ttt_align8_warpspecialized_pingpong_epi_tma",
+                         "_128x128x64_1x1x1_0_ttt_align8_stream_k_warpspecialized_cooperative",
+                         "_128x256x64_2x1x1_0_ttt_align8_stream_k_warpspecialized_cooperative"};
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NE(a[i].name.find(first[i]), std::string::npos) << i << ": " << a[i].name;
+  EXPECT_EQ(a[4].name,
+            "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_void_bf16_64x128x64_2x1x1_0_ttt_align8_"
             "warpspecialized_pingpong_epi_tma");
-  EXPECT_EQ(a[3].name,
+  EXPECT_EQ(a[6].name,
             "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_void_bf16_128x128x64_1x1x1_0_ttt_align8_"
             "warpspecialized_cooperative_epi_tma");
-  EXPECT_EQ(a[5].name,
-            "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_void_bf16_128x128x64_1x1x1_0_ttt_align8_"
-            "stream_k_warpspecialized_cooperative_epi_tma");
+  // at least two waves of 128 x 256 tiles (4096 x 4096): those on 2 x 1 clusters first
+  const auto big = cutlass_candidates(bf16_problem(4096, 4096, 4096), 90);
+  const char* big_first[] = {"_128x256x64_2x1x1_0_ttt_align8_stream_k_warpspecialized_cooperative",
+                             "_128x256x64_2x1x1_0_ttt_align8_warpspecialized_cooperative",
+                             "_256x128x64_1x2x1_0_ttt_align8_warpspecialized_cooperative",
+                             "_128x128x64_1x2x1_0_ttt_align8_warpspecialized_pingpong"};
+  ASSERT_EQ(big.size(), 24u);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NE(big[i].name.find(big_first[i]), std::string::npos) << i << ": " << big[i].name;
   for (const auto& g : a) {
     EXPECT_EQ(g.backend, GemmBackend::kCutlass);
     EXPECT_EQ(g.entry, "anvil_" + g.name);
@@ -361,11 +375,12 @@ TEST(CutlassCandidates, SkinnyProblemsTryTheKernelsThatSpreadBFirst) {
                          "_128x256x64_1x1x1_0_ttt_align8_stream_k_"};
   for (int i = 0; i < 4; ++i)
     EXPECT_NE(c[i].name.find(first[i]), std::string::npos) << i << ": " << c[i].name;
-  // larger problems keep the generation order (tile, cluster, schedule) and the four tiles
+  // larger problems have the four tiles and their own first four
+  // (Bf16EnumerationIsDeterministicUniqueAndComplete)
   const auto big = cutlass_candidates(bf16_problem(65, 4096, 1024), 90);
   EXPECT_EQ(big.size(), 24u);
   EXPECT_EQ(count_matching(big, "_64x64x64_"), 0);
-  EXPECT_NE(big[0].name.find("_64x128x64_1x1x1_"), std::string::npos) << big[0].name;
+  EXPECT_NE(big[0].name.find("_128x128x64_1x2x1_"), std::string::npos) << big[0].name;
 }
 
 }  // namespace
@@ -410,7 +425,8 @@ TEST(CutlassCandidates, Case17FullCAddmmDenylistAndCap) {
     EXPECT_TRUE(seen.size() == 1 || at > last) << g.name << " out of generation order";
     last = at;
   }
-  EXPECT_NE(kept[0].name.find("_128x128x64_1x1x1_0_ttt_align8_warpspecialized_cooperative_epi_tma"),
+  // (4096 x 2048: two waves of 128 x 256 tiles, those first)
+  EXPECT_NE(kept[0].name.find("_128x256x64_2x1x1_0_ttt_align8_stream_k_warpspecialized_cooperative"),
             std::string::npos)
       << kept[0].name;
   // beta 0 and no full x: CUTLASS's void C

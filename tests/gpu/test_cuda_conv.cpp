@@ -682,6 +682,25 @@ TEST(CudaConvSteps, OneByOneGemmsMatchTheInterpreter) {
   }
 }
 
+TEST(CudaConvSteps, ChannelsLastOneByOneGemmsMatchTheInterpreter) {
+  ANVIL_REQUIRE_GPU();
+  // the graph of CudaConvEmit.ChannelsLastOneByOneConvolutionsAreOneGemmOverThePositions
+  // (channels-last activations): its 1x1 convolutions as cuBLASLt GEMMs over the positions
+  // where an activation follows (the default), every one with the epilogues cuBLASLt fuses
+  // (all), and on cuDNN (0); each also in "unfused" mode (cuDNN's plain convolution and the
+  // epilogue kernels, 16-byte vectors of channels)
+  const auto g = ir::parse_graph(kConv1x1NhwcGraph);
+  const GpuCase gc = gpu_case(*g, random_inputs(*g, 171));
+  for (const char* gemm : {"act", "all", "0"}) {
+    ScopedEnv env("ANVIL_CUDA_CONV1X1_NHWC", gemm);
+    const std::string pkg = compile_for_cuda(*g, std::string("g1x1_nhwc_") + gemm);
+    for (const char* mode : {"auto", "unfused"}) {
+      ScopedEnv conv("ANVIL_CUDA_CONV", mode);
+      expect_runs_match(pkg, gc.dev, gc.want, std::string("gemm ") + gemm + " " + mode);
+    }
+  }
+}
+
 TEST(CudaConvModels, SmallCnnHasNoConvolutionHostStepsAndMatchesPyTorch) {
   ANVIL_REQUIRE_GPU();
   const std::string pkg = gpu_test::compile_cuda(gpu_test::fixture("small_cnn.pt2"));

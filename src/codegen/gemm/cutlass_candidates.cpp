@@ -267,6 +267,37 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
     std::stable_sort(out.begin(), out.end(), [&](const CutlassConfig& a, const CutlassConfig& b) {
       return rank(a) < rank(b);
     });
+  } else if (!mixed && base.tma && !integer) {
+    // Large 16-bit problems: the configurations that won `--autotune max` on an H200 (bf16,
+    // session 34) come first, so that `fast` times them. With at least two waves of 128 x 256
+    // tiles (4096³, 8192³): 128 x 256 tiles on 2 x 1 clusters (stream-K, then data-parallel),
+    // 256 x 128 on 1 x 2, 128 x 128 ping-pong on 1 x 2; with fewer (2048³): 128 x 128 ping-pong
+    // on 1 x 2 first, then 64 x 128 ping-pong (the best at 1024³).
+    const int64_t big_tiles = (*p.m + 127) / 128 * ((*p.n + 255) / 256) * p.batch;
+    const bool big = big_tiles >= 256;
+    auto is = [](const CutlassConfig& c, int tm, int tn, int cm, int cn, CutlassSchedule s) {
+      return c.tile_m == tm && c.tile_n == tn && c.cluster_m == cm && c.cluster_n == cn &&
+             c.schedule == s;
+    };
+    const CutlassSchedule co = CutlassSchedule::kCooperative, pp = CutlassSchedule::kPingpong,
+                          sk = CutlassSchedule::kStreamK;
+    auto rank = [&](const CutlassConfig& c) {
+      if (big) {
+        if (is(c, 128, 256, 2, 1, sk)) return 0;
+        if (is(c, 128, 256, 2, 1, co)) return 1;
+        if (is(c, 256, 128, 1, 2, co)) return 2;
+        if (is(c, 128, 128, 1, 2, pp)) return 3;
+      } else {
+        if (is(c, 128, 128, 1, 2, pp)) return 0;
+        if (is(c, 64, 128, 1, 1, pp)) return 1;
+        if (is(c, 128, 128, 1, 1, sk)) return 2;
+        if (is(c, 128, 256, 2, 1, sk)) return 3;
+      }
+      return 8;
+    };
+    std::stable_sort(out.begin(), out.end(), [&](const CutlassConfig& a, const CutlassConfig& b) {
+      return rank(a) < rank(b);
+    });
   }
   return out;
 }
