@@ -706,8 +706,20 @@ TEST(CudaConvEmit, ChannelsLastOneByOneConvolutionsAreOneGemmOverThePositions) {
   EXPECT_EQ(count(all.text, "ga.epilogue = ANVIL_EPILOGUE_BIAS_RELU;"), 1u) << "c2";
   EXPECT_EQ(count(all.text, "ga.epilogue = ANVIL_EPILOGUE_BIAS;"), 2u) << "c1, c5";
   EXPECT_NE(all.text.find("ga.dtype = 6;"), std::string::npos) << "c5 in fp16";
+  const Emitted norelu = emit(*g, dir, "g1x1_nhwc_norelu", "ANVIL_CUDA_CONV1X1_NHWC", "norelu");
+  EXPECT_EQ(count(norelu.text, "channels-last 1x1: one cuBLASLt GEMM"), 4u)
+      << "c0, c1, c4, c5: not c2 (bias + relu) nor c3 (residual + relu)";
+  EXPECT_EQ(count(norelu.text, "ga.epilogue = ANVIL_EPILOGUE_BIAS_RELU;"), 0u);
   const Emitted off = emit(*g, dir, "g1x1_nhwc_off", "ANVIL_CUDA_CONV1X1_NHWC", "0");
   EXPECT_EQ(count(off.text, "channels-last 1x1"), 0u) << "=0 keeps cuDNN";
+  try {  // a typo is an error naming the variable, not a silent default
+    emit(*g, dir, "g1x1_nhwc_bad", "ANVIL_CUDA_CONV1X1_NHWC", "every");
+    ADD_FAILURE() << "ANVIL_CUDA_CONV1X1_NHWC=every compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ANVIL_CUDA_CONV1X1_NHWC"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("'every'"), std::string::npos) << e.what();
+  }
   fs::remove_all(dir);
 }
 

@@ -11,6 +11,8 @@
 #include <fstream>
 
 #include "common/nvcc_sample.h"
+#include "common/scoped_env.h"
+#include "common/text.h"
 #include "driver/compile.h"
 #include "ir/parser.h"
 #include <nlohmann/json.hpp>
@@ -80,6 +82,58 @@ TEST(CudaPoolEmit, FloatingPoolsAreKernelsAndIntegerOnesHostSteps) {
   EXPECT_NE(text.find("for (int pos = row; pos < 99; pos += 204)"), std::string::npos);
   EXPECT_NE(text.find("__shared__ float part[8][33];"), std::string::npos);
   EXPECT_NE(text.find("for (int pos = threadIdx.y; pos < 99; pos += 8)"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(CudaPoolEmit, SplitGlobalAveragePoolsSumPartsInTheWorkspace) {
+  // ANVIL_CUDA_POOL_SPLIT=1 (opt-in): a channels-last global average pool of few blocks (16
+  // bf16 channels of 56 x 56 at batch 2: 2 vector lanes, 128 rows, one block per image) is
+  // split along the plane (min(528 / 2 blocks, 3136 / (128 * 4), 64) = 6 splits) into partial
+  // sums in the stream's workspace, then a kernel adds the 6 in order; a plane of 15
+  // positions is not split (CudaPool.SplitGlobalAveragePools* checks the values on a GPU)
+  const fs::path dir =
+      fs::temp_directory_path() / ("anvil_cuda_pool_split_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const test::ScopedEnv split("ANVIL_CUDA_POOL_SPLIT", "1");
+  driver::CompileOptions o;
+  o.target = "cuda-sm90";
+  o.cache_dir = (dir / "cache").string();
+  o.progress = codegen::ProgressMode::kQuiet;
+  o.emit_source_dir = (dir / "src").string();
+  const auto g = ir::parse_graph(R"(graph {
+  inputs {
+    %v: bf16[2, 56, 56, 16] = user_input
+    %z: bf16[2, 5, 3, 24] = user_input
+  }
+  %vs: bf16[2, 56, 56, 16] = aten.add.Tensor(self=%v, other=2.0)
+  %vp: bf16[2, 16, 56, 56] = aten.permute.default(self=%vs, dims=[0, 3, 1, 2])
+  %a: bf16[2, 16, 1, 1] = aten.adaptive_avg_pool2d.default(self=%vp, output_size=[1, 1])
+  %zp: bf16[2, 24, 5, 3] = aten.permute.default(self=%z, dims=[0, 3, 1, 2])
+  %c: bf16[2, 24, 1, 1] = aten.adaptive_avg_pool2d.default(self=%zp, output_size=[1, 1])
+  outputs {
+    user_output %a
+    user_output %c
+  }
+})");
+  o.emit_only = !test::nvcc_this_test();  // nvcc compiles it on CI's sample (nvcc_sample.h)
+  driver::compile_graph(*g, (dir / "split.anvil").string(), o);
+  std::string text;
+  for (const auto& f : fs::directory_iterator(dir / "src"))
+    if (f.path().extension() == ".cu") {
+      std::ifstream in(f.path());
+      text += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    }
+  EXPECT_EQ(test::count(text, " splits of each plane's positions, then their sum"), 1u);
+  EXPECT_NE(text.find("6 splits of each plane's positions"), std::string::npos);
+  EXPECT_NE(text.find("for (int pos = sp * 128 + row; pos < 3136; pos += 768)"),
+            std::string::npos);
+  EXPECT_NE(text.find("wdev->workspace(wdevice, s.stream, 768))"), std::string::npos)
+      << "2 images x 6 splits x 16 channels x 4 bytes";
+  EXPECT_NE(text.find("for (int sp = 0; sp < 6; ++sp) sum += w[sp * 16];"), std::string::npos);
+  EXPECT_NE(text.find("float* __restrict__ ws)"), std::string::npos);
+  if (!o.emit_only) {
+    EXPECT_TRUE(fs::exists(dir / "split.anvil"));
+  }
   fs::remove_all(dir);
 }
 

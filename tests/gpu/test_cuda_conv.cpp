@@ -691,7 +691,7 @@ TEST(CudaConvSteps, ChannelsLastOneByOneGemmsMatchTheInterpreter) {
   // epilogue kernels, 16-byte vectors of channels)
   const auto g = ir::parse_graph(kConv1x1NhwcGraph);
   const GpuCase gc = gpu_case(*g, random_inputs(*g, 171));
-  for (const char* gemm : {"act", "all", "0"}) {
+  for (const char* gemm : {"act", "norelu", "all", "0"}) {
     ScopedEnv env("ANVIL_CUDA_CONV1X1_NHWC", gemm);
     const std::string pkg = compile_for_cuda(*g, std::string("g1x1_nhwc_") + gemm);
     for (const char* mode : {"auto", "unfused"}) {

@@ -11,6 +11,7 @@
 
 #include "codegen/harness.h"
 #include "common/check.h"
+#include "common/scoped_env.h"
 #include "gpu/gpu_test_util.h"
 #include "interp/interpreter.h"
 #include "ir/parser.h"
@@ -194,6 +195,36 @@ TEST(CudaPool, GlobalAveragePoolsMatchTheInterpreter) {
     user_output %c
     user_output %d
     user_output %e
+  }
+})"),
+            1e-2);
+}
+
+TEST(CudaPool, SplitGlobalAveragePoolsMatchTheInterpreter) {
+  // ANVIL_CUDA_POOL_SPLIT=1 (opt-in): channels-last pools of few blocks split each plane over
+  // blocks writing partial sums to the stream's workspace, then a kernel adding them: 16
+  // channels of 56 x 56 (6 splits), 264 fp16 channels of 40 x 40 (two tiles of vectors, the
+  // second partly idle), and a plane too small to split beside them
+  ANVIL_REQUIRE_GPU();
+  const test::ScopedEnv split("ANVIL_CUDA_POOL_SPLIT", "1");
+  EXPECT_LT(gpu_vs_interpreter("gap_split", R"(graph {
+  inputs {
+    %v: bf16[2, 56, 56, 16] = user_input
+    %w: f16[2, 40, 40, 264] = user_input
+    %z: bf16[2, 5, 3, 24] = user_input
+  }
+  %vs: bf16[2, 56, 56, 16] = aten.add.Tensor(self=%v, other=2.0)
+  %vp: bf16[2, 16, 56, 56] = aten.permute.default(self=%vs, dims=[0, 3, 1, 2])
+  %a: bf16[2, 16, 1, 1] = aten.adaptive_avg_pool2d.default(self=%vp, output_size=[1, 1])
+  %ws: f16[2, 40, 40, 264] = aten.add.Tensor(self=%w, other=2.0)
+  %wp: f16[2, 264, 40, 40] = aten.permute.default(self=%ws, dims=[0, 3, 1, 2])
+  %b: f16[2, 264, 1, 1] = aten.adaptive_avg_pool2d.default(self=%wp, output_size=[1, 1])
+  %zp: bf16[2, 24, 5, 3] = aten.permute.default(self=%z, dims=[0, 3, 1, 2])
+  %c: bf16[2, 24, 1, 1] = aten.adaptive_avg_pool2d.default(self=%zp, output_size=[1, 1])
+  outputs {
+    user_output %a
+    user_output %b
+    user_output %c
   }
 })"),
             1e-2);

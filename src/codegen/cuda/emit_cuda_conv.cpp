@@ -340,7 +340,15 @@ std::string conv1x1_nhwc_gemm(const Program& p, const ExternStep& e, const ConvG
   // MobileNetV3-Small went 0.502 -> 0.442 and EfficientNet-B0 1.706 -> 1.664.
   const char* which_env = std::getenv("ANVIL_CUDA_CONV1X1_NHWC");
   const std::string which = which_env && *which_env ? which_env : "act";
-  if (which == "0" || (which != "all" && which != "1" && g.act == 0)) return "";
+  // "norelu": every one without a relu (cuDNN fuses a relu, cuBLASLt's bias + relu was the
+  // slower on ResNet-50; the bias-only and bias + residual projections of MobileNetV3 and
+  // EfficientNet are where "all" gained): not yet measured
+  if (which != "act" && which != "all" && which != "1" && which != "0" && which != "norelu")
+    throw Error("environment variable ANVIL_CUDA_CONV1X1_NHWC is not act, norelu, all, 1 or 0",
+                "anvil settings", "act (the default), norelu, all (or 1) or 0",
+                "'" + which + "'");
+  if (which == "0" || (which == "act" && g.act == 0) || (which == "norelu" && g.relu))
+    return "";
   if (g.spatial != 2 || g.unbatched || g.groups != 1) return "";
   if (g.x->dtype != DType::kBFloat16 && g.x->dtype != DType::kFloat16) return "";
   if (g.w->dtype != g.x->dtype || g.y->dtype != g.x->dtype) return "";

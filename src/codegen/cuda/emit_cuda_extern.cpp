@@ -96,6 +96,7 @@ std::string finish(const Program& p, const ExternStep& e, const KernelText& k) {
      << "_kernel(Syms<" << kernel_sym_count(p) << "> sy";
   for (const auto& [name, v] : k.params)
     fn << ", " << storage_type(v->dtype, Dialect::kCuda) << "* __restrict__ " << name;
+  for (const auto& [decl, arg] : k.extra) fn << ", " << decl;
   fn << ") {\n" << pdl_prologue();
   std::string sizes_text = k.body;
   fn << kernel_symbol_decls(p, sizes_text, "  ") << k.body << "}\n\n";
@@ -112,6 +113,7 @@ std::string finish(const Program& p, const ExternStep& e, const KernelText& k) {
     launch << ",\n      reinterpret_cast<" << storage_type(v->dtype, Dialect::kCuda) << "*>("
            << buffer_base(p, v->buffer)
            << ") + (" << v->offset.str() << ")";
+  for (const auto& [decl, arg] : k.extra) launch << ",\n      " << arg;
   launch << ");\n";
   launch << "  return anvil_launch_check(s, \"" << e.name << "\");\n";
   fn << "ANVIL_HIDDEN int " << e.name << "(const RunState& s) {\n";

@@ -148,32 +148,69 @@ bool global_average(const ExternStep& e) {
 /// threads every 8th position (each warp reads 32 neighbouring channels), the rows combined in
 /// shared memory. Otherwise each warp takes one plane, its lanes every 32nd position
 /// (neighbouring positions of an NCHW plane), combined by shuffles.
-KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
+/// The pieces of a global average pool's kernels: the input's element offset `at` (of int
+/// variables ni, ci, pos: image, channel, position in the plane), the statement storing the
+/// mean `put` (of ni, ci and the sum `sum`), and whether its channels come in 16-byte vectors
+/// (`vec` of them) of a channels-last input.
+struct GlobalAverage {
+  int64_t n = 0, c = 0, w = 0, hw = 0, vec = 0;
+  std::string at, put;
+  bool vectors = false;
+};
+
+GlobalAverage global_average_parts(const ExternStep& e, const std::string& acc) {
   const TensorView &x = e.inputs[0], &out = e.outputs[0];
-  const int64_t n = x.sizes[0].constant(), c = x.sizes[1].constant(),
-                w = x.sizes[3].constant(), hw = x.sizes[2].constant() * w;
+  GlobalAverage g;
+  g.n = x.sizes[0].constant();
+  g.c = x.sizes[1].constant();
+  g.w = x.sizes[3].constant();
+  g.hw = x.sizes[2].constant() * g.w;
   const auto st = [](const TensorView& v, int d) { return std::to_string(v.strides[d].constant()); };
   // element (ni, ci, pos / W, pos % W) of the input, int indices widened for the offset
-  const std::string at = "static_cast<int64_t>(ni) * " + st(x, 0) + " + static_cast<int64_t>(ci) * " +
-                         st(x, 1) + " + static_cast<int64_t>(pos / " + std::to_string(w) + ") * " +
-                         st(x, 2) + " + static_cast<int64_t>(pos % " + std::to_string(w) + ") * " +
-                         st(x, 3);
+  g.at = "static_cast<int64_t>(ni) * " + st(x, 0) + " + static_cast<int64_t>(ci) * " + st(x, 1) +
+         " + static_cast<int64_t>(pos / " + std::to_string(g.w) + ") * " + st(x, 2) +
+         " + static_cast<int64_t>(pos % " + std::to_string(g.w) + ") * " + st(x, 3);
+  g.put = store(out.dtype, "y0",
+                "static_cast<int64_t>(ni) * " + st(out, 0) + " + static_cast<int64_t>(ci) * " +
+                    st(out, 1),
+                "sum / static_cast<" + acc + ">(" + std::to_string(g.hw) + ")");
+  // channels-last with 16-byte vectors of channels (vec of them)
+  const int64_t es = static_cast<int64_t>(dtype_size(x.dtype));
+  g.vec = 16 / es;
+  // (ANVIL_CUDA_POOL_VEC=0 at compile time keeps the block of 32 channels)
+  g.vectors = env_switch("ANVIL_CUDA_POOL_VEC", true) && (es == 2 || es == 4) &&
+              x.strides[1].constant() == 1 && g.c % g.vec == 0 && x.offset.is_constant() &&
+              x.offset.constant() % g.vec == 0;
+  for (int d : {0, 2, 3}) g.vectors = g.vectors && x.strides[d].constant() % g.vec == 0;
+  return g;
+}
+
+/// Statements summing the 16-byte vector of channels at `v0 + off` into float s[vec] (v0
+/// aligned or not: `aligned`).
+std::string add_vector(DType t, int64_t vec, const std::string& acc, const std::string& ind) {
+  const std::string ty = storage_type(t, Dialect::kCuda);
+  std::ostringstream in;
+  in << ind << "alignas(16) " << ty << " e[" << vec << "];\n";
+  in << ind << "if (aligned) {\n";
+  in << ind << "  *reinterpret_cast<uint4*>(e) = __ldg(reinterpret_cast<const uint4*>(v0 + off));\n";
+  in << ind << "} else {\n";
+  in << "#pragma unroll\n" << ind << "  for (int j = 0; j < " << vec << "; ++j) e[j] = v0[off + j];\n";
+  in << ind << "}\n";
+  in << "#pragma unroll\n" << ind << "for (int j = 0; j < " << vec << "; ++j) s[j] += static_cast<"
+     << acc << ">(" << load(t, "e", "j") << ");\n";
+  return in.str();
+}
+
+KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
+  const TensorView &x = e.inputs[0], &out = e.outputs[0];
+  const GlobalAverage ga = global_average_parts(e, acc);
+  const int64_t n = ga.n, c = ga.c, hw = ga.hw, vec = ga.vec;
+  const std::string &at = ga.at, &put = ga.put;
   std::ostringstream in;
   KernelText k;
   k.params = {{"v0", &x}, {"y0", &out}};
-  const std::string put = store(out.dtype, "y0",
-                                "static_cast<int64_t>(ni) * " + st(out, 0) +
-                                    " + static_cast<int64_t>(ci) * " + st(out, 1),
-                                "sum / static_cast<" + acc + ">(" + std::to_string(hw) + ")");
   const std::string add = "sum += static_cast<" + acc + ">(" + load(x.dtype, "v0", at) + ");\n";
-  // channels-last with 16-byte vectors of channels (vec of them): the first form below
-  const int64_t es = static_cast<int64_t>(dtype_size(x.dtype)), vec = 16 / es;
-  // (ANVIL_CUDA_POOL_VEC=0 at compile time keeps the block of 32 channels below)
-  bool vectors = env_switch("ANVIL_CUDA_POOL_VEC", true) && (es == 2 || es == 4) &&
-                 x.strides[1].constant() == 1 && c % vec == 0 &&
-                 x.offset.is_constant() && x.offset.constant() % vec == 0;
-  for (int d : {0, 2, 3}) vectors = vectors && x.strides[d].constant() % vec == 0;
-  if (vectors) {
+  if (ga.vectors) {
     // A block per (image, tile of up to 32 channel vectors), its threads `lanes` vectors wide
     // and 256 (or 1024) / lanes positions deep (a warp reads 512 contiguous bytes when the
     // channels are few), every position of the plane split over the rows, the rows summed in
@@ -186,7 +223,6 @@ KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
     // loads in flight bound its speed
     const int64_t threads = n * tiles >= 512 ? 256 : 1024;
     const int64_t rows = threads / lanes, width = lanes * vec;
-    const std::string ty = storage_type(x.dtype, Dialect::kCuda);
     in << "  __shared__ " << acc << " part[" << rows << "][" << width << "];\n";
     in << "  const int lane = threadIdx.x % " << lanes << ", row = threadIdx.x / " << lanes
        << ";\n";
@@ -200,15 +236,7 @@ KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
     in << "#pragma unroll 8\n";
     in << "      for (int pos = row; pos < " << hw << "; pos += " << rows << ") {\n";
     in << "        const int64_t off = " << at << ";\n";
-    in << "        alignas(16) " << ty << " e[" << vec << "];\n";
-    in << "        if (aligned) {\n";
-    in << "          *reinterpret_cast<uint4*>(e) =\n"
-       << "              __ldg(reinterpret_cast<const uint4*>(v0 + off));\n";
-    in << "        } else {\n";
-    in << "#pragma unroll\n          for (int j = 0; j < " << vec << "; ++j) e[j] = v0[off + j];\n";
-    in << "        }\n";
-    in << "#pragma unroll\n        for (int j = 0; j < " << vec << "; ++j) s[j] += static_cast<"
-       << acc << ">(" << load(x.dtype, "e", "j") << ");\n";
+    in << add_vector(x.dtype, vec, acc, "        ");
     in << "      }\n    }\n";
     in << "#pragma unroll\n    for (int j = 0; j < " << vec << "; ++j) part[row][lane * " << vec
        << " + j] = s[j];\n";
@@ -257,6 +285,103 @@ KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
   return k;
 }
 
+/// The global average pool of channels-last 16-byte channel vectors split along the plane
+/// (ANVIL_CUDA_POOL_SPLIT=1 at compile time; opt-in, not yet measured on a GPU) where a block
+/// per (image, tile of channels) gives fewer than 528 blocks (4 per SM of an H100 / H200):
+/// EfficientNet-B0's squeeze-excitation pools at batch 32 are 32-160 blocks, its first one
+/// (32 channels of 112 x 112) took 0.0375 ms at 684 GB/s. Two kernels: the first, a block per
+/// (image, tile, split), sums every split-th group of positions into the stream's workspace
+/// (device ABI 4: float [image][tile][split][tile's channels]); the second, a thread per
+/// (image, channel), adds the splits in a fixed order and stores the mean. "" where it does
+/// not apply (then global_average_kernel's single kernel).
+std::string split_global_average(const Program& p, const ExternStep& e, const std::string& acc) {
+  if (!env_switch("ANVIL_CUDA_POOL_SPLIT", false)) return "";
+  const TensorView &x = e.inputs[0], &out = e.outputs[0];
+  const GlobalAverage ga = global_average_parts(e, acc);
+  if (!ga.vectors || acc != "float") return "";
+  const int64_t n = ga.n, c = ga.c, hw = ga.hw, vec = ga.vec;
+  const int64_t cv = c / vec, lanes = std::min<int64_t>(cv, 32), tiles = (cv + lanes - 1) / lanes;
+  const int64_t threads = 256, rows = threads / lanes, width = lanes * vec;
+  const int64_t blocks = n * tiles, want = 528;
+  // each thread at least 4 vectors of the plane; at most 64 splits
+  const int64_t splits = std::min({(want + blocks - 1) / blocks, hw / (rows * 4), int64_t{64}});
+  if (blocks >= want || splits < 2) return "";
+  const int64_t ws_floats = blocks * splits * width;
+  const std::string guard =
+      "  const AnvilDeviceApi* wdev = s.api->device;\n"
+      "  int wdevice = 0;\n  cudaGetDevice(&wdevice);\n"
+      "  float* ws = wdev != nullptr && wdev->abi_version >= 4 && wdev->workspace != nullptr\n"
+      "      ? static_cast<float*>(wdev->workspace(wdevice, s.stream, " +
+      std::to_string(ws_floats * 4) +
+      "))\n      : nullptr;\n"
+      "  if (ws == nullptr) {\n    s.api->set_error(s.run_ctx, \"" +
+      e.name +
+      ": no workspace for the pool's partial sums (device backend ABI 4 needed)\");\n"
+      "    return 1;\n  }\n";
+  // the partial sums: a block per (image, tile, split)
+  std::ostringstream in;
+  in << "  __shared__ float part[" << rows << "][" << width << "];\n";
+  in << "  const int lane = threadIdx.x % " << lanes << ", row = threadIdx.x / " << lanes << ";\n";
+  in << "  const bool aligned = (reinterpret_cast<uintptr_t>(v0) & 15) == 0;\n";
+  in << "  for (int64_t blk = blockIdx.x; blk < " << blocks * splits << "; blk += gridDim.x) {\n";
+  in << "    const int sp = static_cast<int>(blk % " << splits << ");\n";
+  in << "    const int64_t nt = blk / " << splits << ";\n";
+  in << "    const int ni = static_cast<int>(nt / " << tiles << ");\n";
+  in << "    const int ci = static_cast<int>(nt % " << tiles << ") * " << width << " + lane * " << vec
+     << ";\n";
+  in << "    float s[" << vec << "] = {};\n";
+  in << "    if (ci < " << c << ") {\n";
+  in << "#pragma unroll 4\n";
+  in << "      for (int pos = sp * " << rows << " + row; pos < " << hw << "; pos += " << splits * rows
+     << ") {\n";
+  in << "        const int64_t off = " << ga.at << ";\n";
+  in << add_vector(x.dtype, vec, acc, "        ");
+  in << "      }\n    }\n";
+  in << "#pragma unroll\n    for (int j = 0; j < " << vec << "; ++j) part[row][lane * " << vec
+     << " + j] = s[j];\n";
+  in << "    __syncthreads();\n";
+  in << "    for (int t = threadIdx.x; t < " << width << "; t += blockDim.x) {\n";
+  in << "      float sum = 0;\n";
+  in << "      for (int r = 0; r < " << rows << "; ++r) sum += part[r][t];\n";
+  in << "      ws[blk * " << width << " + t] = sum;\n    }\n";
+  in << "    __syncthreads();  // part[] is rewritten by the next block's sums\n  }\n";
+  KernelText a;
+  a.params = {{"v0", &x}};
+  a.extra = {{"float* __restrict__ ws", "ws"}};
+  a.body = in.str();
+  a.block = std::to_string(lanes * rows);
+  a.grid = "anvil_blocks(" + std::to_string(blocks * splits) + ", 1)";
+  a.guard = guard;
+  // the means: a thread per (image, channel), the splits added in order
+  std::ostringstream fin;
+  fin << "  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < "
+      << n * c << ";\n       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
+  fin << "    const int ni = static_cast<int>(i / " << c << "), ci = static_cast<int>(i % " << c
+      << ");\n";
+  fin << "    const float* w = ws + (static_cast<int64_t>(ni) * " << tiles << " + ci / " << width
+      << ") * " << splits * width << " + ci % " << width << ";\n";
+  fin << "    float sum = 0;\n";
+  fin << "    for (int sp = 0; sp < " << splits << "; ++sp) sum += w[sp * " << width << "];\n";
+  fin << "    " << ga.put << "\n  }\n";
+  KernelText b;
+  b.params = {{"y0", &out}};
+  b.extra = {{"const float* __restrict__ ws", "ws"}};
+  b.body = fin.str();
+  b.grid = "anvil_blocks(" + std::to_string(n * c) + ", 256)";
+  b.guard = guard;
+  ExternStep ea = e, eb = e;
+  ea.name = e.name + "_part";
+  eb.name = e.name + "_mean";
+  std::ostringstream text;
+  text << finish(p, ea, a) << "\n" << finish(p, eb, b) << "\n";
+  text << "// " << e.name << ": " << node_list(e) << " (" << e.target << "): " << splits
+       << " splits of each plane's positions, then their sum\n";
+  text << "ANVIL_HIDDEN int " << e.name << "(const RunState& s) {\n";
+  text << "  const int rc = " << ea.name << "(s);\n";
+  text << "  return rc != 0 ? rc : " << eb.name << "(s);\n}\n";
+  return text.str();
+}
+
 }  // namespace
 
 bool is_pool_target(const std::string& t) {
@@ -293,6 +418,7 @@ std::string pool(const Program& p, const ExternStep& e) {
     inner = avg_pool(w, int_attr(e, "count_include_pad", 1) != 0,
                      int_attr(e, "divisor_override", 0), acc);
   } else if (global_average(e)) {
+    if (std::string split = split_global_average(p, e, acc); !split.empty()) return split;
     return finish(p, e, global_average_kernel(e, acc));
   } else {
     inner = adaptive_avg_pool(acc);

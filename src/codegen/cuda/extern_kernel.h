@@ -47,6 +47,9 @@ struct KernelText {
   std::string grid, block = "256", shared = "0";                   // launch, host expressions
   std::string guard;  // host statement(s) before the launch (return 1 with an error to refuse)
   std::string bounds;  // __launch_bounds__ arguments ("240, 4"), or none
+  // parameters after the views: (declaration in the kernel, argument the launcher passes: a
+  // host expression the guard may define), e.g. {"float* __restrict__ ws", "ws"}
+  std::vector<std::pair<std::string, std::string>> extra;
 };
 /// The kernel and `int NAME(const RunState& s)` launching it.
 std::string finish(const Program& p, const ExternStep& e, const KernelText& k);
