@@ -384,8 +384,11 @@ std::string conv1x1_nhwc_gemm(const Program& p, const ExternStep& e, const ConvG
     if (v % 8 != 0) return "";
   for (const TensorView* t : {g.x, g.w, g.y, g.bias, g.residual})
     if (t != nullptr && (!t->offset.is_constant() || t->offset.constant() % 8 != 0)) return "";
-  // cuBLASLt's epilogue takes the bias and the relu, and the residual as C without a relu
-  const bool lt_fuses = g.act == 0 && !(g.relu && g.residual);
+  // cuBLASLt's epilogue takes the bias and the relu, and the residual as C without a relu,
+  // each of the GEMM's dtype (AnvilGemmArgs: A, B, C, D and the bias share it)
+  const bool lt_fuses = g.act == 0 && !(g.relu && g.residual) &&
+                        (!g.bias || g.bias->dtype == x.dtype) &&
+                        (!g.residual || g.residual->dtype == x.dtype);
   const char* epi = g.bias ? (g.relu ? "ANVIL_EPILOGUE_BIAS_RELU" : "ANVIL_EPILOGUE_BIAS")
                            : (g.relu ? "ANVIL_EPILOGUE_RELU" : "ANVIL_EPILOGUE_NONE");
   const std::string rest = fused ? e.name + "_epilogue(s)" : std::string("0");
