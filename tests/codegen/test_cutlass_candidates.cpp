@@ -393,8 +393,8 @@ namespace {
 
 // Spec B.5 case 17's candidate set: addmm x[4096,2048] + 2.0 * A[4096,25728] @ B[25728,2048],
 // beta 0.4, x a full C matrix; denylist "pingpong", max configs 4. Every kernel reads C (beta *
-// C in its epilogue: the name's C dtype is f16, not void); the four are the first of generation
-// order without a ping-pong one. The kernels themselves run in CutlassSpec.Case17_* [GPU].
+// C in its epilogue: the name's C dtype is f16, not void); the four are the first of anvil's
+// generation order (for this size: the 128 x 256 2 x 1 ones first) without a ping-pong one. The kernels themselves run in CutlassSpec.Case17_* [GPU].
 TEST(CutlassCandidates, Case17FullCAddmmDenylistAndCap) {
   GemmProblem p = bf16_problem(4096, 2048, 25728);
   p.op = GemmOp::kAddmm;
@@ -425,7 +425,7 @@ TEST(CutlassCandidates, Case17FullCAddmmDenylistAndCap) {
     EXPECT_TRUE(seen.size() == 1 || at > last) << g.name << " out of generation order";
     last = at;
   }
-  // (4096 x 2048: two waves of 128 x 256 tiles, those first)
+  // (4096 x 2048: 256 tiles of 128 x 256, those first)
   EXPECT_NE(kept[0].name.find("_128x256x64_2x1x1_0_ttt_align8_stream_k_warpspecialized_cooperative"),
             std::string::npos)
       << kept[0].name;

@@ -202,8 +202,9 @@ std::string vector_epilogue(const ConvGeom& g, const std::string& ct) {
            c(t.offset) % vw == 0;
   };
   if (ch % vw != 0 || !dense_nhwc(y)) return "";
+  // (the residual read through __ldg beside y's stores: never y's own buffer)
   if (g.residual && (g.residual->dtype != y.dtype || g.residual->sizes != y.sizes ||
-                     !dense_nhwc(*g.residual)))
+                     !dense_nhwc(*g.residual) || g.residual->buffer == y.buffer))
     return "";
   if (g.bias && ch > 1 && c(g.bias->strides[0]) != 1) return "";
   const std::string st = storage_type(y.dtype, Dialect::kCuda);
@@ -270,22 +271,30 @@ std::string epilogue_kernel(const Program& p, const ExternStep& e, const ConvGeo
 /// 0.744 ms and left EfficientNet-B0 as it was (2.42 / 2.41 ms). Returns the statements
 /// (trying the GEMM, falling through to cuDNN when cuBLASLt refuses), or "" where it does not
 /// apply.
+/// Whether `g` is a 16-bit 1x1 convolution a GEMM computes: 2-D, batched, one group, stride 1,
+/// no dilation or padding, x, w and y of one dtype, every size and stride of x, w, y, the
+/// bias and the residual constant.
+bool gemm_1x1(const ConvGeom& g) {
+  if (g.spatial != 2 || g.unbatched || g.groups != 1) return false;
+  if (g.x->dtype != DType::kBFloat16 && g.x->dtype != DType::kFloat16) return false;
+  if (g.w->dtype != g.x->dtype || g.y->dtype != g.x->dtype) return false;
+  for (int d = 0; d < 2; ++d)
+    if (g.stride[d] != 1 || g.dilation[d] != 1 || g.pad_begin[d] != 0 || g.pad_end[d] != 0)
+      return false;
+  for (const TensorView* t : {g.x, g.w, g.y, g.bias, g.residual})
+    if (t != nullptr)
+      for (const auto* l : {&t->sizes, &t->strides})
+        for (const SymInt& d : *l)
+          if (!d.is_constant()) return false;
+  return g.w->sizes[2].constant() == 1 && g.w->sizes[3].constant() == 1;
+}
+
 std::string conv1x1_gemm(const ExternStep& e, const ConvGeom& g, bool fused) {
   const char* v = std::getenv("ANVIL_CUDA_CONV1X1_GEMM");
   if (v != nullptr && std::string(v) == "0") return "";
-  if (g.spatial != 2 || g.unbatched || g.groups != 1) return "";
-  if (g.x->dtype != DType::kBFloat16 && g.x->dtype != DType::kFloat16) return "";
-  if (g.w->dtype != g.x->dtype || g.y->dtype != g.x->dtype) return "";
-  for (int d = 0; d < 2; ++d)
-    if (g.stride[d] != 1 || g.dilation[d] != 1 || g.pad_begin[d] != 0 || g.pad_end[d] != 0)
-      return "";
-  for (const TensorView* t : {g.x, g.w, g.y})
-    for (const auto* l : {&t->sizes, &t->strides})
-      for (const SymInt& d : *l)
-        if (!d.is_constant()) return "";
+  if (!gemm_1x1(g)) return "";
   const auto c = [](const SymInt& d) { return d.constant(); };
   const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
-  if (c(w.sizes[2]) != 1 || c(w.sizes[3]) != 1) return "";
   const int64_t n = c(x.sizes[0]), ch = c(x.sizes[1]), k = c(w.sizes[0]);
   const int64_t hw = c(x.sizes[2]) * c(x.sizes[3]);
   // each image's channels x positions a row-major matrix: positions dense, channels at ld >= HW
@@ -349,20 +358,9 @@ std::string conv1x1_nhwc_gemm(const Program& p, const ExternStep& e, const ConvG
                 "'" + which + "'");
   if (which == "0" || (which == "act" && g.act == 0) || (which == "norelu" && g.relu))
     return "";
-  if (g.spatial != 2 || g.unbatched || g.groups != 1) return "";
-  if (g.x->dtype != DType::kBFloat16 && g.x->dtype != DType::kFloat16) return "";
-  if (g.w->dtype != g.x->dtype || g.y->dtype != g.x->dtype) return "";
-  for (int d = 0; d < 2; ++d)
-    if (g.stride[d] != 1 || g.dilation[d] != 1 || g.pad_begin[d] != 0 || g.pad_end[d] != 0)
-      return "";
-  for (const TensorView* t : {g.x, g.w, g.y, g.bias, g.residual})
-    if (t != nullptr)
-      for (const auto* l : {&t->sizes, &t->strides})
-        for (const SymInt& d : *l)
-          if (!d.is_constant()) return "";
+  if (!gemm_1x1(g)) return "";
   const auto c = [](const SymInt& d) { return d.constant(); };
   const TensorView &x = *g.x, &w = *g.w, &y = *g.y;
-  if (c(w.sizes[2]) != 1 || c(w.sizes[3]) != 1) return "";
   const int64_t n = c(x.sizes[0]), ch = c(x.sizes[1]), k = c(w.sizes[0]);
   const int64_t h = c(x.sizes[2]), wd = c(x.sizes[3]), rows = n * h * wd;
   // every position a row of channels: channels dense, positions at one stride (ld) in
@@ -376,6 +374,9 @@ std::string conv1x1_nhwc_gemm(const Program& p, const ExternStep& e, const ConvG
   };
   const int64_t lda = ld(x), ldc = ld(y), ldr = g.residual ? ld(*g.residual) : 0;
   if (lda == 0 || ldc == 0 || (g.residual && ldr != ldc) || rows < 2) return "";
+  // the GEMM writes y before the epilogue kernel reads the residual: never in one buffer (the
+  // memory plan keeps a step's inputs and outputs apart; checked, not assumed)
+  if (g.residual && g.residual->buffer == y.buffer) return "";
   if (c(w.strides[1]) != 1 && ch != 1) return "";  // the weight [K, C] row-major
   if (g.bias && c(g.bias->strides[0]) != 1 && k != 1) return "";
   const int64_t ldb = c(w.strides[0]);
@@ -385,7 +386,9 @@ std::string conv1x1_nhwc_gemm(const Program& p, const ExternStep& e, const ConvG
   for (const TensorView* t : {g.x, g.w, g.y, g.bias, g.residual})
     if (t != nullptr && (!t->offset.is_constant() || t->offset.constant() % 8 != 0)) return "";
   // cuBLASLt's epilogue takes the bias and the relu, and the residual as C without a relu,
-  // each of the GEMM's dtype (AnvilGemmArgs: A, B, C, D and the bias share it)
+  // each of the GEMM's dtype (AnvilGemmArgs: A, B, C, D and the bias share it; read_geometry
+  // already refuses others: defensive). Its relu may not keep a NaN as the epilogue kernel
+  // does (as with the GEMM steps' cuBLASLt relu epilogues).
   const bool lt_fuses = g.act == 0 && !(g.relu && g.residual) &&
                         (!g.bias || g.bias->dtype == x.dtype) &&
                         (!g.residual || g.residual->dtype == x.dtype);

@@ -201,6 +201,23 @@ std::string add_vector(DType t, int64_t vec, const std::string& acc, const std::
   return in.str();
 }
 
+/// Statements storing each thread's sums s[vec] as row `row` of shared part[][], then for
+/// each of the block's `width` channels t: `before`, the rows' sum in a fixed order as `sum`
+/// (of type acc), `after` (which stores it).
+std::string sum_rows(int64_t vec, int64_t width, int64_t rows, const std::string& acc,
+                     const std::string& before, const std::string& after) {
+  std::ostringstream in;
+  in << "#pragma unroll\n    for (int j = 0; j < " << vec << "; ++j) part[row][lane * " << vec
+     << " + j] = s[j];\n";
+  in << "    __syncthreads();\n";
+  in << "    for (int t = threadIdx.x; t < " << width << "; t += blockDim.x) {\n";
+  in << before;
+  in << "      " << acc << " sum = 0;\n";
+  in << "      for (int r = 0; r < " << rows << "; ++r) sum += part[r][t];\n";
+  in << after << "    }\n";
+  return in.str();
+}
+
 KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
   const TensorView &x = e.inputs[0], &out = e.outputs[0];
   const GlobalAverage ga = global_average_parts(e, acc);
@@ -238,15 +255,10 @@ KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
     in << "        const int64_t off = " << at << ";\n";
     in << add_vector(x.dtype, vec, acc, "        ");
     in << "      }\n    }\n";
-    in << "#pragma unroll\n    for (int j = 0; j < " << vec << "; ++j) part[row][lane * " << vec
-       << " + j] = s[j];\n";
-    in << "    __syncthreads();\n";
-    in << "    for (int t = threadIdx.x; t < " << width << "; t += blockDim.x) {\n";
-    in << "      const int ci = c0 + t;\n";
-    in << "      if (ci >= " << c << ") continue;\n";
-    in << "      " << acc << " sum = 0;\n";
-    in << "      for (int r = 0; r < " << rows << "; ++r) sum += part[r][t];\n";
-    in << "      " << put << "\n    }\n";
+    in << sum_rows(vec, width, rows, acc,
+                   "      const int ci = c0 + t;\n      if (ci >= " + std::to_string(c) +
+                       ") continue;\n",
+                   "      " + put + "\n");
     in << "    __syncthreads();  // part[] is rewritten by the next tile\n  }\n";
     k.block = std::to_string(lanes * rows);
     k.bounds = k.block;  // 1024 threads must fit in 64 registers each
@@ -292,8 +304,9 @@ KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
 /// (32 channels of 112 x 112) took 0.0375 ms at 684 GB/s. Two kernels: the first, a block per
 /// (image, tile, split), sums every split-th group of positions into the stream's workspace
 /// (device ABI 4: float [image][tile][split][tile's channels]); the second, a thread per
-/// (image, channel), adds the splits in a fixed order and stores the mean. "" where it does
-/// not apply (then global_average_kernel's single kernel).
+/// (image, channel), adds the splits in a fixed order and stores the mean; where the
+/// workspace cannot be had (out of device memory, a backend before ABI 4), the single kernel
+/// of global_average_kernel. "" where it does not apply (then that kernel alone).
 std::string split_global_average(const Program& p, const ExternStep& e, const std::string& acc) {
   if (!env_switch("ANVIL_CUDA_POOL_SPLIT", false)) return "";
   const TensorView &x = e.inputs[0], &out = e.outputs[0];
@@ -316,7 +329,7 @@ std::string split_global_average(const Program& p, const ExternStep& e, const st
       "))\n      : nullptr;\n"
       "  if (ws == nullptr) {\n    s.api->set_error(s.run_ctx, \"" +
       e.name +
-      ": no workspace for the pool's partial sums (device backend ABI 4 needed)\");\n"
+      ": no workspace for the pool's partial sums\");\n"
       "    return 1;\n  }\n";
   // the partial sums: a block per (image, tile, split)
   std::ostringstream in;
@@ -337,13 +350,8 @@ std::string split_global_average(const Program& p, const ExternStep& e, const st
   in << "        const int64_t off = " << ga.at << ";\n";
   in << add_vector(x.dtype, vec, acc, "        ");
   in << "      }\n    }\n";
-  in << "#pragma unroll\n    for (int j = 0; j < " << vec << "; ++j) part[row][lane * " << vec
-     << " + j] = s[j];\n";
-  in << "    __syncthreads();\n";
-  in << "    for (int t = threadIdx.x; t < " << width << "; t += blockDim.x) {\n";
-  in << "      float sum = 0;\n";
-  in << "      for (int r = 0; r < " << rows << "; ++r) sum += part[r][t];\n";
-  in << "      ws[blk * " << width << " + t] = sum;\n    }\n";
+  in << sum_rows(vec, width, rows, acc, "",
+                 "      ws[blk * " + std::to_string(width) + " + t] = sum;\n");
   in << "    __syncthreads();  // part[] is rewritten by the next block's sums\n  }\n";
   KernelText a;
   a.params = {{"v0", &x}};
@@ -369,14 +377,22 @@ std::string split_global_average(const Program& p, const ExternStep& e, const st
   b.body = fin.str();
   b.grid = "anvil_blocks(" + std::to_string(n * c) + ", 256)";
   b.guard = guard;
-  ExternStep ea = e, eb = e;
+  ExternStep ea = e, eb = e, ew = e;
   ea.name = e.name + "_part";
   eb.name = e.name + "_mean";
+  ew.name = e.name + "_whole";
   std::ostringstream text;
   text << finish(p, ea, a) << "\n" << finish(p, eb, b) << "\n";
+  text << finish(p, ew, global_average_kernel(e, acc)) << "\n";
   text << "// " << e.name << ": " << node_list(e) << " (" << e.target << "): " << splits
-       << " splits of each plane's positions, then their sum\n";
+       << " splits of each plane's positions, then their sum; without a workspace (out of "
+          "device memory, a device backend before ABI 4) the single kernel\n";
   text << "ANVIL_HIDDEN int " << e.name << "(const RunState& s) {\n";
+  text << "  const AnvilDeviceApi* dev = s.api->device;\n";
+  text << "  int device = 0;\n  cudaGetDevice(&device);\n";
+  text << "  if (dev == nullptr || dev->abi_version < 4 || dev->workspace == nullptr ||\n"
+       << "      dev->workspace(device, s.stream, " << ws_floats * 4 << ") == nullptr)\n";
+  text << "    return " << ew.name << "(s);\n";
   text << "  const int rc = " << ea.name << "(s);\n";
   text << "  return rc != 0 ? rc : " << eb.name << "(s);\n}\n";
   return text.str();

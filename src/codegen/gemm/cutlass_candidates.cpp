@@ -268,11 +268,12 @@ std::vector<CutlassConfig> cutlass_configs(const GemmProblem& p, int sm, const C
       return rank(a) < rank(b);
     });
   } else if (!mixed && base.tma && !integer) {
-    // Large 16-bit problems: the configurations that won `--autotune max` on an H200 (bf16,
-    // session 34) come first, so that `fast` times them. With at least two waves of 128 x 256
-    // tiles (4096³, 8192³): 128 x 256 tiles on 2 x 1 clusters (stream-K, then data-parallel),
-    // 256 x 128 on 1 x 2, 128 x 128 ping-pong on 1 x 2; with fewer (2048³): 128 x 128 ping-pong
-    // on 1 x 2 first, then 64 x 128 ping-pong (the best at 1024³).
+    // Other 16-bit problems (M > 64): the configurations that won `--autotune max` on an H200
+    // (bf16, session 34) come first, so that `fast` times them. With at least 256 tiles of
+    // 128 x 256 (about two waves on 132 SMs: 4096³, 8192³): 128 x 256 tiles on 2 x 1 clusters
+    // (stream-K, then data-parallel), 256 x 128 on 1 x 2, 128 x 128 ping-pong on 1 x 2; with
+    // fewer (2048³ and smaller): 128 x 128 ping-pong on 1 x 2 first, then 64 x 128 ping-pong
+    // (the best at 1024³).
     const int64_t big_tiles = (*p.m + 127) / 128 * ((*p.n + 255) / 256) * p.batch;
     const bool big = big_tiles >= 256;
     auto is = [](const CutlassConfig& c, int tm, int tn, int cm, int cn, CutlassSchedule s) {
