@@ -8,8 +8,11 @@
 # Environment: PER_MODEL_S (default 150), MODES (torch.compile modes; default reduce-overhead,
 # empty: none), VARIANTS (cuda_bench.py --variant-env; default none),
 # ITERS (100), PROFILE (slowest steps per package, 0 = off; default 12), OUT (JSON and logs;
-# default $OUT of the device tool, else ./gpu_vision_out). Prints one summary line per model:
-# ms back to back for the default and each variant, reduce-overhead, and default / reduce-overhead.
+# default $OUT of the device tool, else ./gpu_vision_out), GPUS (how many GPUs to spread the
+# models over, each model wholly on one, the models of one GPU in turn; default: the GPUs
+# nvidia-smi lists, 1 when CUDA_VISIBLE_DEVICES is set). Prints one summary line per model, in
+# the list's order: ms back to back for the default and each variant, reduce-overhead, and
+# default / reduce-overhead.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -24,7 +27,9 @@ mkdir -p "$out"
 variant_args=()
 [ -n "${VARIANTS:-}" ] && variant_args=(--variant-env "$VARIANTS")
 IFS=, read -ra list <<< "$models"
-for m in "${list[@]}"; do
+# one model: its bench under its time limit, then its summary line on stdout
+run_model() {
+  local m=$1
   timeout "${PER_MODEL_S:-150}" python3 bench/cuda_bench.py --anvil gpu_bundle/bin/anvil \
     --models "tv_${m}_b32" --dtypes bfloat16 --modes "${MODES-reduce-overhead}" --iters "${ITERS:-100}" \
     --profile "${PROFILE:-12}" "${variant_args[@]}" --json "$out/$m.json" > "$out/$m.log" 2>&1
@@ -54,4 +59,24 @@ print(f"{model} (ms b2b): " + ", ".join(parts))
 EOF
   # a run cut short: its progress lines (cuda_bench.py prints each figure as it is measured)
   [ -s "$out/$m.json" ] || grep -E "^# tv_" "$out/$m.log" | sed 's/^/  /'
+}
+gpus=${GPUS:-}
+if [ -z "$gpus" ]; then
+  if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then gpus=1; else gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU '); fi
+fi
+[ "$gpus" -ge 1 ] 2>/dev/null || gpus=1
+if [ "$gpus" -le 1 ]; then
+  for m in "${list[@]}"; do run_model "$m"; done
+  exit 0
+fi
+# several GPUs: model i on GPU i % GPUS, each GPU's models in turn, the summaries printed in
+# the list's order once all have ended
+for ((g = 0; g < gpus; ++g)); do
+  (
+    for ((i = g; i < ${#list[@]}; i += gpus)); do
+      CUDA_VISIBLE_DEVICES=$g run_model "${list[$i]}" > "$out/${list[$i]}.summary" 2>&1
+    done
+  ) &
 done
+wait
+for m in "${list[@]}"; do cat "$out/$m.summary"; rm -f "$out/$m.summary"; done
