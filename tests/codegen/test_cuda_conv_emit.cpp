@@ -710,6 +710,16 @@ TEST(CudaConvEmit, ChannelsLastOneByOneConvolutionsAreOneGemmOverThePositions) {
   EXPECT_EQ(count(norelu.text, "channels-last 1x1: one cuBLASLt GEMM"), 4u)
       << "c0, c1, c4, c5: not c2 (bias + relu) nor c3 (residual + relu)";
   EXPECT_EQ(count(norelu.text, "ga.epilogue = ANVIL_EPILOGUE_BIAS_RELU;"), 0u);
+  // auto: every one, each timing its GEMM against cuDNN on its first plain run (while a graph
+  // is captured undecided: the GEMM where an activation follows, as act)
+  const Emitted autom = emit(*g, dir, "g1x1_nhwc_auto", "ANVIL_CUDA_CONV1X1_NHWC", "auto");
+  EXPECT_EQ(count(autom.text, "channels-last 1x1: one cuBLASLt GEMM"), 6u);
+  EXPECT_EQ(count(autom.text, "static AnvilPick pick;"), 6u);
+  EXPECT_EQ(count(autom.text, "const int way = anvil_pick_now(s, &pick, 1);"), 1u) << "c0";
+  EXPECT_EQ(count(autom.text, "const int way = anvil_pick_now(s, &pick, 0);"), 5u);
+  EXPECT_NE(autom.text.find("if (way < 0) return anvil_pick_time(s, &pick, ext1);"),
+            std::string::npos)
+      << "the step times itself run each way";
   const Emitted off = emit(*g, dir, "g1x1_nhwc_off", "ANVIL_CUDA_CONV1X1_NHWC", "0");
   EXPECT_EQ(count(off.text, "channels-last 1x1"), 0u) << "=0 keeps cuDNN";
   try {  // a typo is an error naming the variable, not a silent default

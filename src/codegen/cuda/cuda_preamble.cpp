@@ -384,6 +384,66 @@ static inline int anvil_conv(const RunState& s, const char* step, AnvilConvArgs*
   return 0;
 }
 
+/// A step's choice between two ways of computing it (1: the first, a GEMM; 0: the second,
+/// cuDNN), per device (ordinals below 16), decided on the step's first plain run by timing both
+/// (anvil_pick_time); -1 while undecided. A step may be run again with the choice forced (the
+/// timing does so on its own thread): its output is then rewritten whole each time, so the
+/// step must not read what it writes.
+struct AnvilPick {
+  std::atomic<int> pick[16];
+  AnvilPick() {
+    for (auto& p : pick) p.store(-1);
+  }
+};
+static thread_local int anvil_pick_forced = -1;
+/// The way to run the step now: the forced one while timing, the decided one, `fallback` while
+/// the stream is captured (a CUDA graph records one way) or on a device past the table, -1 when
+/// undecided on a plain run (then the caller times both).
+static inline int anvil_pick_now(const RunState& s, AnvilPick* p, int fallback) {
+  if (anvil_pick_forced >= 0) return anvil_pick_forced;
+  int device = 0;
+  cudaGetDevice(&device);
+  if (device < 0 || device >= 16) return fallback;
+  const int v = p->pick[device].load();
+  if (v >= 0) return v;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(s.stream), &capturing) != cudaSuccess ||
+      capturing != cudaStreamCaptureStatusNone)
+    return fallback;
+  return -1;
+}
+/// Times `step` run each way (a warm-up, then 3 runs between CUDA events on the run's stream,
+/// each way apart), records the faster for this device and returns 0 (the step's output is
+/// that of its last run, the second way), or the step's or CUDA's error.
+static inline int anvil_pick_time(const RunState& s, AnvilPick* p, int (*step)(const RunState&)) {
+  const cudaStream_t st = static_cast<cudaStream_t>(s.stream);
+  cudaEvent_t ev[4] = {nullptr, nullptr, nullptr, nullptr};
+  cudaError_t e = cudaSuccess;
+  for (int i = 0; i < 4 && e == cudaSuccess; ++i) e = cudaEventCreate(&ev[i]);
+  int rc = 0;
+  for (int way = 1; way >= 0 && e == cudaSuccess && rc == 0; --way) {
+    cudaEvent_t* pair = ev + (1 - way) * 2;  // ev[0..1] the first way, ev[2..3] the second
+    anvil_pick_forced = way;
+    rc = step(s);  // warm-up (cuBLASLt's plan, cuDNN's engine timing)
+    if (rc == 0) e = cudaEventRecord(pair[0], st);
+    for (int i = 0; i < 3 && e == cudaSuccess && rc == 0; ++i) rc = step(s);
+    if (e == cudaSuccess && rc == 0) e = cudaEventRecord(pair[1], st);
+  }
+  anvil_pick_forced = -1;
+  if (e == cudaSuccess && rc == 0) e = cudaEventSynchronize(ev[3]);
+  float t_first = 0, t_second = 0;
+  if (e == cudaSuccess && rc == 0) e = cudaEventElapsedTime(&t_first, ev[0], ev[1]);
+  if (e == cudaSuccess && rc == 0) e = cudaEventElapsedTime(&t_second, ev[2], ev[3]);
+  for (cudaEvent_t x : ev)
+    if (x != nullptr) cudaEventDestroy(x);
+  if (rc != 0) return rc;
+  if (e != cudaSuccess) return anvil_cuda_fail(s, "timing a step's two ways", e);
+  int device = 0;
+  cudaGetDevice(&device);
+  if (device >= 0 && device < 16) p->pick[device].store(t_first <= t_second ? 1 : 0);
+  return 0;
+}
+
 /// Reports a failed launch through the runtime; returns non-zero then.
 static inline int anvil_launch_check(const RunState& s, const char* step) {
   const cudaError_t e = cudaGetLastError();

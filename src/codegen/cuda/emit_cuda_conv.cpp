@@ -352,10 +352,14 @@ std::string conv1x1_nhwc_gemm(const Program& p, const ExternStep& e, const ConvG
   // "norelu": every one without a relu (cuDNN fuses a relu, cuBLASLt's bias + relu was the
   // slower on ResNet-50; the bias-only and bias + residual projections of MobileNetV3 and
   // EfficientNet are where "all" gained): not yet measured
-  if (which != "act" && which != "all" && which != "1" && which != "0" && which != "norelu")
-    throw Error("environment variable ANVIL_CUDA_CONV1X1_NHWC is not act, norelu, all, 1 or 0",
-                "anvil settings", "act (the default), norelu, all (or 1) or 0",
-                "'" + which + "'");
+  // "auto": every one, each step timing the GEMM against cuDNN on its first plain run
+  // (anvil_pick_time; while a CUDA graph is captured undecided, the "act" rule): not yet run
+  // on a GPU
+  if (which != "act" && which != "all" && which != "1" && which != "0" && which != "norelu" &&
+      which != "auto")
+    throw Error(
+        "environment variable ANVIL_CUDA_CONV1X1_NHWC is not act, norelu, all, auto, 1 or 0",
+        "anvil settings", "act (the default), norelu, all (or 1), auto or 0", "'" + which + "'");
   if (which == "0" || (which == "act" && g.act == 0) || (which == "norelu" && g.relu))
     return "";
   if (!gemm_1x1(g)) return "";
@@ -399,6 +403,12 @@ std::string conv1x1_nhwc_gemm(const Program& p, const ExternStep& e, const ConvG
   b << "  if (anvil_conv_mode() == 0) {"
     << "  // channels-last 1x1: one cuBLASLt GEMM over the positions (ANVIL_CUDA_CONV1X1_NHWC=0: "
        "cuDNN)\n";
+  if (which == "auto") {  // the faster of the GEMM (way 1) and cuDNN (way 0), timed
+    b << "    static AnvilPick pick;  // this step's, per device\n";
+    b << "    const int way = anvil_pick_now(s, &pick, " << (g.act != 0 ? 1 : 0) << ");\n";
+    b << "    if (way < 0) return anvil_pick_time(s, &pick, " << e.name << ");\n";
+    b << "    if (way == 1) {\n";
+  }
   b << "    const AnvilDeviceApi* dev = s.api->device;\n";
   b << "    int device = 0;\n    cudaGetDevice(&device);\n";
   b << "    int grc = 1;\n";
@@ -424,6 +434,7 @@ std::string conv1x1_nhwc_gemm(const Program& p, const ExternStep& e, const ConvG
     << ", 1.0f, a.x, " << lda << ", 0, a.w, " << ldb << ", 0, a.y, " << ldc
     << ", 0, 1, ANVIL_EPILOGUE_NONE, nullptr, 0);\n";
   b << "    if (grc == 0) return " << rest << ";\n";
+  if (which == "auto") b << "    }\n";
   b << "  }  // cuBLASLt refused it: cuDNN below\n";
   return b.str();
 }
