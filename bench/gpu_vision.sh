@@ -62,7 +62,11 @@ EOF
 }
 gpus=${GPUS:-}
 if [ -z "$gpus" ]; then
-  if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then gpus=1; else gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU '); fi
+  if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+    gpus=1
+  else
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  fi
 fi
 [ "$gpus" -ge 1 ] 2>/dev/null || gpus=1
 if [ "$gpus" -le 1 ]; then

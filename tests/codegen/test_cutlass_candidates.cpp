@@ -79,10 +79,11 @@ TEST(CutlassCandidates, Bf16EnumerationIsDeterministicUniqueAndComplete) {
             "warpspecialized_cooperative_epi_tma");
   // at least two waves of 128 x 256 tiles (4096 x 4096): those on 2 x 1 clusters first
   const auto big = cutlass_candidates(bf16_problem(4096, 4096, 4096), 90);
-  const char* big_first[] = {"_128x256x64_2x1x1_0_ttt_align8_stream_k_warpspecialized_cooperative",
-                             "_128x256x64_2x1x1_0_ttt_align8_warpspecialized_cooperative",
-                             "_256x128x64_1x2x1_0_ttt_align8_warpspecialized_cooperative",
-                             "_128x128x64_1x2x1_0_ttt_align8_warpspecialized_pingpong"};
+  const char* big_first[] = {
+      "_128x256x64_2x1x1_0_ttt_align8_stream_k_warpspecialized_cooperative",
+      "_128x256x64_2x1x1_0_ttt_align8_warpspecialized_cooperative",
+      "_256x128x64_1x2x1_0_ttt_align8_warpspecialized_cooperative",
+      "_128x128x64_1x2x1_0_ttt_align8_warpspecialized_pingpong"};
   ASSERT_EQ(big.size(), 24u);
   for (int i = 0; i < 4; ++i)
     EXPECT_NE(big[i].name.find(big_first[i]), std::string::npos) << i << ": " << big[i].name;
@@ -394,7 +395,8 @@ namespace {
 // Spec B.5 case 17's candidate set: addmm x[4096,2048] + 2.0 * A[4096,25728] @ B[25728,2048],
 // beta 0.4, x a full C matrix; denylist "pingpong", max configs 4. Every kernel reads C (beta *
 // C in its epilogue: the name's C dtype is f16, not void); the four are the first of anvil's
-// generation order (for this size: the 128 x 256 2 x 1 ones first) without a ping-pong one. The kernels themselves run in CutlassSpec.Case17_* [GPU].
+// generation order (for this size: the 128 x 256 2 x 1 ones first) without a ping-pong one.
+// The kernels themselves run in CutlassSpec.Case17_* [GPU].
 TEST(CutlassCandidates, Case17FullCAddmmDenylistAndCap) {
   GemmProblem p = bf16_problem(4096, 2048, 25728);
   p.op = GemmOp::kAddmm;
@@ -426,8 +428,9 @@ TEST(CutlassCandidates, Case17FullCAddmmDenylistAndCap) {
     last = at;
   }
   // (4096 x 2048: 256 tiles of 128 x 256, those first)
-  EXPECT_NE(kept[0].name.find("_128x256x64_2x1x1_0_ttt_align8_stream_k_warpspecialized_cooperative"),
-            std::string::npos)
+  EXPECT_NE(
+      kept[0].name.find("_128x256x64_2x1x1_0_ttt_align8_stream_k_warpspecialized_cooperative"),
+      std::string::npos)
       << kept[0].name;
   // beta 0 and no full x: CUTLASS's void C
   p.beta = 0.0;

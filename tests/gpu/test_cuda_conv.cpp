@@ -687,12 +687,12 @@ TEST(CudaConvSteps, ChannelsLastOneByOneGemmsMatchTheInterpreter) {
   // the graph of CudaConvEmit.ChannelsLastOneByOneConvolutionsAreOneGemmOverThePositions
   // (channels-last activations): its 1x1 convolutions as cuBLASLt GEMMs over the positions
   // where an activation follows (the default), every one but those with a relu (norelu),
-  // every one with the epilogues cuBLASLt fuses (all), each the faster of the two timed at its
-  // first run (auto: the values of both ways and of the timing runs), and on cuDNN (0); each also in
-  // ANVIL_CUDA_CONV=unfused mode, which skips the GEMMs: cuDNN's plain convolution and the
-  // epilogue kernels (16-byte vectors of channels). Which path ran is the emitter's (the
-  // text CudaConvEmit.ChannelsLastOneByOneConvolutionsAreOneGemmOverThePositions checks):
-  // this test checks the values
+  // every one with the epilogues cuBLASLt fuses (all), each the faster of the two timed at
+  // its first run (auto: the values of both ways and of the timing runs), and on cuDNN (0);
+  // each also in ANVIL_CUDA_CONV=unfused mode, which skips the GEMMs: cuDNN's plain
+  // convolution and the epilogue kernels (16-byte vectors of channels). Which path ran is the
+  // emitter's (the text CudaConvEmit.ChannelsLastOneByOneConvolutionsAreOneGemmOverThePositions
+  // checks): this test checks the values
   const auto g = ir::parse_graph(kConv1x1NhwcGraph);
   const GpuCase gc = gpu_case(*g, random_inputs(*g, 171));
   for (const char* gemm : {"act", "norelu", "all", "auto", "0"}) {

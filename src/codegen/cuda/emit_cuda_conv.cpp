@@ -212,7 +212,8 @@ std::string vector_epilogue(const ConvGeom& g, const std::string& ct) {
   in << "  if ((reinterpret_cast<uintptr_t>(y0) & 15) == 0"
      << (g.residual ? " && (reinterpret_cast<uintptr_t>(v3) & 15) == 0" : "") << ") {\n";
   in << "    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < "
-     << n * h * w * ch / vw << ";\n         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
+     << n * h * w * ch / vw
+     << ";\n         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {\n";
   in << "      const int64_t o = i * " << vw << ";\n";
   in << "      const int c0 = static_cast<int>(o % " << ch << ");\n";  // (a constant divisor)
   in << "      alignas(16) " << st << " e[" << vw << "];\n";

@@ -192,11 +192,14 @@ std::string add_vector(DType t, int64_t vec, const std::string& acc, const std::
   std::ostringstream in;
   in << ind << "alignas(16) " << ty << " e[" << vec << "];\n";
   in << ind << "if (aligned) {\n";
-  in << ind << "  *reinterpret_cast<uint4*>(e) = __ldg(reinterpret_cast<const uint4*>(v0 + off));\n";
+  in << ind
+     << "  *reinterpret_cast<uint4*>(e) = __ldg(reinterpret_cast<const uint4*>(v0 + off));\n";
   in << ind << "} else {\n";
-  in << "#pragma unroll\n" << ind << "  for (int j = 0; j < " << vec << "; ++j) e[j] = v0[off + j];\n";
+  in << "#pragma unroll\n"
+     << ind << "  for (int j = 0; j < " << vec << "; ++j) e[j] = v0[off + j];\n";
   in << ind << "}\n";
-  in << "#pragma unroll\n" << ind << "for (int j = 0; j < " << vec << "; ++j) s[j] += static_cast<"
+  in << "#pragma unroll\n"
+     << ind << "for (int j = 0; j < " << vec << "; ++j) s[j] += static_cast<"
      << acc << ">(" << load(t, "e", "j") << ");\n";
   return in.str();
 }
@@ -334,19 +337,20 @@ std::string split_global_average(const Program& p, const ExternStep& e, const st
   // the partial sums: a block per (image, tile, split)
   std::ostringstream in;
   in << "  __shared__ float part[" << rows << "][" << width << "];\n";
-  in << "  const int lane = threadIdx.x % " << lanes << ", row = threadIdx.x / " << lanes << ";\n";
+  in << "  const int lane = threadIdx.x % " << lanes << ", row = threadIdx.x / " << lanes
+     << ";\n";
   in << "  const bool aligned = (reinterpret_cast<uintptr_t>(v0) & 15) == 0;\n";
   in << "  for (int64_t blk = blockIdx.x; blk < " << blocks * splits << "; blk += gridDim.x) {\n";
   in << "    const int sp = static_cast<int>(blk % " << splits << ");\n";
   in << "    const int64_t nt = blk / " << splits << ";\n";
   in << "    const int ni = static_cast<int>(nt / " << tiles << ");\n";
-  in << "    const int ci = static_cast<int>(nt % " << tiles << ") * " << width << " + lane * " << vec
-     << ";\n";
+  in << "    const int ci = static_cast<int>(nt % " << tiles << ") * " << width
+     << " + lane * " << vec << ";\n";
   in << "    float s[" << vec << "] = {};\n";
   in << "    if (ci < " << c << ") {\n";
   in << "#pragma unroll 4\n";
-  in << "      for (int pos = sp * " << rows << " + row; pos < " << hw << "; pos += " << splits * rows
-     << ") {\n";
+  in << "      for (int pos = sp * " << rows << " + row; pos < " << hw
+     << "; pos += " << splits * rows << ") {\n";
   in << "        const int64_t off = " << ga.at << ";\n";
   in << add_vector(x.dtype, vec, acc, "        ");
   in << "      }\n    }\n";
