@@ -222,7 +222,8 @@ std::string vector_epilogue(const ConvGeom& g, const std::string& ct) {
     in << "      alignas(16) " << st << " r[" << vw << "];\n";
     in << "      *reinterpret_cast<uint4*>(r) = __ldg(reinterpret_cast<const uint4*>(v3 + o));\n";
   }
-  in << "      (void)c0;\n#pragma unroll\n      for (int j = 0; j < " << vw << "; ++j) {\n";
+  if (!g.bias) in << "      (void)c0;\n";
+  in << "#pragma unroll\n      for (int j = 0; j < " << vw << "; ++j) {\n";
   in << "    " << ct << " v = " << load(y.dtype, "e", "j") << ";\n";
   if (g.bias) in << "    v += " << load(g.bias->dtype, "v2", "c0 + j") << ";\n";
   if (g.residual) in << "    v += " << load(y.dtype, "r", "j") << ";\n";
@@ -264,14 +265,6 @@ std::string epilogue_kernel(const Program& p, const ExternStep& e, const ConvGeo
   return finish(p, named, k);
 }
 
-/// A 1x1 convolution (stride 1, no padding, one group, bf16 / fp16) of NCHW-like views as one
-/// batched cuBLASLt GEMM per run: for each image, Y[n] (K x HW) = W (K x C) X[n] (C x HW), the
-/// bias / residual / activation in the step's epilogue kernel. The default
-/// (ANVIL_CUDA_CONV1X1_GEMM=0 at compile time keeps cuDNN): cuDNN's NCHW bf16 1x1 engines ran
-/// at ~350 GB/s in EfficientNet-B0 at batch 32 on an H200; the GEMMs took MobileNetV3-Small there from 0.782 to
-/// 0.744 ms and left EfficientNet-B0 as it was (2.42 / 2.41 ms). Returns the statements
-/// (trying the GEMM, falling through to cuDNN when cuBLASLt refuses), or "" where it does not
-/// apply.
 /// Whether `g` is a 16-bit 1x1 convolution a GEMM computes: 2-D, batched, one group, stride 1,
 /// no dilation or padding, x, w and y of one dtype, every size and stride of x, w, y, the
 /// bias and the residual constant.
@@ -290,6 +283,14 @@ bool gemm_1x1(const ConvGeom& g) {
   return g.w->sizes[2].constant() == 1 && g.w->sizes[3].constant() == 1;
 }
 
+/// A 1x1 convolution (stride 1, no padding, one group, bf16 / fp16) of NCHW-like views as one
+/// batched cuBLASLt GEMM per run: for each image, Y[n] (K x HW) = W (K x C) X[n] (C x HW), the
+/// bias / residual / activation in the step's epilogue kernel. The default
+/// (ANVIL_CUDA_CONV1X1_GEMM=0 at compile time keeps cuDNN): cuDNN's NCHW bf16 1x1 engines ran
+/// at ~350 GB/s in EfficientNet-B0 at batch 32 on an H200; the GEMMs took MobileNetV3-Small there from 0.782 to
+/// 0.744 ms and left EfficientNet-B0 as it was (2.42 / 2.41 ms). Returns the statements
+/// (trying the GEMM, falling through to cuDNN when cuBLASLt refuses), or "" where it does not
+/// apply.
 std::string conv1x1_gemm(const ExternStep& e, const ConvGeom& g, bool fused) {
   const char* v = std::getenv("ANVIL_CUDA_CONV1X1_GEMM");
   if (v != nullptr && std::string(v) == "0") return "";

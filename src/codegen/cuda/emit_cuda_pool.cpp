@@ -140,14 +140,6 @@ bool global_average(const ExternStep& e) {
          x.sizes[0].constant() < (int64_t{1} << 30) && x.sizes[1].constant() < (int64_t{1} << 30);
 }
 
-/// The global average pool: each output (n, c) is the mean of its H*W plane, fp32 (fp64)
-/// accumulation. Channels-last input (the channel stride is 1) whose channels come in 16-byte
-/// vectors: a block takes up to 32 neighbouring vectors of one image, 256 / vectors rows of
-/// threads each every so many positions, the rows combined in shared memory. Other
-/// channels-last input: a block takes 32 neighbouring channels of one image, its 8 rows of
-/// threads every 8th position (each warp reads 32 neighbouring channels), the rows combined in
-/// shared memory. Otherwise each warp takes one plane, its lanes every 32nd position
-/// (neighbouring positions of an NCHW plane), combined by shuffles.
 /// The pieces of a global average pool's kernels: the input's element offset `at` (of int
 /// variables ni, ci, pos: image, channel, position in the plane), the statement storing the
 /// mean `put` (of ni, ci and the sum `sum`), and whether its channels come in 16-byte vectors
@@ -221,6 +213,14 @@ std::string sum_rows(int64_t vec, int64_t width, int64_t rows, const std::string
   return in.str();
 }
 
+/// The global average pool: each output (n, c) is the mean of its H*W plane, fp32 (fp64)
+/// accumulation. Channels-last input (the channel stride is 1) whose channels come in 16-byte
+/// vectors: a block takes up to 32 neighbouring vectors of one image, 256 / vectors rows of
+/// threads each every so many positions, the rows combined in shared memory. Other
+/// channels-last input: a block takes 32 neighbouring channels of one image, its 8 rows of
+/// threads every 8th position (each warp reads 32 neighbouring channels), the rows combined in
+/// shared memory. Otherwise each warp takes one plane, its lanes every 32nd position
+/// (neighbouring positions of an NCHW plane), combined by shuffles.
 KernelText global_average_kernel(const ExternStep& e, const std::string& acc) {
   const TensorView &x = e.inputs[0], &out = e.outputs[0];
   const GlobalAverage ga = global_average_parts(e, acc);
